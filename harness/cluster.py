@@ -1,0 +1,453 @@
+"""A real 3-node KRaft Kafka cluster in Docker, started with Testcontainers.
+
+Each node is broker and controller. Clients reach node i at 127.0.0.1:<host port i>, a port
+chosen when the cluster is created and kept for its life, so the advertised listener stays
+valid across kill/start cycles. Restarts reuse the same container (never testcontainers'
+`stop()`, which removes it), so the log directories survive like a disk would.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import docker.errors
+import docker.types
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+from testcontainers.core.container import DockerContainer
+
+from harness.settings import Settings, load_settings
+
+# Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+INTERNAL_PORT = 9092
+CONTROLLER_PORT = 9093
+CLIENT_PORT = 9094
+LOG_DIR = "/var/lib/kafka/data"
+READY_TOPIC = "__kchaos_ready"
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or did not become ready; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """Leader, replicas and ISR of one partition as the metadata reports them."""
+
+    partition: int
+    leader: int | None
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def free_host_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def port_in_use(port: int) -> bool:
+    """True when something already listens on 127.0.0.1:`port`."""
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def broker_env(
+    node_id: int, host_port: int, brokers: int, cluster_id: str, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of node `node_id`, in the env convention of the apache/kafka image."""
+    voters = ",".join(f"{i}@kafka-{i}:{CONTROLLER_PORT}" for i in range(1, brokers + 1))
+    env = {
+        "CLUSTER_ID": cluster_id,
+        "KAFKA_NODE_ID": str(node_id),
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},"
+        f"EXTERNAL://:{CLIENT_PORT}",
+        "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://kafka-{node_id}:{INTERNAL_PORT},"
+        f"EXTERNAL://127.0.0.1:{host_port}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+        "EXTERNAL:PLAINTEXT",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": voters,
+        "KAFKA_LOG_DIRS": LOG_DIR,
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": str(min(3, brokers)),
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": str(min(3, brokers)),
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+    }
+    for key, value in (extra or {}).items():
+        env[property_env_name(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+def property_env_name(prop: str) -> str:
+    """The KAFKA_* variable for a server property (inverse of the image's env mapping)."""
+    return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
+
+
+@dataclass
+class KafkaNode:
+    """One broker+controller container; lifecycle calls never remove the container."""
+
+    node_id: int
+    host_port: int
+    container: DockerContainer
+
+    @property
+    def hostname(self) -> str:
+        return f"kafka-{self.node_id}"
+
+    @property
+    def docker(self):
+        return self.container.get_wrapped_container()
+
+    def state(self) -> str:
+        """Docker's state of the container: running, paused, exited, ..."""
+        wrapped = self.docker
+        wrapped.reload()
+        return wrapped.status
+
+    def kill(self) -> None:
+        """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
+        self.docker.kill(signal="SIGKILL")
+
+    def stop(self, timeout_s: int = 60) -> None:
+        """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish."""
+        self.docker.stop(timeout=timeout_s)
+
+    def start(self) -> None:
+        """Start the stopped or killed container again, with its log directory intact."""
+        self.docker.start()
+
+    def pause(self) -> None:
+        """Freeze every process of the node (cgroup freezer)."""
+        self.docker.pause()
+
+    def unpause(self) -> None:
+        """Thaw a paused node."""
+        self.docker.unpause()
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run `argv` inside the node; return exit code and combined output."""
+        result = self.docker.exec_run(argv)
+        return result.exit_code, result.output.decode(errors="replace")
+
+    def ip(self, network: str) -> str:
+        """The node's address on the cluster's Docker network."""
+        wrapped = self.docker
+        wrapped.reload()
+        return wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+
+    def logs(self) -> bytes:
+        """Everything the broker wrote to stdout/stderr, across restarts."""
+        return self.docker.logs(stdout=True, stderr=True)
+
+    def controller_vote(self) -> tuple[int, int] | None:
+        """(leader epoch, leader id) of the KRaft quorum as this node last recorded it."""
+        path = f"{LOG_DIR}/__cluster_metadata-0/quorum-state"
+        try:
+            code, out = self.exec(["cat", path])
+        except docker.errors.APIError:
+            return None
+        if code != 0:
+            return None
+        data = json.loads(out).get("data", json.loads(out))
+        leader = data.get("leaderId", -1)
+        return (data.get("leaderEpoch", -1), leader) if leader >= 0 else None
+
+
+@dataclass
+class KafkaCluster:
+    """A KRaft cluster of `brokers` combined nodes on a private Docker network."""
+
+    image: str
+    brokers: int = 3
+    broker_config: dict[str, str] = field(default_factory=dict)
+    host_ports: list[int] | None = None
+    settings: Settings = field(default_factory=load_settings)
+    cluster_id: str = field(default_factory=new_cluster_id)
+    nodes: list[KafkaNode] = field(default_factory=list)
+    network_name: str = ""
+    _network = None
+    _admin: AdminClient | None = None
+
+    @property
+    def tag(self) -> str:
+        """Short id used in container and network names."""
+        return self.cluster_id[:8].lower().replace("_", "x").replace("-", "y")
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels that let a later run find and remove what a crashed run left behind."""
+        return {
+            self.settings.label: self.cluster_id,
+            f"{self.settings.label}.pid": str(os.getpid()),
+        }
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{node.host_port}" for node in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        """The node with this id."""
+        return self.nodes[node_id - 1]
+
+    def start(self, *, ready_timeout_s: float = 120.0) -> KafkaCluster:
+        """Create network and containers, start all nodes, and wait until the cluster is ready."""
+        ports = self._choose_ports()
+        client = docker.from_env()
+        self.network_name = f"kchaos-{self.tag}"
+        self._network = client.networks.create(
+            self.network_name, driver="bridge", labels=self.labels
+        )
+        try:
+            for node_id, port in enumerate(ports, start=1):
+                self.nodes.append(self._create_node(node_id, port))
+            for node in self.nodes:
+                node.container.start()
+            self.wait_ready(timeout_s=ready_timeout_s)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _choose_ports(self) -> list[int]:
+        if self.host_ports is None:
+            return free_host_ports(self.brokers)
+        if len(self.host_ports) != self.brokers:
+            raise ClusterError(
+                f"{len(self.host_ports)} host ports given for {self.brokers} brokers. "
+                "Fix: give one port per broker."
+            )
+        busy = [port for port in self.host_ports if port_in_use(port)]
+        if busy:
+            raise ClusterError(
+                f"host port(s) {busy} on 127.0.0.1 are already in use. Fix: stop "
+                "what listens there, or choose other ports (or none, to pick free ones)."
+            )
+        return list(self.host_ports)
+
+    def _create_node(self, node_id: int, host_port: int) -> KafkaNode:
+        env = broker_env(node_id, host_port, self.brokers, self.cluster_id, self.broker_config)
+        container = (
+            DockerContainer(self.image)
+            .with_name(f"kchaos-{self.tag}-kafka-{node_id}")
+            .with_envs(**env)
+            .with_kwargs(
+                hostname=f"kafka-{node_id}",
+                network=self.network_name,
+                cap_add=["NET_ADMIN"],
+                labels=self.labels,
+            )
+        )
+        container.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1", host_port)
+        # Network aliases make kafka-N resolvable to the other nodes on this network.
+        container._kwargs["networking_config"] = {
+            self.network_name: docker.types.EndpointConfig("1.41", aliases=[f"kafka-{node_id}"])
+        }
+        return KafkaNode(node_id, host_port, container)
+
+    def admin(self) -> AdminClient:
+        """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""
+        if self._admin is None:
+            self._admin = AdminClient(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "socket.timeout.ms": 10000,
+                    "log_level": 0,
+                    "logger": _silent_logger(),
+                }
+            )
+        return self._admin
+
+    def metadata(self, topic: str | None = None, timeout_s: float = 5.0) -> ClusterMetadata:
+        """Cluster metadata (brokers, topics, partitions) from whichever broker answers."""
+        return self.admin().list_topics(topic=topic, timeout=timeout_s)
+
+    def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
+        """Leader, replicas and ISR of every partition of `topic`."""
+        meta = self.metadata(topic, timeout_s).topics[topic]
+        if meta.error is not None:
+            raise ClusterError(f"topic {topic}: {meta.error}")
+        return [
+            PartitionState(
+                p.id, p.leader if p.leader >= 0 else None, tuple(p.replicas), tuple(p.isrs)
+            )
+            for p in sorted(meta.partitions.values(), key=lambda p: p.id)
+        ]
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """Node id of the partition's leader, None while it has none."""
+        return self.partition_states(topic)[partition].leader
+
+    def active_controller(self) -> int | None:
+        """Node id of the active KRaft controller: the newest quorum leader any live node saw."""
+        votes = [
+            vote
+            for node in self.nodes
+            if node.state() == "running"
+            if (vote := node.controller_vote()) is not None
+        ]
+        return max(votes)[1] if votes else None
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str] | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Create `topic` and wait until every partition has a leader and a full ISR."""
+        futures = self.admin().create_topics(
+            [NewTopic(topic, partitions, replication_factor, config=config or {})],
+            operation_timeout=timeout_s,
+        )
+        futures[topic].result(timeout=timeout_s)
+        self.wait_full_isr(topic, timeout_s=timeout_s)
+
+    def wait_full_isr(self, topic: str, timeout_s: float = 60.0) -> float:
+        """Wait until every partition has a leader and ISR == replicas; return seconds waited."""
+        started = time.monotonic()
+        for _ in _poll(timeout_s, f"full ISR on {topic}"):
+            with contextlib.suppress(KafkaException, ClusterError, KeyError):
+                states = self.partition_states(topic, timeout_s=2.0)
+                if states and all(
+                    s.leader is not None and set(s.isr) == set(s.replicas) for s in states
+                ):
+                    return time.monotonic() - started
+        raise AssertionError("unreachable")
+
+    def wait_ready(self, timeout_s: float = 120.0) -> float:
+        """Wait until all brokers registered and an RF=brokers topic has a full ISR."""
+        started = time.monotonic()
+        for _ in _poll(timeout_s, f"{self.brokers} brokers to register", self._describe_failure):
+            with contextlib.suppress(KafkaException):
+                if len(self.metadata(timeout_s=2.0).brokers) == self.brokers:
+                    break
+        remaining = max(5.0, timeout_s - (time.monotonic() - started))
+        if READY_TOPIC not in self.metadata().topics:
+            futures = self.admin().create_topics([NewTopic(READY_TOPIC, 1, self.brokers)])
+            with contextlib.suppress(KafkaException):  # already created by an earlier attempt
+                futures[READY_TOPIC].result(timeout=remaining)
+        self.wait_full_isr(READY_TOPIC, timeout_s=remaining)
+        return time.monotonic() - started
+
+    def _describe_failure(self) -> str:
+        lines = []
+        for node in self.nodes:
+            state = node.state()
+            tail = node.logs().decode(errors="replace").strip().splitlines()[-3:]
+            lines.append(f"  kafka-{node.node_id}: {state}; last log lines: {' | '.join(tail)}")
+        return "\n".join(lines)
+
+    def collect_logs(self, folder: Path) -> list[Path]:
+        """Write each node's full log to `folder`/kafka-<id>.log; return the paths."""
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for node in self.nodes:
+            path = folder / f"kafka-{node.node_id}.log"
+            with contextlib.suppress(docker.errors.APIError):
+                path.write_bytes(node.logs())
+                paths.append(path)
+        return paths
+
+    def close(self) -> None:
+        """Remove every container and the network, whatever state they are in."""
+        client = docker.from_env()
+        for node in self.nodes:
+            with contextlib.suppress(docker.errors.APIError, AttributeError):
+                node.docker.remove(force=True, v=True)
+        self.nodes = []
+        self._admin = None
+        if self.network_name:
+            with contextlib.suppress(docker.errors.APIError):
+                client.networks.get(self.network_name).remove()
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _poll(timeout_s: float, what: str, describe=None, interval_s: float = 0.25) -> Iterator[None]:
+    """Yield until the caller breaks; raise ClusterError naming `what` once `timeout_s` passed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        yield
+        time.sleep(interval_s)
+    detail = f"\n{describe()}" if describe else ""
+    raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {what}.{detail}")
+
+
+def _silent_logger():
+    """A logger that drops librdkafka's connection-refused chatter during restarts."""
+    import logging
+
+    logger = logging.getLogger("kchaos.librdkafka")
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+
+
+def remove_leftovers(settings: Settings | None = None, *, all_owners: bool = False) -> int:
+    """Remove containers and networks of clusters whose harness process is gone; return count.
+
+    With `all_owners`, also those of live processes (for `kafka-chaos clean --all`).
+    """
+    settings = settings or load_settings()
+    client = docker.from_env()
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": settings.label}):
+        if all_owners or not _owner_alive(container.labels.get(f"{settings.label}.pid")):
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True, v=True)
+                removed += 1
+    for network in client.networks.list(filters={"label": settings.label}):
+        if all_owners or not _owner_alive(
+            network.attrs.get("Labels", {}).get(f"{settings.label}.pid")
+        ):
+            with contextlib.suppress(docker.errors.APIError):
+                network.remove()
+                removed += 1
+    return removed
+
+
+def _owner_alive(pid: str | None) -> bool:
+    if not pid or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
