@@ -1,0 +1,51 @@
+"""The one interface every fault type implements: inject on resolved nodes, then heal."""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.cluster import KafkaCluster, KafkaNode
+
+
+class FaultError(RuntimeError):
+    """A fault could not be injected or healed; the message names the node and the command."""
+
+
+@dataclass
+class FaultContext:
+    """What a fault needs to act: the cluster, the experiment topic and a seeded RNG."""
+
+    cluster: KafkaCluster
+    topic: str
+    rng: random.Random = field(default_factory=random.Random)
+    netem: bool | None = None  # detected once per cluster, never assumed
+
+
+class Fault(ABC):
+    """One injected fault on concrete nodes; `heal` undoes it and is safe to call twice."""
+
+    kind: str = ""
+
+    def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: dict[str, Any]):
+        self.ctx = ctx
+        self.nodes = nodes
+        self.params = params
+
+    @abstractmethod
+    def inject(self) -> dict[str, Any]:
+        """Start the fault; return details worth recording in events.jsonl."""
+
+    @abstractmethod
+    def heal(self) -> None:
+        """End the fault."""
+
+
+def run_in(node: KafkaNode, argv: list[str]) -> str:
+    """Run `argv` in `node`; raise FaultError with its output when it fails."""
+    code, out = node.exec(argv)
+    if code != 0:
+        raise FaultError(f"kafka-{node.node_id}: `{' '.join(argv)}` exited {code}: {out.strip()}")
+    return out

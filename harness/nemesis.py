@@ -1,0 +1,191 @@
+"""The nemesis: runs a fault schedule against the cluster and heals everything at the end.
+
+Targets are resolved when a fault fires (the leader of a partition then, not at plan time).
+Every start and end goes to events.jsonl. `heal_all` runs in `finally`, also after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harness.cluster import KafkaNode
+from harness.faults import FAULT_TYPES, Fault, FaultContext, FaultError, netfilter
+from harness.journal import EventLog
+
+
+class Step(Protocol):
+    """What the nemesis reads of a schedule step (harness.spec.FaultStep)."""
+
+    at_s: float
+    fault: str
+    target: str
+    partition: int
+    duration_s: float
+    params: dict[str, Any]
+
+
+@dataclass
+class ActiveFault:
+    """A fault that was injected and not yet healed."""
+
+    fault_id: int
+    step: Step
+    fault: Fault
+
+
+def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
+    """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader)."""
+    cluster, target = ctx.cluster, step.target
+    if step.fault == "kill-all" or target == "all":
+        return list(cluster.nodes)
+    if target.startswith("node:"):
+        return [cluster.node(int(target.split(":", 1)[1]))]
+    if target == "random":
+        return [ctx.rng.choice(cluster.nodes)]
+    if target == "controller":
+        controller = cluster.active_controller()
+        if controller is None:
+            raise FaultError("no active controller to target")
+        return [cluster.node(controller)]
+    state = cluster.partition_states(ctx.topic)[step.partition]
+    if state.leader is None:
+        raise FaultError(f"partition {step.partition} has no leader to target")
+    if target == "leader":
+        return [cluster.node(state.leader)]
+    followers = [r for r in state.replicas if r != state.leader]
+    return [cluster.node(ctx.rng.choice(sorted(followers)))]
+
+
+def heal_all(ctx: FaultContext) -> list[str]:
+    """Bring every node back: start, unpause, drop iptables rules and qdiscs; return actions."""
+    actions = []
+    for node in ctx.cluster.nodes:
+        try:
+            state = node.state()
+            if state == "paused":
+                node.unpause()
+                actions.append(f"unpause kafka-{node.node_id}")
+            elif state != "running":
+                node.start()
+                actions.append(f"start kafka-{node.node_id}")
+            netfilter.flush(node)
+            node.exec(["tc", "qdisc", "del", "dev", "eth0", "root"])
+        except Exception as exc:  # heal the others even if one node misbehaves
+            actions.append(f"kafka-{node.node_id}: heal failed: {exc}")
+    return actions
+
+
+class Nemesis:
+    """Runs `steps` relative to `t0` (monotonic) in a thread; `stop()` ends and heals."""
+
+    def __init__(self, ctx: FaultContext, steps: Sequence[Step], events: EventLog):
+        self.ctx = ctx
+        self.steps = list(steps)
+        self.events = events
+        self.active: list[ActiveFault] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_id = 1
+
+    def start(self, t0: float) -> None:
+        self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)
+        self._thread.start()
+
+    def _run(self, t0: float) -> None:
+        try:
+            for step in self.steps:
+                if self._stop.wait(max(0.0, t0 + step.at_s - time.monotonic())):
+                    return
+                active = self._inject(step)
+                if self._stop.wait(step.duration_s) or active is None:
+                    continue
+                self._heal(active)
+        finally:
+            self.heal_active()
+
+    def _inject(self, step: Step) -> ActiveFault | None:
+        fault_id, self._next_id = self._next_id, self._next_id + 1
+        try:
+            nodes = resolve_target(self.ctx, step)
+            fault = FAULT_TYPES[step.fault](self.ctx, nodes, dict(step.params))
+            active = ActiveFault(fault_id, step, fault)
+            self.active.append(active)
+            detail = fault.inject()
+        except Exception as exc:
+            self.errors.append(f"fault {fault_id} ({step.fault} {step.target}): {exc}")
+            self.events.write("fault_error", fault_id=fault_id, fault=step.fault,
+                              target=step.target, error=str(exc))
+            return None
+        self.events.write("fault_start", fault_id=fault_id, fault=step.fault, target=step.target,
+                          partition=step.partition, nodes=[n.node_id for n in nodes],
+                          detail=detail)
+        return active
+
+    def _heal(self, active: ActiveFault) -> None:
+        try:
+            active.fault.heal()
+        except Exception as exc:
+            self.errors.append(f"heal of fault {active.fault_id}: {exc}")
+        with contextlib.suppress(ValueError):
+            self.active.remove(active)
+        self.events.write("fault_end", fault_id=active.fault_id, fault=active.step.fault,
+                          nodes=[n.node_id for n in active.fault.nodes])
+
+    def heal_active(self) -> None:
+        """Heal every fault still active (idempotent)."""
+        for active in list(self.active):
+            self._heal(active)
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """Stop scheduling, heal what is active, and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self.heal_active()
+
+
+class Sampler:
+    """Records leader/ISR of every partition about once a second, the controller every 5th."""
+
+    def __init__(self, ctx: FaultContext, events: EventLog, interval_s: float = 1.0):
+        self.ctx = ctx
+        self.events = events
+        self.interval_s = interval_s
+        self.latest: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        tick = 0
+        while not self._stop.is_set():
+            self.sample(with_controller=tick % 5 == 0)
+            tick += 1
+            self._stop.wait(self.interval_s)
+
+    def sample(self, with_controller: bool = False) -> None:
+        """Write one `sample` event; metadata errors are recorded, not raised."""
+        try:
+            states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
+        except Exception as exc:
+            self.events.write("sample", error=str(exc), partitions=[])
+            return
+        self.latest = [{"partition": s.partition, "leader": s.leader, "isr": list(s.isr)}
+                       for s in states]
+        fields: dict[str, Any] = {"partitions": self.latest}
+        if with_controller:
+            with contextlib.suppress(Exception):
+                fields["controller"] = self.ctx.cluster.active_controller()
+        self.events.write("sample", **fields)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)

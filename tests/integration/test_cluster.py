@@ -1,0 +1,108 @@
+"""The cluster against real brokers: start, produce/consume, kill, restart, pause, teardown."""
+
+from __future__ import annotations
+
+import time
+
+import docker
+import pytest
+from confluent_kafka import Producer
+
+from harness.cluster import KafkaCluster
+from harness.readback import read_back
+
+pytestmark = pytest.mark.integration
+
+
+def produce(cluster: KafkaCluster, topic: str, count: int, partition: int | None = None) -> list:
+    """Send `count` acks=all messages; return the delivery errors (None for success)."""
+    outcomes: list = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "message.timeout.ms": 30000})
+    for i in range(count):
+        kwargs = {} if partition is None else {"partition": partition}
+        producer.produce(topic, f"{i}:0:x".encode(), key=f"k{i % 4}",
+                         on_delivery=lambda err, msg: outcomes.append(err), **kwargs)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return outcomes
+
+
+def wait_until(condition, timeout_s: float, what: str):
+    """Poll `condition` until truthy; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_cluster_is_ready_with_three_brokers(cluster: KafkaCluster):
+    assert sorted(cluster.metadata().brokers) == [1, 2, 3]
+    assert cluster.active_controller() in {1, 2, 3}
+    assert all(port > 0 for port in (n.host_port for n in cluster.nodes))
+
+
+def test_produce_and_read_back_with_acks_all(cluster: KafkaCluster, topic: str, tmp_path):
+    outcomes = produce(cluster, topic, 300)
+    assert outcomes.count(None) == 300
+    result = read_back(cluster.bootstrap_servers, topic, 3, tmp_path / "readback.parquet")
+    assert result.complete
+    assert result.records == 300
+    assert all(low == 0 for low in result.log_start_offsets.values())
+
+
+def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaCluster, topic):
+    before = cluster.partition_states(topic)[0]
+    old_leader = cluster.node(before.leader)
+    old_leader.kill()
+    try:
+        after = wait_until(
+            lambda: (s := cluster.partition_states(topic)[0]).leader not in (None, before.leader)
+            and s, 30, "a new leader")
+        assert after.leader in before.isr
+        assert produce(cluster, topic, 50, partition=0).count(None) == 50
+    finally:
+        old_leader.start()
+    cluster.wait_full_isr(topic, timeout_s=60)
+    assert before.leader in cluster.partition_states(topic)[0].isr
+
+
+def test_graceful_stop_and_start_keeps_the_container(cluster: KafkaCluster, topic):
+    node = cluster.node(3)
+    container_id = node.docker.id
+    node.stop(timeout_s=60)
+    assert node.state() == "exited"
+    node.start()
+    cluster.wait_full_isr(topic, timeout_s=60)
+    assert node.docker.id == container_id
+
+
+def test_pause_and_unpause(cluster: KafkaCluster, topic):
+    node = cluster.node(2)
+    node.pause()
+    try:
+        assert node.state() == "paused"
+        assert produce(cluster, topic, 20).count(None) == 20
+    finally:
+        node.unpause()
+    assert node.state() == "running"
+    cluster.wait_full_isr(topic, timeout_s=60)
+
+
+def test_broker_logs_are_collected(cluster: KafkaCluster, tmp_path):
+    paths = cluster.collect_logs(tmp_path)
+    assert len(paths) == 3
+    assert "Kafka Server started" in paths[0].read_text()
+
+
+def test_teardown_removes_containers_and_network(broker_image: str):
+    cluster = KafkaCluster(image=broker_image).start()
+    name, label = cluster.network_name, cluster.labels
+    cluster.close()
+    client = docker.from_env()
+    key = next(iter(label))
+    assert client.containers.list(all=True, filters={"label": f"{key}={label[key]}"}) == []
+    assert client.networks.list(names=[name]) == []
