@@ -303,6 +303,15 @@ class KafkaCluster:
             for p in sorted(meta.partitions.values(), key=lambda p: p.id)
         ]
 
+    def node_ips(self) -> dict[int, str]:
+        """Each node's address on the cluster network, from one network inspection."""
+        network = docker.from_env().networks.get(self.network_name)
+        by_container = {
+            cid: info["IPv4Address"].split("/")[0]
+            for cid, info in network.attrs["Containers"].items()
+        }
+        return {node.node_id: by_container[node.docker.id] for node in self.nodes}
+
     def leader_of(self, topic: str, partition: int) -> int | None:
         """Node id of the partition's leader, None while it has none."""
         return self.partition_states(topic)[partition].leader

@@ -23,19 +23,37 @@ import pyarrow.parquet as pq
 SENDS_FILE = "journal-sends.arrows"
 ACKS_FILE = "journal-acks.arrows"
 
-SEND_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()),
-    ("send_ts_us", pa.int64()),
-])
-ACK_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("status", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("error", pa.string()), ("ack_ts_us", pa.int64()),
-])
-ACKED_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()), ("status", pa.string()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("error", pa.string()),
-    ("send_ts_us", pa.int64()), ("ack_ts_us", pa.int64()),
-])
+SEND_SCHEMA = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("send_ts_us", pa.int64()),
+    ]
+)
+ACK_SCHEMA = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("status", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error", pa.string()),
+        ("ack_ts_us", pa.int64()),
+    ]
+)
+ACKED_SCHEMA = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("status", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error", pa.string()),
+        ("send_ts_us", pa.int64()),
+        ("ack_ts_us", pa.int64()),
+    ]
+)
 
 
 def now_us() -> int:
@@ -52,8 +70,8 @@ class EventLog:
         self._lock = threading.Lock()
 
     def write(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Append an event with `ts_us` and `type`; return it."""
-        event = {"ts_us": now_us(), "type": type_, **fields}
+        """Append an event with `ts_us` (now unless given) and `type`; return it."""
+        event = {"ts_us": fields.pop("ts_us", None) or now_us(), "type": type_, **fields}
         line = json.dumps(event, default=str)
         with self._lock:
             if not self._file.closed:
@@ -86,8 +104,15 @@ class AckJournal:
     def sent(self, msg_id: int, key: str, key_seq: int, send_ts_us: int) -> None:
         self._sends.append((msg_id, key, key_seq, send_ts_us))
 
-    def acked(self, msg_id: int, status: str, partition: int | None, offset: int | None,
-              error: str | None, ack_ts_us: int) -> None:
+    def acked(
+        self,
+        msg_id: int,
+        status: str,
+        partition: int | None,
+        offset: int | None,
+        error: str | None,
+        ack_ts_us: int,
+    ) -> None:
         self._acks.append((msg_id, status, partition, offset, error, ack_ts_us))
 
     def _run(self) -> None:
@@ -115,10 +140,12 @@ def _drain(queue: deque[tuple], writer: ipc.RecordBatchStreamWriter, schema: pa.
     if not rows:
         return
     columns = list(zip(*rows, strict=True))
-    writer.write_batch(pa.record_batch(
-        [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)],
-        schema=schema,
-    ))
+    writer.write_batch(
+        pa.record_batch(
+            [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)],
+            schema=schema,
+        )
+    )
     # The OS file has no user-space buffer: each batch reaches the page cache here.
 
 
@@ -126,7 +153,10 @@ def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
     """Every complete batch of an Arrow stream, tolerating a truncated tail (crashed writer)."""
     batches = []
     if path.exists() and path.stat().st_size:
-        with contextlib.suppress(pa.ArrowInvalid, OSError), ipc.open_stream(pa.memory_map(str(path))) as reader:
+        with (
+            contextlib.suppress(pa.ArrowInvalid, OSError),
+            ipc.open_stream(pa.memory_map(str(path))) as reader,
+        ):
             for batch in reader:
                 batches.append(batch)
     return pa.Table.from_batches(batches, schema=schema)
@@ -140,12 +170,22 @@ def finalize(run_dir: Path) -> pa.Table:
     # ack, and acks whose send row was lost keep what they know.
     joined = sends.join(acks, keys="msg_id", join_type="full outer")
     status = pc.fill_null(joined["status"], "indeterminate")
-    error = pc.if_else(pc.is_null(joined["status"]), pa.scalar("no delivery report"), joined["error"])
-    table = pa.table({
-        "msg_id": joined["msg_id"], "key": joined["key"], "key_seq": joined["key_seq"],
-        "status": status, "partition": joined["partition"], "offset": joined["offset"],
-        "error": error, "send_ts_us": pc.fill_null(joined["send_ts_us"], joined["ack_ts_us"]),
-        "ack_ts_us": joined["ack_ts_us"],
-    }, schema=ACKED_SCHEMA).sort_by("msg_id")
+    error = pc.if_else(
+        pc.is_null(joined["status"]), pa.scalar("no delivery report"), joined["error"]
+    )
+    table = pa.table(
+        {
+            "msg_id": joined["msg_id"],
+            "key": joined["key"],
+            "key_seq": joined["key_seq"],
+            "status": status,
+            "partition": joined["partition"],
+            "offset": joined["offset"],
+            "error": error,
+            "send_ts_us": pc.fill_null(joined["send_ts_us"], joined["ack_ts_us"]),
+            "ack_ts_us": joined["ack_ts_us"],
+        },
+        schema=ACKED_SCHEMA,
+    ).sort_by("msg_id")
     pq.write_table(table, run_dir / "acked.parquet")
     return table

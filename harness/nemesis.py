@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from harness.cluster import KafkaNode
 from harness.faults import FAULT_TYPES, Fault, FaultContext, FaultError, netfilter
-from harness.journal import EventLog
+from harness.journal import EventLog, now_us
 
 
 class Step(Protocol):
@@ -61,6 +61,13 @@ def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
     return [cluster.node(ctx.rng.choice(sorted(followers)))]
 
 
+# One exec per node: flush our iptables chain and remove any qdisc we added.
+HEAL_NETWORK = (
+    f"{{ {netfilter.IPT} -n -L {netfilter.CHAIN} >/dev/null 2>&1 && "
+    f"{netfilter.IPT} -F {netfilter.CHAIN}; }}; tc qdisc del dev eth0 root 2>/dev/null; true"
+)
+
+
 def heal_all(ctx: FaultContext) -> list[str]:
     """Bring every node back: start, unpause, drop iptables rules and qdiscs; return actions."""
     actions = []
@@ -73,8 +80,7 @@ def heal_all(ctx: FaultContext) -> list[str]:
             elif state != "running":
                 node.start()
                 actions.append(f"start kafka-{node.node_id}")
-            netfilter.flush(node)
-            node.exec(["tc", "qdisc", "del", "dev", "eth0", "root"])
+            node.exec(["sh", "-c", HEAL_NETWORK])
         except Exception as exc:  # heal the others even if one node misbehaves
             actions.append(f"kafka-{node.node_id}: heal failed: {exc}")
     return actions
@@ -103,7 +109,9 @@ class Nemesis:
                 if self._stop.wait(max(0.0, t0 + step.at_s - time.monotonic())):
                     return
                 active = self._inject(step)
-                if self._stop.wait(step.duration_s) or active is None:
+                # Heal on the planned clock: time spent injecting must not stretch the fault.
+                heal_at = t0 + step.at_s + step.duration_s
+                if self._stop.wait(max(0.0, heal_at - time.monotonic())) or active is None:
                     continue
                 self._heal(active)
         finally:
@@ -111,6 +119,7 @@ class Nemesis:
 
     def _inject(self, step: Step) -> ActiveFault | None:
         fault_id, self._next_id = self._next_id, self._next_id + 1
+        started_us = now_us()
         try:
             nodes = resolve_target(self.ctx, step)
             fault = FAULT_TYPES[step.fault](self.ctx, nodes, dict(step.params))
@@ -119,12 +128,26 @@ class Nemesis:
             detail = fault.inject()
         except Exception as exc:
             self.errors.append(f"fault {fault_id} ({step.fault} {step.target}): {exc}")
-            self.events.write("fault_error", fault_id=fault_id, fault=step.fault,
-                              target=step.target, error=str(exc))
+            self.events.write(
+                "fault_error",
+                fault_id=fault_id,
+                fault=step.fault,
+                target=step.target,
+                error=str(exc),
+            )
             return None
-        self.events.write("fault_start", fault_id=fault_id, fault=step.fault, target=step.target,
-                          partition=step.partition, nodes=[n.node_id for n in nodes],
-                          detail=detail)
+        # ts_us is when injection began; injected_us when the last command returned.
+        self.events.write(
+            "fault_start",
+            ts_us=started_us,
+            injected_us=now_us(),
+            fault_id=fault_id,
+            fault=step.fault,
+            target=step.target,
+            partition=step.partition,
+            nodes=[n.node_id for n in nodes],
+            detail=detail,
+        )
         return active
 
     def _heal(self, active: ActiveFault) -> None:
@@ -134,8 +157,12 @@ class Nemesis:
             self.errors.append(f"heal of fault {active.fault_id}: {exc}")
         with contextlib.suppress(ValueError):
             self.active.remove(active)
-        self.events.write("fault_end", fault_id=active.fault_id, fault=active.step.fault,
-                          nodes=[n.node_id for n in active.fault.nodes])
+        self.events.write(
+            "fault_end",
+            fault_id=active.fault_id,
+            fault=active.step.fault,
+            nodes=[n.node_id for n in active.fault.nodes],
+        )
 
     def heal_active(self) -> None:
         """Heal every fault still active (idempotent)."""
@@ -178,8 +205,9 @@ class Sampler:
         except Exception as exc:
             self.events.write("sample", error=str(exc), partitions=[])
             return
-        self.latest = [{"partition": s.partition, "leader": s.leader, "isr": list(s.isr)}
-                       for s in states]
+        self.latest = [
+            {"partition": s.partition, "leader": s.leader, "isr": list(s.isr)} for s in states
+        ]
         fields: dict[str, Any] = {"partitions": self.latest}
         if with_controller:
             with contextlib.suppress(Exception):

@@ -13,10 +13,16 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from harness.recorder import decode_value
 
-READBACK_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("ts_us", pa.int64()),
-])
+READBACK_SCHEMA = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("ts_us", pa.int64()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -30,18 +36,21 @@ class Readback:
     seconds: float
 
 
-def read_back(bootstrap: str, topic: str, partitions: int, out: Path,
-              timeout_s: float = 120.0) -> Readback:
+def read_back(
+    bootstrap: str, topic: str, partitions: int, out: Path, timeout_s: float = 120.0
+) -> Readback:
     """Read all of `topic` (read_uncommitted) into `out` (readback.parquet)."""
     started = time.monotonic()
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"kchaos-readback-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_uncommitted",
-        "enable.partition.eof": True,
-        "log_level": 3,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kchaos-readback-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
+            "log_level": 3,
+        }
+    )
     try:
         low, high = _watermarks(consumer, topic, partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -56,8 +65,9 @@ def read_back(bootstrap: str, topic: str, partitions: int, out: Path,
 def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, dict]:
     low, high = {}, {}
     for p in range(partitions):
-        low[p], high[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10,
-                                                         cached=False)
+        low[p], high[p] = consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=10, cached=False
+        )
     return low, high
 
 
@@ -73,11 +83,16 @@ def _consume(consumer: Consumer, high: dict[int, int], deadline: float) -> tuple
                 continue
             msg_id, key_seq = decode_value(msg.value())
             key = msg.key()
-            rows.append({
-                "msg_id": msg_id, "key": key.decode(errors="replace") if key else None,
-                "key_seq": key_seq, "partition": msg.partition(), "offset": msg.offset(),
-                "ts_us": msg.timestamp()[1] * 1000,
-            })
+            rows.append(
+                {
+                    "msg_id": msg_id,
+                    "key": key.decode(errors="replace") if key else None,
+                    "key_seq": key_seq,
+                    "partition": msg.partition(),
+                    "offset": msg.offset(),
+                    "ts_us": msg.timestamp()[1] * 1000,
+                }
+            )
             if msg.offset() >= high[msg.partition()] - 1:
                 pending.discard(msg.partition())
     return rows, not pending

@@ -6,6 +6,7 @@ counts sends per key, so the read-back can spot losses, duplicates and reorderin
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,17 +17,19 @@ from confluent_kafka import KafkaError, Message, Producer
 from harness.journal import AckJournal, now_us
 
 # Outcomes where the write may or may not be in the log: never counted as a loss.
-INDETERMINATE = frozenset({
-    KafkaError._MSG_TIMED_OUT,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-    KafkaError._PURGE_INFLIGHT,
-    KafkaError._PURGE_QUEUE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NETWORK_EXCEPTION,
-    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    KafkaError._ALL_BROKERS_DOWN,
-})
+INDETERMINATE = frozenset(
+    {
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError._PURGE_QUEUE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
 
 
 def outcome_of(error: KafkaError | None) -> str:
@@ -82,27 +85,38 @@ class Recorder:
 
     FINAL_FLUSH_S = 30.0
 
-    def __init__(self, bootstrap: str, topic: str, producer_config: dict[str, Any],
-                 workload: Workload, journal: AckJournal):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        producer_config: dict[str, Any],
+        workload: Workload,
+        journal: AckJournal,
+    ):
         self.topic = topic
         self.workload = workload
         self.journal = journal
         self.stats = RecorderStats()
-        self.producer = Producer({
-            **producer_config,
-            "bootstrap.servers": bootstrap,
-            "on_delivery": self._on_delivery,
-            "log_level": 3,
-        })
+        self.producer = Producer(
+            {
+                **producer_config,
+                "bootstrap.servers": bootstrap,
+                "on_delivery": self._on_delivery,
+                "logger": logging.getLogger("kafka_chaos.librdkafka"),
+            }
+        )
 
     def _on_delivery(self, error: KafkaError | None, msg: Message) -> None:
         msg_id, _ = decode_value(msg.value())
         status = outcome_of(error)
         offset = msg.offset()
         self.journal.acked(
-            msg_id, status, msg.partition() if msg.partition() >= 0 else None,
+            msg_id,
+            status,
+            msg.partition() if msg.partition() >= 0 else None,
             offset if offset is not None and offset >= 0 else None,
-            None if error is None else error.name(), now_us(),
+            None if error is None else error.name(),
+            now_us(),
         )
         if status == "ok":
             self.stats.ok += 1
@@ -113,8 +127,12 @@ class Recorder:
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Send until the duration/count is reached or `stop` is set, then settle every send."""
-        self._send_loop(stop)
-        self._settle()
+        try:
+            self._send_loop(stop)
+            self._settle()
+        finally:
+            # Release the client now: a live handle keeps reconnecting to removed brokers.
+            self.producer.close()
         return self.stats
 
     def _send_loop(self, stop: threading.Event) -> None:
@@ -137,8 +155,9 @@ class Recorder:
             key_index = msg_id % w.keys
             key_seq = sequences[key_index]
             try:
-                produce(self.topic, encode_value(msg_id, key_seq, w.message_bytes),
-                        key=keys[key_index])
+                produce(
+                    self.topic, encode_value(msg_id, key_seq, w.message_bytes), key=keys[key_index]
+                )
             except BufferError:
                 poll(0.05)  # the local queue is full: let deliveries drain it
                 continue

@@ -16,7 +16,7 @@ class Loss(Fault):
     def inject(self) -> dict[str, Any]:
         percent = float(self.params.get("percent", 30))
         for node in self.nodes:
-            netfilter.drop_randomly(node, percent / 100.0)
+            netfilter.apply(node, netfilter.random_drop_rules(percent / 100.0))
         return {"percent": percent}
 
     def heal(self) -> None:

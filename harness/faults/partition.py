@@ -24,7 +24,7 @@ class Partition(Fault):
         mode = self.params.get("mode", "from-brokers")
         if mode == "full":
             for node in self.nodes:
-                netfilter.drop_interface(node)
+                netfilter.apply(node, netfilter.interface_rules())
             return {"mode": mode}
         groups = self._groups() if mode == "groups" else self._target_vs_rest()
         self._cut(groups)
@@ -46,13 +46,17 @@ class Partition(Fault):
         return groups
 
     def _cut(self, groups: list[list[int]]) -> None:
+        """Drop cross-group traffic on the nodes of every group but the largest.
+
+        Rules on one side of a link cut both directions, so the largest group (the healthy
+        majority) is left untouched and the cut takes one exec per minority node.
+        """
         cluster = self.ctx.cluster
-        group_of = {node_id: i for i, group in enumerate(groups) for node_id in group}
-        ips = {node.node_id: node.ip(cluster.network_name) for node in cluster.nodes}
-        for node in cluster.nodes:
-            for peer, peer_ip in ips.items():
-                if group_of[peer] != group_of[node.node_id]:
-                    netfilter.drop_peer(node, peer_ip)
+        ips = cluster.node_ips()
+        for group in sorted(groups, key=len)[:-1]:
+            outside = [ip for node_id, ip in ips.items() if node_id not in group]
+            for node_id in group:
+                netfilter.apply(cluster.node(node_id), netfilter.peer_rules(outside))
 
     def heal(self) -> None:
         for node in self.ctx.cluster.nodes:

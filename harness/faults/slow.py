@@ -29,13 +29,49 @@ class Slow(Fault):
         use_netem = bool(delay_ms and self.ctx.netem)
         for node in self.nodes:
             if use_netem:
-                run_in(node, ["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
-                              "delay", f"{delay_ms}ms", "rate", f"{rate}kbit"])
+                run_in(
+                    node,
+                    [
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        "eth0",
+                        "root",
+                        "handle",
+                        "1:",
+                        "netem",
+                        "delay",
+                        f"{delay_ms}ms",
+                        "rate",
+                        f"{rate}kbit",
+                    ],
+                )
             else:
-                run_in(node, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
-                              f"{rate}kbit", "burst", "32kbit", "latency", "400ms"])
-        return {"rate_kbit": rate, "delay_ms": delay_ms if use_netem else 0,
-                "qdisc": "netem" if use_netem else "tbf", "netem_available": self.ctx.netem}
+                run_in(
+                    node,
+                    [
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        "eth0",
+                        "root",
+                        "tbf",
+                        "rate",
+                        f"{rate}kbit",
+                        "burst",
+                        "32kbit",
+                        "latency",
+                        "400ms",
+                    ],
+                )
+        return {
+            "rate_kbit": rate,
+            "delay_ms": delay_ms if use_netem else 0,
+            "qdisc": "netem" if use_netem else "tbf",
+            "netem_available": self.ctx.netem,
+        }
 
     def heal(self) -> None:
         for node in self.nodes:

@@ -1,0 +1,50 @@
+# kafka-chaos: `make run` (the default experiment end to end) and `make test`.
+# Both bootstrap what they need: Docker engine, virtualenv, broker image.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+EXPERIMENT ?= experiments/default.yaml
+
+.PHONY: run test unit integration lint bench image engine clean venv
+
+run: venv engine image
+	$(BIN)/kafka-chaos run $(EXPERIMENT)
+
+# pytest exits 5 when it collected no test: that must fail, never pass quietly.
+test: venv engine image
+	$(BIN)/python -m pytest -ra tests; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+unit: venv
+	$(BIN)/python -m pytest -ra tests/unit
+
+integration: venv engine image
+	$(BIN)/python -m pytest -ra tests/integration
+
+lint: venv
+	$(BIN)/ruff check .
+
+bench: venv engine image
+	$(BIN)/python bench/cluster_bench.py
+	$(BIN)/python bench/recorder_bench.py
+	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Standard library only, so it runs before the virtualenv matters.
+engine:
+	$(PYTHON) -m harness.engine
+
+image: venv engine
+	$(BIN)/kafka-chaos image
+
+clean: venv
+	$(BIN)/kafka-chaos clean

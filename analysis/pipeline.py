@@ -1,0 +1,87 @@
+"""From run directories to verdicts and reports in one call: reconcile (Spark), judge, render.
+
+Needs only run directories, so it runs a month later, or over the shards of many CI jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from analysis.junit import write_junit
+from analysis.reconcile import (
+    aggregate,
+    find_runs,
+    reconcile,
+    spark_session,
+    write_aggregate,
+    write_results,
+)
+from analysis.report import render_report
+from analysis.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
+
+
+class NoRunsFound(LookupError):
+    """No run directory matched; the message says what a run directory is and the fix."""
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What an analysis produced: judged cells, the exit code, and where the files are."""
+
+    cells: tuple[CellVerdict, ...]
+    exit_code: int
+    html: Path
+    markdown: Path
+    json: Path
+    junit: Path
+    cells_parquet: Path
+
+
+def analyse(patterns: Sequence[str], out_dir: Path, *, master: str | None = None,
+            title: str = "kafka-chaos report", junit: Path | None = None) -> Analysis:
+    """Reconcile every run under `patterns`, judge each cell, and write all reports to `out_dir`."""
+    run_dirs = find_runs(patterns)
+    if not run_dirs:
+        raise NoRunsFound(
+            f"no run directory under {' '.join(patterns)} (a run directory holds spec.json and "
+            "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
+            "experiment first (make run)."
+        )
+    owns_session = SparkSession.getActiveSession() is None
+    spark = spark_session(master)
+    try:
+        results = reconcile(spark, run_dirs)
+    finally:
+        if owns_session:
+            spark.stop()
+    write_results(results)
+    cells_parquet, _ = write_aggregate(aggregate(results), out_dir)
+    result_dicts = [dataclasses.asdict(result) for result in results]
+    events = load_events_by_run(result_dicts)
+    cells = judge_all(result_dicts, events)
+    paths = render_report(cells, result_dicts, events, out_dir, title)
+    junit_path = write_junit(cells, junit or out_dir / "junit.xml")
+    return Analysis(tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json,
+                    junit_path, cells_parquet)
+
+
+def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
+    """Rows (cell, reps, acked, lost, unseen, duplicated, divergent, loss rate, verdict)."""
+    rows = []
+    for cell in cells:
+        counts = cell.stats.counts
+
+        def total(name: str, counts=counts, reps=cell.stats.counted) -> str:
+            stat = counts.get(name)
+            return "-" if stat is None else f"{stat.mean * max(reps, 1):,.0f}"
+
+        rate = cell.stats.loss_rate
+        rows.append((cell.cell, str(cell.stats.repetitions), total("acked"), total("lost"),
+                     total("unseen"), total("duplicated"), total("offset_divergent"),
+                     "-" if rate is None else f"{rate:.2%}", str(cell.verdict)))
+    return rows

@@ -1,0 +1,308 @@
+"""Runs an experiment: for each cell and repetition a fresh cluster, workload ║ nemesis,
+final heal, read-back, and a run directory written in phases (so a crash is still analysable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.cluster import KafkaCluster, remove_leftovers
+from harness.faults import FaultContext
+from harness.image import BrokerImage
+from harness.journal import AckJournal, EventLog, finalize, now_us
+from harness.nemesis import Nemesis, Sampler, heal_all
+from harness.readback import read_back
+from harness.recorder import Recorder, RecorderStats, Workload
+from harness.settings import REPO_ROOT
+from harness.spec import (
+    Cell,
+    Experiment,
+    cell_config,
+    producer_settings,
+    schedule_for,
+    topic_settings,
+)
+
+TOPIC = "chaos"
+log = logging.getLogger("kafka_chaos")
+
+
+class Progress(Protocol):
+    """Where the runner reports what it is doing (a live display, or plain lines for CI)."""
+
+    def cell_started(self, index: int, total: int, cell: str, repetition: int) -> None: ...
+    def phase(self, name: str) -> None: ...
+    def watch(self, stats: RecorderStats | None, nemesis: Nemesis | None) -> None: ...
+    def cell_finished(self, outcome: RepetitionOutcome) -> None: ...
+
+
+@dataclass(frozen=True)
+class Job:
+    """One repetition of one cell, with its seed and run directory."""
+
+    cell: Cell
+    repetition: int
+    seed: int
+    run_dir: Path
+
+
+@dataclass
+class RepetitionOutcome:
+    """What the harness itself saw of one repetition (the verdict is the analysis' job)."""
+
+    run_dir: Path
+    cell: str
+    repetition: int
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    indeterminate: int = 0
+    read: int = 0
+    readback_complete: bool = False
+    fault_errors: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def plan_jobs(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Job]:
+    """Every (cell, repetition) to run, with run directories under `root`."""
+    return [
+        Job(cell, rep, experiment.seed + rep, root / cell.name / str(rep))
+        for cell in cells
+        for rep in range(experiment.repetitions)
+    ]
+
+
+def select_shard(cells: Sequence[Cell], shard: tuple[int, int] | None) -> list[Cell]:
+    """The cells of shard i of n (1-based), dealt round-robin so shards get similar mixes."""
+    if shard is None:
+        return list(cells)
+    index, count = shard
+    return [cell for position, cell in enumerate(cells) if position % count == index - 1]
+
+
+def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, int] | None) -> Path:
+    """runs/<experiment>/<UTC timestamp>[-shard-i-of-n]/"""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
+    return runs_dir / experiment.name / f"{stamp}{suffix}"
+
+
+def git_revision() -> str | None:
+    """The checkout's commit, or None outside a git checkout."""
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    return None
+
+
+def write_spec(job: Job, image: BrokerImage, steps: list, extra: dict[str, Any]) -> None:
+    """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete)."""
+    spec = job.cell.spec
+    document = {
+        "experiment": spec.name,
+        "cell": job.cell.name,
+        "repetition": job.repetition,
+        "seed": job.seed,
+        "axes": job.cell.axes,
+        "config": {**cell_config(job.cell, steps), "kafka_version": image.kafka_version},
+        "image": image.tag,
+        "image_id": image.image_id,
+        "git_revision": git_revision(),
+        "producer": producer_settings(spec),
+        "topic": {
+            "name": TOPIC,
+            "partitions": spec.topic.partitions,
+            "replication_factor": spec.topic.replication_factor,
+            "config": topic_settings(spec),
+        },
+        "workload": spec.workload.model_dump(),
+        "schedule": [step.model_dump() for step in steps],
+        "kafka": spec.kafka.model_dump(),
+        **extra,
+    }
+    (job.run_dir / "spec.json").write_text(json.dumps(document, indent=2, default=str))
+
+
+def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutcome:
+    """Run one repetition end to end; the cluster is removed whatever happens."""
+    spec = job.cell.spec
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    steps = schedule_for(job.cell, job.seed)
+    started_at = now_us()
+    write_spec(job, image, steps, {"started_at_us": started_at})
+    outcome = RepetitionOutcome(job.run_dir, job.cell.name, job.repetition)
+    events = EventLog(job.run_dir / "events.jsonl")
+    cluster = KafkaCluster(
+        image=image.tag,
+        brokers=spec.kafka.brokers,
+        broker_config={k: str(v) for k, v in spec.kafka.broker_config.items()},
+    )
+    try:
+        progress.phase("starting cluster")
+        events.write("phase", phase="cluster-start")
+        cluster.start()
+        cluster.create_topic(
+            TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
+        )
+        events.write("phase", phase="topic-ready", bootstrap=cluster.bootstrap_servers)
+        ctx = FaultContext(cluster, TOPIC, random.Random(job.seed))
+        _workload_and_faults(job, ctx, steps, events, outcome, progress)
+        _read_back(job, cluster, events, outcome, progress)
+    except Exception as exc:
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        log.exception("repetition %s/%s failed", job.cell.name, job.repetition)
+        events.write("harness_error", error=outcome.error)
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.collect_logs(job.run_dir / "broker-logs")
+        cluster.close()
+        events.write("phase", phase="cluster-removed")
+        events.close()
+        write_spec(
+            job,
+            image,
+            steps,
+            {"started_at_us": started_at, "ended_at_us": now_us(), "harness_error": outcome.error},
+        )
+    progress.cell_finished(outcome)
+    return outcome
+
+
+def _workload_and_faults(
+    job: Job,
+    ctx: FaultContext,
+    steps: list,
+    events: EventLog,
+    outcome: RepetitionOutcome,
+    progress: Progress,
+) -> None:
+    """The workload in this thread, the nemesis and sampler beside it; heal all at the end."""
+    spec = job.cell.spec
+    workload = Workload(
+        spec.workload.rate,
+        spec.workload.duration_s,
+        spec.workload.count,
+        spec.workload.message_bytes,
+        spec.workload.keys,
+    )
+    journal = AckJournal(job.run_dir)
+    sampler = Sampler(ctx, events)
+    nemesis = Nemesis(ctx, steps, events)
+    recorder = Recorder(
+        ctx.cluster.bootstrap_servers, TOPIC, producer_settings(spec), workload, journal
+    )
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(progress, recorder, nemesis, stop), daemon=True)
+    try:
+        sampler.start()
+        progress.phase("workload + faults")
+        events.write("phase", phase="workload-start")
+        nemesis.start(time.monotonic())
+        watcher.start()
+        stats = recorder.run(threading.Event())
+        events.write("phase", phase="workload-end")
+    finally:
+        stop.set()
+        nemesis.stop()
+        progress.phase("final heal")
+        events.write("phase", phase="heal", actions=heal_all(ctx))
+        journal.close()
+        finalize(job.run_dir)
+        sampler.stop()
+    outcome.sent, outcome.ok = stats.sent, stats.ok
+    outcome.failed, outcome.indeterminate = stats.failed, stats.indeterminate
+    outcome.fault_errors = list(nemesis.errors)
+
+
+def _watch(progress: Progress, recorder: Recorder, nemesis: Nemesis, stop: threading.Event) -> None:
+    while not stop.wait(0.5):
+        progress.watch(recorder.stats, nemesis)
+
+
+def _read_back(
+    job: Job,
+    cluster: KafkaCluster,
+    events: EventLog,
+    outcome: RepetitionOutcome,
+    progress: Progress,
+) -> None:
+    """Wait (bounded) for a full ISR everywhere, then read every partition to its HW."""
+    spec = job.cell.spec
+    progress.phase("waiting for full ISR")
+    started = time.monotonic()
+    full_isr = True
+    try:
+        cluster.wait_full_isr(TOPIC, timeout_s=spec.faults.final_heal_timeout_s)
+    except Exception as exc:
+        full_isr = False
+        log.warning("no full ISR after heal: %s", exc)
+    waited = time.monotonic() - started
+    progress.phase("read-back")
+    events.write("phase", phase="readback-start")
+    result = read_back(
+        cluster.bootstrap_servers, TOPIC, spec.topic.partitions, job.run_dir / "readback.parquet"
+    )
+    events.write(
+        "readback",
+        waited_s=round(waited, 3),
+        full_isr=full_isr,
+        log_start_offsets=result.log_start_offsets,
+        high_watermarks=result.high_watermarks,
+        complete=result.complete,
+        records=result.records,
+        seconds=round(result.seconds, 3),
+        log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
+    )
+    outcome.read, outcome.readback_complete = result.records, result.complete
+
+
+def run_experiment(
+    experiment: Experiment,
+    cells: Sequence[Cell],
+    root: Path,
+    image_for: Callable[[Cell], BrokerImage],
+    progress: Progress,
+) -> list[RepetitionOutcome]:
+    """Run every job of `cells` into `root`; a failed job is recorded and the next one runs.
+
+    `image_for` gives each cell its broker image (cells may differ in Kafka version).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    removed = remove_leftovers()
+    if removed:
+        log.info("removed %d containers/networks left by a crashed run", removed)
+    jobs = plan_jobs(experiment, cells, root)
+    (root / "plan.json").write_text(
+        json.dumps(
+            [
+                {
+                    "cell": j.cell.name,
+                    "repetition": j.repetition,
+                    "seed": j.seed,
+                    "run_dir": str(j.run_dir),
+                }
+                for j in jobs
+            ],
+            indent=2,
+        )
+    )
+    outcomes = []
+    for index, job in enumerate(jobs, start=1):
+        progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
+        outcomes.append(run_job(job, image_for(job.cell), progress))
+    (root / "outcomes.json").write_text(
+        json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
+    )
+    return outcomes
