@@ -1,0 +1,345 @@
+"""What Kafka documents about loss, duplicates and order, keyed by configuration and fault.
+
+Every row traces back to /work/shared/KAFKA-RELIABILITY.md, section "Expected outcome per
+configuration and fault"; its citation quotes the line, so a verdict can say why it was reached.
+The table is data: the first row that matches a (configuration, fault class) pair decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Final, Literal
+
+__all__ = [
+    "ALLOWED",
+    "FORBIDDEN",
+    "FORBIDDEN_UNLESS_ISR_SHRANK",
+    "LOSS_TABLE",
+    "SOURCE",
+    "FaultClass",
+    "Guarantee",
+    "LossRow",
+    "Setting",
+    "guarantee_for",
+    "loss_row_for",
+]
+
+LossRule = Literal["forbidden", "allowed", "forbidden-unless-isr-shrank"]
+DuplicateRule = Literal["forbidden", "allowed"]
+OrderRule = Literal["guaranteed", "not-guaranteed"]
+
+FORBIDDEN: Final = "forbidden"
+ALLOWED: Final = "allowed"
+FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
+
+SOURCE: Final = "KAFKA-RELIABILITY.md, “Expected outcome per configuration and fault”"
+
+ROLES: Final = frozenset({"leader", "follower", "controller", "random", "node", "all"})
+KINDS: Final = frozenset(
+    {"kill", "stop", "pause", "partition", "isolate", "partition-groups", "loss", "slow"}
+)
+WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
+MAX_MIN_INSYNC: Final = 1_000
+
+DUPLICATES_FORBIDDEN_CITATION: Final = (
+    "enable.idempotence=true: “with idempotence on, a duplicate of an acknowledged message "
+    "is a violation”"
+)
+DUPLICATES_ALLOWED_CITATION: Final = (
+    "enable.idempotence=false: “Duplicates are allowed without idempotence whenever the "
+    "client retries”"
+)
+ORDER_CITATION: Final = (
+    "“Ordering per partition is only guaranteed with idempotence, or with max.in.flight=1”"
+)
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What the documentation promises for one configuration under one fault class."""
+
+    loss: LossRule
+    duplicates: DuplicateRule
+    order: OrderRule
+    citation: str
+    duplicates_citation: str = ""
+    order_citation: str = ORDER_CITATION
+
+    @property
+    def loss_allowed(self) -> bool:
+        """True only when loss is allowed unconditionally."""
+        return self.loss == ALLOWED
+
+
+@dataclass(frozen=True)
+class FaultClass:
+    """A fault class name split into the role it hits and the kind of fault."""
+
+    name: str
+    role: str
+    kind: str
+
+    @classmethod
+    def parse(cls, name: str) -> FaultClass:
+        """Parse `none`, `mixed`, `all-kill` or `<role>-<kind>`; raise ValueError otherwise."""
+        if name in WHOLE_CLUSTER_CLASSES:
+            return cls(name=name, role=name, kind="")
+        role, _, kind = name.partition("-")
+        if role not in ROLES or kind not in KINDS:
+            raise ValueError(
+                f"unknown fault_class {name!r}: expected one of {sorted(WHOLE_CLUSTER_CLASSES)}"
+                f" or <role>-<kind> with role in {sorted(ROLES)} and kind in {sorted(KINDS)}; "
+                "fix the experiment's fault class or add a row to analysis/guarantees.py"
+            )
+        return cls(name=name, role=role, kind=kind)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The producer/topic settings the documented guarantees depend on, normalised."""
+
+    acks: Literal["0", "1", "all"]
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    enable_idempotence: bool
+    max_in_flight: int
+    fault: FaultClass
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Setting:
+        """Read the flat `config` of a spec/result; raise ValueError/KeyError when unusable."""
+        return cls(
+            acks=_normalise_acks(config["acks"]),
+            min_insync_replicas=int(config["min_insync_replicas"]),
+            unclean_leader_election=_as_bool(config["unclean_leader_election"]),
+            enable_idempotence=_as_bool(config["enable_idempotence"]),
+            max_in_flight=int(config["max_in_flight"]),
+            fault=FaultClass.parse(str(config["fault_class"])),
+        )
+
+
+@dataclass(frozen=True)
+class LossRow:
+    """One row of the loss table: which settings and fault classes it covers, and the rule."""
+
+    acks: frozenset[str]
+    faults: tuple[str, ...]  # glob patterns over fault class names, e.g. "leader-*"
+    loss: LossRule
+    citation: str
+    min_insync: tuple[int, int] = (0, MAX_MIN_INSYNC)  # inclusive range
+    unclean: bool | None = None  # None: the row holds whatever unclean election is set to
+
+    def matches(self, setting: Setting) -> bool:
+        """True when this row covers the setting and its fault class."""
+        low, high = self.min_insync
+        return (
+            setting.acks in self.acks
+            and low <= setting.min_insync_replicas <= high
+            and self.unclean in (None, setting.unclean_leader_election)
+            and any(fnmatchcase(setting.fault.name, pattern) for pattern in self.faults)
+        )
+
+
+def _normalise_acks(value: object) -> Literal["0", "1", "all"]:
+    """Map acks spellings ("all", "-1", -1, 1, "1", 0) to "0", "1" or "all"."""
+    text = str(value).strip().lower()
+    if text in ("all", "-1"):
+        return "all"
+    if text == "0":
+        return "0"
+    if text == "1":
+        return "1"
+    raise ValueError(f"unknown acks {value!r}: expected 0, 1 or all")
+
+
+def _as_bool(value: object) -> bool:
+    """Read a bool that may have travelled as a string through the matrix axes."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+ACKS_1_OR_ALL: Final = frozenset({"1", "all"})
+# Fault classes that take down or cut off several nodes, or may do so over a run.
+MULTI_NODE: Final = ("mixed", "all-*", "random-*", "*-partition-groups")
+# Fault classes that may land on the current leader without targeting it by name.
+MAY_HIT_LEADER: Final = ("mixed", "random-*", "controller-*", "node-*", "all-*")
+LEADER_CUT_OFF: Final = ("leader-partition", "leader-isolate", "leader-partition-groups")
+MIN_INSYNC_1: Final = (0, 1)
+MIN_INSYNC_2_PLUS: Final = (2, MAX_MIN_INSYNC)
+
+LOSS_TABLE: Final[tuple[LossRow, ...]] = (
+    LossRow(
+        acks=frozenset({"0"}),
+        faults=("*",),
+        loss=ALLOWED,
+        citation="acks=0: “success as soon as the bytes are in the socket buffer”; "
+        "“loss allowed” in every column of the table",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        faults=("none",),
+        loss=FORBIDDEN,
+        citation="no fault injected: every “loss allowed” in the table needs a fault, "
+        "so none is expected (treated as forbidden)",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        unclean=True,
+        faults=MULTI_NODE,
+        loss=ALLOWED,
+        citation="unclean.leader.election.enable=true: “every row becomes ‘loss allowed’ once "
+        "all ISR members are down and a stale replica comes back first” "
+        "(this fault hits several nodes)",
+    ),
+    # acks=1: the leader alone acknowledges.
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=("follower-*",),
+        loss=FORBIDDEN,
+        citation="acks=1, follower kill: “none expected” (treated as forbidden)",
+    ),
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=LEADER_CUT_OFF,
+        loss=ALLOWED,
+        citation="acks=1, leader cut off from other brokers: "
+        "“loss allowed (zombie leader keeps acking)”",
+    ),
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=("leader-*",),
+        loss=ALLOWED,
+        citation="acks=1, leader kill: “loss allowed”: “If the leader dies or is cut off before "
+        "followers copy the batch … the acknowledged message is gone”",
+    ),
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=("all-kill",),
+        loss=ALLOWED,
+        citation="acks=1, all brokers killed at once: “loss allowed”",
+    ),
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=MAY_HIT_LEADER,
+        loss=ALLOWED,
+        citation="acks=1, leader kill: “loss allowed” (this fault may hit the current leader)",
+    ),
+    # acks=all, min.insync.replicas >= 2: the CP recipe.
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_2_PLUS,
+        faults=("all-kill",),
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=2, all brokers killed at once: “none expected” "
+        "(treated as forbidden; SIGKILL keeps the page cache, power loss is not simulated)",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_2_PLUS,
+        faults=("follower-*",),
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=2, follower kill: “none”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_2_PLUS,
+        faults=LEADER_CUT_OFF,
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=2, leader cut off from other brokers: “none”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_2_PLUS,
+        faults=("*",),
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=2, leader kill: “none” (no column allows loss short of "
+        "power loss, which is not simulated)",
+    ),
+    # acks=all, min.insync.replicas=1: acks=all may degrade to "acked by the leader alone".
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=("leader-kill", "leader-stop"),
+        loss=FORBIDDEN_UNLESS_ISR_SHRANK,
+        citation="acks=all, min.insync=1, leader kill: "
+        "“none, unless the ISR had already shrunk to the leader”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=("all-kill",),
+        loss=FORBIDDEN_UNLESS_ISR_SHRANK,
+        citation="acks=all, min.insync=1, all brokers killed at once: “none expected”; "
+        "leader kill: “none, unless the ISR had already shrunk to the leader”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=(
+            "mixed",
+            "random-*",
+            "controller-kill",
+            "controller-stop",
+            "node-kill",
+            "node-stop",
+            "all-stop",
+        ),
+        loss=FORBIDDEN_UNLESS_ISR_SHRANK,
+        citation="acks=all, min.insync=1, leader kill: “none, unless the ISR had already shrunk "
+        "to the leader” (this fault may hit the current leader)",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=LEADER_CUT_OFF,
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=1, leader cut off from other brokers: “none expected "
+        "(ISR change needs the controller)” (treated as forbidden)",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=("follower-*",),
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=1, follower kill: “none”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_1,
+        faults=("*",),
+        loss=FORBIDDEN,
+        citation="acks=all, min.insync=1: “none” in every column short of power loss, "
+        "which is not simulated",
+    ),
+)
+
+
+def loss_row_for(setting: Setting) -> LossRow:
+    """The first row of LOSS_TABLE covering `setting`; LookupError when none does."""
+    for row in LOSS_TABLE:
+        if row.matches(setting):
+            return row
+    raise LookupError(
+        f"no documented guarantee for acks={setting.acks}, "
+        f"min.insync={setting.min_insync_replicas}, fault_class={setting.fault.name}: "
+        "add a row to analysis/guarantees.py LOSS_TABLE"
+    )
+
+
+def guarantee_for(config: Mapping[str, Any]) -> Guarantee:
+    """The documented guarantee for a result's flat `config`; raises on unknown settings."""
+    setting = Setting.from_config(config)
+    row = loss_row_for(setting)
+    idempotent = setting.enable_idempotence
+    return Guarantee(
+        loss=row.loss,
+        duplicates=FORBIDDEN if idempotent else ALLOWED,
+        order="guaranteed" if idempotent or setting.max_in_flight == 1 else "not-guaranteed",
+        citation=row.citation,
+        duplicates_citation=(
+            DUPLICATES_FORBIDDEN_CITATION if idempotent else DUPLICATES_ALLOWED_CITATION
+        ),
+    )

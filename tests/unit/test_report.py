@@ -1,0 +1,275 @@
+"""Render HTML/Markdown/JSON/JUnit from crafted results and events; no Docker, no Spark."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.junit import write_junit
+from analysis.report import ReportPaths, fault_windows, leader_changes, render_report
+from analysis.verdicts import CellVerdict, Verdict, judge_all
+
+T0_S = 1_700_000_000.0
+CP = {
+    "acks": "all",
+    "min_insync_replicas": 2,
+    "unclean_leader_election": False,
+    "enable_idempotence": True,
+    "max_in_flight": 5,
+    "replication_factor": 3,
+    "partitions": 2,
+    "fault_class": "leader-kill",
+    "kafka_version": "3.9.0",
+}
+AP = {
+    **CP,
+    "acks": "1",
+    "min_insync_replicas": 1,
+    "enable_idempotence": False,
+    "fault_class": "leader-partition",
+}
+ZERO = dict.fromkeys(
+    ["lost", "unseen", "duplicated", "offset_divergent", "moved", "failed_present",
+     "indeterminate_present", "reordered", "phantom"],
+    0,
+)  # fmt: skip
+
+
+def timeline(seconds: int = 20) -> list[dict[str, Any]]:
+    """A per-second timeline with a dip and a latency spike around t=8..11."""
+    points = []
+    for t in range(seconds):
+        hurt = 8 <= t <= 11
+        points.append(
+            {
+                "t_s": t,
+                "epoch_s": T0_S + t,
+                "sent": 100,
+                "ok": 40 if hurt else 100,
+                "failed": 10 if hurt else 0,
+                "indeterminate": 50 if hurt else 0,
+                "ack_latency_p50_ms": 900.0 if hurt else 4.0,
+                "ack_latency_p99_ms": None if t == 9 else (4000.0 if hurt else 12.0),
+            }
+        )
+    return points
+
+
+def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[str, Any]:
+    """A complete repetition of 2000 sends with the given anomaly counts."""
+    all_counts = {
+        "sent": 2000,
+        "acked": 1900,
+        "failed": 40,
+        "indeterminate": 60,
+        "read": 1950,
+        **ZERO,
+        **counts,
+    }
+    examples = {}
+    if counts.get("lost"):
+        examples["lost"] = [
+            {"msg_id": 1000 + i, "partition": 0, "offset": 500 + i} for i in range(counts["lost"])
+        ]
+    if counts.get("offset_divergent"):
+        examples["offset_divergent"] = [
+            {"msg_id": 77, "partition": 1, "offset": 300, "readback_msg_id_at_offset": 1234}
+        ]
+    return {
+        "run_dir": f"runs/chaos/ts/{cell}/{rep}",
+        "experiment": "chaos",
+        "cell": cell,
+        "repetition": rep,
+        "status": "complete",
+        "error": None,
+        "axes": {},
+        "config": config,
+        "counts": all_counts,
+        "examples": examples,
+        "timeline": timeline(),
+    }
+
+
+def us(t_s: float) -> int:
+    """Epoch microseconds of t_s seconds into the run."""
+    return int((T0_S + t_s) * 1e6)
+
+
+def events_with_fault_and_leader_change() -> list[dict[str, Any]]:
+    """A leader kill of node 1 from t=8 to t=12; partition 0 moves from leader 1 to 2."""
+
+    def sample(t: float, leader0: int, isr0: list[int]) -> dict[str, Any]:
+        return {
+            "type": "sample",
+            "ts_us": us(t),
+            "controller": 3,
+            "partitions": [
+                {"partition": 0, "leader": leader0, "isr": isr0},
+                {"partition": 1, "leader": 2, "isr": [1, 2, 3]},
+            ],
+        }
+
+    return [
+        {"type": "phase", "ts_us": us(0), "phase": "workload-start"},
+        sample(1, 1, [1, 2, 3]),
+        sample(7, 1, [1, 2, 3]),
+        {
+            "type": "fault_start",
+            "ts_us": us(8),
+            "fault_id": 1,
+            "fault": "kill",
+            "target": "leader",
+            "nodes": [1],
+            "detail": {},
+        },
+        sample(9, 2, [2, 3]),
+        {"type": "fault_end", "ts_us": us(12), "fault_id": 1, "fault": "kill", "nodes": [1]},
+        sample(13, 2, [2, 3, 1]),
+    ]
+
+
+@pytest.fixture
+def crafted() -> tuple[list[CellVerdict], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Two cells: AP (2 reps, one lost data: EXPECTED-LOSS) and CP (diverged: VIOLATION)."""
+    results = [
+        result("ap-leader-partition", AP, 0),
+        result("ap-leader-partition", AP, 1, lost=3),
+        result("cp-leader-kill", CP, 0, offset_divergent=1, moved=1),
+    ]
+    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results}
+    return judge_all(results, events), results, events
+
+
+@pytest.fixture
+def rendered(crafted: Any, tmp_path: Path) -> ReportPaths:
+    """The report of the crafted cells."""
+    cells, results, events = crafted
+    return render_report(cells, results, events, tmp_path / "report", "Chaos report")
+
+
+def test_crafted_cells_have_the_expected_verdicts(crafted: Any) -> None:
+    cells = crafted[0]
+    assert [(c.cell, c.verdict) for c in cells] == [
+        ("ap-leader-partition", Verdict.EXPECTED_LOSS),
+        ("cp-leader-kill", Verdict.VIOLATION),
+    ]
+
+
+def test_events_give_fault_windows_and_leader_changes() -> None:
+    events = events_with_fault_and_leader_change()
+    [window] = fault_windows(events)
+    assert (window.label, window.start_us, window.end_us) == ("kill leader (node 1)", us(8), us(12))
+    [change] = leader_changes(events)
+    assert (change.partition, change.old, change.new, change.label) == (0, 1, 2, "p0 1→2")
+
+
+def test_html_has_matrix_verdicts_and_one_svg_per_timeline(rendered: ReportPaths) -> None:
+    html = rendered.html.read_text()
+    assert "<h1>Chaos report</h1>" in html
+    assert "1 of 2 cells violate the documented guarantees" in html
+    for cell in ("ap-leader-partition", "cp-leader-kill"):
+        assert f'<a href="#cell-chaos-{cell}">{cell}</a>' in html
+        assert f'id="cell-chaos-{cell}"' in html
+    for verdict in Verdict:
+        assert f">{verdict.value}</span>" in html  # the legend names every verdict
+    matrix = html[html.index('<table class="matrix">') : html.index("</table>")]
+    assert 'class="badge v-expected-loss">EXPECTED-LOSS' in matrix
+    assert 'class="badge v-violation">VIOLATION' in matrix
+    assert '1.5<span class="range">0–3</span>' in matrix  # lost over two reps: mean, min–max
+    assert html.count("<svg") == 3 + 1  # one per repetition timeline, plus the loss chart
+    assert "kill leader (node 1)" in html
+    assert "p0 1→2" in html  # the leader change is labelled in the chart
+    assert "zombie leader keeps acking" in html  # the citation
+    assert "<td>1234</td>" in html  # read-back msg_id at the divergent offset
+
+
+def test_html_is_offline(rendered: ReportPaths) -> None:
+    html = rendered.html.read_text()
+    assert "<script" not in html
+    assert "<link" not in html
+    assert "@import" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", html)
+    assert "<metadata>" not in html
+
+
+def test_markdown_has_the_matrix_and_reasons(rendered: ReportPaths) -> None:
+    md = rendered.markdown.read_text()
+    assert "| cell | configuration | sent | acked | lost |" in md
+    assert "| `ap-leader-partition` |" in md
+    assert "**EXPECTED-LOSS** |" in md
+    assert "**VIOLATION** |" in md
+    assert "### cp-leader-kill: VIOLATION" in md
+    assert "forbidden loss" in md
+
+
+def test_json_parses_with_verdicts(rendered: ReportPaths) -> None:
+    data = json.loads(rendered.json.read_text())
+    assert data["exit_code"] == 1
+    assert {c["cell"]: c["verdict"] for c in data["cells"]} == {
+        "ap-leader-partition": "EXPECTED-LOSS",
+        "cp-leader-kill": "VIOLATION",
+    }
+    ap = data["cells"][0]
+    assert ap["guarantee"]["loss"] == "allowed"
+    assert ap["stats"]["counts"]["lost"] == {"mean": 1.5, "min": 0, "max": 3}
+    assert ap["stats"]["loss_rate"] == pytest.approx(3 / 3800)
+    assert [r["verdict"] for r in ap["repetitions"]] == ["PASS", "EXPECTED-LOSS"]
+    assert data["verdict_counts"]["VIOLATION"] == 1
+
+
+def test_report_without_timeline_or_events_still_renders(tmp_path: Path) -> None:
+    bare = {**result("bare", CP, 0), "timeline": [], "status": "incomplete", "counts": None}
+    cells = judge_all([bare], {})
+    paths = render_report(cells, [bare], {}, tmp_path, "Bare")
+    html = paths.html.read_text()
+    assert "No timeline recorded" in html
+    assert "Inconclusive" in html
+
+
+def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
+    cells, _, _ = crafted
+    extra = judge_all(
+        [
+            result("ap-not-provoked", AP, 0),
+            result("ap-not-provoked", AP, 1),
+            {
+                **result("cp-unknown", CP, 0),
+                "status": "error",
+                "error": "cluster did not start",
+                "counts": None,
+            },
+        ],
+        {},
+    )
+    path = write_junit([*cells, *extra], tmp_path / "junit" / "kafka-chaos.xml")
+    root = ET.parse(path).getroot()
+    [suite] = root.iter("testsuite")
+    assert suite.get("name") == "kafka-chaos"
+    attrs = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")}
+    assert attrs == {"tests": "6", "failures": "1", "errors": "1", "skipped": "2"}
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+    assert set(cases) == {
+        ("chaos.ap-leader-partition", "rep-0"),
+        ("chaos.ap-leader-partition", "rep-1"),
+        ("chaos.cp-leader-kill", "rep-0"),
+        ("chaos.ap-not-provoked", "rep-0"),
+        ("chaos.ap-not-provoked", "rep-1"),
+        ("chaos.cp-unknown", "rep-0"),
+    }
+    failure = cases[("chaos.cp-leader-kill", "rep-0")].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith("forbidden loss: 1 offset-divergent")
+    assert "msg_id 77" in (failure.text or "")
+    error = cases[("chaos.cp-unknown", "rep-0")].find("error")
+    assert error is not None
+    assert "cluster did not start" in error.get("message", "")
+    skipped = cases[("chaos.ap-not-provoked", "rep-1")].find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "loss allowed but not provoked"
+    assert cases[("chaos.ap-leader-partition", "rep-1")].find("failure") is None
