@@ -1,0 +1,126 @@
+"""The experiment pipeline end to end through the real CLI: brokers, faults, Spark, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import docker
+import pytest
+
+from harness.settings import load_settings
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).parent
+CLI = [sys.executable, "-m", "harness.cli"]
+
+
+def run_cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    """Run kafka-chaos with `args`; return the finished process (output captured)."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+
+
+def only_dir(root: Path) -> Path:
+    (found,) = [p for p in root.iterdir() if p.is_dir()]
+    return found
+
+
+def labelled_leftovers() -> list:
+    """Containers and networks carrying the harness label."""
+    client = docker.from_env()
+    label = load_settings().label
+    return (client.containers.list(all=True, filters={"label": label})
+            + client.networks.list(filters={"label": label}))
+
+
+def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> Path:
+    """Wait until some events.jsonl under the folder has an event of `event_type`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for events in run_dir_parent.rglob("events.jsonl"):
+            if f'"type": "{event_type}"' in events.read_text():
+                return events.parent
+        time.sleep(0.5)
+    pytest.fail(f"no {event_type} event within {timeout_s} s under {run_dir_parent}")
+
+
+def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
+    done = run_cli("run", str(HERE / "experiments" / "two-cells.yaml"), "--runs-dir",
+                   str(tmp_path), "--quiet", "--master", "local[2]")
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = only_dir(tmp_path / "two-cells")
+    results = {p.parent.parent.name: json.loads(p.read_text())
+               for p in root.rglob("results.json")}
+    cp, ap = results["config=cp"], results["config=ap"]
+    assert cp["counts"]["acked"] > 0
+    assert cp["counts"]["lost"] == 0 and cp["counts"]["offset_divergent"] == 0
+    assert ap["counts"]["lost"] + ap["counts"]["offset_divergent"] > 0
+    for cell in ("config=ap", "config=cp"):
+        run_dir = root / cell / "0"
+        for name in ("spec.json", "acked.parquet", "readback.parquet", "events.jsonl"):
+            assert (run_dir / name).exists(), name
+        assert len(list((run_dir / "broker-logs").glob("kafka-*.log"))) == 3
+
+    report = root / "report"
+    html = (report / "report.html").read_text()
+    assert "EXPECTED-LOSS" in html and "PASS" in html
+    assert html.count("<svg") >= 3  # the loss chart and one timeline per cell
+    verdicts = {c["cell"]: c["verdict"] for c in json.loads((report / "report.json").read_text())
+                ["cells"]}
+    assert verdicts == {"config=ap": "EXPECTED-LOSS", "config=cp": "PASS"}
+    suite = ET.parse(report / "junit.xml").getroot()
+    assert len(suite.findall(".//testcase")) == 2
+    assert suite.findall(".//failure") == []
+    assert str(report / "report.html") in done.stdout
+    assert labelled_leftovers() == []
+
+
+def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
+    harness = subprocess.Popen([*CLI, "run", str(HERE / "experiments" / "one-kill.yaml"),
+                                "--runs-dir", str(tmp_path), "--quiet", "--no-report"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        run_dir = wait_for_event(tmp_path, "fault_start", 120)
+        harness.send_signal(signal.SIGINT)
+        output, _ = harness.communicate(timeout=120)
+    finally:
+        harness.kill()
+    assert harness.returncode == 130, output
+    assert labelled_leftovers() == []
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["type"] == "fault_end" for e in events), "the active fault was not healed"
+    assert (run_dir / "acked.parquet").exists()
+
+
+def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
+    harness = subprocess.Popen([*CLI, "run", str(HERE / "experiments" / "one-kill.yaml"),
+                                "--runs-dir", str(tmp_path), "--quiet", "--no-report"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = wait_for_event(tmp_path, "fault_start", 120)
+        time.sleep(2)  # let the journal see sends on both sides of the fault
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait(30)
+    finally:
+        harness.kill()
+    assert not (run_dir / "acked.parquet").exists()
+    assert labelled_leftovers() != []  # a SIGKILL runs no cleanup: the next run must do it
+    cleaned = run_cli("clean")
+    assert cleaned.returncode == 0 and labelled_leftovers() == []
+
+    reported = run_cli("report", str(run_dir.parent.parent), "--out", str(tmp_path / "rep"),
+                       "--master", "local[2]")
+    assert reported.returncode == 2, reported.stdout + reported.stderr  # incomplete → UNKNOWN
+    import pyarrow.parquet as pq
+
+    acked = pq.read_table(run_dir / "acked.parquet")
+    assert acked.num_rows > 300  # >= 1 s of sends at 300/s survived the crash
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["status"] == "incomplete"
