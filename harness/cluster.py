@@ -312,6 +312,19 @@ class KafkaCluster:
         }
         return {node.node_id: by_container[node.docker.id] for node in self.nodes}
 
+    def leader_of_from(self, topic: str, partition: int, exclude: int) -> int | None:
+        """The partition's leader as the nodes other than `exclude` report it.
+
+        A node cut off from the others still believes it leads; ask the majority's side.
+        """
+        servers = ",".join(f"127.0.0.1:{n.host_port}" for n in self.nodes if n.node_id != exclude)
+        admin = AdminClient({"bootstrap.servers": servers, "log_level": 0,
+                             "logger": _silent_logger()})
+        with contextlib.suppress(KafkaException, KeyError):
+            leader = admin.list_topics(topic, timeout=3).topics[topic].partitions[partition].leader
+            return leader if leader >= 0 else None
+        return None
+
     def leader_of(self, topic: str, partition: int) -> int | None:
         """Node id of the partition's leader, None while it has none."""
         return self.partition_states(topic)[partition].leader
