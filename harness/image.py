@@ -185,6 +185,8 @@ def build_image(
         _docker_build(
             context, context / "Dockerfile", tag, {"BASE": base, "KAFKA_VERSION": kafka_version}
         )
+    # A stable alias for manual use (compose/docker-compose.yml); runs use the hashed tag.
+    client.images.get(tag).tag(IMAGE_REPO, kafka_version)
     return tag
 
 
