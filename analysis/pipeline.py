@@ -42,8 +42,14 @@ class Analysis:
     cells_parquet: Path
 
 
-def analyse(patterns: Sequence[str], out_dir: Path, *, master: str | None = None,
-            title: str = "kafka-chaos report", junit: Path | None = None) -> Analysis:
+def analyse(
+    patterns: Sequence[str],
+    out_dir: Path,
+    *,
+    master: str | None = None,
+    title: str = "kafka-chaos report",
+    junit: Path | None = None,
+) -> Analysis:
     """Reconcile every run under `patterns`, judge each cell, and write all reports to `out_dir`."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
@@ -66,8 +72,15 @@ def analyse(patterns: Sequence[str], out_dir: Path, *, master: str | None = None
     cells = judge_all(result_dicts, events)
     paths = render_report(cells, result_dicts, events, out_dir, title)
     junit_path = write_junit(cells, junit or out_dir / "junit.xml")
-    return Analysis(tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json,
-                    junit_path, cells_parquet)
+    return Analysis(
+        tuple(cells),
+        exit_code(cells),
+        paths.html,
+        paths.markdown,
+        paths.json,
+        junit_path,
+        cells_parquet,
+    )
 
 
 def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
@@ -81,7 +94,17 @@ def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
             return "-" if stat is None else f"{stat.mean * max(reps, 1):,.0f}"
 
         rate = cell.stats.loss_rate
-        rows.append((cell.cell, str(cell.stats.repetitions), total("acked"), total("lost"),
-                     total("unseen"), total("duplicated"), total("offset_divergent"),
-                     "-" if rate is None else f"{rate:.2%}", str(cell.verdict)))
+        rows.append(
+            (
+                cell.cell,
+                str(cell.stats.repetitions),
+                total("acked"),
+                total("lost"),
+                total("unseen"),
+                total("duplicated"),
+                total("offset_divergent"),
+                "-" if rate is None else f"{rate:.2%}",
+                str(cell.verdict),
+            )
+        )
     return rows

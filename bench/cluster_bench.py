@@ -28,8 +28,10 @@ def main() -> None:
     settings = load_settings()
     if args.cold:
         client = docker.from_env()
-        for tag in (image_tag(settings.kafka_version, settings.compose_dir),
-                    base_tag(settings.compose_dir)):
+        for tag in (
+            image_tag(settings.kafka_version, settings.compose_dir),
+            base_tag(settings.compose_dir),
+        ):
             if client.images.list(name=tag):
                 client.images.remove(tag, force=True)
         cold = ensure_image(log=lambda line: None)
@@ -45,9 +47,11 @@ def main() -> None:
             ready.append(time.monotonic() - started)
         finally:
             cluster.close()
-    print(f"cluster ready (3 nodes)   median {statistics.median(ready):5.1f} s, "
-          f"min {min(ready):.1f} s, max {max(ready):.1f} s over {len(ready)} starts "
-          "(target <= 20 s)")
+    print(
+        f"cluster ready (3 nodes)   median {statistics.median(ready):5.1f} s, "
+        f"min {min(ready):.1f} s, max {max(ready):.1f} s over {len(ready)} starts "
+        "(target <= 20 s)"
+    )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ def recorded(bootstrap: str, topic: str, count: int, size: int, keys: int) -> fl
     """Messages per second of the Recorder, journal included."""
     with tempfile.TemporaryDirectory() as tmp:
         journal = AckJournal(Path(tmp))
-        recorder = Recorder(bootstrap, topic, CONFIG, Workload(None, None, count, size, keys),
-                            journal)
+        recorder = Recorder(
+            bootstrap, topic, CONFIG, Workload(None, None, count, size, keys), journal
+        )
         started = time.monotonic()
         recorder.run(threading.Event())
         journal.close()
@@ -78,7 +79,8 @@ def main() -> None:
         for _ in range(args.rounds):  # interleaved so drift hits both alike
             bare_rates.append(bare(cluster.bootstrap_servers, "bench", args.messages, 100, 16))
             recorder_rates.append(
-                recorded(cluster.bootstrap_servers, "bench", args.messages, 100, 16))
+                recorded(cluster.bootstrap_servers, "bench", args.messages, 100, 16)
+            )
     b, r = statistics.median(bare_rates), statistics.median(recorder_rates)
     print(f"bare producer   {b:10,.0f} msg/s (median of {args.rounds})")
     print(f"recorder        {r:10,.0f} msg/s (median of {args.rounds})")

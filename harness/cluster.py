@@ -318,8 +318,9 @@ class KafkaCluster:
         A node cut off from the others still believes it leads; ask the majority's side.
         """
         servers = ",".join(f"127.0.0.1:{n.host_port}" for n in self.nodes if n.node_id != exclude)
-        admin = AdminClient({"bootstrap.servers": servers, "log_level": 0,
-                             "logger": _silent_logger()})
+        admin = AdminClient(
+            {"bootstrap.servers": servers, "log_level": 0, "logger": _silent_logger()}
+        )
         with contextlib.suppress(KafkaException, KeyError):
             leader = admin.list_topics(topic, timeout=3).topics[topic].partitions[partition].leader
             return leader if leader >= 0 else None

@@ -17,12 +17,18 @@ pytestmark = pytest.mark.integration
 def produce(cluster: KafkaCluster, topic: str, count: int, partition: int | None = None) -> list:
     """Send `count` acks=all messages; return the delivery errors (None for success)."""
     outcomes: list = []
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                         "message.timeout.ms": 30000})
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "message.timeout.ms": 30000}
+    )
     for i in range(count):
         kwargs = {} if partition is None else {"partition": partition}
-        producer.produce(topic, f"{i}:0:x".encode(), key=f"k{i % 4}",
-                         on_delivery=lambda err, msg: outcomes.append(err), **kwargs)
+        producer.produce(
+            topic,
+            f"{i}:0:x".encode(),
+            key=f"k{i % 4}",
+            on_delivery=lambda err, msg: outcomes.append(err),
+            **kwargs,
+        )
         producer.poll(0)
     assert producer.flush(60) == 0
     return outcomes
@@ -60,8 +66,12 @@ def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaC
     old_leader.kill()
     try:
         after = wait_until(
-            lambda: (s := cluster.partition_states(topic)[0]).leader not in (None, before.leader)
-            and s, 30, "a new leader")
+            lambda: (
+                (s := cluster.partition_states(topic)[0]).leader not in (None, before.leader) and s
+            ),
+            30,
+            "a new leader",
+        )
         assert after.leader in before.isr
         assert produce(cluster, topic, 50, partition=0).count(None) == 50
     finally:

@@ -23,8 +23,9 @@ CLI = [sys.executable, "-m", "harness.cli"]
 
 def run_cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
     """Run kafka-chaos with `args`; return the finished process (output captured)."""
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout_s,
-                          check=False)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
 
 
 def only_dir(root: Path) -> Path:
@@ -36,8 +37,9 @@ def labelled_leftovers() -> list:
     """Containers and networks carrying the harness label."""
     client = docker.from_env()
     label = load_settings().label
-    return (client.containers.list(all=True, filters={"label": label})
-            + client.networks.list(filters={"label": label}))
+    return client.containers.list(all=True, filters={"label": label}) + client.networks.list(
+        filters={"label": label}
+    )
 
 
 def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> Path:
@@ -52,12 +54,18 @@ def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> P
 
 
 def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
-    done = run_cli("run", str(HERE / "experiments" / "two-cells.yaml"), "--runs-dir",
-                   str(tmp_path), "--quiet", "--master", "local[2]")
+    done = run_cli(
+        "run",
+        str(HERE / "experiments" / "two-cells.yaml"),
+        "--runs-dir",
+        str(tmp_path),
+        "--quiet",
+        "--master",
+        "local[2]",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     root = only_dir(tmp_path / "two-cells")
-    results = {p.parent.parent.name: json.loads(p.read_text())
-               for p in root.rglob("results.json")}
+    results = {p.parent.parent.name: json.loads(p.read_text()) for p in root.rglob("results.json")}
     cp, ap = results["config=cp"], results["config=ap"]
     assert cp["counts"]["acked"] > 0
     assert cp["counts"]["lost"] == 0 and cp["counts"]["offset_divergent"] == 0
@@ -72,8 +80,9 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     html = (report / "report.html").read_text()
     assert "EXPECTED-LOSS" in html and "PASS" in html
     assert html.count("<svg") >= 3  # the loss chart and one timeline per cell
-    verdicts = {c["cell"]: c["verdict"] for c in json.loads((report / "report.json").read_text())
-                ["cells"]}
+    verdicts = {
+        c["cell"]: c["verdict"] for c in json.loads((report / "report.json").read_text())["cells"]
+    }
     assert verdicts == {"config=ap": "EXPECTED-LOSS", "config=cp": "PASS"}
     suite = ET.parse(report / "junit.xml").getroot()
     assert len(suite.findall(".//testcase")) == 2
@@ -83,9 +92,20 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
 
 
 def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
-    harness = subprocess.Popen([*CLI, "run", str(HERE / "experiments" / "one-kill.yaml"),
-                                "--runs-dir", str(tmp_path), "--quiet", "--no-report"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    harness = subprocess.Popen(
+        [
+            *CLI,
+            "run",
+            str(HERE / "experiments" / "one-kill.yaml"),
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 120)
         harness.send_signal(signal.SIGINT)
@@ -100,9 +120,19 @@ def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
 
 
 def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
-    harness = subprocess.Popen([*CLI, "run", str(HERE / "experiments" / "one-kill.yaml"),
-                                "--runs-dir", str(tmp_path), "--quiet", "--no-report"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    harness = subprocess.Popen(
+        [
+            *CLI,
+            "run",
+            str(HERE / "experiments" / "one-kill.yaml"),
+            "--runs-dir",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 120)
         time.sleep(2)  # let the journal see sends on both sides of the fault
@@ -115,8 +145,9 @@ def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
     cleaned = run_cli("clean")
     assert cleaned.returncode == 0 and labelled_leftovers() == []
 
-    reported = run_cli("report", str(run_dir.parent.parent), "--out", str(tmp_path / "rep"),
-                       "--master", "local[2]")
+    reported = run_cli(
+        "report", str(run_dir.parent.parent), "--out", str(tmp_path / "rep"), "--master", "local[2]"
+    )
     assert reported.returncode == 2, reported.stdout + reported.stderr  # incomplete → UNKNOWN
     import pyarrow.parquet as pq
 

@@ -52,8 +52,13 @@ def test_leader_cut_off_from_brokers_loses_leadership_but_clients_still_reach_it
     fault.inject()
     try:
         new = wait_until(
-            lambda: cluster.leader_of_from(topic, 0, exclude=leader.node_id) not in
-            (None, leader.node_id), 40, "a new leader elected by the majority")
+            lambda: (
+                cluster.leader_of_from(topic, 0, exclude=leader.node_id)
+                not in (None, leader.node_id)
+            ),
+            40,
+            "a new leader elected by the majority",
+        )
         assert new
         assert reachable_alone(leader.host_port)  # the zombie still answers clients
     finally:
@@ -108,8 +113,9 @@ def test_packet_loss_and_bandwidth_limit_are_installed_and_removed(cluster, topi
 def test_nemesis_kill_all_then_heal_brings_the_cluster_back(cluster, topic, tmp_path):
     ctx = ctx_for(cluster, topic)
     events = EventLog(tmp_path / "events.jsonl")
-    nemesis = Nemesis(ctx, [FaultStep(at_s=0, fault="kill-all", target="all", duration_s=2)],
-                      events)
+    nemesis = Nemesis(
+        ctx, [FaultStep(at_s=0, fault="kill-all", target="all", duration_s=2)], events
+    )
     nemesis.start(time.monotonic())
     wait_until(lambda: all(n.state() == "exited" for n in cluster.nodes), 20, "all killed")
     nemesis.stop()

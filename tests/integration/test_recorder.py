@@ -1,4 +1,4 @@
-"""The recorder against real brokers: every send journalled, offsets only where the broker gives them."""
+"""The recorder on real brokers: every send journalled, offsets only where the broker gives them."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ pytestmark = pytest.mark.integration
 
 def record(cluster, topic, run_dir, acks: str, count: int = 500):
     journal = AckJournal(run_dir)
-    recorder = Recorder(cluster.bootstrap_servers, topic, {"acks": acks, "linger.ms": 5},
-                        Workload(None, None, count, 64, 4), journal)
+    recorder = Recorder(
+        cluster.bootstrap_servers,
+        topic,
+        {"acks": acks, "linger.ms": 5},
+        Workload(None, None, count, 64, 4),
+        journal,
+    )
     stats = recorder.run(threading.Event())
     journal.close()
     return stats, finalize(run_dir)
@@ -28,8 +33,10 @@ def test_acks_all_sends_are_all_acked_at_the_offsets_read_back(cluster, topic, t
     result = read_back(cluster.bootstrap_servers, topic, 3, tmp_path / "readback.parquet")
     import pyarrow.parquet as pq
 
-    read = {(r["partition"], r["offset"]): r["msg_id"]
-            for r in pq.read_table(tmp_path / "readback.parquet").to_pylist()}
+    read = {
+        (r["partition"], r["offset"]): r["msg_id"]
+        for r in pq.read_table(tmp_path / "readback.parquet").to_pylist()
+    }
     assert result.records == 500
     assert all(read[(r["partition"], r["offset"])] == r["msg_id"] for r in acked.to_pylist())
     per_key = {}

@@ -17,17 +17,31 @@ ENTRYPOINT = REPO_ROOT / "compose" / "kafka-entrypoint.sh"
 
 def rendered(env: dict[str, str]) -> dict[str, str]:
     """server.properties as the entrypoint renders it from exactly `env`."""
-    out = subprocess.run(["bash", str(ENTRYPOINT), "--print-properties"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", str(ENTRYPOINT), "--print-properties"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(line.split("=", 1) for line in out.splitlines())
 
 
 def test_kafka_variables_become_properties_like_the_apache_image():
-    props = rendered({"KAFKA_NODE_ID": "1", "KAFKA_LOG_DIRS": "/data",
-                      "KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true",
-                      "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "A:PLAINTEXT,B:PLAINTEXT"})
-    assert props == {"node.id": "1", "log.dirs": "/data", "unclean.leader.election.enable": "true",
-                     "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT"}
+    props = rendered(
+        {
+            "KAFKA_NODE_ID": "1",
+            "KAFKA_LOG_DIRS": "/data",
+            "KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE": "true",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "A:PLAINTEXT,B:PLAINTEXT",
+        }
+    )
+    assert props == {
+        "node.id": "1",
+        "log.dirs": "/data",
+        "unclean.leader.election.enable": "true",
+        "listener.security.protocol.map": "A:PLAINTEXT,B:PLAINTEXT",
+    }
 
 
 def test_double_and_triple_underscores_map_to_underscore_and_dash():
@@ -36,8 +50,16 @@ def test_double_and_triple_underscores_map_to_underscore_and_dash():
 
 
 def test_launcher_variables_and_other_variables_are_not_properties():
-    props = rendered({"KAFKA_HEAP_OPTS": "-Xmx1g", "KAFKA_OPTS": "-Dx", "KAFKA_VERSION": "4",
-                      "CLUSTER_ID": "abc", "PATH": "/usr/bin", "KAFKA_NODE_ID": "2"})
+    props = rendered(
+        {
+            "KAFKA_HEAP_OPTS": "-Xmx1g",
+            "KAFKA_OPTS": "-Dx",
+            "KAFKA_VERSION": "4",
+            "CLUSTER_ID": "abc",
+            "PATH": "/usr/bin",
+            "KAFKA_NODE_ID": "2",
+        }
+    )
     assert props == {"node.id": "2"}
 
 
@@ -45,8 +67,16 @@ def test_values_keep_equals_signs_and_spaces():
     assert rendered({"KAFKA_SASL_JAAS_CONFIG": "a=b c=d"}) == {"sasl.jaas.config": "a=b c=d"}
 
 
-@pytest.mark.parametrize("prop", ["min.insync.replicas", "log.flush.interval.messages",
-                                  "a_b.c", "x-y.z", "replica.lag.time.max.ms"])
+@pytest.mark.parametrize(
+    "prop",
+    [
+        "min.insync.replicas",
+        "log.flush.interval.messages",
+        "a_b.c",
+        "x-y.z",
+        "replica.lag.time.max.ms",
+    ],
+)
 def test_property_env_name_round_trips_through_the_entrypoint(prop):
     assert rendered({property_env_name(prop): "v"}) == {prop: "v"}
 

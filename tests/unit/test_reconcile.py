@@ -1,0 +1,427 @@
+"""Reconciliation of tiny hand-made run directories, one per anomaly class."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import Row, SparkSession
+
+from analysis import reconcile as rec
+from analysis.reconcile import (
+    ANOMALY_CLASSES,
+    RunResult,
+    aggregate,
+    find_runs,
+    main,
+    reconcile,
+    write_aggregate,
+    write_results,
+)
+
+T0_US = 1_700_000_000_000_000
+ACKED = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("status", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error", pa.string()),
+        ("send_ts_us", pa.int64()),
+        ("ack_ts_us", pa.int64()),
+    ]
+)
+READBACK = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("ts_us", pa.int64()),
+    ]
+)
+ZERO = dict.fromkeys(ANOMALY_CLASSES, 0)
+
+
+def sent(
+    msg_id: int,
+    offset: int | None,
+    *,
+    partition: int | None = 0,
+    status: str = "ok",
+    key: str | None = None,
+    key_seq: int | None = 0,
+    send_us: int | None = None,
+    latency_us: int = 500,
+) -> dict:
+    """An acked.parquet row; each message has its own key unless told."""
+    send_ts = T0_US + msg_id * 1000 if send_us is None else send_us
+    return {
+        "msg_id": msg_id,
+        "key": key or f"k{msg_id}",
+        "key_seq": key_seq,
+        "status": status,
+        "partition": partition,
+        "offset": offset,
+        "error": None if status == "ok" else "timed out",
+        "send_ts_us": send_ts,
+        "ack_ts_us": send_ts + latency_us if status == "ok" else None,
+    }
+
+
+def read(
+    msg_id: int | None,
+    offset: int,
+    *,
+    partition: int = 0,
+    key: str | None = None,
+    key_seq: int | None = 0,
+) -> dict:
+    """A readback.parquet row."""
+    return {
+        "msg_id": msg_id,
+        "key": key or f"k{msg_id}",
+        "key_seq": key_seq,
+        "partition": partition,
+        "offset": offset,
+        "ts_us": T0_US,
+    }
+
+
+def write_run(
+    root: Path,
+    cell: str,
+    acked: list[dict],
+    readback: list[dict] | None,
+    *,
+    repetition: int = 0,
+    acks: str = "1",
+) -> Path:
+    """A repetition directory in the README layout; no readback.parquet when readback is None."""
+    run_dir = root / "runs" / "exp" / "20260101T000000Z" / cell / str(repetition)
+    run_dir.mkdir(parents=True)
+    spec = {
+        "experiment": "exp",
+        "cell": cell,
+        "repetition": repetition,
+        "seed": 7,
+        "axes": {"acks": acks},
+        "config": {"acks": acks, "min_insync_replicas": 1, "fault_class": "leader-kill"},
+    }
+    (run_dir / "spec.json").write_text(json.dumps(spec))
+    (run_dir / "events.jsonl").write_text("")
+    pq.write_table(pa.Table.from_pylist(acked, schema=ACKED), run_dir / "acked.parquet")
+    if readback is not None:
+        table = pa.Table.from_pylist(readback, schema=READBACK)
+        pq.write_table(table, run_dir / "readback.parquet")
+    return run_dir
+
+
+def in_order(n: int) -> tuple[list[dict], list[dict]]:
+    """n messages acked at offsets 0..n-1 of partition 0, all read where acked."""
+    return [sent(i, i - 1) for i in range(1, n + 1)], [read(i, i - 1) for i in range(1, n + 1)]
+
+
+def reordered_run() -> tuple[list[dict], list[dict]]:
+    """Key k sent with seq 0,1,2,3 but logged as 0,2,1,3, plus a seq-less record and key j."""
+    layout = [(1, "k", 0, 0), (2, "k", 1, 2), (3, "k", 2, 1), (4, "k", 3, 3)]
+    layout += [(5, "k", None, 4), (6, "j", 0, 5)]
+    acked = [sent(m, off, key=key, key_seq=seq) for m, key, seq, off in layout]
+    readback = [read(m, off, key=key, key_seq=seq) for m, key, seq, off in layout]
+    return acked, readback
+
+
+def acks0_run() -> tuple[list[dict], list[dict]]:
+    """acks=0: no offsets; partition 0 reads a later send than msg 2, partition 1 none after 6."""
+    acked = [sent(m, None, partition=0 if m <= 3 else 1) for m in range(1, 7)]
+    acked[2]["offset"] = -1001  # librdkafka's "no offset", must be read as unknown
+    readback = [read(1, 0), read(3, 1), read(4, 0, partition=1), read(5, 1, partition=1)]
+    return acked, readback
+
+
+def timeline_run() -> tuple[list[dict], list[dict]]:
+    """Sends at +0.1 s, +0.5 s (ok, 2 and 4 ms), +0.9 s (failed) and +2.2 s (indeterminate)."""
+    acked = [
+        sent(1, 0, send_us=T0_US + 100_000, latency_us=2000),
+        sent(2, 1, send_us=T0_US + 500_000, latency_us=4000),
+        sent(3, None, partition=None, status="failed", send_us=T0_US + 900_000),
+        sent(4, None, partition=None, status="indeterminate", send_us=T0_US + 2_200_000),
+    ]
+    return acked, [read(1, 0), read(2, 1)]
+
+
+SCENARIOS: dict[tuple[str, int], tuple[list[dict], list[dict] | None]] = {
+    ("clean", 0): in_order(6),
+    ("lost", 0): ([sent(i, i - 1) for i in range(1, 5)], [read(1, 0), read(2, 1), read(4, 3)]),
+    ("lost", 1): ([sent(i, i - 1) for i in range(1, 5)], [read(3, 2), read(4, 3)]),
+    ("unseen", 0): (
+        [*(sent(i, i - 1) for i in range(1, 5)), sent(5, None, partition=None)],
+        [read(1, 0), read(2, 1), read(3, 2)],
+    ),
+    ("duplicated", 0): (in_order(3)[0], [*in_order(3)[1], read(2, 3)]),
+    ("offset_divergent", 0): (
+        [sent(1, 0), sent(2, 1), sent(3, 1), sent(4, 2)],
+        [read(1, 0), read(3, 1), read(4, 2)],
+    ),
+    ("moved", 0): (in_order(3)[0], [read(1, 0), read(2, 3), read(3, 2)]),
+    ("failed_present", 0): (
+        [sent(1, 0), sent(2, None, partition=None, status="failed")],
+        [read(1, 0), read(2, 1)],
+    ),
+    ("indeterminate_present", 0): (
+        [sent(1, 0), *(sent(m, None, status="indeterminate") for m in (2, 3))],
+        [read(1, 0), read(2, 1)],
+    ),
+    ("reordered", 0): reordered_run(),
+    ("phantom", 0): (in_order(2)[0], [*in_order(2)[1], read(99, 2), read(None, 3), read(99, 4)]),
+    ("acks0", 0): acks0_run(),
+    ("timeline", 0): timeline_run(),
+    ("incomplete", 0): (in_order(2)[0], None),
+}
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A runs tree with every scenario, plus two broken runs."""
+    root = tmp_path_factory.mktemp("reconcile")
+    for (cell, repetition), (acked, readback) in SCENARIOS.items():
+        acks = "0" if cell == "acks0" else "1"
+        write_run(root, cell, acked, readback, repetition=repetition, acks=acks)
+    garbage = write_run(root, "garbage", *in_order(1))
+    (garbage / "acked.parquet").write_bytes(b"not parquet")
+    no_status = write_run(root, "no_status", *in_order(1))
+    table = pq.read_table(no_status / "acked.parquet").drop(["status"])
+    pq.write_table(table, no_status / "acked.parquet")
+    return root
+
+
+@pytest.fixture(scope="module")
+def results(spark: SparkSession, runs_root: Path) -> dict[tuple[str, int], RunResult]:
+    """Every run of runs_root reconciled in one call, by (cell, repetition)."""
+    reconciled = reconcile(spark, find_runs([str(runs_root / "runs")]))
+    return {(r.cell, r.repetition): r for r in reconciled}
+
+
+def counts(sent: int, acked: int, read: int, **classes: int) -> dict[str, int]:
+    """The full counts dict of a run with only these anomaly classes non-zero."""
+    failed, indeterminate = classes.pop("failed", 0), classes.pop("indeterminate", 0)
+    base = {"sent": sent, "acked": acked, "failed": failed, "indeterminate": indeterminate}
+    return {**base, "read": read, **ZERO, **classes}
+
+
+def example_ids(result: RunResult, anomaly: str) -> list[int | None]:
+    """msg_ids of the examples of one class, in reported order."""
+    return [example["msg_id"] for example in result.examples[anomaly]]
+
+
+def test_clean_run_counts_nothing(results: dict) -> None:
+    result = results[("clean", 0)]
+    assert result.status == "complete" and result.error is None
+    assert result.counts == counts(6, 6, 6)
+    assert all(examples == [] for examples in result.examples.values())
+
+
+def test_lost_needs_a_later_offset_read(results: dict) -> None:
+    result = results[("lost", 0)]
+    assert result.counts == counts(4, 4, 3, lost=1)
+    assert result.examples["lost"] == [
+        {"msg_id": 3, "partition": 0, "offset": 2, "readback_msg_id_at_offset": None}
+    ]
+
+
+def test_unseen_is_beyond_the_last_offset_read_or_unlocated(results: dict) -> None:
+    result = results[("unseen", 0)]
+    assert result.counts == counts(5, 5, 3, unseen=2)
+    assert result.examples["unseen"] == [
+        {"msg_id": 4, "partition": 0, "offset": 3, "readback_msg_id_at_offset": None},
+        {"msg_id": 5, "partition": None, "offset": None, "readback_msg_id_at_offset": None},
+    ]
+
+
+def test_duplicated_counts_ids_read_twice(results: dict) -> None:
+    result = results[("duplicated", 0)]
+    assert result.counts == counts(3, 3, 4, duplicated=1)
+    assert result.examples["duplicated"] == [{"msg_id": 2, "partition": 0, "offset": 1, "reads": 2}]
+
+
+def test_offset_divergent_names_the_record_now_at_the_offset(results: dict) -> None:
+    result = results[("offset_divergent", 0)]
+    assert result.counts == counts(4, 4, 3, lost=1, offset_divergent=1)
+    expected = {"msg_id": 2, "partition": 0, "offset": 1, "readback_msg_id_at_offset": 3}
+    assert result.examples["offset_divergent"] == [expected]
+    assert result.examples["lost"] == [expected]
+
+
+def test_moved_is_read_elsewhere_than_acked(results: dict) -> None:
+    result = results[("moved", 0)]
+    assert result.counts == counts(3, 3, 3, moved=1)
+    assert result.examples["moved"] == [
+        {"msg_id": 2, "partition": 0, "offset": 1, "readback_msg_id_at_offset": None}
+    ]
+
+
+def test_failed_present(results: dict) -> None:
+    result = results[("failed_present", 0)]
+    assert result.counts == counts(2, 1, 2, failed=1, failed_present=1)
+    assert example_ids(result, "failed_present") == [2]
+    assert result.examples["failed_present"][0]["offset"] == 1
+
+
+def test_indeterminate_present_and_never_lost(results: dict) -> None:
+    result = results[("indeterminate_present", 0)]
+    assert result.counts == counts(3, 1, 2, indeterminate=2, indeterminate_present=1)
+    assert example_ids(result, "indeterminate_present") == [2]
+
+
+def test_reordered_per_key_in_read_order(results: dict) -> None:
+    result = results[("reordered", 0)]
+    assert result.counts == counts(6, 6, 6, reordered=1)
+    assert result.examples["reordered"] == [
+        {
+            "msg_id": 2,
+            "partition": 0,
+            "offset": 2,
+            "key": "k",
+            "key_seq": 1,
+            "max_key_seq_before": 2,
+        }
+    ]
+
+
+def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> None:
+    result = results[("phantom", 0)]
+    assert result.counts == counts(2, 2, 5, phantom=3, duplicated=1)
+    assert example_ids(result, "phantom") == [99, None]
+    assert result.examples["phantom"][1] == {
+        "msg_id": None,
+        "partition": 0,
+        "offset": 3,
+        "reads": 1,
+    }
+
+
+def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> None:
+    result = results[("acks0", 0)]
+    assert result.counts == counts(6, 6, 4, lost=1, unseen=1)
+    assert example_ids(result, "lost") == [2]
+    assert example_ids(result, "unseen") == [6]
+    assert result.examples["lost"][0]["offset"] is None
+
+
+def test_incomplete_run_has_no_counts(results: dict) -> None:
+    result = results[("incomplete", 0)]
+    assert result.status == "incomplete"
+    assert result.counts is None and result.error is None
+    assert [s["sent"] for s in result.timeline] == [2]
+
+
+def test_unreadable_runs_are_errors_not_crashes(results: dict) -> None:
+    assert results[("garbage", 0)].status == "error"
+    assert results[("garbage", 0)].counts is None
+    no_status = results[("no_status", 0)]
+    assert no_status.status == "error"
+    assert "status missing" in (no_status.error or "")
+    assert results[("clean", 0)].status == "complete"
+
+
+def test_timeline_per_second_with_gaps_filled(results: dict) -> None:
+    timeline = results[("timeline", 0)].timeline
+    assert [s["t_s"] for s in timeline] == [0, 1, 2]
+    assert [s["epoch_s"] for s in timeline] == [T0_US // 1_000_000 + t for t in range(3)]
+    assert [(s["sent"], s["ok"], s["failed"], s["indeterminate"]) for s in timeline] == [
+        (3, 2, 1, 0),
+        (0, 0, 0, 0),
+        (1, 0, 0, 1),
+    ]
+    assert timeline[0]["ack_latency_p50_ms"] == pytest.approx(2.0)
+    assert timeline[0]["ack_latency_p99_ms"] == pytest.approx(4.0)
+    assert timeline[1]["ack_latency_p50_ms"] is None
+    assert timeline[2]["ack_latency_p99_ms"] is None
+
+
+def test_results_json_written_into_each_run(results: dict) -> None:
+    write_results(list(results.values()))
+    written = json.loads((Path(results[("lost", 0)].run_dir) / "results.json").read_text())
+    assert {"cell", "config", "counts", "experiment", "repetition", "axes"} <= written.keys()
+    assert {"status", "examples", "timeline", "error"} <= written.keys()
+    assert written["cell"] == "lost" and written["counts"]["lost"] == 1
+    assert written["config"]["acks"] == "1" and written["axes"] == {"acks": "1"}
+
+
+def test_aggregate_over_two_repetitions(results: dict, tmp_path: Path) -> None:
+    rows = {row["cell"]: row for row in aggregate(list(results.values()))}
+    lost = rows["lost"]
+    assert (lost["repetitions"], lost["complete"]) == (2, 2)
+    assert (lost["lost_sum"], lost["lost_mean"], lost["lost_min"], lost["lost_max"]) == (
+        3,
+        1.5,
+        1,
+        2,
+    )
+    assert lost["acked_sum"] == 8 and lost["loss_rate"] == pytest.approx(3 / 8)
+    assert rows["incomplete"]["complete"] == 0 and rows["incomplete"]["loss_rate"] is None
+    parquet_path, md_path = write_aggregate(list(rows.values()), tmp_path)
+    assert pq.read_table(parquet_path).num_rows == len(rows)
+    assert "| lost | 2 | 8 | 3 | 0 |" in md_path.read_text()
+
+
+def test_find_runs_expands_parents_and_deduplicates(runs_root: Path) -> None:
+    (runs_root / "runs" / "exp" / "not-a-run").mkdir()
+    (runs_root / "runs" / "exp" / "not-a-run" / "spec.json").write_text("{}")
+    lost_rep = runs_root / "runs" / "exp" / "*" / "lost" / "0"
+    found = find_runs([str(runs_root / "runs"), str(lost_rep), str(runs_root / "nothing*")])
+    assert len(found) == len(SCENARIOS) + 2
+    assert found == sorted(found)
+
+
+def test_a_failing_query_fails_only_its_run(
+    runs_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = next(iter(find_runs([str(runs_root / "runs" / "*" / "*" / "moved")])))
+
+    def query(spark: SparkSession, runs: list) -> list[Row]:
+        """Stands in for Spark: fails for any batch holding the bad run, else one count per run."""
+        if any(run.run_dir == bad for run in runs):
+            raise RuntimeError("checker blew up\n\tat org.apache.spark.Something")
+        return [
+            Row(run_id=r.run_id, kind="count", name="sent", value=7, payload=None) for r in runs
+        ]
+
+    monkeypatch.setattr(rec, "_run_query", query)
+    run_dirs = find_runs(
+        [str(runs_root / "runs" / "*" / "*" / c) for c in ("clean", "moved", "lost")]
+    )
+    by_cell = {(r.cell, r.repetition): r for r in reconcile(None, run_dirs)}
+    assert by_cell[("moved", 0)].status == "error"
+    assert by_cell[("moved", 0)].error == "RuntimeError: checker blew up"
+    assert by_cell[("moved", 0)].counts is None
+    good = [by_cell[("clean", 0)], by_cell[("lost", 0)], by_cell[("lost", 1)]]
+    assert [(r.status, r.counts["sent"]) for r in good] == [("complete", 7)] * 3
+
+
+def test_cli_writes_report_and_prints_table(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_run(tmp_path, "cp", *in_order(3), repetition=0)
+    write_run(tmp_path, "cp", *in_order(3), repetition=1)
+    out = tmp_path / "report"
+    assert main([str(tmp_path / "runs" / "exp" / "*"), "--out", str(out)]) == 0
+    assert "| cp | 2 | 6 | 0 |" in capsys.readouterr().out
+    assert (out / "cells.parquet").is_file() and (out / "cells.md").is_file()
+    assert len(list(tmp_path.glob("runs/**/results.json"))) == 2
+    assert spark.range(1).count() == 1
+
+
+def test_cli_exits_2_when_no_run_matches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pattern = str(tmp_path / "nowhere" / "*")
+    assert main([pattern]) == 2
+    err = capsys.readouterr().err
+    assert pattern in err and "Fix:" in err
