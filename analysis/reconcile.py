@@ -1,0 +1,713 @@
+"""Reconcile what each producer was told against what its read-back holds, for many runs at once.
+
+Every run goes through one Spark query: all acked.parquet files are read in one scan and all
+readback.parquet files in another, each row tagged with its run, and the anomaly classes of
+KAFKA-RELIABILITY.md come out of joins keyed by (run, msg_id) and (run, partition, offset).
+
+    python -m analysis.reconcile 'runs/my-experiment/*' [--master URL] [--out reports/latest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from functools import reduce
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+MASTER_ENV = "KCHAOS_SPARK_MASTER"
+SHUFFLE_PARTITIONS = 4
+MAX_EXAMPLES = 20
+SPEC_FILE, ACKED_FILE, READBACK_FILE, RESULTS_FILE = (
+    "spec.json",
+    "acked.parquet",
+    "readback.parquet",
+    "results.json",
+)
+
+ANOMALY_CLASSES = (
+    "lost",
+    "unseen",
+    "duplicated",
+    "offset_divergent",
+    "moved",
+    "failed_present",
+    "indeterminate_present",
+    "reordered",
+    "phantom",
+)
+COUNT_KEYS = ("sent", "acked", "failed", "indeterminate", "read", *ANOMALY_CLASSES)
+TABLE_COUNTS = ("acked", *ANOMALY_CLASSES)
+
+# Examples of these classes describe the acked location, the others where the id was read.
+AT_ACKED_OFFSET = ("lost", "unseen", "offset_divergent", "moved")
+AT_OFFSET_FIELDS = ("msg_id", "partition", "offset", "readback_msg_id_at_offset")
+EXAMPLE_FIELDS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(AT_ACKED_OFFSET, AT_OFFSET_FIELDS),
+    "duplicated": ("msg_id", "partition", "offset", "reads"),
+    "failed_present": ("msg_id", "partition", "offset", "reads"),
+    "indeterminate_present": ("msg_id", "partition", "offset", "reads"),
+    "reordered": ("msg_id", "partition", "offset", "key", "key_seq", "max_key_seq_before"),
+    "phantom": ("msg_id", "partition", "offset", "reads"),
+}
+
+ACKED_SCHEMA = T.StructType(
+    [
+        T.StructField("msg_id", T.LongType()),
+        T.StructField("key", T.StringType()),
+        T.StructField("key_seq", T.LongType()),
+        T.StructField("status", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("error", T.StringType()),
+        T.StructField("send_ts_us", T.LongType()),
+        T.StructField("ack_ts_us", T.LongType()),
+    ]
+)
+READBACK_SCHEMA = T.StructType(
+    [
+        T.StructField("msg_id", T.LongType()),
+        T.StructField("key", T.StringType()),
+        T.StructField("key_seq", T.LongType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("ts_us", T.LongType()),
+    ]
+)
+REPORT_SCHEMA = "run_id int, kind string, name string, value long, payload string"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The reconciliation of one repetition directory, as written to its results.json."""
+
+    run_dir: str
+    experiment: str
+    cell: str
+    repetition: int
+    config: dict
+    axes: dict
+    status: str
+    counts: dict[str, int] | None
+    examples: dict[str, list[dict]]
+    timeline: list[dict]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run directory as found on disk, checked before any Spark work."""
+
+    run_id: int
+    run_dir: Path
+    spec: dict
+    status: str
+    error: str | None
+
+
+def spark_session(
+    master: str | None = None, app_name: str = "kafka-chaos-reconcile"
+) -> SparkSession:
+    """A quiet SparkSession on master, else $KCHAOS_SPARK_MASTER, else Spark's default (local[*]).
+
+    Without an explicit master none is set, so spark-submit's --master still wins.
+    """
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    chosen = master or os.environ.get(MASTER_ENV)
+    if chosen:
+        builder = builder.master(chosen)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+    return spark
+
+
+def find_runs(patterns: Iterable[str]) -> list[Path]:
+    """Run directories (holding spec.json and acked.parquet) at or under any glob match, sorted."""
+    found: set[Path] = set()
+    for pattern in patterns:
+        for match in glob.glob(os.path.expanduser(pattern), recursive=True):
+            root = Path(match)
+            if root.is_dir():
+                candidates = [root, *(spec.parent for spec in root.rglob(SPEC_FILE))]
+                found.update(d.resolve() for d in candidates if _is_run_dir(d))
+    return sorted(found)
+
+
+def _is_run_dir(path: Path) -> bool:
+    """True when path holds the two files every run writes before its read-back."""
+    return (path / SPEC_FILE).is_file() and (path / ACKED_FILE).is_file()
+
+
+def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
+    """One result per run dir, in order, from one Spark query; a failing run becomes "error"."""
+    runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
+    outcomes = _query_isolating_failures(spark, [r for r in runs if r.status != "error"])
+    return [_result(run, outcomes.get(run.run_id, [])) for run in runs]
+
+
+def _inspect(run_id: int, run_dir: Path) -> _Run:
+    """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
+    try:
+        spec = json.loads((run_dir / SPEC_FILE).read_text())
+        if not isinstance(spec, dict):
+            raise ValueError(f"{SPEC_FILE} holds a {type(spec).__name__}, not an object")
+        _check_columns(run_dir / ACKED_FILE, ACKED_SCHEMA)
+        if not (run_dir / READBACK_FILE).is_file():
+            return _Run(run_id, run_dir, spec, "incomplete", None)
+        _check_columns(run_dir / READBACK_FILE, READBACK_SCHEMA)
+    except Exception as exc:
+        return _Run(run_id, run_dir, {}, "error", f"{type(exc).__name__}: {exc}")
+    return _Run(run_id, run_dir, spec, "complete", None)
+
+
+def _check_columns(path: Path, schema: T.StructType) -> None:
+    """Raise ValueError naming every column of schema that path lacks or holds with another type."""
+    file_schema = pq.read_schema(path)
+    problems = []
+    for field in schema.fields:
+        if field.name not in file_schema.names:
+            problems.append(f"{field.name} missing")
+        elif not _readable_as(file_schema.field(field.name).type, field.dataType):
+            actual = file_schema.field(field.name).type
+            problems.append(f"{field.name} is {actual}, expected {field.dataType.simpleString()}")
+    if problems:
+        raise ValueError(f"{path.name}: {'; '.join(problems)}")
+
+
+def _readable_as(actual: pa.DataType, wanted: T.DataType) -> bool:
+    """True when Spark reads a Parquet column of Arrow type actual as wanted without loss."""
+    if pa.types.is_null(actual):
+        return True
+    if isinstance(wanted, T.StringType):
+        return pa.types.is_string(actual) or pa.types.is_large_string(actual)
+    if isinstance(wanted, T.IntegerType):
+        return pa.types.is_signed_integer(actual) and actual.bit_width <= 32
+    return pa.types.is_signed_integer(actual)
+
+
+def _query_isolating_failures(
+    spark: SparkSession, runs: list[_Run]
+) -> dict[int, list[Row] | Exception]:
+    """Report rows per run id from one query; if it fails, split the runs so only bad ones fail."""
+    if not runs:
+        return {}
+    try:
+        return _rows_by_run(_run_query(spark, runs))
+    except Exception as exc:
+        if len(runs) == 1:
+            return {runs[0].run_id: exc}
+    half = len(runs) // 2
+    return {
+        **_query_isolating_failures(spark, runs[:half]),
+        **_query_isolating_failures(spark, runs[half:]),
+    }
+
+
+def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
+    """Collect the report rows of all runs in one query (two small tables cached for reuse)."""
+    acked = _read_runs(spark, {r.run_id: r.run_dir / ACKED_FILE for r in runs}, ACKED_SCHEMA)
+    acked = acked.transform(_with_unknown_locations_as_null)
+    parts = [_timeline_rows(acked)]
+    cached: list[DataFrame] = []
+    complete = [r for r in runs if r.status == "complete"]
+    if complete:
+        files = {r.run_id: r.run_dir / READBACK_FILE for r in complete}
+        readback = _read_runs(spark, files, READBACK_SCHEMA)
+        acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
+        # Both feed several parts of the union; caching keeps their joins from running twice.
+        messages = _messages(acked, readback).persist(StorageLevel.MEMORY_AND_DISK)
+        anomalies = _anomalies(messages, readback).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = [messages, anomalies]
+        parts += [_message_count_rows(messages), _anomaly_count_rows(anomalies)]
+        parts.append(_example_rows(anomalies))
+    try:
+        return reduce(DataFrame.unionByName, parts).collect()
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+
+def _rows_by_run(rows: list[Row]) -> dict[int, list[Row]]:
+    """Group collected report rows by their run id."""
+    grouped: dict[int, list[Row]] = defaultdict(list)
+    for row in rows:
+        grouped[row.run_id].append(row)
+    return grouped
+
+
+def _read_runs(spark: SparkSession, files: dict[int, Path], schema: T.StructType) -> DataFrame:
+    """One scan of all files, each row tagged with the run_id of the file it came from."""
+    frame = spark.read.schema(schema).parquet(*(_escape_glob(str(p)) for p in files.values()))
+    runs = _run_ids_by_uri(spark, frame.inputFiles(), files)
+    tagged = frame.withColumn("file_uri", F.col("_metadata.file_path")).join(
+        F.broadcast(runs), "file_uri", "left"
+    )
+    # A URI spelt in a way not foreseen must fail the query, never silently drop its rows.
+    unknown = F.raise_error(F.concat(F.lit("no run for "), F.col("file_uri")))
+    run_id = F.when(F.col("run_id").isNull(), unknown).otherwise(F.col("run_id"))
+    return tagged.select(run_id.alias("run_id"), *schema.fieldNames())
+
+
+def _run_ids_by_uri(spark: SparkSession, uris: list[str], files: dict[int, Path]) -> DataFrame:
+    """A literal table (file_uri, run_id) holding each spelling Spark may give a file's URI."""
+    run_of_file = {path.resolve(): run_id for run_id, path in files.items()}
+    pairs = []
+    for uri in uris:
+        run_id = run_of_file.get(Path(unquote(urlparse(uri).path)).resolve())
+        if run_id is None:
+            raise RuntimeError(f"Spark listed {uri}, which is none of the run files asked for")
+        # inputFiles() spells local files file:///x where the _metadata column has file:/x.
+        pairs += [(spelling, run_id) for spelling in {uri, re.sub("^file:///", "file:/", uri)}]
+    rows = (F.struct(F.lit(u).alias("file_uri"), F.lit(r).alias("run_id")) for u, r in pairs)
+    # Built from literals rather than createDataFrame so Spark folds it into a local table.
+    return spark.range(1).select(F.inline(F.array(*rows)))
+
+
+def _escape_glob(path: str) -> str:
+    """Path with Hadoop glob characters escaped, since Spark globs every path it is given."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
+
+
+def _with_unknown_locations_as_null(acked: DataFrame) -> DataFrame:
+    """Acked rows with a negative partition or offset set to null.
+
+    librdkafka reports offset -1001 under acks=0 and partition -1 when unassigned.
+    """
+    return acked.withColumns(
+        {
+            "partition": F.when(F.col("partition") >= 0, F.col("partition")),
+            "offset": F.when(F.col("offset") >= 0, F.col("offset")),
+        }
+    )
+
+
+def _messages(acked: DataFrame, readback: DataFrame) -> DataFrame:
+    """One row per (run_id, msg_id) sent or read: the send, the holder of its acked offset, reads.
+
+    Records whose msg_id is null share one row per run (msg_id null, in_acked false).
+    """
+    slots = readback.groupBy(
+        "run_id", F.col("partition").alias("slot_partition"), F.col("offset").alias("slot_offset")
+    ).agg(F.min("msg_id").alias("holder_msg_id"), F.count("*").alias("holder_records"))
+    # An unknown location gets a unique negative slot: it matches no record, and the sends of an
+    # acks=0 run (no offsets at all) do not pile up in one shuffle partition.
+    acked_slots = acked.withColumns(
+        {
+            "slot_partition": F.coalesce("partition", F.lit(-1)),
+            "slot_offset": F.coalesce("offset", -1 - F.col("msg_id")),
+            "in_acked": F.lit(True),
+        }
+    )
+    with_holder = acked_slots.join(slots, ["run_id", "slot_partition", "slot_offset"], "left")
+    reads = readback.groupBy("run_id", "msg_id").agg(
+        F.count("*").alias("reads"), F.min(F.struct("partition", "offset")).alias("first_read")
+    )
+    joined = with_holder.join(reads, ["run_id", "msg_id"], "full")
+    return joined.select(
+        "run_id",
+        "msg_id",
+        F.coalesce("in_acked", F.lit(False)).alias("in_acked"),
+        "status",
+        "partition",
+        "offset",
+        "send_ts_us",
+        "holder_msg_id",
+        "holder_records",
+        F.coalesce("reads", F.lit(0)).alias("reads"),
+        F.col("first_read.partition").alias("read_partition"),
+        F.col("first_read.offset").alias("read_offset"),
+    )
+
+
+def _message_count_rows(messages: DataFrame) -> DataFrame:
+    """Count rows for sent, acked (status ok), failed, indeterminate and read."""
+    status = F.col("status")
+    totals = messages.groupBy("run_id").agg(
+        F.count_if("in_acked").alias("sent"),
+        F.count_if(status == "ok").alias("acked"),
+        F.count_if(status == "failed").alias("failed"),
+        F.count_if(status == "indeterminate").alias("indeterminate"),
+        F.sum("reads").alias("read"),
+    )
+    names = ("sent", "acked", "failed", "indeterminate", "read")
+    pairs = F.create_map(*(item for n in names for item in (F.lit(n), F.col(n))))
+    by_name = totals.select("run_id", F.explode(pairs).alias("name", "value"))
+    return _report(by_name, "count", F.col("name"), F.col("value"), F.lit(None))
+
+
+def _anomalies(messages: DataFrame, readback: DataFrame) -> DataFrame:
+    """One row per anomalous message or record: run_id, anomaly class, example fields, weight."""
+    progress = _partition_progress(messages, readback)
+    with_progress = messages.join(F.broadcast(progress), ["run_id", "partition"], "left")
+    return _message_anomalies(with_progress).unionByName(
+        _reordered(readback), allowMissingColumns=True
+    )
+
+
+def _partition_progress(messages: DataFrame, readback: DataFrame) -> DataFrame:
+    """Per (run_id, partition): highest offset read, latest send time of a message read there."""
+    by_offset = readback.groupBy("run_id", "partition").agg(
+        F.max("offset").alias("max_read_offset")
+    )
+    by_send = (
+        messages.filter(F.col("in_acked") & (F.col("reads") > 0))
+        .groupBy("run_id", F.col("read_partition").alias("partition"))
+        .agg(F.max("send_ts_us").alias("max_read_send_ts_us"))
+    )
+    return by_offset.join(by_send, ["run_id", "partition"], "full")
+
+
+def _message_anomalies(messages: DataFrame) -> DataFrame:
+    """Every class decided by a message's own row (all but reordered); a message may be in several.
+
+    An acked message never read is lost when a later record of its partition was read (a higher
+    offset, or with no acked offset a later send), else unseen.
+    """
+    status, reads, offset = F.col("status"), F.col("reads"), F.col("offset")
+    proof = F.when(offset.isNotNull(), F.col("max_read_offset") > offset).otherwise(
+        F.col("max_read_send_ts_us") > F.col("send_ts_us")
+    )
+    missing = F.col("in_acked") & (status == "ok") & (reads == 0)
+    located_ok = (status == "ok") & offset.isNotNull() & F.col("partition").isNotNull()
+    not_at_acked_offset = ~F.col("holder_msg_id").eqNullSafe(F.col("msg_id"))
+    conditions = {
+        "lost": missing & F.coalesce(proof, F.lit(False)),
+        "unseen": missing & ~F.coalesce(proof, F.lit(False)),
+        "duplicated": F.col("msg_id").isNotNull() & (reads > 1),
+        "offset_divergent": located_ok & F.col("holder_records").isNotNull() & not_at_acked_offset,
+        "moved": located_ok & (reads > 0) & not_at_acked_offset,
+        "failed_present": (status == "failed") & (reads > 0),
+        "indeterminate_present": (status == "indeterminate") & (reads > 0),
+        "phantom": ~F.col("in_acked") & (reads > 0),
+    }
+    classes = F.array(*(F.when(cond, F.lit(name)) for name, cond in conditions.items()))
+    # Filtering first keeps the array building (interpreted, slow) to the few anomalous rows.
+    anomalous = messages.filter(reduce(Column.__or__, conditions.values()))
+    flagged = anomalous.withColumn("anomaly", F.explode(F.filter(classes, lambda c: c.isNotNull())))
+    at_acked = F.col("anomaly").isin(*AT_ACKED_OFFSET)
+    return flagged.select(
+        "run_id",
+        "anomaly",
+        "msg_id",
+        F.when(at_acked, F.col("partition")).otherwise(F.col("read_partition")).alias("partition"),
+        F.when(at_acked, offset).otherwise(F.col("read_offset")).alias("offset"),
+        F.col("holder_msg_id").alias("readback_msg_id_at_offset"),
+        "reads",
+        F.when(F.col("anomaly") == "phantom", reads).otherwise(1).cast("long").alias("weight"),
+    )
+
+
+def _reordered(readback: DataFrame) -> DataFrame:
+    """Records read after a higher key_seq of their key, in read order (partition, offset)."""
+    earlier = (
+        Window.partitionBy("run_id", "key")
+        .orderBy("partition", "offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    with_max = readback.filter(F.col("key_seq").isNotNull()).withColumn(
+        "max_key_seq_before", F.max("key_seq").over(earlier)
+    )
+    return with_max.filter(F.col("key_seq") < F.col("max_key_seq_before")).select(
+        "run_id",
+        F.lit("reordered").alias("anomaly"),
+        "msg_id",
+        "partition",
+        "offset",
+        "key",
+        "key_seq",
+        "max_key_seq_before",
+        F.lit(1).cast("long").alias("weight"),
+    )
+
+
+def _report(frame: DataFrame, kind: str, name: Column, value: Column, payload: Column) -> DataFrame:
+    """frame reshaped to the common report schema, so every part can go into one union."""
+    return frame.select(
+        F.col("run_id").cast("int").alias("run_id"),
+        F.lit(kind).alias("kind"),
+        name.cast("string").alias("name"),
+        value.cast("long").alias("value"),
+        payload.cast("string").alias("payload"),
+    )
+
+
+def _anomaly_count_rows(anomalies: DataFrame) -> DataFrame:
+    """Count rows per anomaly class: ids for most classes, records for phantom."""
+    totals = anomalies.groupBy("run_id", "anomaly").agg(F.sum("weight").alias("value"))
+    return _report(totals, "count", F.col("anomaly"), F.col("value"), F.lit(None))
+
+
+def _example_rows(anomalies: DataFrame) -> DataFrame:
+    """Up to MAX_EXAMPLES rows per run and class, lowest msg_id first, payload as JSON."""
+    order = Window.partitionBy("run_id", "anomaly").orderBy(
+        F.col("msg_id").asc_nulls_last(), "partition", "offset"
+    )
+    ranked = anomalies.withColumn("rank", F.row_number().over(order))
+    fields = sorted({f for names in EXAMPLE_FIELDS.values() for f in names})
+    payload = F.to_json(F.struct(*fields))
+    top = ranked.filter(F.col("rank") <= MAX_EXAMPLES)
+    return _report(top, "example", F.col("anomaly"), F.col("rank"), payload)
+
+
+def _timeline_rows(acked: DataFrame) -> DataFrame:
+    """One row per run and epoch second with sends: outcomes and ack latency percentiles."""
+    ok = F.col("status") == "ok"
+    latency_ms = F.when(ok, (F.col("ack_ts_us") - F.col("send_ts_us")) / 1000.0)
+    seconds = (
+        acked.filter(F.col("send_ts_us").isNotNull())
+        .groupBy("run_id", F.floor(F.col("send_ts_us") / 1_000_000).alias("epoch_s"))
+        .agg(
+            F.count("*").alias("sent"),
+            F.count_if(ok).alias("ok"),
+            F.count_if(F.col("status") == "failed").alias("failed"),
+            F.count_if(F.col("status") == "indeterminate").alias("indeterminate"),
+            F.percentile_approx(latency_ms, [0.5, 0.99]).alias("latency"),
+        )
+    )
+    payload = F.to_json(
+        F.struct(
+            "sent",
+            "ok",
+            "failed",
+            "indeterminate",
+            F.col("latency")[0].alias("ack_latency_p50_ms"),
+            F.col("latency")[1].alias("ack_latency_p99_ms"),
+        )
+    )
+    return _report(seconds, "second", F.lit(None), F.col("epoch_s"), payload)
+
+
+def _result(run: _Run, outcome: list[Row] | Exception) -> RunResult:
+    """The RunResult of one run from its report rows; any failure makes it status "error"."""
+    error = run.error
+    if isinstance(outcome, Exception):
+        error = f"{type(outcome).__name__}: {_first_line(outcome)}"
+    if error is None:
+        try:
+            return _assembled(run, outcome)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    return _blank_result(run, "error", error)
+
+
+def _first_line(exc: Exception) -> str:
+    """The first line of an exception's message (Java stack traces follow it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _blank_result(run: _Run, status: str, error: str | None) -> RunResult:
+    """A result with identity from spec.json (or the path) and no counts."""
+    spec, path = run.spec, run.run_dir
+    experiment = spec.get("experiment") or (path.parents[2].name if len(path.parents) > 2 else "")
+    repetition = spec.get("repetition", path.name)
+    return RunResult(
+        run_dir=str(path),
+        experiment=str(experiment),
+        cell=str(spec.get("cell") or path.parent.name),
+        repetition=int(repetition) if str(repetition).isdigit() else -1,
+        config=dict(spec.get("config") or {}),
+        axes=dict(spec.get("axes") or {}),
+        status=status,
+        counts=None,
+        examples={},
+        timeline=[],
+        error=error,
+    )
+
+
+def _assembled(run: _Run, rows: list[Row]) -> RunResult:
+    """The complete or incomplete result of a run whose query succeeded."""
+    blank = _blank_result(run, run.status, None)
+    timeline = _timeline([r for r in rows if r.kind == "second"])
+    if run.status != "complete":
+        return RunResult(**{**asdict(blank), "timeline": timeline})
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    counts.update({r.name: int(r.value) for r in rows if r.kind == "count"})
+    examples: dict[str, list[dict]] = {name: [] for name in ANOMALY_CLASSES}
+    for row in sorted((r for r in rows if r.kind == "example"), key=lambda r: r.value):
+        payload = json.loads(row.payload)
+        examples[row.name].append({f: payload.get(f) for f in EXAMPLE_FIELDS[row.name]})
+    return RunResult(
+        **{**asdict(blank), "counts": counts, "examples": examples, "timeline": timeline}
+    )
+
+
+def _timeline(rows: list[Row]) -> list[dict]:
+    """Entries for every epoch second from the first send's to the last's, gaps filled with zeros.
+
+    t_s counts whole seconds from the epoch second of the first send.
+    """
+    if not rows:
+        return []
+    by_second = {int(r.value): json.loads(r.payload) for r in rows}
+    first, last = min(by_second), max(by_second)
+    return [_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1)]
+
+
+def _second(epoch_s: int, t_s: int, payload: dict) -> dict:
+    """One timeline entry with every key present."""
+    return {
+        "t_s": t_s,
+        "epoch_s": epoch_s,
+        **{key: int(payload.get(key, 0)) for key in ("sent", "ok", "failed", "indeterminate")},
+        "ack_latency_p50_ms": payload.get("ack_latency_p50_ms"),
+        "ack_latency_p99_ms": payload.get("ack_latency_p99_ms"),
+    }
+
+
+def write_results(results: Sequence[RunResult]) -> None:
+    """Write each result to results.json in its run directory (atomically, via a rename)."""
+    for result in results:
+        target = Path(result.run_dir) / RESULTS_FILE
+        partial = target.with_suffix(".json.partial")
+        partial.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
+        partial.replace(target)
+
+
+def aggregate(results: Sequence[RunResult]) -> list[dict]:
+    """One row per (experiment, cell): repetition tallies, sum/mean/min/max per count, loss_rate.
+
+    Statistics cover complete repetitions only; loss_rate is summed lost / summed acked.
+    """
+    groups: dict[tuple[str, str], list[RunResult]] = defaultdict(list)
+    for result in results:
+        groups[(result.experiment, result.cell)].append(result)
+    return [_cell_row(exp, cell, reps) for (exp, cell), reps in sorted(groups.items())]
+
+
+def _cell_row(experiment: str, cell: str, reps: list[RunResult]) -> dict[str, Any]:
+    """The aggregate row of one cell."""
+    counted = [r.counts for r in reps if r.status == "complete" and r.counts is not None]
+    row: dict[str, Any] = {
+        "experiment": experiment,
+        "cell": cell,
+        "config": next((r.config for r in reps if r.config), {}),
+        "axes": next((r.axes for r in reps if r.axes), {}),
+        "repetitions": len(reps),
+        "complete": len(counted),
+        "incomplete": sum(r.status == "incomplete" for r in reps),
+        "errors": sum(r.status == "error" for r in reps),
+    }
+    for key in COUNT_KEYS:
+        values = [counts[key] for counts in counted]
+        row[f"{key}_sum"] = sum(values) if values else None
+        row[f"{key}_mean"] = fmean(values) if values else None
+        row[f"{key}_min"] = min(values, default=None)
+        row[f"{key}_max"] = max(values, default=None)
+    acked = row["acked_sum"]
+    row["loss_rate"] = row["lost_sum"] / acked if acked else None
+    return row
+
+
+def _cells_schema() -> pa.Schema:
+    """Arrow schema of cells.parquet; config and axes are JSON text (keys vary by experiment)."""
+    fields = [
+        pa.field("experiment", pa.string()),
+        pa.field("cell", pa.string()),
+        pa.field("config", pa.string()),
+        pa.field("axes", pa.string()),
+        *(pa.field(n, pa.int64()) for n in ("repetitions", "complete", "incomplete", "errors")),
+    ]
+    for key in COUNT_KEYS:
+        fields += [
+            pa.field(f"{key}_sum", pa.int64()),
+            pa.field(f"{key}_mean", pa.float64()),
+            pa.field(f"{key}_min", pa.int64()),
+            pa.field(f"{key}_max", pa.int64()),
+        ]
+    return pa.schema([*fields, pa.field("loss_rate", pa.float64())])
+
+
+def write_aggregate(rows: Sequence[dict], out_dir: Path) -> tuple[Path, Path]:
+    """Write cells.parquet and cells.md into out_dir (created if needed); return both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    flat = [
+        {**row, "config": json.dumps(row["config"]), "axes": json.dumps(row["axes"])}
+        for row in rows
+    ]
+    parquet_path, md_path = out_dir / "cells.parquet", out_dir / "cells.md"
+    pq.write_table(pa.Table.from_pylist(flat, schema=_cells_schema()), parquet_path)
+    md_path.write_text(markdown_table(rows))
+    return parquet_path, md_path
+
+
+def markdown_table(rows: Sequence[dict]) -> str:
+    """The cells as a Markdown table of summed counts; reps shows complete/total if they differ."""
+    several_experiments = len({row["experiment"] for row in rows}) > 1
+    header = ["cell", "reps", *TABLE_COUNTS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        name = f"{row['experiment']}/{row['cell']}" if several_experiments else row["cell"]
+        reps = str(row["repetitions"])
+        if row["complete"] != row["repetitions"]:
+            reps = f"{row['complete']}/{reps}"
+        sums = ["n/a" if row[f"{k}_sum"] is None else str(row[f"{k}_sum"]) for k in TABLE_COUNTS]
+        lines.append("| " + " | ".join([name.replace("|", r"\|"), reps, *sums]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: reconcile the runs matching the globs, write results and the cell table, print it."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.reconcile",
+        description="Reconcile acked messages against the read-back of chaos runs.",
+    )
+    parser.add_argument("globs", nargs="+", metavar="RUN_GLOB", help="run dirs or any parent")
+    parser.add_argument("--master", help=f"Spark master (default: ${MASTER_ENV}, else local[*])")
+    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="report dir")
+    args = parser.parse_args(argv)
+    run_dirs = find_runs(args.globs)
+    if not run_dirs:
+        print(
+            f"no run directory matches {' '.join(args.globs)}: a run directory holds "
+            f"{SPEC_FILE} and {ACKED_FILE}. Fix: name runs/<experiment>/... or a parent of it "
+            "(quote globs so the shell leaves them alone), or run an experiment first (make run).",
+            file=sys.stderr,
+        )
+        return 2
+    owns_session = SparkSession.getActiveSession() is None
+    spark = spark_session(args.master)
+    try:
+        results = reconcile(spark, run_dirs)
+    finally:
+        if owns_session:
+            spark.stop()
+    write_results(results)
+    rows = aggregate(results)
+    parquet_path, md_path = write_aggregate(rows, args.out)
+    print(markdown_table(rows), end="")
+    tally = {s: sum(r.status == s for r in results) for s in ("complete", "incomplete", "error")}
+    print(
+        f"{len(results)} runs ({', '.join(f'{n} {s}' for s, n in tally.items())}); "
+        f"wrote {parquet_path} and {md_path}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

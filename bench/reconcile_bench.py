@@ -1,0 +1,224 @@
+"""Time analysis.reconcile on synthetic runs of growing size and print rows/s per size.
+
+    .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--master local[2]]
+
+Each size is N acked rows (split over --runs runs) and about N read-back rows, with roughly
+0.1 % of messages in each anomaly class. Data is written in chunks with pyarrow to a temporary
+directory, removed after each size. Target: <= 90 s at 10M rows on local[2].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from analysis.reconcile import COUNT_KEYS, RunResult, reconcile, spark_session
+
+CHUNK_ROWS = 1_000_000
+PARTITIONS = 6
+KEYS_PER_PARTITION = 100
+TAIL_UNSEEN = 60
+PHANTOM_BASE = 10**12
+T0_US = 1_700_000_000_000_000
+TARGET_ROWS, TARGET_S = 10_000_000, 90.0
+WARMUP_ROWS = 20_000
+
+ACKED = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("status", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("error", pa.string()),
+        ("send_ts_us", pa.int64()),
+        ("ack_ts_us", pa.int64()),
+    ]
+)
+READBACK = pa.schema(
+    [
+        ("msg_id", pa.int64()),
+        ("key", pa.string()),
+        ("key_seq", pa.int64()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("ts_us", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Consecutive messages of one run of n: message i sits at offset i // 6 of partition i % 6."""
+
+    i: np.ndarray
+    n: int
+    partition: np.ndarray
+    offset: np.ndarray
+    key_seq: np.ndarray
+    key: pa.Array
+    send_ts_us: np.ndarray
+
+    def marks(self, residue: int, modulus: int = 1000) -> np.ndarray:
+        """Messages in the anomaly slice numbered residue."""
+        return self.i % modulus == residue
+
+
+def chunks(n: int) -> Iterator[Chunk]:
+    """The messages of a run of n messages, CHUNK_ROWS at a time."""
+    for start in range(0, n, CHUNK_ROWS):
+        i = np.arange(start, min(start + CHUNK_ROWS, n), dtype=np.int64)
+        partition, offset = (i % PARTITIONS).astype(np.int32), i // PARTITIONS
+        within = pa.array(offset % KEYS_PER_PARTITION).cast(pa.string())
+        key = pc.binary_join_element_wise(
+            "p", pa.array(partition).cast(pa.string()), "-k", within, ""
+        )
+        yield Chunk(
+            i=i,
+            n=n,
+            partition=partition,
+            offset=offset,
+            key_seq=offset // KEYS_PER_PARTITION,
+            key=key,
+            send_ts_us=T0_US + i * 10,
+        )
+
+
+def acked_table(c: Chunk) -> pa.Table:
+    """acked.parquet rows: 0.1 % failed, 0.1 % indeterminate, 0.1 % acked at a wrong offset."""
+    failed, indeterminate = c.marks(1), c.marks(2)
+    status = np.where(failed, "failed", np.where(indeterminate, "indeterminate", "ok"))
+    offset = np.where(c.marks(7), c.offset + PHANTOM_BASE, c.offset)
+    ok = ~failed & ~indeterminate
+    send = c.send_ts_us
+    columns = {
+        "msg_id": c.i,
+        "key": c.key,
+        "key_seq": c.key_seq,
+        "status": status,
+        "partition": pa.array(c.partition, mask=failed),
+        "offset": pa.array(offset, mask=~ok),
+        "error": pa.array(np.where(ok, "", "timed out"), mask=ok),
+        "send_ts_us": send,
+        "ack_ts_us": pa.array(send + 1000 + (c.i % 97) * 50, mask=~ok),
+    }
+    return pa.table(columns, schema=ACKED)
+
+
+def readback_table(c: Chunk) -> pa.Table:
+    """readback.parquet rows, one per offset slot, with lost, duplicated, reordered, phantoms."""
+    msg_id = c.i.copy()
+    failed_slot = c.marks(1) & ~c.marks(1, 10_000)
+    msg_id[failed_slot] += 3
+    msg_id[c.marks(6)] += PHANTOM_BASE
+    key_seq = np.where(c.marks(8), c.key_seq - 5, c.key_seq)
+    dropped = c.marks(3) | (c.i >= c.n - TAIL_UNSEEN)
+    columns = {
+        "msg_id": pa.array(msg_id, mask=c.marks(9, 10_000)),
+        "key": c.key,
+        "key_seq": key_seq,
+        "partition": c.partition,
+        "offset": c.offset,
+        "ts_us": c.send_ts_us,
+    }
+    return pa.table(columns, schema=READBACK).filter(pa.array(~dropped))
+
+
+def write_run(run_dir: Path, n: int, cell: str) -> None:
+    """One repetition directory of n messages, written chunk by chunk."""
+    run_dir.mkdir(parents=True)
+    spec = {"experiment": "bench", "cell": cell, "repetition": 0, "config": {}, "axes": {}}
+    (run_dir / "spec.json").write_text(json.dumps(spec))
+    (run_dir / "events.jsonl").write_text("")
+    with (
+        pq.ParquetWriter(run_dir / "acked.parquet", ACKED) as acked,
+        pq.ParquetWriter(run_dir / "readback.parquet", READBACK) as readback,
+    ):
+        for c in chunks(n):
+            acked.write_table(acked_table(c))
+            readback.write_table(readback_table(c))
+
+
+def write_runs(root: Path, rows: int, runs: int) -> list[Path]:
+    """runs repetition directories under root holding rows acked rows in total."""
+    dirs = [root / "bench" / "ts" / f"cell-{r}" / "0" for r in range(runs)]
+    for r, run_dir in enumerate(dirs):
+        write_run(run_dir, rows // runs + (r < rows % runs), run_dir.parent.name)
+    return dirs
+
+
+def bench_session(master: str, driver_memory: str, shuffle_partitions: int | None) -> SparkSession:
+    """reconcile's own session, with driver memory passed to the JVM before it starts."""
+    submit_args = [f"--driver-memory {driver_memory}"]
+    if shuffle_partitions:
+        submit_args.append(f"--conf spark.sql.shuffle.partitions={shuffle_partitions}")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*submit_args, "pyspark-shell"])
+    return spark_session(master)
+
+
+def timed_reconcile(spark: SparkSession, rows: int, runs: int, tmp: Path) -> tuple[float, dict]:
+    """Seconds reconcile takes on fresh synthetic runs of rows rows, and their summed counts."""
+    root = Path(tempfile.mkdtemp(prefix=f"reconcile-bench-{rows}-", dir=tmp))
+    try:
+        dirs = write_runs(root, rows, runs)
+        started = time.perf_counter()
+        results = reconcile(spark, dirs)
+        return time.perf_counter() - started, summed_counts(results)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def summed_counts(results: list[RunResult]) -> dict:
+    """Counts summed over runs; raises when a run did not reconcile."""
+    broken = [r for r in results if r.status != "complete"]
+    if broken:
+        raise RuntimeError(f"{broken[0].run_dir}: {broken[0].status}: {broken[0].error}")
+    return {key: sum(r.counts[key] for r in results if r.counts) for key in COUNT_KEYS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print a table: rows, seconds, rows/s, growth vs the previous size."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000,30000000")
+    parser.add_argument("--runs", type=int, default=1, help="runs the rows are split over")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--shuffle-partitions", type=int, help="default: reconcile's own")
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    spark = bench_session(args.master, args.driver_memory, args.shuffle_partitions)
+    timed_reconcile(spark, WARMUP_ROWS, 1, args.tmp)
+    print(f"master {args.master}, driver memory {args.driver_memory}, runs per size {args.runs}")
+    print(f"{'rows':>12} {'seconds':>9} {'rows/s':>12} {'growth':>8}")
+    previous: float | None = None
+    for rows in sizes:
+        seconds, counts = timed_reconcile(spark, rows, args.runs, args.tmp)
+        growth = f"{seconds / previous:.2f}x" if previous else "-"
+        print(f"{rows:>12,} {seconds:>9.1f} {rows / seconds:>12,.0f} {growth:>8}", flush=True)
+        print(f"{'':>12} counts {counts}", file=sys.stderr)
+        if rows == TARGET_ROWS:
+            verdict = "met" if seconds <= TARGET_S else "MISSED"
+            print(f"{'':>12} target <= {TARGET_S:.0f} s at {TARGET_ROWS:,} rows: {verdict}")
+        previous = seconds
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
