@@ -24,6 +24,7 @@ from harness.settings import Settings, load_settings
 RECIPE_FILES = (
     "Dockerfile",
     "kafka-entrypoint.sh",
+    "make-cds.sh",
     "log4j2.properties",
     "pom.xml",
     "base-packages.txt",
@@ -179,7 +180,7 @@ def build_image(
     with tempfile.TemporaryDirectory(prefix="kchaos-image-") as tmp:
         context = Path(tmp)
         resolve_jars(kafka_version, context / "libs", settings.compose_dir)
-        for name in ("Dockerfile", "kafka-entrypoint.sh", "log4j2.properties"):
+        for name in ("Dockerfile", "kafka-entrypoint.sh", "make-cds.sh", "log4j2.properties"):
             shutil.copy2(settings.compose_dir / name, context / name)
         log(f"building {tag}")
         _docker_build(
