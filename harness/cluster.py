@@ -53,8 +53,15 @@ class PartitionState:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not led by '-'.
+
+    The storage tool's argument parser reads an id starting with '-' as an option (Kafka's
+    own Uuid.randomUuid() retries for the same reason).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def free_host_ports(count: int) -> list[int]:

@@ -3,62 +3,58 @@
 Both are appended while the run goes on and flushed at least every ~0.2 s, so a SIGKILL of
 the harness loses at most the last fraction of a second. The journal is Arrow IPC streams
 (a truncated last batch is simply not read); `finalize` turns them into acked.parquet.
+
+The hot path stays tiny: a delivery report is one tuple appended to a deque. Sends are not
+journalled one by one: ids are sequential and keys assigned round-robin, so key and key
+sequence follow from the id; the writer checkpoints the highest id sent every flush, and a
+send's time is its ack time minus librdkafka's measured latency (interpolated from the
+checkpoints for sends without a report).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+log = logging.getLogger("kafka_chaos.journal")
+META_FILE = "journal-meta.json"
 SENDS_FILE = "journal-sends.arrows"
 ACKS_FILE = "journal-acks.arrows"
 
-SEND_SCHEMA = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("send_ts_us", pa.int64()),
-    ]
-)
-ACK_SCHEMA = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("status", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("error", pa.string()),
-        ("ack_ts_us", pa.int64()),
-    ]
-)
-ACKED_SCHEMA = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("status", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("error", pa.string()),
-        ("send_ts_us", pa.int64()),
-        ("ack_ts_us", pa.int64()),
-    ]
-)
+CHECKPOINT_SCHEMA = pa.schema([("sent_upto", pa.int64()), ("ts_us", pa.int64())])
+ACK_SCHEMA = pa.schema([
+    ("msg_id", pa.int64()), ("status", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("error", pa.string()), ("ack_ts_us", pa.int64()),
+    ("latency_us", pa.int64()),
+])  # fmt: skip
+ACKED_SCHEMA = pa.schema([
+    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()), ("status", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("error", pa.string()),
+    ("send_ts_us", pa.int64()), ("ack_ts_us", pa.int64()),
+])  # fmt: skip
 
 
 def now_us() -> int:
     """Wall-clock time as int64 epoch microseconds."""
     return time.time_ns() // 1000
+
+
+def key_of(key_index: int) -> str:
+    """The record key of the `key_index`-th key."""
+    return f"k{key_index}"
 
 
 class EventLog:
@@ -83,109 +79,156 @@ class EventLog:
             self._file.close()
 
 
-class AckJournal:
-    """Sends and delivery outcomes, queued by the hot path and written by a background thread.
+# A delivery report as the callback queues it: (value, error, partition, offset, latency_s,
+# ack time_ns). Decoding waits for the writer thread, where it is done column-wise.
+Report = tuple[bytes, Any, int, int, float, int]
 
-    `sent` and `acked` only append tuples to deques (cheap, GIL-atomic), so delivery callbacks
-    never touch the disk.
+
+class AckJournal:
+    """Delivery reports and send checkpoints, written by a background thread every 0.2 s.
+
+    The producer sets `sent_upto` (ids below it were handed to the client) and appends
+    reports with `report(...)`; `classify` maps a non-None error to a status.
     """
 
     FLUSH_INTERVAL_S = 0.2
 
-    def __init__(self, run_dir: Path):
-        self._sends: deque[tuple] = deque()
-        self._acks: deque[tuple] = deque()
-        self._send_writer = ipc.new_stream(pa.OSFile(str(run_dir / SENDS_FILE), "wb"), SEND_SCHEMA)
-        self._ack_writer = ipc.new_stream(pa.OSFile(str(run_dir / ACKS_FILE), "wb"), ACK_SCHEMA)
+    def __init__(self, run_dir: Path, keys: int, classify: Callable[[Any], str]):
+        (run_dir / META_FILE).write_text(json.dumps({"keys": keys}))
+        self.sent_upto = 0
+        self.counts = {"ok": 0, "failed": 0, "indeterminate": 0}
+        self._classify = classify
+        self.offsets_known = True  # False: record no offsets (acks=0, see Recorder)
+        self._reports: deque[Report] = deque()
+        self.report = self._reports.append  # the hot path: one C-level append
+        self._last_checkpoint = -1
+        self._checkpoints = ipc.new_stream(
+            pa.OSFile(str(run_dir / SENDS_FILE), "wb"), CHECKPOINT_SCHEMA
+        )
+        self._acks = ipc.new_stream(pa.OSFile(str(run_dir / ACKS_FILE), "wb"), ACK_SCHEMA)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ack-journal", daemon=True)
         self._thread.start()
 
-    def sent(self, msg_id: int, key: str, key_seq: int, send_ts_us: int) -> None:
-        self._sends.append((msg_id, key, key_seq, send_ts_us))
-
-    def acked(
-        self,
-        msg_id: int,
-        status: str,
-        partition: int | None,
-        offset: int | None,
-        error: str | None,
-        ack_ts_us: int,
-    ) -> None:
-        self._acks.append((msg_id, status, partition, offset, error, ack_ts_us))
-
     def _run(self) -> None:
         while not self._stop.wait(self.FLUSH_INTERVAL_S):
-            self.flush()
-        self.flush()
+            try:
+                self.flush()
+            except Exception:  # keep journalling: one bad batch must not end the record
+                log.exception("journal flush failed")
 
     def flush(self) -> None:
-        """Write everything queued so far as one batch per stream."""
-        _drain(self._sends, self._send_writer, SEND_SCHEMA)
-        _drain(self._acks, self._ack_writer, ACK_SCHEMA)
+        """Write the send checkpoint and every queued report (each batch hits the page cache)."""
+        with self._lock:
+            sent = self.sent_upto
+            if sent != self._last_checkpoint:
+                self._checkpoints.write_batch(
+                    pa.record_batch(
+                        [pa.array([sent], pa.int64()), pa.array([now_us()], pa.int64())],
+                        schema=CHECKPOINT_SCHEMA,
+                    )
+                )
+                self._last_checkpoint = sent
+            rows = []
+            while self._reports:
+                rows.append(self._reports.popleft())
+            if rows:
+                self._acks.write_batch(self._decode(rows))
+
+    def _decode(self, rows: list[Report]) -> pa.RecordBatch:
+        values, errors, partitions, offsets, latencies, ack_ns = zip(*rows, strict=True)
+        # A value that is not ours (never expected) yields a null id instead of an exception.
+        texts = pa.array(values, pa.binary()).cast(pa.string())
+        msg_ids = pc.struct_field(pc.extract_regex(texts, r"^(?P<id>\d+):"), 0).cast(pa.int64())
+        if errors.count(None) == len(errors):
+            status = pa.array(["ok"] * len(rows), pa.string())
+            error = pa.nulls(len(rows), pa.string())
+        else:
+            status = pa.array(["ok" if e is None else self._classify(e) for e in errors])
+            error = pa.array([None if e is None else e.name() for e in errors], pa.string())
+        for name, count in zip(*pc.value_counts(status).flatten(), strict=True):
+            self.counts[name.as_py()] += count.as_py()
+        partition = pc.if_else(
+            pc.less(pa.array(partitions, pa.int32()), 0), None, pa.array(partitions, pa.int32())
+        )
+        offset = pa.array(offsets, pa.int64())
+        offset = (
+            pc.if_else(pc.less(offset, 0), None, offset)
+            if self.offsets_known
+            else pa.nulls(len(rows), pa.int64())
+        )
+        ack_ts = pa.array(np.asarray(ack_ns, dtype=np.int64) // 1000)
+        latency = pa.array((np.asarray(latencies, dtype=np.float64) * 1e6).astype(np.int64))
+        return pa.record_batch(
+            [msg_ids, status, partition, offset, error, ack_ts, latency], schema=ACK_SCHEMA
+        )
 
     def close(self) -> None:
         """Write what is left and close both streams."""
         self._stop.set()
         self._thread.join()
-        self._send_writer.close()
-        self._ack_writer.close()
-
-
-def _drain(queue: deque[tuple], writer: ipc.RecordBatchStreamWriter, schema: pa.Schema) -> None:
-    rows = []
-    while queue:
-        rows.append(queue.popleft())
-    if not rows:
-        return
-    columns = list(zip(*rows, strict=True))
-    writer.write_batch(
-        pa.record_batch(
-            [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)],
-            schema=schema,
-        )
-    )
-    # The OS file has no user-space buffer: each batch reaches the page cache here.
+        self.flush()
+        self._checkpoints.close()
+        self._acks.close()
 
 
 def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
     """Every complete batch of an Arrow stream, tolerating a truncated tail (crashed writer)."""
     batches = []
-    if path.exists() and path.stat().st_size:
-        with (
-            contextlib.suppress(pa.ArrowInvalid, OSError),
-            ipc.open_stream(pa.memory_map(str(path))) as reader,
-        ):
-            for batch in reader:
-                batches.append(batch)
+    if not path.exists() or not path.stat().st_size:
+        return pa.Table.from_batches([], schema=schema)
+    with contextlib.suppress(pa.ArrowInvalid, OSError):
+        reader = ipc.open_stream(pa.memory_map(str(path)))
+        for batch in reader:
+            batches.append(batch)
     return pa.Table.from_batches(batches, schema=schema)
 
 
 def finalize(run_dir: Path) -> pa.Table:
     """Build acked.parquet from the journal; sends with no outcome become indeterminate."""
-    sends = read_stream(run_dir / SENDS_FILE, SEND_SCHEMA)
-    acks = read_stream(run_dir / ACKS_FILE, ACK_SCHEMA)
-    # A send whose delivery report the crash lost may still have an ack row: keep every
-    # ack, and acks whose send row was lost keep what they know.
-    joined = sends.join(acks, keys="msg_id", join_type="full outer")
-    status = pc.fill_null(joined["status"], "indeterminate")
-    error = pc.if_else(
-        pc.is_null(joined["status"]), pa.scalar("no delivery report"), joined["error"]
-    )
-    table = pa.table(
+    keys = json.loads((run_dir / META_FILE).read_text())["keys"]
+    checkpoints = read_stream(run_dir / SENDS_FILE, CHECKPOINT_SCHEMA)
+    acks = read_stream(run_dir / ACKS_FILE, ACK_SCHEMA)  # one delivery report per message
+    sent = max(_max_or(checkpoints["sent_upto"], 0), _max_or(acks["msg_id"], -1) + 1)
+    ids = np.arange(sent, dtype=np.int64)
+    sends = pa.table(
         {
-            "msg_id": joined["msg_id"],
-            "key": joined["key"],
-            "key_seq": joined["key_seq"],
-            "status": status,
-            "partition": joined["partition"],
-            "offset": joined["offset"],
-            "error": error,
-            "send_ts_us": pc.fill_null(joined["send_ts_us"], joined["ack_ts_us"]),
-            "ack_ts_us": joined["ack_ts_us"],
-        },
-        schema=ACKED_SCHEMA,
-    ).sort_by("msg_id")
+            "msg_id": ids,
+            "key": pa.array([key_of(i) for i in range(keys)]).take(pa.array(ids % keys)),
+            "key_seq": ids // keys,
+            "estimated_send_us": _interpolated_send_times(ids, checkpoints),
+        }
+    )
+    joined = sends.join(acks, keys="msg_id", join_type="left outer").sort_by("msg_id")
+    no_report = pc.is_null(joined["status"])
+    send_ts = pc.if_else(
+        no_report,
+        joined["estimated_send_us"],
+        pc.subtract(joined["ack_ts_us"], joined["latency_us"]),
+    )
+    table = pa.table({
+        "msg_id": joined["msg_id"], "key": joined["key"], "key_seq": joined["key_seq"],
+        "status": pc.fill_null(joined["status"], "indeterminate"),
+        "partition": joined["partition"], "offset": joined["offset"],
+        "error": pc.if_else(no_report, pa.scalar("no delivery report"), joined["error"]),
+        "send_ts_us": send_ts, "ack_ts_us": joined["ack_ts_us"],
+    }, schema=ACKED_SCHEMA)  # fmt: skip
     pq.write_table(table, run_dir / "acked.parquet")
     return table
+
+
+def _max_or(column: pa.ChunkedArray, default: int) -> int:
+    value = pc.max(column).as_py() if len(column) else None
+    return default if value is None else value
+
+
+def _interpolated_send_times(ids: np.ndarray, checkpoints: pa.Table) -> np.ndarray:
+    """Send time estimates from the checkpoints (id count → time), for sends with no report."""
+    if not len(ids):
+        return np.array([], dtype=np.int64)
+    upto = checkpoints["sent_upto"].to_numpy()
+    ts = checkpoints["ts_us"].to_numpy()
+    if not len(upto):
+        return np.zeros(len(ids), dtype=np.int64)
+    return np.interp(ids, upto, ts).astype(np.int64)

@@ -23,7 +23,7 @@ from harness.image import BrokerImage
 from harness.journal import AckJournal, EventLog, finalize, now_us
 from harness.nemesis import Nemesis, Sampler, heal_all
 from harness.readback import read_back
-from harness.recorder import Recorder, RecorderStats, Workload
+from harness.recorder import Recorder, RecorderStats, Workload, outcome_of
 from harness.settings import REPO_ROOT
 from harness.spec import (
     Cell,
@@ -197,7 +197,7 @@ def _workload_and_faults(
         spec.workload.message_bytes,
         spec.workload.keys,
     )
-    journal = AckJournal(job.run_dir)
+    journal = AckJournal(job.run_dir, spec.workload.keys, outcome_of)
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
     recorder = Recorder(

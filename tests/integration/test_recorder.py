@@ -8,13 +8,13 @@ import pytest
 
 from harness.journal import AckJournal, finalize
 from harness.readback import read_back
-from harness.recorder import Recorder, Workload
+from harness.recorder import Recorder, Workload, outcome_of
 
 pytestmark = pytest.mark.integration
 
 
 def record(cluster, topic, run_dir, acks: str, count: int = 500):
-    journal = AckJournal(run_dir)
+    journal = AckJournal(run_dir, 4, outcome_of)
     recorder = Recorder(
         cluster.bootstrap_servers,
         topic,

@@ -113,3 +113,15 @@ def test_recipe_hash_changes_with_any_recipe_file_or_the_version(tmp_path):
         assert recipe_hash(recipe, RECIPE_FILES, "4.3.1") != before, name
         (recipe / name).write_bytes(original)
     assert recipe_hash(recipe, RECIPE_FILES, "4.3.1") == before
+
+
+def test_cluster_ids_never_start_with_a_dash(monkeypatch):
+    import uuid
+
+    from harness import cluster
+
+    dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # base64 of 0xfb... starts with '-'
+    fresh = iter([dash_first, uuid.UUID(int=1)])
+    monkeypatch.setattr(cluster.uuid, "uuid4", lambda: next(fresh))
+    cluster_id = cluster.new_cluster_id()
+    assert not cluster_id.startswith("-") and len(cluster_id) == 22

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import KafkaError
 
@@ -11,43 +12,87 @@ from harness.journal import ACKS_FILE, SENDS_FILE, AckJournal, EventLog, finaliz
 from harness.recorder import decode_value, encode_value, outcome_of
 
 
-def test_finalize_joins_sends_and_outcomes_and_marks_missing_reports_indeterminate(tmp_path):
-    journal = AckJournal(tmp_path)
-    journal.sent(0, "k0", 0, 100)
-    journal.sent(1, "k1", 0, 101)
-    journal.sent(2, "k0", 1, 102)
-    journal.acked(0, "ok", 2, 7, None, 150)
-    journal.acked(1, "failed", None, None, "MSG_SIZE_TOO_LARGE", 160)
+class FakeError:
+    """Stands in for confluent_kafka.KafkaError in a delivery report."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+
+def classify(error) -> str:
+    return "indeterminate" if error.name().startswith("_MSG_TIMED_OUT") else "failed"
+
+
+def report(journal, msg_id, error=None, partition=0, offset=0, latency_s=0.002, ack_ns=None):
+    ack_ns = ack_ns or 1_700_000_000_000_000_000 + msg_id * 1_000_000
+    journal.report((encode_value(msg_id, 0, 40), error, partition, offset, latency_s, ack_ns))
+
+
+def test_finalize_derives_keys_and_marks_sends_without_report_indeterminate(tmp_path):
+    journal = AckJournal(tmp_path, 2, classify)
+    journal.sent_upto = 4
+    report(journal, 0, partition=2, offset=7, ack_ns=1_700_000_000_000_000_000)
+    report(journal, 1, FakeError("MSG_SIZE_TOO_LARGE"), partition=-1, offset=-1001)
+    report(journal, 2, FakeError("_MSG_TIMED_OUT"), partition=1, offset=-1001)
     journal.close()
     rows = {r["msg_id"]: r for r in finalize(tmp_path).to_pylist()}
-    assert rows[0]["status"] == "ok" and (rows[0]["partition"], rows[0]["offset"]) == (2, 7)
-    assert rows[1]["status"] == "failed" and rows[1]["error"] == "MSG_SIZE_TOO_LARGE"
-    assert rows[2]["status"] == "indeterminate" and rows[2]["error"] == "no delivery report"
-    assert pq.read_table(tmp_path / "acked.parquet").num_rows == 3
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert (rows[0]["status"], rows[0]["partition"], rows[0]["offset"]) == ("ok", 2, 7)
+    assert rows[0]["send_ts_us"] == 1_700_000_000_000_000 - 2000
+    assert (rows[1]["status"], rows[1]["error"], rows[1]["partition"]) == (
+        "failed",
+        "MSG_SIZE_TOO_LARGE",
+        None,
+    )
+    assert rows[2]["status"] == "indeterminate" and rows[2]["offset"] is None
+    assert rows[3]["status"] == "indeterminate" and rows[3]["error"] == "no delivery report"
+    assert [(r["key"], r["key_seq"]) for r in rows.values()] == [
+        ("k0", 0),
+        ("k1", 0),
+        ("k0", 1),
+        ("k1", 1),
+    ]
+    assert journal.counts == {"ok": 1, "failed": 1, "indeterminate": 1}
+    assert pq.read_table(tmp_path / "acked.parquet").num_rows == 4
+
+
+def test_offsets_are_dropped_when_the_broker_gives_none(tmp_path):
+    journal = AckJournal(tmp_path, 1, classify)
+    journal.offsets_known = False
+    journal.sent_upto = 1
+    report(journal, 0, offset=5)
+    journal.close()
+    assert finalize(tmp_path).column("offset").to_pylist() == [None]
 
 
 def test_journal_survives_a_torn_tail(tmp_path):
-    journal = AckJournal(tmp_path)
+    journal = AckJournal(tmp_path, 4, classify)
+    journal.sent_upto = 1000
     for i in range(1000):
-        journal.sent(i, "k", i, i)
+        report(journal, i)
     journal.flush()
+    journal.sent_upto = 1010
     for i in range(1000, 1010):
-        journal.sent(i, "k", i, i)
+        report(journal, i)
     journal.close()
     # A crash mid-write leaves a partial last batch: simulate by cutting the file.
-    data = (tmp_path / SENDS_FILE).read_bytes()
-    (tmp_path / SENDS_FILE).write_bytes(data[: len(data) - 40])
-    (tmp_path / ACKS_FILE).write_bytes(b"")
+    data = (tmp_path / ACKS_FILE).read_bytes()
+    (tmp_path / ACKS_FILE).write_bytes(data[: len(data) - 40])
     table = finalize(tmp_path)
     assert table.num_rows >= 1000
-    assert set(table.column("status").to_pylist()) == {"indeterminate"}
+    assert table.filter(pc.equal(table["status"], "ok")).num_rows == 1000
 
 
 def test_journal_is_on_disk_before_close(tmp_path):
-    journal = AckJournal(tmp_path)
-    journal.sent(1, "k", 0, 5)
+    journal = AckJournal(tmp_path, 1, classify)
+    journal.sent_upto = 1
+    report(journal, 0)
     journal.flush()
     assert (tmp_path / SENDS_FILE).stat().st_size > 0
+    assert (tmp_path / ACKS_FILE).stat().st_size > 0
     journal.close()
 
 
