@@ -153,9 +153,20 @@ class KafkaNode:
         """Start the stopped or killed container again, with its log directory intact."""
         self.docker.start()
 
-    def pause(self) -> None:
-        """Freeze every process of the node (cgroup freezer)."""
-        self.docker.pause()
+    def pause(self, attempts: int = 10) -> None:
+        """Freeze every process of the node (cgroup freezer), retrying a transient refusal.
+
+        With cgroup v1 the freezer gives up ("unable to freeze") when a task does not stop
+        in time, e.g. a JVM busy starting; a moment later the same request succeeds.
+        """
+        for attempt in range(attempts):
+            try:
+                self.docker.pause()
+                return
+            except docker.errors.APIError as exc:
+                if "unable to freeze" not in str(exc) or attempt == attempts - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def unpause(self) -> None:
         """Thaw a paused node."""
