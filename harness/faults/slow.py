@@ -27,45 +27,14 @@ class Slow(Fault):
         if delay_ms and self.ctx.netem is None:
             self.ctx.netem = netem_available(self.nodes[0])
         use_netem = bool(delay_ms and self.ctx.netem)
+        # netem shapes rate and delay together; tbf (always present) shapes rate only.
+        qdisc = (
+            ["netem", "delay", f"{delay_ms}ms", "rate", f"{rate}kbit"]
+            if use_netem
+            else ["tbf", "rate", f"{rate}kbit", "burst", "32kbit", "latency", "400ms"]
+        )
         for node in self.nodes:
-            if use_netem:
-                run_in(
-                    node,
-                    [
-                        "tc",
-                        "qdisc",
-                        "add",
-                        "dev",
-                        "eth0",
-                        "root",
-                        "handle",
-                        "1:",
-                        "netem",
-                        "delay",
-                        f"{delay_ms}ms",
-                        "rate",
-                        f"{rate}kbit",
-                    ],
-                )
-            else:
-                run_in(
-                    node,
-                    [
-                        "tc",
-                        "qdisc",
-                        "add",
-                        "dev",
-                        "eth0",
-                        "root",
-                        "tbf",
-                        "rate",
-                        f"{rate}kbit",
-                        "burst",
-                        "32kbit",
-                        "latency",
-                        "400ms",
-                    ],
-                )
+            run_in(node, ["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", *qdisc])
         return {
             "rate_kbit": rate,
             "delay_ms": delay_ms if use_netem else 0,

@@ -91,21 +91,22 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     assert labelled_leftovers() == []
 
 
+def start_one_kill(runs_dir: Path, output) -> subprocess.Popen:
+    """Start `kafka-chaos run` of the long one-cell experiment in the background."""
+    argv = [
+        *CLI,
+        "run",
+        str(HERE / "experiments" / "one-kill.yaml"),
+        "--runs-dir",
+        str(runs_dir),
+        "--quiet",
+        "--no-report",
+    ]
+    return subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, text=True)
+
+
 def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
-    harness = subprocess.Popen(
-        [
-            *CLI,
-            "run",
-            str(HERE / "experiments" / "one-kill.yaml"),
-            "--runs-dir",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    harness = start_one_kill(tmp_path, subprocess.PIPE)
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 120)
         harness.send_signal(signal.SIGINT)
@@ -120,19 +121,7 @@ def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
 
 
 def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
-    harness = subprocess.Popen(
-        [
-            *CLI,
-            "run",
-            str(HERE / "experiments" / "one-kill.yaml"),
-            "--runs-dir",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    harness = start_one_kill(tmp_path, subprocess.DEVNULL)
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 120)
         time.sleep(2)  # let the journal see sends on both sides of the fault
