@@ -17,7 +17,7 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import reduce
 from pathlib import Path
 from statistics import fmean
@@ -34,6 +34,7 @@ from pyspark.sql import types as T
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
+SLOT_BITS = 40
 SPEC_FILE, ACKED_FILE, READBACK_FILE, RESULTS_FILE = (
     "spec.json",
     "acked.parquet",
@@ -90,7 +91,8 @@ READBACK_SCHEMA = T.StructType(
         T.StructField("ts_us", T.LongType()),
     ]
 )
-REPORT_SCHEMA = "run_id int, kind string, name string, value long, payload string"
+STATUS_CODES = {"ok": 1, "failed": 2, "indeterminate": 3}
+KEY_PARTITION = ["run_id", "partition"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,13 @@ def spark_session(
     chosen = master or os.environ.get(MASTER_ENV)
     if chosen:
         builder = builder.master(chosen)
+    if chosen is None or chosen.startswith("local"):
+        # A local job talks only to itself: keep the driver on loopback rather than the
+        # machine's outward address (executors on a real cluster need the routable one).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
@@ -173,6 +182,9 @@ def _inspect(run_id: int, run_dir: Path) -> _Run:
         spec = json.loads((run_dir / SPEC_FILE).read_text())
         if not isinstance(spec, dict):
             raise ValueError(f"{SPEC_FILE} holds a {type(spec).__name__}, not an object")
+        for field in ("config", "axes"):
+            if not isinstance(spec.get(field) or {}, dict):
+                raise ValueError(f"{SPEC_FILE}: {field} is not an object")
         _check_columns(run_dir / ACKED_FILE, ACKED_SCHEMA)
         if not (run_dir / READBACK_FILE).is_file():
             return _Run(run_id, run_dir, spec, "incomplete", None)
@@ -226,27 +238,30 @@ def _query_isolating_failures(
 
 
 def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
-    """Collect the report rows of all runs in one query (two small tables cached for reuse)."""
+    """Collect the report rows of all runs, every part in one union so Spark plans it once."""
     acked = _read_runs(spark, {r.run_id: r.run_dir / ACKED_FILE for r in runs}, ACKED_SCHEMA)
     acked = acked.transform(_with_unknown_locations_as_null)
     parts = [_timeline_rows(acked)]
-    cached: list[DataFrame] = []
+    anomalies = None
     complete = [r for r in runs if r.status == "complete"]
     if complete:
         files = {r.run_id: r.run_dir / READBACK_FILE for r in complete}
         readback = _read_runs(spark, files, READBACK_SCHEMA)
         acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
-        # Both feed several parts of the union; caching keeps their joins from running twice.
-        messages = _messages(acked, readback).persist(StorageLevel.MEMORY_AND_DISK)
-        anomalies = _anomalies(messages, readback).persist(StorageLevel.MEMORY_AND_DISK)
-        cached = [messages, anomalies]
-        parts += [_message_count_rows(messages), _anomaly_count_rows(anomalies)]
+        read_extent = _read_extent(readback)
+        progress = read_extent.join(
+            _later_sends_read(acked, readback, complete), KEY_PARTITION, "left"
+        )
+        # Counts and examples both use the anomalies, which are few: caching them is cheap.
+        anomalies = _anomalies(_messages(acked, readback), progress, readback)
+        anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
+        parts += [_read_count_rows(read_extent), _anomaly_count_rows(anomalies)]
         parts.append(_example_rows(anomalies))
     try:
         return reduce(DataFrame.unionByName, parts).collect()
     finally:
-        for frame in cached:
-            frame.unpersist()
+        if anomalies is not None:
+            anomalies.unpersist()
 
 
 def _rows_by_run(rows: list[Row]) -> dict[int, list[Row]]:
@@ -304,79 +319,116 @@ def _with_unknown_locations_as_null(acked: DataFrame) -> DataFrame:
 
 
 def _messages(acked: DataFrame, readback: DataFrame) -> DataFrame:
-    """One row per (run_id, msg_id) sent or read: the send, the holder of its acked offset, reads.
+    """One row per (run_id, msg_id) sent or read: the send, the record at its acked offset, reads.
 
     Records whose msg_id is null share one row per run (msg_id null, in_acked false).
     """
-    slots = readback.groupBy(
-        "run_id", F.col("partition").alias("slot_partition"), F.col("offset").alias("slot_offset")
-    ).agg(F.min("msg_id").alias("holder_msg_id"), F.count("*").alias("holder_records"))
+    at_slot = readback.select(
+        "run_id",
+        F.col("partition").alias("slot_partition"),
+        F.col("offset").alias("slot_offset"),
+        F.col("msg_id").alias("holder_msg_id"),
+        F.lit(True).alias("slot_read"),
+    )
     # An unknown location gets a unique negative slot: it matches no record, and the sends of an
     # acks=0 run (no offsets at all) do not pile up in one shuffle partition.
-    acked_slots = acked.withColumns(
-        {
-            "slot_partition": F.coalesce("partition", F.lit(-1)),
-            "slot_offset": F.coalesce("offset", -1 - F.col("msg_id")),
-            "in_acked": F.lit(True),
-        }
+    slots = {
+        "slot_partition": F.coalesce("partition", F.lit(-1)),
+        "slot_offset": F.coalesce("offset", -1 - F.col("msg_id")),
+    }
+    # Offset first: Spark sorts on the first key's prefix, and run_id barely varies.
+    sends = acked.withColumns(slots).join(
+        at_slot, ["slot_offset", "slot_partition", "run_id"], "left"
     )
-    with_holder = acked_slots.join(slots, ["run_id", "slot_partition", "slot_offset"], "left")
-    reads = readback.groupBy("run_id", "msg_id").agg(
-        F.count("*").alias("reads"), F.min(F.struct("partition", "offset")).alias("first_read")
-    )
-    joined = with_holder.join(reads, ["run_id", "msg_id"], "full")
-    return joined.select(
+    sent_facts = sends.select(
         "run_id",
         "msg_id",
-        F.coalesce("in_acked", F.lit(False)).alias("in_acked"),
-        "status",
+        F.lit(True).alias("in_acked"),
+        _status_code(F.col("status")).alias("status_code"),
         "partition",
         "offset",
         "send_ts_us",
         "holder_msg_id",
-        "holder_records",
-        F.coalesce("reads", F.lit(0)).alias("reads"),
-        F.col("first_read.partition").alias("read_partition"),
-        F.col("first_read.offset").alias("read_offset"),
+        "slot_read",
+    )
+    # Where a record was read, as one long (offsets stay far below 2^40): with fixed-width values
+    # only, Spark merges the facts with a hash aggregation instead of sorting them.
+    read_slot = F.shiftleft(F.col("partition").cast("long"), SLOT_BITS) + F.col("offset")
+    read_facts = readback.select("run_id", "msg_id", read_slot.alias("read_slot"))
+    facts = sent_facts.unionByName(read_facts, allowMissingColumns=True)
+    merged = facts.groupBy("run_id", "msg_id").agg(
+        F.coalesce(F.max("in_acked"), F.lit(False)).alias("in_acked"),
+        F.max("status_code").alias("status_code"),
+        F.max("partition").alias("partition"),
+        F.max("offset").alias("offset"),
+        F.max("send_ts_us").alias("send_ts_us"),
+        F.min("holder_msg_id").alias("holder_msg_id"),
+        F.coalesce(F.max("slot_read"), F.lit(False)).alias("slot_read"),
+        F.count("read_slot").alias("reads"),
+        F.min("read_slot").alias("first_read"),
+    )
+    return merged.select(
+        "*",
+        _status_name(F.col("status_code")).alias("status"),
+        F.shiftright("first_read", SLOT_BITS).cast("int").alias("read_partition"),
+        F.col("first_read").bitwiseAND((1 << SLOT_BITS) - 1).alias("read_offset"),
     )
 
 
-def _message_count_rows(messages: DataFrame) -> DataFrame:
-    """Count rows for sent, acked (status ok), failed, indeterminate and read."""
-    status = F.col("status")
-    totals = messages.groupBy("run_id").agg(
-        F.count_if("in_acked").alias("sent"),
-        F.count_if(status == "ok").alias("acked"),
-        F.count_if(status == "failed").alias("failed"),
-        F.count_if(status == "indeterminate").alias("indeterminate"),
-        F.sum("reads").alias("read"),
+def _status_code(status: Column) -> Column:
+    """status as the small int of STATUS_CODES, 0 for any other value."""
+    code = F.lit(0)
+    for name, number in STATUS_CODES.items():
+        code = F.when(status == name, number).otherwise(code)
+    return code
+
+
+def _status_name(code: Column) -> Column:
+    """The status a STATUS_CODES number stands for, null for 0."""
+    names = F.create_map(*(x for name, n in STATUS_CODES.items() for x in (F.lit(n), F.lit(name))))
+    return names[code]
+
+
+def _read_extent(readback: DataFrame) -> DataFrame:
+    """Per (run_id, partition): how many records were read and the highest offset read."""
+    return readback.groupBy(*KEY_PARTITION).agg(
+        F.count("*").alias("records"), F.max("offset").alias("max_read_offset")
     )
-    names = ("sent", "acked", "failed", "indeterminate", "read")
-    pairs = F.create_map(*(item for n in names for item in (F.lit(n), F.col(n))))
-    by_name = totals.select("run_id", F.explode(pairs).alias("name", "value"))
-    return _report(by_name, "count", F.col("name"), F.col("value"), F.lit(None))
 
 
-def _anomalies(messages: DataFrame, readback: DataFrame) -> DataFrame:
+def _later_sends_read(acked: DataFrame, readback: DataFrame, runs: list[_Run]) -> DataFrame:
+    """Per (run_id, partition read): latest send time of a message read there with no acked offset.
+
+    Only runs whose spec allows acks=0 (or does not say) are joined: under acks 1 and all every
+    success carries its offset, so no missing message there needs this proof.
+    """
+    ids = [r.run_id for r in runs if _may_lack_offsets(r.spec)]
+    unlocated = acked.filter(F.col("run_id").isin(ids) & F.col("offset").isNull())
+    read = readback.filter(F.col("run_id").isin(ids)).select("run_id", "msg_id", "partition")
+    return (
+        unlocated.select("run_id", "msg_id", "send_ts_us")
+        .join(read, ["run_id", "msg_id"])
+        .groupBy(*KEY_PARTITION)
+        .agg(F.max("send_ts_us").alias("max_read_send_ts_us"))
+    )
+
+
+def _may_lack_offsets(spec: dict) -> bool:
+    """False only when spec.json says acks 1 or all, under which every success has an offset."""
+    return str((spec.get("config") or {}).get("acks", "0")).lower() not in ("1", "all", "-1")
+
+
+def _read_count_rows(read_extent: DataFrame) -> DataFrame:
+    """Count rows for read, one per run and partition (summed per run after collection)."""
+    return _report(read_extent, "count", F.lit("read"), F.col("records"), F.lit(None))
+
+
+def _anomalies(messages: DataFrame, progress: DataFrame, readback: DataFrame) -> DataFrame:
     """One row per anomalous message or record: run_id, anomaly class, example fields, weight."""
-    progress = _partition_progress(messages, readback)
-    with_progress = messages.join(F.broadcast(progress), ["run_id", "partition"], "left")
+    with_progress = messages.join(F.broadcast(progress), KEY_PARTITION, "left")
     return _message_anomalies(with_progress).unionByName(
         _reordered(readback), allowMissingColumns=True
     )
-
-
-def _partition_progress(messages: DataFrame, readback: DataFrame) -> DataFrame:
-    """Per (run_id, partition): highest offset read, latest send time of a message read there."""
-    by_offset = readback.groupBy("run_id", "partition").agg(
-        F.max("offset").alias("max_read_offset")
-    )
-    by_send = (
-        messages.filter(F.col("in_acked") & (F.col("reads") > 0))
-        .groupBy("run_id", F.col("read_partition").alias("partition"))
-        .agg(F.max("send_ts_us").alias("max_read_send_ts_us"))
-    )
-    return by_offset.join(by_send, ["run_id", "partition"], "full")
 
 
 def _message_anomalies(messages: DataFrame) -> DataFrame:
@@ -396,7 +448,7 @@ def _message_anomalies(messages: DataFrame) -> DataFrame:
         "lost": missing & F.coalesce(proof, F.lit(False)),
         "unseen": missing & ~F.coalesce(proof, F.lit(False)),
         "duplicated": F.col("msg_id").isNotNull() & (reads > 1),
-        "offset_divergent": located_ok & F.col("holder_records").isNotNull() & not_at_acked_offset,
+        "offset_divergent": located_ok & F.col("slot_read") & not_at_acked_offset,
         "moved": located_ok & (reads > 0) & not_at_acked_offset,
         "failed_present": (status == "failed") & (reads > 0),
         "indeterminate_present": (status == "indeterminate") & (reads > 0),
@@ -421,8 +473,9 @@ def _message_anomalies(messages: DataFrame) -> DataFrame:
 
 def _reordered(readback: DataFrame) -> DataFrame:
     """Records read after a higher key_seq of their key, in read order (partition, offset)."""
+    # key before run_id: the sort compares on a prefix of the first column, which run_id wastes.
     earlier = (
-        Window.partitionBy("run_id", "key")
+        Window.partitionBy("key", "run_id")
         .orderBy("partition", "offset")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
@@ -472,19 +525,21 @@ def _example_rows(anomalies: DataFrame) -> DataFrame:
 
 
 def _timeline_rows(acked: DataFrame) -> DataFrame:
-    """One row per run and epoch second with sends: outcomes and ack latency percentiles."""
+    """One row per run and epoch second with sends: outcomes and ack latency percentiles.
+
+    Summed over seconds these are also the run's sent, acked, failed and indeterminate counts.
+    """
     ok = F.col("status") == "ok"
     latency_ms = F.when(ok, (F.col("ack_ts_us") - F.col("send_ts_us")) / 1000.0)
-    seconds = (
-        acked.filter(F.col("send_ts_us").isNotNull())
-        .groupBy("run_id", F.floor(F.col("send_ts_us") / 1_000_000).alias("epoch_s"))
-        .agg(
-            F.count("*").alias("sent"),
-            F.count_if(ok).alias("ok"),
-            F.count_if(F.col("status") == "failed").alias("failed"),
-            F.count_if(F.col("status") == "indeterminate").alias("indeterminate"),
-            F.percentile_approx(latency_ms, [0.5, 0.99]).alias("latency"),
-        )
+    # Sends without a time land in a null second: not charted, but still counted.
+    seconds = acked.groupBy(
+        "run_id", F.floor(F.col("send_ts_us") / 1_000_000).alias("epoch_s")
+    ).agg(
+        F.count("*").alias("sent"),
+        F.count_if(ok).alias("ok"),
+        F.count_if(F.col("status") == "failed").alias("failed"),
+        F.count_if(F.col("status") == "indeterminate").alias("indeterminate"),
+        F.percentile_approx(latency_ms, [0.5, 0.99]).alias("latency"),
     )
     payload = F.to_json(
         F.struct(
@@ -541,40 +596,55 @@ def _blank_result(run: _Run, status: str, error: str | None) -> RunResult:
 def _assembled(run: _Run, rows: list[Row]) -> RunResult:
     """The complete or incomplete result of a run whose query succeeded."""
     blank = _blank_result(run, run.status, None)
-    timeline = _timeline([r for r in rows if r.kind == "second"])
+    seconds = {row.value: json.loads(row.payload) for row in rows if row.kind == "second"}
+    timeline = _timeline({s: outcome for s, outcome in seconds.items() if s is not None})
     if run.status != "complete":
-        return RunResult(**{**asdict(blank), "timeline": timeline})
+        return replace(blank, timeline=timeline)
+    counts = _counts(list(seconds.values()), [row for row in rows if row.kind == "count"])
+    examples = _examples([row for row in rows if row.kind == "example"])
+    return replace(blank, counts=counts, examples=examples, timeline=timeline)
+
+
+def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
+    """Every count of COUNT_KEYS: send outcomes summed over seconds, the rest over count rows."""
     counts = dict.fromkeys(COUNT_KEYS, 0)
-    counts.update({r.name: int(r.value) for r in rows if r.kind == "count"})
+    outcomes = {"sent": "sent", "acked": "ok", "failed": "failed", "indeterminate": "indeterminate"}
+    for second in seconds:
+        for key, outcome in outcomes.items():
+            counts[key] += int(second[outcome])
+    for row in count_rows:
+        counts[row.name] += int(row.value)
+    return counts
+
+
+def _examples(example_rows: list[Row]) -> dict[str, list[dict]]:
+    """Examples per anomaly class in rank order, each with the fields EXAMPLE_FIELDS names."""
     examples: dict[str, list[dict]] = {name: [] for name in ANOMALY_CLASSES}
-    for row in sorted((r for r in rows if r.kind == "example"), key=lambda r: r.value):
+    for row in sorted(example_rows, key=lambda r: r.value):
         payload = json.loads(row.payload)
         examples[row.name].append({f: payload.get(f) for f in EXAMPLE_FIELDS[row.name]})
-    return RunResult(
-        **{**asdict(blank), "counts": counts, "examples": examples, "timeline": timeline}
-    )
+    return examples
 
 
-def _timeline(rows: list[Row]) -> list[dict]:
+def _timeline(by_second: dict[int, dict]) -> list[dict]:
     """Entries for every epoch second from the first send's to the last's, gaps filled with zeros.
 
     t_s counts whole seconds from the epoch second of the first send.
     """
-    if not rows:
+    if not by_second:
         return []
-    by_second = {int(r.value): json.loads(r.payload) for r in rows}
     first, last = min(by_second), max(by_second)
     return [_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1)]
 
 
-def _second(epoch_s: int, t_s: int, payload: dict) -> dict:
+def _second(epoch_s: int, t_s: int, outcome: dict) -> dict:
     """One timeline entry with every key present."""
     return {
         "t_s": t_s,
         "epoch_s": epoch_s,
-        **{key: int(payload.get(key, 0)) for key in ("sent", "ok", "failed", "indeterminate")},
-        "ack_latency_p50_ms": payload.get("ack_latency_p50_ms"),
-        "ack_latency_p99_ms": payload.get("ack_latency_p99_ms"),
+        **{key: int(outcome.get(key, 0)) for key in ("sent", "ok", "failed", "indeterminate")},
+        "ack_latency_p50_ms": outcome.get("ack_latency_p50_ms"),
+        "ack_latency_p99_ms": outcome.get("ack_latency_p99_ms"),
     }
 
 
