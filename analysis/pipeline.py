@@ -10,14 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
 from analysis.junit import write_junit
 from analysis.reconcile import (
     aggregate,
     find_runs,
-    reconcile,
-    spark_session,
+    reconcile_runs,
     write_aggregate,
     write_results,
 )
@@ -58,13 +55,7 @@ def analyse(
             "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
             "experiment first (make run)."
         )
-    owns_session = SparkSession.getActiveSession() is None
-    spark = spark_session(master)
-    try:
-        results = reconcile(spark, run_dirs)
-    finally:
-        if owns_session:
-            spark.stop()
+    results = reconcile_runs(run_dirs, master)
     write_results(results)
     cells_parquet, _ = write_aggregate(aggregate(results), out_dir)
     result_dicts = [dataclasses.asdict(result) for result in results]

@@ -648,6 +648,17 @@ def _second(epoch_s: int, t_s: int, outcome: dict) -> dict:
     }
 
 
+def reconcile_runs(run_dirs: Sequence[Path], master: str | None = None) -> list[RunResult]:
+    """`reconcile` in a session of its own (stopped after), or in the caller's active one."""
+    owns_session = SparkSession.getActiveSession() is None
+    spark = spark_session(master)
+    try:
+        return reconcile(spark, run_dirs)
+    finally:
+        if owns_session:
+            spark.stop()
+
+
 def write_results(results: Sequence[RunResult]) -> None:
     """Write each result to results.json in its run directory (atomically, via a rename)."""
     for result in results:
@@ -759,13 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    owns_session = SparkSession.getActiveSession() is None
-    spark = spark_session(args.master)
-    try:
-        results = reconcile(spark, run_dirs)
-    finally:
-        if owns_session:
-            spark.stop()
+    results = reconcile_runs(run_dirs, args.master)
     write_results(results)
     rows = aggregate(results)
     parquet_path, md_path = write_aggregate(rows, args.out)

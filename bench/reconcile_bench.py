@@ -29,6 +29,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.reconcile import COUNT_KEYS, RunResult, reconcile, spark_session
+from harness.journal import ACKED_SCHEMA
+from harness.readback import READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000
 PARTITIONS = 6
@@ -39,29 +41,9 @@ T0_US = 1_700_000_000_000_000
 TARGET_ROWS, TARGET_S = 10_000_000, 90.0
 WARMUP_ROWS = 200_000
 
-ACKED = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("status", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("error", pa.string()),
-        ("send_ts_us", pa.int64()),
-        ("ack_ts_us", pa.int64()),
-    ]
-)
-READBACK = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("ts_us", pa.int64()),
-    ]
-)
+# The schemas the harness writes: the fixtures must look like real run directories.
+ACKED = ACKED_SCHEMA
+READBACK = READBACK_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -21,31 +21,13 @@ from analysis.reconcile import (
     write_aggregate,
     write_results,
 )
+from harness.journal import ACKED_SCHEMA
+from harness.readback import READBACK_SCHEMA
 
 T0_US = 1_700_000_000_000_000
-ACKED = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("status", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("error", pa.string()),
-        ("send_ts_us", pa.int64()),
-        ("ack_ts_us", pa.int64()),
-    ]
-)
-READBACK = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("ts_us", pa.int64()),
-    ]
-)
+# The schemas the harness writes: the fixtures must look like real run directories.
+ACKED = ACKED_SCHEMA
+READBACK = READBACK_SCHEMA
 ZERO = dict.fromkeys(ANOMALY_CLASSES, 0)
 
 
