@@ -75,13 +75,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    from harness.spec import SpecError, expand, load_experiment
+def _load_experiment(path: Path):
+    """The validated experiment at `path`, or None after printing why it is invalid."""
+    from harness.spec import SpecError, load_experiment
 
     try:
-        experiment = load_experiment(args.experiment)
+        return load_experiment(path)
     except SpecError as exc:
         print(exc, file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from harness.spec import expand
+
+    experiment = _load_experiment(args.experiment)
+    if experiment is None:
         return EXIT_ERROR
     cells = expand(experiment)
     print(f"{args.experiment}: valid, {len(cells)} cells x {experiment.repetitions} repetitions")
@@ -196,12 +205,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.engine import EngineUnavailable, ensure_engine
     from harness.image import ImageError
     from harness.runner import experiment_root, run_experiment, select_shard
-    from harness.spec import SpecError, expand, load_experiment
+    from harness.spec import expand
 
-    try:
-        experiment = load_experiment(args.experiment)
-    except SpecError as exc:
-        print(exc, file=sys.stderr)
+    experiment = _load_experiment(args.experiment)
+    if experiment is None:
         return EXIT_ERROR
     if args.repetitions:
         experiment = experiment.model_copy(update={"repetitions": args.repetitions})
