@@ -69,7 +69,7 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     cp, ap = results["config=cp"], results["config=ap"]
     assert cp["counts"]["acked"] > 0
     assert cp["counts"]["lost"] == 0 and cp["counts"]["offset_divergent"] == 0
-    assert ap["counts"]["lost"] + ap["counts"]["offset_divergent"] > 0
+    assert ap["counts"]["lost"] + ap["counts"]["offset_divergent"] > 0, ap
     for cell in ("config=ap", "config=cp"):
         run_dir = root / cell / "0"
         for name in ("spec.json", "acked.parquet", "readback.parquet", "events.jsonl"):
