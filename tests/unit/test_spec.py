@@ -99,8 +99,8 @@ def test_quick_experiment_expands_to_two_cells():
         "config=cp__fault=leader-partition",
     ]
     (cut,) = schedule_for(cells[0], 0)
-    assert (cut.at_s, cut.duration_s, cut.params["mode"]) == (5, 15, "from-brokers")
-    assert cells[0].spec.workload.duration_s == 25
+    assert (cut.at_s, cut.duration_s, cut.params["mode"]) == (5, 20, "from-brokers")
+    assert cells[0].spec.workload.duration_s == 30
 
 
 # --- validation rules --------------------------------------------------------------------------
