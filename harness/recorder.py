@@ -1,7 +1,8 @@
 """The producer that records every send and its outcome: ok, failed or indeterminate.
 
-Each value starts with `<msg_id>:<key_seq>:`; the id is unique in the run, the sequence
-counts sends per key, so the read-back can spot losses, duplicates and reordering.
+Each value starts with `<msg_id>:<key_seq>:`, zero-padded to 15 and 12 digits (a fixed width
+lets the journal parse ids column-wise); the id is unique in the run, the sequence counts sends
+per key, so the read-back can spot losses, duplicates and reordering.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ def outcome_of(error: KafkaError | None) -> str:
     return "indeterminate" if error.code() in INDETERMINATE else "failed"
 
 
+VALUE_HEAD_BYTES = 29  # b"%015d:%012d:"
+
+
 def encode_value(msg_id: int, key_seq: int, size: int) -> bytes:
-    """The record value: `<msg_id>:<key_seq>:` padded with '.' to `size` bytes."""
-    head = b"%d:%d:" % (msg_id, key_seq)
-    return head + b"." * max(0, size - len(head))
+    """The record value: `<msg_id>:<key_seq>:` (15 and 12 digits) padded with '.' to `size`."""
+    return b"%015d:%012d:%s" % (msg_id, key_seq, b"." * (size - VALUE_HEAD_BYTES))
 
 
 def decode_value(value: bytes | None) -> tuple[int | None, int | None]:
@@ -107,11 +110,14 @@ class Recorder:
         # With acks=0 the broker returns no offset; librdkafka then reports batch-relative
         # numbers (0, 1, 2, ...) for some messages. Recording them would fake divergence.
         journal.offsets_known = str(producer_config.get("acks", "all")) != "0"
-        report = journal.report
-        clock = time.time_ns
+        delivered, undelivered = journal.delivered.append, journal.undelivered.append
 
+        # Only an append: the journal reads the fields later, off the hot path.
         def on_delivery(error: KafkaError | None, msg: Message) -> None:
-            report((msg.value(), error, msg.partition(), msg.offset(), msg.latency(), clock()))
+            if error is None:
+                delivered(msg)
+            else:
+                undelivered(msg)
 
         self.producer = Producer(
             {
@@ -132,8 +138,8 @@ class Recorder:
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Send until the duration/count is reached or `stop` is set, then settle every send."""
-        # The reports queued between journal flushes are ~10^4 live tuples; the cyclic GC
-        # would rescan them on every collection. The hot path creates no cycles.
+        # The reports queued between journal flushes are ~10^4 live message objects; the
+        # cyclic GC would rescan them on every collection. The hot path creates no cycles.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -159,7 +165,8 @@ class Recorder:
         w, journal = self.workload, self.journal
         keys = [key_of(i) for i in range(w.keys)]
         nkeys, size, topic = w.keys, w.message_bytes, self.topic
-        produce, poll, monotonic = self.producer.produce, self.producer.poll, time.monotonic
+        produce, monotonic = self.producer.produce, time.monotonic
+        poll = self._poll
         deadline, limit = self._limits()
         msg_id = 0
         while msg_id < limit:
@@ -168,11 +175,7 @@ class Recorder:
                 if stop.is_set() or monotonic() >= deadline:
                     break
             try:
-                produce(
-                    topic,
-                    encode_value(msg_id, msg_id // nkeys, size),
-                    key=keys[msg_id % nkeys],
-                )
+                produce(topic, encode_value(msg_id, msg_id // nkeys, size), keys[msg_id % nkeys])
             except BufferError:
                 poll(0.05)  # the local queue is full: let deliveries drain it
                 continue
@@ -184,7 +187,7 @@ class Recorder:
     def _send_paced(self, stop: threading.Event) -> None:
         w, journal = self.workload, self.journal
         keys = [key_of(i) for i in range(w.keys)]
-        produce, poll = self.producer.produce, self.producer.poll
+        produce, poll = self.producer.produce, self._poll
         interval = 1.0 / w.rate
         started = time.monotonic()
         deadline, limit = self._limits()
@@ -209,9 +212,20 @@ class Recorder:
             journal.sent_upto = msg_id
             poll(0)
 
+    def _poll(self, timeout_s: float) -> None:
+        """Serve delivery reports for up to `timeout_s`, then commit them to the journal."""
+        self.producer.poll(timeout_s)
+        self.journal.commit()
+
+    def _drain(self, timeout_s: float) -> int:
+        """Serve reports until nothing is outstanding or `timeout_s` passed; the count left."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.producer) and time.monotonic() < deadline:
+            self._poll(0.1)
+        return len(self.producer)
+
     def _settle(self) -> None:
         """Flush for a bounded time; whatever is still outstanding is purged as indeterminate."""
-        remaining = self.producer.flush(self.FINAL_FLUSH_S)
-        if remaining:
+        if self._drain(self.FINAL_FLUSH_S):
             self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-            self.producer.flush(5.0)
+            self._drain(5.0)

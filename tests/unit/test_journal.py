@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import KafkaError
 
-from harness.journal import ACKS_FILE, SENDS_FILE, AckJournal, EventLog, finalize
+from harness.journal import ACKS_FILE, SENDS_FILE, AckJournal, EventLog, finalize, parse_ids
 from harness.recorder import decode_value, encode_value, outcome_of
 
 
@@ -26,9 +26,34 @@ def classify(error) -> str:
     return "indeterminate" if error.name().startswith("_MSG_TIMED_OUT") else "failed"
 
 
+class FakeMessage:
+    """Stands in for confluent_kafka.Message as the delivery callback receives it."""
+
+    def __init__(self, value, error, partition, offset, latency_s):
+        self._fields = (value, error, partition, offset, latency_s)
+
+    def value(self):
+        return self._fields[0]
+
+    def error(self):
+        return self._fields[1]
+
+    def partition(self):
+        return self._fields[2]
+
+    def offset(self):
+        return self._fields[3]
+
+    def latency(self):
+        return self._fields[4]
+
+
 def report(journal, msg_id, error=None, partition=0, offset=0, latency_s=0.002, ack_ns=None):
+    """Deliver one report the way the recorder's callback does, and commit it at `ack_ns`."""
     ack_ns = ack_ns or 1_700_000_000_000_000_000 + msg_id * 1_000_000
-    journal.report((encode_value(msg_id, 0, 40), error, partition, offset, latency_s, ack_ns))
+    msg = FakeMessage(encode_value(msg_id, 0, 40), error, partition, offset, latency_s)
+    (journal.delivered if error is None else journal.undelivered).append(msg)
+    journal.commit(ack_ns)
 
 
 def test_finalize_derives_keys_and_marks_sends_without_report_indeterminate(tmp_path):
@@ -106,9 +131,35 @@ def test_event_log_lines_are_json_with_time_and_type(tmp_path):
     assert second["ts_us"] == 123
 
 
+def test_one_commit_stamps_every_report_it_holds_and_keeps_errors_apart(tmp_path):
+    journal = AckJournal(tmp_path, 1, classify)
+    journal.sent_upto = 3
+    journal.delivered.append(FakeMessage(encode_value(0, 0, 40), None, 0, 10, 0.001))
+    journal.undelivered.append(FakeMessage(encode_value(1, 1, 40), FakeError("X"), -1, -1, None))
+    journal.delivered.append(FakeMessage(encode_value(2, 2, 40), None, 0, 11, 0.003))
+    journal.commit(5_000_000_000)
+    assert journal.delivered == [] and journal.undelivered == []
+    journal.close()
+    rows = finalize(tmp_path).to_pylist()
+    assert [r["ack_ts_us"] for r in rows] == [5_000_000] * 3
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    assert [r["offset"] for r in rows] == [10, None, 11]
+    assert rows[2]["send_ts_us"] == 5_000_000 - 3000
+    assert rows[1]["send_ts_us"] is not None  # no latency: estimated from the checkpoints
+
+
+def test_ids_parse_column_wise_and_foreign_values_become_null():
+    values = [encode_value(i, i // 3, 64) for i in (0, 7, 999_999_999_999_999)]
+    assert parse_ids(values).to_pylist() == [0, 7, 999_999_999_999_999]
+    mixed = [encode_value(5, 0, 64), b"hello", encode_value(6, 0, 40), None]
+    assert parse_ids(mixed).to_pylist() == [5, None, 6, None]
+    assert parse_ids([b"12:3:" + b"x" * 59, encode_value(4, 0, 64)]).to_pylist() == [12, 4]
+    assert parse_ids([]).to_pylist() == []
+
+
 def test_values_round_trip_and_foreign_values_are_recognised():
     value = encode_value(123456, 42, 100)
-    assert len(value) == 100
+    assert len(value) == 100 and value.startswith(b"000000000123456:000000000042:")
     assert decode_value(value) == (123456, 42)
     assert decode_value(b"hello") == (None, None)
     assert decode_value(None) == (None, None)
