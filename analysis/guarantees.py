@@ -38,7 +38,17 @@ SOURCE: Final = "KAFKA-RELIABILITY.md, “Expected outcome per configuration and
 
 ROLES: Final = frozenset({"leader", "follower", "controller", "random", "node", "all"})
 KINDS: Final = frozenset(
-    {"kill", "stop", "pause", "partition", "isolate", "partition-groups", "loss", "slow"}
+    {
+        "kill",
+        "stop",
+        "pause",
+        "partition",
+        "isolate",
+        "partition-groups",
+        "loss",
+        "slow",
+        "power-loss",
+    }
 )
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
@@ -187,6 +197,14 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
     ),
     LossRow(
         acks=ACKS_1_OR_ALL,
+        faults=("all-power-loss",),
+        loss=ALLOWED,
+        citation="power loss of all (page cache lost): “loss allowed” in every row; “Kafka "
+        "does not fsync by default … Only losing the page cache on several replicas at once "
+        "(power loss, kernel crash) exposes that”",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
         unclean=True,
         faults=MULTI_NODE,
         loss=ALLOWED,
@@ -234,7 +252,7 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         faults=("all-kill",),
         loss=FORBIDDEN,
         citation="acks=all, min.insync=2, all brokers killed at once: “none expected” "
-        "(treated as forbidden; SIGKILL keeps the page cache, power loss is not simulated)",
+        "(treated as forbidden; SIGKILL keeps the page cache: power loss is all-power-loss)",
     ),
     LossRow(
         acks=frozenset({"all"}),
@@ -256,13 +274,13 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         faults=("*",),
         loss=FORBIDDEN,
         citation="acks=all, min.insync=2, leader kill: “none” (no column allows loss short of "
-        "power loss, which is not simulated)",
+        "power loss of all, fault class all-power-loss)",
     ),
     # acks=all, min.insync.replicas=1: acks=all may degrade to "acked by the leader alone".
     LossRow(
         acks=frozenset({"all"}),
         min_insync=MIN_INSYNC_1,
-        faults=("leader-kill", "leader-stop"),
+        faults=("leader-kill", "leader-stop", "leader-power-loss"),
         loss=FORBIDDEN_UNLESS_ISR_SHRANK,
         citation="acks=all, min.insync=1, leader kill: "
         "“none, unless the ISR had already shrunk to the leader”",
@@ -283,8 +301,10 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
             "random-*",
             "controller-kill",
             "controller-stop",
+            "controller-power-loss",
             "node-kill",
             "node-stop",
+            "node-power-loss",
             "all-stop",
         ),
         loss=FORBIDDEN_UNLESS_ISR_SHRANK,
@@ -311,8 +331,8 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         min_insync=MIN_INSYNC_1,
         faults=("*",),
         loss=FORBIDDEN,
-        citation="acks=all, min.insync=1: “none” in every column short of power loss, "
-        "which is not simulated",
+        citation="acks=all, min.insync=1: “none” in every column short of power loss of all "
+        "(fault class all-power-loss)",
     ),
 )
 

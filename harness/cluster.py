@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
+import io
 import json
 import os
 import socket
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -177,6 +180,30 @@ class KafkaNode:
         """Run `argv` inside the node; return exit code and combined output."""
         result = self.docker.exec_run(argv)
         return result.exit_code, result.output.decode(errors="replace")
+
+    def read_files(self, path: str) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
+        """The regular files under `path` (works on a stopped container): archive name ->
+        (tar header with owner and mode, contents). Names start with the folder's own name."""
+        stream, _ = self.docker.get_archive(path)
+        files = {}
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            for member in archive.getmembers():
+                if member.isfile():
+                    extracted = archive.extractfile(member)
+                    files[member.name] = (member, extracted.read() if extracted else b"")
+        return files
+
+    def write_files(self, parent: str, files: dict[str, tuple[tarfile.TarInfo, bytes]]) -> None:
+        """Overwrite files below `parent` (archive names as `read_files` gives them), keeping
+        each header's owner and mode; works on a stopped container."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for name, (header, data) in files.items():
+                member = copy.copy(header)
+                member.name, member.size = name, len(data)
+                archive.addfile(member, io.BytesIO(data))
+        if not self.docker.put_archive(parent, buffer.getvalue()):
+            raise ClusterError(f"{self.hostname}: could not write files below {parent}")
 
     def ip(self, network: str) -> str:
         """The node's address on the cluster's Docker network."""

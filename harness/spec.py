@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 Acks = Literal["0", "1", "all"]
-FaultKind = Literal["kill", "stop", "pause", "partition", "loss", "slow", "kill-all"]
+FaultKind = Literal["kill", "stop", "pause", "partition", "loss", "slow", "kill-all", "power-loss"]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 TARGET_ROLES: tuple[str, ...] = ("leader", "follower", "controller", "random", "all")
 PARTITION_MODES: tuple[str, ...] = ("from-brokers", "full", "groups")
@@ -178,12 +178,14 @@ _PARAM_KEYS: dict[str, tuple[str, ...]] = {
     "loss": ("percent",),
     "slow": ("rate_kbit", "delay_ms"),
     "stop": ("timeout_s",),
+    "power-loss": ("window_s",),
 }
 _PARAM_DEFAULTS: dict[str, dict[str, Any]] = {
     "partition": {"mode": "from-brokers"},
     "loss": {"percent": 30},
     "slow": {"rate_kbit": 256},
     "stop": {"timeout_s": 60},
+    "power-loss": {"window_s": 30},  # Linux writes dirty pages back after 30 s
 }
 
 
@@ -248,7 +250,17 @@ def _check_stop_params(params: dict[str, Any]) -> None:
         )
 
 
+def _check_power_loss_params(params: dict[str, Any]) -> None:
+    window = params["window_s"]
+    if window is not None and (not _is_number(window) or window < 0):
+        raise ValueError(
+            "params.window_s (seconds of unflushed writes lost; null = all since the last "
+            f"flush) must be a number >= 0 or null (got {window!r})"
+        )
+
+
 _PARAM_CHECKS = {
+    "power-loss": _check_power_loss_params,
     "partition": _check_partition_params,
     "loss": _check_loss_params,
     "slow": _check_slow_params,
@@ -342,7 +354,7 @@ class FaultStep(_Section):
     target: Target
     partition: int = Field(0, ge=0)
     duration_s: float = Field(gt=0)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, validate_default=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -1097,10 +1109,13 @@ def _step_class(step: FaultStep) -> str:
 
 
 def fault_class(steps: Sequence[FaultStep]) -> str:
-    """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'."""
+    """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
+    (but 'all-power-loss' whenever one step is that: it allows any loss)."""
     classes = {_step_class(step) for step in steps}
     if not classes:
         return "none"
+    if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
+        return "all-power-loss"
     return classes.pop() if len(classes) == 1 else "mixed"
 
 

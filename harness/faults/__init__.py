@@ -5,6 +5,7 @@ from harness.faults.kill import Kill
 from harness.faults.loss import Loss
 from harness.faults.partition import Partition
 from harness.faults.pause import Pause
+from harness.faults.power_loss import PowerLoss
 from harness.faults.slow import Slow
 from harness.faults.stop import Stop
 
@@ -16,6 +17,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     "partition": Partition,
     "loss": Loss,
     "slow": Slow,
+    "power-loss": PowerLoss,
 }
 
 __all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError"]

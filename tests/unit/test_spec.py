@@ -291,6 +291,9 @@ def test_unknown_fault_kind():
         ("partition", {"mode": "groups"}, "params.groups"),
         ("partition", {"mode": "groups", "groups": [[1, 2], [2, 3]]}, "node 2 appears"),
         ("partition", {"mode": "full", "groups": [[1], [2]]}, "only used with"),
+        ("power-loss", {"window_s": -1}, "params.window_s"),
+        ("power-loss", {"window_s": "1m"}, "number >= 0 or null"),
+        ("power-loss", {"at": 3}, "it takes window_s"),
     ],
 )
 def test_bad_fault_params(fault: str, params: dict[str, Any], fragment: str):
@@ -299,6 +302,17 @@ def test_bad_fault_params(fault: str, params: dict[str, Any], fragment: str):
         "faults.schedule[0].params",
         fragment,
     )
+
+
+def test_power_loss_window_defaults_to_the_kernel_write_back_and_may_be_null():
+    cell = one_cell(doc(faults={"schedule": [step(fault="power-loss", target="all")]}))
+    assert schedule_for(cell, 0)[0].params == {"window_s": 30}
+    cell = one_cell(
+        doc(
+            faults={"schedule": [step(fault="power-loss", target="all", params={"window_s": None})]}
+        )
+    )
+    assert schedule_for(cell, 0)[0].params == {"window_s": None}
 
 
 def test_groups_must_cut_something():
@@ -660,6 +674,9 @@ def fault(**fields: Any) -> FaultStep:
         ([fault(target="follower", fault="loss")], "follower-loss"),
         ([fault(target="controller", fault="stop")], "controller-stop"),
         ([fault(target="random", fault="pause")], "random-pause"),
+        ([fault(fault="power-loss", target="all")], "all-power-loss"),
+        ([fault(fault="power-loss")], "leader-power-loss"),
+        ([fault(), fault(at_s=20, fault="power-loss", target="all")], "all-power-loss"),
         ([fault(), fault(fault="stop")], "mixed"),
         ([fault(), fault(target="follower")], "mixed"),
         ([fault(fault="partition"), fault(fault="partition", params={"mode": "full"})], "mixed"),

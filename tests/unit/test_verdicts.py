@@ -193,6 +193,29 @@ def test_acks_all_min_insync_1_rows(fault_class: str, loss: str, quote: str) -> 
 @pytest.mark.parametrize(
     ("base", "fault_class", "loss"),
     [
+        (CP, "all-power-loss", ALLOWED),
+        (MIN1, "all-power-loss", ALLOWED),
+        (AP, "all-power-loss", ALLOWED),
+        (CP, "leader-power-loss", FORBIDDEN),
+        (CP, "follower-power-loss", FORBIDDEN),
+        (MIN1, "leader-power-loss", FORBIDDEN_UNLESS_ISR_SHRANK),
+        (MIN1, "random-power-loss", FORBIDDEN_UNLESS_ISR_SHRANK),
+        (AP, "leader-power-loss", ALLOWED),
+        (AP, "follower-power-loss", FORBIDDEN),
+    ],
+)
+def test_only_power_loss_of_all_allows_loss_to_every_configuration(
+    base: dict[str, Any], fault_class: str, loss: str
+) -> None:
+    g = guarantee_for(with_fault(base, fault_class))
+    assert g.loss == loss
+    if fault_class == "all-power-loss":
+        assert "power loss" in g.citation
+
+
+@pytest.mark.parametrize(
+    ("base", "fault_class", "loss"),
+    [
         (CP, "all-kill", ALLOWED),
         (CP, "mixed", ALLOWED),
         (CP, "random-kill", ALLOWED),
