@@ -48,6 +48,7 @@ KINDS: Final = frozenset(
         "loss",
         "slow",
         "power-loss",
+        "rolling-restart",
     }
 )
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
@@ -218,6 +219,18 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         faults=("follower-*",),
         loss=FORBIDDEN,
         citation="acks=1, follower kill: “none expected” (treated as forbidden)",
+    ),
+    LossRow(
+        acks=frozenset({"1"}),
+        faults=("*-rolling-restart",),
+        loss=ALLOWED,
+        citation="acks=1, rolling restart (SIGTERM): “loss allowed”",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        faults=("*-rolling-restart",),
+        loss=FORBIDDEN,
+        citation="acks=all (min.insync=1 or 2), rolling restart (SIGTERM): “none”",
     ),
     LossRow(
         acks=frozenset({"1"}),

@@ -162,6 +162,7 @@ class Nemesis:
             fault_id=active.fault_id,
             fault=active.step.fault,
             nodes=[n.node_id for n in active.fault.nodes],
+            **({"detail": detail} if (detail := active.fault.outcome()) else {}),
         )
 
     def heal_active(self) -> None:

@@ -62,7 +62,17 @@ __all__ = [
 ]
 
 Acks = Literal["0", "1", "all"]
-FaultKind = Literal["kill", "stop", "pause", "partition", "loss", "slow", "kill-all", "power-loss"]
+FaultKind = Literal[
+    "kill",
+    "stop",
+    "pause",
+    "partition",
+    "loss",
+    "slow",
+    "kill-all",
+    "power-loss",
+    "rolling-restart",
+]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 TARGET_ROLES: tuple[str, ...] = ("leader", "follower", "controller", "random", "all")
 PARTITION_MODES: tuple[str, ...] = ("from-brokers", "full", "groups")
@@ -179,6 +189,7 @@ _PARAM_KEYS: dict[str, tuple[str, ...]] = {
     "slow": ("rate_kbit", "delay_ms"),
     "stop": ("timeout_s",),
     "power-loss": ("window_s",),
+    "rolling-restart": ("timeout_s", "rejoin_timeout_s"),
 }
 _PARAM_DEFAULTS: dict[str, dict[str, Any]] = {
     "partition": {"mode": "from-brokers"},
@@ -186,6 +197,7 @@ _PARAM_DEFAULTS: dict[str, dict[str, Any]] = {
     "slow": {"rate_kbit": 256},
     "stop": {"timeout_s": 60},
     "power-loss": {"window_s": 30},  # Linux writes dirty pages back after 30 s
+    "rolling-restart": {"timeout_s": 60, "rejoin_timeout_s": 60},
 }
 
 
@@ -259,8 +271,19 @@ def _check_power_loss_params(params: dict[str, Any]) -> None:
         )
 
 
+def _check_rolling_restart_params(params: dict[str, Any]) -> None:
+    _check_stop_params(params)
+    rejoin = params["rejoin_timeout_s"]
+    if not _is_number(rejoin) or rejoin <= 0:
+        raise ValueError(
+            "params.rejoin_timeout_s (seconds a restarted node may take to rejoin the ISR "
+            f"before the next goes down) must be a number > 0 (got {rejoin!r})"
+        )
+
+
 _PARAM_CHECKS = {
     "power-loss": _check_power_loss_params,
+    "rolling-restart": _check_rolling_restart_params,
     "partition": _check_partition_params,
     "loss": _check_loss_params,
     "slow": _check_slow_params,

@@ -6,6 +6,7 @@ from harness.faults.loss import Loss
 from harness.faults.partition import Partition
 from harness.faults.pause import Pause
 from harness.faults.power_loss import PowerLoss
+from harness.faults.rolling_restart import RollingRestart
 from harness.faults.slow import Slow
 from harness.faults.stop import Stop
 
@@ -18,6 +19,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     "loss": Loss,
     "slow": Slow,
     "power-loss": PowerLoss,
+    "rolling-restart": RollingRestart,
 }
 
 __all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError"]

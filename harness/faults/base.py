@@ -42,6 +42,10 @@ class Fault(ABC):
     def heal(self) -> None:
         """End the fault."""
 
+    def outcome(self) -> dict[str, Any]:
+        """After heal: what the fault ended up doing, worth recording (empty by default)."""
+        return {}
+
 
 def run_in(node: KafkaNode, argv: list[str]) -> str:
     """Run `argv` in `node`; raise FaultError with its output when it fails."""

@@ -192,3 +192,19 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
     cluster.wait_full_isr(topic, timeout_s=90)
     # Nothing was fsynced (Kafka flushes on segment roll only): every replica lost it all.
     assert sum(high_watermarks(cluster, topic)) == 0
+
+
+def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, topic):
+    ctx = ctx_for(cluster, topic)
+    controller = cluster.active_controller()
+    roll = FAULT_TYPES["rolling-restart"](
+        ctx, cluster.nodes, {"timeout_s": 30, "rejoin_timeout_s": 60}
+    )
+    detail = roll.inject()
+    assert detail["order"][-1] == controller and sorted(detail["order"]) == [1, 2, 3]
+    wait_until(lambda: len(roll.restarted) == 3, 240, "three restarts")
+    roll.heal()  # waits for the last node to rejoin or halts the wait
+    assert roll.restarted == detail["order"]
+    assert roll.outcome() == {"restarted": detail["order"], "completed": True}
+    assert [n.state() for n in cluster.nodes] == ["running"] * 3
+    cluster.wait_full_isr(topic, timeout_s=90)

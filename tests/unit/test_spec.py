@@ -294,6 +294,8 @@ def test_unknown_fault_kind():
         ("power-loss", {"window_s": -1}, "params.window_s"),
         ("power-loss", {"window_s": "1m"}, "number >= 0 or null"),
         ("power-loss", {"at": 3}, "it takes window_s"),
+        ("rolling-restart", {"rejoin_timeout_s": 0}, "params.rejoin_timeout_s"),
+        ("rolling-restart", {"timeout_s": 0}, "params.timeout_s"),
     ],
 )
 def test_bad_fault_params(fault: str, params: dict[str, Any], fragment: str):
@@ -676,6 +678,7 @@ def fault(**fields: Any) -> FaultStep:
         ([fault(target="random", fault="pause")], "random-pause"),
         ([fault(fault="power-loss", target="all")], "all-power-loss"),
         ([fault(fault="power-loss")], "leader-power-loss"),
+        ([fault(fault="rolling-restart", target="all")], "all-rolling-restart"),
         ([fault(), fault(at_s=20, fault="power-loss", target="all")], "all-power-loss"),
         ([fault(), fault(fault="stop")], "mixed"),
         ([fault(), fault(target="follower")], "mixed"),

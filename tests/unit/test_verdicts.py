@@ -204,13 +204,27 @@ def test_acks_all_min_insync_1_rows(fault_class: str, loss: str, quote: str) -> 
         (AP, "follower-power-loss", FORBIDDEN),
     ],
 )
-def test_only_power_loss_of_all_allows_loss_to_every_configuration(
-    base: dict[str, Any], fault_class: str, loss: str
-) -> None:
+def test_power_loss_rows(base: dict[str, Any], fault_class: str, loss: str) -> None:
     g = guarantee_for(with_fault(base, fault_class))
     assert g.loss == loss
     if fault_class == "all-power-loss":
         assert "power loss" in g.citation
+
+
+@pytest.mark.parametrize(
+    ("base", "fault_class", "loss", "quote"),
+    [
+        (AP, "all-rolling-restart", ALLOWED, "rolling restart"),
+        (CP, "all-rolling-restart", FORBIDDEN, "rolling restart"),
+        (MIN1, "all-rolling-restart", FORBIDDEN, "rolling restart"),
+        (AP, "follower-rolling-restart", FORBIDDEN, "follower kill"),
+    ],
+)
+def test_rolling_restart_rows(
+    base: dict[str, Any], fault_class: str, loss: str, quote: str
+) -> None:
+    g = guarantee_for(with_fault(base, fault_class))
+    assert g.loss == loss and quote in g.citation
 
 
 @pytest.mark.parametrize(
