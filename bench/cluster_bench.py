@@ -1,4 +1,5 @@
-"""Prints cold and warm broker-image build times and the 3-node cluster's time to ready.
+"""Prints cold and warm broker-image build times, the 3-node cluster's time to ready, and
+how long a SIGKILLed broker takes from restart to being back in the ISR (idle cluster).
 
 Targets on a 2-core machine: warm build <= 5 s, ready <= 20 s (warm image).
   python bench/cluster_bench.py [--cold] [--starts 3]
@@ -38,13 +39,14 @@ def main() -> None:
         print(f"cold image build          {cold.seconds:7.1f} s  ({cold.tag})")
     warm = ensure_image(log=lambda line: None)
     print(f"warm image build          {warm.seconds:7.1f} s  (target <= 5 s)")
-    ready = []
+    ready, rejoin = [], []
     for _ in range(args.starts):
         started = time.monotonic()
         cluster = KafkaCluster(image=warm.tag)
         try:
             cluster.start()
             ready.append(time.monotonic() - started)
+            rejoin.append(restart_to_isr(cluster))
         finally:
             cluster.close()
     print(
@@ -52,6 +54,29 @@ def main() -> None:
         f"min {min(ready):.1f} s, max {max(ready):.1f} s over {len(ready)} starts "
         "(target <= 20 s)"
     )
+    print(
+        f"SIGKILL, restart, in ISR  median {statistics.median(rejoin):5.1f} s, "
+        f"min {min(rejoin):.1f} s, max {max(rejoin):.1f} s (from the start call)"
+    )
+
+
+def restart_to_isr(cluster: KafkaCluster) -> float:
+    """Seconds from restarting a SIGKILLed, fenced node to its being in every ISR again."""
+    cluster.create_topic("bench", 3, 3)
+    node = cluster.node(1)
+    node.kill()
+    # Wait until the controller fenced it (broker session timeout): the ISR lost it.
+    while any(1 in s.isr for s in cluster.partition_states("bench")):
+        time.sleep(0.2)
+    started = time.monotonic()
+    node.start()
+    while True:
+        try:
+            if all(1 in s.isr for s in cluster.partition_states("bench")):
+                return time.monotonic() - started
+        except Exception:  # metadata briefly unavailable while the node starts
+            pass
+        time.sleep(0.1)
 
 
 if __name__ == "__main__":
