@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.cluster import KafkaCluster, remove_leftovers
-from harness.faults import FaultContext
+from harness.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.image import BrokerImage
 from harness.journal import AckJournal, EventLog, finalize, now_us
 from harness.nemesis import Nemesis, Sampler, heal_all
@@ -153,6 +153,8 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
         progress.phase("starting cluster")
         events.write("phase", phase="cluster-start")
         cluster.start()
+        # Before any write: a fault that cannot run would only show up as NOT-PROVOKED.
+        check_tools(cluster.nodes[0], [FAULT_TYPES[step.fault] for step in steps], image.tag)
         cluster.create_topic(
             TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
         )

@@ -1,6 +1,6 @@
 """Fault types, one module each, all behind the `Fault` interface (inject, heal)."""
 
-from harness.faults.base import Fault, FaultContext, FaultError
+from harness.faults.base import Fault, FaultContext, FaultError, check_tools
 from harness.faults.kill import Kill
 from harness.faults.loss import Loss
 from harness.faults.partition import Partition
@@ -22,4 +22,4 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     "rolling-restart": RollingRestart,
 }
 
-__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError"]
+__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "check_tools"]

@@ -28,6 +28,7 @@ class Fault(ABC):
     """One injected fault on concrete nodes; `heal` undoes it and is safe to call twice."""
 
     kind: str = ""
+    tools: tuple[str, ...] = ()  # commands the broker image must have for this fault
 
     def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: dict[str, Any]):
         self.ctx = ctx
@@ -53,3 +54,18 @@ def run_in(node: KafkaNode, argv: list[str]) -> str:
     if code != 0:
         raise FaultError(f"kafka-{node.node_id}: `{' '.join(argv)}` exited {code}: {out.strip()}")
     return out
+
+
+def check_tools(node: KafkaNode, faults: list[type[Fault]], image: str) -> None:
+    """Raise FaultError naming what is missing when `node` lacks a tool the faults need."""
+    needed = sorted({tool for fault in faults for tool in fault.tools})
+    if not needed:
+        return
+    code, _ = node.exec(["sh", "-c", " && ".join(f"command -v {tool}" for tool in needed)])
+    if code != 0:
+        kinds = ", ".join(sorted({fault.kind for fault in faults if fault.tools}))
+        raise FaultError(
+            f"image {image} lacks {' or '.join(needed)}, which the {kinds} faults of this "
+            "experiment run inside the broker container; use the locally built image "
+            "(drop --image / kafka.image) or an image that has them"
+        )

@@ -12,6 +12,7 @@ class Loss(Fault):
     """Random packet loss of params.percent (default 30) on the target's interface."""
 
     kind = "loss"
+    tools = ("iptables",)
 
     def inject(self) -> dict[str, Any]:
         percent = float(self.params.get("percent", 30))

@@ -19,6 +19,7 @@ class Partition(Fault):
     """
 
     kind = "partition"
+    tools = ("iptables",)
 
     def inject(self) -> dict[str, Any]:
         mode = self.params.get("mode", "from-brokers")

@@ -20,6 +20,7 @@ class Slow(Fault):
     """Egress of the target limited to params.rate_kbit (default 256); params.delay_ms via netem."""
 
     kind = "slow"
+    tools = ("tc",)
 
     def inject(self) -> dict[str, Any]:
         rate = int(self.params.get("rate_kbit", 256))
