@@ -24,6 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cold", action="store_true", help="also time a build from scratch")
     parser.add_argument("--starts", type=int, default=3, help="cluster starts to time")
+    parser.add_argument("--image", help="time this image's starts instead of the built one")
     args = parser.parse_args()
     ensure_engine()
     settings = load_settings()
@@ -42,7 +43,7 @@ def main() -> None:
     ready, rejoin = [], []
     for _ in range(args.starts):
         started = time.monotonic()
-        cluster = KafkaCluster(image=warm.tag)
+        cluster = KafkaCluster(image=args.image or warm.tag)
         try:
             cluster.start()
             ready.append(time.monotonic() - started)
@@ -66,17 +67,21 @@ def restart_to_isr(cluster: KafkaCluster) -> float:
     node = cluster.node(1)
     node.kill()
     # Wait until the controller fenced it (broker session timeout): the ISR lost it.
-    while any(1 in s.isr for s in cluster.partition_states("bench")):
+    while not _isr_holds(cluster, 1, want=False):
         time.sleep(0.2)
     started = time.monotonic()
     node.start()
-    while True:
-        try:
-            if all(1 in s.isr for s in cluster.partition_states("bench")):
-                return time.monotonic() - started
-        except Exception:  # metadata briefly unavailable while the node starts
-            pass
+    while not _isr_holds(cluster, 1, want=True):
         time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def _isr_holds(cluster: KafkaCluster, node_id: int, want: bool) -> bool:
+    """Whether every partition of `bench` has (want) or lacks (not want) the node in its ISR."""
+    try:
+        return all((node_id in s.isr) == want for s in cluster.partition_states("bench"))
+    except Exception:  # metadata briefly unavailable while nodes die and start
+        return False
 
 
 if __name__ == "__main__":
