@@ -31,6 +31,8 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from harness import journal, readback
+
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
@@ -68,29 +70,18 @@ EXAMPLE_FIELDS: dict[str, tuple[str, ...]] = {
     "phantom": ("msg_id", "partition", "offset", "reads"),
 }
 
-ACKED_SCHEMA = T.StructType(
-    [
-        T.StructField("msg_id", T.LongType()),
-        T.StructField("key", T.StringType()),
-        T.StructField("key_seq", T.LongType()),
-        T.StructField("status", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("error", T.StringType()),
-        T.StructField("send_ts_us", T.LongType()),
-        T.StructField("ack_ts_us", T.LongType()),
-    ]
-)
-READBACK_SCHEMA = T.StructType(
-    [
-        T.StructField("msg_id", T.LongType()),
-        T.StructField("key", T.StringType()),
-        T.StructField("key_seq", T.LongType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-        T.StructField("ts_us", T.LongType()),
-    ]
-)
+# The run-file contract has one home, the harness modules that write the files; Spark reads
+# the same columns with the matching types.
+_SPARK_TYPES = {pa.int64(): T.LongType(), pa.int32(): T.IntegerType(), pa.string(): T.StringType()}
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark struct type of an Arrow schema of int64, int32 and string columns."""
+    return T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in schema])
+
+
+ACKED_SCHEMA = spark_schema(journal.ACKED_SCHEMA)
+READBACK_SCHEMA = spark_schema(readback.READBACK_SCHEMA)
 STATUS_CODES = {"ok": 1, "failed": 2, "indeterminate": 3}
 KEY_PARTITION = ["run_id", "partition"]
 
