@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 import docker.errors
 import docker.types
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from testcontainers.core.container import DockerContainer
 
@@ -343,8 +343,21 @@ class KafkaCluster:
         return self.admin().list_topics(topic=topic, timeout=timeout_s)
 
     def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
-        """Leader, replicas and ISR of every partition of `topic`."""
-        meta = self.metadata(topic, timeout_s).topics[topic]
+        """Leader, replicas and ISR of every partition of `topic`.
+
+        A broker that has not applied the topic's creation yet answers "unknown topic" for a
+        moment after it exists (metadata reaches brokers one by one): that is retried until
+        `timeout_s` passes, then raised as ClusterError.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            meta = self.metadata(topic, max(0.5, deadline - time.monotonic())).topics[topic]
+            lagging = (
+                meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            )
+            if not lagging or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         if meta.error is not None:
             raise ClusterError(f"topic {topic}: {meta.error}")
         return [
