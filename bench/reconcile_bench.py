@@ -29,8 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.reconcile import COUNT_KEYS, RunResult, reconcile, spark_session
-from harness.journal import ACKED_SCHEMA
-from harness.readback import READBACK_SCHEMA
+from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000
 PARTITIONS = 6

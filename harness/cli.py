@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import rundir
 from harness.settings import Settings, load_settings
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -194,9 +195,9 @@ def _unfinished_runs(patterns: Sequence[str]) -> list[Path]:
     found = []
     for pattern in patterns:
         for match in glob.glob(pattern):
-            for spec in Path(match).rglob("spec.json"):
+            for spec in Path(match).rglob(rundir.SPEC):
                 run_dir = spec.parent
-                if not (run_dir / "acked.parquet").exists() and any(run_dir.glob("journal-*")):
+                if not (run_dir / rundir.ACKED).exists() and any(run_dir.glob(rundir.JOURNAL_GLOB)):
                     found.append(run_dir)
     return found
 
@@ -223,7 +224,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_ERROR
     root = experiment_root(args.runs_dir or settings.runs_dir, experiment, args.shard)
     root.mkdir(parents=True, exist_ok=True)
-    _log_to(root / "harness.log")
+    _log_to(root / rundir.HARNESS_LOG)
     try:
         outcomes = _run_with_progress(args, settings, experiment, cells, root, run_experiment)
     except ImageError as exc:
@@ -235,7 +236,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_ERROR if harness_failed else EXIT_OK
     code = _analyse_and_print(
         [str(root)],
-        root / "report",
+        root / rundir.REPORT_DIR,
         args.master or settings.spark_master,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
     )

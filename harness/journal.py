@@ -32,22 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
-log = logging.getLogger("kafka_chaos.journal")
-META_FILE = "journal-meta.json"
-SENDS_FILE = "journal-sends.arrows"
-ACKS_FILE = "journal-acks.arrows"
+from harness import rundir
+from harness.rundir import ACK_SCHEMA, ACKED_SCHEMA, CHECKPOINT_SCHEMA
 
-CHECKPOINT_SCHEMA = pa.schema([("sent_upto", pa.int64()), ("ts_us", pa.int64())])
-ACK_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("status", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("error", pa.string()), ("ack_ts_us", pa.int64()),
-    ("latency_us", pa.int64()),
-])  # fmt: skip
-ACKED_SCHEMA = pa.schema([
-    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()), ("status", pa.string()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("error", pa.string()),
-    ("send_ts_us", pa.int64()), ("ack_ts_us", pa.int64()),
-])  # fmt: skip
+log = logging.getLogger("kafka_chaos.journal")
 
 
 def now_us() -> int:
@@ -108,7 +96,7 @@ class AckJournal:
     FLUSH_INTERVAL_S = 0.2
 
     def __init__(self, run_dir: Path, keys: int, classify: Callable[[Any], str]):
-        (run_dir / META_FILE).write_text(json.dumps({"keys": keys}))
+        (run_dir / rundir.JOURNAL_META).write_text(json.dumps({"keys": keys}))
         self.sent_upto = 0
         self.counts = {"ok": 0, "failed": 0, "indeterminate": 0}
         self._classify = classify
@@ -120,9 +108,9 @@ class AckJournal:
         self._pages: deque[Page] = deque()  # committed, waiting for the writer
         self._last_checkpoint = -1
         self._checkpoints = ipc.new_stream(
-            pa.OSFile(str(run_dir / SENDS_FILE), "wb"), CHECKPOINT_SCHEMA
+            pa.OSFile(str(run_dir / rundir.JOURNAL_SENDS), "wb"), CHECKPOINT_SCHEMA
         )
-        self._acks = ipc.new_stream(pa.OSFile(str(run_dir / ACKS_FILE), "wb"), ACK_SCHEMA)
+        self._acks = ipc.new_stream(pa.OSFile(str(run_dir / rundir.JOURNAL_ACKS), "wb"), ACK_SCHEMA)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ack-journal", daemon=True)
@@ -265,9 +253,9 @@ def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
 
 def finalize(run_dir: Path) -> pa.Table:
     """Build acked.parquet from the journal; sends with no outcome become indeterminate."""
-    keys = json.loads((run_dir / META_FILE).read_text())["keys"]
-    checkpoints = read_stream(run_dir / SENDS_FILE, CHECKPOINT_SCHEMA)
-    acks = read_stream(run_dir / ACKS_FILE, ACK_SCHEMA)  # one delivery report per message
+    keys = json.loads((run_dir / rundir.JOURNAL_META).read_text())["keys"]
+    checkpoints = read_stream(run_dir / rundir.JOURNAL_SENDS, CHECKPOINT_SCHEMA)
+    acks = read_stream(run_dir / rundir.JOURNAL_ACKS, ACK_SCHEMA)  # one delivery report per message
     sent = max(_max_or(checkpoints["sent_upto"], 0), _max_or(acks["msg_id"], -1) + 1)
     ids = np.arange(sent, dtype=np.int64)
     sends = pa.table(
@@ -289,10 +277,10 @@ def finalize(run_dir: Path) -> pa.Table:
         "msg_id": joined["msg_id"], "key": joined["key"], "key_seq": joined["key_seq"],
         "status": pc.fill_null(joined["status"], "indeterminate"),
         "partition": joined["partition"], "offset": joined["offset"],
-        "error": pc.if_else(no_report, pa.scalar("no delivery report"), joined["error"]),
+        "error": pc.if_else(no_report, pa.scalar(rundir.NO_REPORT), joined["error"]),
         "send_ts_us": send_ts, "ack_ts_us": joined["ack_ts_us"],
     }, schema=ACKED_SCHEMA)  # fmt: skip
-    pq.write_table(table, run_dir / "acked.parquet")
+    pq.write_table(table, run_dir / rundir.ACKED)
     return table
 
 

@@ -12,17 +12,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from harness.recorder import decode_value
-
-READBACK_SCHEMA = pa.schema(
-    [
-        ("msg_id", pa.int64()),
-        ("key", pa.string()),
-        ("key_seq", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("ts_us", pa.int64()),
-    ]
-)
+from harness.rundir import READBACK_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness import rundir
 from harness.cluster import KafkaCluster, remove_leftovers
 from harness.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.image import BrokerImage
@@ -132,7 +133,7 @@ def write_spec(job: Job, image: BrokerImage, steps: list, extra: dict[str, Any])
         "kafka": spec.kafka.model_dump(),
         **extra,
     }
-    (job.run_dir / "spec.json").write_text(json.dumps(document, indent=2, default=str))
+    (job.run_dir / rundir.SPEC).write_text(json.dumps(document, indent=2, default=str))
 
 
 def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutcome:
@@ -143,7 +144,7 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
     started_at = now_us()
     write_spec(job, image, steps, {"started_at_us": started_at})
     outcome = RepetitionOutcome(job.run_dir, job.cell.name, job.repetition)
-    events = EventLog(job.run_dir / "events.jsonl")
+    events = EventLog(job.run_dir / rundir.EVENTS)
     cluster = KafkaCluster(
         image=image.tag,
         brokers=spec.kafka.brokers,
@@ -168,7 +169,7 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
         events.write("harness_error", error=outcome.error)
     finally:
         with contextlib.suppress(Exception):
-            cluster.collect_logs(job.run_dir / "broker-logs")
+            cluster.collect_logs(job.run_dir / rundir.BROKER_LOGS)
         cluster.close()
         events.write("phase", phase="cluster-removed")
         events.close()
@@ -254,7 +255,7 @@ def _read_back(
     progress.phase("read-back")
     events.write("phase", phase="readback-start")
     result = read_back(
-        cluster.bootstrap_servers, TOPIC, spec.topic.partitions, job.run_dir / "readback.parquet"
+        cluster.bootstrap_servers, TOPIC, spec.topic.partitions, job.run_dir / rundir.READBACK
     )
     events.write(
         "readback",
@@ -286,7 +287,7 @@ def run_experiment(
     if removed:
         log.info("removed %d containers/networks left by a crashed run", removed)
     jobs = plan_jobs(experiment, cells, root)
-    (root / "plan.json").write_text(
+    (root / rundir.PLAN).write_text(
         json.dumps(
             [
                 {
@@ -304,7 +305,7 @@ def run_experiment(
     for index, job in enumerate(jobs, start=1):
         progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
         outcomes.append(run_job(job, image_for(job.cell), progress))
-    (root / "outcomes.json").write_text(
+    (root / rundir.OUTCOMES).write_text(
         json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
     )
     return outcomes

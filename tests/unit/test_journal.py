@@ -8,7 +8,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from confluent_kafka import KafkaError
 
-from harness.journal import ACKS_FILE, SENDS_FILE, AckJournal, EventLog, finalize, parse_ids
+from harness import rundir
+from harness.journal import AckJournal, EventLog, finalize, parse_ids
 from harness.recorder import decode_value, encode_value, outcome_of
 
 
@@ -104,8 +105,8 @@ def test_journal_survives_a_torn_tail(tmp_path):
         report(journal, i)
     journal.close()
     # A crash mid-write leaves a partial last batch: simulate by cutting the file.
-    data = (tmp_path / ACKS_FILE).read_bytes()
-    (tmp_path / ACKS_FILE).write_bytes(data[: len(data) - 40])
+    data = (tmp_path / rundir.JOURNAL_ACKS).read_bytes()
+    (tmp_path / rundir.JOURNAL_ACKS).write_bytes(data[: len(data) - 40])
     table = finalize(tmp_path)
     assert table.num_rows >= 1000
     assert table.filter(pc.equal(table["status"], "ok")).num_rows == 1000
@@ -116,8 +117,8 @@ def test_journal_is_on_disk_before_close(tmp_path):
     journal.sent_upto = 1
     report(journal, 0)
     journal.flush()
-    assert (tmp_path / SENDS_FILE).stat().st_size > 0
-    assert (tmp_path / ACKS_FILE).stat().st_size > 0
+    assert (tmp_path / rundir.JOURNAL_SENDS).stat().st_size > 0
+    assert (tmp_path / rundir.JOURNAL_ACKS).stat().st_size > 0
     journal.close()
 
 

@@ -21,8 +21,7 @@ from analysis.reconcile import (
     write_aggregate,
     write_results,
 )
-from harness.journal import ACKED_SCHEMA
-from harness.readback import READBACK_SCHEMA
+from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA
 
 T0_US = 1_700_000_000_000_000
 # The schemas the harness writes: the fixtures must look like real run directories.
