@@ -17,7 +17,7 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import reduce
 from pathlib import Path
 from statistics import fmean
@@ -31,44 +31,23 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness import journal, readback
+from analysis.anomalies import (
+    ANOMALY_NAMES,
+    AT_ACKED_OFFSET,
+    COUNT_NAMES,
+    EXAMPLE_FIELDS,
+    LOSS_CLASSES,
+    loss_of,
+)
+from harness import rundir
+from harness.rundir import NO_REPORT, STATUSES, EventType, Status
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
 SLOT_BITS = 40
-SPEC_FILE, ACKED_FILE, READBACK_FILE, RESULTS_FILE = (
-    "spec.json",
-    "acked.parquet",
-    "readback.parquet",
-    "results.json",
-)
-
-ANOMALY_CLASSES = (
-    "lost",
-    "unseen",
-    "duplicated",
-    "offset_divergent",
-    "moved",
-    "failed_present",
-    "indeterminate_present",
-    "reordered",
-    "phantom",
-)
-COUNT_KEYS = ("sent", "acked", "failed", "indeterminate", "read", *ANOMALY_CLASSES)
-TABLE_COUNTS = ("acked", *ANOMALY_CLASSES)
-
-# Examples of these classes describe the acked location, the others where the id was read.
-AT_ACKED_OFFSET = ("lost", "unseen", "offset_divergent", "moved")
-AT_OFFSET_FIELDS = ("msg_id", "partition", "offset", "readback_msg_id_at_offset")
-EXAMPLE_FIELDS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(AT_ACKED_OFFSET, AT_OFFSET_FIELDS),
-    "duplicated": ("msg_id", "partition", "offset", "reads"),
-    "failed_present": ("msg_id", "partition", "offset", "reads"),
-    "indeterminate_present": ("msg_id", "partition", "offset", "reads"),
-    "reordered": ("msg_id", "partition", "offset", "key", "key_seq", "max_key_seq_before"),
-    "phantom": ("msg_id", "partition", "offset", "reads"),
-}
+# Facts about a run's own records, checked before judging (see analysis.verdicts).
+CONTRACT_KEYS = ("repeated_msg_ids", "unknown_statuses", *(f"reported_{s}" for s in STATUSES))
 
 # The run-file contract has one home, the harness modules that write the files; Spark reads
 # the same columns with the matching types.
@@ -80,9 +59,9 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in schema])
 
 
-ACKED_SCHEMA = spark_schema(journal.ACKED_SCHEMA)
-READBACK_SCHEMA = spark_schema(readback.READBACK_SCHEMA)
-STATUS_CODES = {"ok": 1, "failed": 2, "indeterminate": 3}
+ACKED_SCHEMA = spark_schema(rundir.ACKED_SCHEMA)
+READBACK_SCHEMA = spark_schema(rundir.READBACK_SCHEMA)
+STATUS_CODES = {status: code for code, status in enumerate(STATUSES, start=1)}
 KEY_PARTITION = ["run_id", "partition"]
 
 
@@ -101,6 +80,9 @@ class RunResult:
     examples: dict[str, list[dict]]
     timeline: list[dict]
     error: str | None
+    loss: int | None = None  # the one loss figure: sum of the counts that count as loss
+    loss_by_partition: dict[str, int] = field(default_factory=dict)
+    contract: dict[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
 
 
 @dataclass(frozen=True)
@@ -112,6 +94,7 @@ class _Run:
     spec: dict
     status: str
     error: str | None
+    log_start_offsets: dict[int, int] = field(default_factory=dict)
 
 
 def spark_session(
@@ -150,14 +133,9 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
         for match in glob.glob(os.path.expanduser(pattern), recursive=True):
             root = Path(match)
             if root.is_dir():
-                candidates = [root, *(spec.parent for spec in root.rglob(SPEC_FILE))]
-                found.update(d.resolve() for d in candidates if _is_run_dir(d))
+                candidates = [root, *(spec.parent for spec in root.rglob(rundir.SPEC))]
+                found.update(d.resolve() for d in candidates if rundir.is_run_dir(d))
     return sorted(found)
-
-
-def _is_run_dir(path: Path) -> bool:
-    """True when path holds the two files every run writes before its read-back."""
-    return (path / SPEC_FILE).is_file() and (path / ACKED_FILE).is_file()
 
 
 def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
@@ -170,31 +148,39 @@ def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
 def _inspect(run_id: int, run_dir: Path) -> _Run:
     """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
     try:
-        spec = json.loads((run_dir / SPEC_FILE).read_text())
+        spec = json.loads((run_dir / rundir.SPEC).read_text())
         if not isinstance(spec, dict):
-            raise ValueError(f"{SPEC_FILE} holds a {type(spec).__name__}, not an object")
-        for field in ("config", "axes"):
-            if not isinstance(spec.get(field) or {}, dict):
-                raise ValueError(f"{SPEC_FILE}: {field} is not an object")
-        _check_columns(run_dir / ACKED_FILE, ACKED_SCHEMA)
-        if not (run_dir / READBACK_FILE).is_file():
+            raise ValueError(f"{rundir.SPEC} holds a {type(spec).__name__}, not an object")
+        for field_name in ("config", "axes"):
+            if not isinstance(spec.get(field_name) or {}, dict):
+                raise ValueError(f"{rundir.SPEC}: {field_name} is not an object")
+        _check_columns(run_dir / rundir.ACKED, ACKED_SCHEMA)
+        if not (run_dir / rundir.READBACK).is_file():
             return _Run(run_id, run_dir, spec, "incomplete", None)
-        _check_columns(run_dir / READBACK_FILE, READBACK_SCHEMA)
+        _check_columns(run_dir / rundir.READBACK, READBACK_SCHEMA)
+        log_start = _log_start_offsets(rundir.load_events(run_dir))
     except Exception as exc:
         return _Run(run_id, run_dir, {}, "error", f"{type(exc).__name__}: {exc}")
-    return _Run(run_id, run_dir, spec, "complete", None)
+    return _Run(run_id, run_dir, spec, "complete", None, log_start)
+
+
+def _log_start_offsets(events: list[dict]) -> dict[int, int]:
+    """Partition → log-start offset from the last readback event; {} when it recorded none."""
+    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
+    offsets = (readbacks[-1].get("log_start_offsets") or {}) if readbacks else {}
+    return {int(partition): int(offset) for partition, offset in offsets.items()}
 
 
 def _check_columns(path: Path, schema: T.StructType) -> None:
     """Raise ValueError naming every column of schema that path lacks or holds with another type."""
     file_schema = pq.read_schema(path)
     problems = []
-    for field in schema.fields:
-        if field.name not in file_schema.names:
-            problems.append(f"{field.name} missing")
-        elif not _readable_as(file_schema.field(field.name).type, field.dataType):
-            actual = file_schema.field(field.name).type
-            problems.append(f"{field.name} is {actual}, expected {field.dataType.simpleString()}")
+    for column in schema.fields:
+        if column.name not in file_schema.names:
+            problems.append(f"{column.name} missing")
+        elif not _readable_as(file_schema.field(column.name).type, column.dataType):
+            actual = file_schema.field(column.name).type
+            problems.append(f"{column.name} is {actual}, expected {column.dataType.simpleString()}")
     if problems:
         raise ValueError(f"{path.name}: {'; '.join(problems)}")
 
@@ -230,23 +216,34 @@ def _query_isolating_failures(
 
 def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
     """Collect the report rows of all runs, every part in one union so Spark plans it once."""
-    acked = _read_runs(spark, {r.run_id: r.run_dir / ACKED_FILE for r in runs}, ACKED_SCHEMA)
+    acked = _read_runs(spark, {r.run_id: r.run_dir / rundir.ACKED for r in runs}, ACKED_SCHEMA)
     acked = acked.transform(_with_unknown_locations_as_null)
     parts = [_timeline_rows(acked)]
     anomalies = None
     complete = [r for r in runs if r.status == "complete"]
     if complete:
-        files = {r.run_id: r.run_dir / READBACK_FILE for r in complete}
-        readback = _read_runs(spark, files, READBACK_SCHEMA)
+        files = {r.run_id: r.run_dir / rundir.READBACK for r in complete}
+        # One log record read twice by the consumer is one record, never a Kafka duplicate.
+        readback = _read_runs(spark, files, READBACK_SCHEMA).dropDuplicates(
+            ["run_id", "partition", "offset"]
+        )
         acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
         read_extent = _read_extent(readback)
         progress = read_extent.join(
             _later_sends_read(acked, readback, complete), KEY_PARTITION, "left"
         )
         # Counts and examples both use the anomalies, which are few: caching them is cheap.
-        anomalies = _anomalies(_messages(acked, readback), progress, readback)
+        messages = _messages(acked, readback).join(
+            F.broadcast(_log_starts(spark, complete)), KEY_PARTITION, "left"
+        )
+        anomalies = _anomalies(messages, progress, readback)
         anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
-        parts += [_read_count_rows(read_extent), _anomaly_count_rows(anomalies)]
+        parts += [
+            _read_count_rows(read_extent),
+            _anomaly_count_rows(anomalies),
+            _partition_loss_rows(anomalies),
+            _repeated_id_rows(messages),
+        ]
         parts.append(_example_rows(anomalies))
     try:
         return reduce(DataFrame.unionByName, parts).collect()
@@ -296,6 +293,31 @@ def _escape_glob(path: str) -> str:
     return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
+def _log_starts(spark: SparkSession, runs: list[_Run]) -> DataFrame:
+    """A literal table (run_id, partition, log_start) of the log-start offsets above zero."""
+    rows = [
+        F.struct(
+            F.lit(r.run_id).alias("run_id"),
+            F.lit(p).alias("partition"),
+            F.lit(o).alias("log_start"),
+        )
+        for r in runs
+        for p, o in r.log_start_offsets.items()
+        if o > 0
+    ]
+    if not rows:
+        return spark.range(0).select(
+            F.lit(0).alias("run_id"),
+            F.lit(0).alias("partition"),
+            F.lit(0).cast("long").alias("log_start"),
+        )
+    return (
+        spark.range(1)
+        .select(F.inline(F.array(*rows)))
+        .withColumn("log_start", F.col("log_start").cast("long"))
+    )
+
+
 def _with_unknown_locations_as_null(acked: DataFrame) -> DataFrame:
     """Acked rows with a negative partition or offset set to null.
 
@@ -341,6 +363,7 @@ def _messages(acked: DataFrame, readback: DataFrame) -> DataFrame:
         "send_ts_us",
         "holder_msg_id",
         "slot_read",
+        F.lit(1).alias("acked_row"),
     )
     # Where a record was read, as one long (offsets stay far below 2^40): with fixed-width values
     # only, Spark merges the facts with a hash aggregation instead of sorting them.
@@ -356,6 +379,7 @@ def _messages(acked: DataFrame, readback: DataFrame) -> DataFrame:
         F.min("holder_msg_id").alias("holder_msg_id"),
         F.coalesce(F.max("slot_read"), F.lit(False)).alias("slot_read"),
         F.count("read_slot").alias("reads"),
+        F.coalesce(F.sum("acked_row"), F.lit(0)).alias("acked_rows"),
         F.min("read_slot").alias("first_read"),
     )
     return merged.select(
@@ -425,24 +449,31 @@ def _anomalies(messages: DataFrame, progress: DataFrame, readback: DataFrame) ->
 def _message_anomalies(messages: DataFrame) -> DataFrame:
     """Every class decided by a message's own row (all but reordered); a message may be in several.
 
-    An acked message never read is lost when a later record of its partition was read (a higher
-    offset, or with no acked offset a later send), else unseen.
+    An acked message never read is expired below its partition's log-start offset; otherwise it is
+    lost when its partition was read at or past its acked offset (or, with no acked offset, a
+    later send of its partition was read), else unseen. Lost and unseen are disjoint, so their
+    sum counts each missing acknowledged message once.
     """
     status, reads, offset = F.col("status"), F.col("reads"), F.col("offset")
-    proof = F.when(offset.isNotNull(), F.col("max_read_offset") > offset).otherwise(
-        F.col("max_read_send_ts_us") > F.col("send_ts_us")
-    )
-    missing = F.col("in_acked") & (status == "ok") & (reads == 0)
-    located_ok = (status == "ok") & offset.isNotNull() & F.col("partition").isNotNull()
+    expired = offset.isNotNull() & (offset < F.coalesce(F.col("log_start"), F.lit(0)))
+    proof = F.when(
+        offset.isNotNull(), F.col("slot_read") | (F.col("max_read_offset") > offset)
+    ).otherwise(F.col("max_read_send_ts_us") > F.col("send_ts_us"))
+    proven = F.coalesce(proof, F.lit(False))
+    missing = F.col("in_acked") & (status == Status.OK) & (reads == 0) & ~expired
+    located_ok = (status == Status.OK) & offset.isNotNull() & F.col("partition").isNotNull()
     not_at_acked_offset = ~F.col("holder_msg_id").eqNullSafe(F.col("msg_id"))
+    unacked = status.isin(Status.FAILED, Status.INDETERMINATE)
     conditions = {
-        "lost": missing & F.coalesce(proof, F.lit(False)),
-        "unseen": missing & ~F.coalesce(proof, F.lit(False)),
-        "duplicated": F.col("msg_id").isNotNull() & (reads > 1),
+        "lost": missing & proven,
+        "unseen": missing & ~proven,
         "offset_divergent": located_ok & F.col("slot_read") & not_at_acked_offset,
+        "expired": F.col("in_acked") & (status == Status.OK) & (reads == 0) & expired,
+        "duplicated": (status == Status.OK) & (reads > 1),
+        "duplicated_unacked": unacked & (reads > 1),
         "moved": located_ok & (reads > 0) & not_at_acked_offset,
-        "failed_present": (status == "failed") & (reads > 0),
-        "indeterminate_present": (status == "indeterminate") & (reads > 0),
+        "failed_present": (status == Status.FAILED) & (reads > 0),
+        "indeterminate_present": (status == Status.INDETERMINATE) & (reads > 0),
         "phantom": ~F.col("in_acked") & (reads > 0),
     }
     classes = F.array(*(F.when(cond, F.lit(name)) for name, cond in conditions.items()))
@@ -463,11 +494,14 @@ def _message_anomalies(messages: DataFrame) -> DataFrame:
 
 
 def _reordered(readback: DataFrame) -> DataFrame:
-    """Records read after a higher key_seq of their key, in read order (partition, offset)."""
+    """Records read after a higher key_seq of their key in the same partition (offset order).
+
+    Order is judged per partition only: a key's records in another partition say nothing.
+    """
     # key before run_id: the sort compares on a prefix of the first column, which run_id wastes.
     earlier = (
-        Window.partitionBy("key", "run_id")
-        .orderBy("partition", "offset")
+        Window.partitionBy("key", "run_id", "partition")
+        .orderBy("offset")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     with_max = readback.filter(F.col("key_seq").isNotNull()).withColumn(
@@ -503,6 +537,20 @@ def _anomaly_count_rows(anomalies: DataFrame) -> DataFrame:
     return _report(totals, "count", F.col("anomaly"), F.col("value"), F.lit(None))
 
 
+def _partition_loss_rows(anomalies: DataFrame) -> DataFrame:
+    """Per run and acked partition (null: unknown), the missing acknowledged messages."""
+    lossy = anomalies.filter(F.col("anomaly").isin(*LOSS_CLASSES))
+    totals = lossy.groupBy("run_id", "partition").agg(F.count("*").alias("value"))
+    name = F.coalesce(F.col("partition").cast("string"), F.lit("unknown"))
+    return _report(totals, "partition_loss", name, F.col("value"), F.lit(None))
+
+
+def _repeated_id_rows(messages: DataFrame) -> DataFrame:
+    """Per run, the msg_ids that acked.parquet holds more than once (a contract breach)."""
+    repeated = messages.filter(F.col("acked_rows") > 1).groupBy("run_id").count()
+    return _report(repeated, "contract", F.lit("repeated_msg_ids"), F.col("count"), F.lit(None))
+
+
 def _example_rows(anomalies: DataFrame) -> DataFrame:
     """Up to MAX_EXAMPLES rows per run and class, lowest msg_id first, payload as JSON."""
     order = Window.partitionBy("run_id", "anomaly").orderBy(
@@ -518,26 +566,29 @@ def _example_rows(anomalies: DataFrame) -> DataFrame:
 def _timeline_rows(acked: DataFrame) -> DataFrame:
     """One row per run and epoch second with sends: outcomes and ack latency percentiles.
 
-    Summed over seconds these are also the run's sent, acked, failed and indeterminate counts.
+    Summed over seconds these are also the run's sent, acked, failed and indeterminate counts,
+    and the contract facts: rows per status that carry a delivery report, unknown statuses.
     """
-    ok = F.col("status") == "ok"
+    status = F.col("status")
+    ok = status == Status.OK
+    reported = F.col("error").isNull() | (F.col("error") != NO_REPORT)
     latency_ms = F.when(ok, (F.col("ack_ts_us") - F.col("send_ts_us")) / 1000.0)
     # Sends without a time land in a null second: not charted, but still counted.
     seconds = acked.groupBy(
         "run_id", F.floor(F.col("send_ts_us") / 1_000_000).alias("epoch_s")
     ).agg(
         F.count("*").alias("sent"),
-        F.count_if(ok).alias("ok"),
-        F.count_if(F.col("status") == "failed").alias("failed"),
-        F.count_if(F.col("status") == "indeterminate").alias("indeterminate"),
+        *(F.count_if(status == s).alias(s) for s in STATUSES),
+        *(F.count_if((status == s) & reported).alias(f"reported_{s}") for s in STATUSES),
+        F.count_if(~F.coalesce(status.isin(*STATUSES), F.lit(False))).alias("unknown_statuses"),
         F.percentile_approx(latency_ms, [0.5, 0.99]).alias("latency"),
     )
     payload = F.to_json(
         F.struct(
             "sent",
-            "ok",
-            "failed",
-            "indeterminate",
+            *STATUSES,
+            *(f"reported_{s}" for s in STATUSES),
+            "unknown_statuses",
             F.col("latency")[0].alias("ack_latency_p50_ms"),
             F.col("latency")[1].alias("ack_latency_p99_ms"),
         )
@@ -592,14 +643,25 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
     if run.status != "complete":
         return replace(blank, timeline=timeline)
     counts = _counts(list(seconds.values()), [row for row in rows if row.kind == "count"])
+    contract = _contract(list(seconds.values()), [row for row in rows if row.kind == "contract"])
+    by_partition = {row.name: int(row.value) for row in rows if row.kind == "partition_loss"}
     examples = _examples([row for row in rows if row.kind == "example"])
-    return replace(blank, counts=counts, examples=examples, timeline=timeline)
+    return replace(
+        blank,
+        counts=counts,
+        loss=loss_of(counts),
+        loss_by_partition=dict(sorted(by_partition.items())),
+        contract=contract,
+        examples=examples,
+        timeline=timeline,
+    )
 
 
 def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
-    """Every count of COUNT_KEYS: send outcomes summed over seconds, the rest over count rows."""
-    counts = dict.fromkeys(COUNT_KEYS, 0)
-    outcomes = {"sent": "sent", "acked": "ok", "failed": "failed", "indeterminate": "indeterminate"}
+    """Every count of COUNT_NAMES: send outcomes summed over seconds, the rest over count rows."""
+    counts = dict.fromkeys(COUNT_NAMES, 0)
+    outcomes = {"sent": "sent", "acked": Status.OK, "failed": Status.FAILED}
+    outcomes["indeterminate"] = Status.INDETERMINATE
     for second in seconds:
         for key, outcome in outcomes.items():
             counts[key] += int(second[outcome])
@@ -608,9 +670,20 @@ def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
     return counts
 
 
+def _contract(seconds: list[dict], contract_rows: list[Row]) -> dict[str, int]:
+    """The CONTRACT_KEYS facts: per-second tallies summed, plus the contract rows."""
+    contract = dict.fromkeys(CONTRACT_KEYS, 0)
+    for second in seconds:
+        for key in CONTRACT_KEYS:
+            contract[key] += int(second.get(key) or 0)
+    for row in contract_rows:
+        contract[row.name] += int(row.value)
+    return contract
+
+
 def _examples(example_rows: list[Row]) -> dict[str, list[dict]]:
     """Examples per anomaly class in rank order, each with the fields EXAMPLE_FIELDS names."""
-    examples: dict[str, list[dict]] = {name: [] for name in ANOMALY_CLASSES}
+    examples: dict[str, list[dict]] = {name: [] for name in ANOMALY_NAMES}
     for row in sorted(example_rows, key=lambda r: r.value):
         payload = json.loads(row.payload)
         examples[row.name].append({f: payload.get(f) for f in EXAMPLE_FIELDS[row.name]})
@@ -633,7 +706,7 @@ def _second(epoch_s: int, t_s: int, outcome: dict) -> dict:
     return {
         "t_s": t_s,
         "epoch_s": epoch_s,
-        **{key: int(outcome.get(key, 0)) for key in ("sent", "ok", "failed", "indeterminate")},
+        **{key: int(outcome.get(key, 0)) for key in ("sent", *STATUSES)},
         "ack_latency_p50_ms": outcome.get("ack_latency_p50_ms"),
         "ack_latency_p99_ms": outcome.get("ack_latency_p99_ms"),
     }
@@ -653,10 +726,15 @@ def reconcile_runs(run_dirs: Sequence[Path], master: str | None = None) -> list[
 def write_results(results: Sequence[RunResult]) -> None:
     """Write each result to results.json in its run directory (atomically, via a rename)."""
     for result in results:
-        target = Path(result.run_dir) / RESULTS_FILE
+        target = Path(result.run_dir) / rundir.RESULTS
         partial = target.with_suffix(".json.partial")
         partial.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
         partial.replace(target)
+
+
+# The per-cell aggregate covers every count and the loss figure ("loss" is not a count).
+AGGREGATED = (*COUNT_NAMES, "loss")
+TABLE_COUNTS = ("acked", *ANOMALY_NAMES)
 
 
 def aggregate(results: Sequence[RunResult]) -> list[dict]:
@@ -683,14 +761,14 @@ def _cell_row(experiment: str, cell: str, reps: list[RunResult]) -> dict[str, An
         "incomplete": sum(r.status == "incomplete" for r in reps),
         "errors": sum(r.status == "error" for r in reps),
     }
-    for key in COUNT_KEYS:
-        values = [counts[key] for counts in counted]
+    for key in AGGREGATED:
+        values = [counts.get(key, loss_of(counts)) for counts in counted]
         row[f"{key}_sum"] = sum(values) if values else None
         row[f"{key}_mean"] = fmean(values) if values else None
         row[f"{key}_min"] = min(values, default=None)
         row[f"{key}_max"] = max(values, default=None)
     acked = row["acked_sum"]
-    row["loss_rate"] = row["lost_sum"] / acked if acked else None
+    row["loss_rate"] = row["loss_sum"] / acked if acked else None
     return row
 
 
@@ -703,7 +781,7 @@ def _cells_schema() -> pa.Schema:
         pa.field("axes", pa.string()),
         *(pa.field(n, pa.int64()) for n in ("repetitions", "complete", "incomplete", "errors")),
     ]
-    for key in COUNT_KEYS:
+    for key in AGGREGATED:
         fields += [
             pa.field(f"{key}_sum", pa.int64()),
             pa.field(f"{key}_mean", pa.float64()),
@@ -730,14 +808,17 @@ def write_aggregate(rows: Sequence[dict], out_dir: Path) -> tuple[Path, Path]:
 def markdown_table(rows: Sequence[dict]) -> str:
     """The cells as a Markdown table of summed counts; reps shows complete/total if they differ."""
     several_experiments = len({row["experiment"] for row in rows}) > 1
-    header = ["cell", "reps", *TABLE_COUNTS]
+    header = ["cell", "reps", *TABLE_COUNTS, "loss"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         name = f"{row['experiment']}/{row['cell']}" if several_experiments else row["cell"]
         reps = str(row["repetitions"])
         if row["complete"] != row["repetitions"]:
             reps = f"{row['complete']}/{reps}"
-        sums = ["n/a" if row[f"{k}_sum"] is None else str(row[f"{k}_sum"]) for k in TABLE_COUNTS]
+        sums = [
+            "n/a" if row[f"{k}_sum"] is None else str(row[f"{k}_sum"])
+            for k in (*TABLE_COUNTS, "loss")
+        ]
         lines.append("| " + " | ".join([name.replace("|", r"\|"), reps, *sums]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -756,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
     if not run_dirs:
         print(
             f"no run directory matches {' '.join(args.globs)}: a run directory holds "
-            f"{SPEC_FILE} and {ACKED_FILE}. Fix: name runs/<experiment>/... or a parent of it "
+            f"{rundir.SPEC} and {rundir.ACKED}. Fix: name runs/<experiment>/... or a parent of it "
             "(quote globs so the shell leaves them alone), or run an experiment first (make run).",
             file=sys.stderr,
         )

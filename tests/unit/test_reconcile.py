@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import Row, SparkSession
 
 from analysis import reconcile as rec
+from analysis.anomalies import ANOMALY_NAMES
 from analysis.reconcile import (
-    ANOMALY_CLASSES,
     RunResult,
     aggregate,
     find_runs,
@@ -27,7 +27,7 @@ T0_US = 1_700_000_000_000_000
 # The schemas the harness writes: the fixtures must look like real run directories.
 ACKED = ACKED_SCHEMA
 READBACK = READBACK_SCHEMA
-ZERO = dict.fromkeys(ANOMALY_CLASSES, 0)
+ZERO = dict.fromkeys(ANOMALY_NAMES, 0)
 
 
 def sent(
@@ -83,6 +83,7 @@ def write_run(
     *,
     repetition: int = 0,
     acks: str = "1",
+    events: list[dict] | None = None,
 ) -> Path:
     """A repetition directory in the README layout; no readback.parquet when readback is None."""
     run_dir = root / "runs" / "exp" / "20260101T000000Z" / cell / str(repetition)
@@ -96,7 +97,7 @@ def write_run(
         "config": {"acks": acks, "min_insync_replicas": 1, "fault_class": "leader-kill"},
     }
     (run_dir / "spec.json").write_text(json.dumps(spec))
-    (run_dir / "events.jsonl").write_text("")
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events or []))
     pq.write_table(pa.Table.from_pylist(acked, schema=ACKED), run_dir / "acked.parquet")
     if readback is not None:
         table = pa.Table.from_pylist(readback, schema=READBACK)
@@ -164,6 +165,49 @@ SCENARIOS: dict[tuple[str, int], tuple[list[dict], list[dict] | None]] = {
     ("acks0", 0): acks0_run(),
     ("timeline", 0): timeline_run(),
     ("incomplete", 0): (in_order(2)[0], None),
+    # AP under a cut-off: offsets 0..5 acked; the new leader rewrote 2..3 with 7, 8 and the
+    # read-back ends at offset 3, so 3 and 4 are lost (one holds another message) and 5, 6 unseen.
+    ("ap_cut", 0): (
+        [*(sent(i, i - 1) for i in range(1, 7)), sent(7, 2), sent(8, 3)],
+        [read(1, 0), read(2, 1), read(7, 2), read(8, 3)],
+    ),
+    # Item 10: the last offset read holds another message: proven lost, not unseen.
+    ("last_offset_rewritten", 0): ([sent(1, 0), sent(2, 1), sent(3, 1)], [read(1, 0), read(3, 1)]),
+    # Item 7: the consumer returned one record (p0@1) twice: one record, not a duplicate.
+    ("record_read_twice", 0): (in_order(3)[0], [*in_order(3)[1], read(2, 1)]),
+    # Item 8: ids 2 (failed) and 3 (indeterminate) in the log twice each; 1 (ok) twice too.
+    ("unacked_duplicates", 0): (
+        [sent(1, 0), sent(2, None, status="failed"), sent(3, None, status="indeterminate")],
+        [read(1, 0), read(2, 1), read(3, 2), read(2, 3), read(3, 4), read(1, 5)],
+    ),
+    # Item 6: key k in partitions 0 and 1 with interleaved sequences; in order per partition.
+    ("order_per_partition", 0): (
+        [
+            sent(1, 0, key="k", key_seq=0),
+            sent(2, 0, key="k", key_seq=1, partition=1),
+            sent(3, 1, key="k", key_seq=2),
+        ],
+        [
+            read(1, 0, key="k", key_seq=0),
+            read(3, 1, key="k", key_seq=2),
+            read(2, 0, key="k", key_seq=1, partition=1),
+        ],
+    ),
+    # Item 9: retention moved the log start of p0 to 3: ids 1-3 expired, 5 lost, p1 untouched.
+    ("retention", 0): (
+        [*(sent(i, i - 1) for i in range(1, 7)), sent(7, 0, partition=1)],
+        [read(4, 3), read(6, 5)],
+    ),
+    # Item 5: acked.parquet holds msg_id 2 twice (ok and failed) and a status nobody defined.
+    ("broken_contract", 0): (
+        [sent(1, 0), sent(2, 1), sent(2, None, status="failed"), sent(3, 2, status="maybe")],
+        [read(1, 0), read(3, 2)],
+    ),
+}
+EVENTS = {
+    ("retention", 0): [
+        {"ts_us": T0_US, "type": "readback", "complete": True, "log_start_offsets": {"0": 3}}
+    ]
 }
 
 
@@ -173,7 +217,8 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("reconcile")
     for (cell, repetition), (acked, readback) in SCENARIOS.items():
         acks = "0" if cell == "acks0" else "1"
-        write_run(root, cell, acked, readback, repetition=repetition, acks=acks)
+        events = EVENTS.get((cell, repetition))
+        write_run(root, cell, acked, readback, repetition=repetition, acks=acks, events=events)
     garbage = write_run(root, "garbage", *in_order(1))
     (garbage / "acked.parquet").write_bytes(b"not parquet")
     no_status = write_run(root, "no_status", *in_order(1))
@@ -277,7 +322,7 @@ def test_reordered_per_key_in_read_order(results: dict) -> None:
 
 def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> None:
     result = results[("phantom", 0)]
-    assert result.counts == counts(2, 2, 5, phantom=3, duplicated=1)
+    assert result.counts == counts(2, 2, 5, phantom=3)  # a phantom read twice is not an acked duplicate
     assert example_ids(result, "phantom") == [99, None]
     assert result.examples["phantom"][1] == {
         "msg_id": None,
@@ -285,6 +330,70 @@ def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> Non
         "offset": 3,
         "reads": 1,
     }
+
+
+def test_one_loss_figure_counts_each_missing_message_once(results: dict) -> None:
+    result = results[("ap_cut", 0)]
+    # Worked by hand: acked 1..8; read 1, 2, 7, 8 at 0..3. Missing: 3 (p0@2, now 7) and
+    # 4 (p0@3, now 8) are lost; 5 and 6 (p0@4, p0@5) lie beyond the last offset read: unseen.
+    assert result.counts == counts(8, 8, 4, lost=2, unseen=2, offset_divergent=2)
+    assert result.loss == 4 == result.counts["lost"] + result.counts["unseen"]
+    assert result.loss_by_partition == {"0": 4}
+    assert example_ids(result, "offset_divergent") == [3, 4]
+
+
+def test_rewritten_last_offset_read_is_lost_not_unseen(results: dict) -> None:
+    result = results[("last_offset_rewritten", 0)]
+    assert result.counts == counts(3, 3, 2, lost=1, offset_divergent=1)
+    assert example_ids(result, "lost") == [2]
+
+
+def test_one_record_read_twice_is_not_a_duplicate(results: dict) -> None:
+    assert results[("record_read_twice", 0)].counts == counts(3, 3, 3)
+
+
+def test_duplicates_of_unacknowledged_sends_are_counted_apart(results: dict) -> None:
+    result = results[("unacked_duplicates", 0)]
+    assert result.counts == counts(
+        3, 1, 6, failed=1, indeterminate=1, duplicated=1, duplicated_unacked=2,
+        failed_present=1, indeterminate_present=1,
+    )  # fmt: skip
+    assert example_ids(result, "duplicated") == [1]
+    assert example_ids(result, "duplicated_unacked") == [2, 3]
+
+
+def test_order_is_judged_per_partition(results: dict) -> None:
+    assert results[("order_per_partition", 0)].counts["reordered"] == 0
+
+
+def test_acked_below_the_log_start_offset_expired_not_lost(results: dict) -> None:
+    result = results[("retention", 0)]
+    assert result.counts == counts(7, 7, 2, expired=3, lost=1, unseen=1)
+    assert example_ids(result, "expired") == [1, 2, 3]
+    assert example_ids(result, "lost") == [5]
+    assert example_ids(result, "unseen") == [7]  # p1 was never read
+    assert result.loss == 2
+
+
+def test_contract_facts_are_counted(results: dict) -> None:
+    contract = results[("broken_contract", 0)].contract
+    assert contract == {
+        "repeated_msg_ids": 1,
+        "unknown_statuses": 1,
+        "reported_ok": 2,
+        "reported_failed": 1,
+        "reported_indeterminate": 0,
+    }
+    assert results[("clean", 0)].contract["repeated_msg_ids"] == 0
+
+
+def test_reported_counts_leave_out_sends_without_a_report(spark, tmp_path: Path) -> None:
+    acked = [sent(1, 0), sent(2, None, partition=None, status="indeterminate")]
+    acked[1]["error"] = "no delivery report"
+    run = write_run(tmp_path, "noreport", acked, [read(1, 0)])
+    (result,) = reconcile(spark, [run])
+    assert result.contract["reported_ok"] == 1
+    assert result.contract["reported_indeterminate"] == 0
 
 
 def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> None:
