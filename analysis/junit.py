@@ -43,8 +43,17 @@ def _testcase(cell: CellVerdict, rep: RepetitionVerdict) -> tuple[ET.Element, st
         child.text = text
     elif outcome == "skipped":
         ET.SubElement(case, "skipped", message=NOT_PROVOKED_MESSAGE)
-    ET.SubElement(case, "system-out").text = f"verdict: {rep.verdict.value}\n{text}"
+    ET.SubElement(
+        case, "system-out"
+    ).text = f"verdict: {rep.verdict.value}\n{_loss_line(rep)}{text}"
     return case, outcome
+
+
+def _loss_line(rep: RepetitionVerdict) -> str:
+    """'loss: N of M acked (r %)\n', the one loss figure, or '' when it was not counted."""
+    if rep.loss is None or not rep.acked:
+        return ""
+    return f"loss: {rep.loss} of {rep.acked} acked ({100 * rep.loss / rep.acked:.3g} %)\n"
 
 
 def _message(rep: RepetitionVerdict) -> str:

@@ -75,7 +75,11 @@ def analyse(
 
 
 def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
-    """Rows (cell, reps, acked, lost, unseen, duplicated, divergent, loss rate, verdict)."""
+    """Rows (cell, reps, acked, loss, lost, unseen, duplicated, divergent, loss rate, verdict).
+
+    loss is the one loss figure (distinct acked messages missing = lost + unseen); divergence
+    is shown beside it, never added.
+    """
     rows = []
     for cell in cells:
         counts = cell.stats.counts
@@ -90,6 +94,7 @@ def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
                 cell.cell,
                 str(cell.stats.repetitions),
                 total("acked"),
+                total("loss"),
                 total("lost"),
                 total("unseen"),
                 total("duplicated"),

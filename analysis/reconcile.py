@@ -81,7 +81,8 @@ class RunResult:
     timeline: list[dict]
     error: str | None
     loss: int | None = None  # the one loss figure: sum of the counts that count as loss
-    loss_by_partition: dict[str, int] = field(default_factory=dict)
+    loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
+    divergence_by_partition: dict[str, int] = field(default_factory=dict)
     contract: dict[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
 
 
@@ -538,11 +539,13 @@ def _anomaly_count_rows(anomalies: DataFrame) -> DataFrame:
 
 
 def _partition_loss_rows(anomalies: DataFrame) -> DataFrame:
-    """Per run and acked partition (null: unknown), the missing acknowledged messages."""
-    lossy = anomalies.filter(F.col("anomaly").isin(*LOSS_CLASSES))
-    totals = lossy.groupBy("run_id", "partition").agg(F.count("*").alias("value"))
-    name = F.coalesce(F.col("partition").cast("string"), F.lit("unknown"))
-    return _report(totals, "partition_loss", name, F.col("value"), F.lit(None))
+    """Per run and acked partition (null: unknown): missing acknowledged messages ("loss") and
+    rewritten acknowledged offsets ("divergence"), so a verdict can scope its evidence."""
+    kind = F.when(F.col("anomaly").isin(*LOSS_CLASSES), F.lit("loss")).otherwise("divergence")
+    relevant = anomalies.filter(F.col("anomaly").isin(*LOSS_CLASSES, "offset_divergent"))
+    totals = relevant.groupBy("run_id", kind.alias("what"), "partition").count()
+    name = F.concat_ws(":", "what", F.coalesce(F.col("partition").cast("string"), F.lit("unknown")))
+    return _report(totals, "by_partition", name, F.col("count"), F.lit(None))
 
 
 def _repeated_id_rows(messages: DataFrame) -> DataFrame:
@@ -644,13 +647,18 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
         return replace(blank, timeline=timeline)
     counts = _counts(list(seconds.values()), [row for row in rows if row.kind == "count"])
     contract = _contract(list(seconds.values()), [row for row in rows if row.kind == "contract"])
-    by_partition = {row.name: int(row.value) for row in rows if row.kind == "partition_loss"}
+    by_partition: dict[str, dict[str, int]] = {"loss": {}, "divergence": {}}
+    for row in rows:
+        if row.kind == "by_partition":
+            what, _, partition = row.name.partition(":")
+            by_partition[what][partition] = int(row.value)
     examples = _examples([row for row in rows if row.kind == "example"])
     return replace(
         blank,
         counts=counts,
         loss=loss_of(counts),
-        loss_by_partition=dict(sorted(by_partition.items())),
+        loss_by_partition=dict(sorted(by_partition["loss"].items())),
+        divergence_by_partition=dict(sorted(by_partition["divergence"].items())),
         contract=contract,
         examples=examples,
         timeline=timeline,

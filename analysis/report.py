@@ -26,6 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from analysis.anomalies import ANOMALIES as ANOMALY_REGISTRY
+from analysis.anomalies import ANOMALY_NAMES, LOSS_CLASSES, loss_of
 from analysis.guarantees import SOURCE, Guarantee
 from analysis.verdicts import (
     CellStats,
@@ -40,26 +42,17 @@ from analysis.verdicts import (
 __all__ = ["MATRIX_COUNTS", "VERDICT_COLOURS", "ReportPaths", "render_report"]
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
-MATRIX_COUNTS: Final = (
-    "sent", "acked", "lost", "unseen", "duplicated", "offset_divergent", "moved",
-    "failed_present", "indeterminate_present", "reordered", "phantom",
-)  # fmt: skip
+# The matrix: sends, the one loss figure, then every anomaly class of the registry.
+MATRIX_COUNTS: Final = ("sent", "acked", "loss", *ANOMALY_NAMES)
 COUNT_LABELS: Final = {
     "sent": ("sent", "messages the producer tried to send"),
     "acked": ("acked", "sends that ended in a successful delivery report"),
-    "lost": ("lost", "acked, missing, and a later offset of the partition was read"),
-    "unseen": ("unseen", "acked, beyond the last offset read"),
-    "duplicated": ("dup", "message ids read more than once"),
-    "offset_divergent": ("diverged", "acked offset holds another message in the read-back"),
-    "moved": ("moved", "found at another offset than acknowledged"),
-    "failed_present": ("failed present", "send failed, yet the message is in the log"),
-    "indeterminate_present": ("indet. present", "outcome unknown, message is in the log"),
-    "reordered": ("reordered", "per key, read order differs from send order"),
-    "phantom": ("phantom", "read, but never sent"),
+    "loss": ("loss", "distinct acknowledged messages missing from the final read-back"),
+    **{a.name: (a.label, a.meaning) for a in ANOMALY_REGISTRY},
 }
-ANOMALIES: Final = frozenset(MATRIX_COUNTS) - {"sent", "acked"}
-SERIOUS: Final = frozenset({"lost", "unseen", "offset_divergent"})
-EXAMPLE_CLASSES: Final = ("lost", "offset_divergent", "unseen")
+ANOMALIES: Final = frozenset(ANOMALY_NAMES) | {"loss"}
+SERIOUS: Final = frozenset({"loss", *(a.name for a in ANOMALY_REGISTRY if a.serious)})
+EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, "offset_divergent")
 EXAMPLE_ROWS: Final = 20
 
 VERDICT_COLOURS: Final = {
@@ -364,7 +357,7 @@ def _timeline_legend(fig: Figure) -> None:
 
 
 def loss_chart_svg(cells: Sequence[CellVerdict], results_by_run: Mapping[str, Any]) -> Markup:
-    """Horizontal bars: lost + offset-divergent as % of acked per cell, whiskers over reps."""
+    """Horizontal bars: the loss figure as % of acked per cell, whiskers over repetitions."""
     with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-chart"}):
         fig = Figure(figsize=(11, 0.9 + 0.36 * len(cells)))
         ax = fig.subplots()
@@ -373,7 +366,7 @@ def loss_chart_svg(cells: Sequence[CellVerdict], results_by_run: Mapping[str, An
         ax.invert_yaxis()
         ax.grid(axis="y", visible=False)
         ax.set_xlabel(
-            "acknowledged messages lost or overwritten (% of acked; line: min–max over repetitions)"
+            "acknowledged messages missing (loss, % of acked; line: min–max over repetitions)"
         )
         return _svg(fig, "loss by configuration", "loss-chart")
 
@@ -382,7 +375,7 @@ def _draw_loss_bars(
     ax: Any, cells: Sequence[CellVerdict], spans: Sequence[tuple[float, float]]
 ) -> None:
     """One bar per cell in its verdict's colour, a min–max whisker, and the value as text."""
-    rates = [c.stats.loss_or_divergence_rate for c in cells]
+    rates = [c.stats.loss_rate for c in cells]
     means = [100 * (rate or 0.0) for rate in rates]
     ax.barh(range(len(cells)), means, color=[VERDICT_COLOURS[c.verdict] for c in cells], height=0.6)
     for i, (low, high) in enumerate(spans):
@@ -402,15 +395,13 @@ def _cell_labels(cells: Sequence[CellVerdict]) -> list[str]:
 
 
 def _rep_loss_span(cell: CellVerdict, results_by_run: Mapping[str, Any]) -> tuple[float, float]:
-    """(min, max) over repetitions of (lost + offset_divergent) / acked, in %."""
+    """(min, max) over repetitions of loss / acked, in %."""
     rates = []
     for rep in cell.repetitions:
         counts = (results_by_run.get(rep.run_dir) or {}).get("counts") or {}
         acked = counts.get("acked") or 0
-        if acked:
-            rates.append(
-                100 * ((counts.get("lost") or 0) + (counts.get("offset_divergent") or 0)) / acked
-            )
+        if acked and all(isinstance(counts.get(name), int) for name in LOSS_CLASSES):
+            rates.append(100 * loss_of(counts) / acked)
     return (min(rates), max(rates)) if rates else (0.0, 0.0)
 
 
@@ -718,7 +709,7 @@ def _stats_json(stats: CellStats) -> dict[str, Any]:
         "counted": stats.counted,
         "counts": {k: dataclasses.asdict(v) for k, v in stats.counts.items()},
         "loss_rate": stats.loss_rate,
-        "loss_or_divergence_rate": stats.loss_or_divergence_rate,
+        "divergence_rate": stats.divergence_rate,
     }
 
 
@@ -752,6 +743,7 @@ def _cell_json(cell: CellVerdict) -> dict[str, Any]:
                 "reasons": list(r.reasons),
                 "loss": r.loss,
                 "acked": r.acked,
+                "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
             }
             for r in cell.repetitions
         ],

@@ -7,13 +7,13 @@ UNKNOWN with the error as reason, never a crash.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Final
 
+from analysis.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
 from analysis.guarantees import (
     ALLOWED,
     FORBIDDEN,
@@ -21,31 +21,24 @@ from analysis.guarantees import (
     Guarantee,
     guarantee_for,
 )
+from harness.rundir import STATUSES, EventType, load_events
 
 __all__ = [
-    "COUNT_NAMES",
     "CellStats",
     "CellVerdict",
     "CountStats",
     "RepetitionVerdict",
     "Verdict",
     "cell_stats",
+    "contract_breaches",
     "exit_code",
     "judge_all",
     "judge_cell",
     "judge_repetition",
-    "load_events",
     "load_events_by_run",
-    "load_results",
     "run_origin_us",
 ]
 
-COUNT_NAMES: Final = (
-    "sent", "acked", "failed", "indeterminate", "read", "lost", "unseen", "duplicated",
-    "offset_divergent", "moved", "failed_present", "indeterminate_present", "reordered",
-    "phantom",
-)  # fmt: skip
-LOSS_CLASSES: Final = ("lost", "offset_divergent", "unseen")
 EXAMPLES_IN_REASON: Final = 5
 VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it
 
@@ -72,7 +65,7 @@ class RepetitionVerdict:
     guarantee: Guarantee | None
     run_dir: str = ""
     repetition: int = 0
-    loss: int | None = None  # lost + offset_divergent + unseen; None when not judged
+    loss: int | None = None  # distinct acked messages missing (lost + unseen); None: not judged
     acked: int | None = None
 
 
@@ -92,8 +85,8 @@ class CellStats:
     repetitions: int
     counted: int  # repetitions that had counts
     counts: Mapping[str, CountStats]
-    loss_rate: float | None  # sum(lost) / sum(acked)
-    loss_or_divergence_rate: float | None  # sum(lost + offset_divergent) / sum(acked)
+    loss_rate: float | None  # sum(loss) / sum(acked)
+    divergence_rate: float | None  # sum(offset_divergent) / sum(acked), shown beside, never added
 
 
 @dataclass(frozen=True)
@@ -120,43 +113,6 @@ class _Finding:
 
 # ---------------------------------------------------------------------------------------------
 # Loading run directories
-
-
-def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The events of a run dir in file order; [] when missing; skips torn or non-object lines."""
-    path = Path(run_dir) / "events.jsonl"
-    if not path.is_file():
-        return []
-    events: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a crashed run may leave a torn last line; the rest is still evidence
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
-def load_results(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every results.json in or below the given dirs, one dict per repetition, in path order."""
-    results: list[dict[str, Any]] = []
-    for root in run_dirs:
-        root = Path(root)
-        direct = root / "results.json"
-        files = [direct] if direct.is_file() else sorted(root.rglob("results.json"))
-        for file in files:
-            results.extend(_read_results_file(file))
-    return results
-
-
-def _read_results_file(file: Path) -> list[dict[str, Any]]:
-    """Parse one results.json holding a result object or a list of them."""
-    data = json.loads(file.read_text(encoding="utf-8"))
-    if isinstance(data, dict):
-        # The file sits in its run dir; trust where it is now over where it was written.
-        return [{**data, "run_dir": str(file.parent)}]
-    return [item for item in data if isinstance(item, dict)]
 
 
 def load_events_by_run(results: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -205,24 +161,25 @@ def _judge(
         )
     counts = _read_counts(result["counts"])
     guarantee = guarantee_for(result["config"])
-    acked = counts["acked"]
+    loss, acked = loss_of(counts), counts["acked"]
+    unknown = RepetitionVerdict(Verdict.UNKNOWN, (), guarantee, run_dir, repetition, loss, acked)
+    if breaches := contract_breaches(result, events):
+        return dataclasses.replace(unknown, reasons=tuple(breaches))
     if acked == 0:
         reason = (
             f"no message was acknowledged (sent {counts['sent']}, failed {counts['failed']}, "
             f"indeterminate {counts['indeterminate']}): nothing to judge"
         )
-        return RepetitionVerdict(
-            Verdict.UNKNOWN, (reason,), guarantee, run_dir, repetition, loss=0, acked=0
-        )
+        return dataclasses.replace(unknown, reasons=(reason,))
     examples = result.get("examples") or {}
-    origin_us = run_origin_us(result, events)
+    evidence = _Evidence(events, run_origin_us(result, events), _by_partition(result))
     findings = [
-        _loss_finding(counts, examples, guarantee, events, origin_us),
+        _loss_finding(counts, examples, guarantee, evidence),
+        *_divergence_findings(counts, examples, guarantee, evidence),
         *_duplicate_findings(counts, examples, guarantee),
         *_order_findings(counts, examples, guarantee),
         *_legal_anomaly_notes(counts),
     ]
-    loss = sum(counts[name] for name in LOSS_CLASSES)
     return RepetitionVerdict(
         verdict=_repetition_outcome(findings, loss),
         reasons=tuple(f.reason for f in sorted(findings, key=lambda f: not f.violation)),
@@ -232,6 +189,23 @@ def _judge(
         loss=loss,
         acked=acked,
     )
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What the ISR exception needs: the events, t=0, and the partitions each kind hit."""
+
+    events: Sequence[Mapping[str, Any]]
+    origin_us: float
+    partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
+
+
+def _by_partition(result: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The result's per-partition loss and divergence counts ("unknown": no partition)."""
+    return {
+        "loss": dict(result.get("loss_by_partition") or {}),
+        "divergence": dict(result.get("divergence_by_partition") or {}),
+    }
 
 
 def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
@@ -260,43 +234,145 @@ def _read_counts(raw: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
+# ---------------------------------------------------------------------------------------------
+# Contract checks: a repetition whose own record is in doubt proves nothing
+
+
+def contract_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why this repetition's record cannot be trusted ([] when it can): each makes it UNKNOWN."""
+    return [
+        *_readback_breaches(events),
+        *_harness_breaches(events),
+        *_journal_breaches(result, events),
+    ]
+
+
+def _readback_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """An incomplete or unrecorded read-back cannot prove anything."""
+    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
+    if not readbacks:
+        return ["no read-back was recorded in events.jsonl: its completeness is unknown"]
+    last = readbacks[-1]
+    if last.get("complete") is not True:
+        marks = last.get("high_watermarks") or {}
+        return [
+            f"incomplete read-back: it timed out before the high watermarks {marks} "
+            f"({last.get('records', '?')} records read)"
+        ]
+    return []
+
+
+def _harness_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Faults that failed to inject or heal, and harness errors, in event order."""
+    breaches = []
+    for event in events:
+        kind = event.get("type")
+        if kind == EventType.FAULT_ERROR:
+            stage = event.get("stage") or "inject"
+            breaches.append(
+                f"fault {event.get('fault_id', '?')} ({event.get('fault', '?')} "
+                f"{event.get('target', '?')}) failed to {stage}: {event.get('error')}"
+            )
+        elif kind == EventType.HARNESS_ERROR:
+            breaches.append(f"harness error: {event.get('error')}")
+    return breaches
+
+
+def _journal_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """acked.parquet must hold each msg_id once, known statuses, and every delivery report."""
+    contract = result.get("contract")
+    if not isinstance(contract, Mapping):
+        return ["the result carries no contract facts (reconciled by an older analysis)"]
+    breaches = []
+    if repeated := contract.get("repeated_msg_ids"):
+        breaches.append(f"acked.parquet holds {repeated} msg_id(s) more than once")
+    if unknown := contract.get("unknown_statuses"):
+        breaches.append(
+            f"acked.parquet holds {unknown} row(s) whose status is none of {', '.join(STATUSES)}"
+        )
+    return breaches + _tally_breaches(contract, events)
+
+
+def _tally_breaches(contract: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The recorder's own tally of delivery reports must equal the journal's rows per status."""
+    tallies = [e for e in events if e.get("type") == EventType.RECORDER_TALLY]
+    if not tallies:
+        return ["no recorder tally in events.jsonl: the journal cannot be checked"]
+    tally = tallies[-1]
+    breaches = []
+    if tally.get("journal_error"):
+        breaches.append(f"the journal failed to write: {tally['journal_error']}")
+    reports = tally.get("reports") or {}
+    for status in STATUSES:
+        told, kept = int(reports.get(status, 0)), int(contract.get(f"reported_{status}", 0))
+        if told != kept:
+            breaches.append(
+                f"the journal disagrees with the recorder's tally: {told} {status} delivery "
+                f"reports, {kept} journalled ({told - kept:+d} dropped)"
+            )
+    return breaches
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings
+
+
 def _loss_finding(
     counts: Mapping[str, int],
     examples: Mapping[str, Any],
     guarantee: Guarantee,
-    events: Sequence[Mapping[str, Any]],
-    origin_us: float,
+    evidence: _Evidence,
 ) -> _Finding:
-    """Judge lost + offset-divergent + unseen acknowledged messages against the loss rule."""
-    acked = counts["acked"]
-    if sum(counts[name] for name in LOSS_CLASSES) == 0:
+    """Judge the one loss figure (distinct acked messages missing) against the loss rule."""
+    acked, loss = counts["acked"], loss_of(counts)
+    if loss == 0:
         return _Finding(
-            f"no acknowledged message lost: 0 lost, 0 offset-divergent, 0 unseen of {acked} "
-            f"acked (loss {guarantee.loss}: {guarantee.citation})"
+            f"no acknowledged message lost: 0 of {acked} acked missing "
+            f"(loss {guarantee.loss}: {guarantee.citation})"
         )
-    what = f"{_describe_loss(counts, examples)} of {acked} acked"
+    what = f"{loss} of {acked} acked missing ({_describe(counts, examples, LOSS_CLASSES)})"
     if guarantee.loss == ALLOWED:
         return _Finding(f"{what}; loss allowed: {guarantee.citation}")
     if guarantee.loss == FORBIDDEN:
         return _Finding(f"{VIOLATION_PREFIX}loss: {what}; {guarantee.citation}", violation=True)
     if guarantee.loss != FORBIDDEN_UNLESS_ISR_SHRANK:
         raise ValueError(f"unknown loss rule {guarantee.loss!r}")
-    return _isr_exception_finding(what, examples, guarantee, events, origin_us)
+    return _isr_exception_finding("loss", what, guarantee, evidence, "loss")
 
 
-def _describe_loss(counts: Mapping[str, int], examples: Mapping[str, Any]) -> str:
-    """Name each non-zero loss class with its count, meaning and example msg_ids."""
-    meaning = {
-        "lost": "acked, missing although a later offset of its partition was read",
-        "offset_divergent": "the acked offset holds another message in the read-back",
-        "unseen": "acked beyond the last offset read after the full read-back; counted as loss",
-    }
+def _divergence_findings(
+    counts: Mapping[str, int],
+    examples: Mapping[str, Any],
+    guarantee: Guarantee,
+    evidence: _Evidence,
+) -> list[_Finding]:
+    """Acknowledged offsets now holding another message (Jepsen's inconsistent offsets).
+
+    Judged on their own, never as loss: a violation wherever loss is forbidden, even when the
+    message survives at another offset.
+    """
+    diverged = counts["offset_divergent"]
+    if diverged == 0:
+        return []
+    detail = _describe(counts, examples, ("offset_divergent",))
+    what = f"{diverged} acknowledged offsets rewritten ({detail})"
+    rule = "acknowledged offset rewritten"
+    if guarantee.loss == ALLOWED:
+        return [_Finding(f"{what}; allowed where loss is: {guarantee.citation}")]
+    if guarantee.loss == FORBIDDEN:
+        reason = f"{VIOLATION_PREFIX}{rule}: {what}; {guarantee.citation}"
+        return [_Finding(reason, violation=True)]
+    return [_isr_exception_finding(rule, what, guarantee, evidence, "divergence")]
+
+
+def _describe(counts: Mapping[str, int], examples: Mapping[str, Any], names: Sequence[str]) -> str:
+    """Each non-zero class of `names` with its count, meaning and first example msg_ids."""
     parts = []
-    for name in LOSS_CLASSES:
+    for name in names:
         if counts[name]:
-            label = name.replace("_", "-")
+            entry = anomaly(name)
             ids = _example_text(examples, name)
-            parts.append(f"{counts[name]} {label} ({meaning[name]}{ids})")
+            parts.append(f"{counts[name]} {entry.label}: {entry.meaning}{ids}")
     return "; ".join(parts)
 
 
@@ -321,40 +397,32 @@ def _example_one(row: Mapping[str, Any]) -> str:
 
 
 def _isr_exception_finding(
-    what: str,
-    examples: Mapping[str, Any],
-    guarantee: Guarantee,
-    events: Sequence[Mapping[str, Any]],
-    origin_us: float,
+    rule: str, what: str, guarantee: Guarantee, evidence: _Evidence, kind: str
 ) -> _Finding:
-    """Loss is allowed only if a sample before the last fault showed an ISR of one replica."""
-    partitions = _loss_partitions(examples)
-    before_us = _last_fault_start_us(events)
-    shrunk = _isr_shrunk_sample(events, partitions, before_us)
-    if shrunk is not None:
-        ts_us, partition, isr = shrunk
-        t = (ts_us - origin_us) / 1e6
+    """Allowed only if, for every partition hit, a sample before the last fault showed an ISR
+    of one replica there; a hit whose partition is unknown needs one in any partition."""
+    before_us = _last_fault_start_us(evidence.events)
+    hit = evidence.partitions.get(kind) or {"unknown": 1}  # no facts: nothing narrows it
+    shrinks, missing = [], []
+    for partition in sorted(hit):
+        scope = None if partition == "unknown" else {int(partition)}
+        shrunk = _isr_shrunk_sample(evidence.events, scope, before_us)
+        if shrunk is None:
+            missing.append("an unknown partition" if scope is None else f"partition {partition}")
+        else:
+            ts_us, p, isr = shrunk
+            shrinks.append(f"p{p} ISR {isr} at t={(ts_us - evidence.origin_us) / 1e6:.1f} s")
+    if missing:
         return _Finding(
-            f"{what}; allowed because the ISR of partition {partition} had shrunk to {isr} "
-            f"at t={t:.1f} s, before the fault: {guarantee.citation}"
+            f"{VIOLATION_PREFIX}{rule}: {what}; no leader/ISR sample before the last fault shows "
+            f"an ISR of one replica for {', '.join(missing)}, so the exception does not apply: "
+            f"{guarantee.citation}",
+            violation=True,
         )
-    scope = f"partitions {sorted(partitions)}" if partitions else "any partition"
     return _Finding(
-        f"{VIOLATION_PREFIX}loss: {what}; no leader/ISR sample before the last fault shows "
-        f"an ISR of one replica for {scope}, so the exception does not apply: "
-        f"{guarantee.citation}",
-        violation=True,
+        f"{what}; allowed because the ISR had shrunk to the leader before the fault "
+        f"({'; '.join(shrinks)}): {guarantee.citation}"
     )
-
-
-def _loss_partitions(examples: Mapping[str, Any]) -> set[int]:
-    """Partitions named by the loss examples (empty: unknown, so any partition counts)."""
-    found: set[int] = set()
-    for name in LOSS_CLASSES:
-        for row in examples.get(name) or []:
-            if isinstance(row, Mapping) and row.get("partition") is not None:
-                found.add(int(row["partition"]))
-    return found
 
 
 def _last_fault_start_us(events: Sequence[Mapping[str, Any]]) -> float:
@@ -364,16 +432,19 @@ def _last_fault_start_us(events: Sequence[Mapping[str, Any]]) -> float:
 
 
 def _isr_shrunk_sample(
-    events: Sequence[Mapping[str, Any]], partitions: set[int], before_us: float
+    events: Sequence[Mapping[str, Any]], partitions: set[int] | None, before_us: float
 ) -> tuple[int, int, list[int]] | None:
-    """(ts_us, partition, isr) of the first sample before `before_us` with an ISR of size 1."""
-    samples = sorted((e for e in events if e.get("type") == "sample"), key=lambda e: e["ts_us"])
+    """(ts_us, partition, isr) of the first sample before `before_us` with an ISR of size 1
+    in one of `partitions` (None: any partition)."""
+    samples = sorted(
+        (e for e in events if e.get("type") == EventType.SAMPLE), key=lambda e: e["ts_us"]
+    )
     for sample in samples:
         if sample["ts_us"] >= before_us:
             break
         for state in sample.get("partitions") or []:
             isr = list(state.get("isr") or [])
-            in_scope = not partitions or state.get("partition") in partitions
+            in_scope = partitions is None or state.get("partition") in partitions
             if in_scope and len(isr) == 1:
                 return int(sample["ts_us"]), int(state["partition"]), isr
     return None
@@ -382,16 +453,27 @@ def _isr_shrunk_sample(
 def _duplicate_findings(
     counts: Mapping[str, int], examples: Mapping[str, Any], guarantee: Guarantee
 ) -> list[_Finding]:
-    """Duplicates are a violation with idempotence on, a counted legal anomaly otherwise."""
-    duplicated = counts["duplicated"]
-    if duplicated == 0:
-        return []
-    ids = _example_text(examples, "duplicated")
-    what = f"{duplicated} duplicated (message ids read more than once{ids})"
-    if guarantee.duplicates == FORBIDDEN:
-        reason = f"{VIOLATION_PREFIX}duplicates: {what}; {guarantee.duplicates_citation}"
-        return [_Finding(reason, violation=True)]
-    return [_Finding(f"{what}; allowed: {guarantee.duplicates_citation}")]
+    """Duplicates of acknowledged messages: a violation with idempotence on, a counted legal
+    anomaly otherwise. Duplicates of failed or indeterminate sends are always allowed."""
+    findings = []
+    if duplicated := counts["duplicated"]:
+        ids = _example_text(examples, "duplicated")
+        what = f"{duplicated} duplicated ({anomaly('duplicated').meaning}{ids})"
+        if guarantee.duplicates == FORBIDDEN:
+            reason = f"{VIOLATION_PREFIX}duplicates: {what}; {guarantee.duplicates_citation}"
+            findings.append(_Finding(reason, violation=True))
+        else:
+            findings.append(_Finding(f"{what}; allowed: {guarantee.duplicates_citation}"))
+    if unacked := counts["duplicated_unacked"]:
+        ids = _example_text(examples, "duplicated_unacked")
+        findings.append(
+            _Finding(
+                f"{unacked} {anomaly('duplicated_unacked').label} "
+                f"({anomaly('duplicated_unacked').meaning}{ids}): the idempotence guarantee "
+                "covers acknowledged messages only"
+            )
+        )
+    return findings
 
 
 def _order_findings(
@@ -411,16 +493,10 @@ def _order_findings(
 
 def _legal_anomaly_notes(counts: Mapping[str, int]) -> list[_Finding]:
     """Anomalies the doc calls legal, or that say more about the harness than about Kafka."""
-    notes = {
-        "failed_present": "send failed, yet in the log (legal, e.g. after "
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND)",
-        "indeterminate_present": "outcome unknown, in the log (legal)",
-        "moved": "found at another offset than acknowledged (not a loss)",
-        "phantom": "read but never sent (not judged: points at the harness or a reused topic)",
-    }
+    notes = ("expired", "moved", "failed_present", "indeterminate_present", "phantom")
     return [
-        _Finding(f"{counts[name]} {name.replace('_', '-')}: {text}")
-        for name, text in notes.items()
+        _Finding(f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}")
+        for name in notes
         if counts[name] > 0
     ]
 
@@ -468,19 +544,25 @@ def judge_cell(
 def _cell_outcome(
     reps: Sequence[RepetitionVerdict], guarantee: Guarantee | None
 ) -> tuple[Verdict, tuple[str, ...]]:
-    """Fold repetition verdicts: VIOLATION > EXPECTED-LOSS > UNKNOWN > NOT-PROVOKED > PASS."""
+    """Fold repetition verdicts: VIOLATION > UNKNOWN > EXPECTED-LOSS > NOT-PROVOKED > PASS.
+
+    UNKNOWN outranks EXPECTED-LOSS: a repetition that could not be judged may hide a violation
+    (a forbidden duplicate or reorder) that the cell's allowed loss says nothing about.
+    """
     n = len(reps)
     by_verdict = {v: [r for r in reps if r.verdict == v] for v in Verdict}
     if violating := by_verdict[Verdict.VIOLATION]:
         head = f"{len(violating)} of {n} repetitions violate the documented guarantee"
         return Verdict.VIOLATION, (head, *_rep_reasons(violating, only_violations=True))
-    if lossy := by_verdict[Verdict.EXPECTED_LOSS]:
+    lossy = by_verdict[Verdict.EXPECTED_LOSS]
+    if unknown := by_verdict[Verdict.UNKNOWN]:
+        head = f"{len(unknown)} of {n} repetitions could not be judged"
+        if lossy:
+            head += f" (loss allowed and observed in {len(lossy)})"
+        return Verdict.UNKNOWN, (head, *_rep_reasons(unknown, first_only=True))
+    if lossy:
         head = f"loss allowed and observed in {len(lossy)} of {n} repetitions"
         return Verdict.EXPECTED_LOSS, (head, *_rep_reasons(lossy, first_only=True))
-    if unknown := by_verdict[Verdict.UNKNOWN]:
-        # An unjudged repetition could have lost data, so neither PASS nor NOT-PROVOKED holds.
-        head = f"{len(unknown)} of {n} repetitions could not be judged"
-        return Verdict.UNKNOWN, (head, *_rep_reasons(unknown, first_only=True))
     acked = sum(r.acked or 0 for r in reps)
     if guarantee is None:  # cannot happen for judged repetitions; stay UNKNOWN, never crash
         return Verdict.UNKNOWN, ("no documented guarantee could be determined",)
@@ -511,10 +593,14 @@ def _rep_reasons(
 
 
 def cell_stats(results_of_cell: Sequence[Mapping[str, Any]]) -> CellStats:
-    """Mean/min/max per count over repetitions with counts, and the loss rates."""
-    rows = [r["counts"] for r in results_of_cell if isinstance(r.get("counts"), Mapping)]
+    """Mean/min/max per count and of the loss figure over repetitions with counts; the rates."""
+    rows = [
+        {**counts, "loss": loss_of(counts)}
+        for counts in (r.get("counts") for r in results_of_cell)
+        if isinstance(counts, Mapping) and all(_is_count(counts.get(n)) for n in LOSS_CLASSES)
+    ]
     stats: dict[str, CountStats] = {}
-    for name in COUNT_NAMES:
+    for name in (*COUNT_NAMES, "loss"):
         values = [v for v in (row.get(name) for row in rows) if _is_count(v)]
         if values:
             stats[name] = CountStats(sum(values) / len(values), min(values), max(values))
@@ -522,8 +608,8 @@ def cell_stats(results_of_cell: Sequence[Mapping[str, Any]]) -> CellStats:
         repetitions=len(results_of_cell),
         counted=len(rows),
         counts=stats,
-        loss_rate=_rate(rows, ("lost",)),
-        loss_or_divergence_rate=_rate(rows, ("lost", "offset_divergent")),
+        loss_rate=_rate(rows, "loss"),
+        divergence_rate=_rate(rows, "offset_divergent"),
     )
 
 
@@ -532,13 +618,13 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _rate(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> float | None:
-    """sum(names) / sum(acked) over rows with all those counts; None when nothing was acked."""
-    usable = [r for r in rows if all(_is_count(r.get(n)) for n in (*names, "acked"))]
+def _rate(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+    """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
+    usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get("acked"))]
     acked = sum(r["acked"] for r in usable)
     if acked == 0:
         return None
-    return sum(r[n] for r in usable for n in names) / acked
+    return sum(r[name] for r in usable) / acked
 
 
 def judge_all(

@@ -170,6 +170,7 @@ def _analyse_and_print(
         "cell",
         "reps",
         "acked",
+        "loss",
         "lost",
         "unseen",
         "dup",

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from analysis.anomalies import ANOMALY_NAMES
 from analysis.junit import write_junit
 from analysis.report import ReportPaths, fault_windows, leader_changes, render_report
 from analysis.verdicts import CellVerdict, Verdict, judge_all
@@ -33,11 +34,7 @@ AP = {
     "enable_idempotence": False,
     "fault_class": "leader-partition",
 }
-ZERO = dict.fromkeys(
-    ["lost", "unseen", "duplicated", "offset_divergent", "moved", "failed_present",
-     "indeterminate_present", "reordered", "phantom"],
-    0,
-)  # fmt: skip
+ZERO = dict.fromkeys(ANOMALY_NAMES, 0)
 
 
 def timeline(seconds: int = 20) -> list[dict[str, Any]]:
@@ -90,6 +87,16 @@ def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[s
         "axes": {},
         "config": config,
         "counts": all_counts,
+        "loss": all_counts["lost"] + all_counts["unseen"],
+        "loss_by_partition": {"0": counts["lost"]} if counts.get("lost") else {},
+        "divergence_by_partition": {"1": 1} if counts.get("offset_divergent") else {},
+        "contract": {
+            "repeated_msg_ids": 0,
+            "unknown_statuses": 0,
+            "reported_ok": 1900,
+            "reported_failed": 40,
+            "reported_indeterminate": 60,
+        },
         "examples": examples,
         "timeline": timeline(),
     }
@@ -98,6 +105,15 @@ def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[s
 def us(t_s: float) -> int:
     """Epoch microseconds of t_s seconds into the run."""
     return int((T0_S + t_s) * 1e6)
+
+
+def healthy_events() -> list[dict[str, Any]]:
+    """A complete read-back and a recorder tally agreeing with result()'s journal."""
+    reports = {"ok": 1900, "failed": 40, "indeterminate": 60}
+    return [
+        {"type": "readback", "ts_us": us(30), "complete": True, "high_watermarks": {"0": 1}},
+        {"type": "recorder_tally", "ts_us": us(29), "reports": reports, "journal_error": None},
+    ]
 
 
 def events_with_fault_and_leader_change() -> list[dict[str, Any]]:
@@ -115,6 +131,7 @@ def events_with_fault_and_leader_change() -> list[dict[str, Any]]:
         }
 
     return [
+        *healthy_events(),
         {"type": "phase", "ts_us": us(0), "phase": "workload-start"},
         sample(1, 1, [1, 2, 3]),
         sample(7, 1, [1, 2, 3]),
@@ -200,12 +217,12 @@ def test_html_is_offline(rendered: ReportPaths) -> None:
 
 def test_markdown_has_the_matrix_and_reasons(rendered: ReportPaths) -> None:
     md = rendered.markdown.read_text()
-    assert "| cell | configuration | sent | acked | lost |" in md
+    assert "| cell | configuration | sent | acked | loss | lost |" in md
     assert "| `ap-leader-partition` |" in md
     assert "**EXPECTED-LOSS** |" in md
     assert "**VIOLATION** |" in md
     assert "### cp-leader-kill: VIOLATION" in md
-    assert "forbidden loss" in md
+    assert "forbidden acknowledged offset rewritten" in md
 
 
 def test_json_parses_with_verdicts(rendered: ReportPaths) -> None:
@@ -234,19 +251,17 @@ def test_report_without_timeline_or_events_still_renders(tmp_path: Path) -> None
 
 def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
     cells, _, _ = crafted
-    extra = judge_all(
-        [
-            result("ap-not-provoked", AP, 0),
-            result("ap-not-provoked", AP, 1),
-            {
-                **result("cp-unknown", CP, 0),
-                "status": "error",
-                "error": "cluster did not start",
-                "counts": None,
-            },
-        ],
-        {},
-    )
+    extra_results = [
+        result("ap-not-provoked", AP, 0),
+        result("ap-not-provoked", AP, 1),
+        {
+            **result("cp-unknown", CP, 0),
+            "status": "error",
+            "error": "cluster did not start",
+            "counts": None,
+        },
+    ]
+    extra = judge_all(extra_results, {r["run_dir"]: healthy_events() for r in extra_results})
     path = write_junit([*cells, *extra], tmp_path / "junit" / "kafka-chaos.xml")
     root = ET.parse(path).getroot()
     [suite] = root.iter("testsuite")
@@ -264,7 +279,9 @@ def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
     }
     failure = cases[("chaos.cp-leader-kill", "rep-0")].find("failure")
     assert failure is not None
-    assert failure.get("message", "").startswith("forbidden loss: 1 offset-divergent")
+    assert failure.get("message", "").startswith(
+        "forbidden acknowledged offset rewritten: 1 acknowledged offsets rewritten"
+    )
     assert "msg_id 77" in (failure.text or "")
     error = cases[("chaos.cp-unknown", "rep-0")].find("error")
     assert error is not None
@@ -273,3 +290,5 @@ def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
     assert skipped is not None
     assert skipped.get("message") == "loss allowed but not provoked"
     assert cases[("chaos.ap-leader-partition", "rep-1")].find("failure") is None
+    out = cases[("chaos.ap-leader-partition", "rep-1")].find("system-out")
+    assert out is not None and "loss: 3 of 1900 acked (0.158 %)" in (out.text or "")

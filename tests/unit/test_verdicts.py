@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from analysis import guarantees, verdicts
+from analysis.anomalies import COUNT_NAMES
 from analysis.guarantees import (
     ALLOWED,
     FORBIDDEN,
@@ -23,10 +24,8 @@ from analysis.verdicts import (
     exit_code,
     judge_all,
     judge_cell,
-    judge_repetition,
-    load_events,
-    load_results,
 )
+from harness.rundir import load_events
 
 CP = {
     "acks": "all",
@@ -58,7 +57,7 @@ def with_fault(config: dict[str, Any], fault: str, **overrides: Any) -> dict[str
 
 def counts(**overrides: int) -> dict[str, int]:
     """Counts of a clean run of 1000 sends, with overrides."""
-    base = dict.fromkeys(verdicts.COUNT_NAMES, 0)
+    base = dict.fromkeys(COUNT_NAMES, 0)
     base.update(sent=1000, acked=990, failed=6, indeterminate=4, read=992)
     base.update(overrides)
     return base
@@ -72,10 +71,24 @@ def result(
     status: str = "complete",
     error: str | None = None,
     examples: dict[str, list[dict[str, Any]]] | None = None,
+    loss_by_partition: dict[str, int] | None = None,
+    divergence_by_partition: dict[str, int] | None = None,
     **count_overrides: int,
 ) -> dict[str, Any]:
-    """A results.json dict for one repetition."""
+    """A results.json dict for one repetition, its contract facts agreeing with its counts."""
+    run_counts = counts(**count_overrides) if status == "complete" else None
+    contract = None
+    if run_counts is not None:
+        contract = {
+            "repeated_msg_ids": 0,
+            "unknown_statuses": 0,
+            "reported_ok": run_counts["acked"],
+        }
+        contract |= {"reported_failed": run_counts["failed"], "reported_indeterminate": 0}
     return {
+        "contract": contract,
+        "loss_by_partition": loss_by_partition or {},
+        "divergence_by_partition": divergence_by_partition or {},
         "run_dir": f"runs/exp/ts/{cell}/{rep}",
         "experiment": "exp",
         "cell": cell,
@@ -84,10 +97,25 @@ def result(
         "error": error,
         "axes": {},
         "config": config,
-        "counts": counts(**count_overrides) if status == "complete" else None,
+        "counts": run_counts,
         "examples": examples or {},
         "timeline": [],
     }
+
+
+def healthy_events(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """A complete read-back and a recorder tally that agrees with the result's journal."""
+    contract = res.get("contract") or {}
+    reports = {s: contract.get(f"reported_{s}", 0) for s in ("ok", "failed", "indeterminate")}
+    return [
+        {"type": "readback", "ts_us": T0_US, "complete": True, "high_watermarks": {"0": 9}},
+        {"type": "recorder_tally", "ts_us": T0_US, "reports": reports, "journal_error": None},
+    ]
+
+
+def judge_repetition(res: dict[str, Any], events: list[dict[str, Any]]):
+    """verdicts.judge_repetition with a healthy read-back and tally added to `events`."""
+    return verdicts.judge_repetition(res, [*events, *healthy_events(res)])
 
 
 def sample(t_s: float, isr: list[int], leader: int = 1, partition: int = 0) -> dict[str, Any]:
@@ -291,16 +319,34 @@ def test_violation_for_forbidden_loss_names_counts_and_ids() -> None:
     assert v.loss == 3
 
 
-@pytest.mark.parametrize("name", ["offset_divergent", "unseen"])
-def test_divergence_and_unseen_count_as_loss(name: str) -> None:
-    examples = {name: [{"msg_id": 7, "partition": 0, "offset": 3, "readback_msg_id_at_offset": 9}]}
-    v = judge_repetition(result(CP, examples=examples, **{name: 2}), [])
+def test_unseen_counts_as_loss() -> None:
+    examples = {"unseen": [{"msg_id": 7, "partition": 0, "offset": 3}]}
+    v = judge_repetition(result(CP, lost=1, unseen=2, examples=examples), [])
     assert v.verdict == Verdict.VIOLATION
-    assert f"2 {name.replace('_', '-')}" in v.reasons[0]
-    if name == "unseen":
-        assert "counted as loss" in v.reasons[0]
-    else:
-        assert "read-back holds msg_id 9" in v.reasons[0]
+    assert v.loss == 3
+    assert v.reasons[0].startswith("forbidden loss: 3 of 990 acked missing (1 lost")
+    assert "2 unseen" in v.reasons[0] and "msg_id 7 at p0@3" in v.reasons[0]
+
+
+def test_rewritten_offset_is_its_own_violation_never_loss() -> None:
+    examples = {
+        "offset_divergent": [
+            {"msg_id": 7, "partition": 0, "offset": 3, "readback_msg_id_at_offset": 9}
+        ]
+    }
+    v = judge_repetition(result(CP, offset_divergent=2, moved=2, examples=examples), [])
+    assert v.verdict == Verdict.VIOLATION
+    assert v.loss == 0
+    assert v.reasons[0].startswith("forbidden acknowledged offset rewritten: 2 acknowledged")
+    assert "read-back holds msg_id 9" in v.reasons[0]
+    assert not any(r.startswith("forbidden loss") for r in v.reasons)
+    assert any(r.startswith("no acknowledged message lost") for r in v.reasons)
+
+
+def test_rewritten_offset_allowed_where_loss_is() -> None:
+    v = judge_repetition(result(with_fault(AP, "leader-partition"), offset_divergent=2), [])
+    assert v.verdict == Verdict.PASS
+    assert any("allowed where loss is" in r for r in v.reasons)
 
 
 def test_duplicates_violate_only_with_idempotence() -> None:
@@ -330,8 +376,8 @@ def test_expected_loss_where_allowed() -> None:
 def test_legal_anomalies_are_counted_not_judged() -> None:
     v = judge_repetition(result(CP, failed_present=2, indeterminate_present=1, phantom=1), [])
     assert v.verdict == Verdict.PASS
-    assert any(r.startswith("2 failed-present: ") for r in v.reasons)
-    assert any(r.startswith("1 phantom: read but never sent") for r in v.reasons)
+    assert any(r.startswith("2 failed present: the send failed") for r in v.reasons)
+    assert any(r.startswith("1 phantom: log records never sent") for r in v.reasons)
 
 
 def test_unknown_for_incomplete_and_error_runs() -> None:
@@ -366,11 +412,10 @@ def test_malformed_input_becomes_unknown_not_a_crash() -> None:
 
 
 def test_isr_exception_applies_when_isr_had_shrunk_before_the_fault() -> None:
-    examples = {"lost": [{"msg_id": 1, "partition": 0, "offset": 10}]}
     events = [sample(1, [1, 2, 3]), sample(2, [1]), *fault(5, 8), sample(6, [2], leader=2)]
-    v = judge_repetition(result(MIN1, lost=2, examples=examples), events)
+    v = judge_repetition(result(MIN1, lost=2, loss_by_partition={"0": 2}), events)
     assert v.verdict == Verdict.EXPECTED_LOSS
-    assert "had shrunk to [1]" in v.reasons[0]
+    assert "ISR had shrunk to the leader before the fault (p0 ISR [1] at t=2.0 s)" in v.reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -382,8 +427,8 @@ def test_isr_exception_applies_when_isr_had_shrunk_before_the_fault() -> None:
     ],
 )
 def test_isr_exception_does_not_apply_otherwise(isr_samples: list[dict[str, Any]]) -> None:
-    examples = {"lost": [{"msg_id": 1, "partition": 0, "offset": 10}]}
-    v = judge_repetition(result(MIN1, lost=2, examples=examples), [*isr_samples, *fault(5, 8)])
+    res = result(MIN1, lost=2, loss_by_partition={"0": 2})
+    v = judge_repetition(res, [*isr_samples, *fault(5, 8)])
     assert v.verdict == Verdict.VIOLATION
     assert "exception does not apply" in v.reasons[0]
 
@@ -393,8 +438,11 @@ def test_isr_exception_does_not_apply_otherwise(isr_samples: list[dict[str, Any]
 
 
 def judge(results: list[dict[str, Any]], events: dict[str, list[dict[str, Any]]] | None = None):
-    """judge_cell with no events unless given."""
-    return judge_cell(results, events or {})
+    """judge_cell with healthy read-back and tally events, plus any events given per run."""
+    given = events or {}
+    return judge_cell(
+        results, {r["run_dir"]: [*given.get(r["run_dir"], []), *healthy_events(r)] for r in results}
+    )
 
 
 def test_cell_violation_if_any_repetition_violates() -> None:
@@ -436,8 +484,8 @@ def test_cell_pass() -> None:
 
 
 def test_cell_isr_exception_uses_each_repetitions_events() -> None:
-    examples = {"lost": [{"msg_id": 1, "partition": 0, "offset": 10}]}
-    shrunk, healthy = result(MIN1, rep=0, lost=1, examples=examples), result(MIN1, rep=1)
+    shrunk = result(MIN1, rep=0, lost=1, loss_by_partition={"0": 1})
+    healthy = result(MIN1, rep=1)
     events = {shrunk["run_dir"]: [sample(1, [1]), *fault(3, 4)]}
     assert judge([shrunk, healthy], events).verdict == Verdict.EXPECTED_LOSS
     assert judge([shrunk, healthy], {}).verdict == Verdict.VIOLATION
@@ -480,20 +528,231 @@ def test_exit_code(verdict_list: tuple[Verdict, ...], code: int) -> None:
     assert exit_code(cells_with(*verdict_list)) == code
 
 
-def test_load_results_and_events(tmp_path: Path) -> None:
+def test_load_events(tmp_path: Path) -> None:
     run = tmp_path / "exp" / "ts" / "cell" / "0"
     run.mkdir(parents=True)
-    (run / "results.json").write_text(json.dumps(result(CP)))
     lines = [json.dumps(sample(1, [1, 2, 3])), "", json.dumps(fault(2, 3)[0]), '{"type": "sam']
     (run / "events.jsonl").write_text("\n".join(lines))
-    loaded = load_results([tmp_path])
-    assert len(loaded) == 1
-    assert loaded[0]["run_dir"] == str(run)
     assert [e["type"] for e in load_events(run)] == ["sample", "fault_start"]
     assert load_events(tmp_path / "missing") == []
+    loaded = [{**result(CP), "run_dir": str(run)}]
     assert verdicts.load_events_by_run(loaded) == {str(run): load_events(run)}
 
 
 def test_guarantees_module_exports() -> None:
     assert set(guarantees.__all__) <= set(dir(guarantees))
     assert set(verdicts.__all__) <= set(dir(verdicts))
+
+
+# ---------------------------------------------------------------------------------------------
+# Contract checks: each one alone turns a clean CP repetition UNKNOWN, with its reason
+
+
+def readback_event(complete: bool) -> dict[str, Any]:
+    """A readback event that did or did not reach every high watermark."""
+    return {"type": "readback", "ts_us": T0_US + 1, "complete": complete, "records": 5,
+            "high_watermarks": {"0": 9}}  # fmt: skip
+
+
+def tally_event(ok: int, failed: int = 6, indeterminate: int = 0, error: str | None = None):
+    """A recorder_tally event."""
+    reports = {"ok": ok, "failed": failed, "indeterminate": indeterminate}
+    return {"type": "recorder_tally", "ts_us": T0_US + 2, "reports": reports,
+            "journal_error": error}  # fmt: skip
+
+
+def raw_judge(res: dict[str, Any], events: list[dict[str, Any]]):
+    """verdicts.judge_repetition with exactly these events."""
+    return verdicts.judge_repetition(res, events)
+
+
+def clean_cp() -> dict[str, Any]:
+    """A clean CP result whose journal holds 990 ok and 6 failed reports."""
+    res = result(CP)
+    res["contract"]["reported_failed"] = 6
+    return res
+
+
+def test_a_clean_record_passes_the_contract() -> None:
+    v = raw_judge(clean_cp(), [readback_event(True), tally_event(990)])
+    assert v.verdict == Verdict.PASS
+
+
+@pytest.mark.parametrize(
+    ("events", "reason"),
+    [
+        ([readback_event(False), tally_event(990)], "incomplete read-back: it timed out"),
+        ([tally_event(990)], "no read-back was recorded"),
+        ([readback_event(True)], "no recorder tally"),
+        (
+            [readback_event(True), tally_event(995)],
+            "the journal disagrees with the recorder's tally: 995 ok delivery reports, "
+            "990 journalled (+5 dropped)",
+        ),
+        (
+            [readback_event(True), tally_event(990, indeterminate=2)],
+            "2 indeterminate delivery reports, 0 journalled",
+        ),
+        ([readback_event(True), tally_event(990, error="disk full")], "failed to write: disk full"),
+        (
+            [
+                readback_event(True),
+                tally_event(990),
+                {
+                    "type": "fault_error",
+                    "ts_us": T0_US,
+                    "fault_id": 2,
+                    "fault": "partition",
+                    "target": "leader",
+                    "error": "iptables: not found",
+                    "stage": "inject",
+                },
+            ],
+            "fault 2 (partition leader) failed to inject: iptables: not found",
+        ),
+        (
+            [
+                readback_event(True),
+                tally_event(990),
+                {
+                    "type": "fault_error",
+                    "ts_us": T0_US,
+                    "fault_id": 1,
+                    "fault": "pause",
+                    "target": "leader",
+                    "error": "no such container",
+                    "stage": "heal",
+                },
+            ],
+            "fault 1 (pause leader) failed to heal: no such container",
+        ),
+        (
+            [readback_event(True), tally_event(990), {"type": "harness_error", "error": "boom"}],
+            "harness error: boom",
+        ),
+    ],
+)
+def test_contract_breach_makes_the_repetition_unknown(events: list, reason: str) -> None:
+    v = raw_judge(clean_cp(), events)
+    assert v.verdict == Verdict.UNKNOWN
+    assert any(reason in r for r in v.reasons), v.reasons
+
+
+def test_an_incomplete_readback_is_unknown_even_with_loss_under_cp() -> None:
+    res = result(CP, lost=0, unseen=990, read=0)  # an empty read-back
+    res["contract"]["reported_failed"] = 6
+    v = raw_judge(res, [readback_event(False), tally_event(990)])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.loss == 990  # the figure is still reported, never judged
+
+
+@pytest.mark.parametrize(
+    ("breach", "reason"),
+    [
+        ({"repeated_msg_ids": 1}, "acked.parquet holds 1 msg_id(s) more than once"),
+        ({"unknown_statuses": 2}, "2 row(s) whose status is none of ok, failed, indeterminate"),
+    ],
+)
+def test_acked_rows_breaking_the_contract_make_it_unknown(breach: dict, reason: str) -> None:
+    res = clean_cp()
+    res["contract"].update(breach)
+    v = raw_judge(res, [readback_event(True), tally_event(990)])
+    assert v.verdict == Verdict.UNKNOWN
+    assert reason in v.reasons[0]
+
+
+def test_a_result_without_contract_facts_is_unknown() -> None:
+    res = clean_cp()
+    del res["contract"]
+    assert raw_judge(res, [readback_event(True), tally_event(990)]).verdict == Verdict.UNKNOWN
+
+
+# ---------------------------------------------------------------------------------------------
+# The one loss figure, and the rules around it
+
+
+def test_empty_readback_under_cp_reports_full_loss() -> None:
+    v = judge_repetition(result(CP, unseen=990, read=0), [])
+    assert v.verdict == Verdict.VIOLATION
+    assert v.loss == 990 == v.acked
+    cell = judge([result(CP, unseen=990, read=0)])
+    assert cell.stats.loss_rate == 1.0
+
+
+def test_loss_rate_counts_lost_and_unseen_never_divergence() -> None:
+    ap = with_fault(AP, "leader-partition")
+    cell = judge([result(ap, rep=0, lost=10, unseen=30, offset_divergent=10, acked=1000)])
+    assert cell.stats.loss_rate == pytest.approx(40 / 1000)
+    assert cell.stats.divergence_rate == pytest.approx(10 / 1000)
+    assert cell.stats.counts["loss"].mean == 40
+    assert cell.repetitions[0].loss == 40
+
+
+def test_isr_exception_needs_a_shrink_in_every_partition_that_lost() -> None:
+    res = result(MIN1, lost=3, loss_by_partition={"0": 1, "2": 2})
+    only_p2 = [sample(1, [1], partition=2), *fault(5, 8)]
+    v = judge_repetition(res, only_p2)
+    assert v.verdict == Verdict.VIOLATION
+    assert "for partition 0, so the exception does not apply" in v.reasons[0]
+    both = [sample(1, [1], partition=2), sample(2, [1], partition=0), *fault(5, 8)]
+    assert judge_repetition(res, both).verdict == Verdict.EXPECTED_LOSS
+
+
+def test_isr_exception_for_an_unknown_partition_needs_any_shrink() -> None:
+    res = result(MIN1, lost=1, loss_by_partition={"unknown": 1})
+    assert judge_repetition(res, [sample(1, [1], partition=2), *fault(5, 8)]).verdict == (
+        Verdict.EXPECTED_LOSS
+    )
+    assert judge_repetition(res, [sample(1, [1, 2]), *fault(5, 8)]).verdict == Verdict.VIOLATION
+
+
+def test_isr_sample_at_the_fault_start_is_not_before_it() -> None:
+    res = result(MIN1, lost=1, loss_by_partition={"0": 1})
+    assert judge_repetition(res, [sample(5, [1]), *fault(5, 8)]).verdict == Verdict.VIOLATION
+    assert judge_repetition(res, [sample(4.9, [1]), *fault(5, 8)]).verdict == (
+        Verdict.EXPECTED_LOSS
+    )
+
+
+def test_isr_exception_counts_a_shrink_before_the_last_of_several_faults() -> None:
+    res = result(MIN1, lost=1, loss_by_partition={"0": 1})
+    second = [{**e, "fault_id": 2, "ts_us": e["ts_us"] + 10_000_000} for e in fault(5, 8)]
+    events = [*fault(5, 8), sample(12, [1]), *second]  # shrank between the two faults
+    assert judge_repetition(res, events).verdict == Verdict.EXPECTED_LOSS
+
+
+def test_rewritten_offsets_fall_under_the_isr_exception_per_partition() -> None:
+    res = result(MIN1, offset_divergent=2, divergence_by_partition={"1": 2})
+    assert judge_repetition(res, [sample(1, [1], partition=0), *fault(5, 8)]).verdict == (
+        Verdict.VIOLATION
+    )
+    assert judge_repetition(res, [sample(1, [1], partition=1), *fault(5, 8)]).verdict == (
+        Verdict.PASS
+    )
+
+
+def test_duplicates_of_unacknowledged_sends_are_allowed_under_idempotence() -> None:
+    v = judge_repetition(result(CP, duplicated_unacked=4), [])
+    assert v.verdict == Verdict.PASS
+    assert any(r.startswith("4 dup unacked") for r in v.reasons)
+
+
+def test_expired_messages_are_noted_never_lost() -> None:
+    v = judge_repetition(result(CP, expired=12), [])
+    assert v.verdict == Verdict.PASS and v.loss == 0
+    assert any(r.startswith("12 expired: acked below") for r in v.reasons)
+
+
+def test_cell_unknown_outranks_expected_loss() -> None:
+    cell = judge([result(AP, rep=0, lost=4), result(AP, rep=1, status="incomplete")])
+    assert cell.verdict == Verdict.UNKNOWN
+    assert cell.reasons[0] == (
+        "1 of 2 repetitions could not be judged (loss allowed and observed in 1)"
+    )
+
+
+def test_violation_reasons_come_first() -> None:
+    v = judge_repetition(result(CP, duplicated=1, failed_present=1, lost=1), [])
+    assert v.reasons[0].startswith("forbidden loss")
+    assert v.reasons[1].startswith("forbidden duplicates")
+    assert v.reasons[2].startswith("1 failed present")
