@@ -11,12 +11,14 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from harness.journal import AckJournal, key_of
+from harness.journal import AckJournal, error_status, key_of
+from harness.rundir import Status
 
 # Outcomes where the write may or may not be in the log: never counted as a loss.
 INDETERMINATE = frozenset(
@@ -73,6 +75,53 @@ class Workload:
     keys: int
 
 
+class DeliveryTally:
+    """Delivery reports by status, counted in the delivery callback as librdkafka serves them.
+
+    Independent of the journal's decoding and writing: a run is complete only when the
+    journal holds exactly these reports.
+    """
+
+    __slots__ = ("failed", "indeterminate", "ok")
+
+    def __init__(self) -> None:
+        self.ok = self.failed = self.indeterminate = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """{status: reports} for every status (the recorder_tally event's `reports`)."""
+        return {
+            Status.OK.value: self.ok,
+            Status.FAILED.value: self.failed,
+            Status.INDETERMINATE.value: self.indeterminate,
+        }
+
+
+def delivery_callback(
+    journal: AckJournal, tally: DeliveryTally
+) -> Callable[[KafkaError | None, Message], None]:
+    """The producer's on_delivery: tally the report and hand it to the journal by status.
+
+    The ok path is one integer increment and one append (the journal reads the fields later,
+    off the hot path). Errors are rare, so they are classified here, once: the list a report
+    goes to is its status in the journal too, so tally and journal agree report for report.
+    """
+    delivered, failed = journal.delivered.append, journal.failed.append
+    indeterminate, classify = journal.indeterminate.append, journal.classify
+
+    def on_delivery(error: KafkaError | None, msg: Message) -> None:
+        if error is None:
+            tally.ok += 1
+            delivered(msg)
+        elif error_status(classify, error) == Status.FAILED:
+            tally.failed += 1
+            failed(msg)
+        else:
+            tally.indeterminate += 1
+            indeterminate(msg)
+
+    return on_delivery
+
+
 @dataclass
 class RecorderStats:
     """Live counters for the progress display, refreshed with every journal flush."""
@@ -110,20 +159,12 @@ class Recorder:
         # With acks=0 the broker returns no offset; librdkafka then reports batch-relative
         # numbers (0, 1, 2, ...) for some messages. Recording them would fake divergence.
         journal.offsets_known = str(producer_config.get("acks", "all")) != "0"
-        delivered, undelivered = journal.delivered.append, journal.undelivered.append
-
-        # Only an append: the journal reads the fields later, off the hot path.
-        def on_delivery(error: KafkaError | None, msg: Message) -> None:
-            if error is None:
-                delivered(msg)
-            else:
-                undelivered(msg)
-
+        self.tally = DeliveryTally()
         self.producer = Producer(
             {
                 **producer_config,
                 "bootstrap.servers": bootstrap,
-                "on_delivery": on_delivery,
+                "on_delivery": delivery_callback(journal, self.tally),
                 "logger": logging.getLogger("kafka_chaos.librdkafka"),
             }
         )
@@ -153,6 +194,7 @@ class Recorder:
                 gc.enable()
             # Release the client now: a live handle keeps reconnecting to removed brokers.
             self.producer.close()
+            self.journal.commit()  # reports close() served while flushing
         self.journal.flush()
         return self.stats
 

@@ -21,10 +21,10 @@ from harness import rundir
 from harness.cluster import KafkaCluster, remove_leftovers
 from harness.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.image import BrokerImage
-from harness.journal import AckJournal, EventLog, finalize, now_us
+from harness.journal import AckJournal, EventLog, JournalError, finalize, now_us
 from harness.nemesis import Nemesis, Sampler, heal_all
 from harness.readback import read_back
-from harness.recorder import Recorder, RecorderStats, Workload, outcome_of
+from harness.recorder import DeliveryTally, Recorder, RecorderStats, Workload, outcome_of
 from harness.settings import REPO_ROOT
 from harness.spec import (
     Cell,
@@ -161,8 +161,10 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
         )
         events.write("phase", phase="topic-ready", bootstrap=cluster.bootstrap_servers)
         ctx = FaultContext(cluster, TOPIC, random.Random(job.seed))
-        _workload_and_faults(job, ctx, steps, events, outcome, progress)
+        journal_error = _workload_and_faults(job, ctx, steps, events, outcome, progress)
         _read_back(job, cluster, events, outcome, progress)
+        if journal_error is not None:  # read back first: the rest is still evidence
+            raise JournalError(journal_error)
     except Exception as exc:
         outcome.error = f"{type(exc).__name__}: {exc}"
         log.exception("repetition %s/%s failed", job.cell.name, job.repetition)
@@ -190,8 +192,11 @@ def _workload_and_faults(
     events: EventLog,
     outcome: RepetitionOutcome,
     progress: Progress,
-) -> None:
-    """The workload in this thread, the nemesis and sampler beside it; heal all at the end."""
+) -> str | None:
+    """The workload in this thread, the nemesis and sampler beside it; heal all at the end.
+
+    Returns the journal's error (None when every delivery report reached the journal).
+    """
     spec = job.cell.spec
     workload = Workload(
         spec.workload.rate,
@@ -203,12 +208,15 @@ def _workload_and_faults(
     journal = AckJournal(job.run_dir, spec.workload.keys, outcome_of)
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
-    recorder = Recorder(
-        ctx.cluster.bootstrap_servers, TOPIC, producer_settings(spec), workload, journal
-    )
+    recorder: Recorder | None = None
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(progress, recorder, nemesis, stop), daemon=True)
     try:
+        recorder = Recorder(
+            ctx.cluster.bootstrap_servers, TOPIC, producer_settings(spec), workload, journal
+        )
+        watcher = threading.Thread(
+            target=_watch, args=(progress, recorder, nemesis, stop), daemon=True
+        )
         sampler.start()
         progress.phase("workload + faults")
         events.write("phase", phase="workload-start")
@@ -218,15 +226,37 @@ def _workload_and_faults(
         events.write("phase", phase="workload-end")
     finally:
         stop.set()
-        nemesis.stop()
-        progress.phase("final heal")
-        events.write("phase", phase="heal", actions=heal_all(ctx))
-        journal.close()
-        finalize(job.run_dir)
-        sampler.stop()
+        # First, so that no failure below can keep the journal (and the tally) unwritten.
+        journal_error = _close_journal(journal, recorder, events)
+        try:
+            nemesis.stop()
+            progress.phase("final heal")
+            events.write("phase", phase="heal", actions=heal_all(ctx))
+        finally:
+            finalize(job.run_dir)
+            sampler.stop()
     outcome.sent, outcome.ok = stats.sent, stats.ok
     outcome.failed, outcome.indeterminate = stats.failed, stats.indeterminate
     outcome.fault_errors = list(nemesis.errors)
+    return journal_error
+
+
+def _close_journal(journal: AckJournal, recorder: Recorder | None, events: EventLog) -> str | None:
+    """Close the journal, then record the recorder's tally beside the journal's error.
+
+    Never raises: it runs in `finally`, where the workload's own exception must survive.
+    The analysis compares the tally with acked.parquet's reported rows, status by status.
+    """
+    error = None
+    try:
+        journal.close()
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, JournalError) else f"{type(exc).__name__}: {exc}"
+        log.error("journal incomplete: %s", error)
+    tally = recorder.tally if recorder is not None else DeliveryTally()
+    with contextlib.suppress(Exception):
+        events.write(rundir.EventType.RECORDER_TALLY, reports=tally.as_dict(), journal_error=error)
+    return error
 
 
 def _watch(progress: Progress, recorder: Recorder, nemesis: Nemesis, stop: threading.Event) -> None:
