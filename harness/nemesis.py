@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from harness.cluster import KafkaNode
 from harness.faults import FAULT_TYPES, Fault, FaultContext, FaultError, netfilter
 from harness.journal import EventLog, now_us
+from harness.rundir import EventType
 
 
 class Step(Protocol):
@@ -129,10 +130,11 @@ class Nemesis:
         except Exception as exc:
             self.errors.append(f"fault {fault_id} ({step.fault} {step.target}): {exc}")
             self.events.write(
-                "fault_error",
+                EventType.FAULT_ERROR,
                 fault_id=fault_id,
                 fault=step.fault,
                 target=step.target,
+                stage="inject",
                 error=str(exc),
             )
             return None
@@ -153,8 +155,16 @@ class Nemesis:
     def _heal(self, active: ActiveFault) -> None:
         try:
             active.fault.heal()
-        except Exception as exc:
+        except Exception as exc:  # evidence: a fault that may still act makes the run UNKNOWN
             self.errors.append(f"heal of fault {active.fault_id}: {exc}")
+            self.events.write(
+                EventType.FAULT_ERROR,
+                fault_id=active.fault_id,
+                fault=active.step.fault,
+                target=active.step.target,
+                stage="heal",
+                error=str(exc),
+            )
         with contextlib.suppress(ValueError):
             self.active.remove(active)
         self.events.write(
@@ -216,5 +226,7 @@ class Sampler:
         self.events.write("sample", **fields)
 
     def stop(self) -> None:
+        """Stop sampling (a no-op when never started)."""
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:
+            self._thread.join(10)

@@ -1,0 +1,62 @@
+"""The nemesis records every failure to inject or heal as a fault_error event (no Docker)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from harness import rundir
+from harness.journal import EventLog
+from harness.nemesis import ActiveFault, Nemesis
+
+
+def step(target: str = "node:9") -> SimpleNamespace:
+    return SimpleNamespace(
+        at_s=0, fault="kill", target=target, partition=0, duration_s=1, params={}
+    )
+
+
+class NoNodes:
+    """A cluster that has no node with the id asked for."""
+
+    def node(self, node_id: int):
+        raise KeyError(f"no node {node_id}")
+
+
+class StuckFault:
+    """A fault whose heal fails, as `docker start` of a vanished container does."""
+
+    nodes = (SimpleNamespace(node_id=2),)
+
+    def heal(self) -> None:
+        raise RuntimeError("container kafka-2 is gone")
+
+    def outcome(self) -> dict:
+        return {}
+
+
+def nemesis_at(tmp_path) -> tuple[Nemesis, EventLog]:
+    events = EventLog(tmp_path / rundir.EVENTS)
+    return Nemesis(SimpleNamespace(cluster=NoNodes(), topic="t"), [], events), events
+
+
+def test_an_injection_failure_is_a_fault_error_of_stage_inject(tmp_path):
+    nemesis, events = nemesis_at(tmp_path)
+    assert nemesis._inject(step()) is None
+    events.close()
+    (event,) = rundir.load_events(tmp_path)
+    assert event["type"] == rundir.EventType.FAULT_ERROR
+    assert (event["stage"], event["fault"], event["target"]) == ("inject", "kill", "node:9")
+    assert "no node 9" in event["error"] and nemesis.errors
+
+
+def test_a_heal_failure_is_a_fault_error_of_stage_heal(tmp_path):
+    nemesis, events = nemesis_at(tmp_path)
+    nemesis.active.append(ActiveFault(3, step("leader"), StuckFault()))
+    nemesis.heal_active()
+    events.close()
+    error, end = rundir.load_events(tmp_path)
+    assert error["type"] == "fault_error" and error["stage"] == "heal"
+    assert (error["fault_id"], error["fault"], error["target"]) == (3, "kill", "leader")
+    assert error["error"] == "container kafka-2 is gone"
+    assert end["type"] == "fault_end" and nemesis.active == []
+    assert nemesis.errors == ["heal of fault 3: container kafka-2 is gone"]
