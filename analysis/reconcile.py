@@ -10,6 +10,7 @@ KAFKA-RELIABILITY.md come out of joins keyed by (run, msg_id) and (run, partitio
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -47,6 +48,9 @@ SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
 SLOT_BITS = 40
 # Facts about a run's own records, checked before judging (see analysis.verdicts).
+PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
+SENSITIVITY_SEED = 20261122
+SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
 CONTRACT_KEYS = ("repeated_msg_ids", "unknown_statuses", *(f"reported_{s}" for s in STATUSES))
 
 # The run-file contract has one home, the harness modules that write the files; Spark reads
@@ -84,6 +88,7 @@ class RunResult:
     loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
     divergence_by_partition: dict[str, int] = field(default_factory=dict)
     contract: dict[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
+    sensitivity: dict[str, Any] | None = None  # removed, found, passed (see _sensitivity_rows)
 
 
 @dataclass(frozen=True)
@@ -230,27 +235,88 @@ def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
         )
         acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
         read_extent = _read_extent(readback)
-        progress = read_extent.join(
-            _later_sends_read(acked, readback, complete), KEY_PARTITION, "left"
-        )
+        messages, anomalies = _reconciled(spark, acked, readback, complete)
         # Counts and examples both use the anomalies, which are few: caching them is cheap.
-        messages = _messages(acked, readback).join(
-            F.broadcast(_log_starts(spark, complete)), KEY_PARTITION, "left"
-        )
-        anomalies = _anomalies(messages, progress, readback)
         anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
         parts += [
             _read_count_rows(read_extent),
             _anomaly_count_rows(anomalies),
             _partition_loss_rows(anomalies),
             _repeated_id_rows(messages),
+            _example_rows(anomalies),
+            *_sensitivity_rows(spark, acked, readback, messages, complete),
         ]
-        parts.append(_example_rows(anomalies))
     try:
         return reduce(DataFrame.unionByName, parts).collect()
     finally:
         if anomalies is not None:
             anomalies.unpersist()
+
+
+def _reconciled(
+    spark: SparkSession, acked: DataFrame, readback: DataFrame, runs: list[_Run]
+) -> tuple[DataFrame, DataFrame]:
+    """(messages, anomalies) of the given runs' acked and (deduplicated) read-back rows."""
+    progress = _read_extent(readback).join(
+        _later_sends_read(acked, readback, runs), KEY_PARTITION, "left"
+    )
+    messages = _messages(acked, readback).join(
+        F.broadcast(_log_starts(spark, runs)), KEY_PARTITION, "left"
+    )
+    return messages, _anomalies(messages, progress, readback)
+
+
+def _sensitivity_rows(
+    spark: SparkSession,
+    acked: DataFrame,
+    readback: DataFrame,
+    messages: DataFrame,
+    runs: list[_Run],
+) -> list[DataFrame]:
+    """The sensitivity check, in the same job: reconcile each run again with a seeded set of
+    healthy acknowledged records (every partition's last one, plus a hashed sample) removed
+    from its read-back; report how many were removed, how many of those the check reported
+    missing, and the probe's whole loss (which must exceed the run's by exactly the removed)."""
+    probe_of = {r.run_id: dataclasses.replace(r, run_id=r.run_id + PROBE_RUN_ID) for r in runs}
+    removed = _records_to_remove(messages)
+    shift = {"run_id": F.col("run_id") + PROBE_RUN_ID}
+    probe_readback = readback.join(
+        removed.select("run_id", "partition", "offset"), ["run_id", "partition", "offset"], "anti"
+    ).withColumns(shift)
+    _, probe = _reconciled(spark, acked.withColumns(shift), probe_readback, list(probe_of.values()))
+    probe_missing = probe.filter(F.col("anomaly").isin(*LOSS_CLASSES)).select(
+        (F.col("run_id") - PROBE_RUN_ID).alias("run_id"), "msg_id"
+    )
+    found = probe_missing.join(removed.select("run_id", "msg_id"), ["run_id", "msg_id"])
+    tallies = {
+        "removed": removed.groupBy("run_id").count(),
+        "found": found.groupBy("run_id").count(),
+        "probe_loss": probe_missing.groupBy("run_id").count(),
+    }
+    return [
+        _report(frame, "sensitivity", F.lit(name), F.col("count"), F.lit(None))
+        for name, frame in tallies.items()
+    ]
+
+
+def _records_to_remove(messages: DataFrame) -> DataFrame:
+    """(run_id, msg_id, partition, offset) of healthy acknowledged records to hide: read exactly
+    once, at the acked offset when there is one. Each partition's last such record is among them,
+    so the check also covers the tail, where missing messages count as unseen."""
+    healthy = messages.filter(
+        (F.col("status") == Status.OK)
+        & (F.col("reads") == 1)
+        & (F.col("offset").isNull() | F.col("holder_msg_id").eqNullSafe(F.col("msg_id")))
+    ).select(
+        "run_id",
+        "msg_id",
+        F.col("read_partition").alias("partition"),
+        F.col("read_offset").alias("offset"),
+    )
+    last = Window.partitionBy("run_id", "partition").orderBy(F.col("offset").desc())
+    ranked = healthy.withColumn("from_tail", F.row_number().over(last))
+    sampled = F.xxhash64("run_id", "msg_id", F.lit(SENSITIVITY_SEED)) % SENSITIVITY_ONE_IN == 0
+    return ranked.filter((F.col("from_tail") == 1) | sampled).drop("from_tail")
 
 
 def _rows_by_run(rows: list[Row]) -> dict[int, list[Row]]:
@@ -653,6 +719,7 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
             what, _, partition = row.name.partition(":")
             by_partition[what][partition] = int(row.value)
     examples = _examples([row for row in rows if row.kind == "example"])
+    probe = {row.name: int(row.value) for row in rows if row.kind == "sensitivity"}
     return replace(
         blank,
         counts=counts,
@@ -660,6 +727,7 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
         loss_by_partition=dict(sorted(by_partition["loss"].items())),
         divergence_by_partition=dict(sorted(by_partition["divergence"].items())),
         contract=contract,
+        sensitivity=_sensitivity(probe, loss_of(counts)),
         examples=examples,
         timeline=timeline,
     )
@@ -676,6 +744,14 @@ def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
     for row in count_rows:
         counts[row.name] += int(row.value)
     return counts
+
+
+def _sensitivity(probe: dict[str, int], loss: int) -> dict[str, Any]:
+    """{"removed", "found", "passed"}: passed when the probe reported every removed record
+    missing and nothing else beyond the run's own loss."""
+    removed, found = probe.get("removed", 0), probe.get("found", 0)
+    extra = probe.get("probe_loss", 0) - loss - found
+    return {"removed": removed, "found": found, "passed": found == removed and extra == 0}
 
 
 def _contract(seconds: list[dict], contract_rows: list[Row]) -> dict[str, int]:

@@ -244,6 +244,19 @@ def contract_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, A
         *_readback_breaches(events),
         *_harness_breaches(events),
         *_journal_breaches(result, events),
+        *_sensitivity_breaches(result),
+    ]
+
+
+def _sensitivity_breaches(result: Mapping[str, Any]) -> list[str]:
+    """A checker that missed records removed on purpose could miss real loss too."""
+    check = result.get("sensitivity")
+    if not isinstance(check, Mapping) or check.get("passed") is not False:
+        return []
+    return [
+        f"the checker failed its sensitivity check: of {check.get('removed')} acknowledged "
+        f"records removed from a copy of the read-back, {check.get('found')} were reported "
+        "missing, or it reported other messages missing too"
     ]
 
 
