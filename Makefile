@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test unit integration lint bench image engine clean venv
+.PHONY: run test unit integration lint bench mutation image engine clean venv
 
 run: venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -30,6 +30,26 @@ bench: venv engine image
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
+
+# Mutation testing of the checker's pure modules (analysis/verdicts.py, guarantees.py,
+# anomalies.py) against tests/unit/test_verdicts.py; configured in pyproject.toml
+# [tool.mutmut]. Slow (minutes), so never in CI. Starts from a clean mutants/ so the score
+# always reflects the current code and tests, and fails below MUTATION_MIN percent killed.
+MUTATION_JOBS ?= 2
+MUTATION_MIN ?= 85
+MUTATION_STAMP := $(VENV)/.mutation-installed
+
+mutation: $(MUTATION_STAMP)
+	rm -rf mutants && mkdir mutants
+	@start=$$SECONDS; \
+	  $(BIN)/mutmut run --max-children $(MUTATION_JOBS) >mutants/run.log 2>&1 \
+	  || { tail -n 30 mutants/run.log >&2; echo "mutmut run failed: see mutants/run.log" >&2; exit 1; }; \
+	  echo "mutmut ran in $$((SECONDS - start)) s (log: mutants/run.log)"
+	$(BIN)/python bench/mutation_score.py --fail-under $(MUTATION_MIN)
+
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,mutation]'
+	touch $(MUTATION_STAMP)
 
 venv: $(STAMP)
 

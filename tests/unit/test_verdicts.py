@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from analysis import guarantees, verdicts
-from analysis.anomalies import COUNT_NAMES
+from analysis.anomalies import COUNT_NAMES, anomaly
 from analysis.guarantees import (
     ALLOWED,
     FORBIDDEN,
@@ -756,3 +756,437 @@ def test_violation_reasons_come_first() -> None:
     assert v.reasons[0].startswith("forbidden loss")
     assert v.reasons[1].startswith("forbidden duplicates")
     assert v.reasons[2].startswith("1 failed present")
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings as they travel through the matrix, and settings the table does not cover
+
+
+@pytest.mark.parametrize(
+    ("name", "role", "kind"),
+    [
+        ("none", "none", ""),
+        ("mixed", "mixed", ""),
+        ("leader-kill", "leader", "kill"),
+        ("all-power-loss", "all", "power-loss"),
+        ("node-partition-groups", "node", "partition-groups"),
+    ],
+)
+def test_fault_class_names_split_into_role_and_kind(name: str, role: str, kind: str) -> None:
+    assert guarantees.FaultClass.parse(name) == guarantees.FaultClass(name, role, kind)
+
+
+def test_an_unknown_fault_class_says_how_to_fix_it() -> None:
+    fix = r"fix the experiment's fault class or add a row to analysis/guarantees\.py$"
+    with pytest.raises(ValueError, match=fix):
+        guarantees.FaultClass.parse("leader-meteor")
+
+
+@pytest.mark.parametrize("spelling", [True, 1, "true", " True ", "TRUE", "1", "yes", "on", "On"])
+def test_true_spellings_of_a_bool_setting(spelling: object) -> None:
+    g = guarantee_for({**AP, "enable_idempotence": spelling})
+    assert (g.duplicates, g.order) == (FORBIDDEN, "guaranteed")
+    unclean = guarantee_for(with_fault(CP, "all-kill", unclean_leader_election=spelling))
+    assert unclean.loss == ALLOWED
+
+
+@pytest.mark.parametrize("spelling", [False, 0, "false", "False", "0", "no", "off", ""])
+def test_false_spellings_of_a_bool_setting(spelling: object) -> None:
+    g = guarantee_for({**AP, "enable_idempotence": spelling})
+    assert (g.duplicates, g.order) == (ALLOWED, "not-guaranteed")
+    unclean = guarantee_for(with_fault(CP, "all-kill", unclean_leader_election=spelling))
+    assert unclean.loss == FORBIDDEN
+
+
+@pytest.mark.parametrize(
+    ("idempotence", "citation"),
+    [
+        (True, guarantees.DUPLICATES_FORBIDDEN_CITATION),
+        (False, guarantees.DUPLICATES_ALLOWED_CITATION),
+    ],
+)
+def test_duplicates_rule_cites_the_idempotence_setting(idempotence: bool, citation: str) -> None:
+    g = guarantee_for({**CP, "enable_idempotence": idempotence})
+    assert g.duplicates_citation == citation
+    assert g.order_citation == guarantees.ORDER_CITATION
+
+
+@pytest.mark.parametrize("min_insync", [-1, guarantees.MAX_MIN_INSYNC + 1])
+def test_a_setting_no_row_covers_raises_naming_it(min_insync: int) -> None:
+    with pytest.raises(LookupError) as raised:
+        guarantee_for({**CP, "min_insync_replicas": min_insync})
+    assert str(raised.value) == (
+        f"no documented guarantee for acks=all, min.insync={min_insync}, fault_class=leader-kill: "
+        "add a row to analysis/guarantees.py LOSS_TABLE"
+    )
+
+
+def test_an_uncovered_setting_makes_the_repetition_unknown() -> None:
+    v = judge_repetition(result({**CP, "min_insync_replicas": 5000}), [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons[0].startswith("checker error: LookupError: no documented guarantee")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a repetition verdict carries besides its verdict
+
+
+def test_a_judged_repetition_carries_its_identity_and_figures() -> None:
+    v = judge_repetition(result(AP, rep=3, lost=2, unseen=1), [])
+    assert (v.run_dir, v.repetition, v.loss, v.acked) == ("runs/exp/ts/cell/3", 3, 3, 990)
+
+
+def test_an_untrusted_record_keeps_its_guarantee_identity_and_figures() -> None:
+    res = result(CP, rep=2, unseen=990, read=0)
+    res["contract"]["reported_failed"] = 6
+    v = raw_judge(res, [readback_event(False), tally_event(990)])
+    assert v.verdict == Verdict.UNKNOWN
+    assert (v.guarantee, v.run_dir, v.repetition) == (guarantee_for(CP), res["run_dir"], 2)
+    assert (v.loss, v.acked) == (990, 990)
+
+
+def test_an_unfinished_run_keeps_its_guarantee_and_identity() -> None:
+    v = judge_repetition(result(CP, rep=4, status="incomplete"), [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert (v.guarantee, v.run_dir, v.repetition) == (guarantee_for(CP), "runs/exp/ts/cell/4", 4)
+    assert (v.loss, v.acked) == (None, None)
+
+
+def test_a_checker_error_keeps_the_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(config: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(verdicts, "guarantee_for", explode)
+    v = judge_repetition(result(CP, rep=5), [])
+    assert (v.verdict, v.run_dir, v.repetition) == (Verdict.UNKNOWN, "runs/exp/ts/cell/5", 5)
+
+
+def test_a_result_without_status_error_or_identity_is_unknown_and_says_so() -> None:
+    v = raw_judge({"config": CP}, [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == ("run without status: no error recorded",)
+    assert (v.guarantee, v.run_dir, v.repetition) == (guarantee_for(CP), "", 0)
+    kept = raw_judge({"config": CP, "run_dir": "runs/x/0", "status": "error"}, [])
+    assert (kept.run_dir, kept.repetition) == ("runs/x/0", 0)
+    malformed = raw_judge({"status": "error", "repetition": "first"}, [])
+    assert (malformed.run_dir, malformed.repetition, malformed.guarantee) == ("", 0, None)
+
+
+def test_an_incomplete_run_is_unknown_even_when_it_has_counts() -> None:
+    res = result(CP, lost=5)
+    res |= {"status": "incomplete", "error": "read-back timed out"}
+    v = judge_repetition(res, [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == ("run incomplete: read-back timed out",)
+
+
+@pytest.mark.parametrize("value", [-1, True, "3", None, 2.5])
+def test_a_count_that_is_no_non_negative_int_is_a_checker_error(value: object) -> None:
+    res = result(CP)
+    res["counts"]["lost"] = value
+    v = judge_repetition(res, [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == (
+        f"checker error: ValueError: count 'lost' is {value!r}, expected a non-negative int",
+    )
+
+
+def test_an_unknown_loss_rule_is_a_checker_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = dataclasses.replace(guarantee_for(CP), loss="sometimes")
+    monkeypatch.setattr(verdicts, "guarantee_for", lambda config: odd)
+    v = judge_repetition(result(CP, lost=1), [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == ("checker error: ValueError: unknown loss rule 'sometimes'",)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contract breaches, word for word
+
+
+def test_contract_breach_reasons_in_full() -> None:
+    def reasons(res: dict[str, Any], events: list[dict[str, Any]]) -> tuple[str, ...]:
+        return raw_judge(res, events).reasons
+
+    assert reasons(clean_cp(), [tally_event(990)]) == (
+        "no read-back was recorded in events.jsonl: its completeness is unknown",
+    )
+    assert reasons(clean_cp(), [readback_event(True)]) == (
+        "no recorder tally in events.jsonl: the journal cannot be checked",
+    )
+    assert reasons(clean_cp(), [readback_event(False), tally_event(990)]) == (
+        "incomplete read-back: it timed out before the high watermarks {'0': 9} (5 records read)",
+    )
+    bare_readback = {"type": "readback", "complete": False}
+    assert reasons(clean_cp(), [bare_readback, tally_event(990)]) == (
+        "incomplete read-back: it timed out before the high watermarks {} (? records read)",
+    )
+    bare_fault_error = {"type": "fault_error", "error": "gone"}
+    assert reasons(clean_cp(), [readback_event(True), tally_event(990), bare_fault_error]) == (
+        "fault ? (? ?) failed to inject: gone",
+    )
+    no_contract = clean_cp()
+    del no_contract["contract"]
+    assert reasons(no_contract, [readback_event(True), tally_event(990)]) == (
+        "the result carries no contract facts (reconciled by an older analysis)",
+    )
+
+
+def test_a_failed_sensitivity_check_is_a_breach_in_full() -> None:
+    res = {**clean_cp(), "sensitivity": {"removed": 12, "found": 11, "passed": False}}
+    assert raw_judge(res, [readback_event(True), tally_event(990)]).reasons == (
+        "the checker failed its sensitivity check: of 12 acknowledged records removed from a "
+        "copy of the read-back, 11 were reported missing, or it reported other messages missing "
+        "too",
+    )
+
+
+@pytest.mark.parametrize(
+    "check",
+    [None, "failed", {}, {"removed": 0, "found": 0, "passed": None}, {"passed": True}],
+)
+def test_only_a_sensitivity_check_that_failed_is_a_breach(check: object) -> None:
+    res = {**clean_cp(), "sensitivity": check}
+    assert raw_judge(res, [readback_event(True), tally_event(990)]).verdict == Verdict.PASS
+
+
+def test_a_status_missing_from_tally_and_journal_counts_as_zero() -> None:
+    res = clean_cp()
+    del res["contract"]["reported_indeterminate"]
+    tally = tally_event(990)
+    del tally["reports"]["indeterminate"]
+    assert raw_judge(res, [readback_event(True), tally]).verdict == Verdict.PASS
+
+
+def test_events_without_timestamps_are_judged() -> None:
+    events = [{"type": "readback", "complete": True}, tally_event(990)]
+    del events[1]["ts_us"]
+    assert raw_judge(clean_cp(), events).verdict == Verdict.PASS
+
+
+# ---------------------------------------------------------------------------------------------
+# Reason texts: examples, classes, and the rule each finding applied
+
+
+def rows(count: int) -> list[dict[str, Any]]:
+    """`count` example rows: msg_id n acked at partition 0, offset n."""
+    return [{"msg_id": n, "partition": 0, "offset": n} for n in range(count)]
+
+
+def test_examples_show_the_first_five_and_mark_more() -> None:
+    shown = ", ".join(f"msg_id {n} at p0@{n}" for n in range(5))
+    six = judge_repetition(result(CP, lost=7, examples={"lost": rows(6)}), [])
+    assert f"; e.g. {shown}, …)" in six.reasons[0]
+    assert "msg_id 5" not in six.reasons[0]
+    five = judge_repetition(result(CP, lost=7, examples={"lost": rows(5)}), [])
+    assert f"; e.g. {shown})" in five.reasons[0]
+
+
+def test_a_loss_reason_names_each_class_with_its_meaning() -> None:
+    v = judge_repetition(result(CP, lost=1, unseen=2), [])
+    assert v.reasons[0] == (
+        f"forbidden loss: 3 of 990 acked missing (1 lost: {anomaly('lost').meaning}; "
+        f"2 unseen: {anomaly('unseen').meaning}); {guarantee_for(CP).citation}"
+    )
+
+
+def test_an_example_says_what_the_read_back_holds_at_the_acked_offset() -> None:
+    example = {"msg_id": 7, "partition": 0, "offset": 3, "readback_msg_id_at_offset": 9}
+    res = result(CP, offset_divergent=1, examples={"offset_divergent": [example]})
+    v = judge_repetition(res, [])
+    assert "; e.g. msg_id 7 at p0@3 (read-back holds msg_id 9))" in v.reasons[0]
+
+
+def test_duplicates_of_unacknowledged_sends_are_explained_with_examples() -> None:
+    dup = {"duplicated_unacked": [{"msg_id": 3, "partition": 0, "offset": 5}]}
+    v = judge_repetition(result(CP, duplicated_unacked=4, examples=dup), [])
+    meaning = anomaly("duplicated_unacked").meaning
+    assert v.reasons[-1] == (
+        f"4 dup unacked ({meaning}; e.g. msg_id 3 at p0@5): the idempotence guarantee covers "
+        "acknowledged messages only"
+    )
+
+
+def test_allowed_reordering_is_explained_with_examples() -> None:
+    loose = {**MIN1, "max_in_flight": 5}
+    reordered = {"reordered": [{"msg_id": 3, "partition": 1, "offset": 8}]}
+    v = judge_repetition(result(loose, reordered=4, examples=reordered), [])
+    assert v.verdict == Verdict.PASS
+    assert v.reasons[-1] == (
+        "4 reordered (read order differs from send order per key; e.g. msg_id 3 at p1@8); "
+        f"allowed: {guarantees.ORDER_CITATION}"
+    )
+    forbidden = judge_repetition(result(MIN1, reordered=4, examples=reordered), [])
+    assert forbidden.reasons[0].startswith(
+        "forbidden reordering: 4 reordered (read order differs from send order per key; "
+        "e.g. msg_id 3 at p1@8); "
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The ISR exception: what it says, for loss and for rewritten offsets
+
+
+def test_the_isr_exception_names_the_rule_it_excused_or_applied() -> None:
+    res = result(MIN1, lost=2, loss_by_partition={"0": 2})
+    violated = judge_repetition(res, [*fault(5, 8)])
+    assert violated.reasons[0].startswith("forbidden loss: 2 of 990 acked missing (2 lost: ")
+    excused = judge_repetition(res, [sample(2, [1]), *fault(5, 8)])
+    assert excused.reasons[0].startswith("2 of 990 acked missing (2 lost: ")
+    assert "; allowed because the ISR had shrunk" in excused.reasons[0]
+
+
+def test_rewritten_offsets_under_the_isr_exception_name_their_rule() -> None:
+    res = result(MIN1, offset_divergent=2, divergence_by_partition={"1": 2})
+    violated = judge_repetition(res, [*fault(5, 8)])
+    assert violated.reasons[0].startswith(
+        "forbidden acknowledged offset rewritten: 2 acknowledged offsets rewritten (2 diverged: "
+    )
+    excused = judge_repetition(res, [sample(1, [1], partition=1), *fault(5, 8)])
+    excuse = [r for r in excused.reasons if "allowed because the ISR had shrunk" in r]
+    assert excuse and excuse[0].startswith("2 acknowledged offsets rewritten (2 diverged: ")
+
+
+def test_the_isr_exception_lists_every_partition_it_checked() -> None:
+    res = result(MIN1, lost=3, loss_by_partition={"0": 1, "2": 2})
+    missing = judge_repetition(res, [*fault(5, 8)])
+    assert "of one replica for partition 0, partition 2, so the exception" in missing.reasons[0]
+    both = [sample(1, [1], partition=2), sample(2, [1], partition=0), *fault(5, 8)]
+    excused = judge_repetition(res, both)
+    assert "(p0 ISR [1] at t=2.0 s; p2 ISR [1] at t=1.0 s)" in excused.reasons[0]
+
+
+def test_loss_without_partition_facts_needs_a_shrink_in_any_partition() -> None:
+    res = result(MIN1, lost=1)  # no loss_by_partition: nothing narrows where it happened
+    shrunk = judge_repetition(res, [sample(1, [1], partition=2), *fault(5, 8)])
+    assert shrunk.verdict == Verdict.EXPECTED_LOSS
+    violated = judge_repetition(res, [*fault(5, 8)])
+    assert violated.verdict == Verdict.VIOLATION
+    assert "of one replica for an unknown partition, so the exception" in violated.reasons[0]
+
+
+def test_isr_sample_times_count_from_the_timelines_origin() -> None:
+    res = result(MIN1, lost=1, loss_by_partition={"0": 1})
+    origin_s = T0_US // 1_000_000 - 10  # t=0 ten seconds before the first event
+    res["timeline"] = [{"t_s": 0, "epoch_s": origin_s}]
+    v = judge_repetition(res, [sample(2, [1]), *fault(5, 8)])
+    assert "(p0 ISR [1] at t=12.0 s)" in v.reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("res", "events", "origin_us"),
+    [
+        ({"timeline": [{"t_s": 2, "epoch_s": 1_700_000_002}]}, [{"ts_us": 5}], 1.7e15),
+        ({"timeline": []}, [{"ts_us": 5}, {"type": "x"}, {"ts_us": 3}], 3.0),
+        ({}, [{"type": "x"}], 0.0),
+    ],
+)
+def test_run_origin(res: dict[str, Any], events: list[dict[str, Any]], origin_us: float) -> None:
+    assert verdicts.run_origin_us(res, events) == origin_us
+
+
+# ---------------------------------------------------------------------------------------------
+# The cell fold: which repetition reasons each cell verdict shows
+
+
+def test_a_violating_cell_lists_every_violation_and_no_note() -> None:
+    cell = judge([result(CP, rep=0), result(CP, rep=1, lost=1, duplicated=1, failed_present=1)])
+    assert len(cell.repetitions[1].reasons) == 3  # loss, duplicates, and a legal note
+    assert cell.reasons[0] == "1 of 2 repetitions violate the documented guarantee"
+    assert [r[:28] for r in cell.reasons[1:]] == [
+        "rep 1: forbidden loss: 1 of ",
+        "rep 1: forbidden duplicates:",
+    ]
+
+
+def test_an_unknown_cell_shows_the_first_reason_of_each_unknown_repetition() -> None:
+    broken = result(CP, rep=1)
+    broken["contract"] |= {"repeated_msg_ids": 1, "unknown_statuses": 2}
+    cell = judge([result(CP, rep=0), broken])
+    assert len(cell.repetitions[1].reasons) == 2
+    assert cell.reasons == (
+        "1 of 2 repetitions could not be judged",
+        "rep 1: acked.parquet holds 1 msg_id(s) more than once",
+    )
+
+
+def test_an_expected_loss_cell_shows_the_first_reason_of_each_lossy_repetition() -> None:
+    cell = judge([result(AP, rep=0), result(AP, rep=1, lost=4, failed_present=1)])
+    lossy = cell.repetitions[1]
+    assert len(lossy.reasons) == 2
+    assert cell.reasons == (
+        "loss allowed and observed in 1 of 2 repetitions",
+        f"rep 1: {lossy.reasons[0]}",
+    )
+
+
+def test_pass_and_not_provoked_cells_sum_the_acked_messages() -> None:
+    passed = judge([result(CP, rep=0), result(CP, rep=1, acked=1010)])
+    assert passed.reasons == (
+        "all 2 repetitions kept every acknowledged message (2000 acked); "
+        f"loss forbidden: {guarantee_for(CP).citation}",
+    )
+    quiet = judge([result(AP, rep=0), result(AP, rep=1, acked=1010)])
+    assert "none of 2 repetitions lost an acknowledged message (2000 acked)" in quiet.reasons[0]
+
+
+def test_a_cell_without_a_guarantee_stays_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unguaranteed(res: object, events: object) -> verdicts.RepetitionVerdict:
+        return verdicts.RepetitionVerdict(Verdict.PASS, (), None, acked=1)
+
+    monkeypatch.setattr(verdicts, "judge_repetition", unguaranteed)
+    cell = judge([result(CP)])
+    assert (cell.verdict, cell.reasons) == (
+        Verdict.UNKNOWN,
+        ("no documented guarantee could be determined",),
+    )
+
+
+def test_a_cell_orders_its_repetitions_and_carries_the_guarantee() -> None:
+    cell = judge([result(CP, rep=2), result(CP, rep=0), result(CP, rep=1)])
+    assert [r.repetition for r in cell.repetitions] == [0, 1, 2]
+    assert cell.guarantee == guarantee_for(CP)
+
+
+def test_a_cell_of_unreadable_configs_has_no_guarantee() -> None:
+    cell = judge([result(with_fault(CP, "leader-meteor"), status="incomplete")])
+    assert (cell.verdict, cell.guarantee) == (Verdict.UNKNOWN, None)
+
+
+def test_judge_cell_needs_a_repetition() -> None:
+    with pytest.raises(ValueError, match=r"^judge_cell needs at least one repetition$"):
+        judge_cell([], {})
+
+
+def test_a_run_without_events_is_unknown_for_want_of_a_read_back() -> None:
+    cell = judge_cell([result(CP)], {})
+    assert cell.verdict == Verdict.UNKNOWN
+    assert cell.repetitions[0].reasons[0] == (
+        "no read-back was recorded in events.jsonl: its completeness is unknown"
+    )
+
+
+def test_a_result_without_identity_fields_is_judged_under_empty_names() -> None:
+    res = result(CP)
+    for key in ("run_dir", "experiment", "cell", "repetition"):
+        del res[key]
+    cell = judge_cell([res], {"": healthy_events(res)})
+    assert (cell.verdict, cell.cell, cell.experiment) == (Verdict.PASS, "", "")
+
+
+def test_judge_all_keeps_experiments_apart() -> None:
+    one, other = result(CP, cell="a"), {**result(CP, cell="a"), "experiment": "other"}
+    cells = judge_all([one, other], {})
+    assert [(c.experiment, c.cell) for c in cells] == [("exp", "a"), ("other", "a")]
+
+
+def test_cell_stats_skip_counts_that_are_no_non_negative_ints() -> None:
+    good = result(AP, rep=0, lost=2, acked=1000)
+    negative, boolean, no_acked = result(AP, rep=1), result(AP, rep=2), result(AP, rep=3, lost=4)
+    negative["counts"]["lost"] = -1
+    boolean["counts"]["unseen"] = True
+    no_acked["counts"]["acked"] = None
+    stats = verdicts.cell_stats([good, negative, boolean, no_acked])
+    assert (stats.repetitions, stats.counted) == (4, 2)
+    assert stats.counts["lost"] == verdicts.CountStats(3.0, 2, 4)
+    assert stats.counts["acked"] == verdicts.CountStats(1000.0, 1000, 1000)
+    assert stats.loss_rate == pytest.approx(2 / 1000)  # only rows with an acked count
