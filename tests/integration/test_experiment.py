@@ -70,6 +70,13 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     assert cp["counts"]["acked"] > 0
     assert cp["counts"]["lost"] == 0 and cp["counts"]["offset_divergent"] == 0
     assert ap["counts"]["lost"] + ap["counts"]["offset_divergent"] > 0, ap
+    for result in (cp, ap):  # the one loss figure, a passed sensitivity check, a trusted journal
+        assert result["loss"] == result["counts"]["lost"] + result["counts"]["unseen"]
+        assert result["sensitivity"]["passed"] is True and result["sensitivity"]["removed"] >= 3
+        events = (Path(result["run_dir"]) / "events.jsonl").read_text().splitlines()
+        [tally] = [json.loads(e) for e in events if '"recorder_tally"' in e]
+        journalled = {s: result["contract"][f"reported_{s}"] for s in tally["reports"]}
+        assert tally["reports"] == journalled and tally["journal_error"] is None
     for cell in ("config=ap", "config=cp"):
         run_dir = root / cell / "0"
         for name in ("spec.json", "acked.parquet", "readback.parquet", "events.jsonl"):
@@ -84,6 +91,12 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
         c["cell"]: c["verdict"] for c in json.loads((report / "report.json").read_text())["cells"]
     }
     assert verdicts == {"config=ap": "EXPECTED-LOSS", "config=cp": "PASS"}
+    reps = {
+        c["cell"]: c["repetitions"][0]
+        for c in json.loads((report / "report.json").read_text())["cells"]
+    }
+    assert reps["config=ap"]["loss"] == ap["loss"] > 0
+    assert reps["config=ap"]["loss_rate"] == ap["loss"] / ap["counts"]["acked"]
     suite = ET.parse(report / "junit.xml").getroot()
     assert len(suite.findall(".//testcase")) == 2
     assert suite.findall(".//failure") == []
