@@ -1,0 +1,107 @@
+"""Helpers for tests against real brokers: waiting for a condition, and reading a topic back
+with a plain consumer (independent of the harness's own read-back)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+
+T = TypeVar("T")
+Record = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+def poll_until(condition: Callable[[], T], timeout_s: float) -> T | None:
+    """Poll `condition` until it returns something truthy (returned), or None after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.25)
+    return None
+
+
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Poll `condition` until it returns something truthy (returned); fail after `timeout_s`."""
+    value = poll_until(condition, timeout_s)
+    if not value:
+        pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+    return value
+
+
+def expected_value(msg_id: int, keys: int, size: int) -> bytes:
+    """The value message `msg_id` must carry, from the README's format (not the harness code)."""
+    head = f"{msg_id:015d}:{msg_id // keys:012d}:".encode()
+    return head + b"." * (size - len(head))
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60) -> dict:
+    """Every record of `topic` up to the high watermark: {(partition, offset): (key, value)}."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log_level": 0,
+        }
+    )
+    records: dict[tuple[int, int], Record] = {}
+    try:
+        high = {p: _high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        pending = {p for p, hw in high.items() if hw > 0}
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=5000, timeout=1.0):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        pending.discard(msg.partition())
+                    continue
+                records[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+                if msg.offset() >= high[msg.partition()] - 1:
+                    pending.discard(msg.partition())
+    finally:
+        consumer.close()
+    assert not pending, f"partitions {sorted(pending)} not read to their high watermark"
+    return records
+
+
+def _high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: float = 15) -> int:
+    """The partition's high watermark, retried while metadata lags (a new topic, a new leader)."""
+    lagging = {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+    }
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=5, cached=False)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in lagging or time.monotonic() > deadline:
+                raise
+            time.sleep(0.25)
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int = 3) -> list[int]:
+    """The high watermark of each partition of `topic`, asked of the leaders now."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"hw-{uuid.uuid4().hex[:8]}", "log_level": 0}
+    )
+    try:
+        return [_high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)]
+    finally:
+        consumer.close()
