@@ -48,6 +48,7 @@ SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
 SLOT_BITS = 40
 # Facts about a run's own records, checked before judging (see analysis.verdicts).
+TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
 PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
@@ -244,6 +245,7 @@ def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
             _partition_loss_rows(anomalies),
             _repeated_id_rows(messages),
             _example_rows(anomalies),
+            _anomaly_second_rows(anomalies),
             *_sensitivity_rows(spark, acked, readback, messages, complete),
         ]
     try:
@@ -556,6 +558,7 @@ def _message_anomalies(messages: DataFrame) -> DataFrame:
         F.when(at_acked, offset).otherwise(F.col("read_offset")).alias("offset"),
         F.col("holder_msg_id").alias("readback_msg_id_at_offset"),
         "reads",
+        "send_ts_us",
         F.when(F.col("anomaly") == "phantom", reads).otherwise(1).cast("long").alias("weight"),
     )
 
@@ -612,6 +615,18 @@ def _partition_loss_rows(anomalies: DataFrame) -> DataFrame:
     totals = relevant.groupBy("run_id", kind.alias("what"), "partition").count()
     name = F.concat_ws(":", "what", F.coalesce(F.col("partition").cast("string"), F.lit("unknown")))
     return _report(totals, "by_partition", name, F.col("count"), F.lit(None))
+
+
+def _anomaly_second_rows(anomalies: DataFrame) -> DataFrame:
+    """Per run and epoch second of send time: acked messages later missing, and duplicated."""
+    what = F.when(F.col("anomaly").isin(*LOSS_CLASSES), F.lit("missing")).otherwise("duplicated")
+    timed = anomalies.filter(
+        F.col("anomaly").isin(*LOSS_CLASSES, "duplicated") & F.col("send_ts_us").isNotNull()
+    )
+    seconds = timed.groupBy(
+        "run_id", what.alias("what"), F.floor(F.col("send_ts_us") / 1_000_000).alias("epoch_s")
+    ).count()
+    return _report(seconds, "anomaly_second", F.col("what"), F.col("epoch_s"), F.col("count"))
 
 
 def _repeated_id_rows(messages: DataFrame) -> DataFrame:
@@ -708,6 +723,9 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
     """The complete or incomplete result of a run whose query succeeded."""
     blank = _blank_result(run, run.status, None)
     seconds = {row.value: json.loads(row.payload) for row in rows if row.kind == "second"}
+    for row in rows:
+        if row.kind == "anomaly_second" and row.value in seconds:
+            seconds[row.value][row.name] = int(row.payload)
     timeline = _timeline({s: outcome for s, outcome in seconds.items() if s is not None})
     if run.status != "complete":
         return replace(blank, timeline=timeline)
@@ -790,7 +808,7 @@ def _second(epoch_s: int, t_s: int, outcome: dict) -> dict:
     return {
         "t_s": t_s,
         "epoch_s": epoch_s,
-        **{key: int(outcome.get(key, 0)) for key in ("sent", *STATUSES)},
+        **{key: int(outcome.get(key, 0)) for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES)},
         "ack_latency_p50_ms": outcome.get("ack_latency_p50_ms"),
         "ack_latency_p99_ms": outcome.get("ack_latency_p99_ms"),
     }

@@ -78,6 +78,8 @@ SERIES_COLOURS: Final = {
     "p50": "#0969da",
     "p99": "#8250df",
     "fault": "#fb8f44",
+    "missing": "#6e0b13",
+    "duplicated": "#bf3989",
     "leader": "#24292f",
 }
 CHART_RC: Final = {
@@ -258,6 +260,11 @@ def _plot_throughput(ax: Any, timeline: Sequence[Mapping[str, Any]]) -> None:
             label=name,
         )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    for name in ("missing", "duplicated"):
+        values = [0.0 if v != v else v for v in _series(timeline, name)]
+        if any(values):
+            ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
+                   label=f"acked, later {name}", zorder=3)  # fmt: skip
     ax.set_ylabel("sends / s")
     ax.set_ylim(0, max(max(bottom, default=0) * 1.5, 1))  # headroom for fault and leader labels
     ax.grid(axis="x", visible=False)
@@ -339,6 +346,8 @@ def _timeline_legend(fig: Figure) -> None:
         Patch(color=SERIES_COLOURS["ok"], label="ok"),
         Patch(color=SERIES_COLOURS["failed"], label="failed"),
         Patch(color=SERIES_COLOURS["indeterminate"], label="indeterminate"),
+        Patch(color=SERIES_COLOURS["missing"], label="acked, later missing"),
+        Patch(color=SERIES_COLOURS["duplicated"], label="acked, duplicated"),
         Line2D([], [], color=SERIES_COLOURS["p50"], label="ack latency p50"),
         Line2D([], [], color=SERIES_COLOURS["p99"], label="ack latency p99"),
         Patch(color=SERIES_COLOURS["fault"], alpha=0.3, label="fault window"),
@@ -350,7 +359,7 @@ def _timeline_legend(fig: Figure) -> None:
         handles=handles,
         loc="lower center",
         bbox_to_anchor=(0.5, 0.9),
-        ncol=len(handles),
+        ncol=5,
         frameon=False,
         fontsize=8.5,
     )
@@ -565,8 +574,20 @@ def _repetition_view(
         "reasons": rep.reasons,
         "timeline": _timeline_or_none(result, events, salt),
         "faults": [w.label for w in fault_windows(events)],
+        "sensitivity": _sensitivity_text(result.get("sensitivity")),
         "examples": _examples(result),
     }
+
+
+def _sensitivity_text(check: Any) -> str | None:
+    """'passed: 12 of 12 hidden records reported missing', or None without a check."""
+    if not isinstance(check, Mapping):
+        return None
+    word = "passed" if check.get("passed") else "FAILED"
+    return (
+        f"sensitivity check {word}: {check.get('found')} of {check.get('removed')} acknowledged "
+        "records hidden from a copy of the read-back were reported missing"
+    )
 
 
 def _timeline_or_none(

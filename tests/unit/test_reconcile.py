@@ -516,3 +516,12 @@ def test_cli_exits_2_when_no_run_matches(
     assert main([pattern]) == 2
     err = capsys.readouterr().err
     assert pattern in err and "Fix:" in err
+
+
+def test_timeline_counts_missing_and_duplicated_by_send_second(results: dict) -> None:
+    ap = results[("ap_cut", 0)]
+    assert sum(s["missing"] for s in ap.timeline) == ap.loss == 4
+    assert sum(s["duplicated"] for s in ap.timeline) == 0
+    dup = results[("duplicated", 0)]
+    assert sum(s["duplicated"] for s in dup.timeline) == dup.counts["duplicated"] == 1
+    assert sum(s["missing"] for s in results[("clean", 0)].timeline) == 0

@@ -98,6 +98,7 @@ def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[s
             "reported_indeterminate": 60,
         },
         "examples": examples,
+        "sensitivity": {"removed": 5, "found": 5, "passed": True},
         "timeline": timeline(),
     }
 
@@ -203,6 +204,9 @@ def test_html_has_matrix_verdicts_and_one_svg_per_timeline(rendered: ReportPaths
     assert "p0 1→2" in html  # the leader change is labelled in the chart
     assert "zombie leader keeps acking" in html  # the citation
     assert "<td>1234</td>" in html  # read-back msg_id at the divergent offset
+    header = matrix[: matrix.index("</tr>")]
+    assert header.index(">verdict<") < header.index(">sent<")  # the first data column
+    assert "sensitivity check passed: 5 of 5 acknowledged records" in html
 
 
 def test_html_is_offline(rendered: ReportPaths) -> None:
