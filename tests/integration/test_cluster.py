@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import docker
 import pytest
 from confluent_kafka import Producer
 
 from harness.cluster import KafkaCluster
 from harness.readback import read_back
+from tests.integration.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +31,6 @@ def produce(cluster: KafkaCluster, topic: str, count: int, partition: int | None
         producer.poll(0)
     assert producer.flush(60) == 0
     return outcomes
-
-
-def wait_until(condition, timeout_s: float, what: str):
-    """Poll `condition` until truthy; fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_cluster_is_ready_with_three_brokers(cluster: KafkaCluster):
