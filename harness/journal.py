@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import methodcaller
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -90,7 +90,7 @@ class JournalError(RuntimeError):
 
 
 # A committed page: (time_ns of the commit, ok reports, failed reports, indeterminate reports).
-Page = tuple[int, list[Report], list[Report], list[Report]]
+Page = tuple[int, Sequence[Report], Sequence[Report], Sequence[Report]]
 PAGE_STATUSES: Final = (Status.OK.value, Status.FAILED.value, Status.INDETERMINATE.value)
 # Reports of one status from a set of pages: (reports, ack time of each in ns, status).
 Group = tuple[list[Report], np.ndarray, str]
@@ -228,12 +228,11 @@ class AckJournal:
         Call it on the thread that runs the delivery callback, right after poll/flush
         returns: every report in the page was served before that instant.
         """
-        if self.delivered or self.failed or self.indeterminate:
+        delivered, failed, indeterminate = self.delivered, self.failed, self.indeterminate
+        if delivered or failed or indeterminate:
             stamp = now_ns if now_ns is not None else time.time_ns()
-            self._pages.append((stamp, self.delivered[:], self.failed[:], self.indeterminate[:]))
-            self.delivered.clear()
-            self.failed.clear()
-            self.indeterminate.clear()
+            # Errors are rare: an empty list is not copied (this runs every few sends).
+            self._pages.append((stamp, _take(delivered), _take(failed), _take(indeterminate)))
 
     def _decode(self, pages: list[Page]) -> list[pa.RecordBatch]:
         """Record batches for the pages: one per status that has reports."""
@@ -336,6 +335,15 @@ class AckJournal:
                 f"the journal of {self.run_dir} is incomplete: {self.error} "
                 f"({self.unwritten} delivery reports not written, {kept} kept undecoded)"
             )
+
+
+def _take(reports: list[Report]) -> Sequence[Report]:
+    """The reports of a list that must keep its identity, which is left empty."""
+    if not reports:
+        return ()
+    taken = reports[:]
+    reports.clear()
+    return taken
 
 
 def _field(report: Report, name: str) -> Any:
