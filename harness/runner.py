@@ -222,7 +222,7 @@ def _workload_and_faults(
         events.write("phase", phase="workload-start")
         nemesis.start(time.monotonic())
         watcher.start()
-        stats = recorder.run(threading.Event())
+        recorder.run(threading.Event())
         events.write("phase", phase="workload-end")
     finally:
         stop.set()
@@ -235,6 +235,7 @@ def _workload_and_faults(
         finally:
             finalize(job.run_dir)
             sampler.stop()
+    stats = recorder.stats  # after the journal closed: every report it wrote
     outcome.sent, outcome.ok = stats.sent, stats.ok
     outcome.failed, outcome.indeterminate = stats.failed, stats.indeterminate
     outcome.fault_errors = list(nemesis.errors)
