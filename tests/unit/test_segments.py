@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from harness.segments import batches, read_checkpoint, surviving_length
+from harness.segments import batches, read_checkpoint, read_records, surviving_length
 
 
 def batch(base_offset: int, records: int, max_ts_ms: int, payload: int = 20) -> bytes:
@@ -63,3 +63,103 @@ def test_checkpoint_files_parse_and_empty_ones_hold_nothing():
     assert read_checkpoint("") == {}
     with pytest.raises(ValueError, match="not an offset checkpoint"):
         read_checkpoint("7\n0\n")
+
+
+# --- records of v2 batches, built byte by byte from Kafka's documented layout ---------------
+
+
+def varint(value: int) -> bytes:
+    """Kafka's zigzag varint."""
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    return bytes(out + bytes([raw]))
+
+
+def record(offset_delta: int, value: bytes | None, key: bytes | None = b"k1") -> bytes:
+    """One record: attributes, timestamp delta, offset delta, key, value, no headers."""
+    body = b"\0" + varint(offset_delta * 3) + varint(offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    body += varint(-1) if value is None else varint(len(value)) + value
+    body += varint(0)
+    return varint(len(body)) + body
+
+
+def value_of(msg_id: int) -> bytes:
+    """A harness value as the README defines it."""
+    return b"%015d:%012d:...." % (msg_id, msg_id // 8)
+
+
+def full_batch(base: int, values: list[bytes | None], attributes: int = 0) -> bytes:
+    """A v2 batch with a complete head (61 bytes) and one record per value."""
+    records = b"".join(record(i, v) for i, v in enumerate(values))
+    head = struct.pack(">ibIhiqq", 0, 2, 0, attributes, len(values) - 1, 1_000, 1_000)
+    head += struct.pack(">qhii", -1, -1, -1, len(values))
+    rest = head + records
+    return struct.pack(">qi", base, len(rest)) + rest
+
+
+def located(found) -> list[tuple[int, int, int | None]]:
+    return [(r.partition, r.offset, r.msg_id) for r in found.records]
+
+
+def test_records_of_uncompressed_batches_carry_partition_offset_and_msg_id():
+    segment = full_batch(0, [value_of(7), value_of(8)]) + full_batch(2, [value_of(300_000)])
+    found = read_records(segment, partition=2)
+    assert located(found) == [(2, 0, 7), (2, 1, 8), (2, 2, 300_000)]
+    assert found.complete and found.records_read == 3
+
+
+def test_values_not_written_by_the_harness_have_no_msg_id():
+    segment = full_batch(5, [b"hello", None, b"12:3:", b"00000000000000x:1:"])
+    assert located(read_records(segment, 0)) == [
+        (0, 5, None),
+        (0, 6, None),
+        (0, 7, None),
+        (0, 8, None),
+    ]
+
+
+def test_wanted_keeps_only_those_msg_ids_but_counts_every_record():
+    segment = full_batch(0, [value_of(i) for i in range(10)])
+    found = read_records(segment, 1, wanted={3, 42})
+    assert located(found) == [(1, 3, 3)] and found.records_read == 10
+
+
+def test_long_varints_and_many_records_in_one_batch():
+    segment = full_batch(1_000_000, [value_of(i) for i in range(200)])  # deltas past 63
+    assert [r.offset for r in read_records(segment, 0).records][-1] == 1_000_199
+
+
+def test_compressed_and_control_batches_are_counted_never_guessed():
+    segment = full_batch(0, [value_of(1)], attributes=1)  # gzip
+    segment += full_batch(1, [value_of(2)], attributes=0x20)  # a transaction marker
+    segment += full_batch(2, [value_of(3)])
+    found = read_records(segment, 0)
+    assert located(found) == [(0, 2, 3)]
+    assert (found.compressed_batches, found.control_batches) == (1, 1)
+    assert not found.complete  # a compressed batch may hold anything
+
+
+def test_a_batch_whose_records_do_not_fill_it_is_unparseable():
+    good = full_batch(0, [value_of(1)])
+    damaged = bytearray(full_batch(1, [value_of(2), value_of(3)]))
+    damaged[61] = 0x7E  # the first record's length now runs past the batch
+    found = read_records(bytes(damaged) + good, 0)
+    assert found.unparseable_batches == 1 and not found.complete
+    assert located(found) == [(0, 0, 1)]  # the later batch is still read
+
+
+def test_a_record_count_larger_than_the_records_is_unparseable():
+    batch_bytes = bytearray(full_batch(0, [value_of(1)]))
+    batch_bytes[57:61] = struct.pack(">i", 2)
+    assert read_records(bytes(batch_bytes), 0).unparseable_batches == 1
+
+
+def test_bytes_after_the_last_complete_batch_are_reported_unread():
+    segment = full_batch(0, [value_of(1)])
+    found = read_records(segment + segment[:30], 0)
+    assert located(found) == [(0, 0, 1)] and found.unread_bytes == 30 and not found.complete
+    assert read_records(b"", 0).complete
