@@ -193,6 +193,15 @@ class KafkaNode:
                     files[member.name] = (member, extracted.read() if extracted else b"")
         return files
 
+    def archive(self, path: str) -> Iterator[bytes] | None:
+        """The tar stream of `path` in chunks, as Docker sends it (works on a stopped
+        container); None when the path does not exist. Names start with the path's own name."""
+        try:
+            stream, _ = self.docker.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        return stream
+
     def write_files(self, parent: str, files: dict[str, tuple[tarfile.TarInfo, bytes]]) -> None:
         """Overwrite files below `parent` (archive names as `read_files` gives them), keeping
         each header's owner and mode; works on a stopped container."""

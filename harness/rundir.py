@@ -29,6 +29,12 @@ JOURNAL_SENDS: Final = "journal-sends.arrows"
 JOURNAL_ACKS: Final = "journal-acks.arrows"
 JOURNAL_GLOB: Final = "journal-*"
 BROKER_LOGS: Final = "broker-logs"
+# Copies of the topic's log segments, kept for the analysis' attribution of missing messages:
+# segments/broker-<id>/<topic>-<partition>/<base offset>.log
+SEGMENTS: Final = "segments"
+SEGMENTS_BROKER_PREFIX: Final = "broker-"
+# The most segment bytes one repetition keeps; a broker whose copy would pass it keeps none.
+SEGMENTS_BUDGET_BYTES: Final = 256 * 1024 * 1024
 
 # File names of an experiment run's root directory
 PLAN: Final = "plan.json"
@@ -89,6 +95,9 @@ class EventType(StrEnum):
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error
     HARNESS_ERROR = "harness_error"  # error
+    # kept, reason, missing_acked, budget_bytes, topic, error,
+    # brokers: {id: {files, bytes, partitions, skipped}}
+    SEGMENTS = "segments"
 
 
 def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -105,6 +114,11 @@ def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
         if isinstance(event, dict):
             events.append(event)
     return events
+
+
+def segments_dir(run_dir: str | Path, broker: int) -> Path:
+    """Where a repetition keeps broker `broker`'s segment copies."""
+    return Path(run_dir) / SEGMENTS / f"{SEGMENTS_BROKER_PREFIX}{broker}"
 
 
 def is_run_dir(path: Path) -> bool:

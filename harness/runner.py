@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from harness import rundir
 from harness.cluster import KafkaCluster, remove_leftovers
+from harness.evidence import segments_event
 from harness.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.image import BrokerImage
 from harness.journal import AckJournal, EventLog, JournalError, finalize, now_us
@@ -163,6 +164,10 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
         ctx = FaultContext(cluster, TOPIC, random.Random(job.seed))
         journal_error = _workload_and_faults(job, ctx, steps, events, outcome, progress)
         _read_back(job, cluster, events, outcome, progress)
+        # While the brokers still hold their logs: where each missing message still is.
+        progress.phase("keeping segments")
+        segments = segments_event(cluster.nodes, TOPIC, spec.topic.partitions, job.run_dir)
+        events.write(rundir.EventType.SEGMENTS, **segments)
         if journal_error is not None:  # read back first: the rest is still evidence
             raise JournalError(journal_error)
     except Exception as exc:
