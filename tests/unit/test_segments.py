@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from harness.segments import batches, read_checkpoint, read_records, surviving_length
+from tests.unit.kafka_bytes import full_batch, value_of
 
 
 def batch(base_offset: int, records: int, max_ts_ms: int, payload: int = 20) -> bytes:
@@ -65,40 +66,7 @@ def test_checkpoint_files_parse_and_empty_ones_hold_nothing():
         read_checkpoint("7\n0\n")
 
 
-# --- records of v2 batches, built byte by byte from Kafka's documented layout ---------------
-
-
-def varint(value: int) -> bytes:
-    """Kafka's zigzag varint."""
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    return bytes(out + bytes([raw]))
-
-
-def record(offset_delta: int, value: bytes | None, key: bytes | None = b"k1") -> bytes:
-    """One record: attributes, timestamp delta, offset delta, key, value, no headers."""
-    body = b"\0" + varint(offset_delta * 3) + varint(offset_delta)
-    body += varint(-1) if key is None else varint(len(key)) + key
-    body += varint(-1) if value is None else varint(len(value)) + value
-    body += varint(0)
-    return varint(len(body)) + body
-
-
-def value_of(msg_id: int) -> bytes:
-    """A harness value as the README defines it."""
-    return b"%015d:%012d:...." % (msg_id, msg_id // 8)
-
-
-def full_batch(base: int, values: list[bytes | None], attributes: int = 0) -> bytes:
-    """A v2 batch with a complete head (61 bytes) and one record per value."""
-    records = b"".join(record(i, v) for i, v in enumerate(values))
-    head = struct.pack(">ibIhiqq", 0, 2, 0, attributes, len(values) - 1, 1_000, 1_000)
-    head += struct.pack(">qhii", -1, -1, -1, len(values))
-    rest = head + records
-    return struct.pack(">qi", base, len(rest)) + rest
+# --- records of v2 batches ----------------------------------------------------------------
 
 
 def located(found) -> list[tuple[int, int, int | None]]:
@@ -131,6 +99,13 @@ def test_wanted_keeps_only_those_msg_ids_but_counts_every_record():
 def test_long_varints_and_many_records_in_one_batch():
     segment = full_batch(1_000_000, [value_of(i) for i in range(200)])  # deltas past 63
     assert [r.offset for r in read_records(segment, 0).records][-1] == 1_000_199
+
+
+def test_record_headers_and_null_keys_are_skipped():
+    with_headers = full_batch(3, [value_of(1)], headers=((b"trace", b"abc"), (b"x", b"")))
+    assert located(read_records(with_headers, 0)) == [(0, 3, 1)]
+    null_key = full_batch(4, [value_of(2)], key=None)
+    assert located(read_records(null_key, 0)) == [(0, 4, 2)]
 
 
 def test_compressed_and_control_batches_are_counted_never_guessed():

@@ -1,0 +1,260 @@
+"""Where each missing acknowledged message still is, from the log segments the harness kept.
+
+Every missing message (acknowledged, absent from the read-back) gets one place:
+
+- `on_no_disk`: no broker's kept log holds its msg_id, and every replica's log of its partition
+  was kept and read in full, back to its acked offset: Kafka lost it. A message that was on a
+  replica that later truncated it is here too: the final logs cannot tell the two apart.
+- `on_disk_not_served`: some broker's kept log holds it (where is in the examples), yet the
+  read-back did not return it: a read-back or harness fault when a holder has it below its
+  partition's high watermark, else a replica holding data beyond what the leader served.
+- `segments_unavailable`: not found, and some replica's log of its partition was not kept,
+  is compressed or could not be parsed: nothing can be said.
+- `not_examined`: beyond the bound of missing messages the reconciliation passes in.
+
+The counts add up to the run's loss figure. Pure: reads only the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+from harness import rundir
+from harness.rundir import EventType
+from harness.segments import read_records
+
+MAX_EXAMPLES: Final = 20
+SEGMENT_SUFFIX: Final = ".log"  # Kafka's name for a segment's record file
+NOT_TRUNCATION: Final = (
+    "a message that only a replica held, and that replica later truncated, is on_no_disk: "
+    "the final logs cannot show it was ever on a disk"
+)
+
+
+class Place(StrEnum):
+    """Where a missing acknowledged message was found in the kept segments."""
+
+    ON_NO_DISK = "on_no_disk"
+    ON_DISK_NOT_SERVED = "on_disk_not_served"
+    SEGMENTS_UNAVAILABLE = "segments_unavailable"
+    NOT_EXAMINED = "not_examined"
+
+
+@dataclass(frozen=True)
+class MissingMessage:
+    """An acknowledged message the read-back lacks, with where it was acknowledged."""
+
+    msg_id: int
+    partition: int | None
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class Holding:
+    """One broker's log record of a missing message."""
+
+    broker: int
+    partition: int
+    offset: int
+    beyond_high_watermark: bool | None  # None: the read-back recorded no high watermark
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Counts per place (summing to the loss), examples, and what limits the evidence."""
+
+    counts: dict[str, int]
+    examples: list[dict[str, Any]]
+    note: str
+    beyond_served: int = 0  # on_disk_not_served held only at or past the high watermark
+
+    def as_dict(self) -> dict[str, Any]:
+        """The results.json form."""
+        return asdict(self)
+
+
+@dataclass
+class _Evidence:
+    """What the kept segments say: holdings by msg_id, and where they fall short."""
+
+    holdings: dict[int, list[Holding]] = field(default_factory=lambda: defaultdict(list))
+    replicas: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    log_starts: dict[tuple[int, int], int] = field(default_factory=dict)  # (broker, p)
+    gaps: list[str] = field(default_factory=list)  # why some partition cannot be judged
+    bad_partitions: set[int] = field(default_factory=set)
+    all_partitions_bad: bool = False
+
+    def covers(self, partition: int, offset: int) -> bool:
+        """True when every replica's log of `partition` was read in full from `offset` on."""
+        if self.all_partitions_bad or partition in self.bad_partitions:
+            return False
+        brokers = self.replicas.get(partition)
+        return bool(brokers) and all(self.log_starts[(b, partition)] <= offset for b in brokers)
+
+
+def attribute(run_dir: str | Path, missing: Sequence[MissingMessage], loss: int) -> Attribution:
+    """The place of each missing message (`loss` of them, `missing` examined); never raises."""
+    run_dir = Path(run_dir)
+    if loss == 0:
+        return Attribution(_counts([], 0), [], "no acknowledged message is missing")
+    try:
+        evidence, topic_partitions = _load(run_dir, {m.msg_id for m in missing})
+        high = _high_watermarks(rundir.load_events(run_dir))
+    except Exception as exc:
+        evidence, topic_partitions, high = _Evidence(all_partitions_bad=True), 0, {}
+        evidence.gaps.append(f"attribution failed: {type(exc).__name__}: {exc}")
+    places = {m.msg_id: _place(m, evidence, topic_partitions) for m in missing}
+    holdings = {m.msg_id: _flagged(evidence.holdings.get(m.msg_id, []), high) for m in missing}
+    beyond = sum(1 for held in holdings.values() if held and _all_beyond(held))
+    note = "; ".join([*evidence.gaps, NOT_TRUNCATION])
+    examples = _examples(missing, places, holdings)
+    return Attribution(_counts(places.values(), loss - len(missing)), examples, note, beyond)
+
+
+def _counts(places: Iterable[Place], not_examined: int) -> dict[str, int]:
+    """Messages per place, every place present; `not_examined` for those beyond the bound."""
+    counts = {place.value: 0 for place in Place}
+    for place in places:
+        counts[place.value] += 1
+    counts[Place.NOT_EXAMINED.value] = max(not_examined, 0)
+    return counts
+
+
+def _all_beyond(held: list[Holding]) -> bool:
+    """True when every holding sits at or past its partition's high watermark."""
+    return all(h.beyond_high_watermark for h in held)
+
+
+def _place(message: MissingMessage, evidence: _Evidence, topic_partitions: int) -> Place:
+    """One message's place: found anywhere, else judged by its partition's evidence."""
+    if evidence.holdings.get(message.msg_id):
+        return Place.ON_DISK_NOT_SERVED
+    offset = message.offset if message.offset is not None else 0
+    if message.partition is not None:
+        covered = evidence.covers(message.partition, offset)
+    else:  # no acked partition (acks=0): every partition must be covered
+        covered = topic_partitions > 0 and all(
+            evidence.covers(p, offset) for p in range(topic_partitions)
+        )
+    return Place.ON_NO_DISK if covered else Place.SEGMENTS_UNAVAILABLE
+
+
+def _load(run_dir: Path, wanted: set[int]) -> tuple[_Evidence, int]:
+    """The evidence of the run's kept segments, and its topic's partition count."""
+    spec = json.loads((run_dir / rundir.SPEC).read_text())
+    topic_partitions = int((spec.get("topic") or {}).get("partitions") or 0)
+    brokers_expected = int((spec.get("kafka") or {}).get("brokers") or 0)
+    evidence = _Evidence()
+    events = [e for e in rundir.load_events(run_dir) if e.get("type") == EventType.SEGMENTS]
+    if not events:
+        evidence.all_partitions_bad = True
+        evidence.gaps.append("no segments event: the run kept no segments")
+        return evidence, topic_partitions
+    event = events[-1]
+    if not event.get("kept"):
+        evidence.all_partitions_bad = True
+        evidence.gaps.append(f"segments not kept: {event.get('reason')}")
+    if event.get("error"):
+        evidence.gaps.append(f"segment copy: {event['error']}")
+    brokers = event.get("brokers") or {}
+    if len(brokers) < brokers_expected:
+        evidence.all_partitions_bad = True
+        evidence.gaps.append(f"segments of {len(brokers)} of {brokers_expected} brokers kept")
+    for broker, kept in sorted(brokers.items(), key=lambda item: int(item[0])):
+        _read_broker(run_dir, int(broker), kept, str(event.get("topic")), wanted, evidence)
+    return evidence, topic_partitions
+
+
+def _read_broker(
+    run_dir: Path, broker: int, kept: dict, topic: str, wanted: set[int], evidence: _Evidence
+) -> None:
+    """Add one broker's kept segments to the evidence; a broker not (fully) kept taints all."""
+    folder = rundir.segments_dir(run_dir, broker)
+    files = sorted(folder.glob(f"{topic}-*/*{SEGMENT_SUFFIX}")) if folder.is_dir() else []
+    problem = kept.get("skipped")
+    if problem is None and sum(f.stat().st_size for f in files) != kept.get("bytes"):
+        problem = f"its kept files do not hold the {kept.get('bytes')} bytes the event recorded"
+    if problem is not None:  # it may have been a replica of any partition
+        evidence.all_partitions_bad = True
+        evidence.gaps.append(f"broker {broker}: {problem}")
+        return
+    for partition, segment_files in _by_partition(files, topic).items():
+        evidence.replicas[partition].add(broker)
+        # Segment names are zero-padded base offsets: the first is where the log starts.
+        evidence.log_starts[(broker, partition)] = int(segment_files[0].stem)
+        for path in segment_files:
+            _read_segment(path, broker, partition, wanted, evidence)
+
+
+def _by_partition(files: Iterable[Path], topic: str) -> dict[int, list[Path]]:
+    """Segment files by the partition their `<topic>-<p>` folder names, in log order."""
+    grouped: dict[int, list[Path]] = defaultdict(list)
+    for path in files:
+        number = path.parent.name[len(topic) + 1 :]
+        if number.isdigit() and path.stem.isdigit():
+            grouped[int(number)].append(path)
+    return {p: sorted(paths, key=lambda f: int(f.stem)) for p, paths in grouped.items()}
+
+
+def _read_segment(
+    path: Path, broker: int, partition: int, wanted: set[int], evidence: _Evidence
+) -> None:
+    """Add a segment's wanted records; a segment not read in full marks its partition."""
+    found = read_records(path.read_bytes(), partition, wanted)
+    for record in found.records:
+        evidence.holdings[record.msg_id].append(Holding(broker, partition, record.offset, None))
+    if not found.complete:
+        evidence.bad_partitions.add(partition)
+        evidence.gaps.append(
+            f"broker {broker} {path.parent.name}/{path.name}: {found.compressed_batches} "
+            f"compressed, {found.unparseable_batches} unparseable batches, "
+            f"{found.unread_bytes} unread bytes"
+        )
+
+
+def _high_watermarks(events: list[dict]) -> dict[int, int]:
+    """Partition → high watermark from the last readback event ({} when none)."""
+    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
+    marks = (readbacks[-1].get("high_watermarks") or {}) if readbacks else {}
+    return {int(p): int(o) for p, o in marks.items()}
+
+
+def _flagged(holdings: list[Holding], high: dict[int, int]) -> list[Holding]:
+    """Holdings flagged with whether they sit at or past their partition's high watermark."""
+    return [
+        replace(h, beyond_high_watermark=h.offset >= high[h.partition])
+        if h.partition in high
+        else h
+        for h in holdings
+    ]
+
+
+def _examples(
+    missing: Sequence[MissingMessage],
+    places: dict[int, Place],
+    holdings: dict[int, list[Holding]],
+) -> list[dict[str, Any]]:
+    """Up to MAX_EXAMPLES messages, the lowest msg_ids of each place taken in turn."""
+    by_place: dict[Place, list[MissingMessage]] = defaultdict(list)
+    for message in sorted(missing, key=lambda m: m.msg_id):
+        by_place[places[message.msg_id]].append(message)
+    chosen: list[MissingMessage] = []
+    queues = [by_place[place] for place in Place if by_place[place]]
+    depth = 0
+    while len(chosen) < MAX_EXAMPLES and any(depth < len(q) for q in queues):
+        chosen += [q[depth] for q in queues if depth < len(q)]
+        depth += 1
+    return [
+        {
+            **asdict(m),
+            "place": str(places[m.msg_id]),
+            "holders": [asdict(h) for h in holdings[m.msg_id]],
+        }
+        for m in chosen[:MAX_EXAMPLES]
+    ]
