@@ -40,12 +40,14 @@ from analysis.anomalies import (
     LOSS_CLASSES,
     loss_of,
 )
+from analysis.attribution import MissingMessage, attribute
 from harness import rundir
 from harness.rundir import NO_REPORT, STATUSES, EventType, Status
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
+MAX_MISSING = 100_000  # missing messages per run handed to the attribution (the rest: counted)
 SLOT_BITS = 40
 # Facts about a run's own records, checked before judging (see analysis.verdicts).
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
@@ -90,6 +92,7 @@ class RunResult:
     divergence_by_partition: dict[str, int] = field(default_factory=dict)
     contract: dict[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
     sensitivity: dict[str, Any] | None = None  # removed, found, passed (see _sensitivity_rows)
+    attribution: dict[str, Any] | None = None  # where missing messages still are: attribution.py
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,7 @@ def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
             _partition_loss_rows(anomalies),
             _repeated_id_rows(messages),
             _example_rows(anomalies),
+            _missing_rows(anomalies),
             _anomaly_second_rows(anomalies),
             *_sensitivity_rows(spark, acked, readback, messages, complete),
         ]
@@ -647,6 +651,18 @@ def _example_rows(anomalies: DataFrame) -> DataFrame:
     return _report(top, "example", F.col("anomaly"), F.col("rank"), payload)
 
 
+def _missing_rows(anomalies: DataFrame) -> DataFrame:
+    """Up to MAX_MISSING missing acknowledged messages per run, lowest msg_id first: msg_id,
+    and the acked partition and offset as JSON (for the attribution)."""
+    order = Window.partitionBy("run_id").orderBy("msg_id")
+    missing = anomalies.filter(F.col("anomaly").isin(*LOSS_CLASSES))
+    top = missing.withColumn("rank", F.row_number().over(order)).filter(
+        F.col("rank") <= MAX_MISSING
+    )
+    location = F.to_json(F.struct("partition", "offset"))
+    return _report(top, "missing", F.lit(None), F.col("msg_id"), location)
+
+
 def _timeline_rows(acked: DataFrame) -> DataFrame:
     """One row per run and epoch second with sends: outcomes and ack latency percentiles.
 
@@ -748,7 +764,17 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
         sensitivity=_sensitivity(probe, loss_of(counts)),
         examples=examples,
         timeline=timeline,
+        attribution=_attribution(run, [row for row in rows if row.kind == "missing"], counts),
     )
+
+
+def _attribution(run: _Run, missing_rows: list[Row], counts: dict[str, int]) -> dict[str, Any]:
+    """Where each missing message still is, from the segments kept in the run directory."""
+    missing = []
+    for row in missing_rows:
+        acked_at = json.loads(row.payload)
+        missing.append(MissingMessage(row.value, acked_at.get("partition"), acked_at.get("offset")))
+    return attribute(run.run_dir, missing, loss_of(counts)).as_dict()
 
 
 def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:

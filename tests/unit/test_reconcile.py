@@ -21,7 +21,8 @@ from analysis.reconcile import (
     write_aggregate,
     write_results,
 )
-from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA
+from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA, segments_dir
+from tests.unit.kafka_bytes import full_batch, value_of
 
 T0_US = 1_700_000_000_000_000
 # The schemas the harness writes: the fixtures must look like real run directories.
@@ -525,3 +526,42 @@ def test_timeline_counts_missing_and_duplicated_by_send_second(results: dict) ->
     dup = results[("duplicated", 0)]
     assert sum(s["duplicated"] for s in dup.timeline) == dup.counts["duplicated"] == 1
     assert sum(s["missing"] for s in results[("clean", 0)].timeline) == 0
+
+
+def test_every_complete_run_attributes_its_whole_loss(results: dict) -> None:
+    for result in results.values():
+        if result.status != "complete":
+            assert result.attribution is None
+            continue
+        assert sum(result.attribution["counts"].values()) == result.loss, result.cell
+    # These runs kept no segments: nothing can be said about where their messages are.
+    lost = results[("ap_cut", 0)].attribution
+    assert lost["counts"]["segments_unavailable"] == 4 and "no segments event" in lost["note"]
+
+
+def test_attribution_reads_the_kept_segments(spark: SparkSession, tmp_path: Path) -> None:
+    # Acked 1-4 at offsets 0-3 of partition 0; the read-back holds 1 and 4. Every broker's
+    # log holds 1, 3 (at offset 1) and 4: msg 2 is on no disk, msg 3 on disk but not served.
+    segments = {"type": "segments", "kept": True, "topic": "chaos", "brokers": {}}
+    events = [segments, {"type": "readback", "high_watermarks": {"0": 4}}]
+    run = write_run(
+        tmp_path, "kept", [sent(i, i - 1) for i in range(1, 5)], [read(1, 0), read(4, 3)]
+    )
+    log = full_batch(0, [value_of(m) for m in (1, 3, 4)])
+    for broker in (1, 2, 3):
+        folder = segments_dir(run, broker) / "chaos-0"
+        folder.mkdir(parents=True)
+        (folder / "00000000000000000000.log").write_bytes(log)
+        segments["brokers"][str(broker)] = {"bytes": len(log), "skipped": None}
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    [result] = reconcile(spark, [run])
+    assert result.loss == 2
+    assert result.attribution["counts"] == {
+        "on_no_disk": 1,
+        "on_disk_not_served": 1,
+        "segments_unavailable": 0,
+        "not_examined": 0,
+    }
+    on_disk = [e for e in result.attribution["examples"] if e["place"] == "on_disk_not_served"]
+    assert [(e["msg_id"], e["partition"], e["offset"]) for e in on_disk] == [(3, 0, 2)]
+    assert {(h["broker"], h["offset"]) for h in on_disk[0]["holders"]} == {(1, 1), (2, 1), (3, 1)}
