@@ -575,8 +575,36 @@ def _repetition_view(
         "timeline": _timeline_or_none(result, events, salt),
         "faults": [w.label for w in fault_windows(events)],
         "sensitivity": _sensitivity_text(result.get("sensitivity")),
+        "attribution": _attribution_view(result.get("attribution")),
         "examples": _examples(result),
     }
+
+
+# How each place of analysis.attribution reads in a sentence.
+ATTRIBUTION_PHRASES: Final = {
+    "on_no_disk": "on no broker's disk (Kafka lost them)",
+    "on_disk_not_served": "on a broker's disk, yet not read back",
+    "segments_unavailable": "cannot say (segments not kept or not readable)",
+    "not_examined": "not examined (beyond the bound)",
+}
+
+
+def _attribution_view(attribution: Any) -> dict[str, str] | None:
+    """{"text": where the missing messages are, "note": its limits}, or None without any."""
+    if not isinstance(attribution, Mapping):
+        return None
+    counts = attribution.get("counts") or {}
+    total = sum(int(n) for n in counts.values())
+    if total == 0:
+        return None
+    parts = [
+        f"{counts[p]:,} {phrase}" for p, phrase in ATTRIBUTION_PHRASES.items() if counts.get(p)
+    ]
+    beyond = attribution.get("beyond_served") or 0
+    if beyond:
+        parts.append(f"{beyond:,} of those on disk only at or past the high watermark")
+    text = f"where the {total:,} missing acknowledged messages are: {'; '.join(parts)}"
+    return {"text": text, "note": str(attribution.get("note") or "")}
 
 
 def _sensitivity_text(check: Any) -> str | None:

@@ -99,8 +99,18 @@ def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[s
         },
         "examples": examples,
         "sensitivity": {"removed": 5, "found": 5, "passed": True},
+        "attribution": attribution(all_counts["lost"] + all_counts["unseen"]),
         "timeline": timeline(),
     }
+
+
+def attribution(loss: int) -> dict[str, Any]:
+    """All but one missing message on no disk, the last one on a disk past the watermark."""
+    on_disk = min(loss, 1)
+    counts = {"on_no_disk": loss - on_disk, "on_disk_not_served": on_disk}
+    counts |= {"segments_unavailable": 0, "not_examined": 0}
+    note = "a truncated replica's message is on_no_disk"
+    return {"counts": counts, "examples": [], "note": note, "beyond_served": on_disk}
 
 
 def us(t_s: float) -> int:
@@ -207,6 +217,12 @@ def test_html_has_matrix_verdicts_and_one_svg_per_timeline(rendered: ReportPaths
     header = matrix[: matrix.index("</tr>")]
     assert header.index(">verdict<") < header.index(">sent<")  # the first data column
     assert "sensitivity check passed: 5 of 5 acknowledged records" in html
+    assert (
+        "where the 3 missing acknowledged messages are: 2 on no broker&#39;s disk (Kafka lost "
+        "them); 1 on a broker&#39;s disk, yet not read back; 1 of those on disk only at or past"
+    ) in html
+    assert "(a truncated replica&#39;s message is on_no_disk)" in html
+    assert html.count("missing acknowledged messages are:") == 1  # only the lossy repetition
 
 
 def test_html_is_offline(rendered: ReportPaths) -> None:
