@@ -194,11 +194,11 @@ def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster,
     finally:
         fault.heal()
     wait_until(
-        lambda: follower in cluster.partition_states(topic)[0].isr,
+        lambda: follower in isr_seen_by(cluster.node(leader), topic),
         90,
         f"node {follower} to catch up and rejoin the ISR",
     )
-    assert write_one(producer, topic) is None
+    wait_until(lambda: write_one(producer, topic) is None, 30, "an acknowledged acks=all write")
 
 
 def test_a_paused_leader_answers_nothing_and_acknowledges_nothing(cluster, topic):
