@@ -210,17 +210,16 @@ class AckJournal:
             pages = []
             while self._pages:
                 pages.append(self._pages.popleft())
-            for batch in self._decode(pages):
-                self._write(batch)
+            for status, batch in self._decode(pages):
+                self._write(status, batch)
 
-    def _write(self, batch: pa.RecordBatch) -> None:
-        """Append a decoded batch and tally its statuses, or count its reports as unwritten."""
-        if not self._acks.write(batch):
+    def _write(self, status: str, batch: pa.RecordBatch) -> None:
+        """Append a decoded batch (all of `status`) and count it, or count it as unwritten."""
+        if self._acks.write(batch):
+            self.counts[status] += batch.num_rows
+        else:
             self.unwritten += batch.num_rows
             self._note(self._acks.error)
-            return
-        for name, count in zip(*pc.value_counts(batch["status"]).flatten(), strict=True):
-            self.counts[name.as_py()] += count.as_py()
 
     def commit(self, now_ns: int | None = None) -> None:
         """Hand the reports served since the last commit to the writer, stamped `now_ns`.
@@ -234,8 +233,8 @@ class AckJournal:
             # Errors are rare: an empty list is not copied (this runs every few sends).
             self._pages.append((stamp, _take(delivered), _take(failed), _take(indeterminate)))
 
-    def _decode(self, pages: list[Page]) -> list[pa.RecordBatch]:
-        """Record batches for the pages: one per status that has reports."""
+    def _decode(self, pages: list[Page]) -> list[tuple[str, pa.RecordBatch]]:
+        """(status, record batch) for the pages: one per status that has reports."""
         batches = []
         stamps = np.asarray([page[0] for page in pages], dtype=np.int64)
         for column, status in enumerate(PAGE_STATUSES, start=1):
@@ -244,7 +243,7 @@ class AckJournal:
                 ack_ns = np.repeat(stamps, [len(page[column]) for page in pages])
                 batch = self._decode_group((reports, ack_ns, status))
                 if batch is not None:
-                    batches.append(batch)
+                    batches.append((status, batch))
         return batches
 
     def _decode_group(self, group: Group) -> pa.RecordBatch | None:
