@@ -4,13 +4,17 @@ Both are appended while the run goes on and flushed at least every ~0.2 s, so a 
 the harness loses at most the last fraction of a second. The journal is Arrow IPC streams
 (a truncated last batch is simply not read); `finalize` turns them into acked.parquet.
 
-The hot path stays tiny: a delivery callback appends the message object to a list, and the
-thread that serves delivery reports hands that list over with `commit()` after each poll,
-stamped once with the time (the ack time of every report it holds). The writer thread reads
-the fields column-wise. Sends are not journalled one by one: ids are sequential and keys
-assigned round-robin, so key and key sequence follow from the id; the writer checkpoints the
-highest id sent every flush, and a send's time is its ack time minus librdkafka's measured
-latency (interpolated from the checkpoints for sends without a report).
+The hot path stays tiny: a delivery callback appends the message object to the list of its
+status, and the thread that serves delivery reports hands the lists over with `commit()`
+after each poll, stamped once with the time (the ack time of every report it holds). The
+writer thread reads the fields column-wise, or report by report when a page holds fields it
+cannot type (librdkafka leaves offset, partition or latency unknown on some reports): no
+report is ever dropped, and a failure to write makes `close()` raise JournalError.
+
+Sends are not journalled one by one: ids are sequential and keys assigned round-robin, so
+key and key sequence follow from the id; the writer checkpoints the highest id sent every
+flush, and a send's time is its ack time minus librdkafka's measured latency (interpolated
+from the checkpoints for sends without a report).
 """
 
 from __future__ import annotations
