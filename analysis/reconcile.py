@@ -54,7 +54,12 @@ TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in th
 PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
-CONTRACT_KEYS = ("repeated_msg_ids", "unknown_statuses", *(f"reported_{s}" for s in STATUSES))
+CONTRACT_KEYS = (
+    "repeated_msg_ids",
+    "unidentified_rows",
+    "unknown_statuses",
+    *(f"reported_{s}" for s in STATUSES),
+)
 
 # The run-file contract has one home, the harness modules that write the files; Spark reads
 # the same columns with the matching types.
@@ -634,9 +639,15 @@ def _anomaly_second_rows(anomalies: DataFrame) -> DataFrame:
 
 
 def _repeated_id_rows(messages: DataFrame) -> DataFrame:
-    """Per run, the msg_ids that acked.parquet holds more than once (a contract breach)."""
-    repeated = messages.filter(F.col("acked_rows") > 1).groupBy("run_id").count()
-    return _report(repeated, "contract", F.lit("repeated_msg_ids"), F.col("count"), F.lit(None))
+    """Per run, the msg_ids that acked.parquet holds more than once, and its rows without a
+    msg_id (a delivery report whose value was not ours): both breach the contract."""
+    identified = F.col("msg_id").isNotNull()
+    breaches = messages.filter(F.col("acked_rows") > F.when(identified, 1).otherwise(0))
+    name = F.when(identified, F.lit("repeated_msg_ids")).otherwise(F.lit("unidentified_rows"))
+    totals = breaches.groupBy("run_id", name.alias("name")).agg(
+        F.sum(F.when(identified, 1).otherwise(F.col("acked_rows"))).alias("value")
+    )
+    return _report(totals, "contract", F.col("name"), F.col("value"), F.lit(None))
 
 
 def _example_rows(anomalies: DataFrame) -> DataFrame:

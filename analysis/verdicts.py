@@ -299,6 +299,11 @@ def _journal_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, A
     breaches = []
     if repeated := contract.get("repeated_msg_ids"):
         breaches.append(f"acked.parquet holds {repeated} msg_id(s) more than once")
+    if unidentified := contract.get("unidentified_rows"):
+        breaches.append(
+            f"acked.parquet holds {unidentified} delivery report(s) without a msg_id "
+            "(a value the producer did not write): they cannot be matched to a send"
+        )
     if unknown := contract.get("unknown_statuses"):
         breaches.append(
             f"acked.parquet holds {unknown} row(s) whose status is none of {', '.join(STATUSES)}"

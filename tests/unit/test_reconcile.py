@@ -199,9 +199,17 @@ SCENARIOS: dict[tuple[str, int], tuple[list[dict], list[dict] | None]] = {
         [*(sent(i, i - 1) for i in range(1, 7)), sent(7, 0, partition=1)],
         [read(4, 3), read(6, 5)],
     ),
-    # Item 5: acked.parquet holds msg_id 2 twice (ok and failed) and a status nobody defined.
+    # Item 5: acked.parquet holds msg_id 2 twice (ok and failed), a status nobody defined, and
+    # two reports whose value was not ours (no msg_id).
     ("broken_contract", 0): (
-        [sent(1, 0), sent(2, 1), sent(2, None, status="failed"), sent(3, 2, status="maybe")],
+        [
+            sent(1, 0),
+            sent(2, 1),
+            sent(2, None, status="failed"),
+            sent(3, 2, status="maybe"),
+            {**sent(4, 3), "msg_id": None},
+            {**sent(5, None, status="failed"), "msg_id": None},
+        ],
         [read(1, 0), read(3, 2)],
     ),
 }
@@ -381,9 +389,10 @@ def test_contract_facts_are_counted(results: dict) -> None:
     contract = results[("broken_contract", 0)].contract
     assert contract == {
         "repeated_msg_ids": 1,
+        "unidentified_rows": 2,
         "unknown_statuses": 1,
-        "reported_ok": 2,
-        "reported_failed": 1,
+        "reported_ok": 3,
+        "reported_failed": 2,
         "reported_indeterminate": 0,
     }
     assert results[("clean", 0)].contract["repeated_msg_ids"] == 0

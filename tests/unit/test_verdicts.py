@@ -1190,3 +1190,11 @@ def test_cell_stats_skip_counts_that_are_no_non_negative_ints() -> None:
     assert stats.counts["lost"] == verdicts.CountStats(3.0, 2, 4)
     assert stats.counts["acked"] == verdicts.CountStats(1000.0, 1000, 1000)
     assert stats.loss_rate == pytest.approx(2 / 1000)  # only rows with an acked count
+
+
+def test_reports_without_a_msg_id_make_the_repetition_unknown() -> None:
+    res = clean_cp()
+    res["contract"]["unidentified_rows"] = 3
+    v = raw_judge(res, [readback_event(True), tally_event(990)])
+    assert v.verdict == Verdict.UNKNOWN
+    assert "3 delivery report(s) without a msg_id" in v.reasons[0]
