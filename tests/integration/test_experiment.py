@@ -12,8 +12,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import docker
+import pyarrow.parquet as pq
 import pytest
 
+from harness.segments import read_records
 from harness.settings import load_settings
 
 pytestmark = pytest.mark.integration
@@ -77,6 +79,7 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
         [tally] = [json.loads(e) for e in events if '"recorder_tally"' in e]
         journalled = {s: result["contract"][f"reported_{s}"] for s in tally["reports"]}
         assert tally["reports"] == journalled and tally["journal_error"] is None
+    check_attribution(cp, ap)
     for cell in ("config=ap", "config=cp"):
         run_dir = root / cell / "0"
         for name in ("spec.json", "acked.parquet", "readback.parquet", "events.jsonl"):
@@ -102,6 +105,39 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     assert suite.findall(".//failure") == []
     assert str(report / "report.html") in done.stdout
     assert labelled_leftovers() == []
+
+
+def check_attribution(cp: dict, ap: dict) -> None:
+    """Every missing message has a place; AP's (acks=1 writes the cut-off leader took and then
+    truncated) are on no broker's disk; segments are kept only where messages are missing."""
+    for result in (cp, ap):
+        assert sum(result["attribution"]["counts"].values()) == result["loss"], result
+    [cp_kept] = [e for e in events_of(cp) if e["type"] == "segments"]
+    assert cp_kept["kept"] is False and not (Path(cp["run_dir"]) / "segments").exists()
+    if ap["loss"] == 0:  # the cell may lose by rewriting offsets only: nothing to place
+        return
+    [kept] = [e for e in events_of(ap) if e["type"] == "segments"]
+    assert kept["kept"] is True and kept["error"] is None, kept
+    assert all(b["skipped"] is None and b["files"] > 0 for b in kept["brokers"].values()), kept
+    places = ap["attribution"]["counts"]
+    assert places["segments_unavailable"] == places["not_examined"] == 0, ap["attribution"]
+    assert places["on_no_disk"] >= 0.9 * ap["loss"], ap["attribution"]
+    print(f"AP attribution: {places} (kept {kept['brokers']}, {kept['seconds']} s)")
+    # The record parser on real segments: together they hold every record read back.
+    run_dir = Path(ap["run_dir"])
+    held = set()
+    for path in (run_dir / "segments").glob("broker-*/chaos-*/*.log"):
+        found = read_records(path.read_bytes(), int(path.parent.name.rsplit("-", 1)[1]))
+        assert found.complete and found.records_read > 0, path
+        held |= {(r.partition, r.offset, r.msg_id) for r in found.records}
+    served = pq.read_table(run_dir / "readback.parquet", columns=["partition", "offset", "msg_id"])
+    assert set(zip(*served.to_pydict().values(), strict=True)) <= held
+
+
+def events_of(result: dict) -> list[dict]:
+    """The events of a result's run directory."""
+    lines = (Path(result["run_dir"]) / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
 
 
 def start_one_kill(runs_dir: Path, output) -> subprocess.Popen:
@@ -151,8 +187,6 @@ def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
         "report", str(run_dir.parent.parent), "--out", str(tmp_path / "rep"), "--master", "local[2]"
     )
     assert reported.returncode == 2, reported.stdout + reported.stderr  # incomplete → UNKNOWN
-    import pyarrow.parquet as pq
-
     acked = pq.read_table(run_dir / "acked.parquet")
     assert acked.num_rows > 300  # >= 1 s of sends at 300/s survived the crash
     result = json.loads((run_dir / "results.json").read_text())
