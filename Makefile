@@ -31,7 +31,7 @@ bench: venv engine image
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
 
-# Mutation testing of the checker's pure modules (analysis/verdicts.py, guarantees.py,
+# Mutation testing of the checker's pure modules (analysis/judge/verdicts.py, guarantees.py,
 # anomalies.py) against tests/unit/test_verdicts.py; configured in pyproject.toml
 # [tool.mutmut]. Slow (minutes), so never in CI. Starts from a clean mutants/ so the score
 # always reflects the current code and tests, and fails below MUTATION_MIN percent killed.
@@ -61,7 +61,7 @@ $(STAMP): pyproject.toml
 
 # Standard library only, so it runs before the virtualenv matters.
 engine:
-	$(PYTHON) -m harness.engine
+	$(PYTHON) -m harness.platform.engine
 
 image: venv engine
 	$(BIN)/kafka-chaos image

@@ -25,9 +25,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-from harness import rundir
-from harness.rundir import EventType
-from harness.segments import read_records
+from harness.rundir import layout
+from harness.rundir.events import EventType, load_events
+from harness.rundir.segments import read_records
 
 MAX_EXAMPLES: Final = 20
 SEGMENT_SUFFIX: Final = ".log"  # Kafka's name for a segment's record file
@@ -105,7 +105,7 @@ def attribute(run_dir: str | Path, missing: Sequence[MissingMessage], loss: int)
         return Attribution(_counts([], 0), [], "no acknowledged message is missing")
     try:
         evidence, topic_partitions = _load(run_dir, {m.msg_id for m in missing})
-        high = _high_watermarks(rundir.load_events(run_dir))
+        high = _high_watermarks(load_events(run_dir))
     except Exception as exc:
         evidence, topic_partitions, high = _Evidence(all_partitions_bad=True), 0, {}
         evidence.gaps.append(f"attribution failed: {type(exc).__name__}: {exc}")
@@ -147,11 +147,11 @@ def _place(message: MissingMessage, evidence: _Evidence, topic_partitions: int) 
 
 def _load(run_dir: Path, wanted: set[int]) -> tuple[_Evidence, int]:
     """The evidence of the run's kept segments, and its topic's partition count."""
-    spec = json.loads((run_dir / rundir.SPEC).read_text())
+    spec = json.loads((run_dir / layout.SPEC).read_text())
     topic_partitions = int((spec.get("topic") or {}).get("partitions") or 0)
     brokers_expected = int((spec.get("kafka") or {}).get("brokers") or 0)
     evidence = _Evidence()
-    events = [e for e in rundir.load_events(run_dir) if e.get("type") == EventType.SEGMENTS]
+    events = [e for e in load_events(run_dir) if e.get("type") == EventType.SEGMENTS]
     if not events:
         evidence.all_partitions_bad = True
         evidence.gaps.append("no segments event: the run kept no segments")
@@ -175,7 +175,7 @@ def _read_broker(
     run_dir: Path, broker: int, kept: dict, topic: str, wanted: set[int], evidence: _Evidence
 ) -> None:
     """Add one broker's kept segments to the evidence; a broker not (fully) kept taints all."""
-    folder = rundir.segments_dir(run_dir, broker)
+    folder = layout.segments_dir(run_dir, broker)
     files = sorted(folder.glob(f"{topic}-*/*{SEGMENT_SUFFIX}")) if folder.is_dir() else []
     problem = kept.get("skipped")
     if problem is None and sum(f.stat().st_size for f in files) != kept.get("bytes"):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.junit import write_junit
+from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
 from analysis.reconcile import (
     aggregate,
     find_runs,
@@ -18,8 +18,8 @@ from analysis.reconcile import (
     write_aggregate,
     write_results,
 )
-from analysis.report import render_report
-from analysis.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
+from analysis.report.junit import write_junit
+from analysis.report.render import render_report
 
 
 class NoRunsFound(LookupError):

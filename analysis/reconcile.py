@@ -41,15 +41,16 @@ from analysis.anomalies import (
     loss_of,
 )
 from analysis.attribution import MissingMessage, attribute
-from harness import rundir
-from harness.rundir import NO_REPORT, STATUSES, EventType, Status
+from harness.rundir import layout
+from harness.rundir.events import EventType, load_events
+from harness.rundir.records import ACKED_SCHEMA, NO_REPORT, READBACK_SCHEMA, STATUSES, Status
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
 MAX_MISSING = 100_000  # missing messages per run handed to the attribution (the rest: counted)
 SLOT_BITS = 40
-# Facts about a run's own records, checked before judging (see analysis.verdicts).
+# Facts about a run's own records, checked before judging (see analysis.judge.verdicts).
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
 PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
 SENSITIVITY_SEED = 20261122
@@ -71,8 +72,8 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return T.StructType([T.StructField(f.name, _SPARK_TYPES[f.type]) for f in schema])
 
 
-ACKED_SCHEMA = spark_schema(rundir.ACKED_SCHEMA)
-READBACK_SCHEMA = spark_schema(rundir.READBACK_SCHEMA)
+ACKED_SCHEMA = spark_schema(ACKED_SCHEMA)
+READBACK_SCHEMA = spark_schema(READBACK_SCHEMA)
 STATUS_CODES = {status: code for code, status in enumerate(STATUSES, start=1)}
 KEY_PARTITION = ["run_id", "partition"]
 
@@ -148,8 +149,8 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
         for match in glob.glob(os.path.expanduser(pattern), recursive=True):
             root = Path(match)
             if root.is_dir():
-                candidates = [root, *(spec.parent for spec in root.rglob(rundir.SPEC))]
-                found.update(d.resolve() for d in candidates if rundir.is_run_dir(d))
+                candidates = [root, *(spec.parent for spec in root.rglob(layout.SPEC))]
+                found.update(d.resolve() for d in candidates if layout.is_run_dir(d))
     return sorted(found)
 
 
@@ -163,17 +164,17 @@ def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
 def _inspect(run_id: int, run_dir: Path) -> _Run:
     """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
     try:
-        spec = json.loads((run_dir / rundir.SPEC).read_text())
+        spec = json.loads((run_dir / layout.SPEC).read_text())
         if not isinstance(spec, dict):
-            raise ValueError(f"{rundir.SPEC} holds a {type(spec).__name__}, not an object")
+            raise ValueError(f"{layout.SPEC} holds a {type(spec).__name__}, not an object")
         for field_name in ("config", "axes"):
             if not isinstance(spec.get(field_name) or {}, dict):
-                raise ValueError(f"{rundir.SPEC}: {field_name} is not an object")
-        _check_columns(run_dir / rundir.ACKED, ACKED_SCHEMA)
-        if not (run_dir / rundir.READBACK).is_file():
+                raise ValueError(f"{layout.SPEC}: {field_name} is not an object")
+        _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
+        if not (run_dir / layout.READBACK).is_file():
             return _Run(run_id, run_dir, spec, "incomplete", None)
-        _check_columns(run_dir / rundir.READBACK, READBACK_SCHEMA)
-        log_start = _log_start_offsets(rundir.load_events(run_dir))
+        _check_columns(run_dir / layout.READBACK, READBACK_SCHEMA)
+        log_start = _log_start_offsets(load_events(run_dir))
     except Exception as exc:
         return _Run(run_id, run_dir, {}, "error", f"{type(exc).__name__}: {exc}")
     return _Run(run_id, run_dir, spec, "complete", None, log_start)
@@ -231,13 +232,13 @@ def _query_isolating_failures(
 
 def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
     """Collect the report rows of all runs, every part in one union so Spark plans it once."""
-    acked = _read_runs(spark, {r.run_id: r.run_dir / rundir.ACKED for r in runs}, ACKED_SCHEMA)
+    acked = _read_runs(spark, {r.run_id: r.run_dir / layout.ACKED for r in runs}, ACKED_SCHEMA)
     acked = acked.transform(_with_unknown_locations_as_null)
     parts = [_timeline_rows(acked)]
     anomalies = None
     complete = [r for r in runs if r.status == "complete"]
     if complete:
-        files = {r.run_id: r.run_dir / rundir.READBACK for r in complete}
+        files = {r.run_id: r.run_dir / layout.READBACK for r in complete}
         # One log record read twice by the consumer is one record, never a Kafka duplicate.
         readback = _read_runs(spark, files, READBACK_SCHEMA).dropDuplicates(
             ["run_id", "partition", "offset"]
@@ -865,7 +866,7 @@ def reconcile_runs(run_dirs: Sequence[Path], master: str | None = None) -> list[
 def write_results(results: Sequence[RunResult]) -> None:
     """Write each result to results.json in its run directory (atomically, via a rename)."""
     for result in results:
-        target = Path(result.run_dir) / rundir.RESULTS
+        target = Path(result.run_dir) / layout.RESULTS
         partial = target.with_suffix(".json.partial")
         partial.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
         partial.replace(target)
@@ -976,7 +977,7 @@ def main(argv: list[str] | None = None) -> int:
     if not run_dirs:
         print(
             f"no run directory matches {' '.join(args.globs)}: a run directory holds "
-            f"{rundir.SPEC} and {rundir.ACKED}. Fix: name runs/<experiment>/... or a parent of it "
+            f"{layout.SPEC} and {layout.ACKED}. Fix: name runs/<experiment>/... or a parent of it "
             "(quote globs so the shell leaves them alone), or run an experiment first (make run).",
             file=sys.stderr,
         )

@@ -14,9 +14,9 @@ import time
 
 import docker
 
-from harness.cluster import KafkaCluster
-from harness.engine import ensure_engine
-from harness.image import base_tag, ensure_image, image_tag
+from harness.platform.cluster import KafkaCluster
+from harness.platform.engine import ensure_engine
+from harness.platform.image import base_tag, ensure_image, image_tag
 from harness.settings import load_settings
 
 

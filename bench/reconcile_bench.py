@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.reconcile import COUNT_KEYS, RunResult, reconcile, spark_session
-from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA
+from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000
 PARTITIONS = 6

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from harness.cluster import KafkaCluster
-from harness.engine import ensure_engine
-from harness.image import ensure_image
-from harness.journal import AckJournal, finalize
-from harness.recorder import Recorder, Workload, encode_value, outcome_of
+from harness.platform.cluster import KafkaCluster
+from harness.platform.engine import ensure_engine
+from harness.platform.image import ensure_image
+from harness.workload.journal import AckJournal, finalize
+from harness.workload.recorder import Recorder, Workload, encode_value, outcome_of
 
 CONFIG = {"acks": "1", "linger.ms": 5, "enable.idempotence": False}
 

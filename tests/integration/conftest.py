@@ -8,9 +8,9 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from harness.cluster import KafkaCluster, remove_leftovers
-from harness.engine import ensure_engine
-from harness.image import ensure_image
+from harness.platform.cluster import KafkaCluster, remove_leftovers
+from harness.platform.engine import ensure_engine
+from harness.platform.image import ensure_image
 from tests.integration.support import wait_until
 
 

@@ -6,8 +6,8 @@ import docker
 import pytest
 from confluent_kafka import Producer
 
-from harness.cluster import KafkaCluster
-from harness.readback import read_back
+from harness.platform.cluster import KafkaCluster
+from harness.workload.readback import read_back
 from tests.integration.support import wait_until
 
 pytestmark = pytest.mark.integration

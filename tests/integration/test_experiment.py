@@ -15,12 +15,12 @@ import docker
 import pyarrow.parquet as pq
 import pytest
 
-from harness.segments import read_records
+from harness.rundir.segments import read_records
 from harness.settings import load_settings
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "kafka_chaos.cli"]
 
 
 def run_cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:

@@ -16,12 +16,12 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.cluster import INTERNAL_PORT, LOG_DIR, KafkaCluster, KafkaNode
-from harness.faults import FAULT_TYPES, FaultContext
-from harness.journal import EventLog
-from harness.nemesis import Nemesis, heal_all, resolve_target
-from harness.segments import batches
-from harness.spec import FaultStep
+from harness.chaos.faults import FAULT_TYPES, FaultContext
+from harness.chaos.nemesis import Nemesis, heal_all, resolve_target
+from harness.experiment.spec import FaultStep
+from harness.platform.cluster import INTERNAL_PORT, LOG_DIR, KafkaCluster, KafkaNode
+from harness.rundir.events import EventLog
+from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker
 from tests.integration.support import high_watermarks, read_all, wait_until
 

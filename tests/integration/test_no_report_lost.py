@@ -17,12 +17,14 @@ from collections import Counter
 
 import pytest
 
-from harness import rundir
-from harness.faults import FaultContext
-from harness.journal import AckJournal, EventLog, finalize
-from harness.nemesis import Nemesis, heal_all
-from harness.recorder import Recorder, Workload, outcome_of
-from harness.spec import FaultStep
+from harness.chaos.faults import FaultContext
+from harness.chaos.nemesis import Nemesis, heal_all
+from harness.experiment.spec import FaultStep
+from harness.rundir import layout
+from harness.rundir.events import EventLog, load_events
+from harness.rundir.records import NO_REPORT, STATUSES
+from harness.workload.journal import AckJournal, finalize
+from harness.workload.recorder import Recorder, Workload, outcome_of
 from tests.integration.support import expected_value, read_all
 
 pytestmark = pytest.mark.integration
@@ -47,7 +49,7 @@ KILLS = [
 def run_under_kills(cluster, topic: str, run_dir, seed: int) -> tuple[AckJournal, Recorder]:
     """30 s at 2000 msg/s through Recorder + AckJournal while the nemesis kills leaders."""
     ctx = FaultContext(cluster, topic, random.Random(seed))
-    events = EventLog(run_dir / rundir.EVENTS)
+    events = EventLog(run_dir / layout.EVENTS)
     journal = AckJournal(run_dir, KEYS, outcome_of)
     recorder = Recorder(
         cluster.bootstrap_servers,
@@ -66,7 +68,7 @@ def run_under_kills(cluster, topic: str, run_dir, seed: int) -> tuple[AckJournal
         events.close()
         journal.close()  # raises JournalError when any report was not written
     assert nemesis.errors == []
-    kills = [e for e in rundir.load_events(run_dir) if e["type"] == "fault_start"]
+    kills = [e for e in load_events(run_dir) if e["type"] == "fault_start"]
     assert len(kills) == len(KILLS)
     return journal, recorder
 
@@ -82,9 +84,9 @@ def test_every_delivery_report_reaches_acked_parquet_across_leader_kills(
     records = read_all(cluster.bootstrap_servers, topic, 3)
 
     # Zero reports lost: the callback's tally is exactly the reported rows, status by status.
-    reported = Counter(row["status"] for row in acked if row["error"] != rundir.NO_REPORT)
+    reported = Counter(row["status"] for row in acked if row["error"] != NO_REPORT)
     tally = recorder.tally.as_dict()
-    assert {s: reported[s] for s in rundir.STATUSES} == tally == journal.counts
+    assert {s: reported[s] for s in STATUSES} == tally == journal.counts
     assert journal.error is None
     journal_log = [r.getMessage() for r in caplog.records if r.name == "kafka_chaos.journal"]
     assert journal_log == []  # not even a fallback to the slow decoder: None is normal

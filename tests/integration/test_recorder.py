@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from harness.journal import AckJournal, finalize
-from harness.recorder import Recorder, Workload, outcome_of
+from harness.workload.journal import AckJournal, finalize
+from harness.workload.recorder import Recorder, Workload, outcome_of
 from tests.integration.support import expected_value, high_watermarks, poll_until, read_all
 
 pytestmark = pytest.mark.integration

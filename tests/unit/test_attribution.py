@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from analysis.attribution import MAX_EXAMPLES, MissingMessage, attribute
-from harness.rundir import segments_dir
+from harness.rundir.layout import segments_dir
 from tests.unit.kafka_bytes import full_batch, value_of
 
 SEGMENT = "00000000000000000000.log"

@@ -6,11 +6,11 @@ import socket
 
 import pytest
 
-from harness.cli import main
-from harness.cluster import ClusterError, KafkaCluster
-from harness.runner import select_shard
+from harness.experiment.spec import expand, load_experiment
+from harness.platform.cluster import ClusterError, KafkaCluster
+from harness.run.runner import select_shard
 from harness.settings import REPO_ROOT
-from harness.spec import expand, load_experiment
+from kafka_chaos.cli import main
 
 
 def test_invalid_experiment_names_the_field_and_exits_2(tmp_path, capsys):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import engine
+from harness.platform import engine
 
 
 def test_a_working_engine_is_never_touched(monkeypatch):

@@ -11,8 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.evidence import keep_segments, missing_acked, segments_event
-from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA, segments_dir
+from harness.run.evidence import keep_segments, missing_acked, segments_event
+from harness.rundir.layout import segments_dir
+from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 LOG_DIR = "/var/lib/kafka/data"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.faults import FAULT_TYPES, FaultError, check_tools
+from harness.chaos.faults import FAULT_TYPES, FaultError, check_tools
 
 
 class FakeNode:

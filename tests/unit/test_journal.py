@@ -10,16 +10,18 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from harness import rundir
-from harness.journal import AckJournal, EventLog, JournalError, finalize, parse_ids
-from harness.recorder import (
+from harness.run.runner import _close_journal
+from harness.rundir import layout
+from harness.rundir.events import EventLog, load_events
+from harness.rundir.records import NO_REPORT, STATUSES
+from harness.workload.journal import AckJournal, JournalError, finalize, parse_ids
+from harness.workload.recorder import (
     DeliveryTally,
     decode_value,
     delivery_callback,
     encode_value,
     outcome_of,
 )
-from harness.runner import _close_journal
 
 
 class FakeError:
@@ -114,8 +116,8 @@ def test_journal_survives_a_torn_tail(tmp_path):
         report(journal, i)
     journal.close()
     # A crash mid-write leaves a partial last batch: simulate by cutting the file.
-    data = (tmp_path / rundir.JOURNAL_ACKS).read_bytes()
-    (tmp_path / rundir.JOURNAL_ACKS).write_bytes(data[: len(data) - 40])
+    data = (tmp_path / layout.JOURNAL_ACKS).read_bytes()
+    (tmp_path / layout.JOURNAL_ACKS).write_bytes(data[: len(data) - 40])
     table = finalize(tmp_path)
     assert table.num_rows >= 1000
     assert table.filter(pc.equal(table["status"], "ok")).num_rows == 1000
@@ -126,8 +128,8 @@ def test_journal_is_on_disk_before_close(tmp_path):
     journal.sent_upto = 1
     report(journal, 0)
     journal.flush()
-    assert (tmp_path / rundir.JOURNAL_SENDS).stat().st_size > 0
-    assert (tmp_path / rundir.JOURNAL_ACKS).stat().st_size > 0
+    assert (tmp_path / layout.JOURNAL_SENDS).stat().st_size > 0
+    assert (tmp_path / layout.JOURNAL_ACKS).stat().st_size > 0
     journal.close()
 
 
@@ -224,9 +226,9 @@ def serve(journal, tally, reports, stamp_ns=STAMP_NS):
 
 def reported_by_status(table) -> dict[str, int]:
     """acked.parquet rows that carry a delivery report, counted by status."""
-    counts = dict.fromkeys(rundir.STATUSES, 0)
+    counts = dict.fromkeys(STATUSES, 0)
     for row in table.to_pylist():
-        if row["error"] != rundir.NO_REPORT:
+        if row["error"] != NO_REPORT:
             counts[row["status"]] += 1
     return counts
 
@@ -340,7 +342,7 @@ def test_a_page_whose_decode_raises_is_decoded_report_by_report(tmp_path):
     rows = {r["msg_id"]: r for r in table.to_pylist()}
     assert (rows[0]["offset"], rows[1]["offset"], rows[2]["offset"]) == (1, None, None)
     assert rows[2]["partition"] == 0 and rows[3]["offset"] == 1
-    assert rows[4]["error"] == rundir.NO_REPORT  # its report is the row without an id
+    assert rows[4]["error"] == NO_REPORT  # its report is the row without an id
     assert rows[None]["status"] == "ok" and rows[None]["offset"] == 1
     assert (
         reported_by_status(table) == tally.as_dict() == {"ok": 5, "failed": 0, "indeterminate": 0}
@@ -425,10 +427,10 @@ def test_the_runner_writes_the_tally_and_the_journal_error(tmp_path):
     journal, tally = journal_of(tmp_path, 1), DeliveryTally()
     serve(journal, tally, [real(0, offset=1)])
     journal._acks._writer = FailingWriter()
-    events = EventLog(tmp_path / rundir.EVENTS)
+    events = EventLog(tmp_path / layout.EVENTS)
     error = _close_journal(journal, SimpleNamespace(tally=tally), events)
     events.close()
-    (event,) = rundir.load_events(tmp_path)
+    (event,) = load_events(tmp_path)
     assert event["type"] == "recorder_tally"
     assert event["reports"] == {"ok": 1, "failed": 0, "indeterminate": 0}
     assert event["journal_error"] == error and "No space left" in error

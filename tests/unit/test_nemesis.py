@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness import rundir
-from harness.journal import EventLog
-from harness.nemesis import ActiveFault, Nemesis
+from harness.chaos.nemesis import ActiveFault, Nemesis
+from harness.rundir import layout
+from harness.rundir.events import EventLog, EventType, load_events
 
 
 def step(target: str = "node:9") -> SimpleNamespace:
@@ -35,7 +35,7 @@ class StuckFault:
 
 
 def nemesis_at(tmp_path) -> tuple[Nemesis, EventLog]:
-    events = EventLog(tmp_path / rundir.EVENTS)
+    events = EventLog(tmp_path / layout.EVENTS)
     return Nemesis(SimpleNamespace(cluster=NoNodes(), topic="t"), [], events), events
 
 
@@ -43,8 +43,8 @@ def test_an_injection_failure_is_a_fault_error_of_stage_inject(tmp_path):
     nemesis, events = nemesis_at(tmp_path)
     assert nemesis._inject(step()) is None
     events.close()
-    (event,) = rundir.load_events(tmp_path)
-    assert event["type"] == rundir.EventType.FAULT_ERROR
+    (event,) = load_events(tmp_path)
+    assert event["type"] == EventType.FAULT_ERROR
     assert (event["stage"], event["fault"], event["target"]) == ("inject", "kill", "node:9")
     assert "no node 9" in event["error"] and nemesis.errors
 
@@ -54,7 +54,7 @@ def test_a_heal_failure_is_a_fault_error_of_stage_heal(tmp_path):
     nemesis.active.append(ActiveFault(3, step("leader"), StuckFault()))
     nemesis.heal_active()
     events.close()
-    error, end = rundir.load_events(tmp_path)
+    error, end = load_events(tmp_path)
     assert error["type"] == "fault_error" and error["stage"] == "heal"
     assert (error["fault_id"], error["fault"], error["target"]) == (3, "kill", "leader")
     assert error["error"] == "container kafka-2 is gone"

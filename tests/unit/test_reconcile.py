@@ -21,7 +21,8 @@ from analysis.reconcile import (
     write_aggregate,
     write_results,
 )
-from harness.rundir import ACKED_SCHEMA, READBACK_SCHEMA, segments_dir
+from harness.rundir.layout import segments_dir
+from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 from tests.unit.kafka_bytes import full_batch, value_of
 
 T0_US = 1_700_000_000_000_000

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from analysis.anomalies import ANOMALY_NAMES
-from analysis.junit import write_junit
-from analysis.report import ReportPaths, fault_windows, leader_changes, render_report
-from analysis.verdicts import CellVerdict, Verdict, judge_all
+from analysis.judge.verdicts import CellVerdict, Verdict, judge_all
+from analysis.report.junit import write_junit
+from analysis.report.render import ReportPaths, fault_windows, leader_changes, render_report
 
 T0_S = 1_700_000_000.0
 CP = {

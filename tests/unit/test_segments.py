@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from harness.segments import batches, read_checkpoint, read_records, surviving_length
+from harness.rundir.segments import batches, read_checkpoint, read_records, surviving_length
 from tests.unit.kafka_bytes import full_batch, value_of
 
 

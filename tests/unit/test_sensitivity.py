@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from analysis import reconcile as rec
+from analysis.judge.verdicts import Verdict, contract_breaches
 from analysis.reconcile import reconcile
-from analysis.verdicts import Verdict, contract_breaches
 from tests.unit.test_reconcile import read, sent, write_run
 
 

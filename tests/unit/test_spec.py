@@ -1,4 +1,4 @@
-"""Unit tests for harness.spec: experiment files, validation, matrix and fault schedules."""
+"""Unit tests for harness.experiment.spec: experiment files, validation, matrix, schedules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.spec import (
+from harness.experiment.spec import (
     Cell,
     Experiment,
     FaultStep,

@@ -9,23 +9,23 @@ from typing import Any
 
 import pytest
 
-from analysis import guarantees, verdicts
+from analysis.judge import guarantees, verdicts
 from analysis.anomalies import COUNT_NAMES, anomaly
-from analysis.guarantees import (
+from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
     LOSS_TABLE,
     guarantee_for,
 )
-from analysis.verdicts import (
+from analysis.judge.verdicts import (
     CellVerdict,
     Verdict,
     exit_code,
     judge_all,
     judge_cell,
 )
-from harness.rundir import load_events
+from harness.rundir.events import load_events
 
 CP = {
     "acks": "all",

@@ -1,0 +1,668 @@
+"""Judge reconciled repetitions and cells against the documented guarantees.
+
+Checkers are pure functions of a repetition's result (from results.json) and its events; like
+Jepsen's, they answer PASS/VIOLATION/... or UNKNOWN, and an exception inside them becomes
+UNKNOWN with the error as reason, never a crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from analysis.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
+from analysis.judge.guarantees import (
+    ALLOWED,
+    FORBIDDEN,
+    FORBIDDEN_UNLESS_ISR_SHRANK,
+    Guarantee,
+    guarantee_for,
+)
+from harness.rundir.events import EventType, load_events
+from harness.rundir.records import STATUSES
+
+__all__ = [
+    "CellStats",
+    "CellVerdict",
+    "CountStats",
+    "RepetitionVerdict",
+    "Verdict",
+    "cell_stats",
+    "contract_breaches",
+    "exit_code",
+    "judge_all",
+    "judge_cell",
+    "judge_repetition",
+    "load_events_by_run",
+    "run_origin_us",
+]
+
+EXAMPLES_IN_REASON: Final = 5
+VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it
+
+
+class Verdict(StrEnum):
+    """Outcome of judging a repetition or a cell against the documented guarantee."""
+
+    PASS = "PASS"
+    VIOLATION = "VIOLATION"
+    EXPECTED_LOSS = "EXPECTED-LOSS"
+    NOT_PROVOKED = "NOT-PROVOKED"
+    UNKNOWN = "UNKNOWN"
+
+
+CONSISTENT: Final = frozenset({Verdict.PASS, Verdict.EXPECTED_LOSS, Verdict.NOT_PROVOKED})
+
+
+@dataclass(frozen=True)
+class RepetitionVerdict:
+    """The judgement of one repetition, with the reasons and the guarantee it was held to."""
+
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    guarantee: Guarantee | None
+    run_dir: str = ""
+    repetition: int = 0
+    loss: int | None = None  # distinct acked messages missing (lost + unseen); None: not judged
+    acked: int | None = None
+
+
+@dataclass(frozen=True)
+class CountStats:
+    """Mean, minimum and maximum of one count over a cell's judged repetitions."""
+
+    mean: float
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """Aggregated counts of a cell; rates are None when nothing was acknowledged."""
+
+    repetitions: int
+    counted: int  # repetitions that had counts
+    counts: Mapping[str, CountStats]
+    loss_rate: float | None  # sum(loss) / sum(acked)
+    divergence_rate: float | None  # sum(offset_divergent) / sum(acked), shown beside, never added
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """The judgement of one cell over all its repetitions."""
+
+    cell: str
+    experiment: str
+    config: Mapping[str, Any]
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    repetitions: tuple[RepetitionVerdict, ...]
+    stats: CellStats
+    guarantee: Guarantee | None = None
+
+
+@dataclass(frozen=True)
+class _Finding:
+    """One checker's conclusion about a repetition: a reason, and whether it is a violation."""
+
+    reason: str
+    violation: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading run directories
+
+
+def load_events_by_run(results: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The events of each result's run dir, keyed by its `run_dir`."""
+    return {str(r.get("run_dir", "")): load_events(str(r.get("run_dir", ""))) for r in results}
+
+
+# ---------------------------------------------------------------------------------------------
+# Repetition
+
+
+def judge_repetition(
+    result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+) -> RepetitionVerdict:
+    """Judge one repetition; never raises: a checker failure yields UNKNOWN naming the error."""
+    run_dir, repetition = _identity(result)
+    try:
+        return _judge(result, events, run_dir, repetition)
+    except Exception as exc:  # Jepsen: a checker that crashes knows nothing, it does not fail
+        return RepetitionVerdict(
+            verdict=Verdict.UNKNOWN,
+            reasons=(f"checker error: {type(exc).__name__}: {exc}",),
+            guarantee=None,
+            run_dir=run_dir,
+            repetition=repetition,
+        )
+
+
+def _identity(result: Mapping[str, Any]) -> tuple[str, int]:
+    """(run_dir, repetition) of a result, tolerating missing or malformed fields."""
+    try:
+        return str(result.get("run_dir", "")), int(result.get("repetition", 0))
+    except (AttributeError, TypeError, ValueError):
+        return "", 0
+
+
+def _judge(
+    result: Mapping[str, Any], events: Sequence[Mapping[str, Any]], run_dir: str, repetition: int
+) -> RepetitionVerdict:
+    """The checker proper; may raise on malformed input."""
+    status = result.get("status")
+    if status != "complete" or result.get("counts") is None:
+        reason = f"run {status or 'without status'}: {result.get('error') or 'no error recorded'}"
+        return RepetitionVerdict(
+            Verdict.UNKNOWN, (reason,), _guarantee_or_none(result), run_dir, repetition
+        )
+    counts = _read_counts(result["counts"])
+    guarantee = guarantee_for(result["config"])
+    loss, acked = loss_of(counts), counts["acked"]
+    unknown = RepetitionVerdict(Verdict.UNKNOWN, (), guarantee, run_dir, repetition, loss, acked)
+    if breaches := contract_breaches(result, events):
+        return dataclasses.replace(unknown, reasons=tuple(breaches))
+    if acked == 0:
+        reason = (
+            f"no message was acknowledged (sent {counts['sent']}, failed {counts['failed']}, "
+            f"indeterminate {counts['indeterminate']}): nothing to judge"
+        )
+        return dataclasses.replace(unknown, reasons=(reason,))
+    examples = result.get("examples") or {}
+    evidence = _Evidence(events, run_origin_us(result, events), _by_partition(result))
+    findings = [
+        _loss_finding(counts, examples, guarantee, evidence),
+        *_divergence_findings(counts, examples, guarantee, evidence),
+        *_duplicate_findings(counts, examples, guarantee),
+        *_order_findings(counts, examples, guarantee),
+        *_legal_anomaly_notes(counts),
+    ]
+    return RepetitionVerdict(
+        verdict=_repetition_outcome(findings, loss),
+        reasons=tuple(f.reason for f in sorted(findings, key=lambda f: not f.violation)),
+        guarantee=guarantee,
+        run_dir=run_dir,
+        repetition=repetition,
+        loss=loss,
+        acked=acked,
+    )
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What the ISR exception needs: the events, t=0, and the partitions each kind hit."""
+
+    events: Sequence[Mapping[str, Any]]
+    origin_us: float
+    partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
+
+
+def _by_partition(result: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The result's per-partition loss and divergence counts ("unknown": no partition)."""
+    return {
+        "loss": dict(result.get("loss_by_partition") or {}),
+        "divergence": dict(result.get("divergence_by_partition") or {}),
+    }
+
+
+def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
+    """VIOLATION if any finding is one, else EXPECTED-LOSS if anything was lost, else PASS."""
+    if any(f.violation for f in findings):
+        return Verdict.VIOLATION
+    return Verdict.EXPECTED_LOSS if loss > 0 else Verdict.PASS
+
+
+def _guarantee_or_none(result: Mapping[str, Any]) -> Guarantee | None:
+    """The guarantee of a result's config, or None when the config cannot be read."""
+    try:
+        return guarantee_for(result["config"])
+    except (KeyError, TypeError, ValueError, LookupError):
+        return None
+
+
+def _read_counts(raw: Mapping[str, Any]) -> dict[str, int]:
+    """The counts as ints; raises ValueError naming the first missing or non-integer count."""
+    counts: dict[str, int] = {}
+    for name in COUNT_NAMES:
+        value = raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"count {name!r} is {value!r}, expected a non-negative int")
+        counts[name] = value
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Contract checks: a repetition whose own record is in doubt proves nothing
+
+
+def contract_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why this repetition's record cannot be trusted ([] when it can): each makes it UNKNOWN."""
+    return [
+        *_readback_breaches(events),
+        *_harness_breaches(events),
+        *_journal_breaches(result, events),
+        *_sensitivity_breaches(result),
+    ]
+
+
+def _sensitivity_breaches(result: Mapping[str, Any]) -> list[str]:
+    """A checker that missed records removed on purpose could miss real loss too."""
+    check = result.get("sensitivity")
+    if not isinstance(check, Mapping) or check.get("passed") is not False:
+        return []
+    return [
+        f"the checker failed its sensitivity check: of {check.get('removed')} acknowledged "
+        f"records removed from a copy of the read-back, {check.get('found')} were reported "
+        "missing, or it reported other messages missing too"
+    ]
+
+
+def _readback_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """An incomplete or unrecorded read-back cannot prove anything."""
+    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
+    if not readbacks:
+        return ["no read-back was recorded in events.jsonl: its completeness is unknown"]
+    last = readbacks[-1]
+    if last.get("complete") is not True:
+        marks = last.get("high_watermarks") or {}
+        return [
+            f"incomplete read-back: it timed out before the high watermarks {marks} "
+            f"({last.get('records', '?')} records read)"
+        ]
+    return []
+
+
+def _harness_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Faults that failed to inject or heal, and harness errors, in event order."""
+    breaches = []
+    for event in events:
+        kind = event.get("type")
+        if kind == EventType.FAULT_ERROR:
+            stage = event.get("stage") or "inject"
+            breaches.append(
+                f"fault {event.get('fault_id', '?')} ({event.get('fault', '?')} "
+                f"{event.get('target', '?')}) failed to {stage}: {event.get('error')}"
+            )
+        elif kind == EventType.HARNESS_ERROR:
+            breaches.append(f"harness error: {event.get('error')}")
+    return breaches
+
+
+def _journal_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """acked.parquet must hold each msg_id once, known statuses, and every delivery report."""
+    contract = result.get("contract")
+    if not isinstance(contract, Mapping):
+        return ["the result carries no contract facts (reconciled by an older analysis)"]
+    breaches = []
+    if repeated := contract.get("repeated_msg_ids"):
+        breaches.append(f"acked.parquet holds {repeated} msg_id(s) more than once")
+    if unidentified := contract.get("unidentified_rows"):
+        breaches.append(
+            f"acked.parquet holds {unidentified} delivery report(s) without a msg_id "
+            "(a value the producer did not write): they cannot be matched to a send"
+        )
+    if unknown := contract.get("unknown_statuses"):
+        breaches.append(
+            f"acked.parquet holds {unknown} row(s) whose status is none of {', '.join(STATUSES)}"
+        )
+    return breaches + _tally_breaches(contract, events)
+
+
+def _tally_breaches(contract: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The recorder's own tally of delivery reports must equal the journal's rows per status."""
+    tallies = [e for e in events if e.get("type") == EventType.RECORDER_TALLY]
+    if not tallies:
+        return ["no recorder tally in events.jsonl: the journal cannot be checked"]
+    tally = tallies[-1]
+    breaches = []
+    if tally.get("journal_error"):
+        breaches.append(f"the journal failed to write: {tally['journal_error']}")
+    reports = tally.get("reports") or {}
+    for status in STATUSES:
+        told, kept = int(reports.get(status, 0)), int(contract.get(f"reported_{status}", 0))
+        if told != kept:
+            breaches.append(
+                f"the journal disagrees with the recorder's tally: {told} {status} delivery "
+                f"reports, {kept} journalled ({told - kept:+d} dropped)"
+            )
+    return breaches
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings
+
+
+def _loss_finding(
+    counts: Mapping[str, int],
+    examples: Mapping[str, Any],
+    guarantee: Guarantee,
+    evidence: _Evidence,
+) -> _Finding:
+    """Judge the one loss figure (distinct acked messages missing) against the loss rule."""
+    acked, loss = counts["acked"], loss_of(counts)
+    if loss == 0:
+        return _Finding(
+            f"no acknowledged message lost: 0 of {acked} acked missing "
+            f"(loss {guarantee.loss}: {guarantee.citation})"
+        )
+    what = f"{loss} of {acked} acked missing ({_describe(counts, examples, LOSS_CLASSES)})"
+    if guarantee.loss == ALLOWED:
+        return _Finding(f"{what}; loss allowed: {guarantee.citation}")
+    if guarantee.loss == FORBIDDEN:
+        return _Finding(f"{VIOLATION_PREFIX}loss: {what}; {guarantee.citation}", violation=True)
+    if guarantee.loss != FORBIDDEN_UNLESS_ISR_SHRANK:
+        raise ValueError(f"unknown loss rule {guarantee.loss!r}")
+    return _isr_exception_finding("loss", what, guarantee, evidence, "loss")
+
+
+def _divergence_findings(
+    counts: Mapping[str, int],
+    examples: Mapping[str, Any],
+    guarantee: Guarantee,
+    evidence: _Evidence,
+) -> list[_Finding]:
+    """Acknowledged offsets now holding another message (Jepsen's inconsistent offsets).
+
+    Judged on their own, never as loss: a violation wherever loss is forbidden, even when the
+    message survives at another offset.
+    """
+    diverged = counts["offset_divergent"]
+    if diverged == 0:
+        return []
+    detail = _describe(counts, examples, ("offset_divergent",))
+    what = f"{diverged} acknowledged offsets rewritten ({detail})"
+    rule = "acknowledged offset rewritten"
+    if guarantee.loss == ALLOWED:
+        return [_Finding(f"{what}; allowed where loss is: {guarantee.citation}")]
+    if guarantee.loss == FORBIDDEN:
+        reason = f"{VIOLATION_PREFIX}{rule}: {what}; {guarantee.citation}"
+        return [_Finding(reason, violation=True)]
+    return [_isr_exception_finding(rule, what, guarantee, evidence, "divergence")]
+
+
+def _describe(counts: Mapping[str, int], examples: Mapping[str, Any], names: Sequence[str]) -> str:
+    """Each non-zero class of `names` with its count, meaning and first example msg_ids."""
+    parts = []
+    for name in names:
+        if counts[name]:
+            entry = anomaly(name)
+            ids = _example_text(examples, name)
+            parts.append(f"{counts[name]} {entry.label}: {entry.meaning}{ids}")
+    return "; ".join(parts)
+
+
+def _example_text(examples: Mapping[str, Any], name: str) -> str:
+    """', e.g. msg_id 7 at p0@12 (read-back: 9), …' for the first examples of a class, or ''."""
+    rows = [r for r in (examples.get(name) or []) if isinstance(r, Mapping)]
+    if not rows:
+        return ""
+    shown = [_example_one(r) for r in rows[:EXAMPLES_IN_REASON]]
+    more = ", …" if len(rows) > EXAMPLES_IN_REASON else ""
+    return "; e.g. " + ", ".join(shown) + more
+
+
+def _example_one(row: Mapping[str, Any]) -> str:
+    """One example message: id, where it was acked and what the read-back holds there."""
+    text = f"msg_id {row.get('msg_id')}"
+    if row.get("partition") is not None:
+        text += f" at p{row['partition']}@{row.get('offset')}"
+    if row.get("readback_msg_id_at_offset") is not None:
+        text += f" (read-back holds msg_id {row['readback_msg_id_at_offset']})"
+    return text
+
+
+def _isr_exception_finding(
+    rule: str, what: str, guarantee: Guarantee, evidence: _Evidence, kind: str
+) -> _Finding:
+    """Allowed only if, for every partition hit, a sample before the last fault showed an ISR
+    of one replica there; a hit whose partition is unknown needs one in any partition."""
+    before_us = _last_fault_start_us(evidence.events)
+    hit = evidence.partitions.get(kind) or {"unknown": 1}  # no facts: nothing narrows it
+    shrinks, missing = [], []
+    for partition in sorted(hit):
+        scope = None if partition == "unknown" else {int(partition)}
+        shrunk = _isr_shrunk_sample(evidence.events, scope, before_us)
+        if shrunk is None:
+            missing.append("an unknown partition" if scope is None else f"partition {partition}")
+        else:
+            ts_us, p, isr = shrunk
+            shrinks.append(f"p{p} ISR {isr} at t={(ts_us - evidence.origin_us) / 1e6:.1f} s")
+    if missing:
+        return _Finding(
+            f"{VIOLATION_PREFIX}{rule}: {what}; no leader/ISR sample before the last fault shows "
+            f"an ISR of one replica for {', '.join(missing)}, so the exception does not apply: "
+            f"{guarantee.citation}",
+            violation=True,
+        )
+    return _Finding(
+        f"{what}; allowed because the ISR had shrunk to the leader before the fault "
+        f"({'; '.join(shrinks)}): {guarantee.citation}"
+    )
+
+
+def _last_fault_start_us(events: Sequence[Mapping[str, Any]]) -> float:
+    """ts_us of the last fault_start; +inf when there was none (then every sample is before)."""
+    starts = [int(e["ts_us"]) for e in events if e.get("type") == "fault_start"]
+    return max(starts) if starts else float("inf")
+
+
+def _isr_shrunk_sample(
+    events: Sequence[Mapping[str, Any]], partitions: set[int] | None, before_us: float
+) -> tuple[int, int, list[int]] | None:
+    """(ts_us, partition, isr) of the first sample before `before_us` with an ISR of size 1
+    in one of `partitions` (None: any partition)."""
+    samples = sorted(
+        (e for e in events if e.get("type") == EventType.SAMPLE), key=lambda e: e["ts_us"]
+    )
+    for sample in samples:
+        if sample["ts_us"] >= before_us:
+            break
+        for state in sample.get("partitions") or []:
+            isr = list(state.get("isr") or [])
+            in_scope = partitions is None or state.get("partition") in partitions
+            if in_scope and len(isr) == 1:
+                return int(sample["ts_us"]), int(state["partition"]), isr
+    return None
+
+
+def _duplicate_findings(
+    counts: Mapping[str, int], examples: Mapping[str, Any], guarantee: Guarantee
+) -> list[_Finding]:
+    """Duplicates of acknowledged messages: a violation with idempotence on, a counted legal
+    anomaly otherwise. Duplicates of failed or indeterminate sends are always allowed."""
+    findings = []
+    if duplicated := counts["duplicated"]:
+        ids = _example_text(examples, "duplicated")
+        what = f"{duplicated} duplicated ({anomaly('duplicated').meaning}{ids})"
+        if guarantee.duplicates == FORBIDDEN:
+            reason = f"{VIOLATION_PREFIX}duplicates: {what}; {guarantee.duplicates_citation}"
+            findings.append(_Finding(reason, violation=True))
+        else:
+            findings.append(_Finding(f"{what}; allowed: {guarantee.duplicates_citation}"))
+    if unacked := counts["duplicated_unacked"]:
+        ids = _example_text(examples, "duplicated_unacked")
+        findings.append(
+            _Finding(
+                f"{unacked} {anomaly('duplicated_unacked').label} "
+                f"({anomaly('duplicated_unacked').meaning}{ids}): the idempotence guarantee "
+                "covers acknowledged messages only"
+            )
+        )
+    return findings
+
+
+def _order_findings(
+    counts: Mapping[str, int], examples: Mapping[str, Any], guarantee: Guarantee
+) -> list[_Finding]:
+    """Reordering is a violation when order is guaranteed, a counted legal anomaly otherwise."""
+    reordered = counts["reordered"]
+    if reordered == 0:
+        return []
+    ids = _example_text(examples, "reordered")
+    what = f"{reordered} reordered (read order differs from send order per key{ids})"
+    if guarantee.order == "guaranteed":
+        reason = f"{VIOLATION_PREFIX}reordering: {what}; {guarantee.order_citation}"
+        return [_Finding(reason, violation=True)]
+    return [_Finding(f"{what}; allowed: {guarantee.order_citation}")]
+
+
+def _legal_anomaly_notes(counts: Mapping[str, int]) -> list[_Finding]:
+    """Anomalies the doc calls legal, or that say more about the harness than about Kafka."""
+    notes = ("expired", "moved", "failed_present", "indeterminate_present", "phantom")
+    return [
+        _Finding(f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}")
+        for name in notes
+        if counts[name] > 0
+    ]
+
+
+def run_origin_us(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> float:
+    """Epoch µs of t=0 for a run: the timeline's origin, else the first event, else 0."""
+    timeline = result.get("timeline") or []
+    if timeline:
+        first = timeline[0]
+        return (float(first["epoch_s"]) - float(first["t_s"])) * 1e6
+    stamps = [float(e["ts_us"]) for e in events if "ts_us" in e]
+    return min(stamps) if stamps else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Cell
+
+
+def judge_cell(
+    results_of_cell: Sequence[Mapping[str, Any]],
+    events_by_run: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> CellVerdict:
+    """Judge a cell from all its repetitions; ValueError if given no repetition at all."""
+    if not results_of_cell:
+        raise ValueError("judge_cell needs at least one repetition")
+    ordered = sorted(results_of_cell, key=lambda r: _identity(r)[1])
+    repetitions = tuple(
+        judge_repetition(r, events_by_run.get(str(r.get("run_dir", "")), [])) for r in ordered
+    )
+    guarantee = next((r.guarantee for r in repetitions if r.guarantee is not None), None)
+    verdict, reasons = _cell_outcome(repetitions, guarantee)
+    first = ordered[0]
+    return CellVerdict(
+        cell=str(first.get("cell", "")),
+        experiment=str(first.get("experiment", "")),
+        config=dict(first.get("config") or {}),
+        verdict=verdict,
+        reasons=reasons,
+        repetitions=repetitions,
+        stats=cell_stats(ordered),
+        guarantee=guarantee,
+    )
+
+
+def _cell_outcome(
+    reps: Sequence[RepetitionVerdict], guarantee: Guarantee | None
+) -> tuple[Verdict, tuple[str, ...]]:
+    """Fold repetition verdicts: VIOLATION > UNKNOWN > EXPECTED-LOSS > NOT-PROVOKED > PASS.
+
+    UNKNOWN outranks EXPECTED-LOSS: a repetition that could not be judged may hide a violation
+    (a forbidden duplicate or reorder) that the cell's allowed loss says nothing about.
+    """
+    n = len(reps)
+    by_verdict = {v: [r for r in reps if r.verdict == v] for v in Verdict}
+    if violating := by_verdict[Verdict.VIOLATION]:
+        head = f"{len(violating)} of {n} repetitions violate the documented guarantee"
+        return Verdict.VIOLATION, (head, *_rep_reasons(violating, only_violations=True))
+    lossy = by_verdict[Verdict.EXPECTED_LOSS]
+    if unknown := by_verdict[Verdict.UNKNOWN]:
+        head = f"{len(unknown)} of {n} repetitions could not be judged"
+        if lossy:
+            head += f" (loss allowed and observed in {len(lossy)})"
+        return Verdict.UNKNOWN, (head, *_rep_reasons(unknown, first_only=True))
+    if lossy:
+        head = f"loss allowed and observed in {len(lossy)} of {n} repetitions"
+        return Verdict.EXPECTED_LOSS, (head, *_rep_reasons(lossy, first_only=True))
+    acked = sum(r.acked or 0 for r in reps)
+    if guarantee is None:  # cannot happen for judged repetitions; stay UNKNOWN, never crash
+        return Verdict.UNKNOWN, ("no documented guarantee could be determined",)
+    if guarantee.loss == ALLOWED:
+        return Verdict.NOT_PROVOKED, (
+            f"loss allowed ({guarantee.citation}) but none of {n} repetitions lost an "
+            f"acknowledged message ({acked} acked): the faults did not provoke it",
+        )
+    return Verdict.PASS, (
+        f"all {n} repetitions kept every acknowledged message ({acked} acked); "
+        f"loss {guarantee.loss}: {guarantee.citation}",
+    )
+
+
+def _rep_reasons(
+    reps: Sequence[RepetitionVerdict], *, only_violations: bool = False, first_only: bool = False
+) -> list[str]:
+    """Repetition reasons prefixed with their repetition number."""
+    lines = []
+    for rep in reps:
+        reasons = rep.reasons
+        if only_violations:
+            reasons = tuple(r for r in reasons if r.startswith(VIOLATION_PREFIX)) or reasons
+        if first_only:
+            reasons = reasons[:1]
+        lines.extend(f"rep {rep.repetition}: {reason}" for reason in reasons)
+    return lines
+
+
+def cell_stats(results_of_cell: Sequence[Mapping[str, Any]]) -> CellStats:
+    """Mean/min/max per count and of the loss figure over repetitions with counts; the rates."""
+    rows = [
+        {**counts, "loss": loss_of(counts)}
+        for counts in (r.get("counts") for r in results_of_cell)
+        if isinstance(counts, Mapping) and all(_is_count(counts.get(n)) for n in LOSS_CLASSES)
+    ]
+    stats: dict[str, CountStats] = {}
+    for name in (*COUNT_NAMES, "loss"):
+        values = [v for v in (row.get(name) for row in rows) if _is_count(v)]
+        if values:
+            stats[name] = CountStats(sum(values) / len(values), min(values), max(values))
+    return CellStats(
+        repetitions=len(results_of_cell),
+        counted=len(rows),
+        counts=stats,
+        loss_rate=_rate(rows, "loss"),
+        divergence_rate=_rate(rows, "offset_divergent"),
+    )
+
+
+def _is_count(value: object) -> bool:
+    """True for a non-negative int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _rate(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+    """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
+    usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get("acked"))]
+    acked = sum(r["acked"] for r in usable)
+    if acked == 0:
+        return None
+    return sum(r[name] for r in usable) / acked
+
+
+def judge_all(
+    results: Sequence[Mapping[str, Any]],
+    events_by_run: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> list[CellVerdict]:
+    """Group results by (experiment, cell) in first-seen order and judge each group."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for result in results:
+        key = (str(result.get("experiment", "")), str(result.get("cell", "")))
+        groups.setdefault(key, []).append(result)
+    return [judge_cell(group, events_by_run) for group in groups.values()]
+
+
+def exit_code(cells: Sequence[CellVerdict]) -> int:
+    """1 if any cell is a VIOLATION, else 2 if any is UNKNOWN (or none was judged), else 0."""
+    verdicts = {c.verdict for c in cells}
+    if Verdict.VIOLATION in verdicts:
+        return 1
+    if not cells or Verdict.UNKNOWN in verdicts:
+        return 2
+    return 0

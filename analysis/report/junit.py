@@ -1,0 +1,95 @@
+"""Write judged cells as JUnit XML, one test case per cell and repetition, for CI dashboards."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from analysis.judge.verdicts import CellVerdict, RepetitionVerdict, Verdict
+
+__all__ = ["SUITE_NAME", "write_junit"]
+
+SUITE_NAME: Final = "kafka-chaos"
+NOT_PROVOKED_MESSAGE: Final = "loss allowed but not provoked"
+MESSAGE_CHARS: Final = 500  # CI tools show the message attribute on one line
+
+
+def _outcome(cell: CellVerdict, rep: RepetitionVerdict) -> str:
+    """'failure', 'error', 'skipped' or 'passed' for one repetition of a cell."""
+    if rep.verdict == Verdict.VIOLATION:
+        return "failure"
+    if rep.verdict == Verdict.UNKNOWN:
+        return "error"
+    # NOT-PROVOKED is a cell verdict: each of its repetitions passed without showing anything.
+    if cell.verdict == Verdict.NOT_PROVOKED:
+        return "skipped"
+    return "passed"
+
+
+def _testcase(cell: CellVerdict, rep: RepetitionVerdict) -> tuple[ET.Element, str]:
+    """The <testcase> of one repetition and its outcome."""
+    case = ET.Element(
+        "testcase",
+        classname=f"{cell.experiment}.{cell.cell}",
+        name=f"rep-{rep.repetition}",
+        time="0",
+    )
+    outcome = _outcome(cell, rep)
+    text = "\n".join(rep.reasons)
+    if outcome in ("failure", "error"):
+        child = ET.SubElement(case, outcome, message=_message(rep), type=rep.verdict.value)
+        child.text = text
+    elif outcome == "skipped":
+        ET.SubElement(case, "skipped", message=NOT_PROVOKED_MESSAGE)
+    ET.SubElement(
+        case, "system-out"
+    ).text = f"verdict: {rep.verdict.value}\n{_loss_line(rep)}{text}"
+    return case, outcome
+
+
+def _loss_line(rep: RepetitionVerdict) -> str:
+    """'loss: N of M acked (r %)\n', the one loss figure, or '' when it was not counted."""
+    if rep.loss is None or not rep.acked:
+        return ""
+    return f"loss: {rep.loss} of {rep.acked} acked ({100 * rep.loss / rep.acked:.3g} %)\n"
+
+
+def _message(rep: RepetitionVerdict) -> str:
+    """The first reason, shortened to fit a one-line message attribute."""
+    first = rep.reasons[0] if rep.reasons else rep.verdict.value
+    return first if len(first) <= MESSAGE_CHARS else first[: MESSAGE_CHARS - 1] + "…"
+
+
+def junit_tree(cells: Sequence[CellVerdict]) -> ET.ElementTree:
+    """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals."""
+    suite = ET.Element("testsuite", name=SUITE_NAME)
+    tally = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+    for cell in cells:
+        for rep in cell.repetitions:
+            case, outcome = _testcase(cell, rep)
+            suite.append(case)
+            tally["tests"] += 1
+            if outcome in tally:
+                tally[outcome] += 1
+    totals = {
+        "tests": str(tally["tests"]),
+        "failures": str(tally["failure"]),
+        "errors": str(tally["error"]),
+        "skipped": str(tally["skipped"]),
+        "time": "0",
+    }
+    suite.attrib.update(totals)
+    root = ET.Element("testsuites", name=SUITE_NAME, **totals)
+    root.append(suite)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(cells: Sequence[CellVerdict], path: Path) -> Path:
+    """Write the JUnit XML for the cells to `path` (parents created) and return it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    junit_tree(cells).write(path, encoding="utf-8", xml_declaration=True)
+    return path

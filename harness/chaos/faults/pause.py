@@ -1,0 +1,23 @@
+"""Freeze every process of a node (a long GC pause or a hung VM), thaw when healed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.chaos.faults.base import Fault
+
+
+class Pause(Fault):
+    """docker pause (cgroup freezer): connections stay open but nothing answers."""
+
+    kind = "pause"
+
+    def inject(self) -> dict[str, Any]:
+        for node in self.nodes:
+            node.pause()
+        return {}
+
+    def heal(self) -> None:
+        for node in self.nodes:
+            if node.state() == "paused":
+                node.unpause()

@@ -1,0 +1,84 @@
+"""Power loss: the broker dies and the OS page cache (its unflushed log data) dies with it.
+
+Kafka does not fsync by default; it relies on replicas. SIGKILL keeps the page cache, so only
+losing it shows what the disk alone holds. The model, per target node: SIGKILL, then every
+partition log (not the fsynced KRaft metadata log) loses its batches past the recovery point
+the broker last checkpointed, except those older than `window_s` seconds, which the kernel
+is taken to have written back already (dirty pages expire after 30 s on Linux). The node
+restarts on heal and recovers its log as after a real crash.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.chaos.faults.base import FaultError
+from harness.chaos.faults.kill import Kill
+from harness.platform.cluster import LOG_DIR, KafkaNode
+from harness.rundir.segments import read_checkpoint, surviving_length
+
+METADATA_LOG = "__cluster_metadata-0"  # the Raft log fsyncs every append: it survives
+CHECKPOINT = "recovery-point-offset-checkpoint"
+
+
+class PowerLoss(Kill):
+    """SIGKILL plus the loss of each target's unflushed partition data; heal restarts."""
+
+    kind = "power-loss"
+
+    def inject(self) -> dict[str, Any]:
+        for node in self.nodes:
+            node.kill()
+        window_s = self.params.get("window_s")
+        lost_after_ms = None if window_s is None else int((time.time() - window_s) * 1000)
+        lost = {}
+        for node in self.nodes:
+            _wait_until_down(node)
+            lost[node.hostname] = lose_unflushed(node, lost_after_ms)
+        return {"signal": "SIGKILL", "page_cache": "lost", "window_s": window_s, "lost": lost}
+
+
+def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
+    """Wait until the killed container stopped: no process may write while we cut."""
+    deadline = time.monotonic() + timeout_s
+    while node.state() == "running":
+        if time.monotonic() > deadline:
+            raise FaultError(f"{node.hostname} still runs {timeout_s:.0f} s after SIGKILL")
+        time.sleep(0.05)
+
+
+def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict[str, int]]:
+    """Cut the unflushed tail of every partition log on the stopped node.
+
+    Returns, per partition that lost data, the bytes and batches before and after the cut.
+    """
+    files = node.read_files(LOG_DIR)
+    root = LOG_DIR.rstrip("/").rsplit("/", 1)[-1]  # archive names start with "data/"
+    checkpoint = files.get(f"{root}/{CHECKPOINT}")
+    recovery = read_checkpoint(checkpoint[1].decode()) if checkpoint else {}
+    cut, report = {}, {}
+    # Segment names are zero-padded base offsets: sorted names are log order.
+    for name in sorted(files):
+        header, data = files[name]
+        parts = name.split("/")
+        if len(parts) != 3 or not parts[2].endswith(".log") or parts[1] == METADATA_LOG:
+            continue
+        partition = parts[1]
+        kept = surviving_length(data, recovery.get(partition, 0), lost_after_ms)
+        if partition in report:  # an earlier segment was cut: this one must vanish
+            raise FaultError(
+                f"{node.hostname}: {partition} has unflushed data in more than one segment, "
+                "which a simulated power loss cannot cut; raise segment.bytes"
+            )
+        if kept < len(data):
+            cut[name] = (header, data[:kept])
+            report[partition] = {
+                "segment": parts[2],
+                "bytes_before": len(data),
+                "bytes_after": kept,
+            }
+    if cut:
+        parent = LOG_DIR.rstrip("/").rsplit("/", 1)[0]
+        node.write_files(parent, cut)
+    return report

@@ -1,0 +1,184 @@
+"""Evidence kept before the cluster goes: the topic's log segments, for every repetition
+whose read-back misses acknowledged messages, so the analysis can say where each one still is.
+
+Only `<topic>-<partition>/*.log` files are kept (indexes and checkpoints are not evidence of
+what a log holds), below `layout.segments_dir(run_dir, broker)`, within a byte budget per
+repetition: a broker whose copy would pass what is left of it keeps nothing, and says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import tarfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness.platform.cluster import LOG_DIR
+from harness.rundir import layout
+from harness.rundir.records import Status
+
+_COPY_CHUNK = 1 << 20
+
+
+class SegmentSource(Protocol):
+    """A broker whose files can be read as a tar stream (a `harness.platform.cluster.KafkaNode`)."""
+
+    node_id: int
+
+    def archive(self, path: str) -> Iterator[bytes] | None: ...
+
+
+@dataclass
+class BrokerCopy:
+    """What was kept of one broker: files, bytes, partition dirs; `skipped` says why not."""
+
+    files: int = 0
+    bytes: int = 0
+    partitions: list[str] = field(default_factory=list)
+    skipped: str | None = None
+
+
+class _OverBudget(Exception):
+    """The broker's segments do not fit in what is left of the repetition's budget."""
+
+
+def missing_acked(run_dir: Path) -> int:
+    """How many acknowledged msg_ids readback.parquet lacks (a superset of the loss figure:
+    messages expired by retention count too), read in process with pyarrow."""
+    acked = pq.read_table(run_dir / layout.ACKED, columns=["msg_id", "status"])
+    ok_ids = acked.filter(pc.equal(acked["status"], Status.OK.value))["msg_id"]
+    read_ids = pq.read_table(run_dir / layout.READBACK, columns=["msg_id"])["msg_id"]
+    present = pc.is_in(ok_ids, value_set=read_ids.combine_chunks(), skip_nulls=True)
+    return int(len(ok_ids) - pc.sum(present).as_py()) if len(ok_ids) else 0
+
+
+def segments_event(
+    nodes: Sequence[SegmentSource],
+    topic: str,
+    partitions: int,
+    run_dir: Path,
+    budget_bytes: int = layout.SEGMENTS_BUDGET_BYTES,
+) -> dict[str, Any]:
+    """The fields of the `segments` event, after keeping the segments when acknowledged
+    messages are missing (or when that cannot be checked). Never raises: a failure is
+    recorded in the event, never a failed repetition."""
+    started = time.monotonic()
+    event: dict[str, Any] = {"kept": False, "topic": topic, "budget_bytes": budget_bytes}
+    event.update(missing_acked=None, brokers={}, error=None)
+    try:
+        event["missing_acked"] = missing_acked(run_dir)
+    except Exception as exc:
+        event["error"] = f"missing-message check failed: {type(exc).__name__}: {exc}"
+    if event["missing_acked"] == 0:
+        event["reason"] = "no acknowledged message is missing from the read-back"
+    else:
+        event["reason"] = "acknowledged messages are missing from the read-back"
+        if event["error"] is not None:
+            event["reason"] = "the missing-message check failed: kept to be safe"
+        try:
+            copies = keep_segments(nodes, topic, partitions, run_dir, budget_bytes)
+            event["brokers"] = {str(node_id): asdict(copy) for node_id, copy in copies.items()}
+            event["kept"] = True
+        except Exception as exc:
+            event["error"] = f"{type(exc).__name__}: {exc}"
+    event["seconds"] = round(time.monotonic() - started, 3)
+    return event
+
+
+def keep_segments(
+    nodes: Sequence[SegmentSource], topic: str, partitions: int, run_dir: Path, budget_bytes: int
+) -> dict[int, BrokerCopy]:
+    """Copy each broker's segment files of `topic` into the run dir, broker after broker,
+    all of a broker or none of it, within `budget_bytes` in all."""
+    copies: dict[int, BrokerCopy] = {}
+    left = budget_bytes
+    for node in nodes:
+        copies[node.node_id] = _copy_broker(node, topic, partitions, run_dir, left)
+        left -= copies[node.node_id].bytes
+    return copies
+
+
+def _copy_broker(
+    node: SegmentSource, topic: str, partitions: int, run_dir: Path, budget_bytes: int
+) -> BrokerCopy:
+    """One broker's segments, staged beside their final folder so a failed copy leaves none."""
+    final = layout.segments_dir(run_dir, node.node_id)
+    staging = final.with_name(final.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    copy = BrokerCopy()
+    try:
+        for partition in range(partitions):
+            name = f"{topic}-{partition}"
+            stream = node.archive(f"{LOG_DIR}/{name}")
+            if stream is None:  # not a replica of this partition
+                continue
+            copy.partitions.append(name)
+            _extract_logs(stream, name, staging, copy, budget_bytes)
+        staging.mkdir(parents=True, exist_ok=True)  # a broker with no replica: an empty folder
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+    except _OverBudget:
+        shutil.rmtree(staging, ignore_errors=True)
+        limit = f"{budget_bytes / 2**20:.1f} MiB"
+        return BrokerCopy(skipped=f"over budget: more than the {limit} left of the repetition's")
+    except Exception as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        return BrokerCopy(skipped=f"error: {type(exc).__name__}: {exc}")
+    return copy
+
+
+def _extract_logs(
+    stream: Iterator[bytes], folder: str, staging: Path, copy: BrokerCopy, budget_bytes: int
+) -> None:
+    """Write the `<folder>/*.log` members of a tar stream below `staging`, counting into copy;
+    _OverBudget as soon as the broker's bytes pass `budget_bytes` (the stream is dropped)."""
+    try:
+        with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:
+            for member in archive:
+                parts = member.name.split("/")
+                if not (member.isfile() and len(parts) == 2 and parts[0] == folder):
+                    continue
+                if not parts[1].endswith(".log") or parts[1].startswith("."):
+                    continue
+                if copy.bytes + member.size > budget_bytes:
+                    raise _OverBudget
+                target = staging / folder / parts[1]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = archive.extractfile(member)
+                with target.open("wb") as out:
+                    shutil.copyfileobj(source, out, _COPY_CHUNK)
+                copy.files += 1
+                copy.bytes += member.size
+    finally:
+        with contextlib.suppress(Exception):
+            stream.close()  # type: ignore[attr-defined]
+
+
+class _ChunkReader(io.RawIOBase):
+    """A read-only file over an iterable of byte chunks (Docker's archive stream)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._pending = memoryview(b"")  # a view, so handing out a piece copies nothing else
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._pending = memoryview(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size

@@ -1,0 +1,50 @@
+"""The run directory's layout: the one contract between harness/ (which writes it) and analysis/.
+
+This package (harness.rundir) owns every file name (here), Arrow schema and send status
+(records), event type (events) and the reading of kept log segments (segments); it imports no
+Kafka client, so the analysis can read runs on a machine without one.
+
+    runs/<experiment>/<timestamp>/<cell>/<repetition>/   one repetition (a "run directory")
+    runs/<experiment>/<timestamp>/                       plan, outcomes, harness log, report
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+# ---------------------------------------------------------------------------------------------
+# File names of one repetition's directory
+
+SPEC: Final = "spec.json"
+ACKED: Final = "acked.parquet"
+READBACK: Final = "readback.parquet"
+EVENTS: Final = "events.jsonl"
+RESULTS: Final = "results.json"
+JOURNAL_META: Final = "journal-meta.json"
+JOURNAL_SENDS: Final = "journal-sends.arrows"
+JOURNAL_ACKS: Final = "journal-acks.arrows"
+JOURNAL_GLOB: Final = "journal-*"
+BROKER_LOGS: Final = "broker-logs"
+# Copies of the topic's log segments, kept for the analysis' attribution of missing messages:
+# segments/broker-<id>/<topic>-<partition>/<base offset>.log
+SEGMENTS: Final = "segments"
+SEGMENTS_BROKER_PREFIX: Final = "broker-"
+# The most segment bytes one repetition keeps; a broker whose copy would pass it keeps none.
+SEGMENTS_BUDGET_BYTES: Final = 256 * 1024 * 1024
+
+# File names of an experiment run's root directory
+PLAN: Final = "plan.json"
+OUTCOMES: Final = "outcomes.json"
+HARNESS_LOG: Final = "harness.log"
+REPORT_DIR: Final = "report"
+
+
+def segments_dir(run_dir: str | Path, broker: int) -> Path:
+    """Where a repetition keeps broker `broker`'s segment copies."""
+    return Path(run_dir) / SEGMENTS / f"{SEGMENTS_BROKER_PREFIX}{broker}"
+
+
+def is_run_dir(path: Path) -> bool:
+    """True when path holds the two files every run writes before its read-back."""
+    return (path / SPEC).is_file() and (path / ACKED).is_file()

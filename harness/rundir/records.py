@@ -1,0 +1,44 @@
+"""What one send became (Status) and the Arrow schemas of the run directory's tables."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+import pyarrow as pa
+
+# ---------------------------------------------------------------------------------------------
+# Send outcomes
+
+
+class Status(StrEnum):
+    """The outcome of one send, as the producer learnt it."""
+
+    OK = "ok"  # a delivery report without error: acknowledged
+    FAILED = "failed"  # a definite error: the write was refused
+    INDETERMINATE = "indeterminate"  # unknown: may or may not be in the log, never a loss
+
+
+STATUSES: Final = tuple(s.value for s in Status)
+# The `error` of an acked.parquet row whose send never got a delivery report.
+NO_REPORT: Final = "no delivery report"
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow schemas (all timestamps int64 epoch microseconds: Spark cannot read ns Parquet stamps)
+
+CHECKPOINT_SCHEMA: Final = pa.schema([("sent_upto", pa.int64()), ("ts_us", pa.int64())])
+ACK_SCHEMA: Final = pa.schema([
+    ("msg_id", pa.int64()), ("status", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("error", pa.string()), ("ack_ts_us", pa.int64()),
+    ("latency_us", pa.int64()),
+])  # fmt: skip
+ACKED_SCHEMA: Final = pa.schema([
+    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()), ("status", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("error", pa.string()),
+    ("send_ts_us", pa.int64()), ("ack_ts_us", pa.int64()),
+])  # fmt: skip
+READBACK_SCHEMA: Final = pa.schema([
+    ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("ts_us", pa.int64()),
+])  # fmt: skip

@@ -1,0 +1,497 @@
+"""Crash-safe records of a run: the send/ack journal and the event log.
+
+Both are appended while the run goes on and flushed at least every ~0.2 s, so a SIGKILL of
+the harness loses at most the last fraction of a second. The journal is Arrow IPC streams
+(a truncated last batch is simply not read); `finalize` turns them into acked.parquet.
+
+The hot path stays tiny: a delivery callback appends the message object to the list of its
+status, and the thread that serves delivery reports hands the lists over with `commit()`
+after each poll, stamped once with the time (the ack time of every report it holds). The
+writer thread reads the fields column-wise, or report by report when a page holds fields it
+cannot type (librdkafka leaves offset, partition or latency unknown on some reports): no
+report is ever dropped, and a failure to write makes `close()` raise JournalError.
+
+Sends are not journalled one by one: ids are sequential and keys assigned round-robin, so
+key and key sequence follow from the id; the writer checkpoints the highest id sent every
+flush, and a send's time is its ack time minus librdkafka's measured latency (interpolated
+from the checkpoints for sends without a report).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from operator import methodcaller
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from harness.rundir import layout
+from harness.rundir.events import now_us
+from harness.rundir.records import (
+    ACK_SCHEMA,
+    ACKED_SCHEMA,
+    CHECKPOINT_SCHEMA,
+    NO_REPORT,
+    STATUSES,
+    Status,
+)
+
+log = logging.getLogger("kafka_chaos.journal")
+
+
+def key_of(key_index: int) -> str:
+    """The record key of the `key_index`-th key."""
+    return f"k{key_index}"
+
+
+class Report(Protocol):
+    """A delivery report: confluent_kafka.Message as the delivery callback receives it.
+
+    librdkafka leaves fields unknown (the Python client then returns None): no offset for a
+    failed send or for an idempotent retry the broker took as a duplicate, no partition for
+    a message never assigned one, no latency for a message that never left the client.
+    """
+
+    def value(self) -> bytes | None: ...
+    def error(self) -> Any: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def latency(self) -> float | None: ...
+
+
+class JournalError(RuntimeError):
+    """Delivery reports could not all be written to the journal: the repetition is incomplete."""
+
+
+# A committed page: (time_ns of the commit, ok reports, failed reports, indeterminate reports).
+Page = tuple[int, Sequence[Report], Sequence[Report], Sequence[Report]]
+PAGE_STATUSES: Final = (Status.OK.value, Status.FAILED.value, Status.INDETERMINATE.value)
+# Reports of one status from a set of pages: (reports, ack time of each in ns, status).
+Group = tuple[list[Report], np.ndarray, str]
+ID_DIGITS = 15  # values start with the id zero-padded to 15 digits (see recorder.encode_value)
+
+
+def error_status(classify: Callable[[Any], str], error: Any) -> str:
+    """`failed` when `classify` says so, else `indeterminate`; never raises (it runs in the
+    delivery callback, where an exception would surface from the producer's poll)."""
+    try:
+        failed = classify(error) == Status.FAILED
+    except Exception:
+        failed = False
+    return Status.FAILED.value if failed else Status.INDETERMINATE.value
+
+
+class _Stream:
+    """An Arrow IPC stream file that remembers its first write error and then stops writing.
+
+    A failed write may leave a torn message, after which nothing appended is readable.
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path = path
+        self.error: str | None = None
+        self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), schema)
+        self._closed = False
+
+    def write(self, batch: pa.RecordBatch) -> bool:
+        """Append `batch`; False (and `error` set) when it was not written."""
+        if self.error is not None or self._closed:
+            return False
+        try:
+            self._writer.write_batch(batch)
+        except Exception as exc:
+            self.error = f"writing {self.path.name} failed: {type(exc).__name__}: {exc}"
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the file once; a failure to close is recorded in `error` like a write's."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        except Exception as exc:
+            self.error = self.error or f"closing {self.path.name} failed: {exc}"
+
+
+class AckJournal:
+    """Delivery reports and send checkpoints, written by a background thread every 0.2 s.
+
+    The producer sets `sent_upto` (ids below it were handed to the client). Its delivery
+    callback appends each report to `delivered` (no error), `failed` or `indeterminate` (its
+    error through `error_status(classify, ...)`), and right after every poll/flush the same
+    thread calls `commit()`. A report's status is the list it was served into: the journal
+    never classifies again, so it agrees with the callback's own tally by construction.
+
+    No report is dropped: a page the column-wise decoder cannot type is decoded report by
+    report (unknown fields become null); a page even that cannot decode is kept in
+    `undecodable`. A failure to write is remembered in `error`, and `close()` raises it as
+    JournalError. `counts` tallies, by status, the reports written to disk.
+    """
+
+    FLUSH_INTERVAL_S = 0.2
+
+    def __init__(self, run_dir: Path, keys: int, classify: Callable[[Any], str]):
+        (run_dir / layout.JOURNAL_META).write_text(json.dumps({"keys": keys}))
+        self.run_dir = run_dir
+        self.sent_upto = 0
+        self.counts = {status: 0 for status in STATUSES}
+        self.classify = classify
+        self.offsets_known = True  # False: record no offsets (acks=0, see Recorder)
+        self.unwritten = 0  # decoded reports that could not be written
+        self.undecodable: list[Group] = []
+        self.error: str | None = None  # the first failure to decode or write
+        # Owned by the thread serving delivery reports; the lists keep their identity so the
+        # callback can bind their append once.
+        self.delivered: list[Report] = []
+        self.failed: list[Report] = []
+        self.indeterminate: list[Report] = []
+        self._pages: deque[Page] = deque()  # committed, waiting for the writer
+        self._last_checkpoint = -1
+        self._sends = _Stream(run_dir / layout.JOURNAL_SENDS, CHECKPOINT_SCHEMA)
+        self._acks = _Stream(run_dir / layout.JOURNAL_ACKS, ACK_SCHEMA)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ack-journal", daemon=True)
+        self._thread.start()
+
+    def _note(self, error: str | None) -> None:
+        """Remember and log the first failure; later ones are mostly its consequences."""
+        if error is not None and self.error is None:
+            self.error = error
+            log.error("journal: %s", error)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.FLUSH_INTERVAL_S):
+            try:
+                self.flush()
+            except Exception as exc:  # flush records its own failures; this is a last resort
+                self._note(f"journal flush failed: {exc!r}")
+
+    def flush(self) -> None:
+        """Write the send checkpoint and every committed page; failures are kept in `error`."""
+        with self._lock:
+            sent = self.sent_upto
+            if sent != self._last_checkpoint and self._sends.write(
+                pa.record_batch(
+                    [pa.array([sent], pa.int64()), pa.array([now_us()], pa.int64())],
+                    schema=CHECKPOINT_SCHEMA,
+                )
+            ):
+                self._last_checkpoint = sent
+            self._note(self._sends.error)
+            pages = []
+            while self._pages:
+                pages.append(self._pages.popleft())
+            for status, batch in self._decode(pages):
+                self._write(status, batch)
+
+    def _write(self, status: str, batch: pa.RecordBatch) -> None:
+        """Append a decoded batch (all of `status`) and count it, or count it as unwritten."""
+        if self._acks.write(batch):
+            self.counts[status] += batch.num_rows
+        else:
+            self.unwritten += batch.num_rows
+            self._note(self._acks.error)
+
+    def commit(self, now_ns: int | None = None) -> None:
+        """Hand the reports served since the last commit to the writer, stamped `now_ns`.
+
+        Call it on the thread that runs the delivery callback, right after poll/flush
+        returns: every report in the page was served before that instant.
+        """
+        delivered, failed, indeterminate = self.delivered, self.failed, self.indeterminate
+        if delivered or failed or indeterminate:
+            stamp = now_ns if now_ns is not None else time.time_ns()
+            # Errors are rare: an empty list is not copied (this runs every few sends).
+            self._pages.append((stamp, _take(delivered), _take(failed), _take(indeterminate)))
+
+    def _decode(self, pages: list[Page]) -> list[tuple[str, pa.RecordBatch]]:
+        """(status, record batch) for the pages: one per status that has reports."""
+        batches = []
+        stamps = np.asarray([page[0] for page in pages], dtype=np.int64)
+        for column, status in enumerate(PAGE_STATUSES, start=1):
+            reports = [report for page in pages for report in page[column]]
+            if reports:
+                ack_ns = np.repeat(stamps, [len(page[column]) for page in pages])
+                batch = self._decode_group((reports, ack_ns, status))
+                if batch is not None:
+                    batches.append((status, batch))
+        return batches
+
+    def _decode_group(self, group: Group) -> pa.RecordBatch | None:
+        """Column-wise, else report by report; None (group kept, error set) if both fail."""
+        try:
+            return self._columnwise(*group)
+        except Exception as exc:  # an odd field somewhere: still every report, just slower
+            log.warning("journal: column-wise decode failed (%r); decoding report by report", exc)
+        try:
+            return self._per_report(*group)
+        except Exception as exc:
+            self.undecodable.append(group)
+            self._note(f"{len(group[0])} delivery reports could not be decoded: {exc!r}")
+            return None
+
+    def _columnwise(self, reports: list[Report], ack_ns: np.ndarray, status: str) -> pa.RecordBatch:
+        """The batch read field by field at C speed; raises on a field it cannot type."""
+        n = len(reports)
+        msg_ids = parse_ids(_fields(reports, "value"))
+        if status == Status.OK:
+            error = pa.nulls(n, pa.string())
+        else:
+            error = pa.array([e.name() for e in _fields(reports, "error")], pa.string())
+        partition = _int_column(_fields(reports, "partition"), pa.int32())
+        if self.offsets_known:
+            offset = _int_column(_fields(reports, "offset"), pa.int64())
+        else:
+            offset = pa.nulls(n, pa.int64())
+        # librdkafka gives no latency (None) for a message that never left the client.
+        latencies = np.asarray(_fields(reports, "latency"), dtype=np.float64)
+        unknown = ~(latencies >= 0)  # NaN (None) or negative
+        latency = pa.array(np.where(unknown, 0, latencies * 1e6).astype(np.int64), mask=unknown)
+        return pa.record_batch(
+            [
+                msg_ids,
+                pa.repeat(pa.scalar(status), n),
+                partition,
+                offset,
+                error,
+                pa.array(ack_ns // 1000),
+                latency,
+            ],
+            schema=ACK_SCHEMA,
+        )
+
+    def _per_report(self, reports: list[Report], ack_ns: np.ndarray, status: str) -> pa.RecordBatch:
+        """The batch read one report at a time: a field that cannot be read becomes null."""
+        rows = [self._row(report, status != Status.OK) for report in reports]
+        msg_id, partition, offset, error, latency = zip(*rows, strict=True)
+        return pa.record_batch(
+            [
+                pa.array(msg_id, pa.int64()),
+                pa.repeat(pa.scalar(status), len(reports)),
+                pa.array(partition, pa.int32()),
+                pa.array(offset, pa.int64()),
+                pa.array(error, pa.string()),
+                pa.array(ack_ns // 1000),
+                pa.array(latency, pa.int64()),
+            ],
+            schema=ACK_SCHEMA,
+        )
+
+    def _row(self, report: Report, with_error: bool) -> tuple:
+        """(msg_id, partition, offset, error, latency_us) of one report, None where odd."""
+        return (
+            id_of(_field(report, "value")),
+            _int_or_none(_field(report, "partition"), 31),
+            _int_or_none(_field(report, "offset"), 63) if self.offsets_known else None,
+            _error_name(_field(report, "error")) if with_error else None,
+            _latency_us(_field(report, "latency")),
+        )
+
+    def close(self) -> None:
+        """Commit and write what is left and close both streams (on the reporting thread).
+
+        Raises JournalError, after writing all it could, when any report was not written.
+        """
+        self.commit()
+        self._stop.set()
+        self._thread.join()
+        self.flush()
+        self._sends.close()
+        self._acks.close()
+        self._note(self._acks.error or self._sends.error)
+        if self.error is not None:
+            kept = sum(len(group[0]) for group in self.undecodable)
+            raise JournalError(
+                f"the journal of {self.run_dir} is incomplete: {self.error} "
+                f"({self.unwritten} delivery reports not written, {kept} kept undecoded)"
+            )
+
+
+def _take(reports: list[Report]) -> Sequence[Report]:
+    """The reports of a list that must keep its identity, which is left empty."""
+    if not reports:
+        return ()
+    taken = reports[:]
+    reports.clear()
+    return taken
+
+
+def _field(report: Report, name: str) -> Any:
+    """`report.<name>()`, or None when the report cannot give it."""
+    try:
+        return getattr(report, name)()
+    except Exception:
+        return None
+
+
+def _fields(reports: list[Report], name: str) -> list[Any]:
+    """`report.<name>()` of every report, at C speed when they share one class (they do)."""
+    try:
+        return list(map(getattr(type(reports[0]), name), reports))
+    except Exception:  # mixed classes: slower, still right (an odd report raises again)
+        return list(map(methodcaller(name), reports))
+
+
+def _int_column(values: list[Any], type_: pa.DataType) -> pa.Array:
+    """Integers as an Arrow column; None and negative values (unknown) become null."""
+    try:
+        numbers = np.asarray(values, dtype=type_.to_pandas_dtype())
+        return pa.array(numbers, mask=numbers < 0)
+    except TypeError:  # a None among them: Arrow reads it as null, slightly slower
+        column = pa.array(values, type_)
+        return pc.if_else(pc.less(column, 0), pa.scalar(None, type_), column)
+
+
+def _int_or_none(value: Any, bits: int) -> int | None:
+    """`value` when it is a non-negative int that fits in `bits`, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << bits:
+        return value
+    return None
+
+
+def _latency_us(latency: Any) -> int | None:
+    """librdkafka's latency (seconds) in µs; None when unknown or not a plausible number."""
+    if isinstance(latency, int | float) and 0 <= latency < 1e9:
+        return int(latency * 1e6)
+    return None
+
+
+def _error_name(error: Any) -> str:
+    """The error's name (e.g. `_MSG_TIMED_OUT`), or its text when it has none."""
+    if error is None:  # the callback was given an error the report itself does not carry
+        return "unknown error"
+    try:
+        return str(error.name())
+    except Exception:
+        try:
+            return f"unnamed error: {error!r}"
+        except Exception:
+            return "unnamed error"
+
+
+def id_of(value: Any) -> int | None:
+    """The message id at the head of one value; None when the value is not ours."""
+    if not isinstance(value, bytes | bytearray):
+        return None
+    head, colon, _ = bytes(value[: ID_DIGITS + 4]).partition(b":")
+    return int(head) if colon and head.isdigit() and len(head) <= 18 else None
+
+
+def parse_ids(values: list[bytes | None]) -> pa.Array:
+    """Message ids from record values; null for a value that is not ours (never expected).
+
+    Fast path: the harness's values all have one length and start with 15 digits and ':',
+    so the ids come from one numpy pass over the joined bytes.
+    """
+    n = len(values)
+    if n and values[0] is not None and len(values[0]) > ID_DIGITS:
+        try:
+            joined = b"".join(values)
+        except TypeError:  # a None among them
+            joined = b""
+        if len(joined) == n * len(values[0]):
+            grid = np.frombuffer(joined, np.uint8).reshape(n, -1)
+            digits = grid[:, :ID_DIGITS] - np.uint8(48)  # wraps around below '0'
+            if (digits <= 9).all() and (grid[:, ID_DIGITS] == ord(":")).all():
+                ids = np.zeros(n, dtype=np.int64)
+                for column in range(ID_DIGITS):  # 15 vector steps beat a per-value int()
+                    ids = ids * 10 + digits[:, column]
+                return pa.array(ids)
+    return pa.array([id_of(value) for value in values], pa.int64())
+
+
+def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
+    """Every complete batch of an Arrow stream, tolerating a truncated tail (crashed writer)."""
+    batches = []
+    if not path.exists() or not path.stat().st_size:
+        return pa.Table.from_batches([], schema=schema)
+    with contextlib.suppress(pa.ArrowInvalid, OSError):
+        reader = ipc.open_stream(pa.memory_map(str(path)))
+        for batch in reader:
+            batches.append(batch)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def finalize(run_dir: Path) -> pa.Table:
+    """Build acked.parquet from the journal: one row per send, plus one per report whose value
+    names no send (msg_id null, kept so no report is lost); sends with no report are
+    indeterminate with error NO_REPORT."""
+    keys = json.loads((run_dir / layout.JOURNAL_META).read_text())["keys"]
+    checkpoints = read_stream(run_dir / layout.JOURNAL_SENDS, CHECKPOINT_SCHEMA)
+    acks = read_stream(run_dir / layout.JOURNAL_ACKS, ACK_SCHEMA)  # one delivery report per message
+    sent = max(_max_or(checkpoints["sent_upto"], 0), _max_or(acks["msg_id"], -1) + 1)
+    ids = np.arange(sent, dtype=np.int64)
+    sends = pa.table(
+        {
+            "msg_id": ids,
+            "key": pa.array([key_of(i) for i in range(keys)]).take(pa.array(ids % keys)),
+            "key_seq": ids // keys,
+            "estimated_send_us": _interpolated_send_times(ids, checkpoints),
+        }
+    )
+    joined = sends.join(acks, keys="msg_id", join_type="left outer").sort_by("msg_id")
+    no_report = pc.is_null(joined["status"])
+    table = pa.table({
+        "msg_id": joined["msg_id"], "key": joined["key"], "key_seq": joined["key_seq"],
+        "status": pc.fill_null(joined["status"], Status.INDETERMINATE.value),
+        "partition": joined["partition"], "offset": joined["offset"],
+        "error": pc.if_else(no_report, pa.scalar(NO_REPORT), joined["error"]),
+        "send_ts_us": _send_times(joined, joined["estimated_send_us"]),
+        "ack_ts_us": joined["ack_ts_us"],
+    }, schema=ACKED_SCHEMA)  # fmt: skip
+    orphans = acks.filter(pc.is_null(acks["msg_id"]))
+    if orphans.num_rows:
+        table = pa.concat_tables([table, _orphan_rows(orphans)])
+    pq.write_table(table, run_dir / layout.ACKED)
+    return table
+
+
+def _send_times(acks: pa.Table, estimated: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """Ack time minus librdkafka's latency; `estimated` where the latency is unknown."""
+    return pc.if_else(
+        pc.is_null(acks["latency_us"]),
+        estimated,
+        pc.subtract(acks["ack_ts_us"], acks["latency_us"]),
+    )
+
+
+def _orphan_rows(orphans: pa.Table) -> pa.Table:
+    """acked.parquet rows for reports whose value names no send: what the report knows."""
+    n = orphans.num_rows
+    return pa.table({
+        "msg_id": pa.nulls(n, pa.int64()), "key": pa.nulls(n, pa.string()),
+        "key_seq": pa.nulls(n, pa.int64()), "status": orphans["status"],
+        "partition": orphans["partition"], "offset": orphans["offset"],
+        "error": orphans["error"], "send_ts_us": _send_times(orphans, pa.nulls(n, pa.int64())),
+        "ack_ts_us": orphans["ack_ts_us"],
+    }, schema=ACKED_SCHEMA)  # fmt: skip
+
+
+def _max_or(column: pa.ChunkedArray, default: int) -> int:
+    value = pc.max(column).as_py() if len(column) else None
+    return default if value is None else value
+
+
+def _interpolated_send_times(ids: np.ndarray, checkpoints: pa.Table) -> np.ndarray:
+    """Send time estimates from the checkpoints (id count → time), for sends with no report."""
+    if not len(ids):
+        return np.array([], dtype=np.int64)
+    upto = checkpoints["sent_upto"].to_numpy()
+    ts = checkpoints["ts_us"].to_numpy()
+    if not len(upto):
+        return np.zeros(len(ids), dtype=np.int64)
+    return np.interp(ids, upto, ts).astype(np.int64)

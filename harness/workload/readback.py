@@ -1,0 +1,88 @@
+"""The full read-back: every partition from the log start to the high watermark."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from harness.rundir.records import READBACK_SCHEMA
+from harness.workload.recorder import decode_value
+
+
+@dataclass(frozen=True)
+class Readback:
+    """What was read and whether it reached every high watermark."""
+
+    records: int
+    log_start_offsets: dict[int, int]
+    high_watermarks: dict[int, int]
+    complete: bool
+    seconds: float
+
+
+def read_back(
+    bootstrap: str, topic: str, partitions: int, out: Path, timeout_s: float = 120.0
+) -> Readback:
+    """Read all of `topic` (read_uncommitted) into `out` (readback.parquet)."""
+    started = time.monotonic()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"kchaos-readback-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "enable.partition.eof": True,
+            "log_level": 3,
+        }
+    )
+    try:
+        low, high = _watermarks(consumer, topic, partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        rows, complete = _consume(consumer, high, started + timeout_s)
+    finally:
+        consumer.close()
+    table = pa.Table.from_pylist(rows, schema=READBACK_SCHEMA)
+    pq.write_table(table, out)
+    return Readback(table.num_rows, low, high, complete, time.monotonic() - started)
+
+
+def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, dict]:
+    low, high = {}, {}
+    for p in range(partitions):
+        low[p], high[p] = consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=10, cached=False
+        )
+    return low, high
+
+
+def _consume(consumer: Consumer, high: dict[int, int], deadline: float) -> tuple[list, bool]:
+    pending = {p for p, hw in high.items() if hw > 0}
+    rows = []
+    while pending and time.monotonic() < deadline:
+        for msg in consumer.consume(num_messages=5000, timeout=1.0):
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(msg.partition())
+                continue
+            msg_id, key_seq = decode_value(msg.value())
+            key = msg.key()
+            rows.append(
+                {
+                    "msg_id": msg_id,
+                    "key": key.decode(errors="replace") if key else None,
+                    "key_seq": key_seq,
+                    "partition": msg.partition(),
+                    "offset": msg.offset(),
+                    "ts_us": msg.timestamp()[1] * 1000,
+                }
+            )
+            if msg.offset() >= high[msg.partition()] - 1:
+                pending.discard(msg.partition())
+    return rows, not pending

@@ -1,0 +1,273 @@
+"""The producer that records every send and its outcome: ok, failed or indeterminate.
+
+Each value starts with `<msg_id>:<key_seq>:`, zero-padded to 15 and 12 digits (a fixed width
+lets the journal parse ids column-wise); the id is unique in the run, the sequence counts sends
+per key, so the read-back can spot losses, duplicates and reordering.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from harness.rundir.records import Status
+from harness.workload.journal import AckJournal, error_status, key_of
+
+# Outcomes where the write may or may not be in the log: never counted as a loss.
+INDETERMINATE = frozenset(
+    {
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError._PURGE_QUEUE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
+
+
+def outcome_of(error: KafkaError | None) -> str:
+    """`ok`, `failed` (a definite error) or `indeterminate` for a delivery report's error."""
+    if error is None:
+        return "ok"
+    return "indeterminate" if error.code() in INDETERMINATE else "failed"
+
+
+VALUE_HEAD_BYTES = 29  # b"%015d:%012d:"
+
+
+def encode_value(msg_id: int, key_seq: int, size: int) -> bytes:
+    """The record value: `<msg_id>:<key_seq>:` (15 and 12 digits) padded with '.' to `size`."""
+    return b"%015d:%012d:%s" % (msg_id, key_seq, b"." * (size - VALUE_HEAD_BYTES))
+
+
+def decode_value(value: bytes | None) -> tuple[int | None, int | None]:
+    """(msg_id, key_seq) from a value written by `encode_value`; Nones if it is not ours."""
+    if not value:
+        return None, None
+    parts = value.split(b":", 2)
+    if len(parts) < 3:
+        return None, None
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return None, None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """How much to send: rate (None = unthrottled), duration or count, size, number of keys."""
+
+    rate: float | None
+    duration_s: float | None
+    count: int | None
+    message_bytes: int
+    keys: int
+
+
+class DeliveryTally:
+    """Delivery reports by status, counted in the delivery callback as librdkafka serves them.
+
+    Independent of the journal's decoding and writing: a run is complete only when the
+    journal holds exactly these reports.
+    """
+
+    __slots__ = ("failed", "indeterminate", "ok")
+
+    def __init__(self) -> None:
+        self.ok = self.failed = self.indeterminate = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """{status: reports} for every status (the recorder_tally event's `reports`)."""
+        return {
+            Status.OK.value: self.ok,
+            Status.FAILED.value: self.failed,
+            Status.INDETERMINATE.value: self.indeterminate,
+        }
+
+
+def delivery_callback(
+    journal: AckJournal, tally: DeliveryTally
+) -> Callable[[KafkaError | None, Message], None]:
+    """The producer's on_delivery: tally the report and hand it to the journal by status.
+
+    The ok path is one integer increment and one append (the journal reads the fields later,
+    off the hot path). Errors are rare, so they are classified here, once: the list a report
+    goes to is its status in the journal too, so tally and journal agree report for report.
+    """
+    delivered, failed = journal.delivered.append, journal.failed.append
+    indeterminate, classify = journal.indeterminate.append, journal.classify
+
+    def on_delivery(error: KafkaError | None, msg: Message) -> None:
+        if error is None:
+            tally.ok += 1
+            delivered(msg)
+        elif error_status(classify, error) == Status.FAILED:
+            tally.failed += 1
+            failed(msg)
+        else:
+            tally.indeterminate += 1
+            indeterminate(msg)
+
+    return on_delivery
+
+
+@dataclass
+class RecorderStats:
+    """Live counters for the progress display, refreshed with every journal flush."""
+
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    indeterminate: int = 0
+
+
+class Recorder:
+    """Sends the workload to `topic` and journals every delivery report.
+
+    Message `i` goes to key `i % keys` with key sequence `i // keys` (round-robin), so the
+    journal need not record sends one by one.
+    """
+
+    FINAL_FLUSH_S = 30.0
+    CHECK_EVERY = 256  # unthrottled: look at the clock and the stop flag every N sends
+    # Serving delivery reports every 32 sends instead of after each keeps them flowing while
+    # saving most of poll's fixed cost (the local queue holds 100k messages).
+    POLL_EVERY = 32
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        producer_config: dict[str, Any],
+        workload: Workload,
+        journal: AckJournal,
+    ):
+        self.topic = topic
+        self.workload = workload
+        self.journal = journal
+        # With acks=0 the broker returns no offset; librdkafka then reports batch-relative
+        # numbers (0, 1, 2, ...) for some messages. Recording them would fake divergence.
+        journal.offsets_known = str(producer_config.get("acks", "all")) != "0"
+        self.tally = DeliveryTally()
+        self.producer = Producer(
+            {
+                **producer_config,
+                "bootstrap.servers": bootstrap,
+                "on_delivery": delivery_callback(journal, self.tally),
+                "logger": logging.getLogger("kafka_chaos.librdkafka"),
+            }
+        )
+
+    @property
+    def stats(self) -> RecorderStats:
+        """Sends so far and outcomes journalled so far."""
+        counts = self.journal.counts
+        return RecorderStats(
+            self.journal.sent_upto, counts["ok"], counts["failed"], counts["indeterminate"]
+        )
+
+    def run(self, stop: threading.Event) -> RecorderStats:
+        """Send until the duration/count is reached or `stop` is set, then settle every send."""
+        # The reports queued between journal flushes are ~10^4 live message objects; the
+        # cyclic GC would rescan them on every collection. The hot path creates no cycles.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            if self.workload.rate:
+                self._send_paced(stop)
+            else:
+                self._send_unthrottled(stop)
+            self._settle()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+            # Release the client now: a live handle keeps reconnecting to removed brokers.
+            self.producer.close()
+            self.journal.commit()  # reports close() served while flushing
+        self.journal.flush()
+        return self.stats
+
+    def _limits(self) -> tuple[float, int]:
+        w = self.workload
+        deadline = time.monotonic() + w.duration_s if w.duration_s else float("inf")
+        return deadline, w.count if w.count else 1 << 62
+
+    def _send_unthrottled(self, stop: threading.Event) -> None:
+        w, journal = self.workload, self.journal
+        keys = [key_of(i) for i in range(w.keys)]
+        nkeys, size, topic = w.keys, w.message_bytes, self.topic
+        produce, monotonic = self.producer.produce, time.monotonic
+        poll = self._poll
+        deadline, limit = self._limits()
+        msg_id = 0
+        while msg_id < limit:
+            if msg_id % self.CHECK_EVERY == 0:
+                journal.sent_upto = msg_id
+                if stop.is_set() or monotonic() >= deadline:
+                    break
+            try:
+                produce(topic, encode_value(msg_id, msg_id // nkeys, size), keys[msg_id % nkeys])
+            except BufferError:
+                poll(0.05)  # the local queue is full: let deliveries drain it
+                continue
+            msg_id += 1
+            if msg_id % self.POLL_EVERY == 0:
+                poll(0)
+        journal.sent_upto = msg_id
+
+    def _send_paced(self, stop: threading.Event) -> None:
+        w, journal = self.workload, self.journal
+        keys = [key_of(i) for i in range(w.keys)]
+        produce, poll = self.producer.produce, self._poll
+        interval = 1.0 / w.rate
+        started = time.monotonic()
+        deadline, limit = self._limits()
+        msg_id = 0
+        while msg_id < limit and not stop.is_set():
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if (ahead := started + msg_id * interval - now) > 0:
+                poll(min(ahead, 0.05))
+                continue
+            try:
+                produce(
+                    self.topic,
+                    encode_value(msg_id, msg_id // w.keys, w.message_bytes),
+                    key=keys[msg_id % w.keys],
+                )
+            except BufferError:
+                poll(0.05)
+                continue
+            msg_id += 1
+            journal.sent_upto = msg_id
+            poll(0)
+
+    def _poll(self, timeout_s: float) -> None:
+        """Serve delivery reports for up to `timeout_s`, then commit them to the journal."""
+        self.producer.poll(timeout_s)
+        self.journal.commit()
+
+    def _drain(self, timeout_s: float) -> int:
+        """Serve reports until nothing is outstanding or `timeout_s` passed; the count left."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.producer) and time.monotonic() < deadline:
+            self._poll(0.1)
+        return len(self.producer)
+
+    def _settle(self) -> None:
+        """Flush for a bounded time; whatever is still outstanding is purged as indeterminate."""
+        if self._drain(self.FINAL_FLUSH_S):
+            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
+            self._drain(5.0)
