@@ -1,19 +1,33 @@
-"""kafka-chaos: the command line. Exit codes: 0 all consistent, 1 violation, 2 harness error."""
+"""kafka-chaos: the command line.
+
+Exit codes: 0 every verdict consistent; 1 a violation, and only then; 2 a harness or
+infrastructure error (bad input, no Docker, an unexpected exception); 130 interrupted by
+Ctrl-C (SIGINT), 143 stopped by SIGTERM.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import signal
+import os
+import shutil
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.run.interrupts import INTERRUPTS
 from harness.rundir import layout
 from harness.settings import Settings, load_settings
 
-EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 log = logging.getLogger("kafka_chaos")
+# The log an unexpected exception's traceback goes to: the run's harness.log once it exists.
+_log_path: Path | None = None
+# The experiment run's root once `run` made it: named after an interrupt.
+_run_root: Path | None = None
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -28,7 +42,12 @@ def _shard(text: str) -> tuple[int, int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
-    parser = argparse.ArgumentParser(prog="kafka-chaos", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="kafka-chaos", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an unexpected error"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run an experiment file end to end, then report")
@@ -63,17 +82,110 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `kafka-chaos` console script."""
+    """Entry point of the `kafka-chaos` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    # SIGTERM (CI cancelling a job) takes the same path as Ctrl-C: every `finally` heals.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Explicitly: a shell that starts us in the background hands SIGINT down as ignored.
+    previous = INTERRUPTS.install()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
     try:
         return COMMANDS[args.command](args, settings)
     except KeyboardInterrupt:
-        print("interrupted: faults healed, containers and networks removed", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted(settings)
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): nothing left to tell it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except Exception as exc:
+        return _crashed(exc, debug=args.debug)
+    finally:
+        INTERRUPTS.restore(previous)
+
+
+def _interrupted(settings: Settings) -> int:
+    """After SIGINT/SIGTERM: reap this process's containers and networks, say what is kept."""
+    INTERRUPTS.stop.set()  # from here on a signal only says that the cleanup still runs
+    removed = _remove_own_containers(settings)
+    what = INTERRUPTS.signal.name if INTERRUPTS.signal else "interrupt"
+    print(
+        f"{what}: faults healed, containers and networks removed"
+        + (f" ({removed} more reaped)" if removed else ""),
+        file=sys.stderr,
+    )
+    if _run_root is not None:
+        print(
+            f"runs so far: {_run_root} (the interrupted repetition is judged UNKNOWN). "
+            f"Report them with: kafka-chaos report {_run_root}",
+            file=sys.stderr,
+        )
+    return INTERRUPTS.exit_code
+
+
+def _remove_own_containers(settings: Settings) -> int:
+    """Remove what this process created (twice: a create the interrupt abandoned lands late)."""
+    from harness.platform.cluster import remove_leftovers
+
+    removed = 0
+    for attempt in range(2):
+        try:
+            removed += remove_leftovers(settings, owner=os.getpid())
+        except Exception as exc:  # no engine at all: then nothing of ours can exist either
+            log.info("no leftover sweep: %s", exc)
+            return removed
+        if attempt == 0:
+            time.sleep(0.5)
+    return removed
+
+
+def _crashed(exc: Exception, debug: bool) -> int:
+    """An unexpected exception: one line naming it, the traceback in the log; exit 2."""
+    global _log_path
+    if _log_path is None:
+        handle, name = tempfile.mkstemp(prefix="kafka-chaos-error-", suffix=".log")
+        os.close(handle)
+        _log_path = Path(name)
+    with _log_path.open("a") as out:
+        out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} unexpected error\n")
+        traceback.print_exception(exc, file=out)
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+    print(f"error: {type(exc).__name__}: {first_line}", file=sys.stderr)
+    fix = _known_fix(exc)
+    if fix:
+        print(f"fix: {fix}", file=sys.stderr)
+    print(f"details: {_log_path} (or rerun with --debug)", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _known_fix(exc: Exception) -> str | None:
+    """The fix for an exception whose cause is known, else None."""
+    text = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
+    if "Java gateway" in text or "JAVA_HOME" in text:
+        return _JAVA_FIX
+    if text.startswith("docker.errors") or "Docker" in type(exc).__name__:
+        return "start a Docker engine (`make engine` or `kafka-chaos engine`) and retry."
+    if isinstance(exc, OSError) and exc.errno == 28:
+        return "free disk space (runs/ and Docker images grow) and retry."
+    return None
+
+
+_JAVA_FIX = (
+    "install a Java 17 runtime (apt-get install openjdk-17-jre-headless) or set JAVA_HOME; "
+    "or run with --no-report and analyse later with `kafka-chaos report`."
+)
+
+
+def _require_java() -> bool:
+    """True when a Java runtime for Spark is found; else print what is missing and the fix."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return True
+    if not java_home and shutil.which("java"):
+        return True
+    where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no `java` on PATH"
+    print(f"the Spark analysis needs Java, and {where}. Fix: {_JAVA_FIX}", file=sys.stderr)
+    return False
 
 
 def _load_experiment(path: Path):
@@ -142,6 +254,8 @@ def cmd_image(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     from analysis.pipeline import NoRunsFound
 
+    if not _require_java():
+        return EXIT_ERROR
     out = args.out or settings.reports_dir / "latest"
     try:
         return _analyse_and_print(
@@ -157,6 +271,7 @@ def _analyse_and_print(
 ) -> int:
     """Run the analysis, print the verdict table and the report paths; return the exit code."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from analysis.pipeline import analyse, verdict_table
@@ -165,7 +280,7 @@ def _analyse_and_print(
     for run_dir in _unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
     result = analyse(patterns, out, master=master, title=title, junit=junit)
-    table = Table(title=title)
+    table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in (
         "cell",
         "reps",
@@ -180,7 +295,7 @@ def _analyse_and_print(
     ):
         table.add_column(column, justify="left" if column in ("cell", "verdict") else "right")
     for row in verdict_table(result.cells):
-        table.add_row(*row)
+        table.add_row(*(escape(value) for value in row))
     console = Console(width=160)
     console.print(table)
     console.print(f"HTML report: {result.html}")
@@ -209,6 +324,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.platform.image import ImageError
     from harness.run.runner import experiment_root, run_experiment, select_shard
 
+    global _run_root
     experiment = _load_experiment(args.experiment)
     if experiment is None:
         return EXIT_ERROR
@@ -218,19 +334,20 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not cells:
         print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)
         return EXIT_OK
+    if not args.no_report and not _require_java():
+        return EXIT_ERROR
     try:
         ensure_engine()
-    except EngineUnavailable as exc:
+        # Every image before any cluster: a missing build tool fails here, not mid-experiment.
+        images = _images_for(args, settings, cells)
+    except (EngineUnavailable, ImageError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     root = experiment_root(args.runs_dir or settings.runs_dir, experiment, args.shard)
     root.mkdir(parents=True, exist_ok=True)
+    _run_root = root
     _log_to(root / layout.HARNESS_LOG)
-    try:
-        outcomes = _run_with_progress(args, settings, experiment, cells, root, run_experiment)
-    except ImageError as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_ERROR
+    outcomes = _run_with_progress(args, experiment, cells, root, images, run_experiment)
     print(f"runs: {root}")
     harness_failed = any(outcome.error for outcome in outcomes)
     if args.no_report:
@@ -244,20 +361,31 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_ERROR if harness_failed and code == EXIT_OK else code
 
 
-def _run_with_progress(args, settings, experiment, cells, root, run_experiment):
+def _image_key(args: argparse.Namespace, cell) -> tuple[str | None, str]:
+    """(prebuilt image ref or None, Kafka version) of a cell, the CLI's flags first."""
+    return args.image or cell.spec.kafka.image, args.kafka_version or cell.spec.kafka.version
+
+
+def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
+    """The broker image of every distinct (image, version) of `cells`, built or found."""
     from harness.platform.image import ensure_image
-    from harness.run.progress import LiveProgress, PlainProgress
 
-    images: dict[tuple[str | None, str | None], object] = {}
-
-    def image_for(cell):
-        ref = args.image or cell.spec.kafka.image
-        version = args.kafka_version or cell.spec.kafka.version
-        if (ref, version) not in images:
-            images[ref, version] = ensure_image(
+    images = {}
+    for cell in cells:
+        key = _image_key(args, cell)
+        if key not in images:
+            ref, version = key
+            images[key] = ensure_image(
                 version, image=ref, settings=settings, log=lambda line: print(line, file=sys.stderr)
             )
-        return images[ref, version]
+    return images
+
+
+def _run_with_progress(args, experiment, cells, root, images, run_experiment):
+    from harness.run.progress import LiveProgress, PlainProgress
+
+    def image_for(cell):
+        return images[_image_key(args, cell)]
 
     if args.quiet or not sys.stderr.isatty():
         return run_experiment(experiment, cells, root, image_for, PlainProgress())
@@ -267,6 +395,8 @@ def _run_with_progress(args, settings, experiment, cells, root, run_experiment):
 
 def _log_to(path: Path) -> None:
     """Send the harness's own log (and librdkafka's) to `path` at INFO."""
+    global _log_path
+    _log_path = path
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("kafka_chaos")

@@ -476,7 +476,9 @@ class KafkaCluster:
         """Remove every container and the network, whatever state they are in."""
         client = docker.from_env()
         for node in self.nodes:
-            with contextlib.suppress(docker.errors.APIError, AttributeError):
+            # Any state: also a node whose start an interrupt cut short (no container object
+            # yet); what the engine created anyway is reaped by label.
+            with contextlib.suppress(Exception):
                 node.docker.remove(force=True, v=True)
         self.nodes = []
         self._admin = None
@@ -511,23 +513,30 @@ def _silent_logger():
     return logger
 
 
-def remove_leftovers(settings: Settings | None = None, *, all_owners: bool = False) -> int:
+def remove_leftovers(
+    settings: Settings | None = None, *, all_owners: bool = False, owner: int | None = None
+) -> int:
     """Remove containers and networks of clusters whose harness process is gone; return count.
 
-    With `all_owners`, also those of live processes (for `kafka-chaos clean --all`).
+    With `all_owners`, also those of live processes (for `kafka-chaos clean --all`); with
+    `owner`, also those of that process (the harness's own, after an interrupt).
     """
     settings = settings or load_settings()
     client = docker.from_env()
+    pid_label = f"{settings.label}.pid"
+
+    def reapable(labels: dict[str, str] | None) -> bool:
+        pid = (labels or {}).get(pid_label)
+        return all_owners or (owner is not None and pid == str(owner)) or not _owner_alive(pid)
+
     removed = 0
     for container in client.containers.list(all=True, filters={"label": settings.label}):
-        if all_owners or not _owner_alive(container.labels.get(f"{settings.label}.pid")):
+        if reapable(container.labels):
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
                 removed += 1
     for network in client.networks.list(filters={"label": settings.label}):
-        if all_owners or not _owner_alive(
-            network.attrs.get("Labels", {}).get(f"{settings.label}.pid")
-        ):
+        if reapable(network.attrs.get("Labels")):
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
                 removed += 1

@@ -7,6 +7,7 @@ import time
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from harness.chaos.nemesis import Nemesis
@@ -64,7 +65,7 @@ class LiveProgress(PlainProgress):
     def cell_started(self, index: int, total: int, cell: str, repetition: int) -> None:
         self.cell = f"{index}/{total}  {cell}  rep {repetition}"
         self._last = (time.monotonic(), 0)
-        self.console.print(f"[bold]cell {self.cell}[/bold]")
+        self.console.print(f"[bold]cell {escape(self.cell)}[/bold]")
 
     def phase(self, name: str) -> None:
         self.phase_name = name
@@ -80,7 +81,7 @@ class LiveProgress(PlainProgress):
 
     def _table(self, stats: RecorderStats | None, nemesis: Nemesis | None) -> Table:
         table = Table.grid(padding=(0, 2))
-        table.add_row("cell", self.cell)
+        table.add_row("cell", escape(self.cell))
         table.add_row("phase", self.phase_name)
         if stats is not None:
             table.add_row("acks/s", f"{self.rate:,.0f}")
@@ -97,11 +98,13 @@ class LiveProgress(PlainProgress):
                 )
                 or "none"
             )
-            table.add_row("active faults", active)
+            table.add_row("active faults", escape(active))
         return table
 
     def cell_finished(self, outcome: RepetitionOutcome) -> None:
-        status = f"[red]error: {outcome.error}[/red]" if outcome.error else "[green]done[/green]"
+        # Error texts may hold square brackets: rich would read them as markup.
+        error = escape(outcome.error or "")
+        status = f"[red]error: {error}[/red]" if outcome.error else "[green]done[/green]"
         self.console.print(
             f"  {status}: sent {outcome.sent:,}, ok {outcome.ok:,}, failed "
             f"{outcome.failed:,}, indeterminate {outcome.indeterminate:,}, "

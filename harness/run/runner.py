@@ -30,6 +30,7 @@ from harness.experiment.spec import (
 from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
 from harness.run.evidence import segments_event
+from harness.run.interrupts import INTERRUPTS
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
@@ -39,6 +40,8 @@ from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, outcome_of
 
 TOPIC = "chaos"
+# The harness error of a repetition stopped by SIGINT or SIGTERM.
+INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
 
 
@@ -155,14 +158,14 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
     )
     try:
         progress.phase("starting cluster")
-        events.write("phase", phase="cluster-start")
+        events.write(EventType.PHASE, phase="cluster-start")
         cluster.start()
         # Before any write: a fault that cannot run would only show up as NOT-PROVOKED.
         check_tools(cluster.nodes[0], [FAULT_TYPES[step.fault] for step in steps], image.tag)
         cluster.create_topic(
             TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
         )
-        events.write("phase", phase="topic-ready", bootstrap=cluster.bootstrap_servers)
+        events.write(EventType.PHASE, phase="topic-ready", bootstrap=cluster.bootstrap_servers)
         ctx = FaultContext(cluster, TOPIC, random.Random(job.seed))
         journal_error = _workload_and_faults(job, ctx, steps, events, outcome, progress)
         _read_back(job, cluster, events, outcome, progress)
@@ -172,15 +175,20 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
         events.write(EventType.SEGMENTS, **segments)
         if journal_error is not None:  # read back first: the rest is still evidence
             raise JournalError(journal_error)
+    except KeyboardInterrupt:
+        # The analysis judges an interrupted repetition UNKNOWN from this event.
+        outcome.error = INTERRUPTED
+        events.write(EventType.HARNESS_ERROR, error=outcome.error)
+        raise
     except Exception as exc:
         outcome.error = f"{type(exc).__name__}: {exc}"
         log.exception("repetition %s/%s failed", job.cell.name, job.repetition)
-        events.write("harness_error", error=outcome.error)
+        events.write(EventType.HARNESS_ERROR, error=outcome.error)
     finally:
         with contextlib.suppress(Exception):
             cluster.collect_logs(job.run_dir / layout.BROKER_LOGS)
         cluster.close()
-        events.write("phase", phase="cluster-removed")
+        events.write(EventType.PHASE, phase="cluster-removed")
         events.close()
         write_spec(
             job,
@@ -226,11 +234,13 @@ def _workload_and_faults(
         )
         sampler.start()
         progress.phase("workload + faults")
-        events.write("phase", phase="workload-start")
+        events.write(EventType.PHASE, phase="workload-start")
         nemesis.start(time.monotonic())
         watcher.start()
-        recorder.run(threading.Event())
-        events.write("phase", phase="workload-end")
+        # Deferred: an interrupt inside the producer's poll would surface as a SystemError.
+        with INTERRUPTS.deferred() as interrupted:
+            recorder.run(interrupted)
+        events.write(EventType.PHASE, phase="workload-end")
     finally:
         stop.set()
         # First, so that no failure below can keep the journal (and the tally) unwritten.
@@ -238,7 +248,7 @@ def _workload_and_faults(
         try:
             nemesis.stop()
             progress.phase("final heal")
-            events.write("phase", phase="heal", actions=heal_all(ctx))
+            events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
         finally:
             finalize(job.run_dir)
             sampler.stop()
@@ -246,6 +256,7 @@ def _workload_and_faults(
     outcome.sent, outcome.ok = stats.sent, stats.ok
     outcome.failed, outcome.indeterminate = stats.failed, stats.indeterminate
     outcome.fault_errors = list(nemesis.errors)
+    INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
     return journal_error
 
 
@@ -291,12 +302,12 @@ def _read_back(
         log.warning("no full ISR after heal: %s", exc)
     waited = time.monotonic() - started
     progress.phase("read-back")
-    events.write("phase", phase="readback-start")
+    events.write(EventType.PHASE, phase="readback-start")
     result = read_back(
         cluster.bootstrap_servers, TOPIC, spec.topic.partitions, job.run_dir / layout.READBACK
     )
     events.write(
-        "readback",
+        EventType.READBACK,
         waited_s=round(waited, 3),
         full_isr=full_isr,
         log_start_offsets=result.log_start_offsets,
@@ -339,11 +350,19 @@ def run_experiment(
             indent=2,
         )
     )
-    outcomes = []
-    for index, job in enumerate(jobs, start=1):
-        progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
-        outcomes.append(run_job(job, image_for(job.cell), progress))
-    (root / layout.OUTCOMES).write_text(
-        json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
-    )
+    outcomes: list[RepetitionOutcome] = []
+    try:
+        for index, job in enumerate(jobs, start=1):
+            progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
+            try:
+                outcomes.append(run_job(job, image_for(job.cell), progress))
+            except KeyboardInterrupt:
+                outcomes.append(
+                    RepetitionOutcome(job.run_dir, job.cell.name, job.repetition, error=INTERRUPTED)
+                )
+                raise
+    finally:  # also after an interrupt: the repetitions that finished are on record
+        (root / layout.OUTCOMES).write_text(
+            json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
+        )
     return outcomes

@@ -140,6 +140,9 @@ class Recorder:
     """
 
     FINAL_FLUSH_S = 30.0
+    # After an interrupt the user waits for the cleanup: serve what arrives in a second, then
+    # purge the rest (journalled as indeterminate, never as loss).
+    INTERRUPTED_FLUSH_S = 1.0
     CHECK_EVERY = 256  # unthrottled: look at the clock and the stop flag every N sends
     # Serving delivery reports every 32 sends instead of after each keeps them flowing while
     # saving most of poll's fixed cost (the local queue holds 100k messages).
@@ -178,7 +181,10 @@ class Recorder:
         )
 
     def run(self, stop: threading.Event) -> RecorderStats:
-        """Send until the duration/count is reached or `stop` is set, then settle every send."""
+        """Send until the duration/count is reached or `stop` is set, then settle every send.
+
+        `stop` means an interrupt: the settling then lasts about a second, not up to 30 s.
+        """
         # The reports queued between journal flushes are ~10^4 live message objects; the
         # cyclic GC would rescan them on every collection. The hot path creates no cycles.
         gc_was_enabled = gc.isenabled()
@@ -188,7 +194,7 @@ class Recorder:
                 self._send_paced(stop)
             else:
                 self._send_unthrottled(stop)
-            self._settle()
+            self._settle(self.INTERRUPTED_FLUSH_S if stop.is_set() else self.FINAL_FLUSH_S)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -266,8 +272,8 @@ class Recorder:
             self._poll(0.1)
         return len(self.producer)
 
-    def _settle(self) -> None:
-        """Flush for a bounded time; whatever is still outstanding is purged as indeterminate."""
-        if self._drain(self.FINAL_FLUSH_S):
+    def _settle(self, flush_s: float) -> None:
+        """Flush for `flush_s`; whatever is still outstanding is purged as indeterminate."""
+        if self._drain(flush_s):
             self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-            self._drain(5.0)
+            self._drain(min(flush_s, 5.0))

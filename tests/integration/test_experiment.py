@@ -154,21 +154,6 @@ def start_one_kill(runs_dir: Path, output) -> subprocess.Popen:
     return subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, text=True)
 
 
-def test_ctrl_c_heals_and_removes_everything(tmp_path: Path):
-    harness = start_one_kill(tmp_path, subprocess.PIPE)
-    try:
-        run_dir = wait_for_event(tmp_path, "fault_start", 120)
-        harness.send_signal(signal.SIGINT)
-        output, _ = harness.communicate(timeout=120)
-    finally:
-        harness.kill()
-    assert harness.returncode == 130, output
-    assert labelled_leftovers() == []
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert any(e["type"] == "fault_end" for e in events), "the active fault was not healed"
-    assert (run_dir / "acked.parquet").exists()
-
-
 def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
     harness = start_one_kill(tmp_path, subprocess.DEVNULL)
     try:

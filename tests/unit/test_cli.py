@@ -66,3 +66,51 @@ def test_port_in_use_is_named_before_anything_starts():
         with pytest.raises(ClusterError, match=f"{port}.*already in use"):
             cluster.start()
     assert cluster.nodes == [] and cluster.network_name == ""
+
+
+def test_unexpected_error_is_one_line_naming_the_log_and_exits_2(monkeypatch, tmp_path, capsys):
+    import kafka_chaos.cli as cli
+
+    def broken(args, settings):
+        raise RuntimeError("the disk [sic] is haunted\nsecond line")
+
+    monkeypatch.setitem(cli.COMMANDS, "validate", broken)
+    monkeypatch.setattr(cli, "_log_path", tmp_path / "harness.log")
+    assert main(["validate", "x.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "error: RuntimeError: the disk [sic] is haunted" in err
+    assert "second line" not in err and "Traceback" not in err
+    assert str(tmp_path / "harness.log") in err
+    assert "Traceback" in (tmp_path / "harness.log").read_text()
+
+
+def test_debug_prints_the_traceback(monkeypatch, tmp_path, capsys):
+    import kafka_chaos.cli as cli
+
+    def broken(args, settings):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(cli.COMMANDS, "validate", broken)
+    monkeypatch.setattr(cli, "_log_path", tmp_path / "harness.log")
+    assert main(["--debug", "validate", "x.yaml"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_report_without_java_says_so_before_anything_starts(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java anywhere
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "needs Java" in err and "openjdk-17" in err
+
+
+def test_run_without_java_fails_before_the_engine_is_touched(monkeypatch, tmp_path, capsys):
+    import harness.platform.engine as engine
+
+    def no_engine():
+        raise AssertionError("the engine was touched")
+
+    monkeypatch.setattr(engine, "ensure_engine", no_engine)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/java in it
+    assert main(["run", str(REPO_ROOT / "experiments" / "quick.yaml")]) == 2
+    assert "has no bin/java" in capsys.readouterr().err

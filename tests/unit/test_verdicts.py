@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from analysis.judge import guarantees, verdicts
 from analysis.anomalies import COUNT_NAMES, anomaly
+from analysis.judge import guarantees, verdicts
 from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
