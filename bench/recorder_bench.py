@@ -25,7 +25,7 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
 from harness.workload.journal import AckJournal, finalize
-from harness.workload.recorder import Recorder, Workload, encode_value, outcome_of
+from harness.workload.recorder import Recorder, Workload, encode_value, status_of
 
 CONFIG = {"acks": "1", "linger.ms": 5, "enable.idempotence": False}
 
@@ -58,7 +58,7 @@ def bare(bootstrap: str, topic: str, count: int, size: int, keys: int) -> tuple[
 def recorded(bootstrap: str, topic: str, count: int, size: int, keys: int) -> tuple[float, float]:
     """(messages per second, client CPU µs per message) of the Recorder, journal included."""
     with tempfile.TemporaryDirectory() as tmp:
-        journal = AckJournal(Path(tmp), 16, outcome_of)
+        journal = AckJournal(Path(tmp), 16, status_of)
         recorder = Recorder(
             bootstrap, topic, CONFIG, Workload(None, None, count, size, keys), journal
         )

@@ -347,9 +347,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     root.mkdir(parents=True, exist_ok=True)
     _run_root = root
     _log_to(root / layout.HARNESS_LOG)
-    outcomes = _run_with_progress(args, experiment, cells, root, images, run_experiment)
+    summaries = _run_with_progress(args, experiment, cells, root, images, run_experiment)
     print(f"runs: {root}")
-    harness_failed = any(outcome.error for outcome in outcomes)
+    harness_failed = any(summary.error for summary in summaries)
     if args.no_report:
         return EXIT_ERROR if harness_failed else EXIT_OK
     code = _analyse_and_print(

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.chaos.nemesis import Nemesis
-from harness.run.runner import RepetitionOutcome
+from harness.run.runner import RepetitionSummary
 from harness.workload.recorder import RecorderStats
 
 
@@ -35,11 +35,11 @@ class PlainProgress:
     def watch(self, stats: RecorderStats | None, nemesis: Nemesis | None) -> None:
         return None
 
-    def cell_finished(self, outcome: RepetitionOutcome) -> None:
-        status = f"error: {outcome.error}" if outcome.error else "done"
+    def cell_finished(self, summary: RepetitionSummary) -> None:
+        status = f"error: {summary.error}" if summary.error else "done"
         self._say(
-            f"{status}; sent {outcome.sent}, ok {outcome.ok}, failed {outcome.failed}, "
-            f"indeterminate {outcome.indeterminate}, read {outcome.read}"
+            f"{status}; sent {summary.sent}, ok {summary.ok}, failed {summary.failed}, "
+            f"indeterminate {summary.indeterminate}, read {summary.read}"
         )
 
 
@@ -101,12 +101,12 @@ class LiveProgress(PlainProgress):
             table.add_row("active faults", escape(active))
         return table
 
-    def cell_finished(self, outcome: RepetitionOutcome) -> None:
+    def cell_finished(self, summary: RepetitionSummary) -> None:
         # Error texts may hold square brackets: rich would read them as markup.
-        error = escape(outcome.error or "")
-        status = f"[red]error: {error}[/red]" if outcome.error else "[green]done[/green]"
+        error = escape(summary.error or "")
+        status = f"[red]error: {error}[/red]" if summary.error else "[green]done[/green]"
         self.console.print(
-            f"  {status}: sent {outcome.sent:,}, ok {outcome.ok:,}, failed "
-            f"{outcome.failed:,}, indeterminate {outcome.indeterminate:,}, "
-            f"read {outcome.read:,}"
+            f"  {status}: sent {summary.sent:,}, ok {summary.ok:,}, failed "
+            f"{summary.failed:,}, indeterminate {summary.indeterminate:,}, "
+            f"read {summary.read:,}"
         )

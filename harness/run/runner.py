@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import random
 import subprocess
 import threading
@@ -37,9 +38,10 @@ from harness.rundir.events import EventLog, EventType, now_us
 from harness.settings import REPO_ROOT
 from harness.workload.journal import AckJournal, JournalError, finalize
 from harness.workload.readback import read_back
-from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, outcome_of
+from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
 TOPIC = "chaos"
+LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
 # The harness error of a repetition stopped by SIGINT or SIGTERM.
 INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
@@ -51,21 +53,21 @@ class Progress(Protocol):
     def cell_started(self, index: int, total: int, cell: str, repetition: int) -> None: ...
     def phase(self, name: str) -> None: ...
     def watch(self, stats: RecorderStats | None, nemesis: Nemesis | None) -> None: ...
-    def cell_finished(self, outcome: RepetitionOutcome) -> None: ...
+    def cell_finished(self, summary: RepetitionSummary) -> None: ...
 
 
 @dataclass(frozen=True)
-class Job:
-    """One repetition of one cell, with its seed and run directory."""
+class Repetition:
+    """One repetition of one cell: its index, seed and run directory."""
 
     cell: Cell
-    repetition: int
+    index: int
     seed: int
     run_dir: Path
 
 
 @dataclass
-class RepetitionOutcome:
+class RepetitionSummary:
     """What the harness itself saw of one repetition (the verdict is the analysis' job)."""
 
     run_dir: Path
@@ -81,10 +83,10 @@ class RepetitionOutcome:
     error: str | None = None
 
 
-def plan_jobs(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Job]:
+def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
     """Every (cell, repetition) to run, with run directories under `root`."""
     return [
-        Job(cell, rep, experiment.seed + rep, root / cell.name / str(rep))
+        Repetition(cell, rep, experiment.seed + rep, root / cell.name / str(rep))
         for cell in cells
         for rep in range(experiment.repetitions)
     ]
@@ -105,6 +107,15 @@ def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, in
     return runs_dir / experiment.name / f"{stamp}{suffix}"
 
 
+def point_latest_at(root: Path) -> None:
+    """Make runs/<experiment>/latest a relative symlink to `root` (replaced atomically)."""
+    link = root.parent / LATEST
+    staged = root.parent / f".{LATEST}-{os.getpid()}"
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(root.name, target_is_directory=True)
+    staged.replace(link)
+
+
 def git_revision() -> str | None:
     """The checkout's commit, or None outside a git checkout."""
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
@@ -114,16 +125,18 @@ def git_revision() -> str | None:
     return None
 
 
-def write_spec(job: Job, image: BrokerImage, steps: list, extra: dict[str, Any]) -> None:
+def write_spec(
+    repetition: Repetition, image: BrokerImage, steps: list, extra: dict[str, Any]
+) -> None:
     """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete)."""
-    spec = job.cell.spec
+    spec = repetition.cell.spec
     document = {
         "experiment": spec.name,
-        "cell": job.cell.name,
-        "repetition": job.repetition,
-        "seed": job.seed,
-        "axes": job.cell.axes,
-        "config": {**cell_config(job.cell, steps), "kafka_version": image.kafka_version},
+        "cell": repetition.cell.name,
+        "repetition": repetition.index,
+        "seed": repetition.seed,
+        "axes": repetition.cell.axes,
+        "config": {**cell_config(repetition.cell, steps), "kafka_version": image.kafka_version},
         "image": image.tag,
         "image_id": image.image_id,
         "git_revision": git_revision(),
@@ -139,18 +152,20 @@ def write_spec(job: Job, image: BrokerImage, steps: list, extra: dict[str, Any])
         "kafka": spec.kafka.model_dump(),
         **extra,
     }
-    (job.run_dir / layout.SPEC).write_text(json.dumps(document, indent=2, default=str))
+    (repetition.run_dir / layout.SPEC).write_text(json.dumps(document, indent=2, default=str))
 
 
-def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutcome:
+def run_repetition(
+    repetition: Repetition, image: BrokerImage, progress: Progress
+) -> RepetitionSummary:
     """Run one repetition end to end; the cluster is removed whatever happens."""
-    spec = job.cell.spec
-    job.run_dir.mkdir(parents=True, exist_ok=True)
-    steps = schedule_for(job.cell, job.seed)
+    spec = repetition.cell.spec
+    repetition.run_dir.mkdir(parents=True, exist_ok=True)
+    steps = schedule_for(repetition.cell, repetition.seed)
     started_at = now_us()
-    write_spec(job, image, steps, {"started_at_us": started_at})
-    outcome = RepetitionOutcome(job.run_dir, job.cell.name, job.repetition)
-    events = EventLog(job.run_dir / layout.EVENTS)
+    write_spec(repetition, image, steps, {"started_at_us": started_at})
+    summary = RepetitionSummary(repetition.run_dir, repetition.cell.name, repetition.index)
+    events = EventLog(repetition.run_dir / layout.EVENTS)
     cluster = KafkaCluster(
         image=image.tag,
         brokers=spec.kafka.brokers,
@@ -166,53 +181,53 @@ def run_job(job: Job, image: BrokerImage, progress: Progress) -> RepetitionOutco
             TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
         )
         events.write(EventType.PHASE, phase="topic-ready", bootstrap=cluster.bootstrap_servers)
-        ctx = FaultContext(cluster, TOPIC, random.Random(job.seed))
-        journal_error = _workload_and_faults(job, ctx, steps, events, outcome, progress)
-        _read_back(job, cluster, events, outcome, progress)
+        ctx = FaultContext(cluster, TOPIC, random.Random(repetition.seed))
+        journal_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
+        _read_back(repetition, cluster, events, summary, progress)
         # While the brokers still hold their logs: where each missing message still is.
         progress.phase("keeping segments")
-        segments = segments_event(cluster.nodes, TOPIC, spec.topic.partitions, job.run_dir)
+        segments = segments_event(cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir)
         events.write(EventType.SEGMENTS, **segments)
         if journal_error is not None:  # read back first: the rest is still evidence
             raise JournalError(journal_error)
     except KeyboardInterrupt:
         # The analysis judges an interrupted repetition UNKNOWN from this event.
-        outcome.error = INTERRUPTED
-        events.write(EventType.HARNESS_ERROR, error=outcome.error)
+        summary.error = INTERRUPTED
+        events.write(EventType.HARNESS_ERROR, error=summary.error)
         raise
     except Exception as exc:
-        outcome.error = f"{type(exc).__name__}: {exc}"
-        log.exception("repetition %s/%s failed", job.cell.name, job.repetition)
-        events.write(EventType.HARNESS_ERROR, error=outcome.error)
+        summary.error = f"{type(exc).__name__}: {exc}"
+        log.exception("repetition %s/%s failed", repetition.cell.name, repetition.index)
+        events.write(EventType.HARNESS_ERROR, error=summary.error)
     finally:
         with contextlib.suppress(Exception):
-            cluster.collect_logs(job.run_dir / layout.BROKER_LOGS)
+            cluster.collect_logs(repetition.run_dir / layout.BROKER_LOGS)
         cluster.close()
         events.write(EventType.PHASE, phase="cluster-removed")
         events.close()
         write_spec(
-            job,
+            repetition,
             image,
             steps,
-            {"started_at_us": started_at, "ended_at_us": now_us(), "harness_error": outcome.error},
+            {"started_at_us": started_at, "ended_at_us": now_us(), "harness_error": summary.error},
         )
-    progress.cell_finished(outcome)
-    return outcome
+    progress.cell_finished(summary)
+    return summary
 
 
 def _workload_and_faults(
-    job: Job,
+    repetition: Repetition,
     ctx: FaultContext,
     steps: list,
     events: EventLog,
-    outcome: RepetitionOutcome,
+    summary: RepetitionSummary,
     progress: Progress,
 ) -> str | None:
     """The workload in this thread, the nemesis and sampler beside it; heal all at the end.
 
     Returns the journal's error (None when every delivery report reached the journal).
     """
-    spec = job.cell.spec
+    spec = repetition.cell.spec
     workload = Workload(
         spec.workload.rate,
         spec.workload.duration_s,
@@ -220,7 +235,7 @@ def _workload_and_faults(
         spec.workload.message_bytes,
         spec.workload.keys,
     )
-    journal = AckJournal(job.run_dir, spec.workload.keys, outcome_of)
+    journal = AckJournal(repetition.run_dir, spec.workload.keys, status_of)
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
     recorder: Recorder | None = None
@@ -250,12 +265,12 @@ def _workload_and_faults(
             progress.phase("final heal")
             events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
         finally:
-            finalize(job.run_dir)
+            finalize(repetition.run_dir)
             sampler.stop()
     stats = recorder.stats  # after the journal closed: every report it wrote
-    outcome.sent, outcome.ok = stats.sent, stats.ok
-    outcome.failed, outcome.indeterminate = stats.failed, stats.indeterminate
-    outcome.fault_errors = list(nemesis.errors)
+    summary.sent, summary.ok = stats.sent, stats.ok
+    summary.failed, summary.indeterminate = stats.failed, stats.indeterminate
+    summary.fault_errors = list(nemesis.errors)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
     return journal_error
 
@@ -284,14 +299,14 @@ def _watch(progress: Progress, recorder: Recorder, nemesis: Nemesis, stop: threa
 
 
 def _read_back(
-    job: Job,
+    repetition: Repetition,
     cluster: KafkaCluster,
     events: EventLog,
-    outcome: RepetitionOutcome,
+    summary: RepetitionSummary,
     progress: Progress,
 ) -> None:
     """Wait (bounded) for a full ISR everywhere, then read every partition to its HW."""
-    spec = job.cell.spec
+    spec = repetition.cell.spec
     progress.phase("waiting for full ISR")
     started = time.monotonic()
     full_isr = True
@@ -304,7 +319,10 @@ def _read_back(
     progress.phase("read-back")
     events.write(EventType.PHASE, phase="readback-start")
     result = read_back(
-        cluster.bootstrap_servers, TOPIC, spec.topic.partitions, job.run_dir / layout.READBACK
+        cluster.bootstrap_servers,
+        TOPIC,
+        spec.topic.partitions,
+        repetition.run_dir / layout.READBACK,
     )
     events.write(
         EventType.READBACK,
@@ -317,7 +335,7 @@ def _read_back(
         seconds=round(result.seconds, 3),
         log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
     )
-    outcome.read, outcome.readback_complete = result.records, result.complete
+    summary.read, summary.readback_complete = result.records, result.complete
 
 
 def run_experiment(
@@ -326,16 +344,17 @@ def run_experiment(
     root: Path,
     image_for: Callable[[Cell], BrokerImage],
     progress: Progress,
-) -> list[RepetitionOutcome]:
-    """Run every job of `cells` into `root`; a failed job is recorded and the next one runs.
+) -> list[RepetitionSummary]:
+    """Run every repetition of `cells` into `root`; a failed one is recorded, the next runs.
 
     `image_for` gives each cell its broker image (cells may differ in Kafka version).
     """
     root.mkdir(parents=True, exist_ok=True)
+    point_latest_at(root)
     removed = remove_leftovers()
     if removed:
         log.info("removed %d containers/networks left by a crashed run", removed)
-    jobs = plan_jobs(experiment, cells, root)
+    repetitions = plan_repetitions(experiment, cells, root)
     (root / layout.PLAN).write_text(
         json.dumps(
             [
@@ -345,24 +364,29 @@ def run_experiment(
                     "seed": j.seed,
                     "run_dir": str(j.run_dir),
                 }
-                for j in jobs
+                for j in repetitions
             ],
             indent=2,
         )
     )
-    outcomes: list[RepetitionOutcome] = []
+    summaries: list[RepetitionSummary] = []
     try:
-        for index, job in enumerate(jobs, start=1):
-            progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
+        for index, repetition in enumerate(repetitions, start=1):
+            progress.cell_started(index, len(repetitions), repetition.cell.name, repetition.index)
             try:
-                outcomes.append(run_job(job, image_for(job.cell), progress))
+                summaries.append(run_repetition(repetition, image_for(repetition.cell), progress))
             except KeyboardInterrupt:
-                outcomes.append(
-                    RepetitionOutcome(job.run_dir, job.cell.name, job.repetition, error=INTERRUPTED)
+                summaries.append(
+                    RepetitionSummary(
+                        repetition.run_dir,
+                        repetition.cell.name,
+                        repetition.index,
+                        error=INTERRUPTED,
+                    )
                 )
                 raise
     finally:  # also after an interrupt: the repetitions that finished are on record
-        (root / layout.OUTCOMES).write_text(
-            json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
+        (root / layout.SUMMARIES).write_text(
+            json.dumps([asdict(o) for o in summaries], indent=2, default=str)
         )
-    return outcomes
+    return summaries

@@ -5,7 +5,7 @@ This package (harness.rundir) owns every file name (here), Arrow schema and send
 Kafka client, so the analysis can read runs on a machine without one.
 
     runs/<experiment>/<timestamp>/<cell>/<repetition>/   one repetition (a "run directory")
-    runs/<experiment>/<timestamp>/                       plan, outcomes, harness log, report
+    runs/<experiment>/<timestamp>/                       plan, repetitions, harness log, report
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SEGMENTS_BUDGET_BYTES: Final = 256 * 1024 * 1024
 
 # File names of an experiment run's root directory
 PLAN: Final = "plan.json"
-OUTCOMES: Final = "outcomes.json"
+SUMMARIES: Final = "repetitions.json"  # what the harness saw of each
 HARNESS_LOG: Final = "harness.log"
 REPORT_DIR: Final = "report"
 

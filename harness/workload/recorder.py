@@ -36,7 +36,7 @@ INDETERMINATE = frozenset(
 )
 
 
-def outcome_of(error: KafkaError | None) -> str:
+def status_of(error: KafkaError | None) -> str:
     """`ok`, `failed` (a definite error) or `indeterminate` for a delivery report's error."""
     if error is None:
         return "ok"

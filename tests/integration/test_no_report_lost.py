@@ -24,7 +24,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal, finalize
-from harness.workload.recorder import Recorder, Workload, outcome_of
+from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, read_all
 
 pytestmark = pytest.mark.integration
@@ -50,7 +50,7 @@ def run_under_kills(cluster, topic: str, run_dir, seed: int) -> tuple[AckJournal
     """30 s at 2000 msg/s through Recorder + AckJournal while the nemesis kills leaders."""
     ctx = FaultContext(cluster, topic, random.Random(seed))
     events = EventLog(run_dir / layout.EVENTS)
-    journal = AckJournal(run_dir, KEYS, outcome_of)
+    journal = AckJournal(run_dir, KEYS, status_of)
     recorder = Recorder(
         cluster.bootstrap_servers,
         topic,

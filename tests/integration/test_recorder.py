@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from harness.workload.journal import AckJournal, finalize
-from harness.workload.recorder import Recorder, Workload, outcome_of
+from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, high_watermarks, poll_until, read_all
 
 pytestmark = pytest.mark.integration
@@ -21,7 +21,7 @@ KEYS, SIZE, COUNT = 4, 64, 500
 
 
 def record(cluster, topic, run_dir, acks: str):
-    journal = AckJournal(run_dir, KEYS, outcome_of)
+    journal = AckJournal(run_dir, KEYS, status_of)
     recorder = Recorder(
         cluster.bootstrap_servers,
         topic,

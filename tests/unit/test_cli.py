@@ -114,3 +114,15 @@ def test_run_without_java_fails_before_the_engine_is_touched(monkeypatch, tmp_pa
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # no bin/java in it
     assert main(["run", str(REPO_ROOT / "experiments" / "quick.yaml")]) == 2
     assert "has no bin/java" in capsys.readouterr().err
+
+
+def test_latest_points_at_the_newest_run(tmp_path):
+    from harness.run.runner import point_latest_at
+
+    older, newer = tmp_path / "exp" / "20260101T000000Z", tmp_path / "exp" / "20260102T000000Z"
+    for root in (older, newer):
+        root.mkdir(parents=True)
+        point_latest_at(root)
+    latest = tmp_path / "exp" / "latest"
+    assert latest.is_symlink() and latest.resolve() == newer.resolve()
+    assert [p.name for p in (tmp_path / "exp").iterdir() if p.name.startswith(".")] == []

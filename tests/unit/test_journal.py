@@ -20,7 +20,7 @@ from harness.workload.recorder import (
     decode_value,
     delivery_callback,
     encode_value,
-    outcome_of,
+    status_of,
 )
 
 
@@ -179,11 +179,11 @@ def test_values_round_trip_and_foreign_values_are_recognised():
 
 
 def test_outcome_classification():
-    assert outcome_of(None) == "ok"
-    assert outcome_of(KafkaError(KafkaError._MSG_TIMED_OUT)) == "indeterminate"
-    assert outcome_of(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND)) == "indeterminate"
-    assert outcome_of(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS)) == "failed"
-    assert outcome_of(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)) == "failed"
+    assert status_of(None) == "ok"
+    assert status_of(KafkaError(KafkaError._MSG_TIMED_OUT)) == "indeterminate"
+    assert status_of(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND)) == "indeterminate"
+    assert status_of(KafkaError(KafkaError.NOT_ENOUGH_REPLICAS)) == "failed"
+    assert status_of(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)) == "failed"
 
 
 # --- No delivery report is ever dropped ------------------------------------------------------
@@ -234,7 +234,7 @@ def reported_by_status(table) -> dict[str, int]:
 
 
 def journal_of(tmp_path, sent):
-    journal = AckJournal(tmp_path, 4, outcome_of)
+    journal = AckJournal(tmp_path, 4, status_of)
     journal.sent_upto = sent
     return journal
 
