@@ -48,15 +48,16 @@ mutation: $(MUTATION_STAMP)
 	$(BIN)/python bench/mutation_score.py --fail-under $(MUTATION_MIN)
 
 $(MUTATION_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,mutation]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,mutation]'
 	touch $(MUTATION_STAMP)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt is the lock: every dependency at the version the project is tested with.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # Standard library only, so it runs before the virtualenv matters.
