@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test unit integration lint bench mutation image engine clean venv
+.PHONY: run test unit integration lint bench mutation image engine compose clean venv
 
 run: venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -63,6 +63,10 @@ $(STAMP): pyproject.toml constraints.txt
 # Standard library only, so it runs before the virtualenv matters.
 engine:
 	$(PYTHON) -m harness.platform.engine
+
+# Docker Compose v2 for compose/docker-compose.yml, into ~/.cache/kafka-chaos (stdlib + pip).
+compose: venv
+	$(BIN)/python -m harness.platform.compose
 
 image: venv engine
 	$(BIN)/kafka-chaos image
