@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test unit integration lint bench mutation image engine clean venv
+.PHONY: run test unit integration lint bench mutation image engine compose clean venv
 
 run: venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -48,20 +48,25 @@ mutation: $(MUTATION_STAMP)
 	$(BIN)/python bench/mutation_score.py --fail-under $(MUTATION_MIN)
 
 $(MUTATION_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,mutation]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,mutation]'
 	touch $(MUTATION_STAMP)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt is the lock: every dependency at the version the project is tested with.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # Standard library only, so it runs before the virtualenv matters.
 engine:
 	$(PYTHON) -m harness.platform.engine
+
+# Docker Compose v2 for compose/docker-compose.yml, into ~/.cache/kafka-chaos (stdlib + pip).
+compose: venv
+	$(BIN)/python -m harness.platform.compose
 
 image: venv engine
 	$(BIN)/kafka-chaos image

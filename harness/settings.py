@@ -1,4 +1,10 @@
-"""Settings read once from the environment: one object, so no module reads os.environ itself."""
+"""Settings read once from the environment: one object, so no module reads os.environ itself.
+
+Two ways to be installed decide the defaults. From a checkout (`pip install -e .`, or run in
+place) the image recipe, experiments, runs and reports live in the checkout, as always. From a
+wheel, the recipe and experiments are the copies shipped inside the package (setup.py puts
+them there) and runs and reports go below the current directory, never into site-packages.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,29 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The folder above harness/: the checkout, or site-packages when installed from a wheel.
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where a wheel keeps its copies of compose/ and experiments/ (see setup.py).
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 DEFAULT_KAFKA_VERSION = "4.3.1"
+
+
+def source_tree(root: Path = REPO_ROOT) -> Path | None:
+    """The checkout this code runs from, or None when it runs from an installed wheel."""
+    is_checkout = (root / "pyproject.toml").is_file() and (root / "compose").is_dir()
+    return root if is_checkout else None
+
+
+def shipped_path(name: str, root: Path = REPO_ROOT) -> Path:
+    """The checkout's `name` folder (compose, experiments), else the wheel's shipped copy."""
+    tree = source_tree(root)
+    return tree / name if tree is not None else SHIPPED_DIR / name
+
+
+def output_path(name: str, root: Path = REPO_ROOT) -> Path:
+    """Where the `name` output folder (runs, reports) goes: the checkout's, else the cwd's."""
+    tree = source_tree(root)
+    return (tree if tree is not None else Path.cwd()) / name
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -19,23 +46,48 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name) or default
 
 
+def _cache_home() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "kafka-chaos"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where things live and which defaults apply; every field has a KCHAOS_* override."""
 
     compose_dir: Path = field(
-        default_factory=lambda: _env_path("KCHAOS_COMPOSE_DIR", REPO_ROOT / "compose")
+        default_factory=lambda: _env_path("KCHAOS_COMPOSE_DIR", shipped_path("compose"))
     )
-    runs_dir: Path = field(default_factory=lambda: _env_path("KCHAOS_RUNS_DIR", REPO_ROOT / "runs"))
+    experiments_dir: Path = field(
+        default_factory=lambda: _env_path("KCHAOS_EXPERIMENTS_DIR", shipped_path("experiments"))
+    )
+    runs_dir: Path = field(
+        default_factory=lambda: _env_path("KCHAOS_RUNS_DIR", output_path("runs"))
+    )
     reports_dir: Path = field(
-        default_factory=lambda: _env_path("KCHAOS_REPORTS_DIR", REPO_ROOT / "reports")
+        default_factory=lambda: _env_path("KCHAOS_REPORTS_DIR", output_path("reports"))
     )
+    # Downloaded tools (the Compose binary); never inside the checkout or site-packages.
+    cache_dir: Path = field(default_factory=lambda: _env_path("KCHAOS_CACHE_DIR", _cache_home()))
     kafka_version: str = field(
         default_factory=lambda: _env("KCHAOS_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
     )
     image: str | None = field(default_factory=lambda: os.environ.get("KCHAOS_IMAGE") or None)
     spark_master: str = field(default_factory=lambda: _env("KCHAOS_SPARK_MASTER", "local[*]"))
     label: str = "io.kafka-chaos.cluster"
+
+    def experiment_path(self, given: Path) -> Path:
+        """`given` if it exists or is absolute; else the shipped experiment of that name.
+
+        So `kafka-chaos validate experiments/default.yaml` (or just `default`) works from any
+        directory once installed from a wheel, and a file of the user's own always wins.
+        """
+        if given.exists() or given.is_absolute():
+            return given
+        name = given.name if given.suffix in (".yaml", ".yml") else f"{given.name}.yaml"
+        candidate = self.experiments_dir / name
+        in_shipped_folder = given.parent in (Path(), Path("experiments"))
+        return candidate if in_shipped_folder and candidate.is_file() else given
 
 
 def load_settings() -> Settings:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from harness.run.interrupts import INTERRUPTS
 from harness.rundir import layout
-from harness.settings import Settings, load_settings
+from harness.settings import DEFAULT_KAFKA_VERSION, Settings, load_settings
+from kafka_chaos import __version__
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
 log = logging.getLogger("kafka_chaos")
@@ -40,11 +41,35 @@ def _shard(text: str) -> tuple[int, int]:
     return index, count
 
 
+def version_text() -> str:
+    """What `--version` prints: this harness, the default Kafka, and the client it links."""
+    import confluent_kafka
+
+    return (
+        f"kafka-chaos {__version__}\n"
+        f"default Kafka {DEFAULT_KAFKA_VERSION}\n"
+        f"confluent-kafka {confluent_kafka.__version__}\n"
+        f"librdkafka {confluent_kafka.libversion()[0]}"
+    )
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`: print version_text() and exit 0 (imports the client only when asked)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = argparse.ArgumentParser(
         prog="kafka-chaos", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--version", action=_PrintVersion, help="print versions and exit")
     parser.add_argument(
         "--debug", action="store_true", help="print the traceback of an unexpected error"
     )
@@ -89,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings()
     try:
+        if getattr(args, "experiment", None) is not None:
+            args.experiment = settings.experiment_path(args.experiment)
         return COMMANDS[args.command](args, settings)
     except KeyboardInterrupt:
         return _interrupted(settings)

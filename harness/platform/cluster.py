@@ -1,9 +1,18 @@
-"""A real 3-node KRaft Kafka cluster in Docker, started with Testcontainers.
+"""A real 3-node KRaft Kafka cluster in Docker, on the docker SDK's public API.
 
-Each node is broker and controller. Clients reach node i at 127.0.0.1:<host port i>, a port
-chosen when the cluster is created and kept for its life, so the advertised listener stays
-valid across kill/start cycles. Restarts reuse the same container (never testcontainers'
-`stop()`, which removes it), so the log directories survive like a disk would.
+Each node is broker and controller. Clients reach node i at <docker host>:<host port i>, a
+port chosen when the cluster is created and kept for its life, so the advertised listener
+stays valid across kill/start cycles. Restarts reuse the same container (never remove it),
+so the log directories survive like a disk would.
+
+The docker host is the one Testcontainers reports (its DockerClient.host(): the
+TESTCONTAINERS_HOST_OVERRIDE, else DOCKER_HOST's host name, else this machine), so a remote
+DOCKER_HOST works; for Docker-in-Docker through a mounted socket set the override to the
+address the published ports answer at. Not get_container_host_ip(): the advertised listener
+must be known before any container exists. On a local engine the ports are published on
+127.0.0.1 only, as unauthenticated brokers should be; on a remote one on all its interfaces,
+or this machine could not reach them. Containers are created with the docker SDK because
+Testcontainers' public builders cannot publish a port on one interface only.
 """
 
 from __future__ import annotations
@@ -25,10 +34,10 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import docker.types
+import docker.models.containers
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
-from testcontainers.core.container import DockerContainer
+from testcontainers.core.docker_client import DockerClient as TestcontainersClient
 
 from harness.settings import Settings, load_settings
 
@@ -88,10 +97,30 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def docker_host() -> str:
+    """The address this process reaches published container ports at, as Testcontainers
+    reports the docker host; "localhost" becomes 127.0.0.1, where local ports are published
+    (librdkafka would try ::1 first)."""
+    host = TestcontainersClient().host()
+    return "127.0.0.1" if host == "localhost" else host
+
+
+def publish_address(host: str) -> str:
+    """The host interface to publish broker ports on: loopback for a local engine, else all."""
+    return "127.0.0.1" if host in ("127.0.0.1", "::1") else "0.0.0.0"
+
+
 def broker_env(
-    node_id: int, host_port: int, brokers: int, cluster_id: str, extra: dict[str, str] | None = None
+    node_id: int,
+    host_port: int,
+    brokers: int,
+    cluster_id: str,
+    extra: dict[str, str] | None = None,
+    advertised_host: str = "127.0.0.1",
 ) -> dict[str, str]:
-    """The environment of node `node_id`, in the env convention of the apache/kafka image."""
+    """The environment of node `node_id`, in the env convention of the apache/kafka image.
+
+    Clients are told to reach the node at `advertised_host`:`host_port`."""
     voters = ",".join(f"{i}@kafka-{i}:{CONTROLLER_PORT}" for i in range(1, brokers + 1))
     env = {
         "CLUSTER_ID": cluster_id,
@@ -100,7 +129,7 @@ def broker_env(
         "KAFKA_LISTENERS": f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},"
         f"EXTERNAL://:{CLIENT_PORT}",
         "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://kafka-{node_id}:{INTERNAL_PORT},"
-        f"EXTERNAL://127.0.0.1:{host_port}",
+        f"EXTERNAL://{advertised_host}:{host_port}",
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
         "EXTERNAL:PLAINTEXT",
         "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
@@ -129,15 +158,21 @@ class KafkaNode:
 
     node_id: int
     host_port: int
-    container: DockerContainer
+    container: docker.models.containers.Container
+    host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
 
     @property
     def hostname(self) -> str:
         return f"kafka-{self.node_id}"
 
     @property
-    def docker(self):
-        return self.container.get_wrapped_container()
+    def address(self) -> str:
+        """host:port at which clients of this process reach the node."""
+        return f"{self.host}:{self.host_port}"
+
+    @property
+    def docker(self) -> docker.models.containers.Container:
+        return self.container
 
     def state(self) -> str:
         """Docker's state of the container: running, paused, exited, ..."""
@@ -255,6 +290,7 @@ class KafkaCluster:
     cluster_id: str = field(default_factory=new_cluster_id)
     nodes: list[KafkaNode] = field(default_factory=list)
     network_name: str = ""
+    host: str = ""  # the docker host (docker_host() when start() finds it empty)
     _network = None
     _admin: AdminClient | None = None
 
@@ -273,7 +309,7 @@ class KafkaCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{node.host_port}" for node in self.nodes)
+        return ",".join(node.address for node in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         """The node with this id."""
@@ -283,13 +319,14 @@ class KafkaCluster:
         """Create network and containers, start all nodes, and wait until the cluster is ready."""
         ports = self._choose_ports()
         client = docker.from_env()
+        self.host = self.host or docker_host()
         self.network_name = f"kchaos-{self.tag}"
         self._network = client.networks.create(
             self.network_name, driver="bridge", labels=self.labels
         )
         try:
             for node_id, port in enumerate(ports, start=1):
-                self.nodes.append(self._create_node(node_id, port))
+                self.nodes.append(self._create_node(client, node_id, port))
             for node in self.nodes:
                 node.container.start()
             self.wait_ready(timeout_s=ready_timeout_s)
@@ -314,25 +351,27 @@ class KafkaCluster:
             )
         return list(self.host_ports)
 
-    def _create_node(self, node_id: int, host_port: int) -> KafkaNode:
-        env = broker_env(node_id, host_port, self.brokers, self.cluster_id, self.broker_config)
-        container = (
-            DockerContainer(self.image)
-            .with_name(f"kchaos-{self.tag}-kafka-{node_id}")
-            .with_envs(**env)
-            .with_kwargs(
-                hostname=f"kafka-{node_id}",
-                network=self.network_name,
-                cap_add=["NET_ADMIN"],
-                labels=self.labels,
-            )
+    def _create_node(self, client: docker.DockerClient, node_id: int, host_port: int) -> KafkaNode:
+        """Create (not start) node `node_id`'s container, its client port published."""
+        env = broker_env(
+            node_id, host_port, self.brokers, self.cluster_id, self.broker_config, self.host
         )
-        container.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1", host_port)
-        # Network aliases make kafka-N resolvable to the other nodes on this network.
-        container._kwargs["networking_config"] = {
-            self.network_name: docker.types.EndpointConfig("1.41", aliases=[f"kafka-{node_id}"])
-        }
-        return KafkaNode(node_id, host_port, container)
+        container = client.containers.create(
+            self.image,
+            name=f"kchaos-{self.tag}-kafka-{node_id}",
+            hostname=f"kafka-{node_id}",
+            environment=env,
+            ports={f"{CLIENT_PORT}/tcp": (publish_address(self.host), host_port)},
+            network=self.network_name,
+            # Network aliases make kafka-N resolvable to the other nodes on this network.
+            networking_config={
+                self.network_name: client.api.create_endpoint_config(aliases=[f"kafka-{node_id}"])
+            },
+            cap_add=["NET_ADMIN"],
+            labels=self.labels,
+            detach=True,
+        )
+        return KafkaNode(node_id, host_port, container, self.host)
 
     def admin(self) -> AdminClient:
         """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""
@@ -390,7 +429,7 @@ class KafkaCluster:
 
         A node cut off from the others still believes it leads; ask the majority's side.
         """
-        servers = ",".join(f"127.0.0.1:{n.host_port}" for n in self.nodes if n.node_id != exclude)
+        servers = ",".join(n.address for n in self.nodes if n.node_id != exclude)
         admin = AdminClient(
             {"bootstrap.servers": servers, "log_level": 0, "logger": _silent_logger()}
         )

@@ -1,27 +1,136 @@
 """Find a working Docker engine, or install and start Debian's one when none answers.
 
 Standard library only: it runs before the virtualenv exists (`python3 -m harness.platform.engine`).
+It asks the engine where the docker SDK (docker.from_env()) will look: DOCKER_HOST, else the
+default socket, with an HTTP `GET /_ping`. So an engine behind a mounted socket or a remote
+DOCKER_HOST counts even when no docker CLI is installed, and is never replaced.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DOCKERD_LOG = Path(os.environ.get("KCHAOS_DOCKERD_LOG", "/var/log/kafka-chaos-dockerd.log"))
 READY_TIMEOUT_S = 60.0
+DEFAULT_SOCKET = "/var/run/docker.sock"  # the docker SDK's default, as for the CLI
+PING_TIMEOUT_S = 5.0
 
 
 class EngineUnavailable(RuntimeError):
     """No Docker engine answers and this process cannot start one."""
 
 
-def engine_answers() -> bool:
-    """True when `docker info` succeeds against DOCKER_HOST or the default socket."""
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the Docker API is expected, as DOCKER_HOST (or its absence) names it."""
+
+    scheme: str  # "unix" | "tcp" | anything else (ssh, npipe): not reachable with the stdlib
+    address: str  # the socket path for unix, host:port for tcp
+    tls: bool = False  # tcp only: HTTPS, as the docker SDK does with DOCKER_TLS_VERIFY/CERT_PATH
+    verify: bool = False  # tcp+tls only: check the engine's certificate against ca.pem
+    cert_dir: str = ""  # DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem), default ~/.docker
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.address}"
+
+
+def engine_endpoint(env: Mapping[str, str] = os.environ) -> Endpoint:
+    """The endpoint docker.from_env() would use: DOCKER_HOST, else the default unix socket."""
+    host = env.get("DOCKER_HOST", "").strip()
+    if not host:
+        return Endpoint("unix", DEFAULT_SOCKET)
+    parts = urlsplit(host if "://" in host else f"tcp://{host}")
+    if parts.scheme == "unix":
+        return Endpoint("unix", parts.path or DEFAULT_SOCKET)
+    if parts.scheme in ("tcp", "http", "https"):
+        cert_dir = env.get("DOCKER_CERT_PATH", "")
+        verify = env.get("DOCKER_TLS_VERIFY", "") not in ("", "0")
+        tls = parts.scheme == "https" or verify or bool(cert_dir)
+        port = parts.port or (2376 if tls else 2375)
+        return Endpoint(
+            "tcp",
+            f"{parts.hostname or '127.0.0.1'}:{port}",
+            tls=tls,
+            verify=verify,
+            cert_dir=cert_dir or str(Path.home() / ".docker"),
+        )
+    return Endpoint(parts.scheme, parts.netloc + parts.path)
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket, the way the Docker API is served locally."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def _tls_context(endpoint: Endpoint) -> ssl.SSLContext:
+    cert_dir = Path(endpoint.cert_dir)
+    if endpoint.verify:
+        context = ssl.create_default_context(cafile=str(cert_dir / "ca.pem"))
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if (cert_dir / "cert.pem").is_file():
+        context.load_cert_chain(str(cert_dir / "cert.pem"), str(cert_dir / "key.pem"))
+    return context
+
+
+def _connection(endpoint: Endpoint, timeout_s: float) -> http.client.HTTPConnection:
+    if endpoint.scheme == "unix":
+        return _UnixHTTPConnection(endpoint.address, timeout_s)
+    host, port = endpoint.address.rsplit(":", 1)
+    if endpoint.tls:
+        return http.client.HTTPSConnection(
+            host, int(port), timeout=timeout_s, context=_tls_context(endpoint)
+        )
+    return http.client.HTTPConnection(host, int(port), timeout=timeout_s)
+
+
+def ping(endpoint: Endpoint, timeout_s: float = PING_TIMEOUT_S) -> bool:
+    """True when a Docker API at `endpoint` answers `GET /_ping` with 200 OK.
+
+    Raises PermissionError when a unix socket is there but this user may not open it, so the
+    caller can say so instead of installing an engine next to a working one.
+    """
+    connection = _connection(endpoint, timeout_s)
+    try:
+        connection.request("GET", "/_ping")
+        response = connection.getresponse()
+        return response.status == 200 and response.read(16).strip() == b"OK"
+    except PermissionError:
+        raise
+    except (OSError, http.client.HTTPException, ssl.SSLError):
+        return False
+    finally:
+        connection.close()
+
+
+def _cli_answers() -> bool:
+    """True when `docker info` succeeds: the check for endpoints the stdlib cannot reach."""
     if shutil.which("docker") is None:
         return False
     probe = subprocess.run(
@@ -32,6 +141,14 @@ def engine_answers() -> bool:
         check=False,
     )
     return probe.returncode == 0
+
+
+def engine_answers() -> bool:
+    """True when the engine at DOCKER_HOST or the default socket answers a ping."""
+    endpoint = engine_endpoint()
+    if endpoint.scheme in ("unix", "tcp"):
+        return ping(endpoint)
+    return _cli_answers()  # ssh:// and the like go through the CLI, which knows how
 
 
 def _is_debian_like() -> bool:
@@ -69,11 +186,18 @@ def _start_dockerd() -> None:
 def ensure_engine(*, timeout_s: float = READY_TIMEOUT_S) -> str:
     """Return how the engine was found ('running' or 'started'); raise EngineUnavailable otherwise.
 
-    A working engine is never touched. Without one, as root on Debian/Ubuntu, docker.io is
-    installed if missing and dockerd started in the background.
+    A working engine is never touched, nor one that DOCKER_HOST names. Without one, as root
+    on Debian/Ubuntu, docker.io is installed if missing and dockerd started in the background.
     """
-    if engine_answers():
-        return "running"
+    try:
+        if engine_answers():
+            return "running"
+    except PermissionError:
+        raise EngineUnavailable(
+            f"the Docker socket {engine_endpoint().address} is there but this user may not "
+            "open it. Fix: add the user to the docker group (`sudo usermod -aG docker $USER`, "
+            "then log in again) or run as root."
+        ) from None
     if os.environ.get("DOCKER_HOST"):
         raise EngineUnavailable(
             f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer. "
@@ -106,7 +230,7 @@ def main() -> int:
     except (EngineUnavailable, subprocess.CalledProcessError) as exc:
         print(f"docker engine: {exc}", file=sys.stderr)
         return 1
-    print(f"docker engine: {how}")
+    print(f"docker engine: {how} ({engine_endpoint()})")
     return 0
 
 

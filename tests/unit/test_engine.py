@@ -1,6 +1,17 @@
-"""Engine discovery: a working engine is left alone; without one and without root, a clear error."""
+"""Engine discovery: a working engine is left alone; without one and without root, a clear error.
+
+The ping is tested against fake engines (an HTTP server on a unix socket and on a TCP port),
+so no Docker is needed.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import http.server
+import socket
+import socketserver
+import threading
+from typing import ClassVar
 
 import pytest
 
@@ -51,3 +62,122 @@ def test_main_exits_non_zero_with_the_message(monkeypatch, capsys):
     monkeypatch.setattr(engine, "ensure_engine", unavailable)
     assert engine.main() == 1
     assert "Fix: start Docker" in capsys.readouterr().err
+
+
+# --- the ping, against fake engines: a unix socket and a TCP port that speak HTTP ---
+
+
+class _FakeEngine(http.server.BaseHTTPRequestHandler):
+    """Answers `GET /_ping` the way dockerd does, or with `status` when the class sets one."""
+
+    status = 200
+    body = b"OK"
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+class _UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        request, _ = super().get_request()
+        return request, ("local", 0)  # BaseHTTPRequestHandler wants a (host, port) pair
+
+
+@contextlib.contextmanager
+def serving(server):
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def unix_engine(tmp_path):
+    """A fake engine on a unix socket; yields the socket path."""
+    path = str(tmp_path / "docker.sock")
+    _FakeEngine.seen = []
+    with serving(_UnixHTTPServer(path, _FakeEngine)):
+        yield path
+
+
+@pytest.fixture
+def tcp_engine():
+    """A fake engine on 127.0.0.1:<free port>; yields 'host:port'."""
+    _FakeEngine.seen = []
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeEngine)) as server:
+        yield f"127.0.0.1:{server.server_address[1]}"
+
+
+def test_the_endpoint_is_where_the_docker_sdk_looks():
+    assert engine.engine_endpoint({}) == engine.Endpoint("unix", "/var/run/docker.sock")
+    assert engine.engine_endpoint({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}).address == (
+        "/run/user/1000/docker.sock"
+    )
+    plain = engine.engine_endpoint({"DOCKER_HOST": "tcp://dind:2375"})
+    assert (plain.scheme, plain.address, plain.tls) == ("tcp", "dind:2375", False)
+    secure = engine.engine_endpoint({"DOCKER_HOST": "tcp://10.0.0.5", "DOCKER_TLS_VERIFY": "1"})
+    assert (secure.address, secure.tls, secure.verify) == ("10.0.0.5:2376", True, True)
+    assert engine.engine_endpoint({"DOCKER_HOST": "ssh://me@box"}).scheme == "ssh"
+
+
+def test_a_unix_socket_engine_answers_the_ping(unix_engine):
+    assert engine.ping(engine.Endpoint("unix", unix_engine)) is True
+    assert _FakeEngine.seen == ["/_ping"]
+
+
+def test_a_tcp_engine_answers_the_ping(tcp_engine):
+    assert engine.ping(engine.Endpoint("tcp", tcp_engine)) is True
+
+
+def test_an_engine_that_answers_an_error_does_not_count(unix_engine, monkeypatch):
+    monkeypatch.setattr(_FakeEngine, "status", 500)
+    monkeypatch.setattr(_FakeEngine, "body", b"daemon is shutting down")
+    assert engine.ping(engine.Endpoint("unix", unix_engine)) is False
+
+
+def test_no_socket_and_a_closed_port_do_not_count(tmp_path):
+    assert engine.ping(engine.Endpoint("unix", str(tmp_path / "absent.sock"))) is False
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound but never listening: connection refused
+        port = sock.getsockname()[1]
+        assert engine.ping(engine.Endpoint("tcp", f"127.0.0.1:{port}"), timeout_s=1) is False
+
+
+def test_an_engine_behind_docker_host_is_used_without_a_docker_cli(unix_engine, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{unix_engine}")
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)  # no docker, no dockerd
+    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(engine, "_start_dockerd", lambda: pytest.fail("started"))
+    assert engine.ensure_engine() == "running"
+    assert _FakeEngine.seen == ["/_ping"]
+
+
+def test_a_remote_tcp_engine_is_used_without_a_docker_cli(tcp_engine, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://{tcp_engine}")
+    monkeypatch.setattr(engine.shutil, "which", lambda name: None)
+    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    assert engine.ensure_engine() == "running"
+
+
+def test_a_socket_this_user_may_not_open_names_the_docker_group(monkeypatch):
+    def refused(endpoint, timeout_s=engine.PING_TIMEOUT_S):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine, "ping", refused)
+    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    with pytest.raises(engine.EngineUnavailable, match="docker group"):
+        engine.ensure_engine()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.platform import cluster
 from harness.platform.cluster import broker_env, property_env_name
 from harness.platform.image import RECIPE_FILES, image_tag, recipe_hash
 from harness.settings import REPO_ROOT
@@ -89,6 +90,22 @@ def test_broker_env_advertises_the_fixed_host_port_and_all_voters():
     assert props["replica.lag.time.max.ms"] == "10000"
     assert props["x.enable"] == "true"
     assert env["CLUSTER_ID"] == "cid"
+
+
+def test_a_remote_docker_host_is_advertised_and_published_on_all_interfaces(monkeypatch):
+    monkeypatch.setattr(cluster.TestcontainersClient, "__init__", lambda self: None)
+    monkeypatch.setattr(cluster.TestcontainersClient, "host", lambda self: "docker.internal")
+    assert cluster.docker_host() == "docker.internal"
+    assert cluster.publish_address("docker.internal") == "0.0.0.0"
+    env = broker_env(1, 40123, 3, "cid", advertised_host="docker.internal")
+    assert env["KAFKA_ADVERTISED_LISTENERS"].endswith(",EXTERNAL://docker.internal:40123")
+
+
+def test_a_local_engine_keeps_brokers_on_loopback(monkeypatch):
+    monkeypatch.setattr(cluster.TestcontainersClient, "__init__", lambda self: None)
+    monkeypatch.setattr(cluster.TestcontainersClient, "host", lambda self: "localhost")
+    assert cluster.docker_host() == "127.0.0.1"  # not "localhost": librdkafka tries ::1 first
+    assert cluster.publish_address("127.0.0.1") == "127.0.0.1"
 
 
 def copy_recipe(tmp_path: Path) -> Path:
