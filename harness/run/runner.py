@@ -107,6 +107,20 @@ def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, in
     return runs_dir / experiment.name / f"{stamp}{suffix}"
 
 
+def write_plan(root: Path, repetitions: Sequence[Repetition]) -> None:
+    """plan.json: every repetition to run, in order, with its seed and run directory."""
+    plan = [
+        {
+            "cell": planned.cell.name,
+            "repetition": planned.index,
+            "seed": planned.seed,
+            "run_dir": str(planned.run_dir),
+        }
+        for planned in repetitions
+    ]
+    (root / layout.PLAN).write_text(json.dumps(plan, indent=2))
+
+
 def point_latest_at(root: Path) -> None:
     """Make runs/<experiment>/latest a relative symlink to `root` (replaced atomically)."""
     link = root.parent / LATEST
@@ -355,20 +369,7 @@ def run_experiment(
     if removed:
         log.info("removed %d containers/networks left by a crashed run", removed)
     repetitions = plan_repetitions(experiment, cells, root)
-    (root / layout.PLAN).write_text(
-        json.dumps(
-            [
-                {
-                    "cell": j.cell.name,
-                    "repetition": j.repetition,
-                    "seed": j.seed,
-                    "run_dir": str(j.run_dir),
-                }
-                for j in repetitions
-            ],
-            indent=2,
-        )
-    )
+    write_plan(root, repetitions)
     summaries: list[RepetitionSummary] = []
     try:
         for index, repetition in enumerate(repetitions, start=1):

@@ -126,3 +126,18 @@ def test_latest_points_at_the_newest_run(tmp_path):
     latest = tmp_path / "exp" / "latest"
     assert latest.is_symlink() and latest.resolve() == newer.resolve()
     assert [p.name for p in (tmp_path / "exp").iterdir() if p.name.startswith(".")] == []
+
+
+def test_plan_lists_every_repetition_with_its_seed_and_run_dir(tmp_path):
+    import json
+
+    from harness.run.runner import plan_repetitions, write_plan
+
+    experiment = load_experiment(REPO_ROOT / "experiments" / "quick.yaml")
+    repetitions = plan_repetitions(experiment, expand(experiment), tmp_path)
+    write_plan(tmp_path, repetitions)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert len(plan) == len(expand(experiment)) * experiment.repetitions
+    first = plan[0]
+    assert first["repetition"] == 0 and first["seed"] == experiment.seed
+    assert first["run_dir"] == str(tmp_path / first["cell"] / "0")
