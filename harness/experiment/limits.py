@@ -22,6 +22,7 @@ __all__ = [
     "WHY_DURATION",
     "at_least",
     "at_most",
+    "clipped",
     "number",
     "optional_number",
     "optional_param_number",
@@ -44,20 +45,40 @@ WHY_DURATION = (
 )
 
 
+def clipped(text: str) -> str:
+    """`text` cut to MAX_SHOWN characters, for text a message repeats without quotes."""
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
 def shown(value: Any) -> str:
     """`value` as a message quotes it: its repr, cut to MAX_SHOWN characters."""
     try:
         text = repr(value)
     except ValueError:  # Python refuses to print ints of more than 4,300 digits
         return "(a number too long to print)"
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+    return clipped(text)
+
+
+def _looks_numeric(value: Any) -> bool:
+    """True for text that reads as a finite number: "5", or 1e3, which YAML 1.1 keeps as text."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 def _strict_number(value: Any) -> Any:
     if value is None:
         return value  # whether null is allowed is the field's type to say
+    if _looks_numeric(value):
+        # YAML 1.1 reads 1e3 (no dot) as text; taking text as a number would hide typos.
+        raise ValueError(
+            f"must be a number (got the text {shown(value)}; YAML reads a number with an "
+            "exponent only with a dot and a sign, e.g. 1.0e+3, and never in quotes)"
+        )
     if isinstance(value, bool) or not isinstance(value, int | float):
-        # YAML reads `true` as a bool and `1e3` (no dot) as a string; neither is a number here.
         raise ValueError(f"must be a number (got {shown(value)})")
     if not math.isfinite(value):
         raise ValueError(f"must be a finite number (got {shown(value)})")
@@ -67,6 +88,8 @@ def _strict_number(value: Any) -> Any:
 def _strict_whole(value: Any) -> Any:
     if value is None:
         return value
+    if _looks_numeric(value):
+        raise ValueError(f"must be a whole number, without quotes (got the text {shown(value)})")
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"must be a whole number (got {shown(value)})")
     return value

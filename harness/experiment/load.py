@@ -44,11 +44,9 @@ def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode, dee
         try:
             repeated = key in seen
         except TypeError:
-            kind = "list" if isinstance(key, list) else type(key).__name__
+            kind = "list" if isinstance(key, list) else "mapping"
             raise _refuse(
-                loader,
-                key_node,
-                f"a key is a {kind} ({shown(key)}); keys must be plain names, e.g. acks:",
+                loader, key_node, f"a key is a {kind}; keys must be plain names, e.g. acks:"
             ) from None
         if repeated:
             raise _refuse(

@@ -19,7 +19,7 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from harness.experiment.limits import MAX_NAME, shown
+from harness.experiment.limits import MAX_NAME, clipped, shown
 from harness.experiment.problems import (
     Problem,
     SpecError,
@@ -195,7 +195,7 @@ def _long_names(matrix: dict[str, Any]) -> Iterator[Problem]:
         variants = values if isinstance(values, dict) else {}
         for variant in variants:
             if len(str(variant)) > MAX_NAME:
-                where = f"matrix.{shown(str(axis))}"
+                where = f"matrix.{clipped(str(axis))}"
                 yield (
                     where,
                     f"variant {shown(str(variant))} is {len(str(variant))} characters; {why}",
@@ -356,7 +356,7 @@ def _cells_error(source: str, failures: list[tuple[str, dict[str, str], list[Pro
         return spec_error(source, failures[0][2])
     blocks, problems = [], []
     for name, axes, cell_problems in failures[:_MAX_REPORTED_CELLS]:
-        values = ", ".join(f"{axis}={label}" for axis, label in axes.items())
+        values = ", ".join(f"{clipped(axis)}={clipped(label)}" for axis, label in axes.items())
         lines = "\n".join(f"    {path}: {reason}" for path, reason in cell_problems)
         blocks.append(f"  matrix cell '{name}' ({values}):\n{lines}")
         problems += cell_problems

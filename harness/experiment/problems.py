@@ -12,7 +12,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from harness.experiment.limits import shown
+from harness.experiment.limits import clipped, shown
 
 __all__ = ["Problem", "SpecError", "is_model", "pydantic_problems", "spec_error", "unwrap"]
 
@@ -62,7 +62,8 @@ def _dotted(loc: Sequence[str | int]) -> str:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else str(part)
+            part = clipped(str(part))  # a key can be as long as a user made it
+            path += f".{part}" if path else part
     return path
 
 
