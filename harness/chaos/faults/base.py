@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, SerializationInfo, ValidationError, model_serializer
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
 from harness.experiment.limits import shown
 
@@ -40,7 +40,7 @@ class FaultParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @model_serializer(mode="wrap")
-    def _used_values(self, handler: Any, info: SerializationInfo) -> dict[str, Any]:
+    def _used_values(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         return {k: v for k, v in data.items() if v is not None or k in self.model_fields_set}
 
