@@ -215,27 +215,69 @@ def _require_java() -> bool:
     return False
 
 
-def _load_experiment(path: Path):
-    """The validated experiment at `path`, or None after printing why it is invalid."""
-    from harness.experiment.spec import SpecError, load_experiment
+def _load_experiment(path: Path, args: argparse.Namespace):
+    """The validated experiment at `path` with the command line's overrides, or None after
+    printing why it is invalid (overrides are validated like the file's own values)."""
+    from harness.experiment.load import load_experiment, override
+    from harness.experiment.problems import SpecError
 
     try:
-        return load_experiment(path)
+        experiment = load_experiment(path)
+        if getattr(args, "repetitions", None) is not None:
+            experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
+        # These replace each cell's image when it runs; checked here like the file's own.
+        for flag, path_in_file in (("kafka_version", "kafka.version"), ("image", "kafka.image")):
+            if getattr(args, flag, None) is not None:
+                override(
+                    experiment, path_in_file, getattr(args, flag), f"--{flag.replace('_', '-')}"
+                )
+        return experiment
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return None
 
 
-def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
-    from harness.experiment.spec import expand
+def _duration(seconds: float) -> str:
+    """`seconds` as people read a wall time: 45 s, 5 min 30 s, 2 h 05 min."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
-    experiment = _load_experiment(args.experiment)
+
+def _wall_time_lines(cells, repetitions: int) -> list[str]:
+    """What `validate` says about how long the experiment will take, and on what assumption."""
+    from harness.experiment.plan import CLUSTER_START_S, TOPIC_ISR_READBACK_S, wall_time
+
+    estimate = wall_time(cells, repetitions)
+    runs = f"{estimate.repetitions} repetition{'s' if estimate.repetitions != 1 else ''}"
+    lines = [
+        f"estimated wall time: {_duration(estimate.seconds)} for {runs} (each: its workload "
+        f"plus ~{CLUSTER_START_S:.0f} s to start a fresh cluster and ~{TOPIC_ISR_READBACK_S:.0f}"
+        " s for topic, full ISR and read-back; the analysis comes on top)"
+    ]
+    if estimate.unbounded_cells:
+        lines.append(
+            f"  not counted: the workload of {len(estimate.unbounded_cells)} cells (count "
+            "without rate has no time bound), e.g. " + estimate.unbounded_cells[0]
+        )
+    return lines
+
+
+def cmd_validate(args: argparse.Namespace, settings: Settings) -> int:
+    from harness.experiment.matrix import expand
+
+    experiment = _load_experiment(args.experiment, args)
     if experiment is None:
         return EXIT_ERROR
     cells = expand(experiment)
     print(f"{args.experiment}: valid, {len(cells)} cells x {experiment.repetitions} repetitions")
     for cell in cells:
         print(f"  {cell.name}")
+    for line in _wall_time_lines(cells, experiment.repetitions):
+        print(line)
     return EXIT_OK
 
 
@@ -346,17 +388,15 @@ def _unfinished_runs(patterns: Sequence[str]) -> list[Path]:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from harness.experiment.spec import expand
+    from harness.experiment.matrix import expand
     from harness.platform.engine import EngineUnavailable, ensure_engine
     from harness.platform.image import ImageError
     from harness.run.runner import experiment_root, run_experiment, select_shard
 
     global _run_root
-    experiment = _load_experiment(args.experiment)
+    experiment = _load_experiment(args.experiment, args)
     if experiment is None:
         return EXIT_ERROR
-    if args.repetitions:
-        experiment = experiment.model_copy(update={"repetitions": args.repetitions})
     cells = select_shard(expand(experiment), args.shard)
     if not cells:
         print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)

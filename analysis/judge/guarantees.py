@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final, Literal
 
+from harness.chaos.faults import CLASS_KINDS
+
 __all__ = [
     "ALLOWED",
     "FORBIDDEN",
@@ -37,20 +39,7 @@ FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
 SOURCE: Final = "KAFKA-RELIABILITY.md, “Expected outcome per configuration and fault”"
 
 ROLES: Final = frozenset({"leader", "follower", "controller", "random", "node", "all"})
-KINDS: Final = frozenset(
-    {
-        "kill",
-        "stop",
-        "pause",
-        "partition",
-        "isolate",
-        "partition-groups",
-        "loss",
-        "slow",
-        "power-loss",
-        "rolling-restart",
-    }
-)
+KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
 

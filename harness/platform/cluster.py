@@ -438,10 +438,6 @@ class KafkaCluster:
             return leader if leader >= 0 else None
         return None
 
-    def leader_of(self, topic: str, partition: int) -> int | None:
-        """Node id of the partition's leader, None while it has none."""
-        return self.partition_states(topic)[partition].leader
-
     def active_controller(self) -> int | None:
         """Node id of the active KRaft controller: the newest quorum leader any live node saw."""
         # One exec per node, in parallel: a fault aimed at the controller waits for this.

@@ -20,14 +20,9 @@ from typing import Any, Protocol
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.chaos.nemesis import Nemesis, heal_all
-from harness.experiment.spec import (
-    Cell,
-    Experiment,
-    cell_config,
-    producer_settings,
-    schedule_for,
-    topic_settings,
-)
+from harness.experiment.matrix import Cell
+from harness.experiment.plan import cell_config, producer_settings, schedule_for, topic_settings
+from harness.experiment.spec import Experiment
 from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
 from harness.run.evidence import segments_event

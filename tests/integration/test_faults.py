@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.chaos.faults import FAULT_TYPES, FaultContext
+from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.nemesis import Nemesis, heal_all, resolve_target
 from harness.experiment.spec import FaultStep
 from harness.platform.cluster import INTERNAL_PORT, LOG_DIR, KafkaCluster, KafkaNode
@@ -113,6 +113,12 @@ def isr_seen_by(node: KafkaNode, topic: str) -> tuple[int, ...]:
     return tuple(admin.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs)
 
 
+def fault_of(kind: str, ctx: FaultContext, nodes: list[KafkaNode], **params) -> Fault:
+    """Fault type `kind` on `nodes`, its params validated as an experiment file's are."""
+    fault_type = FAULT_TYPES[kind]
+    return fault_type(ctx, nodes, fault_type.parse_params(params))
+
+
 def step(fault: str, target: str = "leader", **params) -> FaultStep:
     return FaultStep(at_s=0, fault=fault, target=target, partition=0, duration_s=1, params=params)
 
@@ -120,7 +126,7 @@ def step(fault: str, target: str = "leader", **params) -> FaultStep:
 def test_leader_cut_off_from_brokers_loses_leadership_but_clients_still_reach_it(cluster, topic):
     ctx = ctx_for(cluster, topic)
     (leader,) = resolve_target(ctx, step("partition"))
-    fault = FAULT_TYPES["partition"](ctx, [leader], {"mode": "from-brokers"})
+    fault = fault_of("partition", ctx, [leader], mode="from-brokers")
     fault.inject()
     try:
         new = wait_until(
@@ -141,7 +147,7 @@ def test_leader_cut_off_from_brokers_loses_leadership_but_clients_still_reach_it
 def test_full_isolation_cuts_clients_too(cluster, topic):
     ctx = ctx_for(cluster, topic)
     node = cluster.node(2)
-    fault = FAULT_TYPES["partition"](ctx, [node], {"mode": "full"})
+    fault = fault_of("partition", ctx, [node], mode="full")
     fault.inject()
     try:
         assert not reachable_alone(node.host_port)
@@ -154,7 +160,7 @@ def test_full_isolation_cuts_clients_too(cluster, topic):
 def test_groups_partition_cuts_links_across_groups_only(cluster, topic):
     ctx = ctx_for(cluster, topic)
     one, two, three = cluster.nodes
-    fault = FAULT_TYPES["partition"](ctx, [], {"mode": "groups", "groups": [[1]]})
+    fault = fault_of("partition", ctx, [], mode="groups", groups=[[1]])
     assert fault.inject()["groups"] == [[1], [2, 3]]
     try:
         assert not connects(one, two) and not connects(one, three)
@@ -177,7 +183,7 @@ def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster,
     producer = producer_for(cluster, "all", 4000)
     assert write_one(producer, topic) is None
     node = cluster.node(follower)
-    fault = FAULT_TYPES["partition"](ctx_for(cluster, topic), [node], {"mode": "from-brokers"})
+    fault = fault_of("partition", ctx_for(cluster, topic), [node], mode="from-brokers")
     fault.inject()
     try:
         assert not connects(node, cluster.node(leader))
@@ -206,7 +212,7 @@ def test_a_paused_leader_answers_nothing_and_acknowledges_nothing(cluster, topic
     (leader,) = resolve_target(ctx, step("pause"))
     producer = producer_for(cluster, "1", 2500)
     assert write_one(producer, topic) is None  # connected, metadata known: only the pause differs
-    fault = FAULT_TYPES["pause"](ctx, [leader], {})
+    fault = fault_of("pause", ctx, [leader])
     fault.inject()
     try:
         # Well within a broker session (9 s): the paused node still leads partition 0.
@@ -234,7 +240,7 @@ def test_packet_loss_drops_packets_and_forces_tcp_retransmissions(cluster, topic
     before = tcp_retransmissions(node)
     traffic()
     baseline = tcp_retransmissions(node) - before
-    loss = FAULT_TYPES["loss"](ctx, [node], {"percent": 30})
+    loss = fault_of("loss", ctx, [node], percent=30)
     loss.inject()
     try:
         start = tcp_retransmissions(node)
@@ -269,7 +275,7 @@ def test_a_slow_link_limits_the_bandwidth_out_of_the_node(cluster, topic, new_to
         return time.monotonic() - started
 
     unlimited = read_seconds()
-    slow = FAULT_TYPES["slow"](ctx, [node], {"rate_kbit": 1024})  # 128 KiB/s
+    slow = fault_of("slow", ctx, [node], rate_kbit=1024)  # 128 KiB/s
     slow.inject()
     try:
         limited = read_seconds()
@@ -302,7 +308,7 @@ def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
     ctx = ctx_for(cluster, topic)
     cluster.node(1).pause()
     cluster.node(2).stop(timeout_s=30)
-    FAULT_TYPES["partition"](ctx, [cluster.node(3)], {"mode": "full"}).inject()
+    fault_of("partition", ctx, [cluster.node(3)], mode="full").inject()
     heal_all(ctx)
     assert [n.state() for n in cluster.nodes] == ["running"] * 3
     assert connects(cluster.node(3), cluster.node(1)) and connects(cluster.node(1), cluster.node(3))
@@ -326,7 +332,7 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
     assert sum(high_watermarks(cluster.bootstrap_servers, topic)) == 300
     ctx = ctx_for(cluster, topic)
 
-    kill = FAULT_TYPES["kill-all"](ctx, cluster.nodes, {})
+    kill = fault_of("kill-all", ctx, cluster.nodes)
     kill.inject()
     kill.heal()
     cluster.wait_ready(timeout_s=120)
@@ -341,7 +347,7 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
     ]
     assert sum(b.last_offset - b.base_offset + 1 for s in segments for b in batches(s)) == 300
 
-    power = FAULT_TYPES["power-loss"](ctx, cluster.nodes, {"window_s": None})
+    power = fault_of("power-loss", ctx, cluster.nodes, window_s=None)
     detail = power.inject()
     assert all(n.state() == "exited" for n in cluster.nodes)
     cut = {partition for lost in detail["lost"].values() for partition in lost}
@@ -359,9 +365,7 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
 def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, topic):
     ctx = ctx_for(cluster, topic)
     controller = cluster.active_controller()
-    roll = FAULT_TYPES["rolling-restart"](
-        ctx, cluster.nodes, {"timeout_s": 30, "rejoin_timeout_s": 60}
-    )
+    roll = fault_of("rolling-restart", ctx, cluster.nodes, timeout_s=30, rejoin_timeout_s=60)
     detail = roll.inject()
     assert detail["order"][-1] == controller and sorted(detail["order"]) == [1, 2, 3]
     wait_until(lambda: len(roll.restarted) == 3, 240, "three restarts")

@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from harness.experiment.spec import expand, load_experiment
+from harness.experiment.load import load_experiment
+from harness.experiment.matrix import expand
 from harness.platform.cluster import ClusterError, KafkaCluster
 from harness.run.runner import select_shard
 from harness.settings import REPO_ROOT

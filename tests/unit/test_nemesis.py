@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.chaos.nemesis import ActiveFault, Nemesis
+from harness.chaos.faults import RESIDUE_CLEANUP, NoParams
+from harness.chaos.nemesis import ActiveFault, Nemesis, heal_all
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
 
 
 def step(target: str = "node:9") -> SimpleNamespace:
     return SimpleNamespace(
-        at_s=0, fault="kill", target=target, partition=0, duration_s=1, params={}
+        at_s=0, fault="kill", target=target, partition=0, duration_s=1, params=NoParams()
     )
 
 
@@ -60,3 +61,33 @@ def test_a_heal_failure_is_a_fault_error_of_stage_heal(tmp_path):
     assert error["error"] == "container kafka-2 is gone"
     assert end["type"] == "fault_end" and nemesis.active == []
     assert nemesis.errors == ["heal of fault 3: container kafka-2 is gone"]
+
+
+class FakeNode:
+    """A node in `state` that records what the final heal does to it."""
+
+    def __init__(self, node_id: int, state: str):
+        self.node_id, self._state, self.calls = node_id, state, []
+
+    def state(self) -> str:
+        return self._state
+
+    def start(self) -> None:
+        self.calls.append("start")
+        self._state = "running"
+
+    def unpause(self) -> None:
+        self.calls.append("unpause")
+        self._state = "running"
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        self.calls.append(argv)
+        return 0, ""
+
+
+def test_heal_all_brings_each_node_back_then_runs_every_fault_types_cleanup():
+    nodes = [FakeNode(1, "running"), FakeNode(2, "paused"), FakeNode(3, "exited")]
+    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(nodes=nodes)))
+    assert actions == ["unpause kafka-2", "start kafka-3"]
+    cleanup = ["sh", "-c", RESIDUE_CLEANUP]
+    assert [node.calls for node in nodes] == [[cleanup], ["unpause", cleanup], ["start", cleanup]]

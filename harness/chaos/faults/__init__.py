@@ -1,7 +1,20 @@
-"""Fault types, one module each, all behind the `Fault` interface (inject, heal)."""
+"""The fault registry: every fault type, one module each, behind the `Fault` interface.
 
-from harness.chaos.faults.base import Fault, FaultContext, FaultError, check_tools
-from harness.chaos.faults.kill import Kill
+Each type declares its name, parameter model, tools, fault-class kinds and final-heal cleanup
+(see base.py); experiment validation, fault classes, the nemesis' final heal and the guarantee
+table's list of kinds all read them from here. Adding a fault type is one new module, listed
+below, plus its rows in analysis/judge/guarantees.py.
+"""
+
+from harness.chaos.faults.base import (
+    Fault,
+    FaultContext,
+    FaultError,
+    FaultParams,
+    NoParams,
+    check_tools,
+)
+from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
 from harness.chaos.faults.pause import Pause
@@ -10,16 +23,31 @@ from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.chaos.faults.slow import Slow
 from harness.chaos.faults.stop import Stop
 
+# In the order experiment files and messages list them.
 FAULT_TYPES: dict[str, type[Fault]] = {
-    "kill": Kill,
-    "kill-all": Kill,
-    "stop": Stop,
-    "pause": Pause,
-    "partition": Partition,
-    "loss": Loss,
-    "slow": Slow,
-    "power-loss": PowerLoss,
-    "rolling-restart": RollingRestart,
+    fault.name: fault
+    for fault in (Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart)
 }
 
-__all__ = ["FAULT_TYPES", "Fault", "FaultContext", "FaultError", "check_tools"]
+# Every <kind> of a '<role>-<kind>' fault class some fault type yields.
+CLASS_KINDS: frozenset[str] = frozenset(
+    kind for fault in FAULT_TYPES.values() for kind in fault.class_kinds
+)
+
+# The final heal's one shell line per node: every type's cleanup once, and never a failure
+# (a node may have had none of these faults).
+RESIDUE_CLEANUP: str = "; ".join(
+    [*dict.fromkeys(f.residue_cleanup for f in FAULT_TYPES.values() if f.residue_cleanup), "true"]
+)
+
+__all__ = [
+    "CLASS_KINDS",
+    "FAULT_TYPES",
+    "RESIDUE_CLEANUP",
+    "Fault",
+    "FaultContext",
+    "FaultError",
+    "FaultParams",
+    "NoParams",
+    "check_tools",
+]

@@ -1,17 +1,55 @@
-"""The one interface every fault type implements: inject on resolved nodes, then heal."""
+"""The one interface every fault type implements, and what each type declares about itself.
+
+A fault type is a `Fault` subclass that states, next to its inject and heal: the name an
+experiment file gives it, its parameter model (defaults, bounds, cross-field checks), the
+tools it needs in the broker image, the kinds of fault class it yields (what the guarantee
+table keys on), and what the final heal must clear in every node. Everything else (validation,
+fault classes, the nemesis' final heal, the guarantee table's kinds) reads those declarations.
+
+This module and the fault modules import no Docker or Kafka client at load time: the analysis
+reads the fault kinds on machines without either.
+"""
 
 from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from harness.platform.cluster import KafkaCluster, KafkaNode
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
+
+from harness.experiment.limits import shown
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaCluster, KafkaNode
 
 
 class FaultError(RuntimeError):
     """A fault could not be injected or healed; the message names the node and the command."""
+
+
+class FaultParams(BaseModel):
+    """The `params:` of one fault step: immutable, unknown keys refused, defaults filled in.
+
+    Dumped for spec.json as the values actually used; an optional key nobody set (None) is
+    left out, as it was never part of what the user wrote or the fault used.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_serializer(mode="wrap")
+    def _used_values(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        return {k: v for k, v in data.items() if v is not None or k in self.model_fields_set}
+
+
+class NoParams(FaultParams):
+    """The parameters of a fault type that takes none."""
+
+
+P = TypeVar("P", bound=FaultParams)
 
 
 @dataclass
@@ -24,16 +62,55 @@ class FaultContext:
     netem: bool | None = None  # detected once per cluster, never assumed
 
 
-class Fault(ABC):
+class Fault(ABC, Generic[P]):
     """One injected fault on concrete nodes; `heal` undoes it and is safe to call twice."""
 
-    kind: str = ""
-    tools: tuple[str, ...] = ()  # commands the broker image must have for this fault
+    name: ClassVar[str]  # as an experiment file spells it: `fault: kill`
+    Params: ClassVar[type[FaultParams]] = NoParams
+    tools: ClassVar[tuple[str, ...]] = ()  # commands the broker image must have for this fault
+    # The <kind> parts of the '<role>-<kind>' fault classes this type can yield; the first is
+    # the one `class_kind` gives unless a subclass decides by its parameters.
+    class_kinds: ClassVar[tuple[str, ...]]
+    # Shell run in every node by the final heal, undoing what this type may leave behind
+    # even when its own heal never ran (the harness was interrupted); "" when nothing.
+    residue_cleanup: ClassVar[str] = ""
 
-    def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: dict[str, Any]):
+    def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: P | None = None):
         self.ctx = ctx
         self.nodes = nodes
-        self.params = params
+        if params is not None and not isinstance(params, self.Params):
+            raise TypeError(f"fault {self.name} takes {self.Params.__name__}, not {params!r}")
+        # Without params (tests, tools): the type's defaults, as an experiment file gets them.
+        self.params: P = self.Params() if params is None else params  # type: ignore[assignment]
+
+    @classmethod
+    def parse_params(cls, raw: Any) -> FaultParams:
+        """`raw` (the step's `params:` mapping) as this type's model; ValueError saying why not."""
+        if raw is None:
+            raw = {}
+        if isinstance(raw, FaultParams):
+            raw = raw.model_dump()
+        if not isinstance(raw, dict):
+            raise ValueError(f"params must be a mapping of names to values (got {shown(raw)})")
+        try:
+            return cls.Params.model_validate(raw)
+        except ValidationError as exc:
+            raise ValueError("; ".join(_param_problem(cls, e) for e in exc.errors())) from None
+
+    @classmethod
+    def class_kind(cls, params: FaultParams) -> str:
+        """The <kind> of the fault class a step of this type with `params` belongs to."""
+        return cls.class_kinds[0]
+
+    @classmethod
+    def hits_whole_cluster(cls, params: FaultParams) -> bool:
+        """True when a step with `params` acts on every broker, whatever its target says."""
+        return False
+
+    @classmethod
+    def cluster_problems(cls, params: FaultParams, brokers: int) -> Iterator[tuple[str, str]]:
+        """What `params` get wrong about a cluster of `brokers` nodes: (params.<field>, why)."""
+        return iter(())
 
     @abstractmethod
     def inject(self) -> dict[str, Any]:
@@ -48,12 +125,36 @@ class Fault(ABC):
         return {}
 
 
+def _param_problem(fault: type[Fault], error: Any) -> str:
+    """One pydantic error of a params model as a clause naming the param and its meaning."""
+    loc = [str(part) for part in error["loc"]]
+    fields = fault.Params.model_fields
+    if error["type"] == "extra_forbidden":
+        takes = f"it takes {', '.join(fields)}" if fields else "it takes no params"
+        return f"unknown param {shown(loc[-1])} for fault {fault.name}; {takes}"
+    message = error["msg"].removeprefix("Value error, ")
+    if not loc:  # a rule across params states its own fix
+        return message
+    if error["type"] != "value_error":
+        message = f"{message} (got {shown(error['input'])})"
+    path = "params." + loc[0] + "".join(f"[{part}]" for part in loc[1:])
+    meaning = fields[loc[0]].description if loc[0] in fields else None
+    return f"{path} ({meaning}): {message}" if meaning else f"{path}: {message}"
+
+
 def run_in(node: KafkaNode, argv: list[str]) -> str:
     """Run `argv` in `node`; raise FaultError with its output when it fails."""
     code, out = node.exec(argv)
     if code != 0:
         raise FaultError(f"kafka-{node.node_id}: `{' '.join(argv)}` exited {code}: {out.strip()}")
     return out
+
+
+def start_stopped(nodes: list[KafkaNode]) -> None:
+    """Start each of `nodes` that is not running (the heal of every fault that stops one)."""
+    for node in nodes:
+        if node.state() != "running":
+            node.start()
 
 
 def check_tools(node: KafkaNode, faults: list[type[Fault]], image: str) -> None:
@@ -63,7 +164,7 @@ def check_tools(node: KafkaNode, faults: list[type[Fault]], image: str) -> None:
         return
     code, _ = node.exec(["sh", "-c", " && ".join(f"command -v {tool}" for tool in needed)])
     if code != 0:
-        kinds = ", ".join(sorted({fault.kind for fault in faults if fault.tools}))
+        kinds = ", ".join(sorted({fault.name for fault in faults if fault.tools}))
         raise FaultError(
             f"image {image} lacks {' or '.join(needed)}, which the {kinds} faults of this "
             "experiment run inside the broker container; use the locally built image "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.chaos.faults.base import Fault
+from harness.chaos.faults.base import Fault, FaultParams, NoParams, start_stopped
 
 
-class Kill(Fault):
+class Kill(Fault[NoParams]):
     """SIGKILL: the process dies at once; the OS page cache (unflushed log data) survives."""
 
-    kind = "kill"
+    name = "kill"
+    class_kinds = ("kill",)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:
@@ -18,6 +19,15 @@ class Kill(Fault):
         return {"signal": "SIGKILL"}
 
     def heal(self) -> None:
-        for node in self.nodes:
-            if node.state() != "running":
-                node.start()
+        start_stopped(self.nodes)
+
+
+class KillAll(Kill):
+    """SIGKILL of every broker at once (fault class all-kill), whatever the target says."""
+
+    name = "kill-all"
+
+    @classmethod
+    def hits_whole_cluster(cls, params: FaultParams) -> bool:
+        """Always: the point of this fault is that no broker survives to lead."""
+        return True

@@ -9,9 +9,12 @@ the schedule says, not seconds later.
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from harness.chaos.faults.base import run_in
-from harness.platform.cluster import KafkaNode
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaNode
 
 CHAIN = "KCHAOS"
 IPT = "iptables -w"
@@ -20,6 +23,9 @@ ENSURE_CHAIN = (
     f"{{ {IPT} -C INPUT -j {CHAIN} 2>/dev/null || {IPT} -I INPUT 1 -j {CHAIN}; }}",
     f"{{ {IPT} -C OUTPUT -j {CHAIN} 2>/dev/null || {IPT} -I OUTPUT 1 -j {CHAIN}; }}",
 )
+
+# For the final heal: empties the chain if it exists, and fails nothing when it does not.
+CLEANUP = f"{{ {IPT} -n -L {CHAIN} >/dev/null 2>&1 && {IPT} -F {CHAIN}; }}"
 
 
 def apply(node: KafkaNode, rules: list[list[str]]) -> None:

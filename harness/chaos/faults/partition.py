@@ -3,13 +3,69 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import itertools
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
 
 from harness.chaos.faults import netfilter
-from harness.chaos.faults.base import Fault, FaultError
+from harness.chaos.faults.base import Fault, FaultError, FaultParams
+from harness.experiment.limits import shown
+
+PartitionMode = Literal["from-brokers", "full", "groups"]
+# The <kind> of the fault class each mode yields: an isolated node differs from a zombie
+# leader that clients still reach, and groups cut the whole cluster.
+CLASS_KIND_OF_MODE: dict[str, str] = {
+    "from-brokers": "partition",
+    "full": "isolate",
+    "groups": "partition-groups",
+}
+GROUPS_SHAPE = "must be a list of lists of node ids, e.g. [[1], [2, 3]]"
 
 
-class Partition(Fault):
+def _node_groups(groups: Any) -> Any:
+    """Refuse anything but non-empty lists of distinct node ids >= 1, each id in one group."""
+    if groups is None:
+        return groups
+    if not isinstance(groups, list) or not groups:
+        raise ValueError(GROUPS_SHAPE)
+    seen: set[int] = set()
+    for group in groups:
+        if not isinstance(group, list) or not group:
+            raise ValueError(GROUPS_SHAPE)
+        for node in group:
+            if isinstance(node, bool) or not isinstance(node, int) or node < 1:
+                raise ValueError(f"{GROUPS_SHAPE} (got {shown(node)})")
+            if node in seen:
+                raise ValueError(f"node {node} appears in two groups; list it once")
+            seen.add(node)
+    return groups
+
+
+class PartitionParams(FaultParams):
+    """Who is cut off from whom."""
+
+    mode: Annotated[
+        PartitionMode,
+        Field(description="how the target is cut off"),
+    ] = "from-brokers"
+    groups: Annotated[
+        list[list[int]] | None,
+        BeforeValidator(_node_groups),
+        Field(description="with mode groups: lists of node ids; the rest form one more group"),
+    ] = None
+
+    @model_validator(mode="after")
+    def _groups_only_with_mode_groups(self) -> PartitionParams:
+        if self.mode == "groups" and self.groups is None:
+            raise ValueError("params.mode groups needs params.groups, e.g. [[1], [2, 3]]")
+        if self.mode != "groups" and self.groups is not None:
+            raise ValueError("params.groups is only used with params.mode: groups; remove it")
+        return self
+
+
+class Partition(Fault[PartitionParams]):
     """Cut links between nodes with iptables in their namespaces.
 
     mode `from-brokers` (default): each target loses every other broker but clients on the
@@ -18,11 +74,44 @@ class Partition(Fault):
     groups are cut, nodes in no group form one more group.
     """
 
-    kind = "partition"
+    name = "partition"
+    Params = PartitionParams
     tools = ("iptables",)
+    class_kinds = tuple(CLASS_KIND_OF_MODE.values())
+    residue_cleanup = netfilter.CLEANUP
+
+    @classmethod
+    def class_kind(cls, params: PartitionParams) -> str:  # type: ignore[override]
+        """partition, isolate (mode full) or partition-groups."""
+        return CLASS_KIND_OF_MODE[params.mode]
+
+    @classmethod
+    def hits_whole_cluster(cls, params: PartitionParams) -> bool:  # type: ignore[override]
+        """Groups cut the cluster as a whole; the step's target does not matter."""
+        return params.mode == "groups"
+
+    @classmethod
+    def cluster_problems(  # type: ignore[override]
+        cls, params: PartitionParams, brokers: int
+    ) -> Iterator[tuple[str, str]]:
+        """Group members beyond the cluster, or groups that leave nothing to cut."""
+        groups = params.groups or []
+        if not groups:
+            return
+        listed = set(itertools.chain.from_iterable(groups))
+        for node in sorted(listed):
+            if node > brokers:
+                yield (
+                    "params.groups",
+                    f"node {shown(node)} does not exist: kafka.brokers is {brokers}",
+                )
+        # Nodes in no group form one more group; a partition needs at least two sides.
+        if len(groups) + (len(listed) < brokers) < 2:
+            reason = "all brokers are in one group, so nothing is cut; list at least two groups"
+            yield "params.groups", reason
 
     def inject(self) -> dict[str, Any]:
-        mode = self.params.get("mode", "from-brokers")
+        mode = self.params.mode
         if mode == "full":
             for node in self.nodes:
                 netfilter.apply(node, netfilter.interface_rules())
@@ -37,7 +126,7 @@ class Partition(Fault):
         return [targets, rest]
 
     def _groups(self) -> list[list[int]]:
-        groups = [sorted(int(i) for i in group) for group in self.params.get("groups", [])]
+        groups = [sorted(group) for group in self.params.groups or []]
         named = {i for group in groups for i in group}
         rest = [n.node_id for n in self.ctx.cluster.nodes if n.node_id not in named]
         if rest:

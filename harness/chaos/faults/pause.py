@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.chaos.faults.base import Fault
+from harness.chaos.faults.base import Fault, NoParams
 
 
-class Pause(Fault):
+class Pause(Fault[NoParams]):
     """docker pause (cgroup freezer): connections stay open but nothing answers."""
 
-    kind = "pause"
+    name = "pause"
+    class_kinds = ("pause",)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:

@@ -11,32 +11,60 @@ restarts on heal and recovers its log as after a real crash.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from harness.chaos.faults.base import FaultError
-from harness.chaos.faults.kill import Kill
-from harness.platform.cluster import LOG_DIR, KafkaNode
+from pydantic import Field
+
+from harness.chaos.faults.base import Fault, FaultError, FaultParams, start_stopped
+from harness.experiment.limits import (
+    MAX_DURATION_S,
+    WHY_DURATION,
+    at_least,
+    at_most,
+    optional_param_number,
+)
 from harness.rundir.segments import read_checkpoint, surviving_length
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaNode
 
 METADATA_LOG = "__cluster_metadata-0"  # the Raft log fsyncs every append: it survives
 CHECKPOINT = "recovery-point-offset-checkpoint"
 
 
-class PowerLoss(Kill):
+class PowerLossParams(FaultParams):
+    """Which unflushed writes the power loss takes with it."""
+
+    window_s: Annotated[
+        optional_param_number,
+        Field(
+            description="seconds of unflushed writes lost, >= 0; null = all since the last flush"
+        ),
+        at_least(0),
+        at_most(MAX_DURATION_S, WHY_DURATION, "s"),
+    ] = 30  # Linux writes dirty pages back after 30 s
+
+
+class PowerLoss(Fault[PowerLossParams]):
     """SIGKILL plus the loss of each target's unflushed partition data; heal restarts."""
 
-    kind = "power-loss"
+    name = "power-loss"
+    Params = PowerLossParams
+    class_kinds = ("power-loss",)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:
             node.kill()
-        window_s = self.params.get("window_s")
+        window_s = self.params.window_s
         lost_after_ms = None if window_s is None else int((time.time() - window_s) * 1000)
         lost = {}
         for node in self.nodes:
             _wait_until_down(node)
             lost[node.hostname] = lose_unflushed(node, lost_after_ms)
         return {"signal": "SIGKILL", "page_cache": "lost", "window_s": window_s, "lost": lost}
+
+    def heal(self) -> None:
+        start_stopped(self.nodes)
 
 
 def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
@@ -53,6 +81,10 @@ def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict
 
     Returns, per partition that lost data, the bytes and batches before and after the cut.
     """
+    # Here, not at the top: the cluster module loads the Docker SDK, and the fault registry
+    # must load without it (the analysis reads the fault kinds).
+    from harness.platform.cluster import LOG_DIR
+
     files = node.read_files(LOG_DIR)
     root = LOG_DIR.rstrip("/").rsplit("/", 1)[-1]  # archive names start with "data/"
     checkpoint = files.get(f"{root}/{CHECKPOINT}")

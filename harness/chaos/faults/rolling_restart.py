@@ -10,16 +10,39 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from harness.chaos.faults.base import Fault
-from harness.platform.cluster import KafkaNode
+from pydantic import Field
+
+from harness.chaos.faults.base import Fault, FaultParams
+from harness.chaos.faults.stop import StopTimeout
+from harness.experiment.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaNode
 
 
-class RollingRestart(Fault):
+class RollingRestartParams(FaultParams):
+    """How long each broker may take to go down and to come back."""
+
+    timeout_s: StopTimeout = 60
+    rejoin_timeout_s: Annotated[
+        param_number,
+        Field(
+            gt=0,
+            description="seconds a restarted node may take to rejoin the ISR before the next "
+            "goes down",
+        ),
+        at_most(MAX_DURATION_S, WHY_DURATION, "s"),
+    ] = 60
+
+
+class RollingRestart(Fault[RollingRestartParams]):
     """SIGTERM, start and wait for the ISR, node after node; heal ends the roll."""
 
-    kind = "rolling-restart"
+    name = "rolling-restart"
+    Params = RollingRestartParams
+    class_kinds = ("rolling-restart",)
 
     def inject(self) -> dict[str, Any]:
         controller = self.ctx.cluster.active_controller()
@@ -34,10 +57,10 @@ class RollingRestart(Fault):
         for node in self.order:
             if self._halt.is_set():
                 return
-            node.stop(timeout_s=int(self.params.get("timeout_s", 60)))
+            node.stop(timeout_s=self.params.timeout_s)
             node.start()
             self.restarted.append(node.node_id)
-            self._wait_rejoined(node, float(self.params.get("rejoin_timeout_s", 60)))
+            self._wait_rejoined(node, self.params.rejoin_timeout_s)
 
     def _wait_rejoined(self, node: KafkaNode, timeout_s: float) -> None:
         """Until `node` is in the ISR of every partition it replicates (or halt/timeout)."""
@@ -60,7 +83,7 @@ class RollingRestart(Fault):
         halt = getattr(self, "_halt", None)
         if halt is not None:
             halt.set()
-            self._thread.join(timeout=float(self.params.get("timeout_s", 60)) + 30)
+            self._thread.join(timeout=self.params.timeout_s + 30)
         for node in self.nodes:
             if node.state() not in ("running", "paused"):
                 node.start()

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from typing import TYPE_CHECKING, Annotated, Any
 
-from harness.chaos.faults.base import Fault, run_in
-from harness.platform.cluster import KafkaNode
+from pydantic import Field
+
+from harness.chaos.faults.base import Fault, FaultParams, run_in
+from harness.experiment.limits import at_least, at_most, optional_whole, whole
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaNode
+
+REMOVE_QDISC = ["tc", "qdisc", "del", "dev", "eth0", "root"]
+MAX_RATE_KBIT = 10_000_000
+MAX_DELAY_MS = 600_000
+
+
+class SlowParams(FaultParams):
+    """The bandwidth left to the target and the delay added to its packets (tc takes wholes)."""
+
+    rate_kbit: Annotated[
+        whole,
+        Field(ge=1, description="egress bandwidth left, whole kbit/s"),
+        at_most(MAX_RATE_KBIT, "10 Gbit/s, more than any container link carries", "kbit/s"),
+    ] = 256
+    delay_ms: Annotated[
+        optional_whole,
+        Field(description="delay added to each packet, whole ms; needs netem"),
+        at_least(0),
+        at_most(MAX_DELAY_MS, "10 minutes, far beyond any client timeout", "ms"),
+    ] = None
 
 
 def netem_available(node: KafkaNode) -> bool:
@@ -16,15 +42,18 @@ def netem_available(node: KafkaNode) -> bool:
     return code == 0
 
 
-class Slow(Fault):
+class Slow(Fault[SlowParams]):
     """Egress of the target limited to params.rate_kbit (default 256); params.delay_ms via netem."""
 
-    kind = "slow"
+    name = "slow"
+    Params = SlowParams
     tools = ("tc",)
+    class_kinds = ("slow",)
+    residue_cleanup = f"{shlex.join(REMOVE_QDISC)} 2>/dev/null"
 
     def inject(self) -> dict[str, Any]:
-        rate = int(self.params.get("rate_kbit", 256))
-        delay_ms = int(self.params.get("delay_ms", 0))
+        rate = self.params.rate_kbit
+        delay_ms = self.params.delay_ms or 0
         if delay_ms and self.ctx.netem is None:
             self.ctx.netem = netem_available(self.nodes[0])
         use_netem = bool(delay_ms and self.ctx.netem)
@@ -46,4 +75,4 @@ class Slow(Fault):
     def heal(self) -> None:
         for node in self.nodes:
             if node.state() == "running":
-                node.exec(["tc", "qdisc", "del", "dev", "eth0", "root"])
+                node.exec(REMOVE_QDISC)

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from harness.chaos.faults.base import Fault
+from pydantic import Field
+
+from harness.chaos.faults.base import Fault, FaultParams, start_stopped
+from harness.experiment.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
+
+StopTimeout = Annotated[
+    whole,
+    Field(ge=1, description="seconds to shut down before SIGKILL"),
+    at_most(MAX_DURATION_S, WHY_DURATION, "s"),
+]
 
 
-class Stop(Fault):
+class StopParams(FaultParams):
+    """How long a stopped broker may take for its controlled shutdown."""
+
+    timeout_s: StopTimeout = 60
+
+
+class Stop(Fault[StopParams]):
     """SIGTERM with time for controlled shutdown: leadership moves away before the exit."""
 
-    kind = "stop"
+    name = "stop"
+    Params = StopParams
+    class_kinds = ("stop",)
 
     def inject(self) -> dict[str, Any]:
-        timeout_s = int(self.params.get("timeout_s", 60))
+        timeout_s = self.params.timeout_s
         for node in self.nodes:
             node.stop(timeout_s=timeout_s)
         return {"signal": "SIGTERM", "timeout_s": timeout_s}
 
     def heal(self) -> None:
-        for node in self.nodes:
-            if node.state() != "running":
-                node.start()
+        start_stopped(self.nodes)

@@ -1,0 +1,161 @@
+"""What a cell means to the runner: its fault schedule and fault class, the flat config of
+spec.json, the producer's and topic's Kafka settings, and how long the experiment will take.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.chaos.faults import FAULT_TYPES
+from harness.experiment.matrix import Cell
+from harness.experiment.problems import spec_error
+from harness.experiment.spec import (
+    Experiment,
+    FaultGenerator,
+    FaultStep,
+    Scalar,
+    rule_problems,
+    workload_duration_s,
+)
+
+__all__ = [
+    "REPETITION_OVERHEAD_S",
+    "WallTime",
+    "cell_config",
+    "fault_class",
+    "producer_settings",
+    "schedule_for",
+    "topic_settings",
+    "wall_time",
+]
+
+
+def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> list[FaultStep]:
+    steps: list[FaultStep] = []
+    clock = 0.0  # when the previous fault is healed; the next one starts after it
+    low, high = plan.duration_s
+    while True:
+        at_s = round(clock + rng.expovariate(1.0 / plan.mean_interval_s), 3)
+        kind = rng.choice(plan.faults)
+        target = rng.choice(plan.targets)
+        duration_s = min(max(round(rng.uniform(low, high), 3), low), high)
+        if at_s + duration_s >= horizon_s:
+            return steps
+        step = FaultStep(
+            at_s=at_s, fault=kind, target=target, partition=plan.partition, duration_s=duration_s
+        )
+        steps.append(step)
+        clock = step.end_s
+
+
+def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
+    """The cell's fault steps by start time: the explicit schedule, or one generated from seed."""
+    faults = cell.spec.faults
+    if faults.generate is None:
+        return sorted(faults.schedule, key=lambda step: step.at_s)
+    horizon_s = workload_duration_s(cell.spec.workload)
+    if horizon_s is None:  # parse_experiment refuses this; guards hand-built cells
+        raise spec_error(cell.spec._source, rule_problems(cell.spec))
+    return _generated(faults.generate, horizon_s, random.Random(seed))
+
+
+def _step_class(step: FaultStep) -> str:
+    fault = FAULT_TYPES[step.fault]
+    if fault.hits_whole_cluster(step.params):
+        role = "all"
+    else:
+        role = "node" if step.target.startswith("node:") else step.target
+    return f"{role}-{fault.class_kind(step.params)}"
+
+
+def fault_class(steps: Sequence[FaultStep]) -> str:
+    """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
+    (but 'all-power-loss' whenever one step is that: it allows any loss)."""
+    classes = {_step_class(step) for step in steps}
+    if not classes:
+        return "none"
+    if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
+        return "all-power-loss"
+    return classes.pop() if len(classes) == 1 else "mixed"
+
+
+def cell_config(cell: Cell, steps: Sequence[FaultStep]) -> dict[str, Any]:
+    """The flat `config` object of spec.json for this cell and its fault steps."""
+    spec = cell.spec
+    return {
+        "acks": spec.producer.acks,
+        "min_insync_replicas": spec.topic.min_insync_replicas,
+        "unclean_leader_election": spec.topic.unclean_leader_election,
+        "enable_idempotence": spec.producer.enable_idempotence,
+        "max_in_flight": spec.producer.max_in_flight,
+        "replication_factor": spec.topic.replication_factor,
+        "partitions": spec.topic.partitions,
+        "fault_class": fault_class(steps),
+        "kafka_version": spec.kafka.version or spec.kafka.image,
+        "rate": spec.workload.rate,
+        "message_bytes": spec.workload.message_bytes,
+    }
+
+
+def producer_settings(spec: Experiment) -> dict[str, Scalar]:
+    """librdkafka settings of the producer section, without bootstrap.servers."""
+    producer = spec.producer
+    settings: dict[str, Scalar] = {
+        "acks": producer.acks,
+        "enable.idempotence": producer.enable_idempotence,
+        "max.in.flight.requests.per.connection": producer.max_in_flight,
+        "linger.ms": producer.linger_ms,
+        "request.timeout.ms": producer.request_timeout_ms,
+        "message.timeout.ms": producer.message_timeout_ms,
+    }
+    if producer.retries is not None:
+        settings["retries"] = producer.retries
+    return {**settings, **producer.config}
+
+
+def _config_string(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # Kafka parses booleans in lower case
+    return str(value)
+
+
+def topic_settings(spec: Experiment) -> dict[str, str]:
+    """Topic configs as Kafka strings, including min.insync.replicas and unclean election."""
+    topic = spec.topic
+    settings = {
+        "min.insync.replicas": str(topic.min_insync_replicas),
+        "unclean.leader.election.enable": _config_string(topic.unclean_leader_election),
+    }
+    return {**settings, **{key: _config_string(value) for key, value in topic.config.items()}}
+
+
+# Per repetition besides the workload, from bench/cluster_bench.py and `make run` (README):
+# a fresh 3-node cluster is ready in ~10 s; the topic, the wait for a full ISR after the final
+# heal, the read-back, kept segments and teardown take ~10 s more.
+CLUSTER_START_S = 10.0
+TOPIC_ISR_READBACK_S = 10.0
+REPETITION_OVERHEAD_S = CLUSTER_START_S + TOPIC_ISR_READBACK_S
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """An estimate of an experiment's wall time, without the Spark analysis after it."""
+
+    seconds: float
+    repetitions: int  # runs in all: cells x repetitions
+    unbounded_cells: tuple[str, ...]  # cells whose workload has no time bound (count, no rate)
+
+
+def wall_time(cells: Sequence[Cell], repetitions: int) -> WallTime:
+    """cells x repetitions x (workload duration + REPETITION_OVERHEAD_S); unbounded cells add
+    only the overhead and are named."""
+    seconds, unbounded = 0.0, []
+    for cell in cells:
+        duration = workload_duration_s(cell.spec.workload)
+        if duration is None:
+            unbounded.append(cell.name)
+        seconds += repetitions * ((duration or 0.0) + REPETITION_OVERHEAD_S)
+    return WallTime(seconds, len(cells) * repetitions, tuple(unbounded))
