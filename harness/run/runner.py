@@ -8,7 +8,6 @@ import contextlib
 import json
 import logging
 import random
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,10 +29,10 @@ from harness.experiment.spec import (
 from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
 from harness.run.evidence import segments_event
+from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
-from harness.settings import REPO_ROOT
 from harness.workload.journal import AckJournal, JournalError, finalize
 from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, outcome_of
@@ -100,15 +99,6 @@ def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, in
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
     return runs_dir / experiment.name / f"{stamp}{suffix}"
-
-
-def git_revision() -> str | None:
-    """The checkout's commit, or None outside a git checkout."""
-    with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    return None
 
 
 def write_spec(job: Job, image: BrokerImage, steps: list, extra: dict[str, Any]) -> None:
@@ -339,10 +329,13 @@ def run_experiment(
             indent=2,
         )
     )
+    provenance = ProvenanceRecord(root, experiment)
     outcomes = []
     for index, job in enumerate(jobs, start=1):
         progress.cell_started(index, len(jobs), job.cell.name, job.repetition)
-        outcomes.append(run_job(job, image_for(job.cell), progress))
+        image = image_for(job.cell)
+        provenance.image_used(image)
+        outcomes.append(run_job(job, image, progress))
     (root / layout.OUTCOMES).write_text(
         json.dumps([asdict(o) for o in outcomes], indent=2, default=str)
     )
