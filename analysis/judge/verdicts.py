@@ -60,7 +60,6 @@ class Verdict(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-CONSISTENT: Final = frozenset({Verdict.PASS, Verdict.EXPECTED_LOSS, Verdict.NOT_PROVOKED})
 # What each verdict means, in the words every rendering (HTML, Markdown, JSON, JUnit) uses.
 VERDICT_MEANING: Final = {
     Verdict.PASS: "the documented guarantee held",

@@ -19,7 +19,7 @@ from analysis.judge.guarantees import (
     Guarantee,
 )
 from analysis.judge.verdicts import CellVerdict, Verdict, exit_code
-from harness.rundir.config import CellConfig
+from harness.rundir.config import CellConfig, ConfigError
 from harness.rundir.events import load_events
 from tests.unit.results_json import typed
 
@@ -1210,3 +1210,74 @@ def test_reports_without_a_msg_id_make_the_repetition_unknown() -> None:
     v = raw_judge(res, [readback_event(True), tally_event(990)])
     assert v.verdict == Verdict.UNKNOWN
     assert "3 delivery report(s) without a msg_id" in v.reasons[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The violation flag is data; the config is read once
+
+
+def test_a_judged_repetition_flags_exactly_its_violating_reasons() -> None:
+    v = judge_repetition(result(CP, duplicated=1, failed_present=1, lost=1), [])
+    assert len(v.reasons) == 3
+    assert v.violations == v.reasons[:2]
+    assert judge_repetition(result(CP), []).violations == ()
+    allowed = judge_repetition(result(with_fault(AP, "leader-partition"), lost=5), [])
+    assert allowed.verdict == Verdict.EXPECTED_LOSS and allowed.violations == ()
+
+
+def test_a_violating_cell_shows_the_flagged_reasons_whatever_their_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flagged = verdicts.RepetitionVerdict(
+        Verdict.VIOLATION,
+        ("forbidden-looking note", "a breach in other words"),
+        guarantee_for(CP),
+        acked=1,
+        violations=("a breach in other words",),
+    )
+    monkeypatch.setattr(verdicts, "judge_repetition", lambda res, events: flagged)
+    cell = judge([result(CP)])
+    assert cell.reasons == (
+        "1 of 1 repetitions violate the documented guarantee",
+        "rep 0: a breach in other words",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spelling", "acks"), [("all", "all"), (" ALL ", "all"), ("-1", "all"), (-1, "all"),
+                           (1, "1"), ("1", "1"), (0, "0"), ("0", "0")],
+)  # fmt: skip
+def test_acks_is_normalised_once_when_the_config_is_read(spelling: object, acks: str) -> None:
+    config = CellConfig.read({**CP, "acks": spelling})
+    assert config.acks == acks and config.as_json()["acks"] == acks
+
+
+def test_an_unreadable_config_value_names_its_key() -> None:
+    with pytest.raises(ConfigError) as raised:
+        CellConfig.read({**CP, "acks": "2"})
+    assert str(raised.value) == (
+        "config.acks: unknown acks '2': expected 0, 1 or all (got '2'); fix spec.json's config"
+    )
+    with pytest.raises(ConfigError, match=r"^config.max_in_flight: .*\(got 'many'\)"):
+        CellConfig.read({**CP, "max_in_flight": "many"})
+    with pytest.raises(ConfigError, match=r"^config is a list, not an object$"):
+        CellConfig.read([])  # type: ignore[arg-type]
+
+
+def test_the_config_keeps_the_keys_it_was_given() -> None:
+    given = {"acks": "-1", "fault_class": "leader-kill", "rate": 500, "message_bytes": 100}
+    assert CellConfig.read(given).as_json() == {**given, "acks": "all"}
+    assert CellConfig.read({}).as_json() == {}
+    assert CellConfig.read({"kafka_version": 4.0}).kafka_version == "4.0"
+
+
+def test_a_missing_setting_makes_the_repetition_unknown_naming_it() -> None:
+    incomplete_config = {k: v for k, v in CP.items() if k != "enable_idempotence"}
+    v = judge_repetition(result(incomplete_config), [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == (
+        "checker error: ConfigError: config.enable_idempotence is missing: the spec.json "
+        "config does not say it",
+    )
+    unfinished = judge_repetition(result(incomplete_config, status="incomplete"), [])
+    assert unfinished.guarantee is None
