@@ -48,6 +48,7 @@ EXAMPLES_IN_REASON: Final = 5
 VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it, for the reader
 # One line of events.jsonl as harness.rundir.events.load_events returns it.
 Event = Mapping[str, Any]
+Examples = Mapping[str, Sequence[Example]]  # anomaly class → its examples, lowest msg_id first
 
 
 class Verdict(StrEnum):
@@ -131,7 +132,7 @@ class _Finding:
 # Loading run directories
 
 
-def load_events_by_run(results: Iterable[RunResult]) -> dict[str, list[dict[str, Any]]]:
+def load_events_by_run(results: Iterable[RunResult]) -> dict[str, list[Event]]:
     """The events of each result's run dir, keyed by its `run_dir`."""
     return {r.run_dir: load_events(r.run_dir) for r in results}
 
@@ -194,9 +195,6 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
         acked=acked,
         violations=tuple(f.reason for f in findings if f.violation),
     )
-
-
-Examples = Mapping[str, Sequence[Example]]  # anomaly class → its examples, lowest msg_id first
 
 
 @dataclass(frozen=True)
