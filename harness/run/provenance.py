@@ -31,7 +31,12 @@ def client_versions() -> tuple[str | None, str | None]:
         import confluent_kafka
     except ImportError:
         return None, None
-    return confluent_kafka.version()[0], confluent_kafka.libversion()[0]
+    return _version_text(confluent_kafka.version()), _version_text(confluent_kafka.libversion())
+
+
+def _version_text(version: object) -> str:
+    """'2.16.1' from either form confluent-kafka gives: the text, or a (text, int) tuple."""
+    return str(version[0] if isinstance(version, tuple) else version)
 
 
 def memory_bytes() -> int | None:
