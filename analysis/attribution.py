@@ -66,17 +66,38 @@ class Holding:
 
 
 @dataclass(frozen=True)
+class PlacedMessage:
+    """An example: a missing message, its place, and the log records that still hold it."""
+
+    message: MissingMessage
+    place: Place
+    holders: tuple[Holding, ...]
+
+
+@dataclass(frozen=True)
 class Attribution:
     """Counts per place (summing to the loss), examples, and what limits the evidence."""
 
     counts: dict[str, int]
-    examples: list[dict[str, Any]]
+    examples: tuple[PlacedMessage, ...]
     note: str
     beyond_served: int = 0  # on_disk_not_served held only at or past the high watermark
 
     def as_dict(self) -> dict[str, Any]:
         """The results.json form."""
-        return asdict(self)
+        return {
+            "counts": dict(self.counts),
+            "examples": [
+                {
+                    **asdict(ex.message),
+                    "place": str(ex.place),
+                    "holders": [asdict(h) for h in ex.holders],
+                }
+                for ex in self.examples
+            ],
+            "note": self.note,
+            "beyond_served": self.beyond_served,
+        }
 
 
 @dataclass
@@ -102,7 +123,7 @@ def attribute(run_dir: str | Path, missing: Sequence[MissingMessage], loss: int)
     """The place of each missing message (`loss` of them, `missing` examined); never raises."""
     run_dir = Path(run_dir)
     if loss == 0:
-        return Attribution(_counts([], 0), [], "no acknowledged message is missing")
+        return Attribution(_counts([], 0), (), "no acknowledged message is missing")
     try:
         evidence, topic_partitions = _load(run_dir, {m.msg_id for m in missing})
         high = _high_watermarks(load_events(run_dir))
@@ -239,7 +260,7 @@ def _examples(
     missing: Sequence[MissingMessage],
     places: dict[int, Place],
     holdings: dict[int, list[Holding]],
-) -> list[dict[str, Any]]:
+) -> tuple[PlacedMessage, ...]:
     """Up to MAX_EXAMPLES messages, the lowest msg_ids of each place taken in turn."""
     by_place: dict[Place, list[MissingMessage]] = defaultdict(list)
     for message in sorted(missing, key=lambda m: m.msg_id):
@@ -250,11 +271,6 @@ def _examples(
     while len(chosen) < MAX_EXAMPLES and any(depth < len(q) for q in queues):
         chosen += [q[depth] for q in queues if depth < len(q)]
         depth += 1
-    return [
-        {
-            **asdict(m),
-            "place": str(places[m.msg_id]),
-            "holders": [asdict(h) for h in holdings[m.msg_id]],
-        }
-        for m in chosen[:MAX_EXAMPLES]
-    ]
+    return tuple(
+        PlacedMessage(m, places[m.msg_id], tuple(holdings[m.msg_id])) for m in chosen[:MAX_EXAMPLES]
+    )

@@ -5,21 +5,15 @@ Needs only run directories, so it runs a month later, or over the shards of many
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
-from analysis.reconcile import (
-    aggregate,
-    find_runs,
-    reconcile_runs,
-    write_aggregate,
-    write_results,
-)
+from analysis.reconcile import find_runs, reconcile_runs, write_results
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
+from harness.rundir.provenance import read_provenance
 
 
 class NoRunsFound(LookupError):
@@ -36,7 +30,6 @@ class Analysis:
     markdown: Path
     json: Path
     junit: Path
-    cells_parquet: Path
 
 
 def analyse(
@@ -57,20 +50,13 @@ def analyse(
         )
     results = reconcile_runs(run_dirs, master)
     write_results(results)
-    cells_parquet, _ = write_aggregate(aggregate(results), out_dir)
-    result_dicts = [dataclasses.asdict(result) for result in results]
-    events = load_events_by_run(result_dicts)
-    cells = judge_all(result_dicts, events)
-    paths = render_report(cells, result_dicts, events, out_dir, title)
-    junit_path = write_junit(cells, junit or out_dir / "junit.xml")
+    events = load_events_by_run(results)
+    cells = judge_all(results, events)
+    provenance = read_provenance(run_dirs)
+    paths = render_report(cells, results, events, provenance, out_dir, title)
+    junit_path = write_junit(cells, events, junit or out_dir / "junit.xml")
     return Analysis(
-        tuple(cells),
-        exit_code(cells),
-        paths.html,
-        paths.markdown,
-        paths.json,
-        junit_path,
-        cells_parquet,
+        tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json, junit_path
     )
 
 
@@ -84,9 +70,9 @@ def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
     for cell in cells:
         counts = cell.stats.counts
 
-        def total(name: str, counts=counts, reps=cell.stats.counted) -> str:
+        def total(name: str, counts=counts) -> str:
             stat = counts.get(name)
-            return "-" if stat is None else f"{stat.mean * max(reps, 1):,.0f}"
+            return "-" if stat is None else f"{stat.total:,}"
 
         rate = cell.stats.loss_rate
         rows.append(

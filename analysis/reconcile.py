@@ -18,11 +18,9 @@ import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from pathlib import Path
-from statistics import fmean
-from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -40,8 +38,18 @@ from analysis.anomalies import (
     LOSS_CLASSES,
     loss_of,
 )
-from analysis.attribution import MissingMessage, attribute
+from analysis.attribution import Attribution, MissingMessage, attribute
+from analysis.judge.verdicts import CellStats, cell_stats
+from analysis.results import (
+    CONTRACT_KEYS,
+    Example,
+    RunResult,
+    RunStatus,
+    Sensitivity,
+    TimelineSecond,
+)
 from harness.rundir import layout
+from harness.rundir.config import CellConfig
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import ACKED_SCHEMA, NO_REPORT, READBACK_SCHEMA, STATUSES, Status
 
@@ -50,17 +58,10 @@ SHUFFLE_PARTITIONS = 4
 MAX_EXAMPLES = 20
 MAX_MISSING = 100_000  # missing messages per run handed to the attribution (the rest: counted)
 SLOT_BITS = 40
-# Facts about a run's own records, checked before judging (see analysis.judge.verdicts).
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
 PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
-CONTRACT_KEYS = (
-    "repeated_msg_ids",
-    "unidentified_rows",
-    "unknown_statuses",
-    *(f"reported_{s}" for s in STATUSES),
-)
 
 # The run-file contract has one home, the harness modules that write the files; Spark reads
 # the same columns with the matching types.
@@ -79,37 +80,15 @@ KEY_PARTITION = ["run_id", "partition"]
 
 
 @dataclass(frozen=True)
-class RunResult:
-    """The reconciliation of one repetition directory, as written to its results.json."""
-
-    run_dir: str
-    experiment: str
-    cell: str
-    repetition: int
-    config: dict
-    axes: dict
-    status: str
-    counts: dict[str, int] | None
-    examples: dict[str, list[dict]]
-    timeline: list[dict]
-    error: str | None
-    loss: int | None = None  # the one loss figure: sum of the counts that count as loss
-    loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
-    divergence_by_partition: dict[str, int] = field(default_factory=dict)
-    contract: dict[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
-    sensitivity: dict[str, Any] | None = None  # removed, found, passed (see _sensitivity_rows)
-    attribution: dict[str, Any] | None = None  # where missing messages still are: attribution.py
-
-
-@dataclass(frozen=True)
 class _Run:
     """A run directory as found on disk, checked before any Spark work."""
 
     run_id: int
     run_dir: Path
     spec: dict
-    status: str
+    status: RunStatus
     error: str | None
+    config: CellConfig = field(default_factory=CellConfig)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
 
 
@@ -157,7 +136,7 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
 def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
     """One result per run dir, in order, from one Spark query; a failing run becomes "error"."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    outcomes = _query_isolating_failures(spark, [r for r in runs if r.status != "error"])
+    outcomes = _query_isolating_failures(spark, [r for r in runs if r.status != RunStatus.ERROR])
     return [_result(run, outcomes.get(run.run_id, [])) for run in runs]
 
 
@@ -167,17 +146,17 @@ def _inspect(run_id: int, run_dir: Path) -> _Run:
         spec = json.loads((run_dir / layout.SPEC).read_text())
         if not isinstance(spec, dict):
             raise ValueError(f"{layout.SPEC} holds a {type(spec).__name__}, not an object")
-        for field_name in ("config", "axes"):
-            if not isinstance(spec.get(field_name) or {}, dict):
-                raise ValueError(f"{layout.SPEC}: {field_name} is not an object")
+        if not isinstance(spec.get("axes") or {}, dict):
+            raise ValueError(f"{layout.SPEC}: axes is not an object")
+        config = CellConfig.read(spec.get("config") or {})
         _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
         if not (run_dir / layout.READBACK).is_file():
-            return _Run(run_id, run_dir, spec, "incomplete", None)
+            return _Run(run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config)
         _check_columns(run_dir / layout.READBACK, READBACK_SCHEMA)
         log_start = _log_start_offsets(load_events(run_dir))
     except Exception as exc:
-        return _Run(run_id, run_dir, {}, "error", f"{type(exc).__name__}: {exc}")
-    return _Run(run_id, run_dir, spec, "complete", None, log_start)
+        return _Run(run_id, run_dir, {}, RunStatus.ERROR, f"{type(exc).__name__}: {exc}")
+    return _Run(run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start)
 
 
 def _log_start_offsets(events: list[dict]) -> dict[int, int]:
@@ -236,7 +215,7 @@ def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
     acked = acked.transform(_with_unknown_locations_as_null)
     parts = [_timeline_rows(acked)]
     anomalies = None
-    complete = [r for r in runs if r.status == "complete"]
+    complete = [r for r in runs if r.status == RunStatus.COMPLETE]
     if complete:
         files = {r.run_id: r.run_dir / layout.READBACK for r in complete}
         # One log record read twice by the consumer is one record, never a Kafka duplicate.
@@ -496,7 +475,7 @@ def _later_sends_read(acked: DataFrame, readback: DataFrame, runs: list[_Run]) -
     Only runs whose spec allows acks=0 (or does not say) are joined: under acks 1 and all every
     success carries its offset, so no missing message there needs this proof.
     """
-    ids = [r.run_id for r in runs if _may_lack_offsets(r.spec)]
+    ids = [r.run_id for r in runs if r.config.acks not in ("1", "all")]
     unlocated = acked.filter(F.col("run_id").isin(ids) & F.col("offset").isNull())
     read = readback.filter(F.col("run_id").isin(ids)).select("run_id", "msg_id", "partition")
     return (
@@ -505,11 +484,6 @@ def _later_sends_read(acked: DataFrame, readback: DataFrame, runs: list[_Run]) -
         .groupBy(*KEY_PARTITION)
         .agg(F.max("send_ts_us").alias("max_read_send_ts_us"))
     )
-
-
-def _may_lack_offsets(spec: dict) -> bool:
-    """False only when spec.json says acks 1 or all, under which every success has an offset."""
-    return str((spec.get("config") or {}).get("acks", "0")).lower() not in ("1", "all", "-1")
 
 
 def _read_count_rows(read_extent: DataFrame) -> DataFrame:
@@ -718,7 +692,7 @@ def _result(run: _Run, outcome: list[Row] | Exception) -> RunResult:
             return _assembled(run, outcome)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-    return _blank_result(run, "error", error)
+    return _blank_result(run, RunStatus.ERROR, error)
 
 
 def _first_line(exc: Exception) -> str:
@@ -727,7 +701,7 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _blank_result(run: _Run, status: str, error: str | None) -> RunResult:
+def _blank_result(run: _Run, status: RunStatus, error: str | None) -> RunResult:
     """A result with identity from spec.json (or the path) and no counts."""
     spec, path = run.spec, run.run_dir
     experiment = spec.get("experiment") or (path.parents[2].name if len(path.parents) > 2 else "")
@@ -737,12 +711,9 @@ def _blank_result(run: _Run, status: str, error: str | None) -> RunResult:
         experiment=str(experiment),
         cell=str(spec.get("cell") or path.parent.name),
         repetition=int(repetition) if str(repetition).isdigit() else -1,
-        config=dict(spec.get("config") or {}),
+        config=run.config,
         axes=dict(spec.get("axes") or {}),
         status=status,
-        counts=None,
-        examples={},
-        timeline=[],
         error=error,
     )
 
@@ -755,7 +726,7 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
         if row.kind == "anomaly_second" and row.value in seconds:
             seconds[row.value][row.name] = int(row.payload)
     timeline = _timeline({s: outcome for s, outcome in seconds.items() if s is not None})
-    if run.status != "complete":
+    if run.status != RunStatus.COMPLETE:
         return replace(blank, timeline=timeline)
     counts = _counts(list(seconds.values()), [row for row in rows if row.kind == "count"])
     contract = _contract(list(seconds.values()), [row for row in rows if row.kind == "contract"])
@@ -780,13 +751,13 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
     )
 
 
-def _attribution(run: _Run, missing_rows: list[Row], counts: dict[str, int]) -> dict[str, Any]:
+def _attribution(run: _Run, missing_rows: list[Row], counts: dict[str, int]) -> Attribution:
     """Where each missing message still is, from the segments kept in the run directory."""
     missing = []
     for row in missing_rows:
         acked_at = json.loads(row.payload)
         missing.append(MissingMessage(row.value, acked_at.get("partition"), acked_at.get("offset")))
-    return attribute(run.run_dir, missing, loss_of(counts)).as_dict()
+    return attribute(run.run_dir, missing, loss_of(counts))
 
 
 def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
@@ -802,12 +773,12 @@ def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
     return counts
 
 
-def _sensitivity(probe: dict[str, int], loss: int) -> dict[str, Any]:
-    """{"removed", "found", "passed"}: passed when the probe reported every removed record
-    missing and nothing else beyond the run's own loss."""
+def _sensitivity(probe: dict[str, int], loss: int) -> Sensitivity:
+    """Passed when the probe reported every removed record missing and nothing else beyond the
+    run's own loss."""
     removed, found = probe.get("removed", 0), probe.get("found", 0)
     extra = probe.get("probe_loss", 0) - loss - found
-    return {"removed": removed, "found": found, "passed": found == removed and extra == 0}
+    return Sensitivity(removed=removed, found=found, passed=found == removed and extra == 0)
 
 
 def _contract(seconds: list[dict], contract_rows: list[Row]) -> dict[str, int]:
@@ -821,35 +792,34 @@ def _contract(seconds: list[dict], contract_rows: list[Row]) -> dict[str, int]:
     return contract
 
 
-def _examples(example_rows: list[Row]) -> dict[str, list[dict]]:
+def _examples(example_rows: list[Row]) -> dict[str, tuple[Example, ...]]:
     """Examples per anomaly class in rank order, each with the fields EXAMPLE_FIELDS names."""
-    examples: dict[str, list[dict]] = {name: [] for name in ANOMALY_NAMES}
+    examples: dict[str, list[Example]] = {name: [] for name in ANOMALY_NAMES}
     for row in sorted(example_rows, key=lambda r: r.value):
-        payload = json.loads(row.payload)
-        examples[row.name].append({f: payload.get(f) for f in EXAMPLE_FIELDS[row.name]})
-    return examples
+        examples[row.name].append(Example.of(row.name, json.loads(row.payload)))
+    return {name: tuple(rows) for name, rows in examples.items()}
 
 
-def _timeline(by_second: dict[int, dict]) -> list[dict]:
+def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:
     """Entries for every epoch second from the first send's to the last's, gaps filled with zeros.
 
     t_s counts whole seconds from the epoch second of the first send.
     """
     if not by_second:
-        return []
+        return ()
     first, last = min(by_second), max(by_second)
-    return [_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1)]
+    return tuple(_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1))
 
 
-def _second(epoch_s: int, t_s: int, outcome: dict) -> dict:
-    """One timeline entry with every key present."""
-    return {
-        "t_s": t_s,
-        "epoch_s": epoch_s,
+def _second(epoch_s: int, t_s: int, outcome: dict) -> TimelineSecond:
+    """One timeline entry with every count present (zero when the second had none)."""
+    return TimelineSecond(
+        t_s=t_s,
+        epoch_s=epoch_s,
         **{key: int(outcome.get(key, 0)) for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES)},
-        "ack_latency_p50_ms": outcome.get("ack_latency_p50_ms"),
-        "ack_latency_p99_ms": outcome.get("ack_latency_p99_ms"),
-    }
+        ack_latency_p50_ms=outcome.get("ack_latency_p50_ms"),
+        ack_latency_p99_ms=outcome.get("ack_latency_p99_ms"),
+    )
 
 
 def reconcile_runs(run_dirs: Sequence[Path], master: str | None = None) -> list[RunResult]:
@@ -868,103 +838,41 @@ def write_results(results: Sequence[RunResult]) -> None:
     for result in results:
         target = Path(result.run_dir) / layout.RESULTS
         partial = target.with_suffix(".json.partial")
-        partial.write_text(json.dumps(asdict(result), indent=2, sort_keys=True) + "\n")
+        partial.write_text(json.dumps(result.as_json(), indent=2, sort_keys=True) + "\n")
         partial.replace(target)
 
 
-# The per-cell aggregate covers every count and the loss figure ("loss" is not a count).
-AGGREGATED = (*COUNT_NAMES, "loss")
-TABLE_COUNTS = ("acked", *ANOMALY_NAMES)
+TABLE_COUNTS = ("acked", *ANOMALY_NAMES, "loss")
+CELL_TABLE = "cells.md"  # written by the command line beside its printout
 
 
-def aggregate(results: Sequence[RunResult]) -> list[dict]:
-    """One row per (experiment, cell): repetition tallies, sum/mean/min/max per count, loss_rate.
-
-    Statistics cover complete repetitions only; loss_rate is summed lost / summed acked.
-    """
+def cell_table(results: Sequence[RunResult]) -> str:
+    """A Markdown table of summed counts per cell; reps shows complete/total if they differ."""
     groups: dict[tuple[str, str], list[RunResult]] = defaultdict(list)
     for result in results:
         groups[(result.experiment, result.cell)].append(result)
-    return [_cell_row(exp, cell, reps) for (exp, cell), reps in sorted(groups.items())]
-
-
-def _cell_row(experiment: str, cell: str, reps: list[RunResult]) -> dict[str, Any]:
-    """The aggregate row of one cell."""
-    counted = [r.counts for r in reps if r.status == "complete" and r.counts is not None]
-    row: dict[str, Any] = {
-        "experiment": experiment,
-        "cell": cell,
-        "config": next((r.config for r in reps if r.config), {}),
-        "axes": next((r.axes for r in reps if r.axes), {}),
-        "repetitions": len(reps),
-        "complete": len(counted),
-        "incomplete": sum(r.status == "incomplete" for r in reps),
-        "errors": sum(r.status == "error" for r in reps),
-    }
-    for key in AGGREGATED:
-        values = [counts.get(key, loss_of(counts)) for counts in counted]
-        row[f"{key}_sum"] = sum(values) if values else None
-        row[f"{key}_mean"] = fmean(values) if values else None
-        row[f"{key}_min"] = min(values, default=None)
-        row[f"{key}_max"] = max(values, default=None)
-    acked = row["acked_sum"]
-    row["loss_rate"] = row["loss_sum"] / acked if acked else None
-    return row
-
-
-def _cells_schema() -> pa.Schema:
-    """Arrow schema of cells.parquet; config and axes are JSON text (keys vary by experiment)."""
-    fields = [
-        pa.field("experiment", pa.string()),
-        pa.field("cell", pa.string()),
-        pa.field("config", pa.string()),
-        pa.field("axes", pa.string()),
-        *(pa.field(n, pa.int64()) for n in ("repetitions", "complete", "incomplete", "errors")),
-    ]
-    for key in AGGREGATED:
-        fields += [
-            pa.field(f"{key}_sum", pa.int64()),
-            pa.field(f"{key}_mean", pa.float64()),
-            pa.field(f"{key}_min", pa.int64()),
-            pa.field(f"{key}_max", pa.int64()),
-        ]
-    return pa.schema([*fields, pa.field("loss_rate", pa.float64())])
-
-
-def write_aggregate(rows: Sequence[dict], out_dir: Path) -> tuple[Path, Path]:
-    """Write cells.parquet and cells.md into out_dir (created if needed); return both paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    flat = [
-        {**row, "config": json.dumps(row["config"]), "axes": json.dumps(row["axes"])}
-        for row in rows
-    ]
-    parquet_path, md_path = out_dir / "cells.parquet", out_dir / "cells.md"
-    pq.write_table(pa.Table.from_pylist(flat, schema=_cells_schema()), parquet_path)
-    md_path.write_text(markdown_table(rows))
-    return parquet_path, md_path
-
-
-def markdown_table(rows: Sequence[dict]) -> str:
-    """The cells as a Markdown table of summed counts; reps shows complete/total if they differ."""
-    several_experiments = len({row["experiment"] for row in rows}) > 1
-    header = ["cell", "reps", *TABLE_COUNTS, "loss"]
+    several_experiments = len({experiment for experiment, _ in groups}) > 1
+    header = ["cell", "reps", *TABLE_COUNTS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        name = f"{row['experiment']}/{row['cell']}" if several_experiments else row["cell"]
-        reps = str(row["repetitions"])
-        if row["complete"] != row["repetitions"]:
-            reps = f"{row['complete']}/{reps}"
-        sums = [
-            "n/a" if row[f"{k}_sum"] is None else str(row[f"{k}_sum"])
-            for k in (*TABLE_COUNTS, "loss")
-        ]
-        lines.append("| " + " | ".join([name.replace("|", r"\|"), reps, *sums]) + " |")
+    for (experiment, cell), reps in sorted(groups.items()):
+        name = f"{experiment}/{cell}" if several_experiments else cell
+        lines.append(
+            "| " + " | ".join([name.replace("|", r"\|"), *_table_row(cell_stats(reps))]) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
+def _table_row(stats: CellStats) -> list[str]:
+    """reps, then the sum of each TABLE_COUNTS count over the cell's counted repetitions."""
+    reps = str(stats.repetitions)
+    if stats.counted != stats.repetitions:
+        reps = f"{stats.counted}/{reps}"
+    sums = [str(stats.counts[k].total) if k in stats.counts else "n/a" for k in TABLE_COUNTS]
+    return [reps, *sums]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI: reconcile the runs matching the globs, write results and the cell table, print it."""
+    """CLI: reconcile the runs matching the globs, write results.json and the cell table."""
     parser = argparse.ArgumentParser(
         prog="python -m analysis.reconcile",
         description="Reconcile acked messages against the read-back of chaos runs.",
@@ -984,13 +892,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = reconcile_runs(run_dirs, args.master)
     write_results(results)
-    rows = aggregate(results)
-    parquet_path, md_path = write_aggregate(rows, args.out)
-    print(markdown_table(rows), end="")
-    tally = {s: sum(r.status == s for r in results) for s in ("complete", "incomplete", "error")}
+    table = cell_table(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    md_path = args.out / CELL_TABLE
+    md_path.write_text(table)
+    print(table, end="")
+    tally = {s.value: sum(r.status == s for r in results) for s in RunStatus}
     print(
-        f"{len(results)} runs ({', '.join(f'{n} {s}' for s, n in tally.items())}); "
-        f"wrote {parquet_path} and {md_path}",
+        f"{len(results)} runs ({', '.join(f'{n} {s}' for s, n in tally.items())}); wrote {md_path}",
         file=sys.stderr,
     )
     return 0

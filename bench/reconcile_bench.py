@@ -28,7 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from analysis.reconcile import COUNT_KEYS, RunResult, reconcile, spark_session
+from analysis.anomalies import COUNT_NAMES
+from analysis.reconcile import reconcile, spark_session
+from analysis.results import RunResult
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000
@@ -172,7 +174,7 @@ def summed_counts(results: list[RunResult]) -> dict:
     broken = [r for r in results if r.status != "complete"]
     if broken:
         raise RuntimeError(f"{broken[0].run_dir}: {broken[0].status}: {broken[0].error}")
-    return {key: sum(r.counts[key] for r in results if r.counts) for key in COUNT_KEYS}
+    return {key: sum(r.counts[key] for r in results if r.counts) for key in COUNT_NAMES}
 
 
 def main(argv: list[str] | None = None) -> int:

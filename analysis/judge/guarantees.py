@@ -7,12 +7,12 @@ The table is data: the first row that matches a (configuration, fault class) pai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from harness.chaos.faults import CLASS_KINDS
+from harness.rundir.config import Acks, CellConfig
 
 __all__ = [
     "ALLOWED",
@@ -67,11 +67,6 @@ class Guarantee:
     duplicates_citation: str = ""
     order_citation: str = ORDER_CITATION
 
-    @property
-    def loss_allowed(self) -> bool:
-        """True only when loss is allowed unconditionally."""
-        return self.loss == ALLOWED
-
 
 @dataclass(frozen=True)
 class FaultClass:
@@ -100,7 +95,7 @@ class FaultClass:
 class Setting:
     """The producer/topic settings the documented guarantees depend on, normalised."""
 
-    acks: Literal["0", "1", "all"]
+    acks: Acks
     min_insync_replicas: int
     unclean_leader_election: bool
     enable_idempotence: bool
@@ -108,15 +103,15 @@ class Setting:
     fault: FaultClass
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Setting:
-        """Read the flat `config` of a spec/result; raise ValueError/KeyError when unusable."""
+    def from_config(cls, config: CellConfig) -> Setting:
+        """The settings of a cell's config; ConfigError when one the table needs is missing."""
         return cls(
-            acks=_normalise_acks(config["acks"]),
-            min_insync_replicas=int(config["min_insync_replicas"]),
-            unclean_leader_election=_as_bool(config["unclean_leader_election"]),
-            enable_idempotence=_as_bool(config["enable_idempotence"]),
-            max_in_flight=int(config["max_in_flight"]),
-            fault=FaultClass.parse(str(config["fault_class"])),
+            acks=config.require("acks"),
+            min_insync_replicas=config.require("min_insync_replicas"),
+            unclean_leader_election=config.require("unclean_leader_election"),
+            enable_idempotence=config.require("enable_idempotence"),
+            max_in_flight=config.require("max_in_flight"),
+            fault=FaultClass.parse(config.require("fault_class")),
         )
 
 
@@ -140,25 +135,6 @@ class LossRow:
             and self.unclean in (None, setting.unclean_leader_election)
             and any(fnmatchcase(setting.fault.name, pattern) for pattern in self.faults)
         )
-
-
-def _normalise_acks(value: object) -> Literal["0", "1", "all"]:
-    """Map acks spellings ("all", "-1", -1, 1, "1", 0) to "0", "1" or "all"."""
-    text = str(value).strip().lower()
-    if text in ("all", "-1"):
-        return "all"
-    if text == "0":
-        return "0"
-    if text == "1":
-        return "1"
-    raise ValueError(f"unknown acks {value!r}: expected 0, 1 or all")
-
-
-def _as_bool(value: object) -> bool:
-    """Read a bool that may have travelled as a string through the matrix axes."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    return bool(value)
 
 
 ACKS_1_OR_ALL: Final = frozenset({"1", "all"})
@@ -351,8 +327,8 @@ def loss_row_for(setting: Setting) -> LossRow:
     )
 
 
-def guarantee_for(config: Mapping[str, Any]) -> Guarantee:
-    """The documented guarantee for a result's flat `config`; raises on unknown settings."""
+def guarantee_for(config: CellConfig) -> Guarantee:
+    """The documented guarantee for a cell's config; raises on unknown or missing settings."""
     setting = Setting.from_config(config)
     row = loss_row_for(setting)
     idempotent = setting.enable_idempotence

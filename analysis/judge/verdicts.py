@@ -1,8 +1,8 @@
 """Judge reconciled repetitions and cells against the documented guarantees.
 
-Checkers are pure functions of a repetition's result (from results.json) and its events; like
-Jepsen's, they answer PASS/VIOLATION/... or UNKNOWN, and an exception inside them becomes
-UNKNOWN with the error as reason, never a crash.
+Checkers are pure functions of a repetition's RunResult and its events; like Jepsen's, they
+answer PASS/VIOLATION/... or UNKNOWN, and an exception inside them becomes UNKNOWN with the
+error as reason, never a crash.
 """
 
 from __future__ import annotations
@@ -21,13 +21,17 @@ from analysis.judge.guarantees import (
     Guarantee,
     guarantee_for,
 )
+from analysis.results import Example, RunResult, RunStatus
+from harness.rundir.config import CellConfig
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import STATUSES
 
 __all__ = [
+    "VERDICT_MEANING",
     "CellStats",
     "CellVerdict",
     "CountStats",
+    "Event",
     "RepetitionVerdict",
     "Verdict",
     "cell_stats",
@@ -41,7 +45,10 @@ __all__ = [
 ]
 
 EXAMPLES_IN_REASON: Final = 5
-VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it
+VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it, for the reader
+# One line of events.jsonl as harness.rundir.events.load_events returns it.
+Event = Mapping[str, Any]
+Examples = Mapping[str, Sequence[Example]]  # anomaly class → its examples, lowest msg_id first
 
 
 class Verdict(StrEnum):
@@ -54,7 +61,14 @@ class Verdict(StrEnum):
     UNKNOWN = "UNKNOWN"
 
 
-CONSISTENT: Final = frozenset({Verdict.PASS, Verdict.EXPECTED_LOSS, Verdict.NOT_PROVOKED})
+# What each verdict means, in the words every rendering (HTML, Markdown, JSON, JUnit) uses.
+VERDICT_MEANING: Final = {
+    Verdict.PASS: "the documented guarantee held",
+    Verdict.VIOLATION: "a documented guarantee was broken",
+    Verdict.EXPECTED_LOSS: "acknowledged data was lost where the documentation allows it",
+    Verdict.NOT_PROVOKED: "loss is allowed but never happened: the faults were too weak",
+    Verdict.UNKNOWN: "incomplete or failed run, or the checker could not judge it",
+}
 
 
 @dataclass(frozen=True)
@@ -68,15 +82,17 @@ class RepetitionVerdict:
     repetition: int = 0
     loss: int | None = None  # distinct acked messages missing (lost + unseen); None: not judged
     acked: int | None = None
+    violations: tuple[str, ...] = ()  # the reasons that are violations of the guarantee
 
 
 @dataclass(frozen=True)
 class CountStats:
-    """Mean, minimum and maximum of one count over a cell's judged repetitions."""
+    """Mean, minimum, maximum and sum of one count over a cell's repetitions with counts."""
 
     mean: float
     min: int
     max: int
+    total: int
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,7 @@ class CellVerdict:
 
     cell: str
     experiment: str
-    config: Mapping[str, Any]
+    config: CellConfig
     verdict: Verdict
     reasons: tuple[str, ...]
     repetitions: tuple[RepetitionVerdict, ...]
@@ -116,52 +132,39 @@ class _Finding:
 # Loading run directories
 
 
-def load_events_by_run(results: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def load_events_by_run(results: Iterable[RunResult]) -> dict[str, list[Event]]:
     """The events of each result's run dir, keyed by its `run_dir`."""
-    return {str(r.get("run_dir", "")): load_events(str(r.get("run_dir", ""))) for r in results}
+    return {r.run_dir: load_events(r.run_dir) for r in results}
 
 
 # ---------------------------------------------------------------------------------------------
 # Repetition
 
 
-def judge_repetition(
-    result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
-) -> RepetitionVerdict:
+def judge_repetition(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
     """Judge one repetition; never raises: a checker failure yields UNKNOWN naming the error."""
-    run_dir, repetition = _identity(result)
     try:
-        return _judge(result, events, run_dir, repetition)
+        return _judge(result, events)
     except Exception as exc:  # Jepsen: a checker that crashes knows nothing, it does not fail
         return RepetitionVerdict(
             verdict=Verdict.UNKNOWN,
             reasons=(f"checker error: {type(exc).__name__}: {exc}",),
             guarantee=None,
-            run_dir=run_dir,
-            repetition=repetition,
+            run_dir=result.run_dir,
+            repetition=result.repetition,
         )
 
 
-def _identity(result: Mapping[str, Any]) -> tuple[str, int]:
-    """(run_dir, repetition) of a result, tolerating missing or malformed fields."""
-    try:
-        return str(result.get("run_dir", "")), int(result.get("repetition", 0))
-    except (AttributeError, TypeError, ValueError):
-        return "", 0
-
-
-def _judge(
-    result: Mapping[str, Any], events: Sequence[Mapping[str, Any]], run_dir: str, repetition: int
-) -> RepetitionVerdict:
+def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
     """The checker proper; may raise on malformed input."""
-    status = result.get("status")
-    if status != "complete" or result.get("counts") is None:
-        reason = f"run {status or 'without status'}: {result.get('error') or 'no error recorded'}"
+    run_dir, repetition = result.run_dir, result.repetition
+    if result.status != RunStatus.COMPLETE or result.counts is None:
+        reason = f"run {result.status}: {result.error or 'no error recorded'}"
         return RepetitionVerdict(
-            Verdict.UNKNOWN, (reason,), _guarantee_or_none(result), run_dir, repetition
+            Verdict.UNKNOWN, (reason,), _guarantee_or_none(result.config), run_dir, repetition
         )
-    counts = _read_counts(result["counts"])
-    guarantee = guarantee_for(result["config"])
+    counts = _read_counts(result.counts)
+    guarantee = guarantee_for(result.config)
     loss, acked = loss_of(counts), counts["acked"]
     unknown = RepetitionVerdict(Verdict.UNKNOWN, (), guarantee, run_dir, repetition, loss, acked)
     if breaches := contract_breaches(result, events):
@@ -172,8 +175,9 @@ def _judge(
             f"indeterminate {counts['indeterminate']}): nothing to judge"
         )
         return dataclasses.replace(unknown, reasons=(reason,))
-    examples = result.get("examples") or {}
-    evidence = _Evidence(events, run_origin_us(result, events), _by_partition(result))
+    examples = result.examples
+    partitions = {"loss": result.loss_by_partition, "divergence": result.divergence_by_partition}
+    evidence = _Evidence(events, run_origin_us(result, events), partitions)
     findings = [
         _loss_finding(counts, examples, guarantee, evidence),
         *_divergence_findings(counts, examples, guarantee, evidence),
@@ -189,6 +193,7 @@ def _judge(
         repetition=repetition,
         loss=loss,
         acked=acked,
+        violations=tuple(f.reason for f in findings if f.violation),
     )
 
 
@@ -196,17 +201,9 @@ def _judge(
 class _Evidence:
     """What the ISR exception needs: the events, t=0, and the partitions each kind hit."""
 
-    events: Sequence[Mapping[str, Any]]
+    events: Sequence[Event]
     origin_us: float
     partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
-
-
-def _by_partition(result: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """The result's per-partition loss and divergence counts ("unknown": no partition)."""
-    return {
-        "loss": dict(result.get("loss_by_partition") or {}),
-        "divergence": dict(result.get("divergence_by_partition") or {}),
-    }
 
 
 def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
@@ -216,15 +213,15 @@ def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
     return Verdict.EXPECTED_LOSS if loss > 0 else Verdict.PASS
 
 
-def _guarantee_or_none(result: Mapping[str, Any]) -> Guarantee | None:
-    """The guarantee of a result's config, or None when the config cannot be read."""
+def _guarantee_or_none(config: CellConfig) -> Guarantee | None:
+    """The guarantee of a config, or None when it lacks a setting or no row covers it."""
     try:
-        return guarantee_for(result["config"])
-    except (KeyError, TypeError, ValueError, LookupError):
+        return guarantee_for(config)
+    except (TypeError, ValueError, LookupError):
         return None
 
 
-def _read_counts(raw: Mapping[str, Any]) -> dict[str, int]:
+def _read_counts(raw: Mapping[str, object]) -> dict[str, int]:
     """The counts as ints; raises ValueError naming the first missing or non-integer count."""
     counts: dict[str, int] = {}
     for name in COUNT_NAMES:
@@ -239,7 +236,7 @@ def _read_counts(raw: Mapping[str, Any]) -> dict[str, int]:
 # Contract checks: a repetition whose own record is in doubt proves nothing
 
 
-def contract_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+def contract_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
     """Why this repetition's record cannot be trusted ([] when it can): each makes it UNKNOWN."""
     return [
         *_readback_breaches(events),
@@ -249,19 +246,19 @@ def contract_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, A
     ]
 
 
-def _sensitivity_breaches(result: Mapping[str, Any]) -> list[str]:
+def _sensitivity_breaches(result: RunResult) -> list[str]:
     """A checker that missed records removed on purpose could miss real loss too."""
-    check = result.get("sensitivity")
-    if not isinstance(check, Mapping) or check.get("passed") is not False:
+    check = result.sensitivity
+    if check is None or check.passed:
         return []
     return [
-        f"the checker failed its sensitivity check: of {check.get('removed')} acknowledged "
-        f"records removed from a copy of the read-back, {check.get('found')} were reported "
+        f"the checker failed its sensitivity check: of {check.removed} acknowledged "
+        f"records removed from a copy of the read-back, {check.found} were reported "
         "missing, or it reported other messages missing too"
     ]
 
 
-def _readback_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _readback_breaches(events: Sequence[Event]) -> list[str]:
     """An incomplete or unrecorded read-back cannot prove anything."""
     readbacks = [e for e in events if e.get("type") == EventType.READBACK]
     if not readbacks:
@@ -276,7 +273,7 @@ def _readback_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
-def _harness_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _harness_breaches(events: Sequence[Event]) -> list[str]:
     """Faults that failed to inject or heal, and harness errors, in event order."""
     breaches = []
     for event in events:
@@ -292,10 +289,10 @@ def _harness_breaches(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return breaches
 
 
-def _journal_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _journal_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
     """acked.parquet must hold each msg_id once, known statuses, and every delivery report."""
-    contract = result.get("contract")
-    if not isinstance(contract, Mapping):
+    contract = result.contract
+    if contract is None:
         return ["the result carries no contract facts (reconciled by an older analysis)"]
     breaches = []
     if repeated := contract.get("repeated_msg_ids"):
@@ -312,7 +309,7 @@ def _journal_breaches(result: Mapping[str, Any], events: Sequence[Mapping[str, A
     return breaches + _tally_breaches(contract, events)
 
 
-def _tally_breaches(contract: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _tally_breaches(contract: Mapping[str, int], events: Sequence[Event]) -> list[str]:
     """The recorder's own tally of delivery reports must equal the journal's rows per status."""
     tallies = [e for e in events if e.get("type") == EventType.RECORDER_TALLY]
     if not tallies:
@@ -338,7 +335,7 @@ def _tally_breaches(contract: Mapping[str, Any], events: Sequence[Mapping[str, A
 
 def _loss_finding(
     counts: Mapping[str, int],
-    examples: Mapping[str, Any],
+    examples: Examples,
     guarantee: Guarantee,
     evidence: _Evidence,
 ) -> _Finding:
@@ -361,7 +358,7 @@ def _loss_finding(
 
 def _divergence_findings(
     counts: Mapping[str, int],
-    examples: Mapping[str, Any],
+    examples: Examples,
     guarantee: Guarantee,
     evidence: _Evidence,
 ) -> list[_Finding]:
@@ -384,7 +381,7 @@ def _divergence_findings(
     return [_isr_exception_finding(rule, what, guarantee, evidence, "divergence")]
 
 
-def _describe(counts: Mapping[str, int], examples: Mapping[str, Any], names: Sequence[str]) -> str:
+def _describe(counts: Mapping[str, int], examples: Examples, names: Sequence[str]) -> str:
     """Each non-zero class of `names` with its count, meaning and first example msg_ids."""
     parts = []
     for name in names:
@@ -395,9 +392,9 @@ def _describe(counts: Mapping[str, int], examples: Mapping[str, Any], names: Seq
     return "; ".join(parts)
 
 
-def _example_text(examples: Mapping[str, Any], name: str) -> str:
+def _example_text(examples: Examples, name: str) -> str:
     """', e.g. msg_id 7 at p0@12 (read-back: 9), …' for the first examples of a class, or ''."""
-    rows = [r for r in (examples.get(name) or []) if isinstance(r, Mapping)]
+    rows = examples.get(name) or ()
     if not rows:
         return ""
     shown = [_example_one(r) for r in rows[:EXAMPLES_IN_REASON]]
@@ -405,13 +402,13 @@ def _example_text(examples: Mapping[str, Any], name: str) -> str:
     return "; e.g. " + ", ".join(shown) + more
 
 
-def _example_one(row: Mapping[str, Any]) -> str:
+def _example_one(example: Example) -> str:
     """One example message: id, where it was acked and what the read-back holds there."""
-    text = f"msg_id {row.get('msg_id')}"
-    if row.get("partition") is not None:
-        text += f" at p{row['partition']}@{row.get('offset')}"
-    if row.get("readback_msg_id_at_offset") is not None:
-        text += f" (read-back holds msg_id {row['readback_msg_id_at_offset']})"
+    text = f"msg_id {example.msg_id}"
+    if example.partition is not None:
+        text += f" at p{example.partition}@{example.offset}"
+    if example.readback_msg_id_at_offset is not None:
+        text += f" (read-back holds msg_id {example.readback_msg_id_at_offset})"
     return text
 
 
@@ -444,14 +441,14 @@ def _isr_exception_finding(
     )
 
 
-def _last_fault_start_us(events: Sequence[Mapping[str, Any]]) -> float:
+def _last_fault_start_us(events: Sequence[Event]) -> float:
     """ts_us of the last fault_start; +inf when there was none (then every sample is before)."""
-    starts = [int(e["ts_us"]) for e in events if e.get("type") == "fault_start"]
+    starts = [int(e["ts_us"]) for e in events if e.get("type") == EventType.FAULT_START]
     return max(starts) if starts else float("inf")
 
 
 def _isr_shrunk_sample(
-    events: Sequence[Mapping[str, Any]], partitions: set[int] | None, before_us: float
+    events: Sequence[Event], partitions: set[int] | None, before_us: float
 ) -> tuple[int, int, list[int]] | None:
     """(ts_us, partition, isr) of the first sample before `before_us` with an ISR of size 1
     in one of `partitions` (None: any partition)."""
@@ -470,7 +467,7 @@ def _isr_shrunk_sample(
 
 
 def _duplicate_findings(
-    counts: Mapping[str, int], examples: Mapping[str, Any], guarantee: Guarantee
+    counts: Mapping[str, int], examples: Examples, guarantee: Guarantee
 ) -> list[_Finding]:
     """Duplicates of acknowledged messages: a violation with idempotence on, a counted legal
     anomaly otherwise. Duplicates of failed or indeterminate sends are always allowed."""
@@ -496,7 +493,7 @@ def _duplicate_findings(
 
 
 def _order_findings(
-    counts: Mapping[str, int], examples: Mapping[str, Any], guarantee: Guarantee
+    counts: Mapping[str, int], examples: Examples, guarantee: Guarantee
 ) -> list[_Finding]:
     """Reordering is a violation when order is guaranteed, a counted legal anomaly otherwise."""
     reordered = counts["reordered"]
@@ -520,12 +517,11 @@ def _legal_anomaly_notes(counts: Mapping[str, int]) -> list[_Finding]:
     ]
 
 
-def run_origin_us(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> float:
+def run_origin_us(result: RunResult, events: Sequence[Event]) -> float:
     """Epoch µs of t=0 for a run: the timeline's origin, else the first event, else 0."""
-    timeline = result.get("timeline") or []
-    if timeline:
-        first = timeline[0]
-        return (float(first["epoch_s"]) - float(first["t_s"])) * 1e6
+    origin = result.origin_us()
+    if origin is not None:
+        return origin
     stamps = [float(e["ts_us"]) for e in events if "ts_us" in e]
     return min(stamps) if stamps else 0.0
 
@@ -535,23 +531,20 @@ def run_origin_us(result: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
 
 
 def judge_cell(
-    results_of_cell: Sequence[Mapping[str, Any]],
-    events_by_run: Mapping[str, Sequence[Mapping[str, Any]]],
+    results_of_cell: Sequence[RunResult], events_by_run: Mapping[str, Sequence[Event]]
 ) -> CellVerdict:
     """Judge a cell from all its repetitions; ValueError if given no repetition at all."""
     if not results_of_cell:
         raise ValueError("judge_cell needs at least one repetition")
-    ordered = sorted(results_of_cell, key=lambda r: _identity(r)[1])
-    repetitions = tuple(
-        judge_repetition(r, events_by_run.get(str(r.get("run_dir", "")), [])) for r in ordered
-    )
+    ordered = sorted(results_of_cell, key=lambda r: r.repetition)
+    repetitions = tuple(judge_repetition(r, events_by_run.get(r.run_dir, [])) for r in ordered)
     guarantee = next((r.guarantee for r in repetitions if r.guarantee is not None), None)
     verdict, reasons = _cell_outcome(repetitions, guarantee)
     first = ordered[0]
     return CellVerdict(
-        cell=str(first.get("cell", "")),
-        experiment=str(first.get("experiment", "")),
-        config=dict(first.get("config") or {}),
+        cell=first.cell,
+        experiment=first.experiment,
+        config=first.config,
         verdict=verdict,
         reasons=reasons,
         repetitions=repetitions,
@@ -604,25 +597,30 @@ def _rep_reasons(
     for rep in reps:
         reasons = rep.reasons
         if only_violations:
-            reasons = tuple(r for r in reasons if r.startswith(VIOLATION_PREFIX)) or reasons
+            reasons = rep.violations or reasons
         if first_only:
             reasons = reasons[:1]
         lines.extend(f"rep {rep.repetition}: {reason}" for reason in reasons)
     return lines
 
 
-def cell_stats(results_of_cell: Sequence[Mapping[str, Any]]) -> CellStats:
-    """Mean/min/max per count and of the loss figure over repetitions with counts; the rates."""
+def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
+    """Mean/min/max/sum per count and of the loss figure over repetitions with counts; rates.
+
+    The one per-cell computation: the matrix, the chart, the tables and reconcile's command
+    line all read it.
+    """
     rows = [
         {**counts, "loss": loss_of(counts)}
-        for counts in (r.get("counts") for r in results_of_cell)
+        for counts in (r.counts for r in results_of_cell)
         if isinstance(counts, Mapping) and all(_is_count(counts.get(n)) for n in LOSS_CLASSES)
     ]
     stats: dict[str, CountStats] = {}
     for name in (*COUNT_NAMES, "loss"):
         values = [v for v in (row.get(name) for row in rows) if _is_count(v)]
         if values:
-            stats[name] = CountStats(sum(values) / len(values), min(values), max(values))
+            total = sum(values)
+            stats[name] = CountStats(total / len(values), min(values), max(values), total)
     return CellStats(
         repetitions=len(results_of_cell),
         counted=len(rows),
@@ -637,7 +635,7 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _rate(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+def _rate(rows: Sequence[Mapping[str, object]], name: str) -> float | None:
     """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
     usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get("acked"))]
     acked = sum(r["acked"] for r in usable)
@@ -647,14 +645,12 @@ def _rate(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
 
 
 def judge_all(
-    results: Sequence[Mapping[str, Any]],
-    events_by_run: Mapping[str, Sequence[Mapping[str, Any]]],
+    results: Sequence[RunResult], events_by_run: Mapping[str, Sequence[Event]]
 ) -> list[CellVerdict]:
     """Group results by (experiment, cell) in first-seen order and judge each group."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[RunResult]] = {}
     for result in results:
-        key = (str(result.get("experiment", "")), str(result.get("cell", "")))
-        groups.setdefault(key, []).append(result)
+        groups.setdefault((result.experiment, result.cell), []).append(result)
     return [judge_cell(group, events_by_run) for group in groups.values()]
 
 

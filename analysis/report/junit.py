@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from analysis.judge.verdicts import CellVerdict, RepetitionVerdict, Verdict
+from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, RepetitionVerdict, Verdict
 
-__all__ = ["SUITE_NAME", "write_junit"]
+__all__ = ["SUITE_NAME", "junit_tree", "repetition_seconds", "write_junit"]
 
 SUITE_NAME: Final = "kafka-chaos"
-NOT_PROVOKED_MESSAGE: Final = "loss allowed but not provoked"
+# Spelled as every other rendering spells the verdict, with the same meaning.
+NOT_PROVOKED_MESSAGE: Final = (
+    f"{Verdict.NOT_PROVOKED.value}: {VERDICT_MEANING[Verdict.NOT_PROVOKED]}"
+)
 MESSAGE_CHARS: Final = 500  # CI tools show the message attribute on one line
+
+
+def repetition_seconds(events: Sequence[Event]) -> float:
+    """How long a repetition ran: its first event to its last (ts_us), 0 without two stamps."""
+    stamps = [e["ts_us"] for e in events if isinstance(e.get("ts_us"), int)]
+    return (max(stamps) - min(stamps)) / 1e6 if stamps else 0.0
 
 
 def _outcome(cell: CellVerdict, rep: RepetitionVerdict) -> str:
@@ -28,13 +37,13 @@ def _outcome(cell: CellVerdict, rep: RepetitionVerdict) -> str:
     return "passed"
 
 
-def _testcase(cell: CellVerdict, rep: RepetitionVerdict) -> tuple[ET.Element, str]:
+def _testcase(cell: CellVerdict, rep: RepetitionVerdict, seconds: float) -> tuple[ET.Element, str]:
     """The <testcase> of one repetition and its outcome."""
     case = ET.Element(
         "testcase",
         classname=f"{cell.experiment}.{cell.cell}",
         name=f"rep-{rep.repetition}",
-        time="0",
+        time=_seconds(seconds),
     )
     outcome = _outcome(cell, rep)
     text = "\n".join(rep.reasons)
@@ -47,6 +56,11 @@ def _testcase(cell: CellVerdict, rep: RepetitionVerdict) -> tuple[ET.Element, st
         case, "system-out"
     ).text = f"verdict: {rep.verdict.value}\n{_loss_line(rep)}{text}"
     return case, outcome
+
+
+def _seconds(seconds: float) -> str:
+    """A JUnit time attribute: seconds with millisecond precision."""
+    return f"{seconds:.3f}"
 
 
 def _loss_line(rep: RepetitionVerdict) -> str:
@@ -62,14 +76,20 @@ def _message(rep: RepetitionVerdict) -> str:
     return first if len(first) <= MESSAGE_CHARS else first[: MESSAGE_CHARS - 1] + "…"
 
 
-def junit_tree(cells: Sequence[CellVerdict]) -> ET.ElementTree:
-    """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals."""
+def junit_tree(
+    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Sequence[Event]]
+) -> ET.ElementTree:
+    """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals; each test
+    case lasts as long as its repetition's events span."""
     suite = ET.Element("testsuite", name=SUITE_NAME)
     tally = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+    total_seconds = 0.0
     for cell in cells:
         for rep in cell.repetitions:
-            case, outcome = _testcase(cell, rep)
+            seconds = repetition_seconds(events_by_run.get(rep.run_dir) or [])
+            case, outcome = _testcase(cell, rep, seconds)
             suite.append(case)
+            total_seconds += seconds
             tally["tests"] += 1
             if outcome in tally:
                 tally[outcome] += 1
@@ -78,7 +98,7 @@ def junit_tree(cells: Sequence[CellVerdict]) -> ET.ElementTree:
         "failures": str(tally["failure"]),
         "errors": str(tally["error"]),
         "skipped": str(tally["skipped"]),
-        "time": "0",
+        "time": _seconds(total_seconds),
     }
     suite.attrib.update(totals)
     root = ET.Element("testsuites", name=SUITE_NAME, **totals)
@@ -87,9 +107,11 @@ def junit_tree(cells: Sequence[CellVerdict]) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write_junit(cells: Sequence[CellVerdict], path: Path) -> Path:
+def write_junit(
+    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Sequence[Event]], path: Path
+) -> Path:
     """Write the JUnit XML for the cells to `path` (parents created) and return it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    junit_tree(cells).write(path, encoding="utf-8", xml_declaration=True)
+    junit_tree(cells, events_by_run).write(path, encoding="utf-8", xml_declaration=True)
     return path

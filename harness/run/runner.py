@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import random
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +26,10 @@ from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
 from harness.run.evidence import segments_event
 from harness.run.interrupts import INTERRUPTS
+from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
-from harness.settings import REPO_ROOT
 from harness.workload.journal import AckJournal, JournalError, finalize
 from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
@@ -123,15 +122,6 @@ def point_latest_at(root: Path) -> None:
     staged.unlink(missing_ok=True)
     staged.symlink_to(root.name, target_is_directory=True)
     staged.replace(link)
-
-
-def git_revision() -> str | None:
-    """The checkout's commit, or None outside a git checkout."""
-    with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    return None
 
 
 def write_spec(
@@ -365,12 +355,15 @@ def run_experiment(
         log.info("removed %d containers/networks left by a crashed run", removed)
     repetitions = plan_repetitions(experiment, cells, root)
     write_plan(root, repetitions)
+    provenance = ProvenanceRecord(root, experiment)
     summaries: list[RepetitionSummary] = []
     try:
         for index, repetition in enumerate(repetitions, start=1):
             progress.cell_started(index, len(repetitions), repetition.cell.name, repetition.index)
+            image = image_for(repetition.cell)
+            provenance.image_used(image)
             try:
-                summaries.append(run_repetition(repetition, image_for(repetition.cell), progress))
+                summaries.append(run_repetition(repetition, image, progress))
             except KeyboardInterrupt:
                 summaries.append(
                     RepetitionSummary(

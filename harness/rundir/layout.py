@@ -36,6 +36,7 @@ SEGMENTS_BUDGET_BYTES: Final = 256 * 1024 * 1024
 # File names of an experiment run's root directory
 PLAN: Final = "plan.json"
 SUMMARIES: Final = "repetitions.json"  # what the harness saw of each
+PROVENANCE: Final = "provenance.json"  # what ran: revision, command, seed, images, host
 HARNESS_LOG: Final = "harness.log"
 REPORT_DIR: Final = "report"
 
@@ -43,6 +44,11 @@ REPORT_DIR: Final = "report"
 def segments_dir(run_dir: str | Path, broker: int) -> Path:
     """Where a repetition keeps broker `broker`'s segment copies."""
     return Path(run_dir) / SEGMENTS / f"{SEGMENTS_BROKER_PREFIX}{broker}"
+
+
+def experiment_run_root(run_dir: str | Path) -> Path:
+    """The experiment run's root directory a repetition directory lies in (two levels up)."""
+    return Path(run_dir).parent.parent
 
 
 def is_run_dir(path: Path) -> bool:

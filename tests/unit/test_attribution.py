@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.attribution import MAX_EXAMPLES, MissingMessage, attribute
+from analysis.attribution import (
+    MAX_EXAMPLES,
+    Holding,
+    MissingMessage,
+    Place,
+    PlacedMessage,
+    attribute,
+)
 from harness.rundir.layout import segments_dir
 from tests.unit.kafka_bytes import full_batch, value_of
 
@@ -58,7 +65,8 @@ def everywhere(data: bytes, partition: int = 0) -> dict[int, dict[int, bytes]]:
 
 def test_no_loss_needs_no_segments(tmp_path: Path):
     result = attribute(tmp_path / "nothing-here", [], 0)
-    assert set(result.counts.values()) == {0} and result.examples == []
+    assert set(result.counts.values()) == {0} and result.examples == ()
+    assert result.as_dict()["examples"] == []
 
 
 def test_a_message_no_replica_holds_is_on_no_disk(tmp_path: Path):
@@ -70,7 +78,8 @@ def test_a_message_no_replica_holds_is_on_no_disk(tmp_path: Path):
         "segments_unavailable": 0,
         "not_examined": 0,
     }
-    assert result.examples == [
+    assert result.examples == (PlacedMessage(MissingMessage(3, 0, 2), Place.ON_NO_DISK, ()),)
+    assert result.as_dict()["examples"] == [
         {"msg_id": 3, "partition": 0, "offset": 2, "place": "on_no_disk", "holders": []}
     ]
     assert "later truncated" in result.note
@@ -82,7 +91,8 @@ def test_a_message_on_a_disk_names_the_brokers_and_offsets_holding_it(tmp_path: 
     run = make_run(tmp_path / "r", logs, high_watermarks={0: 2})
     result = attribute(run, [MissingMessage(3, 0, 2), MissingMessage(4, 0, 3)], 2)
     assert result.counts["on_disk_not_served"] == 2 and result.beyond_served == 2
-    assert result.examples[0]["holders"] == [
+    assert result.examples[0].holders == (Holding(3, 0, 2, beyond_high_watermark=True),)
+    assert result.as_dict()["examples"][0]["holders"] == [
         {"broker": 3, "partition": 0, "offset": 2, "beyond_high_watermark": True}
     ]
 
@@ -92,14 +102,14 @@ def test_a_message_held_below_the_high_watermark_is_not_beyond_served(tmp_path: 
     run = make_run(tmp_path / "r", logs, high_watermarks={0: 3})
     result = attribute(run, [MissingMessage(2, 0, 1)], 1)
     assert result.counts["on_disk_not_served"] == 1 and result.beyond_served == 0
-    assert [h["broker"] for h in result.examples[0]["holders"]] == [1, 2, 3]
+    assert [h.broker for h in result.examples[0].holders] == [1, 2, 3]
 
 
 def test_a_message_found_in_another_partition_is_on_disk(tmp_path: Path):
     run = make_run(tmp_path / "r", everywhere(log_of(9), partition=1))
     result = attribute(run, [MissingMessage(9, 0, 0)], 1)
     assert result.counts["on_disk_not_served"] == 1
-    assert result.examples[0]["holders"][0]["partition"] == 1
+    assert result.examples[0].holders[0].partition == 1
 
 
 def test_a_skipped_broker_leaves_only_what_was_found(tmp_path: Path):
@@ -129,7 +139,7 @@ def test_an_acked_offset_below_every_kept_log_start_cannot_be_judged(tmp_path: P
         folder = segments_dir(run, broker) / "chaos-0"
         (folder / SEGMENT).rename(folder / "00000000000000000100.log")
     result = attribute(run, [MissingMessage(2, 0, 7), MissingMessage(3, 0, 150)], 2)
-    places = {e["msg_id"]: e["place"] for e in result.examples}
+    places = {e.message.msg_id: e.place for e in result.examples}
     assert places == {2: "segments_unavailable", 3: "on_no_disk"}  # offsets 7 and 150
 
 
@@ -171,14 +181,14 @@ def test_counts_add_up_to_the_loss_beyond_the_bound(tmp_path: Path):
     result = attribute(run, missing, 100)
     assert result.counts["not_examined"] == 62 and sum(result.counts.values()) == 100
     assert len(result.examples) == MAX_EXAMPLES
-    assert [e["msg_id"] for e in result.examples] == list(range(2, 2 + MAX_EXAMPLES))
+    assert [e.message.msg_id for e in result.examples] == list(range(2, 2 + MAX_EXAMPLES))
 
 
 def test_examples_take_each_place_in_turn(tmp_path: Path):
     logs = everywhere(log_of(*range(100, 130)))
     run = make_run(tmp_path / "r", logs, high_watermarks={0: 0})
     missing = [MissingMessage(m, 0, 0) for m in (*range(1, 30), *range(100, 130))]
-    places = [e["place"] for e in attribute(run, missing, len(missing)).examples]
+    places = [e.place for e in attribute(run, missing, len(missing)).examples]
     assert places[:4] == ["on_no_disk", "on_disk_not_served"] * 2
     assert places.count("on_no_disk") == places.count("on_disk_not_served") == MAX_EXAMPLES // 2
     assert json.dumps(attribute(run, missing, len(missing)).as_dict())  # results.json-ready

@@ -26,6 +26,7 @@ from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
+from harness.rundir.config import CellConfig
 
 
 def test_every_type_declares_itself_under_its_own_name():
@@ -51,7 +52,8 @@ def test_every_fault_class_has_a_documented_guarantee(acks: str, min_insync: int
         "max_in_flight": 5,
     }
     for role, kind in itertools.product(sorted(ROLES), sorted(CLASS_KINDS)):
-        assert guarantee_for({**config, "fault_class": f"{role}-{kind}"}).citation
+        cell = CellConfig.model_validate({**config, "fault_class": f"{role}-{kind}"})
+        assert guarantee_for(cell).citation
 
 
 def test_the_registry_and_the_guarantees_load_without_docker_or_a_kafka_client():

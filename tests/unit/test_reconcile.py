@@ -12,15 +12,9 @@ from pyspark.sql import Row, SparkSession
 
 from analysis import reconcile as rec
 from analysis.anomalies import ANOMALY_NAMES
-from analysis.reconcile import (
-    RunResult,
-    aggregate,
-    find_runs,
-    main,
-    reconcile,
-    write_aggregate,
-    write_results,
-)
+from analysis.attribution import MissingMessage
+from analysis.reconcile import cell_table, find_runs, main, reconcile, write_results
+from analysis.results import Example, RunResult, RunStatus
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 from tests.unit.kafka_bytes import full_batch, value_of
@@ -253,60 +247,65 @@ def counts(sent: int, acked: int, read: int, **classes: int) -> dict[str, int]:
 
 def example_ids(result: RunResult, anomaly: str) -> list[int | None]:
     """msg_ids of the examples of one class, in reported order."""
-    return [example["msg_id"] for example in result.examples[anomaly]]
+    return [example.msg_id for example in result.examples[anomaly]]
 
 
 def test_clean_run_counts_nothing(results: dict) -> None:
     result = results[("clean", 0)]
     assert result.status == "complete" and result.error is None
     assert result.counts == counts(6, 6, 6)
-    assert all(examples == [] for examples in result.examples.values())
+    assert all(examples == () for examples in result.examples.values())
 
 
 def test_lost_needs_a_later_offset_read(results: dict) -> None:
     result = results[("lost", 0)]
     assert result.counts == counts(4, 4, 3, lost=1)
-    assert result.examples["lost"] == [
-        {"msg_id": 3, "partition": 0, "offset": 2, "readback_msg_id_at_offset": None}
-    ]
+    assert result.examples["lost"] == (Example(3, partition=0, offset=2),)
+    assert result.examples["lost"][0].as_json("lost") == {
+        "msg_id": 3,
+        "partition": 0,
+        "offset": 2,
+        "readback_msg_id_at_offset": None,
+    }
 
 
 def test_unseen_is_beyond_the_last_offset_read_or_unlocated(results: dict) -> None:
     result = results[("unseen", 0)]
     assert result.counts == counts(5, 5, 3, unseen=2)
-    assert result.examples["unseen"] == [
-        {"msg_id": 4, "partition": 0, "offset": 3, "readback_msg_id_at_offset": None},
-        {"msg_id": 5, "partition": None, "offset": None, "readback_msg_id_at_offset": None},
-    ]
+    assert result.examples["unseen"] == (Example(4, partition=0, offset=3), Example(5))
 
 
 def test_duplicated_counts_ids_read_twice(results: dict) -> None:
     result = results[("duplicated", 0)]
     assert result.counts == counts(3, 3, 4, duplicated=1)
-    assert result.examples["duplicated"] == [{"msg_id": 2, "partition": 0, "offset": 1, "reads": 2}]
+    assert result.examples["duplicated"] == (Example(2, partition=0, offset=1, reads=2),)
+    assert result.examples["duplicated"][0].as_json("duplicated") == {
+        "msg_id": 2,
+        "partition": 0,
+        "offset": 1,
+        "reads": 2,
+    }
 
 
 def test_offset_divergent_names_the_record_now_at_the_offset(results: dict) -> None:
     result = results[("offset_divergent", 0)]
     assert result.counts == counts(4, 4, 3, lost=1, offset_divergent=1)
-    expected = {"msg_id": 2, "partition": 0, "offset": 1, "readback_msg_id_at_offset": 3}
-    assert result.examples["offset_divergent"] == [expected]
-    assert result.examples["lost"] == [expected]
+    expected = Example(2, partition=0, offset=1, readback_msg_id_at_offset=3)
+    assert result.examples["offset_divergent"] == (expected,)
+    assert result.examples["lost"] == (expected,)
 
 
 def test_moved_is_read_elsewhere_than_acked(results: dict) -> None:
     result = results[("moved", 0)]
     assert result.counts == counts(3, 3, 3, moved=1)
-    assert result.examples["moved"] == [
-        {"msg_id": 2, "partition": 0, "offset": 1, "readback_msg_id_at_offset": None}
-    ]
+    assert result.examples["moved"] == (Example(2, partition=0, offset=1),)
 
 
 def test_failed_present(results: dict) -> None:
     result = results[("failed_present", 0)]
     assert result.counts == counts(2, 1, 2, failed=1, failed_present=1)
     assert example_ids(result, "failed_present") == [2]
-    assert result.examples["failed_present"][0]["offset"] == 1
+    assert result.examples["failed_present"][0].offset == 1
 
 
 def test_indeterminate_present_and_never_lost(results: dict) -> None:
@@ -318,16 +317,9 @@ def test_indeterminate_present_and_never_lost(results: dict) -> None:
 def test_reordered_per_key_in_read_order(results: dict) -> None:
     result = results[("reordered", 0)]
     assert result.counts == counts(6, 6, 6, reordered=1)
-    assert result.examples["reordered"] == [
-        {
-            "msg_id": 2,
-            "partition": 0,
-            "offset": 2,
-            "key": "k",
-            "key_seq": 1,
-            "max_key_seq_before": 2,
-        }
-    ]
+    assert result.examples["reordered"] == (
+        Example(2, partition=0, offset=2, key="k", key_seq=1, max_key_seq_before=2),
+    )
 
 
 def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> None:
@@ -335,12 +327,7 @@ def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> Non
     # 99 read twice is a phantom, never a duplicate: only acknowledged ids count as duplicated
     assert result.counts == counts(2, 2, 5, phantom=3)
     assert example_ids(result, "phantom") == [99, None]
-    assert result.examples["phantom"][1] == {
-        "msg_id": None,
-        "partition": 0,
-        "offset": 3,
-        "reads": 1,
-    }
+    assert result.examples["phantom"][1] == Example(None, partition=0, offset=3, reads=1)
 
 
 def test_one_loss_figure_counts_each_missing_message_once(results: dict) -> None:
@@ -413,14 +400,14 @@ def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> N
     assert result.counts == counts(6, 6, 4, lost=1, unseen=1)
     assert example_ids(result, "lost") == [2]
     assert example_ids(result, "unseen") == [6]
-    assert result.examples["lost"][0]["offset"] is None
+    assert result.examples["lost"][0].offset is None
 
 
 def test_incomplete_run_has_no_counts(results: dict) -> None:
     result = results[("incomplete", 0)]
-    assert result.status == "incomplete"
+    assert result.status == RunStatus.INCOMPLETE
     assert result.counts is None and result.error is None
-    assert [s["sent"] for s in result.timeline] == [2]
+    assert [s.sent for s in result.timeline] == [2]
 
 
 def test_unreadable_runs_are_errors_not_crashes(results: dict) -> None:
@@ -434,43 +421,76 @@ def test_unreadable_runs_are_errors_not_crashes(results: dict) -> None:
 
 def test_timeline_per_second_with_gaps_filled(results: dict) -> None:
     timeline = results[("timeline", 0)].timeline
-    assert [s["t_s"] for s in timeline] == [0, 1, 2]
-    assert [s["epoch_s"] for s in timeline] == [T0_US // 1_000_000 + t for t in range(3)]
-    assert [(s["sent"], s["ok"], s["failed"], s["indeterminate"]) for s in timeline] == [
+    assert [s.t_s for s in timeline] == [0, 1, 2]
+    assert [s.epoch_s for s in timeline] == [T0_US // 1_000_000 + t for t in range(3)]
+    assert [(s.sent, s.ok, s.failed, s.indeterminate) for s in timeline] == [
         (3, 2, 1, 0),
         (0, 0, 0, 0),
         (1, 0, 0, 1),
     ]
-    assert timeline[0]["ack_latency_p50_ms"] == pytest.approx(2.0)
-    assert timeline[0]["ack_latency_p99_ms"] == pytest.approx(4.0)
-    assert timeline[1]["ack_latency_p50_ms"] is None
-    assert timeline[2]["ack_latency_p99_ms"] is None
+    assert timeline[0].ack_latency_p50_ms == pytest.approx(2.0)
+    assert timeline[0].ack_latency_p99_ms == pytest.approx(4.0)
+    assert timeline[1].ack_latency_p50_ms is None
+    assert timeline[2].ack_latency_p99_ms is None
+
+
+RESULTS_KEYS = {
+    "run_dir", "experiment", "cell", "repetition", "config", "axes", "status", "counts",
+    "examples", "timeline", "error", "loss", "loss_by_partition", "divergence_by_partition",
+    "contract", "sensitivity", "attribution",
+}  # fmt: skip
 
 
 def test_results_json_written_into_each_run(results: dict) -> None:
     write_results(list(results.values()))
     written = json.loads((Path(results[("lost", 0)].run_dir) / "results.json").read_text())
-    assert {"cell", "config", "counts", "experiment", "repetition", "axes"} <= written.keys()
-    assert {"status", "examples", "timeline", "error"} <= written.keys()
+    assert written.keys() == RESULTS_KEYS
     assert written["cell"] == "lost" and written["counts"]["lost"] == 1
-    assert written["config"]["acks"] == "1" and written["axes"] == {"acks": "1"}
-
-
-def test_aggregate_over_two_repetitions(results: dict, tmp_path: Path) -> None:
-    rows = {row["cell"]: row for row in aggregate(list(results.values()))}
-    lost = rows["lost"]
-    assert (lost["repetitions"], lost["complete"]) == (2, 2)
-    assert (lost["lost_sum"], lost["lost_mean"], lost["lost_min"], lost["lost_max"]) == (
-        3,
-        1.5,
-        1,
-        2,
+    assert written["config"] == {
+        "acks": "1",
+        "min_insync_replicas": 1,
+        "fault_class": "leader-kill",
+    }
+    assert written["axes"] == {"acks": "1"} and written["status"] == "complete"
+    assert written["examples"]["lost"] == [
+        {"msg_id": 3, "partition": 0, "offset": 2, "readback_msg_id_at_offset": None}
+    ]
+    assert written["sensitivity"] == {"removed": 1, "found": 1, "passed": True}
+    assert written["timeline"][0].keys() == {
+        "t_s", "epoch_s", "sent", "ok", "failed", "indeterminate", "missing", "duplicated",
+        "ack_latency_p50_ms", "ack_latency_p99_ms",
+    }  # fmt: skip
+    assert written["attribution"]["counts"]["segments_unavailable"] == 1
+    incomplete = json.loads(json.dumps(results[("incomplete", 0)].as_json()))
+    assert incomplete.keys() == RESULTS_KEYS
+    assert (incomplete["counts"], incomplete["examples"], incomplete["sensitivity"]) == (
+        None,
+        {},
+        None,
     )
-    assert lost["acked_sum"] == 8 and lost["loss_rate"] == pytest.approx(3 / 8)
-    assert rows["incomplete"]["complete"] == 0 and rows["incomplete"]["loss_rate"] is None
-    parquet_path, md_path = write_aggregate(list(rows.values()), tmp_path)
-    assert pq.read_table(parquet_path).num_rows == len(rows)
-    assert "| lost | 2 | 8 | 3 | 0 |" in md_path.read_text()
+
+
+def test_an_unreadable_config_makes_the_run_an_error_naming_the_key(spark, tmp_path: Path) -> None:
+    run = write_run(tmp_path, "odd", *in_order(2), acks="2")
+    [result] = reconcile(spark, [run])
+    assert result.status == RunStatus.ERROR and result.counts is None
+    assert "config.acks: unknown acks '2': expected 0, 1 or all" in (result.error or "")
+
+
+def test_acks_spelt_minus_one_reads_as_all(spark, tmp_path: Path) -> None:
+    run = write_run(tmp_path, "minus-one", *in_order(2), acks="-1")
+    [result] = reconcile(spark, [run])
+    assert result.config.acks == "all" and result.as_json()["config"]["acks"] == "all"
+
+
+def test_cell_table_sums_each_cell_over_its_repetitions(results: dict) -> None:
+    table = cell_table(list(results.values())).splitlines()
+    assert table[0] == "| cell | reps | acked | " + " | ".join(ANOMALY_NAMES) + " | loss |"
+    lost = next(line for line in table if line.startswith("| lost |"))
+    # acked 4 + 4, lost 1 + 2, loss 3: sums over both repetitions
+    assert lost == "| lost | 2 | 8 | 3 | 0 | " + " | ".join(["0"] * 9) + " | 3 |"
+    incomplete = next(line for line in table if line.startswith("| incomplete |"))
+    assert incomplete.startswith("| incomplete | 0/1 | n/a | n/a |")
 
 
 def test_find_runs_expands_parents_and_deduplicates(runs_root: Path) -> None:
@@ -514,8 +534,9 @@ def test_cli_writes_report_and_prints_table(
     write_run(tmp_path, "cp", *in_order(3), repetition=1)
     out = tmp_path / "report"
     assert main([str(tmp_path / "runs" / "exp" / "*"), "--out", str(out)]) == 0
-    assert "| cp | 2 | 6 | 0 |" in capsys.readouterr().out
-    assert (out / "cells.parquet").is_file() and (out / "cells.md").is_file()
+    printed = capsys.readouterr().out
+    assert "| cp | 2 | 6 | 0 |" in printed
+    assert (out / "cells.md").read_text() == printed
     assert len(list(tmp_path.glob("runs/**/results.json"))) == 2
     assert spark.range(1).count() == 1
 
@@ -531,11 +552,11 @@ def test_cli_exits_2_when_no_run_matches(
 
 def test_timeline_counts_missing_and_duplicated_by_send_second(results: dict) -> None:
     ap = results[("ap_cut", 0)]
-    assert sum(s["missing"] for s in ap.timeline) == ap.loss == 4
-    assert sum(s["duplicated"] for s in ap.timeline) == 0
+    assert sum(s.missing for s in ap.timeline) == ap.loss == 4
+    assert sum(s.duplicated for s in ap.timeline) == 0
     dup = results[("duplicated", 0)]
-    assert sum(s["duplicated"] for s in dup.timeline) == dup.counts["duplicated"] == 1
-    assert sum(s["missing"] for s in results[("clean", 0)].timeline) == 0
+    assert sum(s.duplicated for s in dup.timeline) == dup.counts["duplicated"] == 1
+    assert sum(s.missing for s in results[("clean", 0)].timeline) == 0
 
 
 def test_every_complete_run_attributes_its_whole_loss(results: dict) -> None:
@@ -543,10 +564,10 @@ def test_every_complete_run_attributes_its_whole_loss(results: dict) -> None:
         if result.status != "complete":
             assert result.attribution is None
             continue
-        assert sum(result.attribution["counts"].values()) == result.loss, result.cell
+        assert sum(result.attribution.counts.values()) == result.loss, result.cell
     # These runs kept no segments: nothing can be said about where their messages are.
     lost = results[("ap_cut", 0)].attribution
-    assert lost["counts"]["segments_unavailable"] == 4 and "no segments event" in lost["note"]
+    assert lost.counts["segments_unavailable"] == 4 and "no segments event" in lost.note
 
 
 def test_attribution_reads_the_kept_segments(spark: SparkSession, tmp_path: Path) -> None:
@@ -566,12 +587,17 @@ def test_attribution_reads_the_kept_segments(spark: SparkSession, tmp_path: Path
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     [result] = reconcile(spark, [run])
     assert result.loss == 2
-    assert result.attribution["counts"] == {
+    assert result.attribution.counts == {
         "on_no_disk": 1,
         "on_disk_not_served": 1,
         "segments_unavailable": 0,
         "not_examined": 0,
     }
-    on_disk = [e for e in result.attribution["examples"] if e["place"] == "on_disk_not_served"]
-    assert [(e["msg_id"], e["partition"], e["offset"]) for e in on_disk] == [(3, 0, 2)]
-    assert {(h["broker"], h["offset"]) for h in on_disk[0]["holders"]} == {(1, 1), (2, 1), (3, 1)}
+    on_disk = [e for e in result.attribution.examples if e.place == "on_disk_not_served"]
+    assert [e.message for e in on_disk] == [MissingMessage(3, 0, 2)]
+    assert {(h.broker, h.offset) for h in on_disk[0].holders} == {(1, 1), (2, 1), (3, 1)}
+    written = result.as_json()["attribution"]["examples"]
+    assert [(e["msg_id"], e["place"]) for e in written] == [
+        (2, "on_no_disk"),
+        (3, "on_disk_not_served"),
+    ]

@@ -11,9 +11,21 @@ from typing import Any
 import pytest
 
 from analysis.anomalies import ANOMALY_NAMES
-from analysis.judge.verdicts import CellVerdict, Verdict, judge_all
-from analysis.report.junit import write_junit
-from analysis.report.render import ReportPaths, fault_windows, leader_changes, render_report
+from analysis.judge import verdicts
+from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
+from analysis.report.json_report import SCHEMA_VERSION
+from analysis.report.junit import repetition_seconds, write_junit
+from analysis.report.marks import fault_windows, leader_changes
+from analysis.report.render import ReportPaths, render_report
+from analysis.results import RunResult
+from harness.rundir import layout
+from harness.rundir.provenance import (
+    BrokerImageUsed,
+    Provenance,
+    RunProvenance,
+    read_provenance,
+)
+from tests.unit.results_json import typed
 
 T0_S = 1_700_000_000.0
 CP = {
@@ -113,6 +125,33 @@ def attribution(loss: int) -> dict[str, Any]:
     return {"counts": counts, "examples": [], "note": note, "beyond_served": on_disk}
 
 
+def judge_all(results: list[dict[str, Any]], events: dict[str, Any]) -> list[CellVerdict]:
+    """verdicts.judge_all of crafted results.json objects."""
+    return verdicts.judge_all([typed(r) for r in results], events)
+
+
+PROVENANCE = Provenance(
+    experiment="chaos",
+    git_revision="0123abcd" * 5,
+    command_line=("kafka-chaos", "run", "experiments/chaos file.yaml", "--quiet"),
+    seed=42,
+    images=(
+        BrokerImageUsed(
+            tag="kafka-chaos/kafka:4.3.1-abc", image_id="sha256:feed", kafka_version="4.3.1"
+        ),
+    ),
+    confluent_kafka_version="2.12.0",
+    librdkafka_version="2.12.1",
+    cores=2,
+    memory_bytes=8 * 2**30,
+    started_at_us=1,
+)
+RUNS = (
+    RunProvenance("runs/chaos/ts", PROVENANCE),
+    RunProvenance("runs/old/ts", None, "no provenance.json: the run was made by an older harness"),
+)
+
+
 def us(t_s: float) -> int:
     """Epoch microseconds of t_s seconds into the run."""
     return int((T0_S + t_s) * 1e6)
@@ -162,7 +201,7 @@ def events_with_fault_and_leader_change() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def crafted() -> tuple[list[CellVerdict], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+def crafted() -> tuple[list[CellVerdict], list[RunResult], dict[str, list[dict[str, Any]]]]:
     """Two cells: AP (2 reps, one lost data: EXPECTED-LOSS) and CP (diverged: VIOLATION)."""
     results = [
         result("ap-leader-partition", AP, 0),
@@ -170,14 +209,14 @@ def crafted() -> tuple[list[CellVerdict], list[dict[str, Any]], dict[str, list[d
         result("cp-leader-kill", CP, 0, offset_divergent=1, moved=1),
     ]
     events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results}
-    return judge_all(results, events), results, events
+    return judge_all(results, events), [typed(r) for r in results], events
 
 
 @pytest.fixture
 def rendered(crafted: Any, tmp_path: Path) -> ReportPaths:
     """The report of the crafted cells."""
     cells, results, events = crafted
-    return render_report(cells, results, events, tmp_path / "report", "Chaos report")
+    return render_report(cells, results, events, RUNS, tmp_path / "report", "Chaos report")
 
 
 def test_crafted_cells_have_the_expected_verdicts(crafted: Any) -> None:
@@ -263,7 +302,7 @@ def test_json_parses_with_verdicts(rendered: ReportPaths) -> None:
 def test_report_without_timeline_or_events_still_renders(tmp_path: Path) -> None:
     bare = {**result("bare", CP, 0), "timeline": [], "status": "incomplete", "counts": None}
     cells = judge_all([bare], {})
-    paths = render_report(cells, [bare], {}, tmp_path, "Bare")
+    paths = render_report(cells, [typed(bare)], {}, (), tmp_path, "Bare")
     html = paths.html.read_text()
     assert "No timeline recorded" in html
     assert "Inconclusive" in html
@@ -281,8 +320,10 @@ def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
             "counts": None,
         },
     ]
-    extra = judge_all(extra_results, {r["run_dir"]: healthy_events() for r in extra_results})
-    path = write_junit([*cells, *extra], tmp_path / "junit" / "kafka-chaos.xml")
+    events = {r["run_dir"]: healthy_events() for r in extra_results}
+    extra = judge_all(extra_results, events)
+    events |= {r.run_dir: events_with_fault_and_leader_change() for r in crafted[1]}
+    path = write_junit([*cells, *extra], events, tmp_path / "junit" / "kafka-chaos.xml")
     root = ET.parse(path).getroot()
     [suite] = root.iter("testsuite")
     assert suite.get("name") == "kafka-chaos"
@@ -308,7 +349,89 @@ def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
     assert "cluster did not start" in error.get("message", "")
     skipped = cases[("chaos.ap-not-provoked", "rep-1")].find("skipped")
     assert skipped is not None
-    assert skipped.get("message") == "loss allowed but not provoked"
+    assert skipped.get("message") == (
+        "NOT-PROVOKED: loss is allowed but never happened: the faults were too weak"
+    )
+    # Each case lasts from its repetition's first event to its last: t=0 (workload start)
+    # to t=30 (read-back) for the crafted cells, t=29 to t=30 for the extra ones.
+    assert cases[("chaos.cp-leader-kill", "rep-0")].get("time") == "30.000"
+    assert cases[("chaos.ap-not-provoked", "rep-0")].get("time") == "1.000"
+    assert suite.get("time") == root.get("time") == f"{3 * 30 + 3 * 1:.3f}"
     assert cases[("chaos.ap-leader-partition", "rep-1")].find("failure") is None
     out = cases[("chaos.ap-leader-partition", "rep-1")].find("system-out")
     assert out is not None and "loss: 3 of 1900 acked (0.158 %)" in (out.text or "")
+
+
+def test_a_repetition_lasts_from_its_first_to_its_last_event() -> None:
+    events = [{"type": "phase", "ts_us": us(2)}, {"type": "x"}, {"type": "y", "ts_us": us(9.5)}]
+    assert repetition_seconds(events) == pytest.approx(7.5)
+    assert repetition_seconds([{"type": "x"}]) == repetition_seconds([]) == 0.0
+
+
+def test_not_provoked_reads_the_same_in_every_rendering(tmp_path: Path) -> None:
+    quiet = [result("ap-quiet", AP, 0), result("ap-quiet", AP, 1)]
+    events = {r["run_dir"]: healthy_events() for r in quiet}
+    cells = judge_all(quiet, events)
+    assert [c.verdict for c in cells] == [Verdict.NOT_PROVOKED]
+    paths = render_report(cells, [typed(r) for r in quiet], events, (), tmp_path, "Quiet")
+    junit = ET.parse(write_junit(cells, events, tmp_path / "junit.xml")).getroot()
+    word, meaning = Verdict.NOT_PROVOKED.value, VERDICT_MEANING[Verdict.NOT_PROVOKED]
+    html, md = paths.html.read_text(), paths.markdown.read_text()
+    data = json.loads(paths.json.read_text())
+    assert f'class="badge v-not-provoked">{word}</span>' in html and meaning in html
+    assert f"### ap-quiet: {word}" in md and f"**{word}** |" in md
+    assert data["cells"][0]["verdict"] == word and data["verdict_meanings"][word] == meaning
+    assert {s.get("message") for s in junit.iter("skipped")} == {f"{word}: {meaning}"}
+    spellings = {"NOT_PROVOKED", "Not provoked", "not provoked", "NOT PROVOKED"}
+    for text in (html, md, paths.json.read_text(), ET.tostring(junit, encoding="unicode")):
+        assert not any(spelling in text for spelling in spellings)
+
+
+def test_every_rendering_shows_the_provenance(rendered: ReportPaths) -> None:
+    html, md = rendered.html.read_text(), rendered.markdown.read_text()
+    data = json.loads(rendered.json.read_text())
+    shown = {
+        "git revision": "0123abcd" * 5,
+        "command line": "kafka-chaos run 'experiments/chaos file.yaml' --quiet",
+        "seed": "42 (repetition r runs with seed + r)",
+        "image": "kafka-chaos/kafka:4.3.1-abc",
+        "image id": "sha256:feed",
+        "Kafka version": "4.3.1",
+        "confluent-kafka": "2.12.0",
+        "librdkafka": "2.12.1",
+        "cores": "2",
+        "memory": "8.0 GiB",
+    }
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    [recorded, old] = data["provenance"]
+    assert recorded["shown"] == shown and recorded["root"] == "runs/chaos/ts"
+    assert recorded["recorded"]["command_line"] == list(PROVENANCE.command_line)
+    assert recorded["recorded"]["images"][0]["image_id"] == "sha256:feed"
+    assert old["recorded"] is None and "older harness" in old["problem"]
+    for label, text in shown.items():
+        assert f"| {label} | {text} |" in md
+        assert f'<th class="name">{label}</th><td class="name"><code>{text}</code>' in html.replace(
+            "&#39;", "'"
+        )
+    assert "| provenance | not recorded: no provenance.json: the run was made by an older" in md
+    assert "Runs under `runs/old/ts`" in md and "<code>runs/old/ts</code>" in html
+
+
+def test_provenance_is_read_from_each_experiment_run_root(tmp_path: Path) -> None:
+    recorded = tmp_path / "runs" / "chaos" / "ts1"
+    recorded.mkdir(parents=True)
+    PROVENANCE.write(recorded)
+    broken = tmp_path / "runs" / "chaos" / "ts2"
+    broken.mkdir(parents=True)
+    (broken / layout.PROVENANCE).write_text('{"experiment": "chaos"}')
+    run_dirs = [
+        recorded / "cell-a" / "0",
+        recorded / "cell-b" / "1",
+        broken / "cell-a" / "0",
+        tmp_path / "runs" / "chaos" / "ts3" / "cell-a" / "0",
+    ]
+    runs = read_provenance(run_dirs)
+    assert [r.root for r in runs] == [str(recorded), str(broken), str(run_dirs[3].parent.parent)]
+    assert runs[0] == RunProvenance(str(recorded), PROVENANCE)
+    assert runs[1].provenance is None and "provenance.json unreadable" in (runs[1].problem or "")
+    assert runs[2].provenance is None and "no provenance.json" in (runs[2].problem or "")

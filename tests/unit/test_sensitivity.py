@@ -3,6 +3,7 @@ read-back as missing, and a repetition whose checker cannot is UNKNOWN."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from analysis import reconcile as rec
 from analysis.judge.verdicts import Verdict, contract_breaches
 from analysis.reconcile import reconcile
+from analysis.results import Sensitivity
 from tests.unit.test_reconcile import read, sent, write_run
 
 
@@ -31,14 +33,14 @@ def test_probe_finds_every_removed_record_including_each_tail(spark, tmp_path: P
     assert result.loss == 1
     check = result.sensitivity
     # Three tails plus about 9000 / 997 sampled records (the seed fixes which).
-    assert 3 + 3 <= check["removed"] <= 3 + 25
-    assert check == {"removed": check["removed"], "found": check["removed"], "passed": True}
+    assert 3 + 3 <= check.removed <= 3 + 25
+    assert check == Sensitivity(removed=check.removed, found=check.removed, passed=True)
 
 
 def test_a_clean_tiny_run_passes(spark, tmp_path: Path) -> None:
     (result,) = reconcile(spark, [write_run(tmp_path, "tiny", *three_partitions(2))])
-    assert result.sensitivity["passed"] is True
-    assert result.sensitivity["removed"] >= 3  # at least each partition's tail
+    assert result.sensitivity.passed is True
+    assert result.sensitivity.removed >= 3  # at least each partition's tail
 
 
 def test_a_checker_blind_to_the_tail_fails_its_sensitivity_check(
@@ -51,9 +53,9 @@ def test_a_checker_blind_to_the_tail_fails_its_sensitivity_check(
 
     monkeypatch.setattr(rec, "_message_anomalies", never_unseen)
     (result,) = reconcile(spark, [write_run(tmp_path, "blind", *three_partitions(5))])
-    assert result.sensitivity["passed"] is False
-    assert result.sensitivity["found"] < result.sensitivity["removed"]
-    reasons = contract_breaches({"sensitivity": result.sensitivity, "contract": {}}, [])
+    assert result.sensitivity.passed is False
+    assert result.sensitivity.found < result.sensitivity.removed
+    reasons = contract_breaches(dataclasses.replace(result, contract={}), [])
     assert any("failed its sensitivity check" in r for r in reasons)
 
 

@@ -16,16 +16,12 @@ from analysis.judge.guarantees import (
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
     LOSS_TABLE,
-    guarantee_for,
+    Guarantee,
 )
-from analysis.judge.verdicts import (
-    CellVerdict,
-    Verdict,
-    exit_code,
-    judge_all,
-    judge_cell,
-)
+from analysis.judge.verdicts import CellVerdict, Verdict, exit_code
+from harness.rundir.config import CellConfig, ConfigError
 from harness.rundir.events import load_events
+from tests.unit.results_json import typed
 
 CP = {
     "acks": "all",
@@ -48,6 +44,21 @@ FAULT_CLASSES = [
     "controller-kill", "random-pause", "node-partition-groups", "all-pause",
 ]  # fmt: skip
 T0_US = 1_700_000_000_000_000
+
+
+def guarantee_for(config: dict[str, Any]) -> Guarantee:
+    """The guarantee of a spec.json config object, read as the analysis reads it."""
+    return guarantees.guarantee_for(CellConfig.read(config))
+
+
+def judge_all(results: list[dict[str, Any]], events: dict[str, Any]) -> list[CellVerdict]:
+    """verdicts.judge_all of crafted results.json objects."""
+    return verdicts.judge_all([typed(r) for r in results], events)
+
+
+def judge_cell(results: list[dict[str, Any]], events: dict[str, Any]) -> CellVerdict:
+    """verdicts.judge_cell of crafted results.json objects."""
+    return verdicts.judge_cell([typed(r) for r in results], events)
 
 
 def with_fault(config: dict[str, Any], fault: str, **overrides: Any) -> dict[str, Any]:
@@ -115,7 +126,7 @@ def healthy_events(res: dict[str, Any]) -> list[dict[str, Any]]:
 
 def judge_repetition(res: dict[str, Any], events: list[dict[str, Any]]):
     """verdicts.judge_repetition with a healthy read-back and tally added to `events`."""
-    return verdicts.judge_repetition(res, [*events, *healthy_events(res)])
+    return verdicts.judge_repetition(typed(res), [*events, *healthy_events(res)])
 
 
 def sample(t_s: float, isr: list[int], leader: int = 1, partition: int = 0) -> dict[str, Any]:
@@ -480,7 +491,7 @@ def test_cell_unknown_does_not_hide_a_violation() -> None:
 def test_cell_pass() -> None:
     cell = judge([result(CP, rep=0), result(CP, rep=1)])
     assert cell.verdict == Verdict.PASS
-    assert (cell.cell, cell.experiment, cell.config) == ("cell", "exp", CP)
+    assert (cell.cell, cell.experiment, cell.config) == ("cell", "exp", CellConfig.read(CP))
 
 
 def test_cell_isr_exception_uses_each_repetitions_events() -> None:
@@ -494,7 +505,7 @@ def test_cell_isr_exception_uses_each_repetitions_events() -> None:
 def test_cell_stats() -> None:
     cell = judge([result(AP, rep=0, lost=2), result(AP, rep=1, lost=4, acked=1010)])
     lost = cell.stats.counts["lost"]
-    assert (lost.mean, lost.min, lost.max) == (3.0, 2, 4)
+    assert (lost.mean, lost.min, lost.max, lost.total) == (3.0, 2, 4, 6)
     assert cell.stats.loss_rate == pytest.approx(6 / 2000)
     assert cell.stats.repetitions == cell.stats.counted == 2
 
@@ -511,7 +522,7 @@ def test_judge_all_groups_by_experiment_and_cell() -> None:
 def cells_with(*verdict_list: Verdict) -> list[CellVerdict]:
     """Cells carrying only the given verdicts."""
     stats = verdicts.cell_stats([])
-    return [CellVerdict("c", "e", {}, v, (), (), stats) for v in verdict_list]
+    return [CellVerdict("c", "e", CellConfig(), v, (), (), stats) for v in verdict_list]
 
 
 @pytest.mark.parametrize(
@@ -535,7 +546,7 @@ def test_load_events(tmp_path: Path) -> None:
     (run / "events.jsonl").write_text("\n".join(lines))
     assert [e["type"] for e in load_events(run)] == ["sample", "fault_start"]
     assert load_events(tmp_path / "missing") == []
-    loaded = [{**result(CP), "run_dir": str(run)}]
+    loaded = [typed({**result(CP), "run_dir": str(run)})]
     assert verdicts.load_events_by_run(loaded) == {str(run): load_events(run)}
 
 
@@ -563,7 +574,7 @@ def tally_event(ok: int, failed: int = 6, indeterminate: int = 0, error: str | N
 
 def raw_judge(res: dict[str, Any], events: list[dict[str, Any]]):
     """verdicts.judge_repetition with exactly these events."""
-    return verdicts.judge_repetition(res, events)
+    return verdicts.judge_repetition(typed(res), events)
 
 
 def clean_cp() -> dict[str, Any]:
@@ -861,15 +872,16 @@ def test_a_checker_error_keeps_the_identity(monkeypatch: pytest.MonkeyPatch) -> 
     assert (v.verdict, v.run_dir, v.repetition) == (Verdict.UNKNOWN, "runs/exp/ts/cell/5", 5)
 
 
-def test_a_result_without_status_error_or_identity_is_unknown_and_says_so() -> None:
-    v = raw_judge({"config": CP}, [])
+def test_a_result_without_error_or_identity_is_unknown_and_says_so() -> None:
+    v = raw_judge({"config": CP, "status": "error"}, [])
     assert v.verdict == Verdict.UNKNOWN
-    assert v.reasons == ("run without status: no error recorded",)
+    assert v.reasons == ("run error: no error recorded",)
     assert (v.guarantee, v.run_dir, v.repetition) == (guarantee_for(CP), "", 0)
     kept = raw_judge({"config": CP, "run_dir": "runs/x/0", "status": "error"}, [])
     assert (kept.run_dir, kept.repetition) == ("runs/x/0", 0)
-    malformed = raw_judge({"status": "error", "repetition": "first"}, [])
-    assert (malformed.run_dir, malformed.repetition, malformed.guarantee) == ("", 0, None)
+    bare = raw_judge({"status": "error", "repetition": 3}, [])
+    assert (bare.run_dir, bare.repetition, bare.guarantee) == ("", 3, None)
+    assert bare.reasons == ("run error: no error recorded",)
 
 
 def test_an_incomplete_run_is_unknown_even_when_it_has_counts() -> None:
@@ -942,7 +954,7 @@ def test_a_failed_sensitivity_check_is_a_breach_in_full() -> None:
 
 @pytest.mark.parametrize(
     "check",
-    [None, "failed", {}, {"removed": 0, "found": 0, "passed": None}, {"passed": True}],
+    [None, {"removed": 0, "found": 0, "passed": True}, {"removed": 7, "found": 7, "passed": True}],
 )
 def test_only_a_sensitivity_check_that_failed_is_a_breach(check: object) -> None:
     res = {**clean_cp(), "sensitivity": check}
@@ -1081,7 +1093,7 @@ def test_isr_sample_times_count_from_the_timelines_origin() -> None:
     ],
 )
 def test_run_origin(res: dict[str, Any], events: list[dict[str, Any]], origin_us: float) -> None:
-    assert verdicts.run_origin_us(res, events) == origin_us
+    assert verdicts.run_origin_us(typed(res), events) == origin_us
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1185,10 +1197,10 @@ def test_cell_stats_skip_counts_that_are_no_non_negative_ints() -> None:
     negative["counts"]["lost"] = -1
     boolean["counts"]["unseen"] = True
     no_acked["counts"]["acked"] = None
-    stats = verdicts.cell_stats([good, negative, boolean, no_acked])
+    stats = verdicts.cell_stats([typed(r) for r in (good, negative, boolean, no_acked)])
     assert (stats.repetitions, stats.counted) == (4, 2)
-    assert stats.counts["lost"] == verdicts.CountStats(3.0, 2, 4)
-    assert stats.counts["acked"] == verdicts.CountStats(1000.0, 1000, 1000)
+    assert stats.counts["lost"] == verdicts.CountStats(3.0, 2, 4, 6)
+    assert stats.counts["acked"] == verdicts.CountStats(1000.0, 1000, 1000, 1000)
     assert stats.loss_rate == pytest.approx(2 / 1000)  # only rows with an acked count
 
 
@@ -1198,3 +1210,74 @@ def test_reports_without_a_msg_id_make_the_repetition_unknown() -> None:
     v = raw_judge(res, [readback_event(True), tally_event(990)])
     assert v.verdict == Verdict.UNKNOWN
     assert "3 delivery report(s) without a msg_id" in v.reasons[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The violation flag is data; the config is read once
+
+
+def test_a_judged_repetition_flags_exactly_its_violating_reasons() -> None:
+    v = judge_repetition(result(CP, duplicated=1, failed_present=1, lost=1), [])
+    assert len(v.reasons) == 3
+    assert v.violations == v.reasons[:2]
+    assert judge_repetition(result(CP), []).violations == ()
+    allowed = judge_repetition(result(with_fault(AP, "leader-partition"), lost=5), [])
+    assert allowed.verdict == Verdict.EXPECTED_LOSS and allowed.violations == ()
+
+
+def test_a_violating_cell_shows_the_flagged_reasons_whatever_their_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flagged = verdicts.RepetitionVerdict(
+        Verdict.VIOLATION,
+        ("forbidden-looking note", "a breach in other words"),
+        guarantee_for(CP),
+        acked=1,
+        violations=("a breach in other words",),
+    )
+    monkeypatch.setattr(verdicts, "judge_repetition", lambda res, events: flagged)
+    cell = judge([result(CP)])
+    assert cell.reasons == (
+        "1 of 1 repetitions violate the documented guarantee",
+        "rep 0: a breach in other words",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spelling", "acks"), [("all", "all"), (" ALL ", "all"), ("-1", "all"), (-1, "all"),
+                           (1, "1"), ("1", "1"), (0, "0"), ("0", "0")],
+)  # fmt: skip
+def test_acks_is_normalised_once_when_the_config_is_read(spelling: object, acks: str) -> None:
+    config = CellConfig.read({**CP, "acks": spelling})
+    assert config.acks == acks and config.as_json()["acks"] == acks
+
+
+def test_an_unreadable_config_value_names_its_key() -> None:
+    with pytest.raises(ConfigError) as raised:
+        CellConfig.read({**CP, "acks": "2"})
+    assert str(raised.value) == (
+        "config.acks: unknown acks '2': expected 0, 1 or all (got '2'); fix spec.json's config"
+    )
+    with pytest.raises(ConfigError, match=r"^config.max_in_flight: .*\(got 'many'\)"):
+        CellConfig.read({**CP, "max_in_flight": "many"})
+    with pytest.raises(ConfigError, match=r"^config is a list, not an object$"):
+        CellConfig.read([])  # type: ignore[arg-type]
+
+
+def test_the_config_keeps_the_keys_it_was_given() -> None:
+    given = {"acks": "-1", "fault_class": "leader-kill", "rate": 500, "message_bytes": 100}
+    assert CellConfig.read(given).as_json() == {**given, "acks": "all"}
+    assert CellConfig.read({}).as_json() == {}
+    assert CellConfig.read({"kafka_version": 4.0}).kafka_version == "4.0"
+
+
+def test_a_missing_setting_makes_the_repetition_unknown_naming_it() -> None:
+    incomplete_config = {k: v for k, v in CP.items() if k != "enable_idempotence"}
+    v = judge_repetition(result(incomplete_config), [])
+    assert v.verdict == Verdict.UNKNOWN
+    assert v.reasons == (
+        "checker error: ConfigError: config.enable_idempotence is missing: the spec.json "
+        "config does not say it",
+    )
+    unfinished = judge_repetition(result(incomplete_config, status="incomplete"), [])
+    assert unfinished.guarantee is None

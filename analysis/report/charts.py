@@ -1,0 +1,291 @@
+"""The report's figures as inline SVG: each repetition's timeline and the loss by cell.
+
+Drawn by matplotlib (Agg, no pyplot state) with real text in the SVG, so a report copied out
+of CI opens anywhere without fetching anything.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display, and no pyplot state: figures are built as Figure objects
+
+from markupsafe import Markup
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from analysis.anomalies import LOSS_CLASSES, loss_of
+from analysis.judge.verdicts import CellVerdict, Event, Verdict, run_origin_us
+from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
+from analysis.results import RunResult, TimelineSecond
+
+__all__ = ["VERDICT_COLOURS", "loss_chart_svg", "percent", "timeline_svg"]
+
+VERDICT_COLOURS: Final = {
+    Verdict.PASS: "#1a7f37",
+    Verdict.VIOLATION: "#cf222e",
+    Verdict.EXPECTED_LOSS: "#b35900",
+    Verdict.NOT_PROVOKED: "#57606a",
+    Verdict.UNKNOWN: "#8250df",
+}
+LEADER_LABEL_HEIGHTS: Final = (0.89, 0.8, 0.71)  # axes fraction, below the fault labels
+SERIES_COLOURS: Final = {
+    "ok": "#4c9f70",
+    "failed": "#d1242f",
+    "indeterminate": "#d4a72c",
+    "p50": "#0969da",
+    "p99": "#8250df",
+    "fault": "#fb8f44",
+    "missing": "#6e0b13",
+    "duplicated": "#bf3989",
+    "leader": "#24292f",
+}
+CHART_RC: Final = {
+    "svg.fonttype": "none",  # real text in the SVG: smaller, selectable, uses the page's fonts
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"],
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#8c959f",
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.color": "#eaeef2",
+    "grid.linewidth": 0.8,
+    "xtick.color": "#57606a",
+    "ytick.color": "#57606a",
+    "axes.labelcolor": "#24292f",
+}
+
+
+def _svg(fig: Figure, label: str, id_prefix: str) -> Markup:
+    """The figure as an inline <svg> element, sized by CSS, without metadata or XML prolog."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :]
+    # The RDF metadata names external vocabularies by URL; the page must reference nothing.
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    text = re.sub(r'\s(width|height)="[\d.]+pt"', "", text, count=2)
+    # Every figure numbers its elements alike ("axes_1"); ids must be unique in one page.
+    prefix = re.sub(r"[^A-Za-z0-9_-]+", "-", id_prefix)
+    text = re.sub(r'\bid="', f'id="{prefix}-', text)
+    text = re.sub(r'(href="#|url\(#)', rf"\g<1>{prefix}-", text)
+    safe_label = label.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    text = text.replace("<svg", f'<svg class="chart" role="img" aria-label="{safe_label}"', 1)
+    return Markup(text)
+
+
+def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Markup | None:
+    """Throughput and ack latency per second with faults and leader changes; None if no data."""
+    timeline = result.timeline
+    if not timeline:
+        return None
+    origin_us = run_origin_us(result, events)
+    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": salt}):
+        fig = Figure(figsize=(11, 4.4))
+        top, bottom = fig.subplots(
+            2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2], "hspace": 0.1}
+        )
+        _plot_throughput(top, timeline)
+        _plot_latency(bottom, timeline)
+        _mark_faults(top, bottom, fault_windows(events), origin_us, _t_end(timeline))
+        _mark_leader_changes(top, bottom, leader_changes(events), origin_us)
+        _timeline_legend(fig)
+        return _svg(fig, f"timeline of {salt}", salt)
+
+
+def _t_end(timeline: Sequence[TimelineSecond]) -> float:
+    """The end of the timeline in seconds (its last bucket's end)."""
+    return float(timeline[-1].t_s) + 1.0
+
+
+def _series(timeline: Sequence[TimelineSecond], name: str) -> list[float]:
+    """One numeric column of the timeline; missing values become NaN (a gap in a line)."""
+    values = (getattr(second, name) for second in timeline)
+    return [float("nan") if value is None else float(value) for value in values]
+
+
+def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
+    """Stacked bars of ok / failed / indeterminate sends per second."""
+    t = _series(timeline, "t_s")
+    bottom = [0.0] * len(t)
+    for name in ("ok", "failed", "indeterminate"):
+        values = [0.0 if v != v else v for v in _series(timeline, name)]  # NaN → 0
+        ax.bar(
+            t,
+            values,
+            width=1.0,
+            bottom=bottom,
+            align="edge",
+            color=SERIES_COLOURS[name],
+            linewidth=0,
+            label=name,
+        )
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    for name in ("missing", "duplicated"):
+        values = [0.0 if v != v else v for v in _series(timeline, name)]
+        if any(values):
+            ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
+                   label=f"acked, later {name}", zorder=3)  # fmt: skip
+    ax.set_ylabel("sends / s")
+    ax.set_ylim(0, max(max(bottom, default=0) * 1.5, 1))  # headroom for fault and leader labels
+    ax.grid(axis="x", visible=False)
+
+
+def _plot_latency(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
+    """Ack latency p50 and p99 per second; log scale when they span orders of magnitude."""
+    t = [v + 0.5 for v in _series(timeline, "t_s")]  # centre of the second's bar
+    p50 = _series(timeline, "ack_latency_p50_ms")
+    p99 = _series(timeline, "ack_latency_p99_ms")
+    ax.plot(t, p50, color=SERIES_COLOURS["p50"], linewidth=1.3, label="ack latency p50")
+    ax.plot(t, p99, color=SERIES_COLOURS["p99"], linewidth=1.3, label="ack latency p99")
+    positive = [v for v in (*p50, *p99) if v == v and v > 0]
+    if positive and max(positive) / min(positive) > 50:
+        ax.set_yscale("log")
+    ax.set_ylabel("ack latency (ms)")
+    ax.set_xlabel("seconds since the workload started")
+    ax.grid(axis="x", visible=False)
+
+
+def _mark_faults(
+    top: Any, bottom: Any, windows: Sequence[FaultWindow], origin_us: float, t_end: float
+) -> None:
+    """Shade each fault window on both axes and label it at the top of the throughput plot."""
+    for window in windows:
+        start = (window.start_us - origin_us) / 1e6
+        end = t_end if window.end_us is None else (window.end_us - origin_us) / 1e6
+        for ax in (top, bottom):
+            ax.axvspan(start, end, color=SERIES_COLOURS["fault"], alpha=0.16, linewidth=0, zorder=0)
+        suffix = "" if window.end_us is not None else " (not healed)"
+        top.text(
+            start,
+            0.985,
+            " " + window.label + suffix,
+            transform=top.get_xaxis_transform(),
+            va="top",
+            ha="left",
+            fontsize=8,
+            color="#953800",
+        )
+
+
+def _mark_leader_changes(
+    top: Any, bottom: Any, changes: Sequence[LeaderChange], origin_us: float
+) -> None:
+    """A dashed line per sample time with leader changes, labelled with what changed."""
+    by_time: dict[int, list[LeaderChange]] = {}
+    for change in changes:
+        by_time.setdefault(change.ts_us, []).append(change)
+    for index, (ts_us, group) in enumerate(by_time.items()):
+        x = (ts_us - origin_us) / 1e6
+        for ax in (top, bottom):
+            ax.axvline(
+                x, color=SERIES_COLOURS["leader"], linestyle=(0, (3, 2)), linewidth=0.9, alpha=0.75
+            )
+        # Staggered heights keep labels of changes a second apart from covering each other.
+        height = LEADER_LABEL_HEIGHTS[index % len(LEADER_LABEL_HEIGHTS)]
+        top.text(
+            x,
+            height,
+            "leader " + ", ".join(c.label for c in group),
+            transform=top.get_xaxis_transform(),
+            va="top",
+            ha="left",
+            fontsize=7.5,
+            color=SERIES_COLOURS["leader"],
+            bbox={
+                "boxstyle": "square,pad=0.15",
+                "facecolor": "white",
+                "alpha": 0.8,
+                "linewidth": 0,
+            },
+        )
+
+
+def _timeline_legend(fig: Figure) -> None:
+    """One legend above both plots, so it never hides data."""
+    handles = [
+        Patch(color=SERIES_COLOURS["ok"], label="ok"),
+        Patch(color=SERIES_COLOURS["failed"], label="failed"),
+        Patch(color=SERIES_COLOURS["indeterminate"], label="indeterminate"),
+        Patch(color=SERIES_COLOURS["missing"], label="acked, later missing"),
+        Patch(color=SERIES_COLOURS["duplicated"], label="acked, duplicated"),
+        Line2D([], [], color=SERIES_COLOURS["p50"], label="ack latency p50"),
+        Line2D([], [], color=SERIES_COLOURS["p99"], label="ack latency p99"),
+        Patch(color=SERIES_COLOURS["fault"], alpha=0.3, label="fault window"),
+        Line2D(
+            [], [], color=SERIES_COLOURS["leader"], linestyle=(0, (3, 2)), label="leader change"
+        ),
+    ]
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 0.9),
+        ncol=5,
+        frameon=False,
+        fontsize=8.5,
+    )
+
+
+def loss_chart_svg(cells: Sequence[CellVerdict], results_by_run: Mapping[str, RunResult]) -> Markup:
+    """Horizontal bars: the loss figure as % of acked per cell, whiskers over repetitions."""
+    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-chart"}):
+        fig = Figure(figsize=(11, 0.9 + 0.36 * len(cells)))
+        ax = fig.subplots()
+        _draw_loss_bars(ax, cells, [_rep_loss_span(c, results_by_run) for c in cells])
+        ax.set_yticks(range(len(cells)), _cell_labels(cells))
+        ax.invert_yaxis()
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(
+            "acknowledged messages missing (loss, % of acked; line: min–max over repetitions)"
+        )
+        return _svg(fig, "loss by configuration", "loss-chart")
+
+
+def _draw_loss_bars(
+    ax: Any, cells: Sequence[CellVerdict], spans: Sequence[tuple[float, float]]
+) -> None:
+    """One bar per cell in its verdict's colour, a min–max whisker, and the value as text."""
+    rates = [c.stats.loss_rate for c in cells]
+    means = [100 * (rate or 0.0) for rate in rates]
+    ax.barh(range(len(cells)), means, color=[VERDICT_COLOURS[c.verdict] for c in cells], height=0.6)
+    for i, (low, high) in enumerate(spans):
+        if high > low:
+            ax.errorbar((low + high) / 2, i, xerr=(high - low) / 2, color="#24292f", capsize=3)
+    top = max([*means, *(high for _, high in spans), 0.0])
+    ax.set_xlim(0, top * 1.25 if top > 0 else 1.0)  # room for the value labels
+    for i, (rate, mean) in enumerate(zip(rates, means, strict=True)):
+        text = "no data" if rate is None else percent(mean)
+        ax.text(max(mean, spans[i][1]), i, f"  {text}", va="center", fontsize=8)
+
+
+def _cell_labels(cells: Sequence[CellVerdict]) -> list[str]:
+    """Cell names, prefixed with the experiment when the report spans several."""
+    several = len({c.experiment for c in cells}) > 1
+    return [f"{c.experiment}/{c.cell}" if several else c.cell for c in cells]
+
+
+def _rep_loss_span(
+    cell: CellVerdict, results_by_run: Mapping[str, RunResult]
+) -> tuple[float, float]:
+    """(min, max) over repetitions of loss / acked, in %."""
+    rates = []
+    for rep in cell.repetitions:
+        result = results_by_run.get(rep.run_dir)
+        counts = (result.counts if result is not None else None) or {}
+        acked = counts.get("acked") or 0
+        if acked and all(isinstance(counts.get(name), int) for name in LOSS_CLASSES):
+            rates.append(100 * loss_of(counts) / acked)
+    return (min(rates), max(rates)) if rates else (0.0, 0.0)
+
+
+def percent(value: float) -> str:
+    """A percentage with three significant digits, '0 %' for zero."""
+    return "0 %" if value == 0 else f"{value:.3g} %"

@@ -1,0 +1,60 @@
+"""report.html: one self-contained page (CSS embedded, charts inline SVG) that works offline."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from jinja2 import Environment, FileSystemLoader
+
+from analysis.judge.guarantees import SOURCE
+from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
+from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg
+from analysis.report.views import (
+    COUNT_LABELS,
+    MATRIX_COUNTS,
+    ProvenanceView,
+    cell_view,
+    css_class,
+    matrix_row,
+    outcome_summary,
+    verdict_counts,
+)
+from analysis.results import RunResult
+
+__all__ = ["render_html"]
+
+TEMPLATES: Final = Path(__file__).parent / "templates"
+OUTCOME_CSS: Final = {0: "v-pass", 1: "v-violation", 2: "v-unknown"}  # by exit code
+
+
+def render_html(
+    cells: Sequence[CellVerdict],
+    results_by_run: Mapping[str, RunResult],
+    events_by_run: Mapping[str, Sequence[Event]],
+    provenance: Sequence[ProvenanceView],
+    title: str,
+) -> str:
+    """The self-contained HTML page."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
+    return env.get_template("report.html.j2").render(
+        title=title,
+        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        outcome=outcome_summary(cells),
+        outcome_css=OUTCOME_CSS[exit_code(cells)],
+        counts=verdict_counts(cells),
+        legend=[(v.value, css_class(v), VERDICT_MEANING[v]) for v in Verdict],
+        colours={css_class(v): colour for v, colour in VERDICT_COLOURS.items()},
+        source=SOURCE,
+        headers=[(name, *COUNT_LABELS[name]) for name in MATRIX_COUNTS],
+        rows=[matrix_row(c) for c in cells],
+        loss_chart=loss_chart_svg(cells, results_by_run) if cells else None,
+        cells=[cell_view(c, results_by_run, events_by_run) for c in cells],
+        experiments=sorted({c.experiment for c in cells}),
+        repetitions=sum(len(c.repetitions) for c in cells),
+        provenance=provenance,
+    )

@@ -1,0 +1,86 @@
+"""report.json: the machine-readable report, versioned by SCHEMA_VERSION."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Final
+
+from analysis.judge.guarantees import SOURCE
+from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.report.views import ProvenanceView, outcome_summary, verdict_counts
+from harness.rundir.provenance import RunProvenance
+
+__all__ = ["SCHEMA_VERSION", "report_json"]
+
+# 2: schema_version, verdict_meanings and provenance added (1: the unversioned first form).
+SCHEMA_VERSION: Final = 2
+
+
+def report_json(
+    cells: Sequence[CellVerdict],
+    provenance: Sequence[RunProvenance],
+    views: Sequence[ProvenanceView],
+    title: str,
+) -> dict[str, Any]:
+    """The machine-readable report: outcome, verdict counts, every cell, and provenance."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "title": title,
+        "exit_code": exit_code(cells),
+        "outcome": outcome_summary(cells),
+        "verdict_counts": verdict_counts(cells),
+        "verdict_meanings": {v.value: VERDICT_MEANING[v] for v in Verdict},
+        "source": SOURCE,
+        "cells": [_cell_json(c) for c in cells],
+        "provenance": [_provenance_json(p, v) for p, v in zip(provenance, views, strict=True)],
+    }
+
+
+def _provenance_json(run: RunProvenance, view: ProvenanceView) -> dict[str, Any]:
+    """One experiment run root: the recorded provenance as data, and as the reports show it."""
+    recorded = None if run.provenance is None else run.provenance.model_dump(mode="json")
+    return {
+        "root": run.root,
+        "recorded": recorded,
+        "problem": run.problem,
+        "shown": dict(view.lines),
+    }
+
+
+def _stats_json(stats: CellStats) -> dict[str, Any]:
+    """Cell stats as plain JSON values."""
+    return {
+        "repetitions": stats.repetitions,
+        "counted": stats.counted,
+        "counts": {
+            k: {"mean": v.mean, "min": v.min, "max": v.max} for k, v in stats.counts.items()
+        },
+        "loss_rate": stats.loss_rate,
+        "divergence_rate": stats.divergence_rate,
+    }
+
+
+def _cell_json(cell: CellVerdict) -> dict[str, Any]:
+    """One cell with its verdict, reasons, stats, guarantee and repetitions."""
+    return {
+        "experiment": cell.experiment,
+        "cell": cell.cell,
+        "config": cell.config.as_json(),
+        "verdict": cell.verdict.value,
+        "reasons": list(cell.reasons),
+        "guarantee": dataclasses.asdict(cell.guarantee) if cell.guarantee else None,
+        "stats": _stats_json(cell.stats),
+        "repetitions": [
+            {
+                "repetition": r.repetition,
+                "run_dir": r.run_dir,
+                "verdict": r.verdict.value,
+                "reasons": list(r.reasons),
+                "loss": r.loss,
+                "acked": r.acked,
+                "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
+            }
+            for r in cell.repetitions
+        ],
+    }

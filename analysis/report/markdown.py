@@ -1,0 +1,88 @@
+"""report.md: the matrix as a Markdown table, each cell's guarantee and reasons, provenance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from analysis.judge.guarantees import SOURCE
+from analysis.judge.verdicts import CellVerdict, exit_code
+from analysis.report.views import (
+    COUNT_LABELS,
+    MATRIX_COUNTS,
+    ProvenanceView,
+    config_summary,
+    format_rate,
+    format_stat,
+    outcome_summary,
+    verdict_counts,
+)
+
+__all__ = ["render_markdown"]
+
+
+def _md(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(
+    cells: Sequence[CellVerdict], provenance: Sequence[ProvenanceView], title: str
+) -> str:
+    """The matrix as a Markdown table, then each cell's guarantee and reasons, then provenance."""
+    counts = " · ".join(f"{v} {n}" for v, n in verdict_counts(cells).items())
+    head = [
+        "cell",
+        "configuration",
+        *(COUNT_LABELS[n][0] for n in MATRIX_COUNTS),
+        "loss rate",
+        "verdict",
+    ]
+    lines = [
+        f"# {title}",
+        "",
+        f"**{outcome_summary(cells)}** (exit code {exit_code(cells)}). Verdicts: {counts}.",
+        "",
+        "Counts are per repetition: mean (min–max) when repetitions disagree.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head) - 1)) + "|---|",
+    ]
+    for cell in cells:
+        values = [format_stat(cell.stats.counts.get(n), cell.stats.counted) for n in MATRIX_COUNTS]
+        row = [
+            f"`{cell.cell}`",
+            config_summary(cell.config),
+            *values,
+            format_rate(cell.stats.loss_rate),
+            f"**{cell.verdict.value}**",
+        ]
+        lines.append("| " + " | ".join(_md(v) for v in row) + " |")
+    lines += ["", "## Reasons", ""]
+    for cell in cells:
+        lines += _markdown_cell(cell)
+    lines += _markdown_provenance(provenance)
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(cell: CellVerdict) -> list[str]:
+    """One cell's heading, guarantee and reasons in Markdown."""
+    lines = [f"### {cell.cell}: {cell.verdict.value}", "", f"_{config_summary(cell.config)}_", ""]
+    if cell.guarantee is not None:
+        g = cell.guarantee
+        lines += [
+            f"Guarantee: loss {g.loss}, duplicates {g.duplicates}, order {g.order}. "
+            f"{g.citation} ({SOURCE})",
+            "",
+        ]
+    lines += [f"- {reason}" for reason in cell.reasons]
+    return [*lines, ""]
+
+
+def _markdown_provenance(provenance: Sequence[ProvenanceView]) -> list[str]:
+    """A provenance section: one table of what produced each experiment run."""
+    lines = ["## Provenance", ""]
+    for view in provenance:
+        lines += [f"Runs under `{view.root}`:", "", "| | |", "|---|---|"]
+        lines += [f"| {label} | {_md(text)} |" for label, text in view.lines]
+        lines.append("")
+    return lines

@@ -1,0 +1,453 @@
+"""What the renderings show, as typed view models: the matrix rows, each cell with its
+repetitions, and the provenance of the runs; plus the formatting they share.
+
+HTML, Markdown and report.json all read these, so a figure or a word is formatted once.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from markupsafe import Markup
+
+from analysis.anomalies import ANOMALIES as ANOMALY_REGISTRY
+from analysis.anomalies import ANOMALY_NAMES, LOSS_CLASSES
+from analysis.attribution import Attribution, Place
+from analysis.judge.guarantees import ALLOWED, FORBIDDEN, Guarantee
+from analysis.judge.verdicts import (
+    VERDICT_MEANING,
+    CellVerdict,
+    CountStats,
+    Event,
+    RepetitionVerdict,
+    Verdict,
+    exit_code,
+)
+from analysis.report.charts import percent, timeline_svg
+from analysis.report.marks import fault_windows
+from analysis.results import RunResult, Sensitivity
+from harness.rundir.config import CellConfig
+from harness.rundir.provenance import RunProvenance
+
+__all__ = [
+    "COUNT_LABELS",
+    "MATRIX_COUNTS",
+    "CellView",
+    "MatrixRow",
+    "ProvenanceView",
+    "RepetitionView",
+    "cell_view",
+    "config_summary",
+    "format_rate",
+    "format_stat",
+    "matrix_row",
+    "outcome_summary",
+    "provenance_views",
+    "verdict_counts",
+]
+
+# The matrix: sends, the one loss figure, then every anomaly class of the registry.
+MATRIX_COUNTS: Final = ("sent", "acked", "loss", *ANOMALY_NAMES)
+COUNT_LABELS: Final = {
+    "sent": ("sent", "messages the producer tried to send"),
+    "acked": ("acked", "sends that ended in a successful delivery report"),
+    "loss": ("loss", "distinct acknowledged messages missing from the final read-back"),
+    **{a.name: (a.label, a.meaning) for a in ANOMALY_REGISTRY},
+}
+ANOMALIES: Final = frozenset(ANOMALY_NAMES) | {"loss"}
+SERIOUS: Final = frozenset({"loss", *(a.name for a in ANOMALY_REGISTRY if a.serious)})
+EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, "offset_divergent")
+EXAMPLE_ROWS: Final = 20
+NOT_RECORDED: Final = "not recorded"
+# How each place of analysis.attribution reads in a sentence.
+ATTRIBUTION_PHRASES: Final = {
+    Place.ON_NO_DISK: "on no broker's disk (Kafka lost them)",
+    Place.ON_DISK_NOT_SERVED: "on a broker's disk, yet not read back",
+    Place.SEGMENTS_UNAVAILABLE: "cannot say (segments not kept or not readable)",
+    Place.NOT_EXAMINED: "not examined (beyond the bound)",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting shared by the renderings
+
+
+def _fmt_int(value: float) -> str:
+    """Integers with thousands separators, other numbers with one decimal."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def stat_parts(stat: CountStats | None, counted: int) -> tuple[str, str]:
+    """(value, 'min–max') of a count; the range is '' for one repetition or agreeing ones."""
+    if stat is None:
+        return "—", ""
+    if counted <= 1 or stat.min == stat.max:
+        return _fmt_int(stat.mean), ""
+    return _fmt_int(stat.mean), f"{_fmt_int(stat.min)}–{_fmt_int(stat.max)}"
+
+
+def format_stat(stat: CountStats | None, counted: int) -> str:
+    """'12' for one repetition or agreeing ones, 'mean (min–max)' otherwise, '—' if none."""
+    value, spread = stat_parts(stat, counted)
+    return f"{value} ({spread})" if spread else value
+
+
+def format_rate(rate: float | None) -> str:
+    """A loss rate as a percentage, '—' when nothing was acknowledged."""
+    return "—" if rate is None else percent(100 * rate)
+
+
+def config_parts(config: CellConfig) -> list[str]:
+    """The settings that decide the guarantee, as 'name=value' strings."""
+    parts = [
+        ("acks", config.acks),
+        ("min.insync", config.min_insync_replicas),
+        ("unclean", _flag(config.unclean_leader_election)),
+        ("idempotence", _flag(config.enable_idempotence)),
+        ("in-flight", config.max_in_flight),
+        ("RF", config.replication_factor),
+        ("partitions", config.partitions),
+        ("fault", config.fault_class),
+        ("Kafka", config.kafka_version),
+    ]
+    return [f"{k}={v}" for k, v in parts if v is not None]
+
+
+def config_summary(config: CellConfig) -> str:
+    """The settings that decide the guarantee, in one line."""
+    return " · ".join(config_parts(config))
+
+
+def _flag(value: bool | None) -> str | None:
+    """'on'/'off' for a setting, None when the config does not say."""
+    return None if value is None else ("on" if value else "off")
+
+
+def outcome_summary(cells: Sequence[CellVerdict]) -> str:
+    """One sentence for the whole report, following exit_code."""
+    code = exit_code(cells)
+    violations = sum(c.verdict == Verdict.VIOLATION for c in cells)
+    unknown = sum(c.verdict == Verdict.UNKNOWN for c in cells)
+    if code == 1:
+        return f"{violations} of {len(cells)} cells violate the documented guarantees"
+    if code == 2:
+        return (
+            f"Inconclusive: {unknown} of {len(cells)} cells could not be judged"
+            if cells
+            else "Inconclusive: no results to judge"
+        )
+    return f"All {len(cells)} cells are consistent with the documented guarantees"
+
+
+def verdict_counts(cells: Sequence[CellVerdict]) -> dict[str, int]:
+    """How many cells got each verdict, every verdict listed."""
+    return {v.value: sum(c.verdict == v for c in cells) for v in Verdict}
+
+
+def slug(cell: CellVerdict) -> str:
+    """An HTML id for a cell's section."""
+    return "cell-" + re.sub(r"[^A-Za-z0-9_-]+", "-", f"{cell.experiment}-{cell.cell}").strip("-")
+
+
+def css_class(verdict: Verdict) -> str:
+    """The CSS class of a verdict badge."""
+    return "v-" + verdict.value.lower()
+
+
+def _dash(value: object) -> object:
+    """The value, or an em dash for None."""
+    return "—" if value is None else value
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix
+
+
+@dataclass(frozen=True)
+class MatrixValue:
+    """One count of a matrix row: its value, its min–max range, how loudly to show it."""
+
+    text: str
+    range: str
+    level: str  # "", "notable" or "serious"
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One cell in the matrix."""
+
+    slug: str
+    cell: str
+    experiment: str
+    config: tuple[str, ...]
+    values: tuple[MatrixValue, ...]
+    loss_rate: str
+    repetitions: int
+    verdict: str
+    css: str
+
+
+def matrix_row(cell: CellVerdict) -> MatrixRow:
+    """The matrix row of one cell."""
+    values = []
+    for name in MATRIX_COUNTS:
+        stat = cell.stats.counts.get(name)
+        level = ""
+        if name in ANOMALIES and stat is not None and stat.max > 0:
+            level = "serious" if name in SERIOUS else "notable"
+        value, spread = stat_parts(stat, cell.stats.counted)
+        values.append(MatrixValue(value, spread, level))
+    return MatrixRow(
+        slug=slug(cell),
+        cell=cell.cell,
+        experiment=cell.experiment,
+        config=tuple(config_parts(cell.config)),
+        values=tuple(values),
+        loss_rate=format_rate(cell.stats.loss_rate),
+        repetitions=len(cell.repetitions),
+        verdict=cell.verdict.value,
+        css=css_class(cell.verdict),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells and repetitions
+
+
+@dataclass(frozen=True)
+class ExampleRow:
+    """An example lost / unseen / divergent message: where it was acked and what is there."""
+
+    cls: str
+    msg_id: int | None
+    partition: object
+    offset: object
+    readback: object
+
+
+@dataclass(frozen=True)
+class AttributionView:
+    """Where a repetition's missing messages are, and what limits that evidence."""
+
+    text: str
+    note: str
+
+
+@dataclass(frozen=True)
+class RepetitionView:
+    """A repetition's verdict, reasons, checks, timeline chart and example table."""
+
+    repetition: int
+    run_dir: str
+    verdict: str
+    css: str
+    reasons: tuple[str, ...]
+    timeline: Markup | None
+    faults: tuple[str, ...]
+    sensitivity: str | None
+    attribution: AttributionView | None
+    examples: tuple[ExampleRow, ...]
+
+
+@dataclass(frozen=True)
+class GuaranteeView:
+    """The documented guarantee as chips (name, rule, strict) and its citations."""
+
+    chips: tuple[tuple[str, str, bool], ...]
+    citations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CellView:
+    """Everything the per-cell section of the page shows."""
+
+    slug: str
+    cell: str
+    experiment: str
+    config: str
+    verdict: str
+    css: str
+    meaning: str
+    reasons: tuple[str, ...]
+    guarantee: GuaranteeView | None
+    repetitions: tuple[RepetitionView, ...]
+
+
+def _examples(result: RunResult | None) -> tuple[ExampleRow, ...]:
+    """Example lost / divergent / unseen messages with where they were acked and read back."""
+    if result is None:
+        return ()
+    return tuple(
+        ExampleRow(
+            cls=name.replace("_", "-"),
+            msg_id=ex.msg_id,
+            partition=_dash(ex.partition),
+            offset=_dash(ex.offset),
+            readback=_dash(ex.readback_msg_id_at_offset),
+        )
+        for name in EXAMPLE_CLASSES
+        for ex in (result.examples.get(name) or ())[:EXAMPLE_ROWS]
+    )
+
+
+def attribution_view(attribution: Attribution | None) -> AttributionView | None:
+    """Where the missing messages are, with its limits; None without any missing."""
+    if attribution is None:
+        return None
+    counts = attribution.counts
+    total = sum(int(n) for n in counts.values())
+    if total == 0:
+        return None
+    parts = [
+        f"{counts[p]:,} {phrase}" for p, phrase in ATTRIBUTION_PHRASES.items() if counts.get(p)
+    ]
+    if attribution.beyond_served:
+        parts.append(
+            f"{attribution.beyond_served:,} of those on disk only at or past the high watermark"
+        )
+    text = f"where the {total:,} missing acknowledged messages are: {'; '.join(parts)}"
+    return AttributionView(text, attribution.note)
+
+
+def sensitivity_text(check: Sensitivity | None) -> str | None:
+    """'sensitivity check passed: 12 of 12 …', or None without a check."""
+    if check is None:
+        return None
+    word = "passed" if check.passed else "FAILED"
+    return (
+        f"sensitivity check {word}: {check.found} of {check.removed} acknowledged "
+        "records hidden from a copy of the read-back were reported missing"
+    )
+
+
+def _timeline_or_none(
+    result: RunResult | None, events: Sequence[Event], salt: str
+) -> Markup | None:
+    """The timeline chart, or None when the data cannot be drawn: a report must not crash."""
+    if result is None:
+        return None
+    try:
+        return timeline_svg(result, events, salt)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _repetition_view(
+    cell: CellVerdict,
+    rep: RepetitionVerdict,
+    results_by_run: Mapping[str, RunResult],
+    events_by_run: Mapping[str, Sequence[Event]],
+) -> RepetitionView:
+    """A repetition's verdict, reasons, timeline chart and example table."""
+    result = results_by_run.get(rep.run_dir)
+    events = events_by_run.get(rep.run_dir) or []
+    salt = f"{cell.experiment}/{cell.cell}/rep-{rep.repetition}"
+    return RepetitionView(
+        repetition=rep.repetition,
+        run_dir=rep.run_dir,
+        verdict=rep.verdict.value,
+        css=css_class(rep.verdict),
+        reasons=rep.reasons,
+        timeline=_timeline_or_none(result, events, salt),
+        faults=tuple(w.label for w in fault_windows(events)),
+        sensitivity=sensitivity_text(result.sensitivity if result else None),
+        attribution=attribution_view(result.attribution if result else None),
+        examples=_examples(result),
+    )
+
+
+def guarantee_view(guarantee: Guarantee | None) -> GuaranteeView | None:
+    """The guarantee as chips and citations."""
+    if guarantee is None:
+        return None
+    return GuaranteeView(
+        chips=(
+            ("loss", guarantee.loss, guarantee.loss != ALLOWED),
+            ("duplicates", guarantee.duplicates, guarantee.duplicates == FORBIDDEN),
+            ("order", guarantee.order, guarantee.order == "guaranteed"),
+        ),
+        citations=(guarantee.citation, guarantee.duplicates_citation, guarantee.order_citation),
+    )
+
+
+def cell_view(
+    cell: CellVerdict,
+    results_by_run: Mapping[str, RunResult],
+    events_by_run: Mapping[str, Sequence[Event]],
+) -> CellView:
+    """Everything the per-cell section of the page shows."""
+    return CellView(
+        slug=slug(cell),
+        cell=cell.cell,
+        experiment=cell.experiment,
+        config=config_summary(cell.config),
+        verdict=cell.verdict.value,
+        css=css_class(cell.verdict),
+        meaning=VERDICT_MEANING[cell.verdict],
+        reasons=cell.reasons,
+        guarantee=guarantee_view(cell.guarantee),
+        repetitions=tuple(
+            _repetition_view(cell, rep, results_by_run, events_by_run) for rep in cell.repetitions
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Provenance
+
+
+@dataclass(frozen=True)
+class ProvenanceView:
+    """What produced one experiment run, as (label, text) lines: every PROVENANCE_LABELS line,
+    or one line saying why there is no provenance."""
+
+    root: str
+    lines: tuple[tuple[str, str], ...]
+
+
+PROVENANCE_LABELS: Final = (
+    "git revision",
+    "command line",
+    "seed",
+    "image",
+    "image id",
+    "Kafka version",
+    "confluent-kafka",
+    "librdkafka",
+    "cores",
+    "memory",
+)
+
+
+def provenance_views(runs: Sequence[RunProvenance]) -> tuple[ProvenanceView, ...]:
+    """One view per experiment run root, in the order given."""
+    return tuple(_provenance_view(run) for run in runs)
+
+
+def _provenance_view(run: RunProvenance) -> ProvenanceView:
+    """The lines of one root, in PROVENANCE_LABELS order."""
+    p = run.provenance
+    if p is None:
+        return ProvenanceView(run.root, (("provenance", f"{NOT_RECORDED}: {run.problem}"),))
+    images = p.images
+
+    def each(values: Sequence[str | None]) -> str:
+        return ", ".join(v or NOT_RECORDED for v in values) or NOT_RECORDED
+
+    texts = (
+        p.git_revision or NOT_RECORDED,
+        shlex.join(p.command_line) if p.command_line else NOT_RECORDED,
+        f"{p.seed} (repetition r runs with seed + r)",
+        each([i.tag for i in images]),
+        each([i.image_id for i in images]),
+        each(sorted({i.kafka_version or NOT_RECORDED for i in images})),
+        p.confluent_kafka_version or NOT_RECORDED,
+        p.librdkafka_version or NOT_RECORDED,
+        NOT_RECORDED if p.cores is None else str(p.cores),
+        NOT_RECORDED if p.memory_bytes is None else f"{p.memory_bytes / 2**30:.1f} GiB",
+    )
+    return ProvenanceView(run.root, tuple(zip(PROVENANCE_LABELS, texts, strict=True)))

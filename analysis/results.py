@@ -1,0 +1,145 @@
+"""The reconciliation of one repetition, typed: what reconcile produces and verdicts and the
+report read. results.json is its serialisation, written only here (`as_json`), in the shape
+the README documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from analysis.anomalies import EXAMPLE_FIELDS
+from analysis.attribution import Attribution
+from harness.rundir.config import CellConfig
+from harness.rundir.records import STATUSES
+
+__all__ = [
+    "CONTRACT_KEYS",
+    "Example",
+    "RunResult",
+    "RunStatus",
+    "Sensitivity",
+    "TimelineSecond",
+]
+
+# Facts about a run's own records, checked before judging (see analysis.judge.verdicts).
+CONTRACT_KEYS: Final = (
+    "repeated_msg_ids",
+    "unidentified_rows",
+    "unknown_statuses",
+    *(f"reported_{s}" for s in STATUSES),
+)
+
+
+class RunStatus(StrEnum):
+    """How far the reconciliation of a repetition got."""
+
+    COMPLETE = "complete"  # read back and reconciled: counts are there
+    INCOMPLETE = "incomplete"  # no readback.parquet: only the send timeline
+    ERROR = "error"  # unreadable files or a failed query: `error` says why
+
+
+@dataclass(frozen=True)
+class Example:
+    """One anomalous message or record; each class shows the fields EXAMPLE_FIELDS names."""
+
+    msg_id: int | None
+    partition: int | None = None
+    offset: int | None = None
+    readback_msg_id_at_offset: int | None = None
+    reads: int | None = None
+    key: str | None = None
+    key_seq: int | None = None
+    max_key_seq_before: int | None = None
+
+    @classmethod
+    def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:
+        """The example of class `anomaly` from a row holding at least its fields."""
+        return cls(**{name: fields.get(name) for name in EXAMPLE_FIELDS[anomaly]})
+
+    def as_json(self, anomaly: str) -> dict[str, Any]:
+        """The results.json form: exactly the fields its class shows."""
+        return {name: getattr(self, name) for name in EXAMPLE_FIELDS[anomaly]}
+
+
+@dataclass(frozen=True)
+class TimelineSecond:
+    """One epoch second of send time: outcomes, acked messages later missing or duplicated,
+    and the ack latency percentiles (None without an ok send that second)."""
+
+    t_s: int  # whole seconds from the epoch second of the run's first send
+    epoch_s: int
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    indeterminate: int = 0
+    missing: int = 0
+    duplicated: int = 0
+    ack_latency_p50_ms: float | None = None
+    ack_latency_p99_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The sensitivity probe: records hidden from a copy of the read-back, and found missing."""
+
+    removed: int
+    found: int
+    passed: bool
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The reconciliation of one repetition directory."""
+
+    run_dir: str
+    experiment: str
+    cell: str
+    repetition: int
+    config: CellConfig
+    axes: Mapping[str, str]
+    status: RunStatus
+    counts: Mapping[str, int] | None = None  # COUNT_NAMES of analysis.anomalies
+    examples: Mapping[str, tuple[Example, ...]] = field(default_factory=dict)
+    timeline: tuple[TimelineSecond, ...] = ()
+    error: str | None = None
+    loss: int | None = None  # the one loss figure: sum of the counts that count as loss
+    loss_by_partition: Mapping[str, int] = field(default_factory=dict)  # "unknown": none
+    divergence_by_partition: Mapping[str, int] = field(default_factory=dict)
+    contract: Mapping[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
+    sensitivity: Sensitivity | None = None
+    attribution: Attribution | None = None  # where missing messages still are
+
+    def origin_us(self) -> float | None:
+        """Epoch µs of t=0, the timeline's origin; None without a timeline."""
+        if not self.timeline:
+            return None
+        first = self.timeline[0]
+        return (float(first.epoch_s) - float(first.t_s)) * 1e6
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json object (README, "results.json")."""
+        return {
+            "run_dir": self.run_dir,
+            "experiment": self.experiment,
+            "cell": self.cell,
+            "repetition": self.repetition,
+            "config": self.config.as_json(),
+            "axes": dict(self.axes),
+            "status": self.status.value,
+            "counts": None if self.counts is None else dict(self.counts),
+            "examples": {
+                name: [example.as_json(name) for example in rows]
+                for name, rows in self.examples.items()
+            },
+            "timeline": [asdict(second) for second in self.timeline],
+            "error": self.error,
+            "loss": self.loss,
+            "loss_by_partition": dict(self.loss_by_partition),
+            "divergence_by_partition": dict(self.divergence_by_partition),
+            "contract": None if self.contract is None else dict(self.contract),
+            "sensitivity": None if self.sensitivity is None else asdict(self.sensitivity),
+            "attribution": None if self.attribution is None else self.attribution.as_dict(),
+        }
