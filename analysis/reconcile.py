@@ -2,7 +2,7 @@
 
 Every run goes through one Spark query: all acked.parquet files are read in one scan and all
 readback.parquet files in another, each row tagged with its run, and the anomaly classes of
-KAFKA-RELIABILITY.md come out of joins keyed by (run, msg_id) and (run, partition, offset).
+docs/kafka-reliability.md come out of joins keyed by (run, msg_id) and (run, partition, offset).
 
     python -m analysis.reconcile 'runs/my-experiment/*' [--master URL] [--out reports/latest]
 """
@@ -80,7 +80,7 @@ KEY_PARTITION = ["run_id", "partition"]
 
 
 @dataclass(frozen=True)
-class _Run:
+class _RunDir:
     """A run directory as found on disk, checked before any Spark work."""
 
     run_id: int
@@ -136,11 +136,11 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
 def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
     """One result per run dir, in order, from one Spark query; a failing run becomes "error"."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    outcomes = _query_isolating_failures(spark, [r for r in runs if r.status != RunStatus.ERROR])
-    return [_result(run, outcomes.get(run.run_id, [])) for run in runs]
+    rows = _query_isolating_failures(spark, [r for r in runs if r.status != RunStatus.ERROR])
+    return [_result(run, rows.get(run.run_id, [])) for run in runs]
 
 
-def _inspect(run_id: int, run_dir: Path) -> _Run:
+def _inspect(run_id: int, run_dir: Path) -> _RunDir:
     """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
     try:
         spec = json.loads((run_dir / layout.SPEC).read_text())
@@ -151,12 +151,12 @@ def _inspect(run_id: int, run_dir: Path) -> _Run:
         config = CellConfig.read(spec.get("config") or {})
         _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
         if not (run_dir / layout.READBACK).is_file():
-            return _Run(run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config)
+            return _RunDir(run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config)
         _check_columns(run_dir / layout.READBACK, READBACK_SCHEMA)
         log_start = _log_start_offsets(load_events(run_dir))
     except Exception as exc:
-        return _Run(run_id, run_dir, {}, RunStatus.ERROR, f"{type(exc).__name__}: {exc}")
-    return _Run(run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start)
+        return _RunDir(run_id, run_dir, {}, RunStatus.ERROR, f"{type(exc).__name__}: {exc}")
+    return _RunDir(run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start)
 
 
 def _log_start_offsets(events: list[dict]) -> dict[int, int]:
@@ -192,7 +192,7 @@ def _readable_as(actual: pa.DataType, wanted: T.DataType) -> bool:
 
 
 def _query_isolating_failures(
-    spark: SparkSession, runs: list[_Run]
+    spark: SparkSession, runs: list[_RunDir]
 ) -> dict[int, list[Row] | Exception]:
     """Report rows per run id from one query; if it fails, split the runs so only bad ones fail."""
     if not runs:
@@ -209,7 +209,7 @@ def _query_isolating_failures(
     }
 
 
-def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
+def _run_query(spark: SparkSession, runs: list[_RunDir]) -> list[Row]:
     """Collect the report rows of all runs, every part in one union so Spark plans it once."""
     acked = _read_runs(spark, {r.run_id: r.run_dir / layout.ACKED for r in runs}, ACKED_SCHEMA)
     acked = acked.transform(_with_unknown_locations_as_null)
@@ -245,7 +245,7 @@ def _run_query(spark: SparkSession, runs: list[_Run]) -> list[Row]:
 
 
 def _reconciled(
-    spark: SparkSession, acked: DataFrame, readback: DataFrame, runs: list[_Run]
+    spark: SparkSession, acked: DataFrame, readback: DataFrame, runs: list[_RunDir]
 ) -> tuple[DataFrame, DataFrame]:
     """(messages, anomalies) of the given runs' acked and (deduplicated) read-back rows."""
     progress = _read_extent(readback).join(
@@ -262,7 +262,7 @@ def _sensitivity_rows(
     acked: DataFrame,
     readback: DataFrame,
     messages: DataFrame,
-    runs: list[_Run],
+    runs: list[_RunDir],
 ) -> list[DataFrame]:
     """The sensitivity check, in the same job: reconcile each run again with a seeded set of
     healthy acknowledged records (every partition's last one, plus a hashed sample) removed
@@ -351,7 +351,7 @@ def _escape_glob(path: str) -> str:
     return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
-def _log_starts(spark: SparkSession, runs: list[_Run]) -> DataFrame:
+def _log_starts(spark: SparkSession, runs: list[_RunDir]) -> DataFrame:
     """A literal table (run_id, partition, log_start) of the log-start offsets above zero."""
     rows = [
         F.struct(
@@ -469,7 +469,7 @@ def _read_extent(readback: DataFrame) -> DataFrame:
     )
 
 
-def _later_sends_read(acked: DataFrame, readback: DataFrame, runs: list[_Run]) -> DataFrame:
+def _later_sends_read(acked: DataFrame, readback: DataFrame, runs: list[_RunDir]) -> DataFrame:
     """Per (run_id, partition read): latest send time of a message read there with no acked offset.
 
     Only runs whose spec allows acks=0 (or does not say) are joined: under acks 1 and all every
@@ -650,7 +650,7 @@ def _missing_rows(anomalies: DataFrame) -> DataFrame:
 
 
 def _timeline_rows(acked: DataFrame) -> DataFrame:
-    """One row per run and epoch second with sends: outcomes and ack latency percentiles.
+    """One row per run and epoch second with sends: statuses and ack latency percentiles.
 
     Summed over seconds these are also the run's sent, acked, failed and indeterminate counts,
     and the contract facts: rows per status that carry a delivery report, unknown statuses.
@@ -682,14 +682,14 @@ def _timeline_rows(acked: DataFrame) -> DataFrame:
     return _report(seconds, "second", F.lit(None), F.col("epoch_s"), payload)
 
 
-def _result(run: _Run, outcome: list[Row] | Exception) -> RunResult:
+def _result(run: _RunDir, rows: list[Row] | Exception) -> RunResult:
     """The RunResult of one run from its report rows; any failure makes it status "error"."""
     error = run.error
-    if isinstance(outcome, Exception):
-        error = f"{type(outcome).__name__}: {_first_line(outcome)}"
+    if isinstance(rows, Exception):
+        error = f"{type(rows).__name__}: {_first_line(rows)}"
     if error is None:
         try:
-            return _assembled(run, outcome)
+            return _assembled(run, rows)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
     return _blank_result(run, RunStatus.ERROR, error)
@@ -701,7 +701,7 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _blank_result(run: _Run, status: RunStatus, error: str | None) -> RunResult:
+def _blank_result(run: _RunDir, status: RunStatus, error: str | None) -> RunResult:
     """A result with identity from spec.json (or the path) and no counts."""
     spec, path = run.spec, run.run_dir
     experiment = spec.get("experiment") or (path.parents[2].name if len(path.parents) > 2 else "")
@@ -718,14 +718,14 @@ def _blank_result(run: _Run, status: RunStatus, error: str | None) -> RunResult:
     )
 
 
-def _assembled(run: _Run, rows: list[Row]) -> RunResult:
+def _assembled(run: _RunDir, rows: list[Row]) -> RunResult:
     """The complete or incomplete result of a run whose query succeeded."""
     blank = _blank_result(run, run.status, None)
     seconds = {row.value: json.loads(row.payload) for row in rows if row.kind == "second"}
     for row in rows:
         if row.kind == "anomaly_second" and row.value in seconds:
             seconds[row.value][row.name] = int(row.payload)
-    timeline = _timeline({s: outcome for s, outcome in seconds.items() if s is not None})
+    timeline = _timeline({s: row for s, row in seconds.items() if s is not None})
     if run.status != RunStatus.COMPLETE:
         return replace(blank, timeline=timeline)
     counts = _counts(list(seconds.values()), [row for row in rows if row.kind == "count"])
@@ -751,7 +751,7 @@ def _assembled(run: _Run, rows: list[Row]) -> RunResult:
     )
 
 
-def _attribution(run: _Run, missing_rows: list[Row], counts: dict[str, int]) -> Attribution:
+def _attribution(run: _RunDir, missing_rows: list[Row], counts: dict[str, int]) -> Attribution:
     """Where each missing message still is, from the segments kept in the run directory."""
     missing = []
     for row in missing_rows:
@@ -761,13 +761,13 @@ def _attribution(run: _Run, missing_rows: list[Row], counts: dict[str, int]) -> 
 
 
 def _counts(seconds: list[dict], count_rows: list[Row]) -> dict[str, int]:
-    """Every count of COUNT_NAMES: send outcomes summed over seconds, the rest over count rows."""
+    """Every count of COUNT_NAMES: send statuses summed over seconds, the rest over count rows."""
     counts = dict.fromkeys(COUNT_NAMES, 0)
-    outcomes = {"sent": "sent", "acked": Status.OK, "failed": Status.FAILED}
-    outcomes["indeterminate"] = Status.INDETERMINATE
+    statuses = {"sent": "sent", "acked": Status.OK, "failed": Status.FAILED}
+    statuses["indeterminate"] = Status.INDETERMINATE
     for second in seconds:
-        for key, outcome in outcomes.items():
-            counts[key] += int(second[outcome])
+        for key, status in statuses.items():
+            counts[key] += int(second[status])
     for row in count_rows:
         counts[row.name] += int(row.value)
     return counts
@@ -811,14 +811,14 @@ def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:
     return tuple(_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1))
 
 
-def _second(epoch_s: int, t_s: int, outcome: dict) -> TimelineSecond:
+def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
     """One timeline entry with every count present (zero when the second had none)."""
     return TimelineSecond(
         t_s=t_s,
         epoch_s=epoch_s,
-        **{key: int(outcome.get(key, 0)) for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES)},
-        ack_latency_p50_ms=outcome.get("ack_latency_p50_ms"),
-        ack_latency_p99_ms=outcome.get("ack_latency_p99_ms"),
+        **{key: int(row.get(key, 0)) for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES)},
+        ack_latency_p50_ms=row.get("ack_latency_p50_ms"),
+        ack_latency_p99_ms=row.get("ack_latency_p99_ms"),
     )
 
 

@@ -1,7 +1,8 @@
 """What Kafka documents about loss, duplicates and order, keyed by configuration and fault.
 
-Every row traces back to /work/shared/KAFKA-RELIABILITY.md, section "Expected outcome per
-configuration and fault"; its citation quotes the line, so a verdict can say why it was reached.
+Every row traces back to docs/kafka-reliability.md (in this repository), section "Expected
+outcome per configuration and fault"; its citation quotes the line, so a verdict can say why
+it was reached.
 The table is data: the first row that matches a (configuration, fault class) pair decides.
 """
 
@@ -36,7 +37,7 @@ FORBIDDEN: Final = "forbidden"
 ALLOWED: Final = "allowed"
 FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
 
-SOURCE: Final = "KAFKA-RELIABILITY.md, “Expected outcome per configuration and fault”"
+SOURCE: Final = "docs/kafka-reliability.md, “Expected outcome per configuration and fault”"
 
 ROLES: Final = frozenset({"leader", "follower", "controller", "random", "node", "all"})
 KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)

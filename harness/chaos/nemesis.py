@@ -140,7 +140,7 @@ class Nemesis:
             return None
         # ts_us is when injection began; injected_us when the last command returned.
         self.events.write(
-            "fault_start",
+            EventType.FAULT_START,
             ts_us=started_us,
             injected_us=now_us(),
             fault_id=fault_id,
@@ -168,11 +168,11 @@ class Nemesis:
         with contextlib.suppress(ValueError):
             self.active.remove(active)
         self.events.write(
-            "fault_end",
+            EventType.FAULT_END,
             fault_id=active.fault_id,
             fault=active.step.fault,
             nodes=[n.node_id for n in active.fault.nodes],
-            **({"detail": detail} if (detail := active.fault.outcome()) else {}),
+            **({"detail": detail} if (detail := active.fault.detail()) else {}),
         )
 
     def heal_active(self) -> None:

@@ -8,11 +8,11 @@ from typing import Final
 import pyarrow as pa
 
 # ---------------------------------------------------------------------------------------------
-# Send outcomes
+# Send statuses
 
 
 class Status(StrEnum):
-    """The outcome of one send, as the producer learnt it."""
+    """The status of one send, as the producer learnt it."""
 
     OK = "ok"  # a delivery report without error: acknowledged
     FAILED = "failed"  # a definite error: the write was refused

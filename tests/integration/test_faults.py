@@ -371,6 +371,6 @@ def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, top
     wait_until(lambda: len(roll.restarted) == 3, 240, "three restarts")
     roll.heal()  # waits for the last node to rejoin or halts the wait
     assert roll.restarted == detail["order"]
-    assert roll.outcome() == {"restarted": detail["order"], "completed": True}
+    assert roll.detail() == {"restarted": detail["order"], "completed": True}
     assert [n.state() for n in cluster.nodes] == ["running"] * 3
     cluster.wait_full_isr(topic, timeout_s=90)

@@ -31,7 +31,7 @@ class StuckFault:
     def heal(self) -> None:
         raise RuntimeError("container kafka-2 is gone")
 
-    def outcome(self) -> dict:
+    def detail(self) -> dict:
         return {}
 
 

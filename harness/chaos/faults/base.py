@@ -120,7 +120,7 @@ class Fault(ABC, Generic[P]):
     def heal(self) -> None:
         """End the fault."""
 
-    def outcome(self) -> dict[str, Any]:
+    def detail(self) -> dict[str, Any]:
         """After heal: what the fault ended up doing, worth recording (empty by default)."""
         return {}
 

@@ -74,7 +74,7 @@ class RollingRestart(Fault[RollingRestartParams]):
                 pass
             self._halt.wait(0.5)
 
-    def outcome(self) -> dict[str, Any]:
+    def detail(self) -> dict[str, Any]:
         """Which nodes were restarted before the heal, and whether that was all of them."""
         restarted = list(getattr(self, "restarted", []))
         return {"restarted": restarted, "completed": len(restarted) == len(self.nodes)}
