@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.matrix import Cell
@@ -20,6 +19,7 @@ from harness.experiment.spec import (
     rule_problems,
     workload_duration_s,
 )
+from harness.rundir.config import CellConfig
 
 __all__ = [
     "REPETITION_OVERHEAD_S",
@@ -82,22 +82,24 @@ def fault_class(steps: Sequence[FaultStep]) -> str:
     return classes.pop() if len(classes) == 1 else "mixed"
 
 
-def cell_config(cell: Cell, steps: Sequence[FaultStep]) -> dict[str, Any]:
-    """The flat `config` object of spec.json for this cell and its fault steps."""
+def cell_config(
+    cell: Cell, steps: Sequence[FaultStep], kafka_version: str | None = None
+) -> CellConfig:
+    """The flat `config` of spec.json for this cell, its fault steps and the Kafka that ran."""
     spec = cell.spec
-    return {
-        "acks": spec.producer.acks,
-        "min_insync_replicas": spec.topic.min_insync_replicas,
-        "unclean_leader_election": spec.topic.unclean_leader_election,
-        "enable_idempotence": spec.producer.enable_idempotence,
-        "max_in_flight": spec.producer.max_in_flight,
-        "replication_factor": spec.topic.replication_factor,
-        "partitions": spec.topic.partitions,
-        "fault_class": fault_class(steps),
-        "kafka_version": spec.kafka.version or spec.kafka.image,
-        "rate": spec.workload.rate,
-        "message_bytes": spec.workload.message_bytes,
-    }
+    return CellConfig(
+        acks=spec.producer.acks,
+        min_insync_replicas=spec.topic.min_insync_replicas,
+        unclean_leader_election=spec.topic.unclean_leader_election,
+        enable_idempotence=spec.producer.enable_idempotence,
+        max_in_flight=spec.producer.max_in_flight,
+        replication_factor=spec.topic.replication_factor,
+        partitions=spec.topic.partitions,
+        fault_class=fault_class(steps),
+        kafka_version=kafka_version or spec.kafka.version or spec.kafka.image,
+        rate=spec.workload.rate,
+        message_bytes=spec.workload.message_bytes,
+    )
 
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:

@@ -135,7 +135,7 @@ def write_spec(
         "repetition": repetition.index,
         "seed": repetition.seed,
         "axes": repetition.cell.axes,
-        "config": {**cell_config(repetition.cell, steps), "kafka_version": image.kafka_version},
+        "config": cell_config(repetition.cell, steps, image.kafka_version).as_json(),
         "image": image.tag,
         "image_id": image.image_id,
         "git_revision": git_revision(),

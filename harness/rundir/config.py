@@ -1,6 +1,6 @@
 """The flat `config` of spec.json, typed: the settings a cell's documented guarantee depends on.
 
-The harness writes it (harness.experiment.spec.cell_config) and the analysis reads it here, so
+The harness writes it (harness.experiment.plan.cell_config) and the analysis reads it here, so
 acks is normalised once (any of "all", "-1", -1, 1, "1", 0 becomes "0", "1" or "all") and a
 bool that travelled as text through the matrix axes is read once. Every field may be missing:
 a run that crashed early, or a spec.json written by hand, still parses, and whoever needs a
@@ -43,7 +43,7 @@ def read_bool(value: object) -> bool:
 
 
 class CellConfig(BaseModel):
-    """spec.json's flat `config`; keys beyond these (rate, message_bytes) are kept as given."""
+    """spec.json's flat `config`: the one definition of its keys (unknown keys are kept)."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
@@ -56,6 +56,8 @@ class CellConfig(BaseModel):
     partitions: int | None = None
     fault_class: str | None = None
     kafka_version: str | None = None
+    rate: int | float | None = None  # messages per second; None: unthrottled
+    message_bytes: int | None = None
 
     @field_validator("acks", mode="before")
     @classmethod

@@ -80,11 +80,11 @@ def test_default_experiment_expands_to_six_named_cells():
     by_name = {cell.name: cell for cell in cells}
     cp_kill = by_name["config=cp__fault=leader-kill"]
     assert cp_kill.axes == {"config": "cp", "fault": "leader-kill"}
-    assert cell_config(cp_kill, schedule_for(cp_kill, 42))["fault_class"] == "leader-kill"
+    assert cell_config(cp_kill, schedule_for(cp_kill, 42)).fault_class == "leader-kill"
     ap_cut = by_name["config=ap__fault=leader-partition"]
     config = cell_config(ap_cut, schedule_for(ap_cut, 42))
-    assert (config["acks"], config["min_insync_replicas"]) == ("1", 1)
-    assert config["fault_class"] == "leader-partition"
+    assert (config.acks, config.min_insync_replicas) == ("1", 1)
+    assert config.fault_class == "leader-partition"
     assert [cell.index for cell in cells] == list(range(6))
     assert all(cell.spec.matrix == {} for cell in cells)
 
@@ -173,7 +173,7 @@ def test_version_read_as_number_asks_for_quotes():
 def test_needs_version_or_image():
     rejects(doc(kafka={"version": None}), "kafka.version", "kafka.image")
     cell = one_cell(doc(kafka={"version": None, "image": "apache/kafka:4.3.1"}))
-    assert cell_config(cell, [])["kafka_version"] == "apache/kafka:4.3.1"
+    assert cell_config(cell, []).kafka_version == "apache/kafka:4.3.1"
 
 
 @pytest.mark.parametrize(
@@ -694,7 +694,7 @@ def test_cell_config_is_flat_and_complete():
             topic={"unclean_leader_election": True},
         )
     )
-    assert cell_config(cell, []) == {
+    assert cell_config(cell, []).as_json() == {
         "acks": "all",
         "min_insync_replicas": 2,
         "unclean_leader_election": True,
