@@ -19,7 +19,7 @@ from analysis.report.views import (
     cell_view,
     css_class,
     matrix_row,
-    outcome_summary,
+    verdict_summary,
     verdict_counts,
 )
 from analysis.results import RunResult
@@ -44,7 +44,7 @@ def render_html(
     return env.get_template("report.html.j2").render(
         title=title,
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        outcome=outcome_summary(cells),
+        outcome=verdict_summary(cells),
         outcome_css=OUTCOME_CSS[exit_code(cells)],
         counts=verdict_counts(cells),
         legend=[(v.value, css_class(v), VERDICT_MEANING[v]) for v in Verdict],

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
-from analysis.report.views import ProvenanceView, outcome_summary, verdict_counts
+from analysis.report.views import ProvenanceView, verdict_summary, verdict_counts
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]
@@ -28,7 +28,7 @@ def report_json(
         "schema_version": SCHEMA_VERSION,
         "title": title,
         "exit_code": exit_code(cells),
-        "outcome": outcome_summary(cells),
+        "outcome": verdict_summary(cells),
         "verdict_counts": verdict_counts(cells),
         "verdict_meanings": {v.value: VERDICT_MEANING[v] for v in Verdict},
         "source": SOURCE,

@@ -13,7 +13,7 @@ from analysis.report.views import (
     config_summary,
     format_rate,
     format_stat,
-    outcome_summary,
+    verdict_summary,
     verdict_counts,
 )
 
@@ -40,7 +40,7 @@ def render_markdown(
     lines = [
         f"# {title}",
         "",
-        f"**{outcome_summary(cells)}** (exit code {exit_code(cells)}). Verdicts: {counts}.",
+        f"**{verdict_summary(cells)}** (exit code {exit_code(cells)}). Verdicts: {counts}.",
         "",
         "Counts are per repetition: mean (min–max) when repetitions disagree.",
         "",

@@ -45,7 +45,7 @@ __all__ = [
     "format_rate",
     "format_stat",
     "matrix_row",
-    "outcome_summary",
+    "verdict_summary",
     "provenance_views",
     "verdict_counts",
 ]
@@ -127,7 +127,7 @@ def _flag(value: bool | None) -> str | None:
     return None if value is None else ("on" if value else "off")
 
 
-def outcome_summary(cells: Sequence[CellVerdict]) -> str:
+def verdict_summary(cells: Sequence[CellVerdict]) -> str:
     """One sentence for the whole report, following exit_code."""
     code = exit_code(cells)
     violations = sum(c.verdict == Verdict.VIOLATION for c in cells)
