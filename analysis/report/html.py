@@ -19,8 +19,8 @@ from analysis.report.views import (
     cell_view,
     css_class,
     matrix_row,
-    verdict_summary,
     verdict_counts,
+    verdict_summary,
 )
 from analysis.results import RunResult
 

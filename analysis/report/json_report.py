@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
-from analysis.report.views import ProvenanceView, verdict_summary, verdict_counts
+from analysis.report.views import ProvenanceView, verdict_counts, verdict_summary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]

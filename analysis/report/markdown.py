@@ -13,8 +13,8 @@ from analysis.report.views import (
     config_summary,
     format_rate,
     format_stat,
-    verdict_summary,
     verdict_counts,
+    verdict_summary,
 )
 
 __all__ = ["render_markdown"]

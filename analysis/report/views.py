@@ -45,9 +45,9 @@ __all__ = [
     "format_rate",
     "format_stat",
     "matrix_row",
-    "verdict_summary",
     "provenance_views",
     "verdict_counts",
+    "verdict_summary",
 ]
 
 # The matrix: sends, the one loss figure, then every anomaly class of the registry.

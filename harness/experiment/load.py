@@ -13,10 +13,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from harness.experiment.limits import shown
 from harness.experiment.matrix import apply_override, expand
 from harness.experiment.problems import SpecError, pydantic_problems, spec_error
 from harness.experiment.spec import Experiment
+from harness.limits import shown
 
 __all__ = ["load_experiment", "override", "parse_experiment"]
 

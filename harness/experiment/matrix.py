@@ -19,7 +19,6 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from harness.experiment.limits import MAX_NAME, clipped, shown
 from harness.experiment.problems import (
     Problem,
     SpecError,
@@ -29,6 +28,7 @@ from harness.experiment.problems import (
     unwrap,
 )
 from harness.experiment.spec import Experiment, rule_problems
+from harness.limits import MAX_NAME, clipped, shown
 
 __all__ = ["CELL_NAME_UNSAFE", "Cell", "apply_override", "expand"]
 

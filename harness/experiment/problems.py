@@ -12,7 +12,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from harness.experiment.limits import clipped, shown
+from harness.limits import clipped, shown
 
 __all__ = ["Problem", "SpecError", "is_model", "pydantic_problems", "spec_error", "unwrap"]
 

@@ -28,7 +28,8 @@ from pydantic import (
 )
 
 from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams
-from harness.experiment.limits import (
+from harness.experiment.problems import Problem
+from harness.limits import (
     MAX_DURATION_S,
     MAX_NAME,
     MAX_PARTITIONS,
@@ -43,7 +44,6 @@ from harness.experiment.limits import (
     shown,
     whole,
 )
-from harness.experiment.problems import Problem
 
 __all__ = [
     "TARGET_ROLES",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
-from harness.experiment.limits import shown
+from harness.limits import shown
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster, KafkaNode

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultParams
-from harness.experiment.limits import param_number
+from harness.limits import param_number
 
 
 class LossParams(FaultParams):

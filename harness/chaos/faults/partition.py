@@ -11,7 +11,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultError, FaultParams
-from harness.experiment.limits import shown
+from harness.limits import shown
 
 PartitionMode = Literal["from-brokers", "full", "groups"]
 # The <kind> of the fault class each mode yields: an isolated node differs from a zombie

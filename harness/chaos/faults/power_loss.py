@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, start_stopped
-from harness.experiment.limits import (
+from harness.limits import (
     MAX_DURATION_S,
     WHY_DURATION,
     at_least,

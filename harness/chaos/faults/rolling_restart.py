@@ -16,7 +16,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams
 from harness.chaos.faults.stop import StopTimeout
-from harness.experiment.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
+from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaNode

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, run_in
-from harness.experiment.limits import at_least, at_most, optional_whole, whole
+from harness.limits import at_least, at_most, optional_whole, whole
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaNode

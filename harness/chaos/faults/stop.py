@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, start_stopped
-from harness.experiment.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
+from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
 
 StopTimeout = Annotated[
     whole,
