@@ -31,7 +31,9 @@ def run_cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
 
 
 def only_dir(root: Path) -> Path:
-    (found,) = [p for p in root.iterdir() if p.is_dir()]
+    """The one run under runs/<experiment>/ (beside the `latest` link that points at it)."""
+    (found,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    assert (root / "latest").resolve() == found.resolve()
     return found
 
 
