@@ -39,7 +39,10 @@ FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
 
 SOURCE: Final = "docs/kafka-reliability.md, “Expected outcome per configuration and fault”"
 
-ROLES: Final = frozenset({"leader", "follower", "controller", "random", "node", "all"})
+# The <role> of a '<role>-<kind>' fault class: what the target named (harness.experiment.plan).
+ROLES: Final = frozenset(
+    {"leader", "follower", "controller", "controllers", "zookeeper", "random", "node", "all"}
+)
 KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
@@ -178,6 +181,13 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         citation="unclean.leader.election.enable=true: “every row becomes ‘loss allowed’ once "
         "all ISR members are down and a stale replica comes back first” "
         "(this fault hits several nodes)",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        faults=("controllers-*", "zookeeper-*"),
+        loss=FORBIDDEN,
+        citation="faults on the metadata quorum alone: “None of the loss mechanisms in this "
+        "table applies” (treated as forbidden, like no fault)",
     ),
     # acks=1: the leader alone acknowledges.
     LossRow(

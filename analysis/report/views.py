@@ -113,6 +113,7 @@ def config_parts(config: CellConfig) -> list[str]:
         ("partitions", config.partitions),
         ("fault", config.fault_class),
         ("Kafka", config.kafka_version),
+        ("mode", config.kafka_mode),
     ]
     return [f"{k}={v}" for k, v in parts if v is not None]
 

@@ -19,6 +19,7 @@ from harness.experiment.spec import (
     rule_problems,
     workload_duration_s,
 )
+from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig
 
 __all__ = [
@@ -62,19 +63,28 @@ def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
     return _generated(faults.generate, horizon_s, random.Random(seed))
 
 
-def _step_class(step: FaultStep) -> str:
+# The role a target names in a fault class: `brokers` is `all`, one node is `node`, one
+# ZooKeeper server counts as `zookeeper`; `controllers` only where they hold no data.
+_TARGET_ROLE = {"brokers": "all"}
+
+
+def _step_class(step: FaultStep, mode: Mode | None) -> str:
     fault = FAULT_TYPES[step.fault]
     if fault.hits_whole_cluster(step.params):
         role = "all"
     else:
-        role = "node" if step.target.startswith("node:") else step.target
+        role = step.target.split(":", 1)[0] if ":" in step.target else step.target
+        role = _TARGET_ROLE.get(role, role)
+        if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
+            role = "all"  # combined nodes: the controllers are every broker
     return f"{role}-{fault.class_kind(step.params)}"
 
 
-def fault_class(steps: Sequence[FaultStep]) -> str:
+def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
-    (but 'all-power-loss' whenever one step is that: it allows any loss)."""
-    classes = {_step_class(step) for step in steps}
+    (but 'all-power-loss' whenever one step is that: it allows any loss). `mode` is the
+    cluster's: dedicated controllers hold no data, combined ones are every broker."""
+    classes = {_step_class(step, mode) for step in steps}
     if not classes:
         return "none"
     if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
@@ -95,8 +105,9 @@ def cell_config(
         max_in_flight=spec.producer.max_in_flight,
         replication_factor=spec.topic.replication_factor,
         partitions=spec.topic.partitions,
-        fault_class=fault_class(steps),
+        fault_class=fault_class(steps, spec.kafka.effective_mode()),
         kafka_version=kafka_version or spec.kafka.version or spec.kafka.image,
+        kafka_mode=spec.kafka.effective_mode(),
         rate=spec.workload.rate,
         message_bytes=spec.workload.message_bytes,
     )

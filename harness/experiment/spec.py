@@ -44,6 +44,15 @@ from harness.limits import (
     shown,
     whole,
 )
+from harness.platform.versions import (
+    Feature,
+    KafkaVersion,
+    Mode,
+    default_mode,
+    lacks,
+    mode_refusal,
+    version_refusal,
+)
 
 __all__ = [
     "TARGET_ROLES",
@@ -61,12 +70,22 @@ __all__ = [
 ]
 
 Acks = Literal["0", "1", "all"]
-TARGET_ROLES: tuple[str, ...] = ("leader", "follower", "controller", "random", "all")
+TARGET_ROLES: tuple[str, ...] = (
+    "leader",
+    "follower",
+    "controller",  # the active controller, in every mode
+    "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
+    "zookeeper",  # every ZooKeeper server (zookeeper mode)
+    "brokers",  # every broker, as `all`
+    "random",
+    "all",
+)
 Scalar = str | int | float | bool
 
 _NAME = re.compile(r"^[a-z0-9_-]+$")
 _CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NODE_TARGET = re.compile(r"^node:([1-9][0-9]*)$")
+_ZOOKEEPER_TARGET = re.compile(r"^zookeeper:([1-9][0-9]*)$")
 _KAFKA_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+){2,3}$")  # 3.9.0, 4.3.1, 0.10.2.2
 
 WHY_REPETITIONS = (
@@ -167,10 +186,11 @@ def _non_empty_image(value: str | None) -> str | None:
 
 
 def _check_target(value: str) -> str:
-    if value in TARGET_ROLES or _NODE_TARGET.match(value):
+    if value in TARGET_ROLES or _NODE_TARGET.match(value) or _ZOOKEEPER_TARGET.match(value):
         return value
     raise ValueError(
-        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)} or node:<id> (id 1..brokers)"
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker, "
+        "1..brokers) or zookeeper:<i> (1..kafka.zookeeper_nodes)"
     )
 
 
@@ -226,8 +246,19 @@ class KafkaSpec(_Section):
         str | None, BeforeValidator(_quoted_version), AfterValidator(_kafka_release)
     ] = "4.3.1"
     image: Annotated[str | None, AfterValidator(_non_empty_image)] = None
+    # kraft: combined broker+controller nodes; kraft-dedicated: 3 controller-only nodes plus
+    # the brokers; zookeeper: a ZooKeeper ensemble plus the brokers. None: by version.
+    mode: Literal["kraft", "kraft-dedicated", "zookeeper"] | None = None
+    zookeeper_nodes: Literal[1, 3] = 1  # ZooKeeper servers, zookeeper mode only
     brokers: whole = Field(3, ge=3, le=5)
     broker_config: ConfigMap = Field(default_factory=dict)
+
+    def effective_mode(self) -> Mode | None:
+        """The mode the cluster runs in: the file's, else the version's default (None if the
+        version is unknown, as with a prebuilt image and no version)."""
+        if self.mode is not None:
+            return Mode(self.mode)
+        return default_mode(KafkaVersion.parse(self.version)) if self.version else None
 
 
 class TopicSpec(_Section):
@@ -378,8 +409,25 @@ def workload_duration_s(workload: WorkloadSpec) -> float | None:
 
 
 def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
-    if not (spec.kafka.version or spec.kafka.image):
+    kafka = spec.kafka
+    if not (kafka.version or kafka.image):
         yield "kafka.version", "set kafka.version (built locally) or kafka.image (prebuilt)"
+    if kafka.zookeeper_nodes != 1 and kafka.effective_mode() not in (Mode.ZOOKEEPER, None):
+        reason = f"applies to kafka.mode zookeeper only (this cell runs {kafka.effective_mode()})"
+        yield "kafka.zookeeper_nodes", reason
+    if not kafka.version:
+        return  # a prebuilt image of an unknown version: nothing to check it against
+    version = KafkaVersion.parse(kafka.version)
+    if refusal := version_refusal(version):
+        yield "kafka.version", refusal
+        return
+    if refusal := mode_refusal(version, kafka.effective_mode()):
+        yield "kafka.mode", refusal
+    if spec.producer.enable_idempotence and (reason := lacks(version, Feature.IDEMPOTENCE)):
+        yield "producer.enable_idempotence", f"{reason} Fix: set it false for this version."
+    elr_keys = [key for key in kafka.broker_config if "eligible.leader.replicas" in str(key)]
+    if elr_keys and (reason := lacks(version, Feature.ELR)):
+        yield f"kafka.broker_config.{elr_keys[0]}", f"{reason} Fix: remove it for this version."
 
 
 def _topic_rules(spec: Experiment) -> Iterator[Problem]:
@@ -444,6 +492,18 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
 def _target_rules(spec: Experiment, target: str, partition: int, where: str) -> Iterator[Problem]:
     """Check a target against the cluster and topic; `where` is the step's or generator's path."""
     brokers, partitions = spec.kafka.brokers, spec.topic.partitions
+    mode = spec.kafka.effective_mode()
+    zookeeper = _ZOOKEEPER_TARGET.match(target)
+    if (zookeeper or target == "zookeeper") and mode not in (Mode.ZOOKEEPER, None):
+        reason = f"{shown(target)} needs kafka.mode zookeeper (this cell runs {mode})"
+        yield f"{where}.target", reason
+    elif zookeeper and int(zookeeper.group(1)) > spec.kafka.zookeeper_nodes:
+        count = spec.kafka.zookeeper_nodes
+        reason = f"{shown(target)} does not exist: kafka.zookeeper_nodes is {count}"
+        yield f"{where}.target", reason
+    if target == "controllers" and mode is Mode.ZOOKEEPER:
+        reason = "zookeeper mode has one elected controller: target `controller` or `zookeeper`"
+        yield f"{where}.target", reason
     node = _NODE_TARGET.match(target)
     if node and int(node.group(1)) > brokers:
         reason = (

@@ -56,6 +56,7 @@ class CellConfig(BaseModel):
     partitions: int | None = None
     fault_class: str | None = None
     kafka_version: str | None = None
+    kafka_mode: str | None = None  # kraft, kraft-dedicated or zookeeper
     rate: int | float | None = None  # messages per second; None: unthrottled
     message_bytes: int | None = None
 
@@ -69,7 +70,7 @@ class CellConfig(BaseModel):
     def _flag(cls, value: object) -> object:
         return None if value is None else read_bool(value)
 
-    @field_validator("fault_class", "kafka_version", mode="before")
+    @field_validator("fault_class", "kafka_version", "kafka_mode", mode="before")
     @classmethod
     def _text(cls, value: object) -> object:
         # A version such as 4.0 may arrive as a YAML number; the name is what matters.

@@ -704,6 +704,7 @@ def test_cell_config_is_flat_and_complete():
         "partitions": 3,
         "fault_class": "none",
         "kafka_version": "4.3.1",
+        "kafka_mode": "kraft",
         "rate": 100,
         "message_bytes": 100,
     }
