@@ -8,8 +8,8 @@ KRaft controllers, `ensemble` the ZooKeeper servers, `all_nodes` every container
 
 Clients reach broker i at <docker host>:<host port i>, a port chosen when the cluster is
 created and kept for its life, so the advertised listener stays valid across kill/start
-cycles; controllers and ZooKeeper servers publish no port. Restarts reuse the same container (never remove it),
-so the log directories survive like a disk would.
+cycles; controllers and ZooKeeper servers publish no port. Restarts reuse the same
+container (never remove it), so the log directories survive like a disk would.
 
 The docker host is the one Testcontainers reports (its DockerClient.host(): the
 TESTCONTAINERS_HOST_OVERRIDE, else DOCKER_HOST's host name, else this machine), so a remote
