@@ -1,9 +1,15 @@
-"""A real 3-node KRaft Kafka cluster in Docker, on the docker SDK's public API.
+"""A real Kafka cluster in Docker, on the docker SDK's public API, in one of three modes.
 
-Each node is broker and controller. Clients reach node i at <docker host>:<host port i>, a
-port chosen when the cluster is created and kept for its life, so the advertised listener
-stays valid across kill/start cycles. Restarts reuse the same container (never remove it),
-so the log directories survive like a disk would.
+- kraft: every node is broker and KRaft controller (the default, 3.3+);
+- kraft-dedicated: 3 controller-only nodes (ids 101..) plus the brokers (ids 1..N);
+- zookeeper: a ZooKeeper ensemble of 1 or 3 servers plus the brokers (releases before 4.0).
+`nodes` are always the brokers, so `node:<id>` names a broker in every mode; `quorum` are the
+KRaft controllers, `ensemble` the ZooKeeper servers, `all_nodes` every container.
+
+Clients reach broker i at <docker host>:<host port i>, a port chosen when the cluster is
+created and kept for its life, so the advertised listener stays valid across kill/start
+cycles; controllers and ZooKeeper servers publish no port. Restarts reuse the same
+container (never remove it), so the log directories survive like a disk would.
 
 The docker host is the one Testcontainers reports (its DockerClient.host(): the
 TESTCONTAINERS_HOST_OVERRIDE, else DOCKER_HOST's host name, else this machine), so a remote
@@ -30,6 +36,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 import docker
@@ -39,6 +46,14 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from testcontainers.core.docker_client import DockerClient as TestcontainersClient
 
+from harness.platform.versions import (
+    Feature,
+    KafkaVersion,
+    Mode,
+    VersionError,
+    mode_refusal,
+    supports,
+)
 from harness.settings import Settings, load_settings
 
 # Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
@@ -47,8 +62,30 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 INTERNAL_PORT = 9092
 CONTROLLER_PORT = 9093
 CLIENT_PORT = 9094
+ZOOKEEPER_PORT = 2181
 LOG_DIR = "/var/lib/kafka/data"
 READY_TOPIC = "__kchaos_ready"
+FIRST_CONTROLLER_ID = 101  # controller-only ids never clash with broker ids 1..N
+
+
+class Role(StrEnum):
+    """What a node of the cluster runs."""
+
+    COMBINED = "broker+controller"  # kraft mode
+    BROKER = "broker"
+    CONTROLLER = "controller"  # a KRaft controller-only node
+    ZOOKEEPER = "zookeeper"
+
+    @property
+    def is_broker(self) -> bool:
+        """Whether clients reach this node: it has a client port."""
+        return self in (Role.COMBINED, Role.BROKER)
+
+
+def hostname_of(role: Role, node_id: int) -> str:
+    """The node's name on the cluster network: kafka-<id>, controller-<id>, zookeeper-<id>."""
+    prefix = {Role.CONTROLLER: "controller", Role.ZOOKEEPER: "zookeeper"}.get(role, "kafka")
+    return f"{prefix}-{node_id}"
 
 
 class ClusterError(RuntimeError):
@@ -110,6 +147,132 @@ def publish_address(host: str) -> str:
     return "127.0.0.1" if host in ("127.0.0.1", "::1") else "0.0.0.0"
 
 
+@dataclass(frozen=True)
+class Topology:
+    """The cluster's shape: its mode, its Kafka release and how many nodes of each role."""
+
+    mode: Mode = Mode.KRAFT
+    version: KafkaVersion = field(default_factory=lambda: KafkaVersion.parse("4.3.1"))
+    brokers: int = 3
+    controllers: int = 3  # controller-only nodes (kraft-dedicated)
+    zookeeper_nodes: int = 1  # ZooKeeper servers (zookeeper mode)
+
+    def refusal(self) -> str | None:
+        """None when this shape can run, else what is wrong and the fix."""
+        if self.brokers < 1:
+            return f"{self.brokers} brokers: a cluster needs at least one. Fix: brokers >= 1."
+        if self.mode is Mode.KRAFT_DEDICATED and self.controllers not in (1, 3, 5):
+            return (
+                f"{self.controllers} controllers: a KRaft quorum has an odd size. "
+                "Fix: controllers 1, 3 or 5."
+            )
+        if self.mode is Mode.ZOOKEEPER and self.zookeeper_nodes not in (1, 3):
+            return (
+                f"{self.zookeeper_nodes} ZooKeeper nodes: the harness runs an ensemble of 1 or 3. "
+                "Fix: zookeeper_nodes 1 or 3."
+            )
+        return mode_refusal(self.version, self.mode)
+
+    def controller_ids(self) -> list[int]:
+        """Node ids of the KRaft controllers: the brokers themselves in kraft mode."""
+        if self.mode is Mode.KRAFT:
+            return list(range(1, self.brokers + 1))
+        if self.mode is Mode.KRAFT_DEDICATED:
+            return list(range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + self.controllers))
+        return []
+
+    def voters(self) -> str:
+        """controller.quorum.voters: id@host:port of every KRaft controller."""
+        role = Role.COMBINED if self.mode is Mode.KRAFT else Role.CONTROLLER
+        return ",".join(
+            f"{i}@{hostname_of(role, i)}:{CONTROLLER_PORT}" for i in self.controller_ids()
+        )
+
+    def zookeeper_connect(self) -> str:
+        """zookeeper.connect: every ZooKeeper server's client address."""
+        return ",".join(
+            f"{hostname_of(Role.ZOOKEEPER, i)}:{ZOOKEEPER_PORT}"
+            for i in range(1, self.zookeeper_nodes + 1)
+        )
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    """One container to create: its role, id, environment and published client port."""
+
+    role: Role
+    node_id: int
+    env: dict[str, str]
+    host_port: int = 0  # the published client port; 0 for nodes clients never reach
+
+    @property
+    def hostname(self) -> str:
+        return hostname_of(self.role, self.node_id)
+
+
+def plan_nodes(
+    topology: Topology,
+    cluster_id: str,
+    host_ports: list[int],
+    extra: dict[str, str] | None = None,
+    advertised_host: str = "127.0.0.1",
+) -> list[NodePlan]:
+    """Every node of the cluster, ZooKeeper servers and controllers before the brokers.
+
+    `host_ports` holds one client port per broker; `extra` (server properties) goes to every
+    Kafka node, controllers included: in KRaft the controller elects leaders, so settings such
+    as unclean.leader.election.enable take effect there."""
+    plans = [
+        NodePlan(Role.ZOOKEEPER, i, zookeeper_env(i, topology.zookeeper_nodes))
+        for i in range(1, topology.zookeeper_nodes + 1)
+        if topology.mode is Mode.ZOOKEEPER
+    ]
+    if topology.mode is Mode.KRAFT_DEDICATED:
+        plans += [
+            NodePlan(Role.CONTROLLER, i, controller_env(i, topology, cluster_id, extra))
+            for i in topology.controller_ids()
+        ]
+    for node_id, port in enumerate(host_ports, start=1):
+        if topology.mode is Mode.KRAFT:
+            env = broker_env(node_id, port, topology.brokers, cluster_id, extra, advertised_host)
+            plans.append(NodePlan(Role.COMBINED, node_id, env, port))
+        else:
+            env = mode_broker_env(node_id, port, topology, cluster_id, extra, advertised_host)
+            plans.append(NodePlan(Role.BROKER, node_id, env, port))
+    return plans
+
+
+def _listeners(node_id: int, host_port: int, advertised_host: str) -> dict[str, str]:
+    """A broker's INTERNAL (between nodes) and EXTERNAL (clients on the host) listeners."""
+    return {
+        "KAFKA_LISTENERS": f"INTERNAL://:{INTERNAL_PORT},EXTERNAL://:{CLIENT_PORT}",
+        "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://kafka-{node_id}:{INTERNAL_PORT},"
+        f"EXTERNAL://{advertised_host}:{host_port}",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
+    }
+
+
+def _cluster_settings(brokers: int, version: KafkaVersion) -> dict[str, str]:
+    """Settings of the harness's test clusters, as far as `version` knows them."""
+    env = {
+        "KAFKA_LOG_DIRS": LOG_DIR,
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": str(min(3, brokers)),
+        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+    }
+    if supports(version, Feature.TRANSACTIONS):
+        env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] = str(min(3, brokers))
+        env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] = "1"
+    if supports(version, Feature.GROUP_REBALANCE_DELAY):
+        env["KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"] = "0"
+    return env
+
+
+def _with_extra(env: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
+    for key, value in (extra or {}).items():
+        env[property_env_name(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
 def broker_env(
     node_id: int,
     host_port: int,
@@ -118,33 +281,86 @@ def broker_env(
     extra: dict[str, str] | None = None,
     advertised_host: str = "127.0.0.1",
 ) -> dict[str, str]:
-    """The environment of node `node_id`, in the env convention of the apache/kafka image.
+    """The environment of combined node `node_id` (kraft mode), in the env convention of the
+    apache/kafka image.
 
     Clients are told to reach the node at `advertised_host`:`host_port`."""
-    voters = ",".join(f"{i}@kafka-{i}:{CONTROLLER_PORT}" for i in range(1, brokers + 1))
+    topology = Topology(Mode.KRAFT, brokers=brokers)
     env = {
         "CLUSTER_ID": cluster_id,
         "KAFKA_NODE_ID": str(node_id),
         "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},"
-        f"EXTERNAL://:{CLIENT_PORT}",
-        "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://kafka-{node_id}:{INTERNAL_PORT},"
-        f"EXTERNAL://{advertised_host}:{host_port}",
+        **_listeners(node_id, host_port, advertised_host),
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
         "EXTERNAL:PLAINTEXT",
-        "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": voters,
-        "KAFKA_LOG_DIRS": LOG_DIR,
-        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": str(min(3, brokers)),
-        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": str(min(3, brokers)),
-        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
+        **_cluster_settings(brokers, topology.version),
     }
-    for key, value in (extra or {}).items():
-        env[property_env_name(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
+    env["KAFKA_LISTENERS"] = (
+        f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},EXTERNAL://:{CLIENT_PORT}"
+    )
+    return _with_extra(env, extra)
+
+
+def mode_broker_env(
+    node_id: int,
+    host_port: int,
+    topology: Topology,
+    cluster_id: str,
+    extra: dict[str, str] | None = None,
+    advertised_host: str = "127.0.0.1",
+) -> dict[str, str]:
+    """The environment of broker-only node `node_id` in kraft-dedicated or zookeeper mode."""
+    env = {
+        **_listeners(node_id, host_port, advertised_host),
+        **_cluster_settings(topology.brokers, topology.version),
+    }
+    if topology.mode is Mode.ZOOKEEPER:
+        env |= {
+            "KAFKA_BROKER_ID": str(node_id),
+            "KAFKA_ZOOKEEPER_CONNECT": topology.zookeeper_connect(),
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        }
+    else:
+        env |= {
+            "CLUSTER_ID": cluster_id,
+            "KAFKA_NODE_ID": str(node_id),
+            "KAFKA_PROCESS_ROLES": "broker",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+            "EXTERNAL:PLAINTEXT",
+            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+            "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
+        }
+    return _with_extra(env, extra)
+
+
+def controller_env(
+    node_id: int, topology: Topology, cluster_id: str, extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of KRaft controller-only node `node_id` (kraft-dedicated mode)."""
+    env = {
+        "CLUSTER_ID": cluster_id,
+        "KAFKA_NODE_ID": str(node_id),
+        "KAFKA_PROCESS_ROLES": "controller",
+        "KAFKA_LISTENERS": f"CONTROLLER://:{CONTROLLER_PORT}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
+        "KAFKA_LOG_DIRS": LOG_DIR,
+    }
+    return _with_extra(env, extra)
+
+
+def zookeeper_env(node_id: int, ensemble_size: int) -> dict[str, str]:
+    """The environment of ZooKeeper server `node_id` of an ensemble of `ensemble_size`."""
+    servers = " ".join(
+        f"server.{i}={hostname_of(Role.ZOOKEEPER, i)}:2888:3888"
+        for i in range(1, ensemble_size + 1)
+    )
+    # A single server runs standalone: no server list.
+    env = {"KCHAOS_ROLE": "zookeeper", "ZOO_MY_ID": str(node_id)}
+    return env | ({"ZOO_SERVERS": servers} if ensemble_size > 1 else {})
 
 
 def property_env_name(prop: str) -> str:
@@ -154,16 +370,18 @@ def property_env_name(prop: str) -> str:
 
 @dataclass
 class KafkaNode:
-    """One broker+controller container; lifecycle calls never remove the container."""
+    """One container of the cluster (a broker, a controller or a ZooKeeper server);
+    lifecycle calls never remove the container."""
 
     node_id: int
-    host_port: int
+    host_port: int  # the published client port; 0 for nodes clients never reach
     container: docker.models.containers.Container
     host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
+    role: Role = Role.COMBINED
 
     @property
     def hostname(self) -> str:
-        return f"kafka-{self.node_id}"
+        return hostname_of(self.role, self.node_id)
 
     @property
     def address(self) -> str:
@@ -259,6 +477,15 @@ class KafkaNode:
         """Everything the broker wrote to stdout/stderr, across restarts."""
         return self.docker.logs(stdout=True, stderr=True)
 
+    def zookeeper_serving(self) -> bool:
+        """Whether this ZooKeeper server answers requests (standalone, or in a quorum)."""
+        probe = f"exec 3<>/dev/tcp/127.0.0.1/{ZOOKEEPER_PORT} && printf srvr >&3 && cat <&3"
+        try:
+            code, out = self.exec(["bash", "-c", probe])
+        except docker.errors.APIError:
+            return False
+        return code == 0 and "Mode: " in out
+
     def controller_vote(self) -> tuple[int, int] | None:
         """(leader epoch, leader id) of the KRaft quorum as this node last recorded it."""
         path = f"{LOG_DIR}/__cluster_metadata-0/quorum-state"
@@ -280,7 +507,8 @@ def _vote_if_running(node: KafkaNode) -> tuple[int, int] | None:
 
 @dataclass
 class KafkaCluster:
-    """A KRaft cluster of `brokers` combined nodes on a private Docker network."""
+    """A cluster of `brokers` brokers on a private Docker network, in `mode` (see the module
+    docstring); `version` is the image's Kafka release (the settings' default when None)."""
 
     image: str
     brokers: int = 3
@@ -288,11 +516,36 @@ class KafkaCluster:
     host_ports: list[int] | None = None
     settings: Settings = field(default_factory=load_settings)
     cluster_id: str = field(default_factory=new_cluster_id)
-    nodes: list[KafkaNode] = field(default_factory=list)
+    nodes: list[KafkaNode] = field(default_factory=list)  # the brokers, in id order
     network_name: str = ""
     host: str = ""  # the docker host (docker_host() when start() finds it empty)
+    mode: Mode | str = Mode.KRAFT
+    version: str | None = None
+    controllers: int = 3  # controller-only nodes, kraft-dedicated mode
+    zookeeper_nodes: int = 1  # ZooKeeper servers, zookeeper mode
+    quorum: list[KafkaNode] = field(default_factory=list)  # the KRaft controllers
+    ensemble: list[KafkaNode] = field(default_factory=list)  # the ZooKeeper servers
     _network = None
     _admin: AdminClient | None = None
+
+    @property
+    def topology(self) -> Topology:
+        """Mode, version and node counts; ClusterError naming the fix if they cannot run."""
+        try:
+            topology = Topology(
+                Mode(self.mode),
+                KafkaVersion.parse(self.version or self.settings.kafka_version),
+                self.brokers,
+                self.controllers,
+                self.zookeeper_nodes,
+            )
+        except (ValueError, VersionError) as exc:
+            modes = ", ".join(mode.value for mode in Mode)
+            raise ClusterError(f"{exc} (modes: {modes})") from exc
+        refusal = topology.refusal()
+        if refusal:
+            raise ClusterError(refusal)
+        return topology
 
     @property
     def tag(self) -> str:
@@ -311,12 +564,29 @@ class KafkaCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(node.address for node in self.nodes)
 
+    @property
+    def all_nodes(self) -> list[KafkaNode]:
+        """Every container: ZooKeeper servers, controller-only nodes, then the brokers."""
+        dedicated = [node for node in self.quorum if node.role is Role.CONTROLLER]
+        return [*self.ensemble, *dedicated, *self.nodes]
+
     def node(self, node_id: int) -> KafkaNode:
-        """The node with this id."""
-        return self.nodes[node_id - 1]
+        """The broker with this id, else the controller-only node with this id."""
+        for node in (*self.nodes, *self.quorum):
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no broker or controller with id {node_id} in this cluster")
+
+    def zookeeper(self, node_id: int) -> KafkaNode:
+        """The ZooKeeper server with this id (1..zookeeper_nodes)."""
+        for node in self.ensemble:
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no ZooKeeper server with id {node_id} in this cluster")
 
     def start(self, *, ready_timeout_s: float = 120.0) -> KafkaCluster:
         """Create network and containers, start all nodes, and wait until the cluster is ready."""
+        topology = self.topology
         ports = self._choose_ports()
         client = docker.from_env()
         self.host = self.host or docker_host()
@@ -324,16 +594,36 @@ class KafkaCluster:
         self._network = client.networks.create(
             self.network_name, driver="bridge", labels=self.labels
         )
+        started = time.monotonic()
         try:
-            for node_id, port in enumerate(ports, start=1):
-                self.nodes.append(self._create_node(client, node_id, port))
-            for node in self.nodes:
+            plans = plan_nodes(topology, self.cluster_id, ports, self.broker_config, self.host)
+            for plan in plans:
+                self._add(self._create_node(client, plan))
+            # Brokers of ZooKeeper mode give up when ZooKeeper does not answer in time.
+            for node in self.ensemble:
                 node.container.start()
-            self.wait_ready(timeout_s=ready_timeout_s)
+            if self.ensemble:
+                for _ in _poll(ready_timeout_s, "ZooKeeper to serve", self._describe_failure):
+                    if all(node.zookeeper_serving() for node in self.ensemble):
+                        break
+            for node in self.all_nodes:
+                if node.role is not Role.ZOOKEEPER:
+                    node.container.start()
+            remaining = max(5.0, ready_timeout_s - (time.monotonic() - started))
+            self.wait_ready(timeout_s=remaining)
         except BaseException:
             self.close()
             raise
         return self
+
+    def _add(self, node: KafkaNode) -> None:
+        """File a created node under its role(s)."""
+        if node.role.is_broker:
+            self.nodes.append(node)
+        if node.role in (Role.COMBINED, Role.CONTROLLER):
+            self.quorum.append(node)
+        if node.role is Role.ZOOKEEPER:
+            self.ensemble.append(node)
 
     def _choose_ports(self) -> list[int]:
         if self.host_ports is None:
@@ -351,27 +641,27 @@ class KafkaCluster:
             )
         return list(self.host_ports)
 
-    def _create_node(self, client: docker.DockerClient, node_id: int, host_port: int) -> KafkaNode:
-        """Create (not start) node `node_id`'s container, its client port published."""
-        env = broker_env(
-            node_id, host_port, self.brokers, self.cluster_id, self.broker_config, self.host
-        )
+    def _create_node(self, client: docker.DockerClient, plan: NodePlan) -> KafkaNode:
+        """Create (not start) a node's container; a broker's client port is published."""
+        ports = {}
+        if plan.host_port:
+            ports = {f"{CLIENT_PORT}/tcp": (publish_address(self.host), plan.host_port)}
         container = client.containers.create(
             self.image,
-            name=f"kchaos-{self.tag}-kafka-{node_id}",
-            hostname=f"kafka-{node_id}",
-            environment=env,
-            ports={f"{CLIENT_PORT}/tcp": (publish_address(self.host), host_port)},
+            name=f"kchaos-{self.tag}-{plan.hostname}",
+            hostname=plan.hostname,
+            environment=plan.env,
+            ports=ports,
             network=self.network_name,
-            # Network aliases make kafka-N resolvable to the other nodes on this network.
+            # Network aliases make each node's name resolvable to the others on this network.
             networking_config={
-                self.network_name: client.api.create_endpoint_config(aliases=[f"kafka-{node_id}"])
+                self.network_name: client.api.create_endpoint_config(aliases=[plan.hostname])
             },
             cap_add=["NET_ADMIN"],
             labels=self.labels,
             detach=True,
         )
-        return KafkaNode(node_id, host_port, container, self.host)
+        return KafkaNode(plan.node_id, plan.host_port, container, self.host, plan.role)
 
     def admin(self) -> AdminClient:
         """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""
@@ -439,10 +729,19 @@ class KafkaCluster:
         return None
 
     def active_controller(self) -> int | None:
-        """Node id of the active KRaft controller: the newest quorum leader any live node saw."""
+        """Node id of the active controller, None while there is none.
+
+        KRaft: the newest quorum leader any live controller saw (a broker id in kraft mode, a
+        controller-only id in kraft-dedicated mode). ZooKeeper mode: the broker the metadata
+        names as controller (the one holding the /controller znode)."""
+        if not self.quorum:
+            with contextlib.suppress(KafkaException):
+                controller = self.metadata(timeout_s=3.0).controller_id
+                return controller if controller >= 0 else None
+            return None
         # One exec per node, in parallel: a fault aimed at the controller waits for this.
-        with ThreadPoolExecutor(len(self.nodes)) as pool:
-            votes = [vote for vote in pool.map(_vote_if_running, self.nodes) if vote is not None]
+        with ThreadPoolExecutor(len(self.quorum)) as pool:
+            votes = [vote for vote in pool.map(_vote_if_running, self.quorum) if vote is not None]
         return max(votes)[1] if votes else None
 
     def create_topic(
@@ -490,18 +789,19 @@ class KafkaCluster:
 
     def _describe_failure(self) -> str:
         lines = []
-        for node in self.nodes:
+        for node in self.all_nodes:
             state = node.state()
             tail = node.logs().decode(errors="replace").strip().splitlines()[-3:]
-            lines.append(f"  kafka-{node.node_id}: {state}; last log lines: {' | '.join(tail)}")
+            lines.append(f"  {node.hostname}: {state}; last log lines: {' | '.join(tail)}")
         return "\n".join(lines)
 
     def collect_logs(self, folder: Path) -> list[Path]:
-        """Write each node's full log to `folder`/kafka-<id>.log; return the paths."""
+        """Write each node's full log to `folder`/<hostname>.log (kafka-<id>.log for brokers,
+        controller-<id>.log, zookeeper-<id>.log); return the paths, brokers' first."""
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
-        for node in self.nodes:
-            path = folder / f"kafka-{node.node_id}.log"
+        for node in (*self.nodes, *(n for n in self.all_nodes if not n.role.is_broker)):
+            path = folder / f"{node.hostname}.log"
             with contextlib.suppress(docker.errors.APIError):
                 path.write_bytes(node.logs())
                 paths.append(path)
@@ -510,12 +810,12 @@ class KafkaCluster:
     def close(self) -> None:
         """Remove every container and the network, whatever state they are in."""
         client = docker.from_env()
-        for node in self.nodes:
+        for node in self.all_nodes:
             # Any state: also a node whose start an interrupt cut short (no container object
             # yet); what the engine created anyway is reaped by label.
             with contextlib.suppress(Exception):
                 node.docker.remove(force=True, v=True)
-        self.nodes = []
+        self.nodes, self.quorum, self.ensemble = [], [], []
         self._admin = None
         if self.network_name:
             with contextlib.suppress(docker.errors.APIError):

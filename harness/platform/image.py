@@ -1,7 +1,10 @@
 """The broker image: found locally, built from the Apache Kafka release jars, or a prebuilt one.
 
-The locally built tag encodes the Kafka version and a hash of the recipe in compose/, so a
-second build with the same inputs is a lookup that takes well under a second.
+Any release from 0.10.2.2 on builds on the same JRE 17 base; what differs per release (the
+Scala build, the logging binding, extra jars, ZooKeeper, KRaft) comes from versions.recipe().
+The locally built tag encodes the Kafka version and a hash of the recipe in compose/ and of
+those choices, so a second build with the same inputs is a lookup that takes well under a
+second.
 """
 
 from __future__ import annotations
@@ -19,6 +22,14 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from harness.platform.versions import (
+    KafkaVersion,
+    Logging,
+    Recipe,
+    VersionError,
+    recipe,
+    version_refusal,
+)
 from harness.settings import Settings, load_settings
 
 RECIPE_FILES = (
@@ -26,8 +37,17 @@ RECIPE_FILES = (
     "kafka-entrypoint.sh",
     "make-cds.sh",
     "log4j2.properties",
+    "log4j.properties",
     "pom.xml",
     "base-packages.txt",
+)
+# The files the image build copies into its context (beside the resolved jars).
+CONTEXT_FILES = (
+    "Dockerfile",
+    "kafka-entrypoint.sh",
+    "make-cds.sh",
+    "log4j2.properties",
+    "log4j.properties",
 )
 BASE_RECIPE_FILES = ("base-packages.txt",)
 IMAGE_REPO = "kafka-chaos/kafka"
@@ -62,9 +82,38 @@ def recipe_hash(compose_dir: Path, files: tuple[str, ...], extra: str = "") -> s
 
 def image_tag(kafka_version: str, compose_dir: Path) -> str:
     """The tag of the locally built broker image for this version and recipe."""
-    return (
-        f"{IMAGE_REPO}:{kafka_version}-{recipe_hash(compose_dir, RECIPE_FILES, kafka_version)[:12]}"
-    )
+    choices = release_recipe(kafka_version).cache_key()
+    return f"{IMAGE_REPO}:{kafka_version}-{recipe_hash(compose_dir, RECIPE_FILES, choices)[:12]}"
+
+
+def release_recipe(kafka_version: str) -> Recipe:
+    """The recipe of `kafka_version`; ImageError naming the fix if the harness cannot build it."""
+    try:
+        version = KafkaVersion.parse(kafka_version)
+    except VersionError as exc:
+        raise ImageError(str(exc)) from exc
+    refusal = version_refusal(version)
+    if refusal:
+        raise ImageError(refusal)
+    return recipe(version)
+
+
+def maven_arguments(choices: Recipe) -> list[str]:
+    """The pom.xml properties that select this release's artifact, logging and extra jars."""
+    args = [f"-Dkafka.version={choices.version}", f"-Dkafka.artifact={choices.artifact}"]
+    if choices.logging is Logging.LOG4J2_ADDED:
+        args.append("-Dkchaos.log4j2")
+    elif choices.logging is Logging.LOG4J1_ADDED:
+        args.append("-Dkchaos.log4j1")
+    if choices.jaxb:
+        args.append("-Dkchaos.jaxb")
+    return args
+
+
+def cds_steps(choices: Recipe) -> str:
+    """make-cds.sh's steps for this release: the KRaft archives first, where it has KRaft."""
+    steps = (["kraft"] if choices.kraft else []) + (["zookeeper"] if choices.zookeeper else [])
+    return " ".join(steps)
 
 
 def base_tag(compose_dir: Path) -> str:
@@ -133,6 +182,7 @@ def ensure_base(client: docker.DockerClient, settings: Settings, log: Log) -> st
 
 def resolve_jars(kafka_version: str, dest: Path, compose_dir: Path) -> None:
     """Copy the Kafka release jars and their dependencies from Maven Central into `dest`."""
+    choices = release_recipe(kafka_version)
     if shutil.which("mvn") is None:
         raise ImageError("Maven (mvn) is not installed. Fix: apt-get install maven, then rerun.")
     dest.mkdir(parents=True, exist_ok=True)
@@ -143,7 +193,7 @@ def resolve_jars(kafka_version: str, dest: Path, compose_dir: Path) -> None:
             "-B",
             "-f",
             str(compose_dir / "pom.xml"),
-            f"-Dkafka.version={kafka_version}",
+            *maven_arguments(choices),
             f"-DoutputDirectory={dest}",
             "-DincludeScope=runtime",
             "dependency:copy-dependencies",
@@ -175,17 +225,21 @@ def build_image(
 ) -> str:
     """Build the broker image for `kafka_version` and return its tag."""
     tag = image_tag(kafka_version, settings.compose_dir)
+    choices = release_recipe(kafka_version)
     base = ensure_base(client, settings, log)
     log(f"resolving Apache Kafka {kafka_version} jars with Maven")
     with tempfile.TemporaryDirectory(prefix="kchaos-image-") as tmp:
         context = Path(tmp)
         resolve_jars(kafka_version, context / "libs", settings.compose_dir)
-        for name in ("Dockerfile", "kafka-entrypoint.sh", "make-cds.sh", "log4j2.properties"):
+        for name in CONTEXT_FILES:
             shutil.copy2(settings.compose_dir / name, context / name)
         log(f"building {tag}")
-        _docker_build(
-            context, context / "Dockerfile", tag, {"BASE": base, "KAFKA_VERSION": kafka_version}
-        )
+        build_args = {
+            "BASE": base,
+            "KAFKA_VERSION": kafka_version,
+            "CDS_STEPS": cds_steps(choices),
+        }
+        _docker_build(context, context / "Dockerfile", tag, build_args)
     # A stable alias for manual use (compose/docker-compose.yml); runs use the hashed tag.
     client.images.get(tag).tag(IMAGE_REPO, kafka_version)
     return tag
