@@ -146,7 +146,14 @@ ACKS_1_OR_ALL: Final = frozenset({"1", "all"})
 MULTI_NODE: Final = ("mixed", "all-*", "random-*", "*-partition-groups")
 # Fault classes that may land on the current leader without targeting it by name.
 MAY_HIT_LEADER: Final = ("mixed", "random-*", "controller-*", "node-*", "all-*")
-LEADER_CUT_OFF: Final = ("leader-partition", "leader-isolate", "leader-partition-groups")
+# Cut off from the other brokers, from everyone, or from the metadata quorum only (then the
+# quorum fences it and elects another leader while it still takes writes: the same zombie).
+LEADER_CUT_OFF: Final = (
+    "leader-partition",
+    "leader-isolate",
+    "leader-partition-groups",
+    "leader-partition-quorum",
+)
 MIN_INSYNC_1: Final = (0, 1)
 MIN_INSYNC_2_PLUS: Final = (2, MAX_MIN_INSYNC)
 

@@ -48,10 +48,16 @@ class ActiveFault:
 def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
     """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader)."""
     cluster, target = ctx.cluster, step.target
-    if target == "all" or FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
+    if target in ("all", "brokers") or FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
         return list(cluster.nodes)
     if target.startswith("node:"):
         return [cluster.node(int(target.split(":", 1)[1]))]
+    if target.startswith("zookeeper:"):
+        return [cluster.zookeeper(int(target.split(":", 1)[1]))]
+    if target == "zookeeper":
+        return list(cluster.ensemble)
+    if target == "controllers":
+        return list(cluster.quorum)
     if target == "random":
         return [ctx.rng.choice(cluster.nodes)]
     if target == "controller":
@@ -68,22 +74,31 @@ def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
     return [cluster.node(ctx.rng.choice(sorted(followers)))]
 
 
+def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
+    """The event fields naming faulted nodes: `nodes` the broker ids (what the analysis reads
+    leaders and ISRs against), `hosts` every node's name, controllers and ZooKeeper too."""
+    return {
+        "nodes": [n.node_id for n in nodes if n.role.is_broker],
+        "hosts": [n.hostname for n in nodes],
+    }
+
+
 def heal_all(ctx: FaultContext) -> list[str]:
     """Bring every node back: start, unpause, then every fault type's cleanup; return actions."""
     actions = []
-    for node in ctx.cluster.nodes:
+    for node in ctx.cluster.all_nodes:  # ZooKeeper servers and controllers too
         try:
             state = node.state()
             if state == "paused":
                 node.unpause()
-                actions.append(f"unpause kafka-{node.node_id}")
+                actions.append(f"unpause {node.hostname}")
             elif state != "running":
                 node.start()
-                actions.append(f"start kafka-{node.node_id}")
+                actions.append(f"start {node.hostname}")
             # One exec per node: each costs ~0.2 s, and the cleanups never fail.
             node.exec(["sh", "-c", RESIDUE_CLEANUP])
         except Exception as exc:  # heal the others even if one node misbehaves
-            actions.append(f"kafka-{node.node_id}: heal failed: {exc}")
+            actions.append(f"{node.hostname}: heal failed: {exc}")
     return actions
 
 
@@ -147,7 +162,7 @@ class Nemesis:
             fault=step.fault,
             target=step.target,
             partition=step.partition,
-            nodes=[n.node_id for n in nodes],
+            **_faulted(nodes),
             detail=detail,
         )
         return active
@@ -171,7 +186,7 @@ class Nemesis:
             EventType.FAULT_END,
             fault_id=active.fault_id,
             fault=active.step.fault,
-            nodes=[n.node_id for n in active.fault.nodes],
+            **_faulted(active.fault.nodes),
             **({"detail": detail} if (detail := active.fault.detail()) else {}),
         )
 

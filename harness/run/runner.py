@@ -24,6 +24,7 @@ from harness.experiment.plan import cell_config, producer_settings, schedule_for
 from harness.experiment.spec import Experiment
 from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
+from harness.platform.versions import KafkaVersion, Mode, broker_defaults
 from harness.run.evidence import segments_event
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
@@ -148,10 +149,22 @@ def write_spec(
         },
         "workload": spec.workload.model_dump(),
         "schedule": [step.model_dump() for step in steps],
-        "kafka": spec.kafka.model_dump(),
+        "kafka": {
+            **spec.kafka.model_dump(),
+            "mode": spec.kafka.effective_mode(),
+            # Broker defaults that differ between releases, as this version has them.
+            "effective_defaults": _effective_defaults(image.kafka_version or spec.kafka.version),
+        },
         **extra,
     }
     (repetition.run_dir / layout.SPEC).write_text(json.dumps(document, indent=2, default=str))
+
+
+def _effective_defaults(version: str | None) -> dict[str, str] | None:
+    """The version-dependent broker defaults in force (None for an image of unknown version)."""
+    if not version:
+        return None
+    return broker_defaults(KafkaVersion.parse(version)).as_properties()
 
 
 def run_repetition(
@@ -169,6 +182,9 @@ def run_repetition(
         image=image.tag,
         brokers=spec.kafka.brokers,
         broker_config={k: str(v) for k, v in spec.kafka.broker_config.items()},
+        mode=spec.kafka.effective_mode() or Mode.KRAFT,
+        version=image.kafka_version or spec.kafka.version,
+        zookeeper_nodes=spec.kafka.zookeeper_nodes,
     )
     try:
         progress.phase("starting cluster")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.chaos.faults import RESIDUE_CLEANUP, NoParams
-from harness.chaos.nemesis import ActiveFault, Nemesis, heal_all
+from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, heal_all
+from harness.platform.cluster import Role, hostname_of
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
 
@@ -26,7 +27,7 @@ class NoNodes:
 class StuckFault:
     """A fault whose heal fails, as `docker start` of a vanished container does."""
 
-    nodes = (SimpleNamespace(node_id=2),)
+    nodes = (SimpleNamespace(node_id=2, hostname="kafka-2", role=Role.COMBINED),)
 
     def heal(self) -> None:
         raise RuntimeError("container kafka-2 is gone")
@@ -66,8 +67,10 @@ def test_a_heal_failure_is_a_fault_error_of_stage_heal(tmp_path):
 class FakeNode:
     """A node in `state` that records what the final heal does to it."""
 
-    def __init__(self, node_id: int, state: str):
+    def __init__(self, node_id: int, state: str, role: Role = Role.COMBINED):
         self.node_id, self._state, self.calls = node_id, state, []
+        self.role = role
+        self.hostname = hostname_of(role, node_id)
 
     def state(self) -> str:
         return self._state
@@ -87,7 +90,22 @@ class FakeNode:
 
 def test_heal_all_brings_each_node_back_then_runs_every_fault_types_cleanup():
     nodes = [FakeNode(1, "running"), FakeNode(2, "paused"), FakeNode(3, "exited")]
-    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(nodes=nodes)))
+    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(all_nodes=nodes)))
     assert actions == ["unpause kafka-2", "start kafka-3"]
     cleanup = ["sh", "-c", RESIDUE_CLEANUP]
     assert [node.calls for node in nodes] == [[cleanup], ["unpause", cleanup], ["start", cleanup]]
+
+
+def test_heal_all_also_brings_back_zookeeper_servers_and_controllers():
+    nodes = [
+        FakeNode(1, "exited", Role.ZOOKEEPER),
+        FakeNode(101, "paused", Role.CONTROLLER),
+        FakeNode(1, "running", Role.BROKER),
+    ]
+    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(all_nodes=nodes)))
+    assert actions == ["start zookeeper-1", "unpause controller-101"]
+
+
+def test_fault_events_name_broker_ids_apart_from_other_nodes():
+    nodes = [FakeNode(1, "running", Role.ZOOKEEPER), FakeNode(2, "running", Role.BROKER)]
+    assert _faulted(nodes) == {"nodes": [2], "hosts": ["zookeeper-1", "kafka-2"]}

@@ -13,11 +13,12 @@ from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultError, FaultParams
 from harness.limits import shown
 
-PartitionMode = Literal["from-brokers", "full", "groups"]
+PartitionMode = Literal["from-brokers", "from-quorum", "full", "groups"]
 # The <kind> of the fault class each mode yields: an isolated node differs from a zombie
 # leader that clients still reach, and groups cut the whole cluster.
 CLASS_KIND_OF_MODE: dict[str, str] = {
     "from-brokers": "partition",
+    "from-quorum": "partition-quorum",
     "full": "isolate",
     "groups": "partition-groups",
 }
@@ -116,9 +117,24 @@ class Partition(Fault[PartitionParams]):
             for node in self.nodes:
                 netfilter.apply(node, netfilter.interface_rules())
             return {"mode": mode}
+        if mode == "from-quorum":
+            return {"mode": mode, "cut_from": self._cut_from_quorum()}
         groups = self._groups() if mode == "groups" else self._target_vs_rest()
         self._cut(groups)
         return {"mode": mode, "groups": groups}
+
+    def _cut_from_quorum(self) -> list[str]:
+        """Cut each target off the metadata quorum (dedicated controllers, ZooKeeper servers;
+        in combined KRaft the other combined nodes) while brokers and clients still reach it."""
+        cluster = self.ctx.cluster
+        targets = {id(node) for node in self.nodes}
+        quorum = [n for n in (*cluster.ensemble, *cluster.quorum) if id(n) not in targets]
+        if not quorum:
+            raise FaultError("the cluster has no metadata quorum node besides the target")
+        ips = [node.ip(cluster.network_name) for node in quorum]
+        for node in self.nodes:
+            netfilter.apply(node, netfilter.peer_rules(ips))
+        return [node.hostname for node in quorum]
 
     def _target_vs_rest(self) -> list[list[int]]:
         targets = sorted(node.node_id for node in self.nodes)
@@ -149,7 +165,7 @@ class Partition(Fault[PartitionParams]):
                 netfilter.apply(cluster.node(node_id), netfilter.peer_rules(outside))
 
     def heal(self) -> None:
-        for node in self.ctx.cluster.nodes:
+        for node in self.ctx.cluster.all_nodes:
             with contextlib.suppress(Exception):
                 if node.state() == "running":
                     netfilter.flush(node)
