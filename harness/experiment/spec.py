@@ -558,6 +558,21 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
         yield f"{where}.duration_s", reason
 
 
+def _format_rules(spec: Experiment) -> Iterator[Problem]:
+    """power-loss cuts logs at record-batch boundaries it reads: message format v2 only."""
+    if not spec.kafka.version:
+        return
+    reason = lacks(KafkaVersion.parse(spec.kafka.version), Feature.RECORD_BATCH_V2)
+    if reason is None:
+        return
+    why = f"{reason} The power-loss model reads v2 record batches. Fix: use Kafka 0.11 or later."
+    for index, step in enumerate(spec.faults.schedule):
+        if step.fault == "power-loss":
+            yield f"faults.schedule[{index}].fault", why
+    if spec.faults.generate is not None and "power-loss" in spec.faults.generate.faults:
+        yield "faults.generate.faults", why
+
+
 def _fault_rules(spec: Experiment) -> Iterator[Problem]:
     faults = spec.faults
     if faults.schedule and faults.generate is not None:
@@ -567,6 +582,7 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
         yield from _step_rules(spec, index, step)
     if faults.generate is not None:
         yield from _generator_rules(spec, faults.generate)
+    yield from _format_rules(spec)
 
 
 def rule_problems(spec: Experiment) -> list[Problem]:

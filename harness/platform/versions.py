@@ -67,6 +67,7 @@ class Feature(StrEnum):
     TRANSACTIONS = "transactions"
     GROUP_REBALANCE_DELAY = "group.initial.rebalance.delay.ms"
     LEADER_EPOCH = "leader-epoch log truncation"
+    RECORD_BATCH_V2 = "v2 record batches (message format 2)"
     ELR = "eligible leader replicas"
 
 
@@ -101,6 +102,7 @@ FEATURES: dict[Feature, Span] = {
     Feature.TRANSACTIONS: Span(_v("0.11.0.0"), None, "KIP-98 (0.11.0)"),
     Feature.GROUP_REBALANCE_DELAY: Span(_v("0.11.0.0"), None, "KIP-134 (0.11.0)"),
     Feature.LEADER_EPOCH: Span(_v("0.11.0.0"), None, "KIP-101 (0.11.0), KAFKA-1211"),
+    Feature.RECORD_BATCH_V2: Span(_v("0.11.0.0"), None, "KIP-98 (0.11.0): message format v2"),
     Feature.ELR: Span(_v("4.0.0"), None, "KIP-966 (preview 4.0, default for new clusters 4.1)"),
 }
 

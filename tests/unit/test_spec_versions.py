@@ -85,3 +85,11 @@ def test_fault_class_of_role_targets(fields, target, expected):
     data["faults"] = {"schedule": [{"at_s": 1, "fault": "kill", "target": target, "duration_s": 5}]}
     cell = one_cell(data)
     assert cell_config(cell, schedule_for(cell, 1)).fault_class == expected
+
+
+def test_power_loss_before_message_format_v2_is_refused():
+    data = kafka(version="0.10.2.2")
+    data["faults"] = {
+        "schedule": [{"at_s": 1, "fault": "power-loss", "target": "all", "duration_s": 5}]
+    }
+    rejects(data, "faults.schedule[0].fault", "v2 record batches", "0.11")
