@@ -59,7 +59,7 @@ def survive_a_leader_kill(cluster: KafkaCluster, tmp_path: Path) -> None:
     and every acknowledged record read back."""
     cluster.create_topic(TOPIC, 3, 3, {"min.insync.replicas": "2"}, timeout_s=60)
     assert produce(cluster, 0, 300) == 300
-    leader = cluster.node(cluster.leader_of(TOPIC, 0))
+    leader = cluster.node(cluster.partition_states(TOPIC)[0].leader)
     leader.kill()
     wait_until(lambda: leader.state() == "exited", 20, f"{leader.hostname} to die")
     try:
