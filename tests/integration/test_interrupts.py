@@ -167,10 +167,20 @@ def test_ctrl_c_at_each_moment_heals_cleans_and_exits_130(tmp_path: Path, moment
         terminal.close()
 
 
-def test_ctrl_c_twice_in_a_fault_still_cleans_and_the_repetition_is_unknown(tmp_path: Path):
-    terminal = start_run(tmp_path, "interrupt.yaml", "--no-report")
+def in_the_fault(runs_dir: Path) -> Terminal:
+    """A run of interrupt.yaml (no analysis) that has reached its partition fault."""
+    terminal = start_run(runs_dir, "interrupt.yaml", "--no-report")
     try:
-        wait_for(terminal, tmp_path, has_type("fault_start"), "the fault", timeout_s=180)
+        wait_for(terminal, runs_dir, has_type("fault_start"), "the fault", timeout_s=180)
+    except BaseException:
+        terminal.close()
+        raise
+    return terminal
+
+
+def test_ctrl_c_twice_in_a_fault_still_cleans_and_the_repetition_is_unknown(tmp_path: Path):
+    terminal = in_the_fault(tmp_path)
+    try:
         terminal.type(CTRL_C)
         wait_until(lambda: "stopping" in terminal.output, 10, "the first interrupt noticed")
         terminal.type(CTRL_C)  # during the cleanup
@@ -199,9 +209,8 @@ def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
 
 
 def test_sigterm_in_a_fault_exits_143(tmp_path: Path):
-    terminal = start_run(tmp_path, "interrupt.yaml", "--no-report")
+    terminal = in_the_fault(tmp_path)
     try:
-        wait_for(terminal, tmp_path, has_type("fault_start"), "the fault", timeout_s=180)
         terminal.process.terminate()
         code, seconds = terminal.wait_exit(60)
         assert code == 143, terminal.output[-3000:]
