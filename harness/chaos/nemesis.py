@@ -1,7 +1,11 @@
 """The nemesis: runs a fault schedule against the cluster and heals everything at the end.
 
-Targets are resolved when a fault fires (the leader of a partition then, not at plan time).
-Every start and end goes to events.jsonl. `heal_all` runs in `finally`, also after Ctrl-C.
+Steps run in order. Targets are resolved when a step acts (the leader of a partition then,
+not at plan time); a step may bind what it resolved to a name (`as:`) that later steps target
+(`@name`) or wait on (`after:` conditions), and a fault without a duration stays active until
+a heal step names it. Every start, end and condition goes to events.jsonl, with the leader
+and ISR of every partition at each injection (the roles the analysis judges by). `heal_all`
+runs in `finally`, also after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from harness.chaos.conditions import ClusterView, Condition
 from harness.chaos.faults import (
     FAULT_TYPES,
     RESIDUE_CLEANUP,
@@ -21,19 +26,34 @@ from harness.chaos.faults import (
     FaultError,
     FaultParams,
 )
-from harness.platform.cluster import KafkaNode
+from harness.platform.cluster import KafkaNode, PartitionState
 from harness.rundir.events import EventLog, EventType, now_us
+
+CONDITION_POLL_S = 0.25
 
 
 class Step(Protocol):
     """What the nemesis reads of a schedule step (harness.experiment.spec.FaultStep)."""
 
-    at_s: float
+    at_s: float | None
     fault: str
     target: str
     partition: int
-    duration_s: float
+    duration_s: float | None
+    as_: str | None
+    timeout_s: float
     params: FaultParams
+
+    @property
+    def heals(self) -> bool: ...
+    @property
+    def bound_target(self) -> str | None: ...
+    @property
+    def condition(self) -> Condition | None: ...
+
+
+class ConditionTimeout(FaultError):
+    """A step's `after:` condition did not hold within its timeout."""
 
 
 @dataclass
@@ -45,9 +65,27 @@ class ActiveFault:
     fault: Fault
 
 
-def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
+def _partition_targets(state: PartitionState, target: str) -> list[int]:
+    """The broker ids a partition target names in `state` (leader excluded but for `leader`)."""
+    others = [r for r in state.replicas if r != state.leader]
+    if target == "leader":
+        return [] if state.leader is None else [state.leader]
+    if target in ("follower", "followers"):
+        return others
+    if target == "isr":
+        return [r for r in state.isr if r != state.leader]
+    return [r for r in state.replicas if r not in state.isr]  # out-of-sync
+
+
+def resolve_target(
+    ctx: FaultContext, step: Step, bindings: dict[str, list[KafkaNode]] | None = None
+) -> list[KafkaNode]:
     """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader)."""
     cluster, target = ctx.cluster, step.target
+    if (name := step.bound_target) is not None:
+        if bindings is None or name not in bindings:
+            raise FaultError(f"@{name} is not bound: the step that binds it did not act")
+        return list(bindings[name])
     if target in ("all", "brokers") or FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
         return list(cluster.nodes)
     if target.startswith("node:"):
@@ -66,12 +104,14 @@ def resolve_target(ctx: FaultContext, step: Step) -> list[KafkaNode]:
             raise FaultError("no active controller to target")
         return [cluster.node(controller)]
     state = cluster.partition_states(ctx.topic)[step.partition]
-    if state.leader is None:
+    if target == "leader" and state.leader is None:
         raise FaultError(f"partition {step.partition} has no leader to target")
-    if target == "leader":
-        return [cluster.node(state.leader)]
-    followers = [r for r in state.replicas if r != state.leader]
-    return [cluster.node(ctx.rng.choice(sorted(followers)))]
+    ids = sorted(_partition_targets(state, target))
+    if not ids:
+        raise FaultError(f"partition {step.partition} has no {target} replica to target")
+    if target == "follower":
+        ids = [ctx.rng.choice(ids)]
+    return [cluster.node(node_id) for node_id in ids]
 
 
 def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
@@ -102,8 +142,25 @@ def heal_all(ctx: FaultContext) -> list[str]:
     return actions
 
 
+def _states_field(states: Sequence[PartitionState]) -> list[dict[str, Any]]:
+    """Partition states as events record them (the sampler's shape, with the replicas)."""
+    return [
+        {
+            "partition": s.partition,
+            "leader": s.leader,
+            "isr": list(s.isr),
+            "replicas": list(s.replicas),
+        }
+        for s in states
+    ]
+
+
 class Nemesis:
-    """Runs `steps` relative to `t0` (monotonic) in a thread; `stop()` ends and heals."""
+    """Runs `steps` relative to `t0` (monotonic) in a thread; `stop()` ends and heals.
+
+    `resolved` records, per step, what it acted on and when: spec.json keeps it, so the same
+    seed and file can be checked to give the same schedule.
+    """
 
     def __init__(self, ctx: FaultContext, steps: Sequence[Step], events: EventLog):
         self.ctx = ctx
@@ -111,61 +168,188 @@ class Nemesis:
         self.events = events
         self.active: list[ActiveFault] = []
         self.errors: list[str] = []
+        self.resolved: list[dict[str, Any]] = []
+        self.bindings: dict[str, list[KafkaNode]] = {}
+        self._named: dict[str, ActiveFault] = {}  # open faults by the name their step bound
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_id = 1
+        self._t0 = 0.0
+        self._previous_done = 0.0  # monotonic time the previous step finished acting
+        self._leaders_before: dict[int, int | None] = {}
 
     def start(self, t0: float) -> None:
+        self._t0 = self._previous_done = t0
         self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)
         self._thread.start()
 
     def _run(self, t0: float) -> None:
         try:
-            for step in self.steps:
-                if self._stop.wait(max(0.0, t0 + step.at_s - time.monotonic())):
+            self._leaders_before = self._leaders()
+            for index, step in enumerate(self.steps):
+                if step.at_s is not None and self._stop.wait(
+                    max(0.0, t0 + step.at_s - time.monotonic())
+                ):
                     return
-                active = self._inject(step)
-                # Heal on the planned clock: time spent injecting must not stretch the fault.
-                heal_at = t0 + step.at_s + step.duration_s
-                if self._stop.wait(max(0.0, heal_at - time.monotonic())) or active is None:
-                    continue
-                self._heal(active)
+                if not self._await_condition(index, step):
+                    return  # a timed-out condition voids the rest of the schedule
+                if step.heals:
+                    self._heal_named(index, step)
+                else:
+                    self._act(index, step, t0)
+                if self._stop.is_set():
+                    return
+                self._previous_done = time.monotonic()
+                self._leaders_before = self._leaders()
         finally:
             self.heal_active()
 
-    def _inject(self, step: Step) -> ActiveFault | None:
+    def _act(self, index: int, step: Step, t0: float) -> None:
+        """Inject the step's fault; heal it after duration_s, or leave it open under its name."""
+        started = time.monotonic()
+        active = self._inject(index, step)
+        if active is None or step.duration_s is None:
+            return
+        # Heal on the planned clock: time spent injecting must not stretch the fault.
+        planned = step.at_s is not None and step.condition is None
+        heal_at = (t0 + step.at_s if planned else started) + step.duration_s
+        if not self._stop.wait(max(0.0, heal_at - time.monotonic())):
+            self._heal(active)
+
+    def _inject(self, index: int, step: Step) -> ActiveFault | None:
         fault_id, self._next_id = self._next_id, self._next_id + 1
         started_us = now_us()
+        roles = self._roles()
         try:
-            nodes = resolve_target(self.ctx, step)
+            nodes = resolve_target(self.ctx, step, self.bindings)
+            if step.as_ is not None:
+                self.bindings[step.as_] = nodes
             fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params)
             active = ActiveFault(fault_id, step, fault)
             self.active.append(active)
+            if step.as_ is not None and step.duration_s is None:
+                self._named[step.as_] = active
             detail = fault.inject()
         except Exception as exc:
-            self.errors.append(f"fault {fault_id} ({step.fault} {step.target}): {exc}")
-            self.events.write(
-                EventType.FAULT_ERROR,
-                fault_id=fault_id,
-                fault=step.fault,
-                target=step.target,
-                stage="inject",
-                error=str(exc),
-            )
+            self._fail(index, step, fault_id, "inject", str(exc))
             return None
+        self._resolved(index, step, fault_id, nodes)
         # ts_us is when injection began; injected_us when the last command returned.
         self.events.write(
             EventType.FAULT_START,
             ts_us=started_us,
             injected_us=now_us(),
             fault_id=fault_id,
+            step=index,
             fault=step.fault,
             target=step.target,
             partition=step.partition,
+            **({"as": step.as_} if step.as_ else {}),
+            **({"open": True} if step.duration_s is None else {}),
             **_faulted(nodes),
+            **roles,
             detail=detail,
         )
         return active
+
+    def _heal_named(self, index: int, step: Step) -> None:
+        """A heal step: end the open fault bound to its @name (validation made sure of one)."""
+        name = step.bound_target or ""
+        active = self._named.pop(name, None)
+        if active is None:
+            self._fail(index, step, 0, "heal", f"no open fault is bound to @{name}")
+            return
+        self.resolved.append(
+            {"step": index, "heal": f"@{name}", "fault_id": active.fault_id, "t_s": self._t()}
+        )
+        self._heal(active)
+
+    def _resolved(self, index: int, step: Step, fault_id: int, nodes: list[KafkaNode]) -> None:
+        entry = {
+            "step": index,
+            "fault_id": fault_id,
+            "fault": step.fault,
+            "target": step.target,
+            "hosts": [n.hostname for n in nodes],
+            "t_s": self._t(),
+        }
+        self.resolved.append({**entry, **({"as": step.as_} if step.as_ else {})})
+
+    def _t(self) -> float:
+        return round(time.monotonic() - self._t0, 3)
+
+    def _fail(self, index: int, step: Step, fault_id: int, stage: str, error: str) -> None:
+        self.errors.append(f"step {index} ({step.fault} {step.target}): {stage}: {error}")
+        self.events.write(
+            EventType.FAULT_ERROR,
+            fault_id=fault_id,
+            step=index,
+            fault=step.fault,
+            target=step.target,
+            stage=stage,
+            error=error,
+        )
+
+    def _await_condition(self, index: int, step: Step) -> bool:
+        """Wait until the step's condition holds; False (and a fault_error) when it timed out
+        or the nemesis was stopped."""
+        condition = step.condition
+        if condition is None:
+            return True
+        started = time.monotonic()
+        deadline = started + step.timeout_s
+        unmet: list[str] = ["(no metadata yet)"]
+        while True:
+            with contextlib.suppress(Exception):  # a cut-off or dead node: ask again
+                unmet = condition.unmet(self._view(), step.partition)
+            if not unmet:
+                waited = round(time.monotonic() - started, 3)
+                self.events.write(
+                    EventType.CONDITION, step=index, condition=condition.text, waited_s=waited
+                )
+                return True
+            if time.monotonic() >= deadline:
+                error = (
+                    f"condition `{condition.text}` not met within {step.timeout_s:g} s "
+                    f"(still false: {', '.join(unmet)}); the rest of the schedule was skipped"
+                )
+                self._fail(index, step, 0, "condition", error)
+                return False
+            if self._stop.wait(CONDITION_POLL_S):
+                return False
+
+    def _view(self) -> ClusterView:
+        """One metadata snapshot with what the nemesis remembers, for conditions."""
+        meta = self.ctx.cluster.metadata(self.ctx.topic, timeout_s=2.0)
+        partitions = meta.topics[self.ctx.topic].partitions.values()
+        return ClusterView(
+            leaders={p.id: (p.leader if p.leader >= 0 else None) for p in partitions},
+            isrs={p.id: list(p.isrs) for p in partitions},
+            brokers=frozenset(meta.brokers),
+            bindings={
+                name: [n.node_id for n in nodes if n.role.is_broker]
+                for name, nodes in self.bindings.items()
+            },
+            leaders_before=self._leaders_before,
+            since_previous_s=time.monotonic() - self._previous_done,
+        )
+
+    def _leaders(self) -> dict[int, int | None]:
+        """The leader of every partition now ({} when the metadata cannot be read)."""
+        with contextlib.suppress(Exception):
+            return {
+                s.partition: s.leader
+                for s in self.ctx.cluster.partition_states(self.ctx.topic, 2.0)
+            }
+        return {}
+
+    def _roles(self) -> dict[str, Any]:
+        """`partitions` (leader, ISR and replicas of each) just before an injection, or why not."""
+        try:
+            states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
+        except Exception as exc:
+            return {"partitions_error": str(exc)}
+        return {"partitions": _states_field(states)}
 
     def _heal(self, active: ActiveFault) -> None:
         try:
@@ -193,6 +377,7 @@ class Nemesis:
     def heal_active(self) -> None:
         """Heal every fault still active (idempotent)."""
         for active in list(self.active):
+            self._named = {k: v for k, v in self._named.items() if v is not active}
             self._heal(active)
 
     def stop(self, timeout_s: float = 120.0) -> None:

@@ -53,10 +53,11 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
 
 
 def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
-    """The cell's fault steps by start time: the explicit schedule, or one generated from seed."""
+    """The cell's fault steps in the order they run: the explicit schedule in file order
+    (validation keeps its start times ordered), or one generated from seed."""
     faults = cell.spec.faults
     if faults.generate is None:
-        return sorted(faults.schedule, key=lambda step: step.at_s)
+        return list(faults.schedule)
     horizon_s = workload_duration_s(cell.spec.workload)
     if horizon_s is None:  # parse_experiment refuses this; guards hand-built cells
         raise spec_error(cell.spec._source, rule_problems(cell.spec))
@@ -64,27 +65,41 @@ def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
 
 
 # The role a target names in a fault class: `brokers` is `all`, one node is `node`, one
-# ZooKeeper server counts as `zookeeper`; `controllers` only where they hold no data.
-_TARGET_ROLE = {"brokers": "all"}
+# ZooKeeper server counts as `zookeeper`; `controllers` only where they hold no data; every
+# target among the partition's followers is `follower`.
+_TARGET_ROLE = {
+    "brokers": "all",
+    "followers": "follower",
+    "isr": "follower",
+    "out-of-sync": "follower",
+}
 
 
-def _step_class(step: FaultStep, mode: Mode | None) -> str:
+def _target_role(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None) -> str:
+    """The role of the step's target; an @name has the role of the step that bound it."""
+    target = step.target
+    if (name := step.bound_target) is not None:
+        binder = next((s for s in steps if s.as_ == name and not s.heals), None)
+        return _target_role(binder, steps, mode) if binder is not None else "node"
+    role = target.split(":", 1)[0] if ":" in target else target
+    role = _TARGET_ROLE.get(role, role)
+    if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
+        role = "all"  # combined nodes: the controllers are every broker
+    return role
+
+
+def _step_class(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None) -> str:
     fault = FAULT_TYPES[step.fault]
-    if fault.hits_whole_cluster(step.params):
-        role = "all"
-    else:
-        role = step.target.split(":", 1)[0] if ":" in step.target else step.target
-        role = _TARGET_ROLE.get(role, role)
-        if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
-            role = "all"  # combined nodes: the controllers are every broker
+    role = "all" if fault.hits_whole_cluster(step.params) else _target_role(step, steps, mode)
     return f"{role}-{fault.class_kind(step.params)}"
 
 
 def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
     (but 'all-power-loss' whenever one step is that: it allows any loss). `mode` is the
-    cluster's: dedicated controllers hold no data, combined ones are every broker."""
-    classes = {_step_class(step, mode) for step in steps}
+    cluster's: dedicated controllers hold no data, combined ones are every broker. Heal steps
+    add no class: they end a fault another step started."""
+    classes = {_step_class(step, steps, mode) for step in steps if not step.heals}
     if not classes:
         return "none"
     if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.chaos.conditions import Condition, ConditionError, parse_condition
 from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams
 from harness.experiment.problems import Problem
 from harness.limits import (
@@ -55,6 +56,7 @@ from harness.platform.versions import (
 )
 
 __all__ = [
+    "HEAL",
     "TARGET_ROLES",
     "Experiment",
     "FaultGenerator",
@@ -72,7 +74,10 @@ __all__ = [
 Acks = Literal["0", "1", "all"]
 TARGET_ROLES: tuple[str, ...] = (
     "leader",
-    "follower",
+    "follower",  # one follower of the partition, chosen with the repetition's seed
+    "followers",  # every follower of the partition
+    "isr",  # the partition's in-sync followers (the leader excluded)
+    "out-of-sync",  # the partition's replicas outside the ISR
     "controller",  # the active controller, in every mode
     "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
     "zookeeper",  # every ZooKeeper server (zookeeper mode)
@@ -81,11 +86,16 @@ TARGET_ROLES: tuple[str, ...] = (
     "all",
 )
 Scalar = str | int | float | bool
+HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
+# Targets that name replicas of the step's partition, resolved when the step acts.
+PARTITION_TARGETS: tuple[str, ...] = ("leader", "follower", "followers", "isr", "out-of-sync")
 
 _NAME = re.compile(r"^[a-z0-9_-]+$")
 _CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NODE_TARGET = re.compile(r"^node:([1-9][0-9]*)$")
 _ZOOKEEPER_TARGET = re.compile(r"^zookeeper:([1-9][0-9]*)$")
+_BOUND_TARGET = re.compile(r"^@([a-z][a-z0-9_]*)$")
+_BINDING = re.compile(r"^[a-z][a-z0-9_]*$")
 _KAFKA_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+){2,3}$")  # 3.9.0, 4.3.1, 0.10.2.2
 
 WHY_REPETITIONS = (
@@ -186,20 +196,42 @@ def _non_empty_image(value: str | None) -> str | None:
 
 
 def _check_target(value: str) -> str:
-    if value in TARGET_ROLES or _NODE_TARGET.match(value) or _ZOOKEEPER_TARGET.match(value):
+    if value in TARGET_ROLES or any(
+        pattern.match(value) for pattern in (_NODE_TARGET, _ZOOKEEPER_TARGET, _BOUND_TARGET)
+    ):
         return value
     raise ValueError(
         f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker, "
-        "1..brokers) or zookeeper:<i> (1..kafka.zookeeper_nodes)"
+        "1..brokers), zookeeper:<i> (1..kafka.zookeeper_nodes) or @name (the nodes an earlier "
+        "step bound with `as: name`)"
     )
 
 
+def _check_binding(value: str | None) -> str | None:
+    if value is not None and not _BINDING.match(value):
+        raise ValueError(
+            f"{shown(value)} is not a name; use lowercase letters, digits and '_', starting "
+            "with a letter (later steps write it as @name)"
+        )
+    return value
+
+
+def _check_condition(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_condition(value)
+        except ConditionError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
 def _check_fault(value: str) -> str:
-    if value in FAULT_TYPES:
+    if value in FAULT_TYPES or value == HEAL:
         return value
     close = difflib.get_close_matches(value, list(FAULT_TYPES), n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise ValueError(f"unknown fault {shown(value)}; {hint}use one of {', '.join(FAULT_TYPES)}")
+    kinds = ", ".join([*FAULT_TYPES, HEAL])
+    raise ValueError(f"unknown fault {shown(value)}; {hint}use one of {kinds}")
 
 
 ConfigMap = Annotated[dict[Any, Any], AfterValidator(_check_config_map)]
@@ -317,13 +349,25 @@ class WorkloadSpec(_Section):
 
 
 class FaultStep(_Section):
-    """One fault: injected `at_s` seconds after the workload starts, healed `duration_s` later."""
+    """One step of a schedule, run in file order.
 
-    at_s: Seconds = Field(ge=0)
+    It waits until `at_s` seconds after the workload start (None: no wait), then until its
+    `after` condition holds (at most `timeout_s`), then acts: injects `fault` on `target` and
+    heals it `duration_s` later, or leaves it active without a duration (until the step
+    `fault: heal, target: "@name"`, or the final heal). `as` binds the resolved nodes to a
+    name that later steps target as `@name` and conditions read.
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    at_s: Annotated[Seconds | None, Field(ge=0)] = None
     fault: FaultName
     target: Target
     partition: PartitionIndex = 0
-    duration_s: Seconds = Field(gt=0)
+    duration_s: Annotated[Seconds | None, Field(gt=0)] = None
+    as_: Annotated[str | None, AfterValidator(_check_binding), Field(alias="as")] = None
+    after: Annotated[str | None, AfterValidator(_check_condition)] = None
+    timeout_s: Seconds = Field(60, gt=0)  # how long `after` may take before the step fails
     # Typed by `fault`'s own model; SerializeAsAny dumps that model's fields into spec.json.
     params: SerializeAsAny[FaultParams] = Field(default_factory=NoParams, validate_default=True)
 
@@ -345,11 +389,33 @@ class FaultStep(_Section):
         kind = info.data.get("fault")
         if kind is None:  # the fault is unknown and reported; its params cannot be checked
             return NoParams()
+        if kind == HEAL:
+            if value is not None and not isinstance(value, NoParams) and value != {}:
+                raise ValueError("a heal step takes no params (it ends the named fault)")
+            return NoParams()
         return FAULT_TYPES[kind].parse_params(value)
 
     @property
-    def end_s(self) -> float:
-        """Seconds after the workload start at which this fault is healed."""
+    def heals(self) -> bool:
+        """True for a `fault: heal` step, which ends the fault bound to its @name target."""
+        return self.fault == HEAL
+
+    @property
+    def bound_target(self) -> str | None:
+        """The name of an `@name` target, None for any other target."""
+        match = _BOUND_TARGET.match(self.target)
+        return match.group(1) if match else None
+
+    @property
+    def condition(self) -> Condition | None:
+        """The parsed `after` condition (validated when the step was)."""
+        return None if self.after is None else parse_condition(self.after)
+
+    @property
+    def end_s(self) -> float | None:
+        """Seconds after the workload start at which this fault is healed, when planned so."""
+        if self.at_s is None or self.duration_s is None:
+            return None
         return self.at_s + self.duration_s
 
 
@@ -511,37 +577,120 @@ def _target_rules(spec: Experiment, target: str, partition: int, where: str) -> 
             f"use node:1..node:{brokers}"
         )
         yield f"{where}.target", reason
-    if target in ("leader", "follower") and partition >= partitions:
+    if target in PARTITION_TARGETS and partition >= partitions:
         reason = (
             f"partition {partition} does not exist: topic.partitions is {partitions}; "
             f"use 0..{partitions - 1}"
         )
         yield f"{where}.partition", reason
-    if target == "follower" and spec.topic.replication_factor < 2:
-        reason = "a follower needs topic.replication_factor >= 2; target the leader or a node"
+    if target in PARTITION_TARGETS[1:] and spec.topic.replication_factor < 2:
+        reason = f"{shown(target)} needs topic.replication_factor >= 2; target the leader or a node"
         yield f"{where}.target", reason
 
 
 def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Problem]:
     where = f"faults.schedule[{index}]"
     yield from _target_rules(spec, step.target, step.partition, where)
-    fault = FAULT_TYPES[step.fault]
-    for field, reason in fault.cluster_problems(step.params, spec.kafka.brokers):
-        yield f"{where}.{field}", reason
+    if not step.heals:
+        fault = FAULT_TYPES[step.fault]
+        for field, reason in fault.cluster_problems(step.params, spec.kafka.brokers):
+            yield f"{where}.{field}", reason
+    yield from _condition_partition_rules(spec, step, where)
     horizon = workload_duration_s(spec.workload)
-    if horizon is not None and step.end_s >= horizon:
-        bound = "workload.duration_s" if spec.workload.duration_s else "workload.count / rate"
+    bound = "workload.duration_s" if spec.workload.duration_s else "workload.count / rate"
+    if horizon is not None and step.end_s is not None and step.end_s >= horizon:
         reason = (
             f"step {index} ends at {step.end_s:g} s (at_s + duration_s), not before the "
             f"workload ends at {horizon:g} s ({bound}); start it earlier, "
             "shorten it, or lengthen the workload"
         )
         yield where, reason
+    elif horizon is not None and step.at_s is not None and step.at_s >= horizon:
+        reason = f"step {index} starts at {step.at_s:g} s, after the workload ends at {horizon:g} s"
+        yield f"{where}.at_s", f"{reason} ({bound}); start it earlier or lengthen the workload"
+
+
+def _condition_partition_rules(spec: Experiment, step: FaultStep, where: str) -> Iterator[Problem]:
+    partitions = spec.topic.partitions
+    condition = step.condition
+    for partition in condition.partitions if condition else ():
+        if partition >= partitions:
+            reason = (
+                f"the condition {shown(step.after)} reads partition {partition}, which does not "
+                f"exist: topic.partitions is {partitions}; use 0..{partitions - 1}"
+            )
+            yield f"{where}.after", reason
+
+
+def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
+    """What only the order of steps decides: start times, names bound before use, heals."""
+    bound: dict[str, int] = {}  # name → the step that bound it
+    open_faults: set[str] = set()  # names whose fault has no duration and is not healed yet
+    last_at = 0.0
+    for index, step in enumerate(spec.faults.schedule):
+        where = f"faults.schedule[{index}]"
+        if step.at_s is not None:
+            if step.at_s < last_at:
+                reason = (
+                    f"starts at {step.at_s:g} s, before the previous step's {last_at:g} s; steps "
+                    "run in file order: list them in the order they happen"
+                )
+                yield f"{where}.at_s", reason
+            last_at = max(last_at, step.at_s)
+        used = [step.bound_target] if step.bound_target else []
+        used += list(step.condition.names) if step.condition else []
+        for name in used:
+            if name not in bound:
+                later = " (it is bound later)" if _binds_later(spec, index, name) else ""
+                reason = (
+                    f"@{name} is used before any earlier step binds it with `as: {name}`"
+                    f"{later}; bind it on an earlier step"
+                )
+                yield where, reason
+        if step.heals:
+            yield from _heal_rules(step, where, open_faults, bound)
+            continue
+        if step.as_ is not None:
+            if step.as_ in bound:
+                reason = f"{step.as_!r} is already bound by step {bound[step.as_]}; use a new name"
+                yield f"{where}.as", reason
+            bound[step.as_] = index
+            if step.duration_s is None:
+                open_faults.add(step.as_)
+
+
+def _binds_later(spec: Experiment, index: int, name: str) -> bool:
+    return any(step.as_ == name for step in spec.faults.schedule[index + 1 :])
+
+
+def _heal_rules(
+    step: FaultStep, where: str, open_faults: set[str], bound: dict[str, int]
+) -> Iterator[Problem]:
+    name = step.bound_target
+    if name is None:
+        reason = (
+            f"a heal step names the fault it ends as @name (got {shown(step.target)}); bind the "
+            "fault's step with `as: name` and leave out its duration_s"
+        )
+        yield f"{where}.target", reason
+    elif name in bound and name not in open_faults:
+        reason = (
+            f"heals @{name}, but no fault bound to it is still active (the step that bound it "
+            "has a duration_s, or an earlier step already healed it): nothing to heal"
+        )
+        yield f"{where}.target", reason
+    open_faults.discard(name or "")
+    if step.duration_s is not None or step.as_ is not None:
+        yield where, "a heal step takes no duration_s and no `as`; it ends at once"
 
 
 def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem]:
     where = "faults.generate"
+    if HEAL in plan.faults:
+        yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
     for target in dict.fromkeys(plan.targets):
+        if _BOUND_TARGET.match(target):
+            yield f"{where}.targets", f"{target}: a generated schedule binds no names"
         yield from _target_rules(spec, target, plan.partition, where)
     horizon = workload_duration_s(spec.workload)
     if horizon is None:
@@ -580,6 +729,7 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
         yield "faults.generate", reason
     for index, step in enumerate(faults.schedule):
         yield from _step_rules(spec, index, step)
+    yield from _sequence_rules(spec)
     if faults.generate is not None:
         yield from _generator_rules(spec, faults.generate)
     yield from _format_rules(spec)

@@ -76,6 +76,8 @@ class RepetitionSummary:
     readback_complete: bool = False
     fault_errors: list[str] = field(default_factory=list)
     error: str | None = None
+    # What each step acted on and when (the nemesis' record), kept in spec.json.
+    resolved_schedule: list[dict[str, Any]] = field(default_factory=list)
 
 
 def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
@@ -148,7 +150,7 @@ def write_spec(
             "config": topic_settings(spec),
         },
         "workload": spec.workload.model_dump(),
-        "schedule": [step.model_dump() for step in steps],
+        "schedule": [step.model_dump(by_alias=True, exclude_none=True) for step in steps],
         "kafka": {
             **spec.kafka.model_dump(),
             "mode": spec.kafka.effective_mode(),
@@ -224,7 +226,12 @@ def run_repetition(
             repetition,
             image,
             steps,
-            {"started_at_us": started_at, "ended_at_us": now_us(), "harness_error": summary.error},
+            {
+                "started_at_us": started_at,
+                "ended_at_us": now_us(),
+                "harness_error": summary.error,
+                "resolved_schedule": summary.resolved_schedule,
+            },
         )
     progress.cell_finished(summary)
     return summary
@@ -277,6 +284,7 @@ def _workload_and_faults(
         journal_error = _close_journal(journal, recorder, events)
         try:
             nemesis.stop()
+            summary.resolved_schedule = list(nemesis.resolved)
             progress.phase("final heal")
             events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
         finally:

@@ -21,7 +21,8 @@ class EventType(StrEnum):
     PHASE = "phase"  # phase: cluster-start, topic-ready, workload-start, ...
     FAULT_START = "fault_start"  # fault_id, fault, target, nodes, detail
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
-    FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal)
+    FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
+    CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
     SAMPLE = "sample"  # controller, partitions: [{partition, leader, isr}]
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error

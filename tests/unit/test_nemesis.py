@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.chaos.faults import RESIDUE_CLEANUP, NoParams
+from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, heal_all
+from harness.experiment.spec import FaultStep
 from harness.platform.cluster import Role, hostname_of
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
 
 
-def step(target: str = "node:9") -> SimpleNamespace:
-    return SimpleNamespace(
-        at_s=0, fault="kill", target=target, partition=0, duration_s=1, params=NoParams()
-    )
+def step(target: str = "node:9") -> FaultStep:
+    return FaultStep(at_s=0, fault="kill", target=target, partition=0, duration_s=1)
 
 
 class NoNodes:
@@ -43,7 +42,7 @@ def nemesis_at(tmp_path) -> tuple[Nemesis, EventLog]:
 
 def test_an_injection_failure_is_a_fault_error_of_stage_inject(tmp_path):
     nemesis, events = nemesis_at(tmp_path)
-    assert nemesis._inject(step()) is None
+    assert nemesis._inject(0, step()) is None
     events.close()
     (event,) = load_events(tmp_path)
     assert event["type"] == EventType.FAULT_ERROR

@@ -241,8 +241,8 @@ def test_unknown_key_in_a_fault_step_is_named():
 
 def test_missing_required_step_field():
     bad = step()
-    del bad["duration_s"]
-    rejects(doc(faults={"schedule": [bad]}), "faults.schedule[0].duration_s", "required")
+    del bad["target"]
+    rejects(doc(faults={"schedule": [bad]}), "faults.schedule[0].target", "required")
 
 
 def test_step_must_end_before_workload():
@@ -645,9 +645,17 @@ def test_generated_schedule_from_count_and_rate():
     assert steps and all(fault.end_s < 30 for fault in steps)
 
 
-def test_explicit_schedule_is_returned_by_start_time():
-    cell = one_cell(doc(faults={"schedule": [step(at_s=12), step(at_s=2, fault="pause")]}))
-    assert [fault.at_s for fault in schedule_for(cell, 99)] == [2, 12]
+def test_explicit_schedule_is_returned_in_file_order():
+    cell = one_cell(doc(faults={"schedule": [step(at_s=2, fault="pause"), step(at_s=12)]}))
+    assert [fault.fault for fault in schedule_for(cell, 99)] == ["pause", "kill"]
+
+
+def test_start_times_out_of_file_order_are_refused():
+    rejects(
+        doc(faults={"schedule": [step(at_s=12), step(at_s=2, fault="pause")]}),
+        "faults.schedule[1].at_s",
+        "steps run in file order",
+    )
 
 
 # --- fault classes, config and settings --------------------------------------------------------
