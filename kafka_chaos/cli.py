@@ -24,6 +24,7 @@ from harness.settings import DEFAULT_KAFKA_VERSION, Settings, load_settings
 from kafka_chaos import __version__
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+KNOWN_BUG_HELP = "exit 1 also when a cell is KNOWN-BUG (a loss bug of that Kafka release)"
 log = logging.getLogger("kafka_chaos")
 # The log an unexpected exception's traceback goes to: the run's harness.log once it exists.
 _log_path: Path | None = None
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
     run.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     run.add_argument("--master", help="Spark master for the analysis")
+    run.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
 
     validate = sub.add_parser("validate", help="check an experiment file and list its cells")
     validate.add_argument("experiment", type=Path)
@@ -94,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, help="report folder (default reports/latest)")
     report.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     report.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
+    report.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
 
     image = sub.add_parser("image", help="build (or find) the broker image and print its tag")
     image.add_argument("--kafka-version")
@@ -328,7 +331,12 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     out = args.out or settings.reports_dir / "latest"
     try:
         return _analyse_and_print(
-            args.runs, out, args.master or settings.spark_master, "kafka-chaos report", args.junit
+            args.runs,
+            out,
+            args.master or settings.spark_master,
+            "kafka-chaos report",
+            args.junit,
+            known_bug_fails=args.fail_on_known_bug,
         )
     except NoRunsFound as exc:
         print(exc, file=sys.stderr)
@@ -336,13 +344,21 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _analyse_and_print(
-    patterns: Sequence[str], out: Path, master: str, title: str, junit: Path | None = None
+    patterns: Sequence[str],
+    out: Path,
+    master: str,
+    title: str,
+    junit: Path | None = None,
+    *,
+    known_bug_fails: bool = False,
 ) -> int:
-    """Run the analysis, print the verdict table and the report paths; return the exit code."""
+    """Run the analysis, print the verdict table and the report paths; return the exit code
+    (1 for a KNOWN-BUG cell too when `known_bug_fails`)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from analysis.judge.verdicts import exit_code
     from analysis.pipeline import analyse, verdict_table
     from harness.workload.journal import finalize
 
@@ -370,7 +386,7 @@ def _analyse_and_print(
     console.print(f"HTML report: {result.html}")
     console.print(f"Markdown:    {result.markdown}")
     console.print(f"JUnit XML:   {result.junit}")
-    return result.exit_code
+    return exit_code(result.cells, known_bug_fails=known_bug_fails)
 
 
 def _unfinished_runs(patterns: Sequence[str]) -> list[Path]:
@@ -424,6 +440,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         root / layout.REPORT_DIR,
         args.master or settings.spark_master,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
+        known_bug_fails=args.fail_on_known_bug,
     )
     return EXIT_ERROR if harness_failed and code == EXIT_OK else code
 

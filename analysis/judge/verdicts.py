@@ -21,7 +21,10 @@ from analysis.judge.guarantees import (
     Guarantee,
     guarantee_for,
 )
+from analysis.judge.history import PartitionHistory, partition_histories
+from analysis.judge.mechanisms import PartitionJudgement, judge_partition
 from analysis.results import Example, RunResult, RunStatus
+from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import STATUSES
@@ -57,6 +60,7 @@ class Verdict(StrEnum):
     PASS = "PASS"
     VIOLATION = "VIOLATION"
     EXPECTED_LOSS = "EXPECTED-LOSS"
+    KNOWN_BUG = "KNOWN-BUG"
     NOT_PROVOKED = "NOT-PROVOKED"
     UNKNOWN = "UNKNOWN"
 
@@ -66,6 +70,8 @@ VERDICT_MEANING: Final = {
     Verdict.PASS: "the documented guarantee held",
     Verdict.VIOLATION: "a documented guarantee was broken",
     Verdict.EXPECTED_LOSS: "acknowledged data was lost where the documentation allows it",
+    Verdict.KNOWN_BUG: "acknowledged data was lost by a known bug of this Kafka release, "
+    "fixed in a later one (the reason names the JIRA)",
     Verdict.NOT_PROVOKED: "loss is allowed but never happened: the faults were too weak",
     Verdict.UNKNOWN: "incomplete or failed run, or the checker could not judge it",
 }
@@ -126,6 +132,7 @@ class _Finding:
 
     reason: str
     violation: bool = False
+    known_bug: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,7 +184,14 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
         return dataclasses.replace(unknown, reasons=(reason,))
     examples = result.examples
     partitions = {"loss": result.loss_by_partition, "divergence": result.divergence_by_partition}
-    evidence = _Evidence(events, run_origin_us(result, events), partitions)
+    evidence = _Evidence(
+        events,
+        run_origin_us(result, events),
+        partitions,
+        result.config,
+        run_dir,
+        partition_histories(events),
+    )
     findings = [
         _loss_finding(counts, examples, guarantee, evidence),
         *_divergence_findings(counts, examples, guarantee, evidence),
@@ -199,17 +213,24 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
 
 @dataclass(frozen=True)
 class _Evidence:
-    """What the ISR exception needs: the events, t=0, and the partitions each kind hit."""
+    """What judging a loss by partition needs: the events, t=0, the partitions each kind hit,
+    the config, where the broker logs are, and each partition's history (None: no roles)."""
 
     events: Sequence[Event]
     origin_us: float
     partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
+    config: CellConfig | None = None
+    run_dir: str = ""
+    histories: Mapping[int, PartitionHistory] | None = None
 
 
 def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
-    """VIOLATION if any finding is one, else EXPECTED-LOSS if anything was lost, else PASS."""
+    """VIOLATION if any finding is one, else KNOWN-BUG if a known bug explains a loss, else
+    EXPECTED-LOSS if anything was lost, else PASS."""
     if any(f.violation for f in findings):
         return Verdict.VIOLATION
+    if any(f.known_bug for f in findings):
+        return Verdict.KNOWN_BUG
     return Verdict.EXPECTED_LOSS if loss > 0 else Verdict.PASS
 
 
@@ -347,6 +368,8 @@ def _loss_finding(
             f"(loss {guarantee.loss}: {guarantee.citation})"
         )
     what = f"{loss} of {acked} acked missing ({_describe(counts, examples, LOSS_CLASSES)})"
+    if (by_partition := _by_partition("loss", what, guarantee, evidence, "loss")) is not None:
+        return by_partition
     if guarantee.loss == ALLOWED:
         return _Finding(f"{what}; loss allowed: {guarantee.citation}")
     if guarantee.loss == FORBIDDEN:
@@ -373,12 +396,50 @@ def _divergence_findings(
     detail = _describe(counts, examples, ("offset_divergent",))
     what = f"{diverged} acknowledged offsets rewritten ({detail})"
     rule = "acknowledged offset rewritten"
+    if (by_partition := _by_partition("divergence", what, guarantee, evidence, rule)) is not None:
+        return [by_partition]
     if guarantee.loss == ALLOWED:
         return [_Finding(f"{what}; allowed where loss is: {guarantee.citation}")]
     if guarantee.loss == FORBIDDEN:
         reason = f"{VIOLATION_PREFIX}{rule}: {what}; {guarantee.citation}"
         return [_Finding(reason, violation=True)]
     return [_isr_exception_finding(rule, what, guarantee, evidence, "divergence")]
+
+
+def _by_partition(
+    kind: str, what: str, guarantee: Guarantee, evidence: _Evidence, rule: str
+) -> _Finding | None:
+    """Judge each partition that `kind` hit by what hit it, the mechanism seen, and known
+    bugs; None when the roles or the partitions are unknown (the cell's class decides)."""
+    hit = evidence.partitions.get(kind) or {}
+    if evidence.histories is None or evidence.config is None or not hit or "unknown" in hit:
+        return None
+    judgements = [
+        judge_partition(
+            evidence.histories.get(int(p)) or PartitionHistory(int(p), (), (), ()),
+            evidence.config,
+            origin_us=evidence.origin_us,
+            run_dir=evidence.run_dir,
+            topic=layout.TOPIC,
+            what="loss" if kind == "loss" else "rewriting of acknowledged offsets",
+        )
+        for p in sorted(hit, key=int)
+    ]
+    return _partition_finding(what, guarantee, judgements, rule)
+
+
+def _partition_finding(
+    what: str, guarantee: Guarantee, judgements: Sequence[PartitionJudgement], rule: str
+) -> _Finding:
+    """One finding from the partitions' judgements: a violation if one is, else a known bug."""
+    violating = [j for j in judgements if j.outcome == "violation"]
+    if violating:
+        reasons = "; ".join(j.reason for j in violating)
+        return _Finding(f"{VIOLATION_PREFIX}{rule}: {what}; {reasons}", violation=True)
+    explained = "; ".join(f"p{j.partition}: {j.reason}" for j in judgements)
+    if any(j.outcome == "known-bug" for j in judgements):
+        return _Finding(f"{what}; {explained}", known_bug=True)
+    return _Finding(f"{what}; allowed by mechanism: {explained}")
 
 
 def _describe(counts: Mapping[str, int], examples: Examples, names: Sequence[str]) -> str:
@@ -556,7 +617,8 @@ def judge_cell(
 def _cell_outcome(
     reps: Sequence[RepetitionVerdict], guarantee: Guarantee | None
 ) -> tuple[Verdict, tuple[str, ...]]:
-    """Fold repetition verdicts: VIOLATION > UNKNOWN > EXPECTED-LOSS > NOT-PROVOKED > PASS.
+    """Fold repetition verdicts:
+    VIOLATION > UNKNOWN > KNOWN-BUG > EXPECTED-LOSS > NOT-PROVOKED > PASS.
 
     UNKNOWN outranks EXPECTED-LOSS: a repetition that could not be judged may hide a violation
     (a forbidden duplicate or reorder) that the cell's allowed loss says nothing about.
@@ -567,11 +629,17 @@ def _cell_outcome(
         head = f"{len(violating)} of {n} repetitions violate the documented guarantee"
         return Verdict.VIOLATION, (head, *_rep_reasons(violating, only_violations=True))
     lossy = by_verdict[Verdict.EXPECTED_LOSS]
+    buggy = by_verdict[Verdict.KNOWN_BUG]
     if unknown := by_verdict[Verdict.UNKNOWN]:
         head = f"{len(unknown)} of {n} repetitions could not be judged"
         if lossy:
             head += f" (loss allowed and observed in {len(lossy)})"
         return Verdict.UNKNOWN, (head, *_rep_reasons(unknown, first_only=True))
+    if buggy:
+        head = (
+            f"a known bug of this release lost acknowledged data in {len(buggy)} of {n} repetitions"
+        )
+        return Verdict.KNOWN_BUG, (head, *_rep_reasons(buggy, first_only=True))
     if lossy:
         head = f"loss allowed and observed in {len(lossy)} of {n} repetitions"
         return Verdict.EXPECTED_LOSS, (head, *_rep_reasons(lossy, first_only=True))
@@ -654,10 +722,12 @@ def judge_all(
     return [judge_cell(group, events_by_run) for group in groups.values()]
 
 
-def exit_code(cells: Sequence[CellVerdict]) -> int:
-    """1 if any cell is a VIOLATION, else 2 if any is UNKNOWN (or none was judged), else 0."""
+def exit_code(cells: Sequence[CellVerdict], *, known_bug_fails: bool = False) -> int:
+    """1 if any cell is a VIOLATION (or a KNOWN-BUG when `known_bug_fails`), else 2 if any is
+    UNKNOWN (or none was judged), else 0: a known bug of an old release is what the user
+    asked to see, not a failure of the Kafka under test, unless they say so."""
     verdicts = {c.verdict for c in cells}
-    if Verdict.VIOLATION in verdicts:
+    if Verdict.VIOLATION in verdicts or (known_bug_fails and Verdict.KNOWN_BUG in verdicts):
         return 1
     if not cells or Verdict.UNKNOWN in verdicts:
         return 2

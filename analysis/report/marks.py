@@ -1,10 +1,12 @@
-"""What a repetition's timeline marks: fault windows and leader changes, from its events."""
+"""What a repetition's timeline marks: fault windows and leader changes (analysis.judge.history),
+from its events."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.judge.history import LeaderChange, leader_changes
 from analysis.judge.verdicts import Event
 from harness.rundir.events import EventType
 
@@ -30,26 +32,6 @@ class FaultWindow:
         return f"{self.fault} {self.target}{where}".strip()
 
 
-@dataclass(frozen=True)
-class LeaderChange:
-    """A partition's leader differing between two successive samples."""
-
-    ts_us: int
-    partition: int
-    old: int | None
-    new: int | None
-
-    @property
-    def label(self) -> str:
-        """'p0 2→3', with 'none' for a partition without leader."""
-        return f"p{self.partition} {_node(self.old)}→{_node(self.new)}"
-
-
-def _node(node: int | None) -> str:
-    """A broker id for display; 'none' when there is no leader (None or -1)."""
-    return "none" if node is None or node < 0 else str(node)
-
-
 def fault_windows(events: Sequence[Event]) -> list[FaultWindow]:
     """Fault windows in start order, each start paired with the fault_end of its fault_id."""
     ends = {
@@ -67,22 +49,6 @@ def fault_windows(events: Sequence[Event]) -> list[FaultWindow]:
             )
         )
     return windows
-
-
-def leader_changes(events: Sequence[Event]) -> list[LeaderChange]:
-    """Leader changes per partition between successive `sample` events, in time order."""
-    last: dict[int, int | None] = {}
-    changes = []
-    for sample in sorted((e for e in events if e.get("type") == EventType.SAMPLE), key=_ts):
-        for state in sample.get("partitions") or []:
-            partition = int(state["partition"])
-            leader = state.get("leader")
-            if partition in last and last[partition] != leader:
-                changes.append(
-                    LeaderChange(int(sample["ts_us"]), partition, last[partition], leader)
-                )
-            last[partition] = leader
-    return changes
 
 
 def _ts(event: Event) -> int:

@@ -244,6 +244,9 @@ class Nemesis:
             fault=step.fault,
             target=step.target,
             partition=step.partition,
+            # What the analysis keys the guarantee on, per partition, with `partitions`.
+            class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
+            whole_cluster=FAULT_TYPES[step.fault].hits_whole_cluster(step.params),
             **({"as": step.as_} if step.as_ else {}),
             **({"open": True} if step.duration_s is None else {}),
             **_faulted(nodes),

@@ -35,7 +35,7 @@ from harness.workload.journal import AckJournal, JournalError, finalize
 from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
-TOPIC = "chaos"
+TOPIC = layout.TOPIC
 LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
 # The harness error of a repetition stopped by SIGINT or SIGTERM.
 INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"

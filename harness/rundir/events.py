@@ -19,7 +19,10 @@ class EventType(StrEnum):
     """The `type` of an events.jsonl line."""
 
     PHASE = "phase"  # phase: cluster-start, topic-ready, workload-start, ...
-    FAULT_START = "fault_start"  # fault_id, fault, target, nodes, detail
+    # fault_id, step, fault, target, nodes, hosts, class_kind, whole_cluster, detail, and
+    # partitions: [{partition, leader, isr, replicas}] just before injection (or
+    # partitions_error); `as` and `open` for a named fault left active until a heal step
+    FAULT_START = "fault_start"
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held

@@ -26,6 +26,7 @@ JOURNAL_SENDS: Final = "journal-sends.arrows"
 JOURNAL_ACKS: Final = "journal-acks.arrows"
 JOURNAL_GLOB: Final = "journal-*"
 BROKER_LOGS: Final = "broker-logs"
+TOPIC: Final = "chaos"  # the topic every repetition writes and reads back
 # Copies of the topic's log segments, kept for the analysis' attribution of missing messages:
 # segments/broker-<id>/<topic>-<partition>/<base offset>.log
 SEGMENTS: Final = "segments"

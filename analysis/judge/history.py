@@ -1,0 +1,183 @@
+"""What happened to each partition in a repetition, read from its events: which faults hit
+which of its replicas in which role, how its leader changed, and what its ISR was.
+
+The roles come from the leader/ISR/replicas snapshot the nemesis records with every
+fault_start (`partitions`), so a fault on "the follower of partition 0" that also led
+partition 2 counts as a leader fault for partition 2. Runs recorded before that snapshot
+existed have no roles: `partition_histories` returns None and the judge falls back to the
+cell's fault class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from harness.rundir.events import EventType
+
+__all__ = [
+    "FaultHit",
+    "IsrSample",
+    "LeaderChange",
+    "PartitionHistory",
+    "leader_changes",
+    "partition_fault_class",
+    "partition_histories",
+]
+
+Event = Mapping[str, Any]
+LEADER: Final = "leader"
+FOLLOWER: Final = "follower"
+WHOLE: Final = "all"  # a fault on every broker, whatever the partition
+
+
+@dataclass(frozen=True)
+class FaultHit:
+    """One fault on replicas of one partition, with the role they had when it began."""
+
+    fault_id: int
+    fault: str  # the fault type, e.g. kill
+    kind: str  # its fault-class kind, e.g. partition-quorum
+    role: str  # leader (the leader was among the nodes), follower, or all
+    nodes: tuple[int, ...]  # the partition's replicas it hit
+    ts_us: int
+
+    @property
+    def fault_class(self) -> str:
+        """'<role>-<kind>', the guarantee table's key."""
+        return f"{self.role}-{self.kind}"
+
+
+@dataclass(frozen=True)
+class LeaderChange:
+    """A partition's leader differing between two successive samples."""
+
+    ts_us: int
+    partition: int
+    old: int | None
+    new: int | None
+    isr_before: tuple[int, ...] = ()  # the ISR the previous sample showed
+
+    @property
+    def label(self) -> str:
+        """'p0 2→3', with 'none' for a partition without leader."""
+        return f"p{self.partition} {_node(self.old)}→{_node(self.new)}"
+
+
+@dataclass(frozen=True)
+class IsrSample:
+    """The leader and ISR of a partition in one sample."""
+
+    ts_us: int
+    leader: int | None
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PartitionHistory:
+    """Everything the judge reads about one partition, in time order."""
+
+    partition: int
+    hits: tuple[FaultHit, ...]
+    leader_changes: tuple[LeaderChange, ...]
+    samples: tuple[IsrSample, ...]
+
+    def first_leader_hit_us(self) -> int | None:
+        """When a fault first hit this partition's leader (or every broker); None if never."""
+        stamps = [h.ts_us for h in self.hits if h.role in (LEADER, WHOLE)]
+        return min(stamps) if stamps else None
+
+
+def _node(node: int | None) -> str:
+    return "none" if node is None or node < 0 else str(node)
+
+
+def _ts(event: Event) -> int:
+    return int(event.get("ts_us", 0))
+
+
+def _samples(events: Sequence[Event]) -> list[Event]:
+    return sorted((e for e in events if e.get("type") == EventType.SAMPLE), key=_ts)
+
+
+def leader_changes(events: Sequence[Event]) -> list[LeaderChange]:
+    """Leader changes per partition between successive `sample` events, in time order."""
+    last: dict[int, tuple[int | None, tuple[int, ...]]] = {}
+    changes = []
+    for sample in _samples(events):
+        for state in sample.get("partitions") or []:
+            partition = int(state["partition"])
+            leader, isr = state.get("leader"), tuple(state.get("isr") or ())
+            if partition in last and last[partition][0] != leader:
+                old, isr_before = last[partition]
+                changes.append(LeaderChange(_ts(sample), partition, old, leader, isr_before))
+            last[partition] = (leader, isr)
+    return changes
+
+
+def _hit(event: Event, partition: Mapping[str, Any]) -> FaultHit | None:
+    """The fault_start `event` as a hit on `partition` (a snapshot entry); None if it missed."""
+    replicas = set(partition.get("replicas") or ())
+    nodes = tuple(n for n in event.get("nodes") or () if n in replicas)
+    if event.get("whole_cluster"):
+        role = WHOLE
+    elif not nodes:
+        return None
+    else:
+        role = LEADER if partition.get("leader") in nodes else FOLLOWER
+    return FaultHit(
+        fault_id=int(event.get("fault_id", 0)),
+        fault=str(event.get("fault", "")),
+        kind=str(event.get("class_kind") or event.get("fault", "")),
+        role=role,
+        nodes=nodes,
+        ts_us=_ts(event),
+    )
+
+
+def partition_histories(events: Sequence[Event]) -> dict[int, PartitionHistory] | None:
+    """Each partition's history; None when a fault_start lacks its roles snapshot."""
+    starts = sorted((e for e in events if e.get("type") == EventType.FAULT_START), key=_ts)
+    if any("partitions" not in e for e in starts):
+        return None
+    hits: dict[int, list[FaultHit]] = {}
+    for event in starts:
+        for partition in event["partitions"]:
+            if (hit := _hit(event, partition)) is not None:
+                hits.setdefault(int(partition["partition"]), []).append(hit)
+    samples: dict[int, list[IsrSample]] = {}
+    for sample in _samples(events):
+        for state in sample.get("partitions") or []:
+            entry = IsrSample(_ts(sample), state.get("leader"), tuple(state.get("isr") or ()))
+            samples.setdefault(int(state["partition"]), []).append(entry)
+    changes: dict[int, list[LeaderChange]] = {}
+    for change in leader_changes(events):
+        changes.setdefault(change.partition, []).append(change)
+    known = set(hits) | set(samples) | set(changes)
+    return {
+        p: PartitionHistory(
+            p, tuple(hits.get(p, ())), tuple(changes.get(p, ())), tuple(samples.get(p, ()))
+        )
+        for p in sorted(known)
+    }
+
+
+def partition_fault_class(hits: Iterable[FaultHit]) -> str:
+    """The fault class of what hit one partition, by the roles its replicas had then.
+
+    'none' when nothing hit it; '<role>-<kind>' when every hit is that; 'follower-<kind>'
+    when only followers were hit (every follower row says the same); 'all-power-loss' when
+    one hit was that; else 'mixed'.
+    """
+    hits = list(hits)
+    classes = {hit.fault_class for hit in hits}
+    if not classes:
+        return "none"
+    if "all-power-loss" in classes:
+        return "all-power-loss"
+    if len(classes) == 1:
+        return classes.pop()
+    if all(hit.role == FOLLOWER for hit in hits):
+        return hits[0].fault_class
+    return "mixed"

@@ -1,0 +1,291 @@
+"""Which documented mechanism explains a partition's loss, with the evidence; and the known
+loss bugs of old Kafka releases (docs/kafka-reliability.md, "Known loss bugs by version").
+
+The judge asks, for every partition that lost acknowledged messages: what hit it (the roles
+its replicas had when each fault began, analysis.judge.history), what the documentation
+allows for that, and which mechanism the evidence shows: acks=1 truncation after a leader
+fault, an acks=all write acknowledged by a leader alone, an unclean election, a power loss.
+A loss the documentation forbids may still be a known bug of the Kafka that ran: then it is
+KNOWN-BUG, with the JIRA and the release that fixed it, never EXPECTED-LOSS or VIOLATION.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from analysis.judge.guarantees import ALLOWED, FORBIDDEN_UNLESS_ISR_SHRANK, guarantee_for
+from analysis.judge.history import (
+    LEADER,
+    WHOLE,
+    IsrSample,
+    LeaderChange,
+    PartitionHistory,
+    partition_fault_class,
+)
+from harness.platform.versions import KafkaVersion
+from harness.rundir import layout
+from harness.rundir.config import CellConfig
+
+__all__ = [
+    "KNOWN_BUGS",
+    "KnownBug",
+    "PartitionJudgement",
+    "judge_partition",
+    "log_evidence",
+]
+
+Outcome = Literal["allowed", "known-bug", "violation"]
+LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
+FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
+
+
+@dataclass(frozen=True)
+class PartitionJudgement:
+    """What the judge concluded about one partition's loss (or rewritten offsets)."""
+
+    partition: int
+    fault_class: str  # by the roles its replicas had (analysis.judge.history)
+    outcome: Outcome
+    reason: str  # the mechanism and its evidence, or why nothing documented explains it
+    jira: str | None = None  # for a known bug
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What explanations read besides the partition's history."""
+
+    config: CellConfig
+    origin_us: float
+    run_dir: str
+    topic: str
+
+    def t(self, ts_us: float) -> str:
+        return f"t={(ts_us - self.origin_us) / 1e6:.1f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Known bugs: the release range, and what the evidence of one partition must show
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """A loss bug of some Kafka releases, fixed in `fixed_in`."""
+
+    jira: str
+    mechanism: str
+    fixed_in: str
+    first_affected: str | None  # None: every release before fixed_in
+    # The evidence in one partition's history ('' when it does not show), given the context.
+    evidence: Callable[[PartitionHistory, _Context], str]
+    log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
+
+    def affects(self, version: str | None) -> bool:
+        """True when `version` (a Kafka release) lies in the affected range."""
+        if not version:
+            return False
+        try:
+            release = KafkaVersion.parse(version)
+        except ValueError:
+            return False  # an image of unknown version: no bug is attributed
+        if release >= KafkaVersion.parse(self.fixed_in):
+            return False
+        return self.first_affected is None or release >= KafkaVersion.parse(self.first_affected)
+
+
+def _moved(history: PartitionHistory, context: _Context) -> str:
+    """A leader change to a live replica after some fault hit the partition."""
+    first_hit = min((h.ts_us for h in history.hits), default=None)
+    for change in history.leader_changes:
+        if change.new is not None and first_hit is not None and change.ts_us >= first_hit:
+            return f"leader moved {change.label} at {context.t(change.ts_us)}"
+    return ""
+
+
+def _moved_twice(history: PartitionHistory, context: _Context) -> str:
+    """Two leader changes to live replicas within FAST_FAILOVER_S."""
+    moves = [c for c in history.leader_changes if c.new is not None]
+    for first, second in itertools.pairwise(moves):
+        if (second.ts_us - first.ts_us) / 1e6 <= FAST_FAILOVER_S:
+            return (
+                f"leader moved {first.label} at {context.t(first.ts_us)}, then "
+                f"{second.label} at {context.t(second.ts_us)}"
+            )
+    return ""
+
+
+KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
+    KnownBug(
+        jira="KAFKA-1211",
+        mechanism="a follower truncated to its high watermark (which trails the leader's by a "
+        "fetch round) when it restarted or became follower, then was elected leader without the "
+        "acknowledged tail",
+        fixed_in="0.11.0",
+        first_affected=None,
+        evidence=_moved,
+        log_needles=("Truncating log",),
+    ),
+    KnownBug(
+        jira="KAFKA-6361",
+        mechanism="replicas diverged after fast successive leader failovers",
+        fixed_in="2.0.0",
+        first_affected="0.11.0",
+        evidence=_moved_twice,
+        log_needles=("Truncating",),
+    ),
+)
+
+
+def log_evidence(run_dir: str, topic: str, partition: int, needles: Sequence[str]) -> str:
+    """The first broker-log line naming the partition and one of `needles`, as
+    '<node>: <line>'; '' when none does (or the logs were not kept)."""
+    folder = Path(run_dir) / layout.BROKER_LOGS
+    name = f"{topic}-{partition}"
+    if not needles or not folder.is_dir():
+        return ""
+    for path in sorted(folder.glob("*.log")):
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines):
+                if number >= LOG_LINES_SCANNED:
+                    break
+                if _names_partition(line, name) and any(n in line for n in needles):
+                    return f"{path.stem}: {line.strip()[:300]}"
+    return ""
+
+
+def _names_partition(line: str, name: str) -> bool:
+    """True when `line` names partition `name` (chaos-1, not chaos-10)."""
+    start = line.find(name)
+    while start >= 0:
+        end = start + len(name)
+        if end == len(line) or not line[end].isdigit():
+            return True
+        start = line.find(name, end)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Mechanisms where the documentation allows loss
+
+
+def _unclean_election(history: PartitionHistory) -> LeaderChange | None:
+    """A leader change to a replica outside the ISR the previous sample showed."""
+    for change in history.leader_changes:
+        if change.new is not None and change.isr_before and change.new not in change.isr_before:
+            return change
+    return None
+
+
+def _leader_hit_text(history: PartitionHistory, context: _Context) -> str | None:
+    hit = next((h for h in history.hits if h.role in (LEADER, WHOLE)), None)
+    if hit is None:
+        return None
+    nodes = ", ".join(str(n) for n in hit.nodes) or "every broker"
+    return (
+        f"fault {hit.fault_id} ({hit.fault}) hit node {nodes}, leader of p{history.partition}, "
+        f"at {context.t(hit.ts_us)}"
+    )
+
+
+def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -> str:
+    """The documented mechanism behind an allowed loss, with the evidence found."""
+    config = context.config
+    p = history.partition
+    if config.acks == "0":
+        return "acks=0: the producer never waits for the broker to write the message"
+    if cls == "all-power-loss":
+        hits = [h for h in history.hits if h.kind == "power-loss"]
+        when = f" at {context.t(hits[0].ts_us)}" if hits else ""
+        return f"power loss{when}: the replicas lost the page cache Kafka had not flushed"
+    if config.unclean_leader_election and (change := _unclean_election(history)) is not None:
+        return (
+            f"unclean election: node {change.new} became leader of p{p} at "
+            f"{context.t(change.ts_us)} though the last ISR seen was "
+            f"{list(change.isr_before)}; what only the ISR had acknowledged is gone"
+        )
+    leader_hit = _leader_hit_text(history, context)
+    if config.acks == "1" and leader_hit:
+        return (
+            f"acks=1 truncation: {leader_hit}; what it acknowledged before its followers "
+            "copied it was truncated once another replica led"
+        )
+    if config.unclean_leader_election:
+        return f"unclean.leader.election.enable=true while faults hit several replicas of p{p}"
+    return leader_hit or f"fault class {cls} of p{p}"
+
+
+def _isr_alone(history: PartitionHistory) -> IsrSample | None:
+    """The first sample, before the first fault on the leader, with an ISR of one replica."""
+    before = history.first_leader_hit_us()
+    for sample in history.samples:
+        if before is not None and sample.ts_us >= before:
+            break
+        if len(sample.isr) == 1:
+            return sample
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The judgement of one partition
+
+
+def judge_partition(
+    history: PartitionHistory,
+    config: CellConfig,
+    *,
+    origin_us: float,
+    run_dir: str,
+    topic: str,
+    what: str = "loss",
+) -> PartitionJudgement:
+    """Judge what partition `history.partition` lost (`what`: loss or rewritten offsets) by
+    the roles its replicas had, the documentation, the mechanisms seen and known bugs."""
+    context = _Context(config, origin_us, run_dir, topic)
+    cls = partition_fault_class(history.hits)
+    guarantee = guarantee_for(config.model_copy(update={"fault_class": cls}))
+    p = history.partition
+    if guarantee.loss == ALLOWED:
+        reason = f"{_allowed_mechanism(history, context, cls)} ({guarantee.citation})"
+        return PartitionJudgement(p, cls, "allowed", reason)
+    if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (alone := _isr_alone(history)):
+        leader_hit = _leader_hit_text(history, context) or "the leader failed"
+        reason = (
+            f"acknowledged by the leader alone: p{p}'s ISR was {list(alone.isr)} at "
+            f"{context.t(alone.ts_us)}, then {leader_hit} ({guarantee.citation})"
+        )
+        return PartitionJudgement(p, cls, "allowed", reason)
+    if bug := _known_bug(history, context):
+        return bug
+    roles = "; ".join(
+        f"fault {h.fault_id} ({h.fault}) on {h.role} {list(h.nodes) or 'all'} "
+        f"at {context.t(h.ts_us)}"
+        for h in history.hits
+    )
+    reason = (
+        f"p{p} ({cls}: {roles or 'no fault hit its replicas'}): no documented mechanism "
+        f"explains this {what}; {guarantee.citation}"
+    )
+    return PartitionJudgement(p, cls, "violation", reason)
+
+
+def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgement | None:
+    """The first known bug of this Kafka whose evidence the partition shows."""
+    version = context.config.kafka_version
+    for bug in KNOWN_BUGS:
+        if not bug.affects(version):
+            continue
+        evidence = bug.evidence(history, context)
+        if not evidence:
+            continue
+        line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
+        logged = f"; log: {line}" if line else ""
+        reason = (
+            f"known bug {bug.jira} of Kafka {version} (fixed in {bug.fixed_in}): "
+            f"{bug.mechanism}; p{history.partition}: {evidence}{logged}"
+        )
+        cls = partition_fault_class(history.hits)
+        return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.jira)
+    return None
