@@ -74,6 +74,8 @@ def _partition_targets(state: PartitionState, target: str) -> list[int]:
         return others
     if target == "isr":
         return [r for r in state.isr if r != state.leader]
+    if target == "successor":  # Kafka elects the first live in-sync replica in replica order
+        return [r for r in others if r in state.isr][:1]
     return [r for r in state.replicas if r not in state.isr]  # out-of-sync
 
 
@@ -106,11 +108,11 @@ def resolve_target(
     state = cluster.partition_states(ctx.topic)[step.partition]
     if target == "leader" and state.leader is None:
         raise FaultError(f"partition {step.partition} has no leader to target")
-    ids = sorted(_partition_targets(state, target))
+    ids = _partition_targets(state, target)
     if not ids:
         raise FaultError(f"partition {step.partition} has no {target} replica to target")
     if target == "follower":
-        ids = [ctx.rng.choice(ids)]
+        ids = [ctx.rng.choice(sorted(ids))]
     return [cluster.node(node_id) for node_id in ids]
 
 

@@ -72,6 +72,7 @@ _TARGET_ROLE = {
     "followers": "follower",
     "isr": "follower",
     "out-of-sync": "follower",
+    "successor": "follower",
 }
 
 

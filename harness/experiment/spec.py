@@ -78,6 +78,7 @@ TARGET_ROLES: tuple[str, ...] = (
     "followers",  # every follower of the partition
     "isr",  # the partition's in-sync followers (the leader excluded)
     "out-of-sync",  # the partition's replicas outside the ISR
+    "successor",  # the follower Kafka elects next: the first in-sync one in replica order
     "controller",  # the active controller, in every mode
     "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
     "zookeeper",  # every ZooKeeper server (zookeeper mode)
@@ -88,7 +89,14 @@ TARGET_ROLES: tuple[str, ...] = (
 Scalar = str | int | float | bool
 HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
 # Targets that name replicas of the step's partition, resolved when the step acts.
-PARTITION_TARGETS: tuple[str, ...] = ("leader", "follower", "followers", "isr", "out-of-sync")
+PARTITION_TARGETS: tuple[str, ...] = (
+    "leader",
+    "follower",
+    "followers",
+    "isr",
+    "out-of-sync",
+    "successor",
+)
 
 _NAME = re.compile(r"^[a-z0-9_-]+$")
 _CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -303,6 +303,8 @@ def context(cluster: FakeCluster) -> FaultContext:
         ("followers", (1, 2, 3), [2, 3]),
         ("isr", (1, 3), [3]),
         ("out-of-sync", (1, 3), [2]),
+        ("successor", (1, 2, 3), [2]),
+        ("successor", (1, 3), [3]),
     ],
 )
 def test_partition_targets_resolve_against_the_partition_now(target, isr, expected):
