@@ -31,6 +31,7 @@ VERDICT_COLOURS: Final = {
     Verdict.PASS: "#1a7f37",
     Verdict.VIOLATION: "#cf222e",
     Verdict.EXPECTED_LOSS: "#b35900",
+    Verdict.KNOWN_BUG: "#7d4e00",
     Verdict.NOT_PROVOKED: "#57606a",
     Verdict.UNKNOWN: "#8250df",
 }

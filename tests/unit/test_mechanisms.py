@@ -244,3 +244,26 @@ def test_a_whole_cluster_fault_hits_every_partition_as_all():
 def test_no_history_without_the_roles_snapshot():
     event = {k: v for k, v in start(3, [1]).items() if k != "partitions"}
     assert partition_histories([event]) is None
+
+
+def test_a_known_bug_cell_renders_everywhere_with_its_jira(tmp_path):
+    from xml.etree import ElementTree as ET
+
+    from analysis.judge.verdicts import VERDICT_MEANING
+    from analysis.report.junit import write_junit
+    from analysis.report.render import render_report
+
+    config = {**CP, "enable_idempotence": False, "kafka_version": "0.10.2.2"}
+    lossy = result(config, lost=5, loss_by_partition={"0": 5})
+    events = {lossy["run_dir"]: [*hw_truncation_events(), *healthy_events(lossy)]}
+    cells = verdicts.judge_all([typed(lossy)], events)
+    paths = render_report(cells, [typed(lossy)], events, (), tmp_path, "Old Kafka")
+    word, meaning = Verdict.KNOWN_BUG.value, VERDICT_MEANING[Verdict.KNOWN_BUG]
+    html, md = paths.html.read_text(), paths.markdown.read_text()
+    assert f'class="badge v-known-bug">{word}</span>' in html and meaning in html
+    assert "KAFKA-1211" in html and "KAFKA-1211" in md and f"**{word}** |" in md
+    assert "show a known loss bug of their Kafka release" in html
+    junit = ET.parse(write_junit(cells, events, tmp_path / "junit.xml")).getroot()
+    assert not list(junit.iter("failure")) and "verdict: KNOWN-BUG" in ET.tostring(
+        junit, encoding="unicode"
+    )
