@@ -40,6 +40,8 @@ __all__ = [
 
 Outcome = Literal["allowed", "known-bug", "violation"]
 LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
+# How brokers log an ISR shrink: the leader's request (every release) and its outcome (2.7+).
+ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
 FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
 
 
@@ -252,9 +254,11 @@ def judge_partition(
         return PartitionJudgement(p, cls, "allowed", reason)
     if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (alone := _isr_alone(history)):
         leader_hit = _leader_hit_text(history, context) or "the leader failed"
+        line = log_evidence(context.run_dir, context.topic, p, ISR_SHRINK_NEEDLES)
+        logged = f"; log: {line}" if line else ""
         reason = (
             f"acknowledged by the leader alone: p{p}'s ISR was {list(alone.isr)} at "
-            f"{context.t(alone.ts_us)}, then {leader_hit} ({guarantee.citation})"
+            f"{context.t(alone.ts_us)}{logged}, then {leader_hit} ({guarantee.citation})"
         )
         return PartitionJudgement(p, cls, "allowed", reason)
     if bug := _known_bug(history, context):

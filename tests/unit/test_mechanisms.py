@@ -94,6 +94,21 @@ def test_a_partition_no_fault_touched_cannot_lose():
     assert "no fault hit its replicas" in rep.violations[0]
 
 
+def test_the_isr_shrink_is_quoted_from_the_leader_log(tmp_path):
+    logs = tmp_path / layout.BROKER_LOGS
+    logs.mkdir()
+    (logs / "kafka-1.log").write_text(
+        "INFO [Partition chaos-0 broker=1] Shrinking ISR from 1,2,3 to 1. Leader: (hw: 9)\n"
+    )
+    res = result({**MIN1, "fault_class": "leader-kill"}, lost=4, loss_by_partition={"0": 4})
+    res["run_dir"] = str(tmp_path)
+    rep = judge_repetition(res, [sample(5, [(0, 1, [1])]), start(10, [1], fault="kill")])
+    assert rep.verdict == Verdict.EXPECTED_LOSS
+    assert any(
+        "log: kafka-1: INFO [Partition chaos-0 broker=1] Shrinking ISR" in r for r in rep.reasons
+    )
+
+
 def test_acks_all_min_insync_1_needs_the_isr_alone_before_the_leader_fault():
     alone = [sample(5, [(0, 1, [1])]), start(10, [1], fault="kill")]
     rep = judged({**MIN1, "fault_class": "leader-kill"}, alone, p0=40)
