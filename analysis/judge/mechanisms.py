@@ -53,7 +53,7 @@ class PartitionJudgement:
     fault_class: str  # by the roles its replicas had (analysis.judge.history)
     outcome: Outcome
     reason: str  # the mechanism and its evidence, or why nothing documented explains it
-    jira: str | None = None  # for a known bug
+    reference: str | None = None  # a known bug's JIRA (or KIP, for a design fix)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class _Context:
 class KnownBug:
     """A loss bug of some Kafka releases, fixed in `fixed_in`."""
 
-    jira: str
+    reference: str  # the JIRA, or the KIP where the fix was a design change
     mechanism: str
     fixed_in: str
     first_affected: str | None  # None: every release before fixed_in
@@ -119,9 +119,26 @@ def _moved_twice(history: PartitionHistory, context: _Context) -> str:
     return ""
 
 
+def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
+    """The other replicas stopped cleanly, then the ISR's last member lost its page cache."""
+    stopped = [h for h in history.hits if h.kind == "stop" and h.role != LEADER]
+    for hit in history.hits:
+        if hit.kind != "power-loss" or not stopped or stopped[0].ts_us > hit.ts_us:
+            continue
+        alone = [s for s in history.samples if s.ts_us <= hit.ts_us and len(s.isr) == 1]
+        if alone and alone[-1].isr[0] in hit.nodes:
+            return (
+                f"replicas {list(stopped[0].nodes)} stopped cleanly at "
+                f"{context.t(stopped[0].ts_us)}; the ISR was {list(alone[-1].isr)} at "
+                f"{context.t(alone[-1].ts_us)} when fault {hit.fault_id} (power-loss) hit it at "
+                f"{context.t(hit.ts_us)}"
+            )
+    return ""
+
+
 KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
     KnownBug(
-        jira="KAFKA-1211",
+        reference="KAFKA-1211",
         mechanism="a follower truncated to its high watermark (which trails the leader's by a "
         "fetch round) when it restarted or became follower, then was elected leader without the "
         "acknowledged tail",
@@ -131,12 +148,21 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         log_needles=("Truncating log",),
     ),
     KnownBug(
-        jira="KAFKA-6361",
+        reference="KAFKA-6361",
         mechanism="replicas diverged after fast successive leader failovers",
         fixed_in="2.0.0",
         first_affected="0.11.0",
         evidence=_moved_twice,
         log_needles=("Truncating",),
+    ),
+    KnownBug(
+        reference="KIP-966",
+        mechanism="last replica standing: the ISR's last member came back without its unflushed "
+        "tail and led, although cleanly stopped replicas held the data; Eligible Leader "
+        "Replicas let a clean one lead instead (default for new KRaft clusters from 4.1)",
+        fixed_in="4.1.0",
+        first_affected=None,
+        evidence=_last_replica_standing,
     ),
 )
 
@@ -287,9 +313,9 @@ def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgeme
         line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
         logged = f"; log: {line}" if line else ""
         reason = (
-            f"known bug {bug.jira} of Kafka {version} (fixed in {bug.fixed_in}): "
+            f"known bug {bug.reference} of Kafka {version} (fixed in {bug.fixed_in}): "
             f"{bug.mechanism}; p{history.partition}: {evidence}{logged}"
         )
         cls = partition_fault_class(history.hits)
-        return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.jira)
+        return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.reference)
     return None

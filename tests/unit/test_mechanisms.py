@@ -188,8 +188,30 @@ def test_two_fast_failovers_on_1_1_are_kafka_6361():
     assert any("KAFKA-6361" in r and "then p0 3→2 at t=20.0 s" in r for r in rep.reasons)
 
 
+def last_replica_events() -> list[dict[str, Any]]:
+    return [
+        start(5, [2, 3], fault="stop", fault_id=1),
+        sample(7, [(0, 1, [1])]),
+        start(8, [1], fault="power-loss", fault_id=2, partitions=[{**ROLES[0], "isr": [1]}]),
+    ]
+
+
+@pytest.mark.parametrize(("version", "verdict"), [("3.9.1", "KNOWN-BUG"), ("4.3.1", "VIOLATION")])
+def test_the_last_replica_standing_is_known_before_elr(version: str, verdict: str):
+    config = {**CP, "enable_idempotence": False, "kafka_version": version, "fault_class": "mixed"}
+    rep = judged(config, last_replica_events(), p0=300)
+    assert rep.verdict == verdict
+    if verdict == "KNOWN-BUG":
+        (reason,) = [r for r in rep.reasons if "KIP-966" in r]
+        assert (
+            "(fixed in 4.1.0)" in reason and "replicas [2, 3] stopped cleanly at t=5.0 s" in reason
+        )
+        assert "the ISR was [1] at t=7.0 s when fault 2 (power-loss) hit it at t=8.0 s" in reason
+
+
 def test_known_bug_ranges():
-    hw, failover = KNOWN_BUGS
+    hw, failover, last_replica = KNOWN_BUGS
+    assert last_replica.affects("3.9.1") and not last_replica.affects("4.1.0")
     assert hw.affects("0.10.2.2") and not hw.affects("0.11.0.0") and not hw.affects("4.3.1")
     assert failover.affects("0.11.0.3") and failover.affects("1.1.1")
     assert not failover.affects("2.0.0") and not failover.affects("0.10.2.2")
