@@ -75,6 +75,14 @@ class ClusterView:
     bindings: Mapping[str, Sequence[int]]  # `as:` name → the broker ids it resolved to
     leaders_before: Mapping[int, int | None]  # leaders when the previous step finished
     since_previous_s: float  # seconds since the previous step finished
+    answered: bool = True  # False: no broker answered; only after_s can be decided
+
+    @classmethod
+    def unanswered(
+        cls, bindings: Mapping[str, Sequence[int]], since_previous_s: float
+    ) -> ClusterView:
+        """A view when no broker answers the metadata request: time is all that is known."""
+        return cls({}, {}, frozenset(), bindings, {}, since_previous_s, answered=False)
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class Clause:
 
     def holds(self, view: ClusterView, default_partition: int) -> bool:
         """True when the clause holds in `view` (partition None: `default_partition`)."""
+        if not view.answered and self.fn != "after_s":
+            return False  # unknown, whichever way it is negated: keep waiting
         p = default_partition if self.partition is None else self.partition
         nodes = set(view.bindings.get(self.name, ())) if self.name else set()
         if self.fn == "isr_size":

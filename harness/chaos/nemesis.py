@@ -303,10 +303,8 @@ class Nemesis:
             return True
         started = time.monotonic()
         deadline = started + step.timeout_s
-        unmet: list[str] = ["(no metadata yet)"]
         while True:
-            with contextlib.suppress(Exception):  # a cut-off or dead node: ask again
-                unmet = condition.unmet(self._view(), step.partition)
+            unmet = condition.unmet(self._view(), step.partition)
             if not unmet:
                 waited = round(time.monotonic() - started, 3)
                 self.events.write(
@@ -324,19 +322,25 @@ class Nemesis:
                 return False
 
     def _view(self) -> ClusterView:
-        """One metadata snapshot with what the nemesis remembers, for conditions."""
-        meta = self.ctx.cluster.metadata(self.ctx.topic, timeout_s=2.0)
-        partitions = meta.topics[self.ctx.topic].partitions.values()
+        """One metadata snapshot with what the nemesis remembers, for conditions; when no
+        broker answers (all down, frozen or cut off), a view that knows only the time."""
+        bindings = {
+            name: [n.node_id for n in nodes if n.role.is_broker]
+            for name, nodes in self.bindings.items()
+        }
+        since = time.monotonic() - self._previous_done
+        try:
+            meta = self.ctx.cluster.metadata(self.ctx.topic, timeout_s=2.0)
+            partitions = list(meta.topics[self.ctx.topic].partitions.values())
+        except Exception:
+            return ClusterView.unanswered(bindings, since)
         return ClusterView(
             leaders={p.id: (p.leader if p.leader >= 0 else None) for p in partitions},
             isrs={p.id: list(p.isrs) for p in partitions},
             brokers=frozenset(meta.brokers),
-            bindings={
-                name: [n.node_id for n in nodes if n.role.is_broker]
-                for name, nodes in self.bindings.items()
-            },
+            bindings=bindings,
             leaders_before=self._leaders_before,
-            since_previous_s=time.monotonic() - self._previous_done,
+            since_previous_s=since,
         )
 
     def _leaders(self) -> dict[int, int | None]:

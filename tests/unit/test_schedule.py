@@ -99,6 +99,13 @@ def test_unmet_names_the_clauses_still_false():
     assert condition.unmet(view(), 0) == ["isr_size(0) == 1", "after_s(9)"]
 
 
+def test_without_metadata_only_time_is_known():
+    blind = ClusterView.unanswered({"old": [1]}, since_previous_s=3.0)
+    assert parse_condition("after_s(2)").unmet(blind, 0) == []
+    for text in ("has_leader(0)", "not has_leader(0)", "isr_size(0) == 0", "not leader_is(@old)"):
+        assert parse_condition(text).unmet(blind, 0) == [text]
+
+
 def test_a_node_no_longer_registered_fails_registered():
     assert parse_condition("registered(@pair)").unmet(view(brokers=frozenset({1, 2})), 0)
 
