@@ -38,7 +38,7 @@ class Step(Protocol):
     at_s: float | None
     fault: str
     target: str
-    partition: int
+    partition: int | str
     duration_s: float | None
     as_: str | None
     timeout_s: float
@@ -48,6 +48,8 @@ class Step(Protocol):
     def heals(self) -> bool: ...
     @property
     def bound_target(self) -> str | None: ...
+    @property
+    def partition_binding(self) -> str | None: ...
     @property
     def condition(self) -> Condition | None: ...
 
@@ -80,9 +82,14 @@ def _partition_targets(state: PartitionState, target: str) -> list[int]:
 
 
 def resolve_target(
-    ctx: FaultContext, step: Step, bindings: dict[str, list[KafkaNode]] | None = None
+    ctx: FaultContext,
+    step: Step,
+    bindings: dict[str, list[KafkaNode]] | None = None,
+    partition: int | None = None,
 ) -> list[KafkaNode]:
-    """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader)."""
+    """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader).
+
+    `partition` is the step's partition resolved (for `@name`); None: `step.partition`."""
     cluster, target = ctx.cluster, step.target
     if (name := step.bound_target) is not None:
         if bindings is None or name not in bindings:
@@ -105,12 +112,13 @@ def resolve_target(
         if controller is None:
             raise FaultError("no active controller to target")
         return [cluster.node(controller)]
-    state = cluster.partition_states(ctx.topic)[step.partition]
+    p = int(step.partition) if partition is None else partition
+    state = cluster.partition_states(ctx.topic)[p]
     if target == "leader" and state.leader is None:
-        raise FaultError(f"partition {step.partition} has no leader to target")
+        raise FaultError(f"partition {p} has no leader to target")
     ids = _partition_targets(state, target)
     if not ids:
-        raise FaultError(f"partition {step.partition} has no {target} replica to target")
+        raise FaultError(f"partition {p} has no {target} replica to target")
     if target == "follower":
         ids = [ctx.rng.choice(sorted(ids))]
     return [cluster.node(node_id) for node_id in ids]
@@ -144,6 +152,12 @@ def heal_all(ctx: FaultContext) -> list[str]:
     return actions
 
 
+def _led_by(roles: dict[str, Any], nodes: Sequence[KafkaNode]) -> list[int]:
+    """The partitions one of `nodes` led in a roles snapshot ([] without one)."""
+    ids = {n.node_id for n in nodes if n.role.is_broker}
+    return sorted(p["partition"] for p in roles.get("partitions", []) if p["leader"] in ids)
+
+
 def _states_field(states: Sequence[PartitionState]) -> list[dict[str, Any]]:
     """Partition states as events record them (the sampler's shape, with the replicas)."""
     return [
@@ -173,6 +187,7 @@ class Nemesis:
         self.resolved: list[dict[str, Any]] = []
         self.bindings: dict[str, list[KafkaNode]] = {}
         self._named: dict[str, ActiveFault] = {}  # open faults by the name their step bound
+        self._led: dict[str, list[int]] = {}  # partitions a name's nodes led when bound
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_id = 1
@@ -223,9 +238,11 @@ class Nemesis:
         started_us = now_us()
         roles = self._roles()
         try:
-            nodes = resolve_target(self.ctx, step, self.bindings)
+            partition = self._partition(step)
+            nodes = resolve_target(self.ctx, step, self.bindings, partition)
             if step.as_ is not None:
                 self.bindings[step.as_] = nodes
+                self._led[step.as_] = _led_by(roles, nodes)
             fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params)
             active = ActiveFault(fault_id, step, fault)
             self.active.append(active)
@@ -245,7 +262,7 @@ class Nemesis:
             step=index,
             fault=step.fault,
             target=step.target,
-            partition=step.partition,
+            partition=partition,
             # What the analysis keys the guarantee on, per partition, with `partitions`.
             class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
             whole_cluster=FAULT_TYPES[step.fault].hits_whole_cluster(step.params),
@@ -280,6 +297,16 @@ class Nemesis:
         }
         self.resolved.append({**entry, **({"as": step.as_} if step.as_ else {})})
 
+    def _partition(self, step: Step) -> int:
+        """The step's partition: its number, or the lowest one `@name`'s nodes led when bound."""
+        name = step.partition_binding
+        if name is None:
+            return int(step.partition)
+        led = self._led.get(name)
+        if not led:
+            raise FaultError(f"@{name} led no partition of the topic when it was bound")
+        return led[0]
+
     def _t(self) -> float:
         return round(time.monotonic() - self._t0, 3)
 
@@ -304,7 +331,11 @@ class Nemesis:
         started = time.monotonic()
         deadline = started + step.timeout_s
         while True:
-            unmet = condition.unmet(self._view(), step.partition)
+            try:
+                partition = self._partition(step)
+            except FaultError:
+                partition = 0  # the step itself will say so when it acts
+            unmet = condition.unmet(self._view(), partition)
             if not unmet:
                 waited = round(time.monotonic() - started, 3)
                 self.events.write(

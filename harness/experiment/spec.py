@@ -249,6 +249,8 @@ Seconds = Annotated[number, at_most(MAX_DURATION_S, WHY_DURATION, "s")]
 PartitionIndex = Annotated[
     whole, Field(ge=0), at_most(MAX_PARTITIONS - 1, f"topic.partitions is at most {MAX_PARTITIONS}")
 ]
+# "@name": the partition the nodes bound to name led when they were bound (the lowest).
+BoundPartition = Annotated[str, Field(pattern=r"^@[a-z][a-z0-9_]*$")]
 
 _TOPIC_OWNED_KEYS = {
     "min.insync.replicas": "use topic.min_insync_replicas",
@@ -371,7 +373,7 @@ class FaultStep(_Section):
     at_s: Annotated[Seconds | None, Field(ge=0)] = None
     fault: FaultName
     target: Target
-    partition: PartitionIndex = 0
+    partition: PartitionIndex | BoundPartition = 0
     duration_s: Annotated[Seconds | None, Field(gt=0)] = None
     as_: Annotated[str | None, AfterValidator(_check_binding), Field(alias="as")] = None
     after: Annotated[str | None, AfterValidator(_check_condition)] = None
@@ -413,6 +415,11 @@ class FaultStep(_Section):
         """The name of an `@name` target, None for any other target."""
         match = _BOUND_TARGET.match(self.target)
         return match.group(1) if match else None
+
+    @property
+    def partition_binding(self) -> str | None:
+        """The name of an `@name` partition (the one that node led), None for a number."""
+        return self.partition[1:] if isinstance(self.partition, str) else None
 
     @property
     def condition(self) -> Condition | None:
@@ -563,7 +570,9 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
         yield "workload.count", reason
 
 
-def _target_rules(spec: Experiment, target: str, partition: int, where: str) -> Iterator[Problem]:
+def _target_rules(
+    spec: Experiment, target: str, partition: int | str, where: str
+) -> Iterator[Problem]:
     """Check a target against the cluster and topic; `where` is the step's or generator's path."""
     brokers, partitions = spec.kafka.brokers, spec.topic.partitions
     mode = spec.kafka.effective_mode()
@@ -585,7 +594,7 @@ def _target_rules(spec: Experiment, target: str, partition: int, where: str) -> 
             f"use node:1..node:{brokers}"
         )
         yield f"{where}.target", reason
-    if target in PARTITION_TARGETS and partition >= partitions:
+    if target in PARTITION_TARGETS and isinstance(partition, int) and partition >= partitions:
         reason = (
             f"partition {partition} does not exist: topic.partitions is {partitions}; "
             f"use 0..{partitions - 1}"
@@ -646,6 +655,7 @@ def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
                 yield f"{where}.at_s", reason
             last_at = max(last_at, step.at_s)
         used = [step.bound_target] if step.bound_target else []
+        used += [step.partition_binding] if step.partition_binding else []
         used += list(step.condition.names) if step.condition else []
         for name in used:
             if name not in bound:

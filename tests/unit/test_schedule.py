@@ -407,3 +407,45 @@ def test_a_condition_that_times_out_skips_the_rest_and_says_which(tmp_path):
     # The leader was never killed; the open fault was still healed at the end.
     assert cluster.node(1).actions == [] and cluster.node(3).actions == ["kill", "start"]
     assert nemesis.errors and nemesis.active == []
+
+
+def test_a_partition_can_be_the_one_a_bound_node_led(tmp_path):
+    steps = steps_of(
+        doc(
+            [
+                {"at_s": 0, "fault": "kill", "target": "node:1", "as": "old"},
+                {"fault": "kill", "target": "successor", "partition": "@old", "as": "next"},
+                {"fault": "heal", "target": "@old"},
+                {"fault": "heal", "target": "@next"},
+            ]
+        )
+    )
+    cluster = FakeCluster()
+    nemesis, events = run(cluster, steps, tmp_path)
+    assert nemesis.errors == []
+    starts = [e for e in events if e["type"] == EventType.FAULT_START]
+    # node 1 led partition 0 when bound; the fake moves leadership at once (to 2), so the
+    # successor there is then node 3, the next in-sync replica in replica order
+    assert [(s["nodes"], s["partition"]) for s in starts] == [([1], 0), ([3], 0)]
+
+
+def test_a_partition_name_must_be_bound_before():
+    message = problems_of(
+        doc([{"at_s": 1, "fault": "kill", "target": "leader", "partition": "@x"}])
+    )
+    assert "@x is used before" in message
+
+
+def test_a_node_that_led_nothing_gives_no_partition(tmp_path):
+    steps = steps_of(
+        doc(
+            [
+                {"at_s": 0, "fault": "kill", "target": "node:3", "as": "idle"},
+                {"fault": "kill", "target": "leader", "partition": "@idle"},
+                {"fault": "heal", "target": "@idle"},
+            ]
+        )
+    )
+    _, events = run(FakeCluster(), steps, tmp_path)
+    (error,) = [e for e in events if e["type"] == EventType.FAULT_ERROR]
+    assert "@idle led no partition" in error["error"] and error["stage"] == "inject"
