@@ -42,6 +42,8 @@ Outcome = Literal["allowed", "known-bug", "violation"]
 LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
 # How brokers log an ISR shrink: the leader's request (every release) and its outcome (2.7+).
 ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
+# How an unclean election is logged: the KRaft controller, and the ZooKeeper-mode controller.
+UNCLEAN_NEEDLES: Final = ("UNCLEAN partition change", "There's potential data loss")
 FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
 
 
@@ -233,6 +235,13 @@ def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -
             f"unclean election: node {change.new} became leader of p{p} at "
             f"{context.t(change.ts_us)} though the last ISR seen was "
             f"{list(change.isr_before)}; what only the ISR had acknowledged is gone"
+        )
+    if config.unclean_leader_election and (
+        line := log_evidence(context.run_dir, context.topic, p, UNCLEAN_NEEDLES)
+    ):
+        return (
+            f"unclean election of p{p}, logged as {line}; what only the ISR had acknowledged "
+            "is gone"
         )
     leader_hit = _leader_hit_text(history, context)
     if config.acks == "1" and leader_hit:

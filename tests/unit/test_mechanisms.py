@@ -137,6 +137,25 @@ def test_an_unclean_election_is_named_with_the_node_and_the_isr_it_skipped():
     )
 
 
+def test_an_unclean_election_no_sample_saw_is_quoted_from_the_controller_log(tmp_path):
+    logs = tmp_path / layout.BROKER_LOGS
+    logs.mkdir()
+    (logs / "controller-101.log").write_text(
+        "[2026] INFO [QuorumController id=101] UNCLEAN partition change for chaos-0 with topic "
+        "ID x: isr: [] -> [1], leader: -1 -> 1\n"
+    )
+    config = {**MIN1, "unclean_leader_election": True, "fault_class": "mixed"}
+    res = result(config, lost=900, loss_by_partition={"0": 900})
+    res["run_dir"] = str(tmp_path)
+    rep = judge_repetition(res, [start(5, [2, 3], fault="kill"), start(20, [1], fault="kill")])
+    assert rep.verdict == Verdict.EXPECTED_LOSS
+    assert any(
+        "unclean election of p0, logged as controller-101: [2026] INFO [QuorumController id=101]"
+        " UNCLEAN partition change for chaos-0" in r
+        for r in rep.reasons
+    )
+
+
 def test_runs_without_roles_keep_the_cell_class():
     old = {k: v for k, v in start(10, [3]).items() if k != "partitions"}
     rep = judged({**AP, "fault_class": "follower-pause"}, [old], p2=5)
