@@ -83,10 +83,9 @@ class PartitionHistory:
     leader_changes: tuple[LeaderChange, ...]
     samples: tuple[IsrSample, ...]
 
-    def first_leader_hit_us(self) -> int | None:
-        """When a fault first hit this partition's leader (or every broker); None if never."""
-        stamps = [h.ts_us for h in self.hits if h.role in (LEADER, WHOLE)]
-        return min(stamps) if stamps else None
+    def leader_hits(self) -> tuple[FaultHit, ...]:
+        """The faults that hit this partition's leader (or every broker), in time order."""
+        return tuple(h for h in self.hits if h.role in (LEADER, WHOLE))
 
 
 def _node(node: int | None) -> str:
@@ -166,9 +165,10 @@ def partition_histories(events: Sequence[Event]) -> dict[int, PartitionHistory] 
 def partition_fault_class(hits: Iterable[FaultHit]) -> str:
     """The fault class of what hit one partition, by the roles its replicas had then.
 
-    'none' when nothing hit it; '<role>-<kind>' when every hit is that; 'follower-<kind>'
-    when only followers were hit (every follower row says the same); 'all-power-loss' when
-    one hit was that; else 'mixed'.
+    'none' when nothing hit it; '<role>-<kind>' when every hit is that, on the same nodes;
+    'follower-<kind>' when only followers were hit (every follower row says the same);
+    'all-power-loss' when one hit was that; else 'mixed' (e.g. two leaders killed one after
+    the other: several nodes, as the table's multi-node rows mean).
     """
     hits = list(hits)
     classes = {hit.fault_class for hit in hits}
@@ -176,7 +176,7 @@ def partition_fault_class(hits: Iterable[FaultHit]) -> str:
         return "none"
     if "all-power-loss" in classes:
         return "all-power-loss"
-    if len(classes) == 1:
+    if len(classes) == 1 and len({hit.nodes for hit in hits}) == 1:
         return classes.pop()
     if all(hit.role == FOLLOWER for hit in hits):
         return hits[0].fault_class

@@ -21,6 +21,7 @@ from analysis.judge.guarantees import ALLOWED, FORBIDDEN_UNLESS_ISR_SHRANK, guar
 from analysis.judge.history import (
     LEADER,
     WHOLE,
+    FaultHit,
     IsrSample,
     LeaderChange,
     PartitionHistory,
@@ -254,14 +255,15 @@ def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -
     return leader_hit or f"fault class {cls} of p{p}"
 
 
-def _isr_alone(history: PartitionHistory) -> IsrSample | None:
-    """The first sample, before the first fault on the leader, with an ISR of one replica."""
-    before = history.first_leader_hit_us()
-    for sample in history.samples:
-        if before is not None and sample.ts_us >= before:
-            break
-        if len(sample.isr) == 1:
-            return sample
+def _isr_alone(history: PartitionHistory) -> tuple[IsrSample, FaultHit] | None:
+    """A fault on the leader while the last sample before it showed that leader alone in
+    the ISR, with that sample; None when no leader fault found its leader alone."""
+    for hit in history.leader_hits():
+        before = [s for s in history.samples if s.ts_us < hit.ts_us]
+        if before and len(before[-1].isr) == 1:
+            alone = before[-1]
+            if hit.role == WHOLE or alone.isr[0] in hit.nodes:
+                return alone, hit
     return None
 
 
@@ -287,13 +289,14 @@ def judge_partition(
     if guarantee.loss == ALLOWED:
         reason = f"{_allowed_mechanism(history, context, cls)} ({guarantee.citation})"
         return PartitionJudgement(p, cls, "allowed", reason)
-    if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (alone := _isr_alone(history)):
-        leader_hit = _leader_hit_text(history, context) or "the leader failed"
+    if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (found := _isr_alone(history)):
+        alone, hit = found
         line = log_evidence(context.run_dir, context.topic, p, ISR_SHRINK_NEEDLES)
         logged = f"; log: {line}" if line else ""
         reason = (
             f"acknowledged by the leader alone: p{p}'s ISR was {list(alone.isr)} at "
-            f"{context.t(alone.ts_us)}{logged}, then {leader_hit} ({guarantee.citation})"
+            f"{context.t(alone.ts_us)}{logged}, then fault {hit.fault_id} ({hit.fault}) hit "
+            f"that leader at {context.t(hit.ts_us)} ({guarantee.citation})"
         )
         return PartitionJudgement(p, cls, "allowed", reason)
     if bug := _known_bug(history, context):

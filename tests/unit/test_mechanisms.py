@@ -120,6 +120,22 @@ def test_acks_all_min_insync_1_needs_the_isr_alone_before_the_leader_fault():
     assert judged({**MIN1, "fault_class": "leader-kill"}, full, p0=40).verdict == Verdict.VIOLATION
 
 
+def test_the_leader_alone_must_be_the_leader_the_fault_hit():
+    """Followers killed (one led p1), the ISR down to node 2, then node 2 killed."""
+    events = [
+        start(5, [1, 3], fault="kill"),
+        sample(12, [(0, 2, [2]), (1, 2, [2])]),
+        start(20, [2], fault="kill", fault_id=2, partitions=[
+            {**ROLES[0], "leader": 2, "isr": [2]}, {**ROLES[1], "leader": 2, "isr": [2]}
+        ]),
+    ]  # fmt: skip
+    rep = judged({**MIN1, "fault_class": "mixed"}, events, p0=30, p1=20)
+    assert rep.verdict == Verdict.EXPECTED_LOSS, rep.reasons
+    assert any("then fault 2 (kill) hit that leader at t=20.0 s" in r for r in rep.reasons)
+    alone_elsewhere = [events[0], sample(12, [(0, 3, [3])]), events[2]]
+    assert judged({**MIN1}, alone_elsewhere, p0=30).verdict == Verdict.VIOLATION
+
+
 def test_an_unclean_election_is_named_with_the_node_and_the_isr_it_skipped():
     events = [
         start(5, [2, 3], fault="kill"),
@@ -276,6 +292,7 @@ def hit(role: str, kind: str = "kill") -> FaultHit:
         ([hit("follower"), hit("leader")], "mixed"),
         ([hit("leader"), hit("all", "power-loss")], "all-power-loss"),
         ([hit("leader"), hit("leader")], "leader-kill"),
+        ([hit("leader"), FaultHit(2, "kill", "kill", "leader", (2,), T0_US)], "mixed"),
     ],
 )
 def test_partition_fault_class(hits: list[FaultHit], expected: str):
