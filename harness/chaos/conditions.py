@@ -2,16 +2,16 @@
 
 A condition is clauses joined by ` and `, each optionally negated with `not `:
 
-- `isr_size(P) <op> N`: partition P's ISR has <op> N members (op: == != < <= > >=);
-- `leader_changed(P)`: P's leader differs from what it was when the previous step finished;
+- `isr_size([P]) <op> N`: partition P's ISR has <op> N members (op: == != < <= > >=);
+- `leader_changed([P])`: P's leader differs from what it was when the previous step finished;
 - `leader_is(@name[, P])`: P's leader is one of the nodes bound to `name`;
 - `in_isr(@name[, P])`: every node bound to `name` is in P's ISR;
-- `has_leader(P)`: P has a leader;
+- `has_leader([P])`: P has a leader;
 - `registered(@name)`: every broker bound to `name` is in the cluster metadata (it came back);
 - `after_s(X)`: X seconds have passed since the previous step finished.
 
-P defaults to the step's partition. Parsing is pure (the experiment's validation uses it);
-evaluation reads a `ClusterView`, one metadata snapshot the nemesis takes while it polls.
+P defaults to the step's partition (a number, or the one a bound node led). Parsing is pure
+(the experiment's validation uses it); evaluation reads a `ClusterView`, one metadata snapshot the nemesis takes while it polls.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ __all__ = [
 ]
 
 CONDITION_HELP: Final = (
-    "write clauses joined by ' and ', each optionally preceded by 'not ': isr_size(P) == N "
-    "(or != < <= > >=), leader_changed(P), leader_is(@name[, P]), in_isr(@name[, P]), "
-    "has_leader(P), registered(@name), after_s(X)"
+    "write clauses joined by ' and ', each optionally preceded by 'not ': isr_size([P]) == N "
+    "(or != < <= > >=), leader_changed([P]), leader_is(@name[, P]), in_isr(@name[, P]), "
+    "has_leader([P]), registered(@name), after_s(X); P defaults to the step's partition"
 )
 _OPS: Final[dict[str, Callable[[int, int], bool]]] = {
     "==": operator.eq,
@@ -177,19 +177,18 @@ def _parse_clause(text: str) -> Clause:
         name, args = named.group(1), args[1:]
     if fn == "after_s":
         return Clause(fn, bool(match["neg"]), value=_seconds(text, args))
-    partition = _partition(text, fn, args, required=takes_partition and not takes_name)
+    partition = _partition(text, fn, args)
     if partition is not None and not takes_partition:
         raise ConditionError(f"{text!r}: {fn} takes no partition")
     value = float(match["value"]) if match["value"] is not None else None
     return Clause(fn, bool(match["neg"]), name, partition, match["op"], value)
 
 
-def _partition(text: str, fn: str, args: list[str], *, required: bool) -> int | None:
+def _partition(text: str, fn: str, args: list[str]) -> int | None:
+    """The clause's partition number; None when left out (the step's partition)."""
     if len(args) > 1:
         raise ConditionError(f"{text!r}: {fn} takes at most one partition")
     if not args:
-        if required:
-            raise ConditionError(f"{text!r}: {fn} needs a partition number, e.g. {fn}(0)")
         return None
     if not args[0].isdigit():
         raise ConditionError(f"{text!r}: the partition must be a number (got {args[0]!r})")
