@@ -11,7 +11,8 @@ A condition is clauses joined by ` and `, each optionally negated with `not `:
 - `after_s(X)`: X seconds have passed since the previous step finished.
 
 P defaults to the step's partition (a number, or the one a bound node led). Parsing is pure
-(the experiment's validation uses it); evaluation reads a `ClusterView`, one metadata snapshot the nemesis takes while it polls.
+(the experiment's validation uses it); evaluation reads a `ClusterView`, one metadata
+snapshot the nemesis takes while it polls.
 """
 
 from __future__ import annotations
