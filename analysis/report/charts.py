@@ -51,6 +51,12 @@ SERIES_COLOURS: Final = {
 }
 STALL_BAR_HEIGHT: Final = 0.04  # axes fraction: the longest one-partition stall, at the bottom
 RECOVERY_HEIGHT: Final = 0.6  # axes fraction: heal → every partition acking again
+LABEL_BOX: Final = {
+    "boxstyle": "square,pad=0.15",
+    "facecolor": "white",
+    "alpha": 0.8,
+    "linewidth": 0,
+}
 CHART_RC: Final = {
     "svg.fonttype": "none",  # real text in the SVG: smaller, selectable, uses the page's fonts
     "font.family": "sans-serif",
@@ -241,7 +247,7 @@ def _mark_partition_stall(ax: Any, availability: Availability, origin_us: float)
                linewidth=0, zorder=4)  # fmt: skip
     ax.text(start, STALL_BAR_HEIGHT + 0.01, f" p{worst.partition} stall {gap.seconds:.1f} s",
             transform=ax.get_xaxis_transform(), va="bottom", ha="left", fontsize=7.5,
-            color=SERIES_COLOURS["stall"])  # fmt: skip
+            color=SERIES_COLOURS["stall"], zorder=5, bbox=LABEL_BOX)  # fmt: skip
 
 
 def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> None:
@@ -252,8 +258,8 @@ def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> N
             continue
         start = (heal.heal_us - origin_us) / 1e6
         ax.plot([start, start + every], [RECOVERY_HEIGHT] * 2, color=SERIES_COLOURS["recovery"],
-                linewidth=1.2, transform=ax.get_xaxis_transform())  # fmt: skip
-        ax.plot([start + every], [RECOVERY_HEIGHT], marker="v", markersize=6,
+                linewidth=1.6, zorder=5, transform=ax.get_xaxis_transform())  # fmt: skip
+        ax.plot([start + every], [RECOVERY_HEIGHT], marker="v", markersize=6, zorder=5,
                 color=SERIES_COLOURS["recovery"], transform=ax.get_xaxis_transform())  # fmt: skip
 
 
