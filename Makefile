@@ -30,6 +30,7 @@ bench: venv engine image
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
+	$(BIN)/python bench/availability_bench.py
 
 # Mutation testing of the checker's pure modules (analysis/judge/verdicts.py, guarantees.py,
 # anomalies.py) against tests/unit/test_verdicts.py; configured in pyproject.toml

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from analysis.anomalies import EXAMPLE_FIELDS
 from analysis.attribution import Attribution
+from analysis.availability import Availability
 from harness.rundir.config import CellConfig
 from harness.rundir.records import STATUSES
 
@@ -111,6 +112,8 @@ class RunResult:
     contract: Mapping[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
     sensitivity: Sensitivity | None = None
     attribution: Attribution | None = None  # where missing messages still are
+    availability: Availability | None = None  # the price of safety (analysis.availability)
+    availability_error: str | None = None  # why `availability` is None, when it was tried
 
     def origin_us(self) -> float | None:
         """Epoch µs of t=0, the timeline's origin; None without a timeline."""
@@ -142,4 +145,6 @@ class RunResult:
             "contract": None if self.contract is None else dict(self.contract),
             "sensitivity": None if self.sensitivity is None else asdict(self.sensitivity),
             "attribution": None if self.attribution is None else self.attribution.as_dict(),
+            "availability": None if self.availability is None else self.availability.as_json(),
+            "availability_error": self.availability_error,
         }

@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from analysis.anomalies import LOSS_CLASSES, loss_of
+from analysis.availability import Availability
 from analysis.judge.verdicts import CellVerdict, Event, Verdict, run_origin_us
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
 from analysis.results import RunResult, TimelineSecond
@@ -46,6 +47,16 @@ SERIES_COLOURS: Final = {
     "missing": "#6e0b13",
     "duplicated": "#bf3989",
     "leader": "#24292f",
+    "stall": "#57606a",
+    "recovery": "#1a7f37",
+}
+STALL_BAR_HEIGHT: Final = 0.04  # axes fraction: the longest one-partition stall, at the bottom
+RECOVERY_HEIGHT: Final = 0.6  # axes fraction: heal → every partition acking again
+LABEL_BOX: Final = {
+    "boxstyle": "square,pad=0.15",
+    "facecolor": "white",
+    "alpha": 0.8,
+    "linewidth": 0,
 }
 CHART_RC: Final = {
     "svg.fonttype": "none",  # real text in the SVG: smaller, selectable, uses the page's fonts
@@ -98,7 +109,9 @@ def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Marku
         _plot_latency(bottom, timeline)
         _mark_faults(top, bottom, fault_windows(events), origin_us, _t_end(timeline))
         _mark_leader_changes(top, bottom, leader_changes(events), origin_us)
-        _timeline_legend(fig)
+        if result.availability is not None:
+            _mark_availability(top, bottom, result.availability, origin_us)
+        _timeline_legend(fig, priced=result.availability is not None)
         return _svg(fig, f"timeline of {salt}", salt)
 
 
@@ -210,8 +223,49 @@ def _mark_leader_changes(
         )
 
 
-def _timeline_legend(fig: Figure) -> None:
-    """One legend above both plots, so it never hides data."""
+def _mark_availability(top: Any, bottom: Any, availability: Availability, origin_us: float) -> None:
+    """The price of safety on the timeline: the longest stall with no partition acking
+    (hatched), the longest one-partition stall (a bar along the bottom), and for each heal
+    during the workload a line to when every partition had acknowledged again (a triangle)."""
+    gap = availability.longest_gap
+    if gap is not None and gap.end_us > gap.start_us:
+        start, end = (gap.start_us - origin_us) / 1e6, (gap.end_us - origin_us) / 1e6
+        for ax in (top, bottom):
+            ax.axvspan(start, end, facecolor="none", hatch="///", edgecolor=SERIES_COLOURS["stall"],
+                       alpha=0.45, linewidth=0, zorder=1)  # fmt: skip
+    _mark_partition_stall(top, availability, origin_us)
+    _mark_recoveries(top, availability, origin_us)
+
+
+def _mark_partition_stall(ax: Any, availability: Availability, origin_us: float) -> None:
+    """The longest stall of one partition as a labelled bar along the bottom of `ax`."""
+    worst = availability.longest_partition_gap
+    if worst is None or worst.longest_gap.seconds <= 0:
+        return
+    gap = worst.longest_gap
+    start, end = (gap.start_us - origin_us) / 1e6, (gap.end_us - origin_us) / 1e6
+    ax.axvspan(start, end, ymin=0, ymax=STALL_BAR_HEIGHT, color=SERIES_COLOURS["stall"],
+               linewidth=0, zorder=4)  # fmt: skip
+    ax.text(start, STALL_BAR_HEIGHT + 0.01, f" p{worst.partition} stall {gap.seconds:.1f} s",
+            transform=ax.get_xaxis_transform(), va="bottom", ha="left", fontsize=7.5,
+            color=SERIES_COLOURS["stall"], zorder=5, bbox=LABEL_BOX)  # fmt: skip
+
+
+def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> None:
+    """For each heal during the workload, a line from it to when every partition acked again."""
+    for heal in availability.heals:
+        every = heal.every_partition_s
+        if not heal.during_workload or every is None:
+            continue
+        start = (heal.heal_us - origin_us) / 1e6
+        ax.plot([start, start + every], [RECOVERY_HEIGHT] * 2, color=SERIES_COLOURS["recovery"],
+                linewidth=1.6, zorder=5, transform=ax.get_xaxis_transform())  # fmt: skip
+        ax.plot([start + every], [RECOVERY_HEIGHT], marker="v", markersize=6, zorder=5,
+                color=SERIES_COLOURS["recovery"], transform=ax.get_xaxis_transform())  # fmt: skip
+
+
+def _timeline_legend(fig: Figure, priced: bool = False) -> None:
+    """One legend above both plots, so it never hides data; `priced` adds the price marks."""
     handles = [
         Patch(color=SERIES_COLOURS["ok"], label="ok"),
         Patch(color=SERIES_COLOURS["failed"], label="failed"),
@@ -225,6 +279,23 @@ def _timeline_legend(fig: Figure) -> None:
             [], [], color=SERIES_COLOURS["leader"], linestyle=(0, (3, 2)), label="leader change"
         ),
     ]
+    if priced:
+        handles += [
+            Patch(
+                facecolor="none",
+                hatch="///",
+                edgecolor=SERIES_COLOURS["stall"],
+                label="longest stall, no partition acking",
+            ),
+            Patch(color=SERIES_COLOURS["stall"], label="longest stall of one partition"),
+            Line2D(
+                [],
+                [],
+                color=SERIES_COLOURS["recovery"],
+                marker="v",
+                label="heal → every partition acking again",
+            ),
+        ]
     fig.legend(
         handles=handles,
         loc="lower center",

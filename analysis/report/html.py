@@ -15,6 +15,7 @@ from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
+    PRICE_LABELS,
     ProvenanceView,
     cell_view,
     css_class,
@@ -51,7 +52,8 @@ def render_html(
         colours={css_class(v): colour for v, colour in VERDICT_COLOURS.items()},
         source=SOURCE,
         headers=[(name, *COUNT_LABELS[name]) for name in MATRIX_COUNTS],
-        rows=[matrix_row(c) for c in cells],
+        price_headers=PRICE_LABELS,
+        rows=[matrix_row(c, results_by_run) for c in cells],
         loss_chart=loss_chart_svg(cells, results_by_run) if cells else None,
         cells=[cell_view(c, results_by_run, events_by_run) for c in cells],
         experiments=sorted({c.experiment for c in cells}),

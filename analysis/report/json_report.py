@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
-from analysis.report.views import ProvenanceView, verdict_counts, verdict_summary
+from analysis.report.views import ProvenanceView, price_of, verdict_counts, verdict_summary
+from analysis.results import RunResult
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]
 
 # 2: schema_version, verdict_meanings and provenance added (1: the unversioned first form).
+# Added since, keys only (no key changed): a cell's `price_of_safety`, a repetition's
+# `availability` and `availability_error`.
 SCHEMA_VERSION: Final = 2
 
 
@@ -22,8 +25,10 @@ def report_json(
     provenance: Sequence[RunProvenance],
     views: Sequence[ProvenanceView],
     title: str,
+    results_by_run: Mapping[str, RunResult] | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable report: outcome, verdict counts, every cell, and provenance."""
+    """The machine-readable report: outcome, verdict counts, every cell, and provenance; with
+    the results, each cell's price of safety and each repetition's availability figures."""
     return {
         "schema_version": SCHEMA_VERSION,
         "title": title,
@@ -32,7 +37,7 @@ def report_json(
         "verdict_counts": verdict_counts(cells),
         "verdict_meanings": {v.value: VERDICT_MEANING[v] for v in Verdict},
         "source": SOURCE,
-        "cells": [_cell_json(c) for c in cells],
+        "cells": [_cell_json(c, results_by_run) for c in cells],
         "provenance": [_provenance_json(p, v) for p, v in zip(provenance, views, strict=True)],
     }
 
@@ -61,9 +66,12 @@ def _stats_json(stats: CellStats) -> dict[str, Any]:
     }
 
 
-def _cell_json(cell: CellVerdict) -> dict[str, Any]:
-    """One cell with its verdict, reasons, stats, guarantee and repetitions."""
-    return {
+def _cell_json(
+    cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None = None
+) -> dict[str, Any]:
+    """One cell with its verdict, reasons, stats, guarantee and repetitions (and, with the
+    results, its price of safety)."""
+    data = {
         "experiment": cell.experiment,
         "cell": cell.cell,
         "config": cell.config.as_json(),
@@ -80,7 +88,25 @@ def _cell_json(cell: CellVerdict) -> dict[str, Any]:
                 "loss": r.loss,
                 "acked": r.acked,
                 "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
+                **_availability_json(r.run_dir, results_by_run),
             }
             for r in cell.repetitions
         ],
+    }
+    if results_by_run is not None:
+        data["price_of_safety"] = price_of(cell, results_by_run).as_json()
+    return data
+
+
+def _availability_json(
+    run_dir: str, results_by_run: Mapping[str, RunResult] | None
+) -> dict[str, Any]:
+    """A repetition's `availability` and `availability_error` (nothing without the results)."""
+    if results_by_run is None:
+        return {}
+    result = results_by_run.get(run_dir)
+    availability = None if result is None else result.availability
+    return {
+        "availability": None if availability is None else availability.as_json(),
+        "availability_error": None if result is None else result.availability_error,
     }

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import CellVerdict, exit_code
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
+    PRICE_LABELS,
+    MatrixValue,
     ProvenanceView,
     config_summary,
     format_rate,
     format_stat,
+    price_of,
+    price_texts,
     verdict_counts,
     verdict_summary,
 )
+from analysis.results import RunResult
 
 __all__ = ["render_markdown"]
 
@@ -26,9 +31,14 @@ def _md(text: object) -> str:
 
 
 def render_markdown(
-    cells: Sequence[CellVerdict], provenance: Sequence[ProvenanceView], title: str
+    cells: Sequence[CellVerdict],
+    provenance: Sequence[ProvenanceView],
+    title: str,
+    results_by_run: Mapping[str, RunResult] | None = None,
 ) -> str:
-    """The matrix as a Markdown table, then each cell's guarantee and reasons, then provenance."""
+    """The matrix as a Markdown table, then each cell's guarantee and reasons, then provenance;
+    with the results, the matrix ends with the price of safety (PRICE_LABELS)."""
+    priced = results_by_run is not None
     counts = " · ".join(f"{v} {n}" for v, n in verdict_counts(cells).items())
     head = [
         "cell",
@@ -36,6 +46,7 @@ def render_markdown(
         *(COUNT_LABELS[n][0] for n in MATRIX_COUNTS),
         "loss rate",
         "verdict",
+        *(label for label, _ in PRICE_LABELS if priced),
     ]
     lines = [
         f"# {title}",
@@ -45,7 +56,7 @@ def render_markdown(
         "Counts are per repetition: mean (min–max) when repetitions disagree.",
         "",
         "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head) - 1)) + "|---|",
+        "|" + "|".join(_alignment(i, head) for i in range(len(head))) + "|",
     ]
     for cell in cells:
         values = [format_stat(cell.stats.counts.get(n), cell.stats.counted) for n in MATRIX_COUNTS]
@@ -56,12 +67,24 @@ def render_markdown(
             format_rate(cell.stats.loss_rate),
             f"**{cell.verdict.value}**",
         ]
+        if results_by_run is not None:
+            row += [_price_cell(v) for v in price_texts(price_of(cell, results_by_run))]
         lines.append("| " + " | ".join(_md(v) for v in row) + " |")
     lines += ["", "## Reasons", ""]
     for cell in cells:
         lines += _markdown_cell(cell)
     lines += _markdown_provenance(provenance)
     return "\n".join(lines) + "\n"
+
+
+def _alignment(index: int, head: Sequence[str]) -> str:
+    """Left for the cell name, configuration and verdict, right for the numbers."""
+    return "---" if index < 2 or head[index] == "verdict" else "---:"
+
+
+def _price_cell(value: MatrixValue) -> str:
+    """A price column's value, its note in parentheses."""
+    return f"{value.text} ({value.range})" if value.range else value.text
 
 
 def _markdown_cell(cell: CellVerdict) -> list[str]:

@@ -47,7 +47,7 @@ def render_report(
     paths = ReportPaths(out_dir / "report.html", out_dir / "report.md", out_dir / "report.json")
     html = render_html(cells, results_by_run, events_by_run, views, title)
     paths.html.write_text(html, "utf-8")
-    paths.markdown.write_text(render_markdown(cells, views, title), "utf-8")
-    document = report_json(cells, provenance, views, title)
+    paths.markdown.write_text(render_markdown(cells, views, title, results_by_run), "utf-8")
+    document = report_json(cells, provenance, views, title, results_by_run)
     paths.json.write_text(json.dumps(document, indent=2) + "\n", "utf-8")
     return paths

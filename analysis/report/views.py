@@ -17,6 +17,7 @@ from markupsafe import Markup
 from analysis.anomalies import ANOMALIES as ANOMALY_REGISTRY
 from analysis.anomalies import ANOMALY_NAMES, LOSS_CLASSES
 from analysis.attribution import Attribution, Place
+from analysis.availability import Availability, CellPrice, HealRecovery, cell_price
 from analysis.judge.guarantees import ALLOWED, FORBIDDEN, Guarantee
 from analysis.judge.verdicts import (
     VERDICT_MEANING,
@@ -26,6 +27,7 @@ from analysis.judge.verdicts import (
     RepetitionVerdict,
     Verdict,
     exit_code,
+    run_origin_us,
 )
 from analysis.report.charts import percent, timeline_svg
 from analysis.report.marks import fault_windows
@@ -36,8 +38,10 @@ from harness.rundir.provenance import RunProvenance
 __all__ = [
     "COUNT_LABELS",
     "MATRIX_COUNTS",
+    "PRICE_LABELS",
     "CellView",
     "MatrixRow",
+    "MatrixValue",
     "ProvenanceView",
     "RepetitionView",
     "cell_view",
@@ -45,6 +49,8 @@ __all__ = [
     "format_rate",
     "format_stat",
     "matrix_row",
+    "price_of",
+    "price_texts",
     "provenance_views",
     "verdict_counts",
     "verdict_summary",
@@ -70,6 +76,30 @@ ATTRIBUTION_PHRASES: Final = {
     Place.SEGMENTS_UNAVAILABLE: "cannot say (segments not kept or not readable)",
     Place.NOT_EXAMINED: "not examined (beyond the bound)",
 }
+
+
+# The price of safety beside the counts (analysis.availability): (label, what it means).
+PRICE_LABELS: Final = (
+    (
+        "partition stall (s)",
+        "longest time one partition went without an acknowledged send, from the delivery "
+        "reports' arrival times (max over partitions and repetitions)",
+    ),
+    (
+        "topic stall (s)",
+        "longest time no partition acknowledged anything (max over repetitions)",
+    ),
+    (
+        "failed sends",
+        "sends refused with a definite error, summed over repetitions (below: indeterminate "
+        "sends, whose outcome is unknown)",
+    ),
+    (
+        "first ack after heal (s)",
+        "time from a heal until every partition had acknowledged a send again (max over heals "
+        "during the workload and repetitions)",
+    ),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,10 +226,13 @@ class MatrixRow:
     repetitions: int
     verdict: str
     css: str
+    price: tuple[MatrixValue, ...] = ()  # PRICE_LABELS' columns; () without results
 
 
-def matrix_row(cell: CellVerdict) -> MatrixRow:
-    """The matrix row of one cell."""
+def matrix_row(
+    cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None = None
+) -> MatrixRow:
+    """The matrix row of one cell; with the results, its price of safety too."""
     values = []
     for name in MATRIX_COUNTS:
         stat = cell.stats.counts.get(name)
@@ -218,7 +251,92 @@ def matrix_row(cell: CellVerdict) -> MatrixRow:
         repetitions=len(cell.repetitions),
         verdict=cell.verdict.value,
         css=css_class(cell.verdict),
+        price=() if results_by_run is None else price_texts(price_of(cell, results_by_run)),
     )
+
+
+def price_of(cell: CellVerdict, results_by_run: Mapping[str, RunResult]) -> CellPrice:
+    """The cell's price of safety over its repetitions, with why any was not measured."""
+    availabilities: list[Availability | None] = []
+    problems = []
+    for rep in cell.repetitions:
+        result = results_by_run.get(rep.run_dir)
+        availability = None if result is None else result.availability
+        availabilities.append(availability)
+        if availability is None:
+            why = (result.availability_error if result else None) or "not measured"
+            problems.append(f"repetition {rep.repetition}: {why}")
+    return cell_price(availabilities, problems)
+
+
+def price_texts(price: CellPrice) -> tuple[MatrixValue, ...]:
+    """The PRICE_LABELS columns of a cell, '—' where nothing was measured."""
+    partial = f"{price.measured} of {price.repetitions} reps" if price.unmeasured else ""
+    failed = "—" if price.failed is None else f"{price.failed:,}"
+    indeterminate = f"{price.indeterminate:,} indeterminate" if price.indeterminate else ""
+    never = price.heals_without_ack
+    heal_note = f"{never} heal{'s' if never > 1 else ''} with no ack after" if never else ""
+    recovery = _seconds(price.first_ack_after_heal_s)
+    if never and price.first_ack_after_heal_s is None:
+        recovery = "never"
+    return (
+        MatrixValue(_seconds(price.longest_partition_gap_s), partial, ""),
+        MatrixValue(_seconds(price.longest_gap_s), "", ""),
+        MatrixValue(failed, indeterminate, "notable" if price.failed else ""),
+        MatrixValue(recovery, heal_note, "notable" if never else ""),
+    )
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds with one decimal, '—' for none."""
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def availability_text(result: RunResult | None, events: Sequence[Event]) -> str | None:
+    """One sentence of a repetition's price of safety, times on its timeline's clock; or why
+    it was not measured; None without a result."""
+    if result is None:
+        return None
+    a = result.availability
+    if a is None:
+        return f"price of safety not measured: {result.availability_error or 'no figures'}"
+    origin_us = run_origin_us(result, events)
+
+    def t(ts_us: int) -> str:
+        return f"{(ts_us - origin_us) / 1e6:.1f}"
+
+    parts = []
+    worst = a.longest_partition_gap
+    if worst is not None:
+        gap = worst.longest_gap
+        parts.append(
+            f"longest stall of one partition {gap.seconds:.1f} s (partition {worst.partition}, "
+            f"t={t(gap.start_us)}–{t(gap.end_us)} s)"
+        )
+    if a.longest_gap is not None:
+        gap = a.longest_gap
+        parts.append(
+            f"no partition acknowledged anything for {gap.seconds:.1f} s "
+            f"(t={t(gap.start_us)}–{t(gap.end_us)} s)"
+        )
+    parts.append(f"{a.failed:,} failed and {a.indeterminate:,} indeterminate sends")
+    for heal in a.heals:
+        if heal.during_workload:
+            parts.append(f"after the heal at t={t(heal.heal_us)} s {_recovery(heal)}")
+    return "price of safety: " + "; ".join(parts)
+
+
+def _recovery(heal: HealRecovery) -> str:
+    """How acknowledged sends came back after a heal, in words."""
+    if heal.first_ack_s is None:
+        return "no send was acknowledged before the workload ended"
+    every = heal.every_partition_s
+    rest = (
+        f"every partition after {every:.1f} s"
+        if every is not None
+        else "some partition never again before the workload ended"
+    )
+    return f"the first ack came after {heal.first_ack_s:.1f} s, {rest}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,6 +376,7 @@ class RepetitionView:
     sensitivity: str | None
     attribution: AttributionView | None
     examples: tuple[ExampleRow, ...]
+    availability: str | None = None  # availability_text
 
 
 @dataclass(frozen=True)
@@ -364,6 +483,7 @@ def _repetition_view(
         sensitivity=sensitivity_text(result.sensitivity if result else None),
         attribution=attribution_view(result.attribution if result else None),
         examples=_examples(result),
+        availability=availability_text(result, events),
     )
 
 

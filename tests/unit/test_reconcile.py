@@ -437,7 +437,7 @@ def test_timeline_per_second_with_gaps_filled(results: dict) -> None:
 RESULTS_KEYS = {
     "run_dir", "experiment", "cell", "repetition", "config", "axes", "status", "counts",
     "examples", "timeline", "error", "loss", "loss_by_partition", "divergence_by_partition",
-    "contract", "sensitivity", "attribution",
+    "contract", "sensitivity", "attribution", "availability", "availability_error",
 }  # fmt: skip
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from analysis.anomalies import ANOMALY_NAMES
+from analysis.availability import Availability, Gap, HealRecovery, PartitionAvailability
 from analysis.judge import verdicts
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
 from analysis.report.json_report import SCHEMA_VERSION
@@ -435,3 +437,78 @@ def test_provenance_is_read_from_each_experiment_run_root(tmp_path: Path) -> Non
     assert runs[0] == RunProvenance(str(recorded), PROVENANCE)
     assert runs[1].provenance is None and "provenance.json unreadable" in (runs[1].problem or "")
     assert runs[2].provenance is None and "no provenance.json" in (runs[2].problem or "")
+
+
+def priced(result: RunResult, stall_s: float, failed: int, recovery_s: float | None) -> RunResult:
+    """The result with availability figures: partition 0 stalls `stall_s` from t=8, the topic
+    half as long, and every partition acks again `recovery_s` after the heal at t=12."""
+
+    def gap(seconds: float) -> Gap:
+        return Gap(us(8), us(8 + seconds), 8.0, 8.0 + seconds)
+
+    availability = Availability(
+        workload_start_us=us(0),
+        workload_end_us=us(20),
+        window_from_events=True,
+        ok=1900,
+        failed=failed,
+        indeterminate=60,
+        failed_without_partition=0,
+        indeterminate_without_partition=60,
+        longest_gap=gap(stall_s / 2),
+        partitions=(
+            PartitionAvailability(0, 900, failed, 0, gap(stall_s)),
+            PartitionAvailability(1, 1000, 0, 0, gap(0.5)),
+        ),
+        heals=(
+            HealRecovery(1, "kill", us(12), 12.0, True, 0.01, {0: recovery_s, 1: 0.01}),
+            HealRecovery(2, "kill", us(25), 25.0, False, None, {0: None, 1: None}),
+        ),
+    )
+    return replace(result, availability=availability)
+
+
+def test_every_rendering_shows_the_price_of_safety(crafted: Any, tmp_path: Path) -> None:
+    cells, results, events = crafted
+    ap0, ap1, cp = results
+    results = [
+        priced(ap0, 1.0, 0, 0.2),
+        replace(ap1, availability_error="AvailabilityError: no acked.parquet in x"),
+        priced(cp, 9.25, 40, None),
+    ]
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Priced")
+    html, md = paths.html.read_text(), paths.markdown.read_text()
+    matrix = html[html.index('<table class="matrix">') : html.index("</table>")]
+    for label in ("partition stall (s)", "topic stall (s)", "failed sends", "first ack after heal"):
+        assert f">{label}" in matrix
+    assert '<td class="num price ">1.0<span class="range">1 of 2 reps</span></td>' in matrix
+    assert '<td class="num price ">9.2</td>' in matrix  # 9.25 s, one decimal
+    assert '<td class="num price notable">40<span class="range">60 indeterminate</span>' in matrix
+    assert '<td class="num price notable">never<span class="range">1 heal with no ack after' in (
+        matrix
+    )
+    assert "price of safety: longest stall of one partition 9.2 s (partition 0, t=8.0–17.2 s)" in (
+        html
+    )
+    assert "price of safety not measured: AvailabilityError: no acked.parquet in x" in html
+    assert "longest stall, no partition acking" in html  # the timeline legend
+    assert "p0 stall 9.2 s" in html  # the longest one-partition stall on the timeline
+    head = next(line for line in md.splitlines() if line.startswith("| cell |"))
+    assert head.endswith("| verdict | partition stall (s) | topic stall (s) | failed sends | "
+                         "first ack after heal (s) |")  # fmt: skip
+    assert "| 9.2 | 4.6 | 40 (60 indeterminate) | never (1 heal with no ack after) |" in md
+    data = json.loads(paths.json.read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    ap, cp_cell = data["cells"]
+    assert ap["price_of_safety"]["measured"] == 1
+    assert ap["price_of_safety"]["unmeasured"] == [
+        "repetition 1: AvailabilityError: no acked.parquet in x"
+    ]
+    assert ap["repetitions"][0]["availability"]["partitions"]["0"]["longest_gap_s"] == 1.0
+    assert ap["repetitions"][1]["availability"] is None
+    price = cp_cell["price_of_safety"]
+    assert (price["longest_partition_gap_s"], price["failed"], price["heals_without_ack"]) == (
+        9.25,
+        40,
+        1,
+    )

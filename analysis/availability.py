@@ -1,0 +1,486 @@
+"""The price of safety: how long a repetition's writes went unacknowledged, and what failed.
+
+A configuration that never loses acknowledged data pays in availability; this module measures
+that price from one run directory, so every report can show it beside the loss figure.
+
+Clocks. Every time here is epoch µs of the harness host's wall clock, the clock both
+acked.parquet and events.jsonl are written with (`harness.rundir.events.now_us`):
+
+- an ok send's moment is its `ack_ts_us`: when the producer served its delivery report (the
+  journal stamps all reports of one poll with one time, so within a poll interval, ≤ 0.1 s,
+  of the report's arrival);
+- the workload window runs from the `workload-start` phase event (written just before the
+  first send) to the `workload-end` one (written after the producer drained or purged its last
+  reports). Without those events (a crashed run) it runs from the first `send_ts_us` to the
+  latest send or ack time recorded. An ack outside the window counts at its edge.
+- a heal's moment is its `fault_end` event's `ts_us`, written when the heal commands returned.
+
+Figures (`Availability`):
+
+- a **gap** of a set of partitions: the longest interval inside the workload window in which
+  none of them acknowledged a send: between consecutive ok ack times, from the window's start
+  to the first ack, or from the last ack to the window's end (the whole window if none came).
+  Per partition (`PartitionAvailability.longest_gap`) and over all partitions merged
+  (`Availability.longest_gap`: the longest time during which no partition acknowledged
+  anything). A partition is one some row of acked.parquet names; a partition no send was
+  routed to has no row, and no figure.
+- `failed` / `indeterminate`: sends with that status, per partition where the delivery report
+  named one, and `*_without_partition` for those it did not (no report, or failed before a
+  partition was assigned).
+- per heal (`HealRecovery`): seconds from the heal to the first ok ack at or after it, on any
+  partition and on each partition, and to the moment every partition had acknowledged again;
+  None when none came before the recording ended.
+
+Pure: reads acked.parquet (four columns, vectorised, no per-row Python) and events.jsonl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness.rundir import layout
+from harness.rundir.events import EventType, load_events
+from harness.rundir.records import Status
+
+__all__ = [
+    "Availability",
+    "AvailabilityError",
+    "CellPrice",
+    "Gap",
+    "HealRecovery",
+    "PartitionAvailability",
+    "availability_of",
+    "cell_price",
+]
+
+COLUMNS: Final = ("status", "partition", "send_ts_us", "ack_ts_us")
+# Stands for a null partition inside the numpy arrays; librdkafka's "unassigned" is -1 too,
+# so every negative partition reads as none.
+NO_PARTITION: Final = -1
+WORKLOAD_START: Final = "workload-start"
+WORKLOAD_END: Final = "workload-end"
+
+
+class AvailabilityError(ValueError):
+    """The run directory cannot be measured; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """An interval inside the workload window without an acknowledged send.
+
+    `start_us`/`end_us` are epoch µs; `start_s`/`end_s` the same moments in seconds since the
+    workload window's start. The start is an ack time or the window's start, the end an ack
+    time or the window's end.
+    """
+
+    start_us: int
+    end_us: int
+    start_s: float
+    end_s: float
+
+    @property
+    def seconds(self) -> float:
+        """The gap's length in seconds."""
+        return (self.end_us - self.start_us) / 1e6
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form."""
+        return {
+            "seconds": self.seconds,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "start_us": self.start_us,
+            "end_us": self.end_us,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionAvailability:
+    """One partition: its ok / failed / indeterminate sends and its longest gap."""
+
+    partition: int
+    ok: int
+    failed: int
+    indeterminate: int
+    longest_gap: Gap
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form."""
+        return {
+            "ok": self.ok,
+            "failed": self.failed,
+            "indeterminate": self.indeterminate,
+            "longest_gap_s": self.longest_gap.seconds,
+            "longest_gap": self.longest_gap.as_json(),
+        }
+
+
+@dataclass(frozen=True)
+class HealRecovery:
+    """How long acknowledged sends took to come back after one heal (fault_end event).
+
+    Each figure is seconds from the heal to the first ok ack at or after it; None when no ack
+    came before the recording ended. `every_partition_s` is the latest of the per-partition
+    figures (None if any is None): the time until every partition acknowledged again.
+    """
+
+    fault_id: int | None
+    fault: str
+    heal_us: int
+    heal_s: float | None  # seconds since the workload window's start
+    during_workload: bool  # the heal came inside the workload window
+    first_ack_s: float | None
+    first_ack_by_partition: Mapping[int, float | None]
+
+    @property
+    def every_partition_s(self) -> float | None:
+        """Seconds until every partition had acknowledged again; None if one never did."""
+        values = list(self.first_ack_by_partition.values())
+        if not values or any(v is None for v in values):
+            return None
+        return max(v for v in values if v is not None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form."""
+        return {
+            "fault_id": self.fault_id,
+            "fault": self.fault,
+            "heal_us": self.heal_us,
+            "heal_s": self.heal_s,
+            "during_workload": self.during_workload,
+            "first_ack_s": self.first_ack_s,
+            "every_partition_s": self.every_partition_s,
+            "first_ack_by_partition": {
+                str(p): s for p, s in sorted(self.first_ack_by_partition.items())
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Availability:
+    """The price of safety of one repetition (module docstring: what each figure means)."""
+
+    workload_start_us: int | None  # None: no event and no row to place the window
+    workload_end_us: int | None
+    window_from_events: bool  # False: the window was inferred from the rows (a crashed run)
+    ok: int
+    failed: int
+    indeterminate: int
+    failed_without_partition: int
+    indeterminate_without_partition: int
+    longest_gap: Gap | None  # no partition acknowledged anything; None without a window
+    partitions: tuple[PartitionAvailability, ...] = ()
+    heals: tuple[HealRecovery, ...] = ()
+
+    @property
+    def longest_partition_gap(self) -> PartitionAvailability | None:
+        """The partition with the longest gap (lowest partition on a tie); None without any."""
+        return max(self.partitions, key=lambda p: p.longest_gap.seconds, default=None)
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json `availability` object (README, "The price of safety")."""
+        worst = self.longest_partition_gap
+        return {
+            "workload_start_us": self.workload_start_us,
+            "workload_end_us": self.workload_end_us,
+            "window_from_events": self.window_from_events,
+            "ok": self.ok,
+            "failed": self.failed,
+            "indeterminate": self.indeterminate,
+            "failed_without_partition": self.failed_without_partition,
+            "indeterminate_without_partition": self.indeterminate_without_partition,
+            "longest_gap_s": None if self.longest_gap is None else self.longest_gap.seconds,
+            "longest_gap": None if self.longest_gap is None else self.longest_gap.as_json(),
+            "longest_partition_gap_s": None if worst is None else worst.longest_gap.seconds,
+            "partitions": {str(p.partition): p.as_json() for p in self.partitions},
+            "heals": [heal.as_json() for heal in self.heals],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring one run directory
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The workload window in epoch µs, and whether the phase events placed it."""
+
+    start_us: int
+    end_us: int
+    from_events: bool
+
+    def gap(self, acks_sorted: np.ndarray) -> Gap:
+        """The longest gap between the window's edges and the sorted ack times inside it."""
+        inner = np.clip(acks_sorted, self.start_us, self.end_us)
+        edges = np.concatenate(([self.start_us], inner, [self.end_us])).astype(np.int64)
+        i = int(np.argmax(np.diff(edges)))
+        return self.gap_between(int(edges[i]), int(edges[i + 1]))
+
+    def gap_between(self, start_us: int, end_us: int) -> Gap:
+        """A gap with its moments also in seconds since the window's start."""
+        return Gap(start_us, end_us, self.seconds_of(start_us), self.seconds_of(end_us))
+
+    def seconds_of(self, ts_us: int) -> float:
+        """Seconds since the window's start."""
+        return (ts_us - self.start_us) / 1e6
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """acked.parquet as numpy arrays: status masks, partitions (-1: none) and times."""
+
+    ok: np.ndarray
+    failed: np.ndarray
+    indeterminate: np.ndarray
+    partition: np.ndarray
+    send_us: np.ndarray  # 0 where null
+    ack_us: np.ndarray  # 0 where null
+    has_ack: np.ndarray
+
+
+def availability_of(run_dir: str | Path) -> Availability:
+    """The price of safety of one repetition; AvailabilityError when acked.parquet is unusable."""
+    rows = _read_rows(Path(run_dir) / layout.ACKED)
+    events = load_events(run_dir)
+    window = _window(events, rows)
+    acked = rows.ok & rows.has_ack
+    ack_partition, ack_us = rows.partition[acked], rows.ack_us[acked]
+    order = np.lexsort((ack_us, ack_partition))
+    ack_partition, ack_us = ack_partition[order], ack_us[order]
+    named = _partitions(rows) if window is not None else []
+    by_partition = _split_by_partition(ack_partition, ack_us, named)
+    all_acks = np.sort(ack_us)
+    partitions = _partition_figures(by_partition, rows, window) if window is not None else ()
+    no_partition = rows.partition < 0
+    return Availability(
+        workload_start_us=None if window is None else window.start_us,
+        workload_end_us=None if window is None else window.end_us,
+        window_from_events=window is not None and window.from_events,
+        ok=int(rows.ok.sum()),
+        failed=int(rows.failed.sum()),
+        indeterminate=int(rows.indeterminate.sum()),
+        failed_without_partition=int((rows.failed & no_partition).sum()),
+        indeterminate_without_partition=int((rows.indeterminate & no_partition).sum()),
+        longest_gap=None if window is None else window.gap(all_acks),
+        partitions=partitions,
+        heals=tuple(_recoveries(events, all_acks, by_partition, window)),
+    )
+
+
+def _read_rows(path: Path) -> _Rows:
+    """The four columns the figures need, as numpy arrays; AvailabilityError if unreadable."""
+    if not path.is_file():
+        raise AvailabilityError(f"no {path.name} in {path.parent}: nothing to measure")
+    try:
+        table = pq.read_table(path, columns=list(COLUMNS))
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise AvailabilityError(f"{path} cannot be read: {exc}") from exc
+    status = table["status"]
+    return _Rows(
+        ok=_mask(status, Status.OK),
+        failed=_mask(status, Status.FAILED),
+        indeterminate=_mask(status, Status.INDETERMINATE),
+        partition=np.maximum(_filled(table["partition"], NO_PARTITION), NO_PARTITION),
+        send_us=_filled(table["send_ts_us"], 0),
+        ack_us=_filled(table["ack_ts_us"], 0),
+        has_ack=pc.is_valid(table["ack_ts_us"]).to_numpy(zero_copy_only=False),
+    )
+
+
+def _mask(status: pa.ChunkedArray, value: Status) -> np.ndarray:
+    """Rows whose status is `value` (a null status matches nothing)."""
+    matches = pc.fill_null(pc.equal(status, value.value), False)
+    return matches.to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _filled(column: pa.ChunkedArray, default: int) -> np.ndarray:
+    """An integer column as int64 numpy, nulls replaced by `default`."""
+    filled = pc.fill_null(pc.cast(column, pa.int64()), default)
+    return filled.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _window(events: Sequence[Mapping[str, Any]], rows: _Rows) -> _Window | None:
+    """The workload window from the phase events, else from the rows; None if neither."""
+    starts = _phase_stamps(events, WORKLOAD_START)
+    ends = _phase_stamps(events, WORKLOAD_END)
+    sends, acks = rows.send_us[rows.send_us > 0], rows.ack_us[rows.has_ack]
+    start = min(starts) if starts else _first(sends, acks)
+    end = max(ends) if ends else _last(sends, acks)
+    if start is None or end is None:
+        return None
+    return _Window(start, max(start, end), from_events=bool(starts and ends))
+
+
+def _phase_stamps(events: Iterable[Mapping[str, Any]], phase: str) -> list[int]:
+    """ts_us of every phase event named `phase`."""
+    return [
+        int(e["ts_us"])
+        for e in events
+        if e.get("type") == EventType.PHASE and e.get("phase") == phase and "ts_us" in e
+    ]
+
+
+def _first(*stamps: np.ndarray) -> int | None:
+    """The earliest time in any of the arrays; None if all are empty."""
+    found = [int(a.min()) for a in stamps if len(a)]
+    return min(found) if found else None
+
+
+def _last(*stamps: np.ndarray) -> int | None:
+    """The latest time in any of the arrays; None if all are empty."""
+    found = [int(a.max()) for a in stamps if len(a)]
+    return max(found) if found else None
+
+
+def _partitions(rows: _Rows) -> list[int]:
+    """Every partition some row names, ascending."""
+    named = np.unique(rows.partition)
+    return [int(p) for p in named if p >= 0]
+
+
+def _split_by_partition(
+    partition_sorted: np.ndarray, acks_sorted: np.ndarray, partitions: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """Each partition's ack times (sorted), from arrays sorted by (partition, ack time)."""
+    lo = np.searchsorted(partition_sorted, partitions, side="left")
+    hi = np.searchsorted(partition_sorted, partitions, side="right")
+    return {p: acks_sorted[a:b] for p, a, b in zip(partitions, lo, hi, strict=True)}
+
+
+def _partition_figures(
+    by_partition: Mapping[int, np.ndarray], rows: _Rows, window: _Window
+) -> tuple[PartitionAvailability, ...]:
+    """Each partition's counts and longest gap (the whole window when it acked nothing)."""
+    ok, failed, indeterminate = (
+        _count_by_partition(rows.partition[mask])
+        for mask in (rows.ok, rows.failed, rows.indeterminate)
+    )
+    return tuple(
+        PartitionAvailability(
+            partition=p,
+            ok=ok.get(p, 0),
+            failed=failed.get(p, 0),
+            indeterminate=indeterminate.get(p, 0),
+            longest_gap=window.gap(acks),
+        )
+        for p, acks in by_partition.items()
+    )
+
+
+def _count_by_partition(partitions: np.ndarray) -> dict[int, int]:
+    """How many entries name each partition."""
+    values, counts = np.unique(partitions, return_counts=True)
+    return {int(v): int(n) for v, n in zip(values, counts, strict=True)}
+
+
+def _recoveries(
+    events: Sequence[Mapping[str, Any]],
+    all_acks: np.ndarray,
+    by_partition: Mapping[int, np.ndarray],
+    window: _Window | None,
+) -> list[HealRecovery]:
+    """One HealRecovery per fault_end event, in time order."""
+    heals = sorted(
+        (e for e in events if e.get("type") == EventType.FAULT_END and "ts_us" in e),
+        key=lambda e: int(e["ts_us"]),
+    )
+    recoveries = []
+    for heal in heals:
+        heal_us = int(heal["ts_us"])
+        fault_id = heal.get("fault_id")
+        recoveries.append(
+            HealRecovery(
+                fault_id=None if fault_id is None else int(fault_id),
+                fault=str(heal.get("fault", "")),
+                heal_us=heal_us,
+                heal_s=None if window is None else window.seconds_of(heal_us),
+                during_workload=window is not None and window.start_us <= heal_us < window.end_us,
+                first_ack_s=_first_ack_after(all_acks, heal_us),
+                first_ack_by_partition={
+                    p: _first_ack_after(acks, heal_us) for p, acks in by_partition.items()
+                },
+            )
+        )
+    return recoveries
+
+
+def _first_ack_after(acks_sorted: np.ndarray, ts_us: int) -> float | None:
+    """Seconds from ts_us to the first ack time at or after it; None if there is none."""
+    i = int(np.searchsorted(acks_sorted, ts_us, side="left"))
+    return None if i == len(acks_sorted) else (int(acks_sorted[i]) - ts_us) / 1e6
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell: its repetitions' figures folded
+
+
+@dataclass(frozen=True)
+class CellPrice:
+    """The price of safety over a cell's measured repetitions (those with an Availability).
+
+    Each figure is None when no repetition was measured (or, for the heal figure, none healed
+    during its workload).
+    """
+
+    measured: int  # repetitions with an Availability
+    repetitions: int  # all repetitions of the cell
+    longest_partition_gap_s: float | None  # max over repetitions and partitions
+    longest_gap_s: float | None  # max over repetitions of the all-partition gap
+    failed: int | None  # sum over repetitions
+    indeterminate: int | None  # sum over repetitions
+    # max over repetitions and heals during the workload of HealRecovery.every_partition_s
+    first_ack_after_heal_s: float | None
+    # heals during the workload after which some partition never acknowledged again
+    heals_without_ack: int = 0
+    unmeasured: tuple[str, ...] = ()  # why the others were not
+
+    def as_json(self) -> dict[str, Any]:
+        """The report.json form."""
+        return {
+            "measured": self.measured,
+            "repetitions": self.repetitions,
+            "longest_partition_gap_s": self.longest_partition_gap_s,
+            "longest_gap_s": self.longest_gap_s,
+            "failed": self.failed,
+            "indeterminate": self.indeterminate,
+            "first_ack_after_heal_s": self.first_ack_after_heal_s,
+            "heals_without_ack": self.heals_without_ack,
+            "unmeasured": list(self.unmeasured),
+        }
+
+
+def cell_price(
+    availabilities: Sequence[Availability | None], problems: Sequence[str] = ()
+) -> CellPrice:
+    """Fold the repetitions' figures: maxima of the gaps and heal times, sums of the sends."""
+    measured = [a for a in availabilities if a is not None]
+    if not measured:
+        return CellPrice(0, len(availabilities), None, None, None, None, None, 0, tuple(problems))
+    worst = [a.longest_partition_gap for a in measured]
+    heals = [h for a in measured for h in a.heals if h.during_workload]
+    recovered = [h.every_partition_s for h in heals if h.every_partition_s is not None]
+    return CellPrice(
+        measured=len(measured),
+        repetitions=len(availabilities),
+        longest_partition_gap_s=_max(p.longest_gap.seconds for p in worst if p is not None),
+        longest_gap_s=_max(a.longest_gap.seconds for a in measured if a.longest_gap),
+        failed=sum(a.failed for a in measured),
+        indeterminate=sum(a.indeterminate for a in measured),
+        first_ack_after_heal_s=_max(recovered),
+        heals_without_ack=len(heals) - len(recovered),
+        unmeasured=tuple(problems),
+    )
+
+
+def _max(values: Iterable[float]) -> float | None:
+    """The largest value; None for none."""
+    return max(values, default=None)
