@@ -76,8 +76,11 @@ def _partition_targets(state: PartitionState, target: str) -> list[int]:
         return others
     if target == "isr":
         return [r for r in state.isr if r != state.leader]
-    if target == "successor":  # Kafka elects the first live in-sync replica in replica order
-        return [r for r in others if r in state.isr][:1]
+    if target == "successor":
+        # Kafka elects the first live in-sync replica in assignment order. The client's
+        # metadata lists replicas sorted by id, but the ISR in assignment order until it
+        # changes: the ISR's order is the better record of the assignment.
+        return [r for r in state.isr if r != state.leader][:1]
     return [r for r in state.replicas if r not in state.isr]  # out-of-sync
 
 

@@ -78,7 +78,7 @@ TARGET_ROLES: tuple[str, ...] = (
     "followers",  # every follower of the partition
     "isr",  # the partition's in-sync followers (the leader excluded)
     "out-of-sync",  # the partition's replicas outside the ISR
-    "successor",  # the follower Kafka elects next: the first in-sync one in replica order
+    "successor",  # the follower Kafka elects next: the first in-sync one in assignment order
     "controller",  # the active controller, in every mode
     "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
     "zookeeper",  # every ZooKeeper server (zookeeper mode)

@@ -313,6 +313,7 @@ def context(cluster: FakeCluster) -> FaultContext:
         ("out-of-sync", (1, 3), [2]),
         ("successor", (1, 2, 3), [2]),
         ("successor", (1, 3), [3]),
+        ("successor", (1, 3, 2), [3]),  # the ISR's order, not the sorted replica list
     ],
 )
 def test_partition_targets_resolve_against_the_partition_now(target, isr, expected):
