@@ -12,6 +12,7 @@ KNOWN-BUG, with the JIRA and the release that fixed it, never EXPECTED-LOSS or V
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,12 @@ LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
 ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
 # How an unclean election is logged: the KRaft controller, and the ZooKeeper-mode controller.
 UNCLEAN_NEEDLES: Final = ("UNCLEAN partition change", "There's potential data loss")
-FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
+FAST_FAILOVER_S: Final = 60.0
+# A truncation to offset 0 is what every follower logs when the partition is created: quoted
+# only when nothing else matches.
+_EMPTY_LOG: Final = re.compile(
+    r"to offset 0\b"
+)  # two leader changes this close count as successive failovers
 
 
 @dataclass(frozen=True)
@@ -177,14 +183,18 @@ def log_evidence(run_dir: str, topic: str, partition: int, needles: Sequence[str
     name = f"{topic}-{partition}"
     if not needles or not folder.is_dir():
         return ""
+    fallback = ""
     for path in sorted(folder.glob("*.log")):
         with path.open(encoding="utf-8", errors="replace") as lines:
             for number, line in enumerate(lines):
                 if number >= LOG_LINES_SCANNED:
                     break
                 if _names_partition(line, name) and any(n in line for n in needles):
-                    return f"{path.stem}: {line.strip()[:300]}"
-    return ""
+                    found = f"{path.stem}: {line.strip()[:300]}"
+                    if not _EMPTY_LOG.search(line):
+                        return found
+                    fallback = fallback or found
+    return fallback
 
 
 def _names_partition(line: str, name: str) -> bool:

@@ -193,6 +193,7 @@ def hw_truncation_events() -> list[dict[str, Any]]:
 def test_a_forbidden_loss_on_0_10_is_the_known_hw_truncation_bug_with_its_log_line(tmp_path):
     logs = tmp_path / layout.BROKER_LOGS
     logs.mkdir()
+    (logs / "kafka-1.log").write_text("[2026] INFO Truncating log chaos-0 to offset 0.\n")
     (logs / "kafka-3.log").write_text(
         "[2026] INFO Truncating log chaos-10 to offset 9. (kafka.log.Log)\n"
         "[2026] INFO Truncating log chaos-0 to offset 4521. (kafka.log.Log)\n"
