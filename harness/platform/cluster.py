@@ -677,8 +677,22 @@ class KafkaCluster:
         return self._admin
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5.0) -> ClusterMetadata:
-        """Cluster metadata (brokers, topics, partitions) from whichever broker answers."""
-        return self.admin().list_topics(topic=topic, timeout=timeout_s)
+        """Cluster metadata (brokers, topics, partitions) from whichever broker answers.
+
+        The shared client may be stuck on a frozen or dead broker (a paused container keeps
+        its connections open but never answers): then ask the running brokers only, through
+        a client bootstrapped from them alone.
+        """
+        try:
+            return self.admin().list_topics(topic=topic, timeout=timeout_s)
+        except KafkaException:
+            running = [n.address for n in self.nodes if n.state() == "running"]
+            if not running:
+                raise
+            admin = AdminClient(
+                {"bootstrap.servers": ",".join(running), "log_level": 0, "logger": _silent_logger()}
+            )
+            return admin.list_topics(topic=topic, timeout=timeout_s)
 
     def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
         """Leader, replicas and ISR of every partition of `topic`.
