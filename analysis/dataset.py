@@ -103,7 +103,7 @@ def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:
         "sensitivity_passed": None if result.sensitivity is None else result.sensitivity.passed,
         "started_at_us": started,
         "ended_at_us": ended,
-        "duration_s": (ended - started) / 1e6 if started and ended else None,
+        "duration_s": None if started is None or ended is None else (ended - started) / 1e6,
     }
 
 

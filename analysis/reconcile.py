@@ -237,16 +237,12 @@ def _report_parts(
     # One log record read twice by the consumer is one record, never a Kafka duplicate. Every
     # later step reads these records (each with other columns, which would defeat Spark's reuse
     # of the shuffle), so they are deduplicated once and kept.
-    readback = (
-        _read_runs(spark, files, READBACK_SCHEMA)
-        .dropDuplicates(["run_id", "partition", "offset"])
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    readback = _kept(
+        _read_runs(spark, files, READBACK_SCHEMA).dropDuplicates(["run_id", "partition", "offset"])
     )
     acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
     # One row per message, read by the anomalies, the contract facts and the sensitivity probe.
-    messages = _located_messages(spark, acked, readback, complete).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    messages = _kept(_located_messages(spark, acked, readback, complete))
     anomalies = _anomalies(messages, _progress(acked, readback, complete), readback)
     # Counts and examples both use the anomalies, which are few: caching them is cheap.
     anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
@@ -261,7 +257,17 @@ def _report_parts(
         "anomaly_seconds": _anomaly_second_rows(anomalies),
         **{f"sensitivity_{i}": frame for i, frame in enumerate(sensitivity)},
     }
-    return parts, [anomalies, messages, readback]
+    return parts, [anomalies]
+
+
+def _kept(frame: DataFrame) -> DataFrame:
+    """frame computed now and kept (memory, else disk) as a plan of its own.
+
+    Each step that reuses a frame copies its whole plan; cutting the lineage here keeps the
+    final plan small (Spark's optimiser slows down sharply on deep copies) and computes the
+    frame once. Spark drops the kept blocks once the frame is garbage.
+    """
+    return frame.localCheckpoint(eager=True)
 
 
 def _located_messages(
@@ -294,7 +300,7 @@ def _sensitivity_rows(
 
     The probe's messages are the run's own except where the removal changes them (see
     _probe_messages); every message is then judged again, with the probe's progress."""
-    removed = F.broadcast(_records_to_remove(messages))
+    removed = F.broadcast(_kept(_records_to_remove(messages)))
     probe_readback = readback.join(
         removed.select("run_id", "partition", "offset"), ["run_id", "partition", "offset"], "anti"
     )
@@ -331,8 +337,9 @@ def _probe_messages(
     """
     slots = ["run_id", "partition", "offset"]
     at_removed = acked.join(removed.select(*slots), slots, "left_semi").select("run_id", "msg_id")
-    touched = F.broadcast(at_removed.unionByName(removed.select("run_id", "msg_id")).distinct())
-    touched_acked = _by_message(acked, touched, "left_semi")
+    touched = _kept(at_removed.unionByName(removed.select("run_id", "msg_id")).distinct())
+    touched = F.broadcast(touched)
+    touched_acked = _kept(_by_message(acked, touched, "left_semi"))
     touched_slots = F.broadcast(touched_acked.select(*slots).dropna().distinct())
     touched_reads = (
         _by_message(probe_readback, touched, "left_semi")

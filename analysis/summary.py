@@ -204,7 +204,11 @@ def _effects(groups: Sequence[GroupSummary]) -> list[SettingEffect]:
     for a, b in combinations([g for g in groups if g.counted], 2):
         if (a.fault, a.kafka_version) != (b.fault, b.kafka_version):
             continue
-        differing = [i for i, (x, y) in enumerate(zip(a.configuration, b.configuration)) if x != y]
+        differing = [
+            i
+            for i, (x, y) in enumerate(zip(a.configuration, b.configuration, strict=True))
+            if x != y
+        ]
         if len(differing) != 1 or a.interval.overlaps(b.interval):
             continue
         index = differing[0]

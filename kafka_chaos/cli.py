@@ -408,6 +408,7 @@ def _analyse_and_print(
     console.print(f"HTML report: {result.html}")
     console.print(f"Markdown:    {result.markdown}")
     console.print(f"JUnit XML:   {result.junit}")
+    console.print(f"Dataset:     {result.dataset} (Parquet, one row per repetition)")
     return result.exit_code
 
 

@@ -8,13 +8,16 @@ from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.report.summary_view import summary_json
 from analysis.report.views import ProvenanceView, verdict_counts, verdict_summary
+from analysis.summary import CrossRunSummary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]
 
-# 2: schema_version, verdict_meanings and provenance added (1: the unversioned first form).
-SCHEMA_VERSION: Final = 2
+# 3: summary (the cross-run summary) added. 2: schema_version, verdict_meanings and provenance
+# added (1: the unversioned first form).
+SCHEMA_VERSION: Final = 3
 
 
 def report_json(
@@ -22,8 +25,10 @@ def report_json(
     provenance: Sequence[RunProvenance],
     views: Sequence[ProvenanceView],
     title: str,
+    summary: CrossRunSummary | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable report: outcome, verdict counts, every cell, and provenance."""
+    """The machine-readable report: outcome, verdict counts, every cell, provenance, and the
+    cross-run summary (null when not computed)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "title": title,
@@ -34,6 +39,7 @@ def report_json(
         "source": SOURCE,
         "cells": [_cell_json(c) for c in cells],
         "provenance": [_provenance_json(p, v) for p, v in zip(provenance, views, strict=True)],
+        "summary": None if summary is None else summary_json(summary),
     }
 
 
