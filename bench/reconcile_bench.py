@@ -204,7 +204,9 @@ def arrow_reference(run_dir: Path) -> dict[str, int]:
     count = pc.fill_null(per_id["msg_id_count"], 0)
     located = acked.filter(pc.is_valid(acked["offset"]))
     at_slot = located.join(
-        read.rename_columns(["partition", "offset", "holder"]), ["partition", "offset"]
+        read.rename_columns(["partition", "offset", "holder"]),
+        ["partition", "offset"],
+        join_type="inner",  # only acknowledged offsets that were read can hold another message
     )
     return {
         "missing": pc.sum(pc.equal(count, 0)).as_py() or 0,
