@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test unit integration lint bench mutation image engine compose clean venv
+.PHONY: run test unit integration lint bench mutation image engine compose clean venv cluster-check
 
 run: venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -31,6 +31,13 @@ bench: venv engine image
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
 	$(BIN)/python bench/availability_bench.py
+
+# The reconciliation on a Spark standalone cluster (master + 2 workers on 127.0.0.1, from
+# pyspark's jars), compared with local mode; RUNS is any run directory or a parent of many.
+RUNS ?= runs/*/latest
+
+cluster-check: venv
+	$(BIN)/kafka-chaos cluster-check $(RUNS)
 
 # Mutation testing of the checker's pure modules (analysis/judge/verdicts.py, guarantees.py,
 # anomalies.py) against tests/unit/test_verdicts.py; configured in pyproject.toml

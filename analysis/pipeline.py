@@ -10,11 +10,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis.availability import availability_of
+from analysis.dataset import write_dataset
 from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
 from analysis.reconcile import find_runs, reconcile_runs, write_results
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.results import RunResult
+from analysis.summary import cross_run_summary
 from harness.rundir.provenance import read_provenance
 
 
@@ -32,6 +34,7 @@ class Analysis:
     markdown: Path
     json: Path
     junit: Path
+    dataset: Path  # the results dataset (Parquet, one row per repetition)
 
 
 def analyse(
@@ -42,7 +45,8 @@ def analyse(
     title: str = "kafka-chaos report",
     junit: Path | None = None,
 ) -> Analysis:
-    """Reconcile every run under `patterns`, judge each cell, and write all reports to `out_dir`."""
+    """Reconcile every run under `patterns` (one Spark job), judge each cell, and write all
+    reports, the results dataset and the cross-run summary to `out_dir`."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
         raise NoRunsFound(
@@ -55,10 +59,12 @@ def analyse(
     events = load_events_by_run(results)
     cells = judge_all(results, events)
     provenance = read_provenance(run_dirs)
-    paths = render_report(cells, results, events, provenance, out_dir, title)
+    summary = cross_run_summary(results, cells)
+    paths = render_report(cells, results, events, provenance, out_dir, title, summary)
     junit_path = write_junit(cells, events, junit or out_dir / "junit.xml")
+    dataset = write_dataset(results, cells, out_dir)
     return Analysis(
-        tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json, junit_path
+        tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json, junit_path, dataset
     )
 
 

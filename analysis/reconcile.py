@@ -10,7 +10,6 @@ docs/kafka-reliability.md come out of joins keyed by (run, msg_id) and (run, par
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import glob
 import json
 import os
@@ -59,7 +58,6 @@ MAX_EXAMPLES = 20
 MAX_MISSING = 100_000  # missing messages per run handed to the attribution (the rest: counted)
 SLOT_BITS = 40
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
-PROBE_RUN_ID = 1 << 24  # the sensitivity probe of run r reconciles as run r + PROBE_RUN_ID
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
 
@@ -107,9 +105,9 @@ def spark_session(
     chosen = master or os.environ.get(MASTER_ENV)
     if chosen:
         builder = builder.master(chosen)
-    if chosen is None or chosen.startswith("local"):
-        # A local job talks only to itself: keep the driver on loopback rather than the
-        # machine's outward address (executors on a real cluster need the routable one).
+    if chosen is None or chosen.startswith("local") or _on_loopback(chosen):
+        # A local job, or a cluster on this machine, talks only to itself: keep the driver on
+        # loopback rather than the machine's outward address (executors elsewhere need that).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
@@ -119,6 +117,11 @@ def spark_session(
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
     return spark
+
+
+def _on_loopback(master: str) -> bool:
+    """True for a spark:// master URL on 127.0.0.1 or localhost."""
+    return urlparse(master).hostname in ("127.0.0.1", "localhost")
 
 
 def find_runs(patterns: Iterable[str]) -> list[Path]:
@@ -211,50 +214,76 @@ def _query_isolating_failures(
 
 def _run_query(spark: SparkSession, runs: list[_RunDir]) -> list[Row]:
     """Collect the report rows of all runs, every part in one union so Spark plans it once."""
+    parts, cached = _report_parts(spark, runs)
+    try:
+        return reduce(DataFrame.unionByName, parts.values()).collect()
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+
+def _report_parts(
+    spark: SparkSession, runs: list[_RunDir]
+) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+    """The report rows of all runs by part (named for profiling), and the frames persisted
+    for them, which the caller unpersists once the parts are collected."""
     acked = _read_runs(spark, {r.run_id: r.run_dir / layout.ACKED for r in runs}, ACKED_SCHEMA)
     acked = acked.transform(_with_unknown_locations_as_null)
-    parts = [_timeline_rows(acked)]
-    anomalies = None
+    parts = {"timeline": _timeline_rows(acked)}
     complete = [r for r in runs if r.status == RunStatus.COMPLETE]
-    if complete:
-        files = {r.run_id: r.run_dir / layout.READBACK for r in complete}
-        # One log record read twice by the consumer is one record, never a Kafka duplicate.
-        readback = _read_runs(spark, files, READBACK_SCHEMA).dropDuplicates(
-            ["run_id", "partition", "offset"]
-        )
-        acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
-        read_extent = _read_extent(readback)
-        messages, anomalies = _reconciled(spark, acked, readback, complete)
-        # Counts and examples both use the anomalies, which are few: caching them is cheap.
-        anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
-        parts += [
-            _read_count_rows(read_extent),
-            _anomaly_count_rows(anomalies),
-            _partition_loss_rows(anomalies),
-            _repeated_id_rows(messages),
-            _example_rows(anomalies),
-            _missing_rows(anomalies),
-            _anomaly_second_rows(anomalies),
-            *_sensitivity_rows(spark, acked, readback, messages, complete),
-        ]
-    try:
-        return reduce(DataFrame.unionByName, parts).collect()
-    finally:
-        if anomalies is not None:
-            anomalies.unpersist()
-
-
-def _reconciled(
-    spark: SparkSession, acked: DataFrame, readback: DataFrame, runs: list[_RunDir]
-) -> tuple[DataFrame, DataFrame]:
-    """(messages, anomalies) of the given runs' acked and (deduplicated) read-back rows."""
-    progress = _read_extent(readback).join(
-        _later_sends_read(acked, readback, runs), KEY_PARTITION, "left"
+    if not complete:
+        return parts, []
+    files = {r.run_id: r.run_dir / layout.READBACK for r in complete}
+    # One log record read twice by the consumer is one record, never a Kafka duplicate. Every
+    # later step reads these records (each with other columns, which would defeat Spark's reuse
+    # of the shuffle), so they are deduplicated once and kept.
+    readback = _kept(
+        _read_runs(spark, files, READBACK_SCHEMA).dropDuplicates(["run_id", "partition", "offset"])
     )
-    messages = _messages(acked, readback).join(
+    acked = acked.filter(F.col("run_id").isin([r.run_id for r in complete]))
+    # One row per message, read by the anomalies, the contract facts and the sensitivity probe.
+    messages = _kept(_located_messages(spark, acked, readback, complete))
+    anomalies = _anomalies(messages, _progress(acked, readback, complete), readback)
+    # Counts and examples both use the anomalies, which are few: caching them is cheap.
+    anomalies = anomalies.persist(StorageLevel.MEMORY_AND_DISK)
+    sensitivity = _sensitivity_rows(spark, acked, readback, messages, complete)
+    parts |= {
+        "read_counts": _read_count_rows(_read_extent(readback)),
+        "anomaly_counts": _anomaly_count_rows(anomalies),
+        "partition_loss": _partition_loss_rows(anomalies),
+        "repeated_ids": _repeated_id_rows(messages),
+        "examples": _example_rows(anomalies),
+        "missing": _missing_rows(anomalies),
+        "anomaly_seconds": _anomaly_second_rows(anomalies),
+        **{f"sensitivity_{i}": frame for i, frame in enumerate(sensitivity)},
+    }
+    return parts, [anomalies]
+
+
+def _kept(frame: DataFrame) -> DataFrame:
+    """frame computed now and kept (memory, else disk) as a plan of its own.
+
+    Each step that reuses a frame copies its whole plan; cutting the lineage here keeps the
+    final plan small (Spark's optimiser slows down sharply on deep copies) and computes the
+    frame once. Spark drops the kept blocks once the frame is garbage.
+    """
+    return frame.localCheckpoint(eager=True)
+
+
+def _located_messages(
+    spark: SparkSession, acked: DataFrame, readback: DataFrame, runs: list[_RunDir]
+) -> DataFrame:
+    """_messages of the runs' acked and (deduplicated) read-back rows, with log-start offsets."""
+    return _messages(acked, readback).join(
         F.broadcast(_log_starts(spark, runs)), KEY_PARTITION, "left"
     )
-    return messages, _anomalies(messages, progress, readback)
+
+
+def _progress(acked: DataFrame, readback: DataFrame, runs: list[_RunDir]) -> DataFrame:
+    """Per (run_id, partition): how far the read-back got, the proof a missing message needs."""
+    return _read_extent(readback).join(
+        _later_sends_read(acked, readback, runs), KEY_PARTITION, "left"
+    )
 
 
 def _sensitivity_rows(
@@ -267,17 +296,17 @@ def _sensitivity_rows(
     """The sensitivity check, in the same job: reconcile each run again with a seeded set of
     healthy acknowledged records (every partition's last one, plus a hashed sample) removed
     from its read-back; report how many were removed, how many of those the check reported
-    missing, and the probe's whole loss (which must exceed the run's by exactly the removed)."""
-    probe_of = {r.run_id: dataclasses.replace(r, run_id=r.run_id + PROBE_RUN_ID) for r in runs}
-    removed = _records_to_remove(messages)
-    shift = {"run_id": F.col("run_id") + PROBE_RUN_ID}
+    missing, and the probe's whole loss (which must exceed the run's by exactly the removed).
+
+    The probe's messages are the run's own except where the removal changes them (see
+    _probe_messages); every message is then judged again, with the probe's progress."""
+    removed = F.broadcast(_kept(_records_to_remove(messages)))
     probe_readback = readback.join(
         removed.select("run_id", "partition", "offset"), ["run_id", "partition", "offset"], "anti"
-    ).withColumns(shift)
-    _, probe = _reconciled(spark, acked.withColumns(shift), probe_readback, list(probe_of.values()))
-    probe_missing = probe.filter(F.col("anomaly").isin(*LOSS_CLASSES)).select(
-        (F.col("run_id") - PROBE_RUN_ID).alias("run_id"), "msg_id"
     )
+    probe_messages = _probe_messages(spark, acked, probe_readback, messages, removed, runs)
+    probe = _anomalies(probe_messages, _progress(acked, probe_readback, runs), probe_readback)
+    probe_missing = probe.filter(F.col("anomaly").isin(*LOSS_CLASSES)).select("run_id", "msg_id")
     found = probe_missing.join(removed.select("run_id", "msg_id"), ["run_id", "msg_id"])
     tallies = {
         "removed": removed.groupBy("run_id").count(),
@@ -288,6 +317,46 @@ def _sensitivity_rows(
         _report(frame, "sensitivity", F.lit(name), F.col("count"), F.lit(None))
         for name, frame in tallies.items()
     ]
+
+
+def _probe_messages(
+    spark: SparkSession,
+    acked: DataFrame,
+    probe_readback: DataFrame,
+    messages: DataFrame,
+    removed: DataFrame,
+    runs: list[_RunDir],
+) -> DataFrame:
+    """What _located_messages gives for the probe's read-back, rebuilt only where it differs.
+
+    A message's row depends on its own acked rows, its own reads and the records at its acked
+    offsets; removing records changes exactly the rows of their messages and of the messages
+    acknowledged at their offsets (a null msg_id is a message too: the run's unidentified ones).
+    Rebuilding those few by the same _messages keeps the probe a second reconciliation without
+    a second pass over every row.
+    """
+    slots = ["run_id", "partition", "offset"]
+    at_removed = acked.join(removed.select(*slots), slots, "left_semi").select("run_id", "msg_id")
+    touched = _kept(at_removed.unionByName(removed.select("run_id", "msg_id")).distinct())
+    touched = F.broadcast(touched)
+    touched_acked = _kept(_by_message(acked, touched, "left_semi"))
+    touched_slots = F.broadcast(touched_acked.select(*slots).dropna().distinct())
+    touched_reads = (
+        _by_message(probe_readback, touched, "left_semi")
+        .unionByName(probe_readback.join(touched_slots, slots, "left_semi"))
+        .dropDuplicates(slots)
+    )
+    rebuilt = _by_message(
+        _located_messages(spark, touched_acked, touched_reads, runs), touched, "left_semi"
+    )
+    return _by_message(messages, touched, "left_anti").unionByName(rebuilt)
+
+
+def _by_message(frame: DataFrame, ids: DataFrame, how: str) -> DataFrame:
+    """frame semi- or anti-joined with ids on run_id and msg_id, a null msg_id matching null."""
+    other = ids.select(F.col("run_id").alias("_run"), F.col("msg_id").alias("_msg"))
+    on = (frame["run_id"] == other["_run"]) & frame["msg_id"].eqNullSafe(other["_msg"])
+    return frame.join(other, on, how)
 
 
 def _records_to_remove(messages: DataFrame) -> DataFrame:
@@ -304,10 +373,11 @@ def _records_to_remove(messages: DataFrame) -> DataFrame:
         F.col("read_partition").alias("partition"),
         F.col("read_offset").alias("offset"),
     )
-    last = Window.partitionBy("run_id", "partition").orderBy(F.col("offset").desc())
-    ranked = healthy.withColumn("from_tail", F.row_number().over(last))
+    # A partition's healthy records sit at distinct offsets: its last is the one at the highest.
+    tails = healthy.groupBy(*KEY_PARTITION).agg(F.max("offset").alias("tail_offset"))
     sampled = F.xxhash64("run_id", "msg_id", F.lit(SENSITIVITY_SEED)) % SENSITIVITY_ONE_IN == 0
-    return ranked.filter((F.col("from_tail") == 1) | sampled).drop("from_tail")
+    with_tail = healthy.join(F.broadcast(tails), KEY_PARTITION)
+    return with_tail.filter((F.col("offset") == F.col("tail_offset")) | sampled).drop("tail_offset")
 
 
 def _rows_by_run(rows: list[Row]) -> dict[int, list[Row]]:

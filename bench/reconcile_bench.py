@@ -1,12 +1,16 @@
-"""Time analysis.reconcile on synthetic runs of growing size and print rows/s per size.
+"""Time analysis.reconcile on synthetic runs of growing size and print rows/s per size, beside a
+single-process Arrow reference that answers the three core questions on the same files.
 
-    .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--master local[2]]
+    .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000,30000000] [--master M]
 
 Each size is N acked rows (split over --runs runs) and about N read-back rows, with roughly
 0.1 % of messages in each anomaly class. Data is written in chunks with pyarrow to a temporary
 directory, removed after each size; only reconcile() is timed, after an untimed warm-up run.
 Specs say acks=all, so the acks=0 send-order proof (an extra join) is not exercised. growth is
-seconds over the previous size's seconds. Target: <= 90 s at 10M rows on local[2].
+seconds over the previous size's seconds. The reference (pyarrow, one process) reads the
+same acked and read-back files and counts the acknowledged messages missing, the duplicated
+ones and the acknowledged offsets holding another message; the last line is the ratio of the
+two at 10M rows. Target: <= 30 s and <= 4x the reference at 10M rows on local[2].
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ KEYS_PER_PARTITION = 100
 TAIL_UNSEEN = 60
 PHANTOM_BASE = 10**12
 T0_US = 1_700_000_000_000_000
-TARGET_ROWS, TARGET_S = 10_000_000, 90.0
+TARGET_ROWS, TARGET_S, TARGET_RATIO = 10_000_000, 30.0, 4.0
 WARMUP_ROWS = 200_000
 
 # The schemas the harness writes: the fixtures must look like real run directories.
@@ -157,16 +161,62 @@ def bench_session(master: str, driver_memory: str, shuffle_partitions: int | Non
     return spark_session(master)
 
 
-def timed_reconcile(spark: SparkSession, rows: int, runs: int, tmp: Path) -> tuple[float, dict]:
-    """Seconds reconcile takes on fresh synthetic runs of rows rows, and their summed counts."""
+@dataclass(frozen=True)
+class Timing:
+    """One size: reconcile's seconds and counts, and the Arrow reference's seconds and counts."""
+
+    seconds: float
+    counts: dict
+    reference_s: float
+    reference: dict
+
+
+def timed_reconcile(spark: SparkSession, rows: int, runs: int, tmp: Path) -> Timing:
+    """Seconds reconcile and the reference take on fresh synthetic runs of rows rows."""
     root = Path(tempfile.mkdtemp(prefix=f"reconcile-bench-{rows}-", dir=tmp))
     try:
         dirs = write_runs(root, rows, runs)
         started = time.perf_counter()
         results = reconcile(spark, dirs)
-        return time.perf_counter() - started, summed_counts(results)
+        seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        reference = [arrow_reference(d) for d in dirs]
+        reference_s = time.perf_counter() - started
+        summed = {k: sum(r[k] for r in reference) for k in reference[0]}
+        return Timing(seconds, summed_counts(results), reference_s, summed)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def arrow_reference(run_dir: Path) -> dict[str, int]:
+    """The three core questions in one process with pyarrow: acknowledged messages missing from
+    the read-back, acknowledged messages read more than once, acknowledged offsets holding
+    another message. One record read twice counts once, as in reconcile."""
+    acked = pq.read_table(
+        run_dir / "acked.parquet", columns=["msg_id", "status", "partition", "offset"]
+    )
+    acked = acked.filter(pc.equal(acked["status"], "ok"))
+    read = pq.read_table(run_dir / "readback.parquet", columns=["msg_id", "partition", "offset"])
+    read = read.group_by(["partition", "offset"]).aggregate([("msg_id", "min")])
+    read = read.rename_columns(["partition", "offset", "msg_id"])
+    reads = read.group_by("msg_id").aggregate([("msg_id", "count")])
+    per_id = acked.select(["msg_id"]).join(reads, "msg_id", join_type="left outer")
+    count = pc.fill_null(per_id["msg_id_count"], 0)
+    located = acked.filter(pc.is_valid(acked["offset"]))
+    at_slot = located.join(
+        read.rename_columns(["partition", "offset", "holder"]),
+        ["partition", "offset"],
+        join_type="inner",  # only acknowledged offsets that were read can hold another message
+    )
+    return {
+        "missing": pc.sum(pc.equal(count, 0)).as_py() or 0,
+        "duplicated": pc.sum(pc.greater(count, 1)).as_py() or 0,
+        # A record without a msg_id at the acked offset is another message too.
+        "offset_divergent": pc.sum(
+            pc.fill_null(pc.not_equal(at_slot["holder"], at_slot["msg_id"]), True)
+        ).as_py()
+        or 0,
+    }
 
 
 def summed_counts(results: list[RunResult]) -> dict:
@@ -191,17 +241,33 @@ def main(argv: list[str] | None = None) -> int:
     spark = bench_session(args.master, args.driver_memory, args.shuffle_partitions)
     timed_reconcile(spark, WARMUP_ROWS, 1, args.tmp)
     print(f"master {args.master}, driver memory {args.driver_memory}, runs per size {args.runs}")
-    print(f"{'rows':>12} {'seconds':>9} {'rows/s':>12} {'growth':>8}")
+    print(f"{'rows':>12} {'seconds':>9} {'rows/s':>12} {'growth':>8} {'arrow ref s':>12}")
     previous: float | None = None
     for rows in sizes:
-        seconds, counts = timed_reconcile(spark, rows, args.runs, args.tmp)
-        growth = f"{seconds / previous:.2f}x" if previous else "-"
-        print(f"{rows:>12,} {seconds:>9.1f} {rows / seconds:>12,.0f} {growth:>8}", flush=True)
-        print(f"{'':>12} counts {counts}", file=sys.stderr)
+        t = timed_reconcile(spark, rows, args.runs, args.tmp)
+        growth = f"{t.seconds / previous:.2f}x" if previous else "-"
+        print(
+            f"{rows:>12,} {t.seconds:>9.1f} {rows / t.seconds:>12,.0f} {growth:>8} "
+            f"{t.reference_s:>12.1f}",
+            flush=True,
+        )
+        print(f"{'':>12} counts {t.counts}", file=sys.stderr)
+        print(f"{'':>12} reference {t.reference}", file=sys.stderr)
+        agree = (t.counts["lost"] + t.counts["unseen"], t.counts["duplicated"]) == (
+            t.reference["missing"],
+            t.reference["duplicated"],
+        ) and t.counts["offset_divergent"] == t.reference["offset_divergent"]
+        if not agree:
+            print(f"{'':>12} reference DISAGREES: {t.reference}")
         if rows == TARGET_ROWS:
-            verdict = "met" if seconds <= TARGET_S else "MISSED"
-            print(f"{'':>12} target <= {TARGET_S:.0f} s at {TARGET_ROWS:,} rows: {verdict}")
-        previous = seconds
+            ratio = t.seconds / t.reference_s
+            print(f"ratio to arrow reference at 10M: {ratio:.1f}x")
+            met = t.seconds <= TARGET_S and ratio <= TARGET_RATIO
+            print(
+                f"{'':>12} target <= {TARGET_S:.0f} s and <= {TARGET_RATIO:.0f}x at "
+                f"{TARGET_ROWS:,} rows: {'met' if met else 'MISSED'}"
+            )
+        previous = t.seconds
     spark.stop()
     return 0
 

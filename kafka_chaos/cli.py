@@ -98,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
     report.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
 
+    check = sub.add_parser(
+        "cluster-check",
+        help="reconcile runs on a Spark standalone cluster started here; compare with local mode",
+    )
+    check.add_argument("runs", nargs="+", help="run directories or globs (any parent works)")
+    check.add_argument("--workers", type=int, default=2, help="workers (default 2)")
+    check.add_argument("--worker-cores", type=int, default=1, help="cores per worker (default 1)")
+    check.add_argument("--worker-memory", default="1g", help="executor memory per worker")
+
     image = sub.add_parser("image", help="build (or find) the broker image and print its tag")
     image.add_argument("--kafka-version")
     image.add_argument("--image", help="use this prebuilt image instead (pulled if missing)")
@@ -343,6 +352,35 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_ERROR
 
 
+def cmd_cluster_check(args: argparse.Namespace, settings: Settings) -> int:
+    """Start a master and workers on 127.0.0.1, reconcile through it and in local mode, compare;
+    exit 0 when every run's result is the same, 2 otherwise (an analysis fault, not Kafka's)."""
+    from analysis.reconcile import find_runs
+    from analysis.spark_cluster import ClusterError, StandaloneCluster, compare_with_local
+
+    if not _require_java():
+        return EXIT_ERROR
+    run_dirs = find_runs(args.runs)
+    if not run_dirs:
+        print(f"no run directory under {' '.join(args.runs)}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        with StandaloneCluster(args.workers, args.worker_cores, args.worker_memory) as cluster:
+            print(f"{cluster.master_url}: {cluster.alive_workers()} workers alive")
+            report = compare_with_local(run_dirs, cluster)
+    except ClusterError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ERROR
+    print(
+        f"{len(report.run_dirs)} runs: local[2] {report.local_s:.1f} s, "
+        f"{report.master_url} {report.cluster_s:.1f} s (each with its session start)"
+    )
+    for run_dir in report.differing:
+        print(f"  differs: {run_dir}")
+    print("identical results" if report.identical else f"{len(report.differing)} runs differ")
+    return EXIT_OK if report.identical else EXIT_ERROR
+
+
 def _analyse_and_print(
     patterns: Sequence[str],
     out: Path,
@@ -386,6 +424,7 @@ def _analyse_and_print(
     console.print(f"HTML report: {result.html}")
     console.print(f"Markdown:    {result.markdown}")
     console.print(f"JUnit XML:   {result.junit}")
+    console.print(f"Dataset:     {result.dataset} (Parquet, one row per repetition)")
     return exit_code(result.cells, known_bug_fails=known_bug_fails)
 
 
@@ -493,6 +532,7 @@ COMMANDS = {
     "run": cmd_run,
     "validate": cmd_validate,
     "report": cmd_report,
+    "cluster-check": cmd_cluster_check,
     "image": cmd_image,
     "engine": cmd_engine,
     "clean": cmd_clean,

@@ -25,8 +25,9 @@ from analysis.availability import Availability
 from analysis.judge.verdicts import CellVerdict, Event, Verdict, run_origin_us
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
 from analysis.results import RunResult, TimelineSecond
+from analysis.summary import CrossRunSummary
 
-__all__ = ["VERDICT_COLOURS", "loss_chart_svg", "percent", "timeline_svg"]
+__all__ = ["VERDICT_COLOURS", "loss_chart_svg", "loss_probability_svg", "percent", "timeline_svg"]
 
 VERDICT_COLOURS: Final = {
     Verdict.PASS: "#1a7f37",
@@ -356,6 +357,27 @@ def _rep_loss_span(
         if acked and all(isinstance(counts.get(name), int) for name in LOSS_CLASSES):
             rates.append(100 * loss_of(counts) / acked)
     return (min(rates), max(rates)) if rates else (0.0, 0.0)
+
+
+def loss_probability_svg(summary: CrossRunSummary) -> Markup:
+    """Per configuration × fault × version: the share of repetitions that lost acknowledged
+    data (dot) with its 95 % Wilson interval (line), over every run in the report."""
+    groups = [g for g in summary.groups if g.loss_probability is not None]
+    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-probability"}):
+        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(groups), 1)))
+        ax = fig.subplots()
+        for i, group in enumerate(groups):
+            p, interval = 100 * group.loss_probability, group.interval
+            low, high = 100 * interval.low, 100 * interval.high
+            ax.errorbar(p, i, xerr=[[p - low], [high - p]], fmt="o", color="#24292f", capsize=3)
+            ax.text(high, i, f"  {group.lossy}/{group.counted}", va="center", fontsize=8)
+        labels = [f"{g.fault} · {g.kafka_version} · {g.label}" for g in groups]
+        ax.set_yticks(range(len(groups)), labels, fontsize=7.5)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 112)  # room for the n/N labels
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("repetitions that lost acknowledged data (%, line: 95 % Wilson interval)")
+        return _svg(fig, "loss probability by configuration, fault and version", "loss-prob")
 
 
 def percent(value: float) -> str:

@@ -11,7 +11,8 @@ from jinja2 import Environment, FileSystemLoader
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
-from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg
+from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg, loss_probability_svg
+from analysis.report.summary_view import summary_view
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
@@ -24,6 +25,7 @@ from analysis.report.views import (
     verdict_summary,
 )
 from analysis.results import RunResult
+from analysis.summary import CrossRunSummary
 
 __all__ = ["render_html"]
 
@@ -37,8 +39,9 @@ def render_html(
     events_by_run: Mapping[str, Sequence[Event]],
     provenance: Sequence[ProvenanceView],
     title: str,
+    summary: CrossRunSummary | None = None,
 ) -> str:
-    """The self-contained HTML page."""
+    """The self-contained HTML page (with the cross-run summary when given)."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
@@ -59,4 +62,6 @@ def render_html(
         experiments=sorted({c.experiment for c in cells}),
         repetitions=sum(len(c.repetitions) for c in cells),
         provenance=provenance,
+        summary=summary_view(summary) if summary is not None else None,
+        summary_chart=loss_probability_svg(summary) if summary and summary.groups else None,
     )

@@ -8,16 +8,18 @@ from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.report.summary_view import summary_json
 from analysis.report.views import ProvenanceView, price_of, verdict_counts, verdict_summary
 from analysis.results import RunResult
+from analysis.summary import CrossRunSummary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]
 
-# 2: schema_version, verdict_meanings and provenance added (1: the unversioned first form).
-# Added since, keys only (no key changed): a cell's `price_of_safety`, a repetition's
-# `availability` and `availability_error`.
-SCHEMA_VERSION: Final = 2
+# 3: summary (the cross-run summary) added. 2: schema_version, verdict_meanings and provenance
+# added (1: the unversioned first form). Added since 2, keys only: a cell's `price_of_safety`,
+# a repetition's `availability` and `availability_error`.
+SCHEMA_VERSION: Final = 3
 
 
 def report_json(
@@ -26,9 +28,11 @@ def report_json(
     views: Sequence[ProvenanceView],
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
+    summary: CrossRunSummary | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable report: outcome, verdict counts, every cell, and provenance; with
-    the results, each cell's price of safety and each repetition's availability figures."""
+    """The machine-readable report: outcome, verdict counts, every cell, provenance, and the
+    cross-run summary (null when not computed); with the results, each cell's price of safety
+    and each repetition's availability figures."""
     return {
         "schema_version": SCHEMA_VERSION,
         "title": title,
@@ -39,6 +43,7 @@ def report_json(
         "source": SOURCE,
         "cells": [_cell_json(c, results_by_run) for c in cells],
         "provenance": [_provenance_json(p, v) for p, v in zip(provenance, views, strict=True)],
+        "summary": None if summary is None else summary_json(summary),
     }
 
 

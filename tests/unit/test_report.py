@@ -404,7 +404,7 @@ def test_every_rendering_shows_the_provenance(rendered: ReportPaths) -> None:
         "cores": "2",
         "memory": "8.0 GiB",
     }
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     [recorded, old] = data["provenance"]
     assert recorded["shown"] == shown and recorded["root"] == "runs/chaos/ts"
     assert recorded["recorded"]["command_line"] == list(PROVENANCE.command_line)

@@ -1,0 +1,107 @@
+"""The cross-run summary as the reports show it: one table row per configuration × fault ×
+version, the settings that change the outcome, and the plain-JSON form for report.json."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.summary import CrossRunSummary, GroupSummary, SettingEffect
+
+__all__ = ["SummaryRow", "SummaryView", "summary_json", "summary_view"]
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One group, formatted."""
+
+    configuration: str
+    fault: str
+    kafka_version: str
+    repetitions: str  # counted/total when some repetition had no counts
+    lossy: str
+    probability: str  # "2/5 = 40 %"
+    interval: str  # "12–77 %"
+    loss_rate: str  # "min / median / max"
+    verdicts: str
+
+
+@dataclass(frozen=True)
+class SummaryView:
+    """The summary table and one sentence per setting effect."""
+
+    rows: tuple[SummaryRow, ...]
+    effects: tuple[str, ...]
+    decisive: str
+
+
+def _pct(value: float) -> str:
+    """A proportion as a percentage with at most one decimal."""
+    return f"{100 * value:.3g} %"
+
+
+def _row(group: GroupSummary) -> SummaryRow:
+    """The formatted row of one group."""
+    reps = str(group.repetitions)
+    if group.counted != group.repetitions:
+        reps = f"{group.counted}/{reps}"
+    probability = "-"
+    if group.loss_probability is not None:
+        probability = f"{group.lossy}/{group.counted} = {_pct(group.loss_probability)}"
+    spread = group.loss_rate
+    rates = (
+        "-"
+        if spread is None
+        else " / ".join(_pct(v) for v in (spread.min, spread.median, spread.max))
+    )
+    return SummaryRow(
+        configuration=group.label,
+        fault=group.fault,
+        kafka_version=group.kafka_version,
+        repetitions=reps,
+        lossy=str(group.lossy),
+        probability=probability,
+        interval=f"{_pct(group.interval.low)} – {_pct(group.interval.high)}",
+        loss_rate=rates,
+        verdicts=", ".join(f"{n} {v}" for v, n in group.verdicts.items()),
+    )
+
+
+def _effect_text(effect: SettingEffect) -> str:
+    """One sentence: which setting, from what to what, changed the loss probability."""
+    (p1, p2), (i1, i2) = effect.probabilities, effect.intervals
+    context = " ".join(f"{k}={v}" for k, v in effect.context)
+    return (
+        f"{effect.setting} {effect.values[0]} → {effect.values[1]}: loss probability "
+        f"{_pct(p1)} [{_pct(i1.low)}–{_pct(i1.high)}] → {_pct(p2)} [{_pct(i2.low)}–{_pct(i2.high)}]"
+        f" under {effect.fault}, Kafka {effect.kafka_version} ({context})"
+    )
+
+
+def summary_view(summary: CrossRunSummary) -> SummaryView:
+    """The summary formatted once for HTML and Markdown."""
+    decisive = (
+        "settings that change the outcome: " + ", ".join(summary.decisive_settings)
+        if summary.decisive_settings
+        else "no single setting changed the outcome beyond the 95 % intervals "
+        "(more repetitions narrow them)"
+    )
+    return SummaryView(
+        rows=tuple(_row(g) for g in summary.groups),
+        effects=tuple(_effect_text(e) for e in summary.effects),
+        decisive=decisive,
+    )
+
+
+def summary_json(summary: CrossRunSummary) -> dict[str, Any]:
+    """report.json's `summary`: groups, effects and decisive settings as plain values."""
+    return {
+        "confidence": 0.95,
+        "groups": [
+            {**dataclasses.asdict(g), "configuration": dict(g.configuration)}
+            for g in summary.groups
+        ],
+        "effects": [{**dataclasses.asdict(e), "context": dict(e.context)} for e in summary.effects],
+        "decisive_settings": list(summary.decisive_settings),
+    }

@@ -1,0 +1,140 @@
+"""The cross-run summary (Wilson intervals, groups, deciding settings) and the results dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from analysis.anomalies import COUNT_NAMES
+from analysis.dataset import write_dataset
+from analysis.judge.verdicts import judge_all
+from analysis.report.render import render_report
+from analysis.results import RunResult, RunStatus
+from analysis.summary import cross_run_summary, wilson_interval
+from harness.rundir.config import CellConfig
+
+
+@pytest.mark.parametrize(
+    ("lossy", "n", "low", "high"),
+    [(0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (1, 3, 0.0615, 0.7923)],
+)
+def test_wilson_interval_matches_the_formula(lossy: int, n: int, low: float, high: float) -> None:
+    interval = wilson_interval(lossy, n)
+    assert interval.low == pytest.approx(low, abs=1e-4)
+    assert interval.high == pytest.approx(high, abs=1e-4)
+
+
+def test_no_repetition_says_nothing() -> None:
+    assert wilson_interval(0, 0) == wilson_interval(0, 0).__class__(0.0, 1.0)
+
+
+def result(
+    tmp: Path, experiment: str, acks: str, version: str, rep: int, loss: int, acked: int = 1000
+) -> RunResult:
+    """A complete repetition of acks=<acks> under leader-kill that lost `loss` of `acked`."""
+    run_dir = tmp / experiment / f"acks{acks}-{version}" / str(rep)
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text(json.dumps({"started_at_us": 0, "ended_at_us": 2_500_000}))
+    counts = {**dict.fromkeys(COUNT_NAMES, 0), "sent": acked, "acked": acked, "lost": loss}
+    config = CellConfig.read(
+        {
+            "acks": acks,
+            "min_insync_replicas": 1,
+            "fault_class": "leader-kill",
+            "kafka_version": version,
+        }
+    )
+    return RunResult(
+        run_dir=str(run_dir),
+        experiment=experiment,
+        cell=f"acks{acks}",
+        repetition=rep,
+        config=config,
+        axes={"acks": acks},
+        status=RunStatus.COMPLETE,
+        counts=counts,
+        loss=loss,
+    )
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> list[RunResult]:
+    """acks=1 loses in every repetition, acks=all in none, 6 repetitions each, two experiments
+    and two Kafka versions."""
+    rows = []
+    for version in ("4.3.1", "3.9.1"):
+        for rep in range(6):
+            experiment = "a" if rep < 3 else "b"
+            rows.append(result(tmp_path, experiment, "1", version, rep, loss=10 + rep))
+            rows.append(result(tmp_path, experiment, "all", version, rep, loss=0))
+    return rows
+
+
+def test_groups_by_configuration_fault_and_version_across_experiments(results) -> None:
+    summary = cross_run_summary(results)
+    assert len(summary.groups) == 4
+    lossy = next(
+        g
+        for g in summary.groups
+        if dict(g.configuration)["acks"] == "1" and g.kafka_version == "4.3.1"
+    )
+    assert (lossy.repetitions, lossy.lossy, lossy.loss_probability) == (6, 6, 1.0)
+    assert lossy.experiments == ("a", "b")
+    assert lossy.loss_rate.min == pytest.approx(0.010) and lossy.loss_rate.max == pytest.approx(
+        0.015
+    )
+    assert lossy.interval.low == pytest.approx(0.6097, abs=1e-4)
+
+
+def test_the_setting_that_changes_the_outcome_is_named(results) -> None:
+    summary = cross_run_summary(results)
+    assert summary.decisive_settings == ("acks",)
+    assert {(e.kafka_version, e.values) for e in summary.effects} == {
+        ("3.9.1", ("1", "all")),
+        ("4.3.1", ("1", "all")),
+    }
+
+
+def test_overlapping_intervals_decide_nothing(tmp_path: Path) -> None:
+    few = [result(tmp_path, "a", "1", "4.3.1", 0, 5), result(tmp_path, "a", "all", "4.3.1", 0, 0)]
+    assert cross_run_summary(few).effects == ()
+
+
+def test_dataset_has_one_row_per_repetition_partitioned(results, tmp_path: Path) -> None:
+    cells = judge_all(results, {})
+    root = write_dataset(results, cells, tmp_path / "report")
+    assert sorted(p.name for p in root.iterdir()) == ["experiment=a", "experiment=b"]
+    assert (root / "experiment=a" / "kafka_version=3.9.1").is_dir()
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == len(results)
+    row = next(
+        r
+        for r in table.to_pylist()
+        if r["cell"] == "acks1" and r["repetition"] == 4 and r["kafka_version"] == "4.3.1"
+    )
+    assert (row["experiment"], row["acks"], row["fault"], row["lost"], row["loss"]) == (
+        "b",
+        "1",
+        "leader-kill",
+        14,
+        14,
+    )
+    assert row["loss_rate"] == pytest.approx(0.014)
+    assert row["duration_s"] == 2.5
+    assert row["verdict"] is not None
+
+
+def test_the_summary_is_in_report_json_and_html(results, tmp_path: Path) -> None:
+    cells = judge_all(results, {})
+    summary = cross_run_summary(results, cells)
+    paths = render_report(cells, results, {}, [], tmp_path / "out", "t", summary)
+    document = json.loads(paths.json.read_text())
+    assert document["schema_version"] == 3
+    assert document["summary"]["decisive_settings"] == ["acks"]
+    assert len(document["summary"]["groups"]) == 4
+    html = paths.html.read_text()
+    assert "Across runs" in html and "6/6 = 100 %" in html and "acks 1 → all" in html
+    assert "loss probability by configuration" in html
