@@ -130,7 +130,8 @@ def _moved_twice(history: PartitionHistory, context: _Context) -> str:
 
 def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
     """The other replicas stopped cleanly, then the ISR's last member lost its page cache."""
-    stopped = [h for h in history.hits if h.kind == "stop" and h.role != LEADER]
+    # Their roles do not matter: a controlled shutdown hands leadership over cleanly.
+    stopped = [h for h in history.hits if h.kind == "stop"]
     for hit in history.hits:
         if hit.kind != "power-loss" or not stopped or stopped[0].ts_us > hit.ts_us:
             continue

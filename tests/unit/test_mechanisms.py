@@ -245,6 +245,19 @@ def test_the_last_replica_standing_is_known_before_elr(version: str, verdict: st
         assert "the ISR was [1] at t=7.0 s when fault 2 (power-loss) hit it at t=8.0 s" in reason
 
 
+def test_the_last_replica_standing_counts_stopped_leaders_too():
+    """The clean stop also hit p1's leader (leadership moved to node 1 cleanly)."""
+    events = [
+        start(5, [2, 3], fault="stop", fault_id=1),
+        sample(7, [(1, 1, [1])]),
+        start(8, [1], fault="power-loss", fault_id=2, partitions=[
+            {**ROLES[1], "leader": 1, "isr": [1]}
+        ]),
+    ]  # fmt: skip
+    config = {**CP, "enable_idempotence": False, "kafka_version": "3.9.1", "fault_class": "mixed"}
+    assert judged(config, events, p1=80).verdict == Verdict.KNOWN_BUG
+
+
 def test_known_bug_ranges():
     hw, failover, last_replica = KNOWN_BUGS
     assert last_replica.affects("3.9.1") and not last_replica.affects("4.1.0")
