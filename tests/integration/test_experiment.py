@@ -57,18 +57,24 @@ def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> P
     pytest.fail(f"no {event_type} event within {timeout_s} s under {run_dir_parent}")
 
 
-def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
+def run_experiment(name: str, runs_dir: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """Run tests/integration/experiments/<name>.yaml through the CLI into `runs_dir`; assert
+    it exited 0 and return its run root and the finished process."""
     done = run_cli(
         "run",
-        str(HERE / "experiments" / "two-cells.yaml"),
+        str(HERE / "experiments" / f"{name}.yaml"),
         "--runs-dir",
-        str(tmp_path),
+        str(runs_dir),
         "--quiet",
         "--master",
         "local[2]",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    root = only_dir(tmp_path / "two-cells")
+    return only_dir(runs_dir / name), done
+
+
+def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
+    root, done = run_experiment("two-cells", tmp_path)
     results = {p.parent.parent.name: json.loads(p.read_text()) for p in root.rglob("results.json")}
     cp, ap = results["config=cp"], results["config=ap"]
     assert cp["counts"]["acked"] > 0

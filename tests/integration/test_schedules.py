@@ -8,23 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_experiment import HERE, labelled_leftovers, only_dir, run_cli
+from tests.integration.test_experiment import labelled_leftovers, run_experiment
 
 pytestmark = pytest.mark.integration
 
 
 def test_followers_frozen_then_leader_killed_loses_acks1_writes_by_mechanism(tmp_path: Path):
-    done = run_cli(
-        "run",
-        str(HERE / "experiments" / "mechanism.yaml"),
-        "--runs-dir",
-        str(tmp_path),
-        "--quiet",
-        "--master",
-        "local[2]",
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    run_dir = only_dir(tmp_path / "mechanism") / "base" / "0"
+    run_dir = run_experiment("mechanism", tmp_path)[0] / "base" / "0"
     spec = json.loads((run_dir / "spec.json").read_text())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
 

@@ -4,6 +4,7 @@ events and broker-log lines, no Docker, no Spark."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,6 +70,24 @@ def judged(config: dict[str, Any], events: list[dict[str, Any]], **loss_by_parti
     return judge_repetition(res, events)
 
 
+def judged_with_logs(
+    tmp_path: Path,
+    logs: dict[str, str],
+    config: dict[str, Any],
+    events: list[dict[str, Any]],
+    **loss_by_partition: int,
+):
+    """Like `judged`, for a run directory in tmp_path whose broker-logs/ holds `logs`."""
+    folder = tmp_path / layout.BROKER_LOGS
+    folder.mkdir()
+    for name, text in logs.items():
+        (folder / name).write_text(text)
+    losses = {name.removeprefix("p"): count for name, count in loss_by_partition.items()}
+    res = result(config, lost=sum(losses.values()), loss_by_partition=losses)
+    res["run_dir"] = str(tmp_path)
+    return judge_repetition(res, events)
+
+
 # --- roles by partition ----------------------------------------------------------------------
 
 
@@ -95,14 +114,10 @@ def test_a_partition_no_fault_touched_cannot_lose():
 
 
 def test_the_isr_shrink_is_quoted_from_the_leader_log(tmp_path):
-    logs = tmp_path / layout.BROKER_LOGS
-    logs.mkdir()
-    (logs / "kafka-1.log").write_text(
-        "INFO [Partition chaos-0 broker=1] Shrinking ISR from 1,2,3 to 1. Leader: (hw: 9)\n"
-    )
-    res = result({**MIN1, "fault_class": "leader-kill"}, lost=4, loss_by_partition={"0": 4})
-    res["run_dir"] = str(tmp_path)
-    rep = judge_repetition(res, [sample(5, [(0, 1, [1])]), start(10, [1], fault="kill")])
+    line = "INFO [Partition chaos-0 broker=1] Shrinking ISR from 1,2,3 to 1. Leader: (hw: 9)\n"
+    events = [sample(5, [(0, 1, [1])]), start(10, [1], fault="kill")]
+    config = {**MIN1, "fault_class": "leader-kill"}
+    rep = judged_with_logs(tmp_path, {"kafka-1.log": line}, config, events, p0=4)
     assert rep.verdict == Verdict.EXPECTED_LOSS
     assert any(
         "log: kafka-1: INFO [Partition chaos-0 broker=1] Shrinking ISR" in r for r in rep.reasons
@@ -154,16 +169,13 @@ def test_an_unclean_election_is_named_with_the_node_and_the_isr_it_skipped():
 
 
 def test_an_unclean_election_no_sample_saw_is_quoted_from_the_controller_log(tmp_path):
-    logs = tmp_path / layout.BROKER_LOGS
-    logs.mkdir()
-    (logs / "controller-101.log").write_text(
+    line = (
         "[2026] INFO [QuorumController id=101] UNCLEAN partition change for chaos-0 with topic "
         "ID x: isr: [] -> [1], leader: -1 -> 1\n"
     )
     config = {**MIN1, "unclean_leader_election": True, "fault_class": "mixed"}
-    res = result(config, lost=900, loss_by_partition={"0": 900})
-    res["run_dir"] = str(tmp_path)
-    rep = judge_repetition(res, [start(5, [2, 3], fault="kill"), start(20, [1], fault="kill")])
+    events = [start(5, [2, 3], fault="kill"), start(20, [1], fault="kill")]
+    rep = judged_with_logs(tmp_path, {"controller-101.log": line}, config, events, p0=900)
     assert rep.verdict == Verdict.EXPECTED_LOSS
     assert any(
         "unclean election of p0, logged as controller-101: [2026] INFO [QuorumController id=101]"
@@ -191,17 +203,13 @@ def hw_truncation_events() -> list[dict[str, Any]]:
 
 
 def test_a_forbidden_loss_on_0_10_is_the_known_hw_truncation_bug_with_its_log_line(tmp_path):
-    logs = tmp_path / layout.BROKER_LOGS
-    logs.mkdir()
-    (logs / "kafka-1.log").write_text("[2026] INFO Truncating log chaos-0 to offset 0.\n")
-    (logs / "kafka-3.log").write_text(
-        "[2026] INFO Truncating log chaos-10 to offset 9. (kafka.log.Log)\n"
-        "[2026] INFO Truncating log chaos-0 to offset 4521. (kafka.log.Log)\n"
-    )
+    logs = {
+        "kafka-1.log": "[2026] INFO Truncating log chaos-0 to offset 0.\n",
+        "kafka-3.log": "[2026] INFO Truncating log chaos-10 to offset 9. (kafka.log.Log)\n"
+        "[2026] INFO Truncating log chaos-0 to offset 4521. (kafka.log.Log)\n",
+    }
     config = {**CP, "enable_idempotence": False, "kafka_version": "0.10.2.2"}
-    res = result(config, lost=12, loss_by_partition={"0": 12})
-    res["run_dir"] = str(tmp_path)
-    rep = judge_repetition(res, hw_truncation_events())
+    rep = judged_with_logs(tmp_path, logs, config, hw_truncation_events(), p0=12)
     assert rep.verdict == Verdict.KNOWN_BUG and rep.violations == ()
     (reason,) = [r for r in rep.reasons if "KAFKA-1211" in r]
     assert "of Kafka 0.10.2.2 (fixed in 0.11.0)" in reason
