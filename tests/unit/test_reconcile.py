@@ -8,9 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import SparkSession
 
-from analysis import reconcile as rec
 from analysis.anomalies import ANOMALY_NAMES
 from analysis.attribution import MissingMessage
 from analysis.reconcile import cell_table, find_runs, main, reconcile, write_results
@@ -502,29 +501,19 @@ def test_find_runs_expands_parents_and_deduplicates(runs_root: Path) -> None:
     assert found == sorted(found)
 
 
-def test_a_failing_query_fails_only_its_run(
-    runs_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bad = next(iter(find_runs([str(runs_root / "runs" / "*" / "*" / "moved")])))
-
-    def query(spark: SparkSession, runs: list) -> list[Row]:
-        """Stands in for Spark: fails for any batch holding the bad run, else one count per run."""
-        if any(run.run_dir == bad for run in runs):
-            raise RuntimeError("checker blew up\n\tat org.apache.spark.Something")
-        return [
-            Row(run_id=r.run_id, kind="count", name="sent", value=7, payload=None) for r in runs
-        ]
-
-    monkeypatch.setattr(rec, "_run_query", query)
-    run_dirs = find_runs(
-        [str(runs_root / "runs" / "*" / "*" / c) for c in ("clean", "moved", "lost")]
-    )
-    by_cell = {(r.cell, r.repetition): r for r in reconcile(None, run_dirs)}
-    assert by_cell[("moved", 0)].status == "error"
-    assert by_cell[("moved", 0)].error == "RuntimeError: checker blew up"
-    assert by_cell[("moved", 0)].counts is None
-    good = [by_cell[("clean", 0)], by_cell[("lost", 0)], by_cell[("lost", 1)]]
-    assert [(r.status, r.counts["sent"]) for r in good] == [("complete", 7)] * 3
+def test_a_run_the_checker_cannot_read_fails_alone(spark: SparkSession, tmp_path: Path) -> None:
+    torn = write_run(tmp_path, "torn", *in_order(2000))
+    clean = write_run(tmp_path, "clean", *in_order(3))
+    # A torn file: its footer (and so its schema) reads, its data pages do not.
+    data = bytearray((torn / "readback.parquet").read_bytes())
+    data[4:2000] = b"\xff" * 1996
+    (torn / "readback.parquet").write_bytes(bytes(data))
+    by_cell = {r.cell: r for r in reconcile(spark, [torn, clean])}
+    assert by_cell["torn"].status == "error"
+    assert by_cell["torn"].error.startswith("OSError:"), by_cell["torn"].error
+    assert by_cell["torn"].counts is None
+    assert by_cell["clean"].status == "complete"
+    assert by_cell["clean"].counts["acked"] == 3
 
 
 def test_cli_writes_report_and_prints_table(
