@@ -43,7 +43,6 @@ from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
-SHUFFLE_PARTITIONS = 4  # for Spark SQL over the results (runs are few rows each)
 # Spark's tasks run analysis.checker in Python workers, which Spark starts as PYSPARK_PYTHON
 # (default: whatever "python3" is on PATH): unless told otherwise, use this interpreter, which
 # has the checker and its libraries. A remote cluster needs PYSPARK_PYTHON set to its own.
@@ -87,8 +86,6 @@ def spark_session(
         )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
-        spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
     return spark
 
 
@@ -110,7 +107,7 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
 
 
 def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
-    """One result per run dir, in order, from one Spark query; a failing run becomes "error"."""
+    """One result per run dir, in order, from one Spark job; a failing run becomes "error"."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
     facts = _check_all(spark, [r for r in runs if r.status != RunStatus.ERROR])
     return [_result(run, facts.get(run.run_id)) for run in runs]

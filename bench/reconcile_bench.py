@@ -6,8 +6,11 @@ single-process Arrow reference that answers the three core questions on the same
 Each size is N acked rows (split over --runs runs) and about N read-back rows, with roughly
 0.1 % of messages in each anomaly class. Data is written in chunks with pyarrow to a temporary
 directory, removed after each size; only reconcile() is timed, after an untimed warm-up run.
-Specs say acks=all, so the acks=0 send-order proof (an extra join) is not exercised. growth is
-seconds over the previous size's seconds. The reference (pyarrow, one process) reads the
+Specs say acks=all, so the acks=0 send-order proof (an extra search) is not exercised. growth is
+seconds over the previous size's seconds. task peak MB is the peak resident memory of one
+process running the checker on the size's largest run (what one Spark task's Python worker
+needs); the driver collects only each run's facts, so its JVM runs in --driver-memory (1g).
+The reference (pyarrow, one process) reads the
 same acked and read-back files and counts the acknowledged messages missing, the duplicated
 ones and the acknowledged offsets holding another message; the last line is the ratio of the
 two at 10M rows. Target: <= 30 s and <= 4x the reference at 10M rows on local[2].
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -33,6 +38,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.anomalies import COUNT_NAMES
+from analysis.checker import RunInput, check_run
 from analysis.reconcile import reconcile, spark_session
 from analysis.results import RunResult
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
@@ -152,12 +158,9 @@ def write_runs(root: Path, rows: int, runs: int) -> list[Path]:
     return dirs
 
 
-def bench_session(master: str, driver_memory: str, shuffle_partitions: int | None) -> SparkSession:
+def bench_session(master: str, driver_memory: str) -> SparkSession:
     """reconcile's own session, with driver memory passed to the JVM before it starts."""
-    submit_args = [f"--driver-memory {driver_memory}"]
-    if shuffle_partitions:
-        submit_args.append(f"--conf spark.sql.shuffle.partitions={shuffle_partitions}")
-    os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join([*submit_args, "pyspark-shell"])
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
     return spark_session(master)
 
 
@@ -169,6 +172,7 @@ class Timing:
     counts: dict
     reference_s: float
     reference: dict
+    task_peak_mb: float
 
 
 def timed_reconcile(spark: SparkSession, rows: int, runs: int, tmp: Path) -> Timing:
@@ -183,7 +187,8 @@ def timed_reconcile(spark: SparkSession, rows: int, runs: int, tmp: Path) -> Tim
         reference = [arrow_reference(d) for d in dirs]
         reference_s = time.perf_counter() - started
         summed = {k: sum(r[k] for r in reference) for k in reference[0]}
-        return Timing(seconds, summed_counts(results), reference_s, summed)
+        peak = task_peak_mb(dirs[0])  # the first run is the largest (rows are split evenly)
+        return Timing(seconds, summed_counts(results), reference_s, summed, peak)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -219,6 +224,19 @@ def arrow_reference(run_dir: Path) -> dict[str, int]:
     }
 
 
+def task_peak_mb(run_dir: Path) -> float:
+    """Peak resident MB of a fresh process that runs the checker on run_dir, as a task does."""
+    run = RunInput(run_dir, complete=True, unlocated_acks=False)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_checked_peak_mb, (run,))
+
+
+def _checked_peak_mb(run: RunInput) -> float:
+    """Check run in this process and return this process's peak resident MB (Linux: KiB)."""
+    check_run(run)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def summed_counts(results: list[RunResult]) -> dict:
     """Counts summed over runs; raises when a run did not reconcile."""
     broken = [r for r in results if r.status != "complete"]
@@ -233,22 +251,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000000,10000000,30000000")
     parser.add_argument("--runs", type=int, default=1, help="runs the rows are split over")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--driver-memory", default="6g")
-    parser.add_argument("--shuffle-partitions", type=int, help="default: reconcile's own")
+    parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    spark = bench_session(args.master, args.driver_memory, args.shuffle_partitions)
+    spark = bench_session(args.master, args.driver_memory)
     timed_reconcile(spark, WARMUP_ROWS, 1, args.tmp)
     print(f"master {args.master}, driver memory {args.driver_memory}, runs per size {args.runs}")
-    print(f"{'rows':>12} {'seconds':>9} {'rows/s':>12} {'growth':>8} {'arrow ref s':>12}")
+    print(
+        f"{'rows':>12} {'seconds':>9} {'rows/s':>12} {'growth':>8} {'arrow ref s':>12} "
+        f"{'task peak MB':>13}"
+    )
     previous: float | None = None
     for rows in sizes:
         t = timed_reconcile(spark, rows, args.runs, args.tmp)
         growth = f"{t.seconds / previous:.2f}x" if previous else "-"
         print(
             f"{rows:>12,} {t.seconds:>9.1f} {rows / t.seconds:>12,.0f} {growth:>8} "
-            f"{t.reference_s:>12.1f}",
+            f"{t.reference_s:>12.1f} {t.task_peak_mb:>13,.0f}",
             flush=True,
         )
         print(f"{'':>12} counts {t.counts}", file=sys.stderr)

@@ -1,0 +1,95 @@
+"""Where the reconciliation's time goes: each stage of analysis.checker on one synthetic run, and,
+for comparison, what the same core questions cost as Spark SQL on two cores.
+
+    .venv/bin/python bench/reconcile_profile.py [--rows 10000000] [--spark-sql]
+
+The run is bench/reconcile_bench.py's (about 0.1 % of messages in each anomaly class). Each
+checker stage is timed once, in order, in this process, with the peak resident memory after
+it. --spark-sql also times, on local[2], the three Spark SQL steps the checker replaced: a
+union of acked and read-back ids grouped by msg_id, the read-back deduplicated by
+(partition, offset), and the join of acked rows with the records at their offsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+from reconcile_bench import bench_session, write_runs
+
+from analysis import checker
+from analysis.checker import RunInput
+from harness.rundir import layout
+
+
+def timed(name: str, step: Callable[..., Any], *args: Any) -> Any:
+    """step(*args), printing its seconds and the process's peak resident MB so far."""
+    started = time.perf_counter()
+    value = step(*args)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  {name:<28} {time.perf_counter() - started:>7.2f} s   peak {peak_mb:>7,.0f} MB")
+    return value
+
+
+def checker_stages(run_dir: Path) -> None:
+    """Time each stage of checker.check_run on run_dir."""
+    run = RunInput(run_dir, complete=True, unlocated_acks=False)
+    acked = timed("read acked.parquet", checker._Acked.read, run_dir / layout.ACKED)
+    timed("send timeline and counts", checker._send_facts, acked)
+    reads = timed("read + dedup read-back", checker._Reads.read, run_dir / layout.READBACK)
+    index = timed("index (sorts, searches)", checker._Index.build, acked, reads)
+    progress = timed("read-back progress", checker._Progress.of, index, run, None)
+    messages = timed("message table", checker._messages, index, None)
+    classes = timed("anomaly classes", checker.classify, messages, progress, {})
+    reordered = timed("order check", checker._reordered, reads)
+    timed("examples", checker._examples, classes, messages, reads, reordered)
+    timed("sensitivity probe", checker._probe, index, run, messages, checker._loss(classes))
+
+
+def spark_sql_floor(run_dir: Path) -> None:
+    """Time the three Spark SQL steps the checker replaced, each collected alone."""
+    spark = bench_session("local[2]", "6g")
+    acked = spark.read.parquet(str(run_dir / layout.ACKED))
+    read = spark.read.parquet(str(run_dir / layout.READBACK))
+    acked.count(), read.count()  # warm the JVM and the file cache
+    ids = acked.select("msg_id", F.lit(1).alias("a"), F.lit(0).alias("r")).unionByName(
+        read.select("msg_id", F.lit(0).alias("a"), F.lit(1).alias("r"))
+    )
+    grouped = ids.groupBy("msg_id").agg(F.sum("a").alias("a"), F.sum("r").alias("r"))
+    timed("union, group by msg_id", grouped.filter("a = 1 and r = 0").count)
+    timed("dedup read-back", read.dropDuplicates(["partition", "offset"]).count)
+    holders = read.select("partition", "offset", F.col("msg_id").alias("holder"))
+    at_offset = acked.join(holders, ["partition", "offset"], "left")
+    timed("join at acked offsets", at_offset.filter("holder is null or holder != msg_id").count)
+    spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write one run, profile it, remove it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--spark-sql", action="store_true", help="also time the Spark SQL steps")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="reconcile-profile-"))
+    try:
+        (run_dir,) = write_runs(root, args.rows, 1)
+        print(f"checker stages, {args.rows:,} acked rows")
+        checker_stages(run_dir)
+        if args.spark_sql:
+            print(f"Spark SQL on local[2], {args.rows:,} acked rows")
+            spark_sql_floor(run_dir)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
