@@ -280,6 +280,8 @@ class ProducerFleet:
             if time.monotonic() > deadline:
                 raise ProducerCrash(f"producers not ready within {self.READY_TIMEOUT_S:g} s")
             wait([p.sentinel for p in self._processes], timeout=0.1)
+        pids = [process.pid for process in self._processes]
+        self.events.write(EventType.PHASE, phase="producers-ready", pids=pids)
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Let every producer send; return once all ended (`stop`: within STOP_GRACE_S)."""
