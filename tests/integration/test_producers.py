@@ -22,6 +22,13 @@ from tests.integration.test_experiment import (
     run_experiment,
     wait_for_event,
 )
+from tests.integration.test_interrupts import (
+    CTRL_C,
+    assert_clean_interrupt,
+    has_type,
+    start_run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 PRODUCERS = 3
@@ -121,3 +128,20 @@ def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     assert any("producer 1 exited" in reason for reason in verdict["reasons"]), verdict
     wait_until(lambda: not any(alive(p) for p in producer_pids(run_dir)), 10, "no producer left")
     assert labelled_leftovers() == []
+
+
+def test_ctrl_c_stops_every_producer_and_keeps_their_journals(tmp_path: Path):
+    terminal = start_run(tmp_path, "producers.yaml", "--no-report")
+    try:
+        wait_for(terminal, tmp_path, has_type("fault_start"), "the fault", timeout_s=180)
+        terminal.type(CTRL_C)  # the kernel signals the harness and every producer process
+        code, seconds = terminal.wait_exit(60)
+        assert_clean_interrupt(terminal, code, seconds)  # 130, bounded, no process left
+    finally:
+        terminal.close()
+    run_dir = next(tmp_path.rglob("events.jsonl")).parent
+    check_journals_and_acked(run_dir)
+    events = events_in(run_dir)
+    assert not [e for e in events if e["type"] == "producer_crashed"], events
+    [tally] = [e for e in events if e["type"] == "recorder_tally"]
+    assert tally["journal_error"] is None and len(tally["producers"]) == PRODUCERS
