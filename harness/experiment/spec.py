@@ -119,6 +119,11 @@ WHY_RATE = (
     "could not keep up and would silently fall behind the rate"
 )
 WHY_KEYS = "the recorder builds every key before the first send"
+MAX_PRODUCERS = 64
+WHY_PRODUCERS = (
+    "each producer is an OS process with its own librdkafka client, threads and connections "
+    "to every broker; 64 already oversubscribe a CI machine's cores many times over"
+)
 WHY_COUNT = "1,000,000 messages/s (the rate limit) for 7 days (the duration limit)"
 WHY_LIBRDKAFKA = "librdkafka's own maximum"
 WHY_SEED = "a 64-bit integer"
@@ -342,7 +347,14 @@ class ProducerSpec(_Section):
 
 
 class WorkloadSpec(_Section):
-    """How much the producer sends: at `rate` for `duration_s` seconds or `count` messages."""
+    """How much the producers send: at `rate` for `duration_s` seconds or `count` messages.
+
+    `rate` and `count` are totals over the `producers` (each sends its share: rate / producers,
+    and count split as evenly as whole messages allow), so changing `producers` keeps the load
+    on the cluster; `keys`, `message_bytes` and `duration_s` hold for each producer, which sends
+    to `keys` keys of its own. `producers` > 1 runs each producer in its own OS process with
+    its own journal.
+    """
 
     rate: Annotated[
         optional_number, at_least(0, exclusive=True), at_most(MAX_RATE, WHY_RATE, "messages/s")
@@ -356,6 +368,7 @@ class WorkloadSpec(_Section):
     # The value carries the message id and per-key sequence the read-back parses.
     message_bytes: whole = Field(100, ge=32, le=1_000_000)
     keys: Annotated[whole, at_most(1_000_000, WHY_KEYS)] = Field(16, ge=1)
+    producers: Annotated[whole, at_most(MAX_PRODUCERS, WHY_PRODUCERS)] = Field(1, ge=1)
 
 
 class FaultStep(_Section):
@@ -561,6 +574,13 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
     if (workload.duration_s is None) == (workload.count is None):
         reason = "set exactly one of workload.duration_s and workload.count (the other to null)"
         yield "workload.duration_s", reason
+    if workload.count is not None and workload.count < workload.producers:
+        reason = (
+            f"workload.count ({workload.count}) is below workload.producers "
+            f"({workload.producers}); count is the total over all producers, so give each "
+            "at least one message or use fewer producers"
+        )
+        yield "workload.count", reason
     horizon = workload_duration_s(workload)
     if workload.duration_s is None and horizon is not None and horizon > MAX_DURATION_S:
         reason = (

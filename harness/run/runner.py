@@ -31,7 +31,8 @@ from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
-from harness.workload.journal import AckJournal, JournalError, finalize
+from harness.workload.journal import AckJournal, JournalError, close_journal, finalize
+from harness.workload.producers import ProducerFleet, Producing, producer_tasks
 from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
@@ -200,14 +201,14 @@ def run_repetition(
         )
         events.write(EventType.PHASE, phase="topic-ready", bootstrap=cluster.bootstrap_servers)
         ctx = FaultContext(cluster, TOPIC, random.Random(repetition.seed))
-        journal_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
+        workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
         _read_back(repetition, cluster, events, summary, progress)
         # While the brokers still hold their logs: where each missing message still is.
         progress.phase("keeping segments")
         segments = segments_event(cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir)
         events.write(EventType.SEGMENTS, **segments)
-        if journal_error is not None:  # read back first: the rest is still evidence
-            raise JournalError(journal_error)
+        if workload_error is not None:  # read back first: the rest is still evidence
+            raise workload_error
     except KeyboardInterrupt:
         # The analysis judges an interrupted repetition UNKNOWN from this event.
         summary.error = INTERRUPTED
@@ -245,10 +246,12 @@ def _workload_and_faults(
     events: EventLog,
     summary: RepetitionSummary,
     progress: Progress,
-) -> str | None:
-    """The workload in this thread, the nemesis and sampler beside it; heal all at the end.
+) -> Exception | None:
+    """The workload (in this thread, or in producer processes), the nemesis and sampler beside
+    it; heal all at the end.
 
-    Returns the journal's error (None when every delivery report reached the journal).
+    Returns the workload's error to raise after the read-back: a producer that crashed, or a
+    journal that missed delivery reports (None when every report reached a journal).
     """
     spec = repetition.cell.spec
     workload = Workload(
@@ -258,17 +261,14 @@ def _workload_and_faults(
         spec.workload.message_bytes,
         spec.workload.keys,
     )
-    journal = AckJournal(repetition.run_dir, spec.workload.keys, status_of)
+    senders = _senders(repetition, workload, ctx.cluster.bootstrap_servers, events)
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
-    recorder: Recorder | None = None
     stop = threading.Event()
     try:
-        recorder = Recorder(
-            ctx.cluster.bootstrap_servers, TOPIC, producer_settings(spec), workload, journal
-        )
+        senders.start()
         watcher = threading.Thread(
-            target=_watch, args=(progress, recorder, nemesis, stop), daemon=True
+            target=_watch, args=(progress, senders, nemesis, stop), daemon=True
         )
         sampler.start()
         progress.phase("workload + faults")
@@ -277,12 +277,12 @@ def _workload_and_faults(
         watcher.start()
         # Deferred: an interrupt inside the producer's poll would surface as a SystemError.
         with INTERRUPTS.deferred() as interrupted:
-            recorder.run(interrupted)
+            senders.run(interrupted)
         events.write(EventType.PHASE, phase="workload-end")
     finally:
         stop.set()
         # First, so that no failure below can keep the journal (and the tally) unwritten.
-        journal_error = _close_journal(journal, recorder, events)
+        workload_error = senders.close(events)
         try:
             nemesis.stop()
             summary.resolved_schedule = list(nemesis.resolved)
@@ -291,12 +291,54 @@ def _workload_and_faults(
         finally:
             finalize(repetition.run_dir)
             sampler.stop()
-    stats = recorder.stats  # after the journal closed: every report it wrote
+    stats = senders.stats  # after the journals closed: every report they wrote
     summary.sent, summary.ok = stats.sent, stats.ok
     summary.failed, summary.indeterminate = stats.failed, stats.indeterminate
     summary.fault_errors = list(nemesis.errors)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
-    return journal_error
+    return workload_error
+
+
+def _senders(
+    repetition: Repetition, workload: Workload, bootstrap: str, events: EventLog
+) -> Producing:
+    """The one recorder in this process for `workload.producers: 1`, else a ProducerFleet."""
+    spec = repetition.cell.spec
+    config, run_dir = producer_settings(spec), repetition.run_dir
+    if spec.workload.producers == 1:
+        return _LocalRecorder(workload, bootstrap, config, run_dir)
+    tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)
+    return ProducerFleet(tasks, events)
+
+
+class _LocalRecorder:
+    """`workload.producers: 1`: one Recorder in the harness process and the run directory's
+    one journal, as before several producers existed."""
+
+    def __init__(self, workload: Workload, bootstrap: str, config: dict[str, Any], run_dir: Path):
+        self.journal = AckJournal(run_dir, workload.keys, status_of)
+        self._client = (bootstrap, TOPIC, config, workload)
+        self.recorder: Recorder | None = None
+
+    @property
+    def stats(self) -> RecorderStats:
+        """Sends so far and outcomes journalled so far."""
+        return self.recorder.stats if self.recorder is not None else RecorderStats()
+
+    def start(self) -> None:
+        """Create the client."""
+        self.recorder = Recorder(*self._client, self.journal)
+
+    def run(self, stop: threading.Event) -> RecorderStats:
+        """Send the workload in this thread (see Recorder.run)."""
+        if self.recorder is None:
+            raise RuntimeError("start() the recorder before run()")
+        return self.recorder.run(stop)
+
+    def close(self, events: EventLog) -> Exception | None:
+        """Close the journal and write the tally; the JournalError to raise, or None."""
+        error = _close_journal(self.journal, self.recorder, events)
+        return None if error is None else JournalError(error)
 
 
 def _close_journal(journal: AckJournal, recorder: Recorder | None, events: EventLog) -> str | None:
@@ -305,21 +347,16 @@ def _close_journal(journal: AckJournal, recorder: Recorder | None, events: Event
     Never raises: it runs in `finally`, where the workload's own exception must survive.
     The analysis compares the tally with acked.parquet's reported rows, status by status.
     """
-    error = None
-    try:
-        journal.close()
-    except Exception as exc:
-        error = str(exc) if isinstance(exc, JournalError) else f"{type(exc).__name__}: {exc}"
-        log.error("journal incomplete: %s", error)
+    error = close_journal(journal)
     tally = recorder.tally if recorder is not None else DeliveryTally()
     with contextlib.suppress(Exception):
         events.write(EventType.RECORDER_TALLY, reports=tally.as_dict(), journal_error=error)
     return error
 
 
-def _watch(progress: Progress, recorder: Recorder, nemesis: Nemesis, stop: threading.Event) -> None:
+def _watch(progress: Progress, senders: Producing, nemesis: Nemesis, stop: threading.Event) -> None:
     while not stop.wait(0.5):
-        progress.watch(recorder.stats, nemesis)
+        progress.watch(senders.stats, nemesis)
 
 
 def _read_back(

@@ -30,6 +30,9 @@ class EventType(StrEnum):
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error
     HARNESS_ERROR = "harness_error"  # error
+    # producer, pid, exitcode, error: a producer process (workload.producers > 1) that died or
+    # failed before it finished; its journal is still merged into acked.parquet
+    PRODUCER_CRASHED = "producer_crashed"
     # kept, reason, missing_acked, budget_bytes, topic, error,
     # brokers: {id: {files, bytes, partitions, skipped}}
     SEGMENTS = "segments"

@@ -10,6 +10,7 @@ Kafka client, so the analysis can read runs on a machine without one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -25,6 +26,9 @@ JOURNAL_META: Final = "journal-meta.json"
 JOURNAL_SENDS: Final = "journal-sends.arrows"
 JOURNAL_ACKS: Final = "journal-acks.arrows"
 JOURNAL_GLOB: Final = "journal-*"
+# A run with `workload.producers` > 1 writes one journal per producer instead, producer p's as
+# journal-p<p>-meta.json, journal-p<p>-sends.arrows and journal-p<p>-acks.arrows.
+PRODUCER_JOURNAL_METAS: Final = "journal-p*-meta.json"
 BROKER_LOGS: Final = "broker-logs"
 TOPIC: Final = "chaos"  # the topic every repetition writes and reads back
 # Copies of the topic's log segments, kept for the analysis' attribution of missing messages:
@@ -40,6 +44,25 @@ SUMMARIES: Final = "repetitions.json"  # what the harness saw of each
 PROVENANCE: Final = "provenance.json"  # what ran: revision, command, seed, images, host
 HARNESS_LOG: Final = "harness.log"
 REPORT_DIR: Final = "report"
+
+
+@dataclass(frozen=True)
+class JournalFiles:
+    """The three files of one recorder's crash-safe journal (names inside the run directory)."""
+
+    meta: str
+    sends: str
+    acks: str
+
+
+# The journal of a run's only recorder (workload.producers: 1).
+JOURNAL: Final = JournalFiles(JOURNAL_META, JOURNAL_SENDS, JOURNAL_ACKS)
+
+
+def producer_journal(producer: int) -> JournalFiles:
+    """The journal files of producer `producer` (0-based) of a run with several producers."""
+    stem = f"journal-p{producer}"
+    return JournalFiles(f"{stem}-meta.json", f"{stem}-sends.arrows", f"{stem}-acks.arrows")
 
 
 def segments_dir(run_dir: str | Path, broker: int) -> Path:

@@ -23,6 +23,17 @@ STATUSES: Final = tuple(s.value for s in Status)
 # The `error` of an acked.parquet row whose send never got a delivery report.
 NO_REPORT: Final = "no delivery report"
 
+# ---------------------------------------------------------------------------------------------
+# Several producers (workload.producers > 1)
+
+# Producer p's msg_ids are p * PRODUCER_ID_STRIDE + i (i counting its own sends from 0), so ids
+# never collide and producer p = msg_id // PRODUCER_ID_STRIDE. 10^12 exceeds the most sends
+# a run allows (limits.MAX_RATE * MAX_DURATION_S), and 15 digits leave room for 1,000 producers.
+PRODUCER_ID_STRIDE: Final = 10**12
+# acked.parquet of a run with several producers carries this extra column (int32) after
+# ACKED_SCHEMA's: the producer that sent the row. A one-producer run's file has no such column.
+PRODUCER_COLUMN: Final = "producer"
+
 
 # ---------------------------------------------------------------------------------------------
 # Arrow schemas (all timestamps int64 epoch microseconds: Spark cannot read ns Parquet stamps)

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -43,6 +44,8 @@ from harness.rundir.records import (
     ACKED_SCHEMA,
     CHECKPOINT_SCHEMA,
     NO_REPORT,
+    PRODUCER_COLUMN,
+    PRODUCER_ID_STRIDE,
     STATUSES,
     Status,
 )
@@ -50,9 +53,51 @@ from harness.rundir.records import (
 log = logging.getLogger("kafka_chaos.journal")
 
 
-def key_of(key_index: int) -> str:
-    """The record key of the `key_index`-th key."""
-    return f"k{key_index}"
+def key_of(key_index: int, prefix: str = "") -> str:
+    """The record key of the `key_index`-th key (of the producer whose keys start `prefix`)."""
+    return f"{prefix}k{key_index}"
+
+
+@dataclass(frozen=True)
+class ProducerSlot:
+    """Which recorder of a run this is: its msg_id base, key prefix and journal files.
+
+    `index` None is the only recorder of a one-producer run: ids from 0, keys `k<i>`, the
+    journal files of layout.JOURNAL. Producer p of several sends ids from p * stride and keys
+    `p<p>-k<i>`, so ids never collide and each producer's keys (hence its per-key, per-partition
+    order) are its own.
+    """
+
+    index: int | None = None
+
+    @property
+    def id_base(self) -> int:
+        """The msg_id of this producer's first send."""
+        return 0 if self.index is None else self.index * PRODUCER_ID_STRIDE
+
+    @property
+    def key_prefix(self) -> str:
+        """What every key of this producer starts with."""
+        return "" if self.index is None else f"p{self.index}-"
+
+    @property
+    def files(self) -> layout.JournalFiles:
+        """The names of this producer's journal files in the run directory."""
+        return layout.JOURNAL if self.index is None else layout.producer_journal(self.index)
+
+    def meta(self, keys: int) -> dict[str, Any]:
+        """The journal's meta file: what `finalize` needs to rebuild the sends."""
+        if self.index is None:
+            return {"keys": keys}  # as before several producers existed
+        return {"keys": keys, "producer": self.index, "id_base": self.id_base}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> ProducerSlot:
+        """The slot a journal meta file describes."""
+        return cls(meta.get("producer"))
+
+
+SOLE = ProducerSlot()  # the recorder of a one-producer run
 
 
 class Report(Protocol):
@@ -126,6 +171,11 @@ class _Stream:
             self.error = self.error or f"closing {self.path.name} failed: {exc}"
 
 
+def write_meta(run_dir: Path, slot: ProducerSlot, keys: int) -> None:
+    """Write the journal's meta file: a journal that has one can be finalized."""
+    (run_dir / slot.files.meta).write_text(json.dumps(slot.meta(keys)))
+
+
 class AckJournal:
     """Delivery reports and send checkpoints, written by a background thread every 0.2 s.
 
@@ -143,9 +193,17 @@ class AckJournal:
 
     FLUSH_INTERVAL_S = 0.2
 
-    def __init__(self, run_dir: Path, keys: int, classify: Callable[[Any], str]):
-        (run_dir / layout.JOURNAL_META).write_text(json.dumps({"keys": keys}))
+    def __init__(
+        self,
+        run_dir: Path,
+        keys: int,
+        classify: Callable[[Any], str],
+        slot: ProducerSlot = SOLE,
+    ):
+        files = slot.files
+        write_meta(run_dir, slot, keys)
         self.run_dir = run_dir
+        self.slot = slot
         self.sent_upto = 0
         self.counts = {status: 0 for status in STATUSES}
         self.classify = classify
@@ -160,8 +218,8 @@ class AckJournal:
         self.indeterminate: list[Report] = []
         self._pages: deque[Page] = deque()  # committed, waiting for the writer
         self._last_checkpoint = -1
-        self._sends = _Stream(run_dir / layout.JOURNAL_SENDS, CHECKPOINT_SCHEMA)
-        self._acks = _Stream(run_dir / layout.JOURNAL_ACKS, ACK_SCHEMA)
+        self._sends = _Stream(run_dir / files.sends, CHECKPOINT_SCHEMA)
+        self._acks = _Stream(run_dir / files.acks, ACK_SCHEMA)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ack-journal", daemon=True)
@@ -321,6 +379,18 @@ class AckJournal:
             )
 
 
+def close_journal(journal: AckJournal) -> str | None:
+    """Close `journal`; its error as text (None when every report was written). Never raises:
+    it runs in `finally`, where the workload's own exception must survive."""
+    try:
+        journal.close()
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, JournalError) else f"{type(exc).__name__}: {exc}"
+        log.error("journal incomplete: %s", error)
+        return error
+    return None
+
+
 def _take(reports: list[Report]) -> Sequence[Report]:
     """The reports of a list that must keep its identity, which is left empty."""
     if not reports:
@@ -427,20 +497,57 @@ def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
 
 
 def finalize(run_dir: Path) -> pa.Table:
-    """Build acked.parquet from the journal: one row per send, plus one per report whose value
-    names no send (msg_id null, kept so no report is lost); sends with no report are
+    """Build acked.parquet from the journal, or from every producer's journal when the run had
+    several (their union, by msg_id, with a `producer` column); see `journal_table`."""
+    if (run_dir / layout.JOURNAL_META).exists() or not producer_slots(run_dir):
+        table = journal_table(run_dir, SOLE)
+    else:
+        table = merge_producers(
+            [(slot, journal_table(run_dir, slot)) for slot in producer_slots(run_dir)]
+        )
+    pq.write_table(table, run_dir / layout.ACKED)
+    return table
+
+
+def producer_slots(run_dir: Path) -> list[ProducerSlot]:
+    """The producers whose journals a several-producer run directory holds, by index."""
+    metas = (json.loads(path.read_text()) for path in run_dir.glob(layout.PRODUCER_JOURNAL_METAS))
+    return sorted((ProducerSlot.from_meta(meta) for meta in metas), key=lambda s: s.index or 0)
+
+
+def merge_producers(tables: Sequence[tuple[ProducerSlot, pa.Table]]) -> pa.Table:
+    """The union of the producers' acked tables, ordered by msg_id, each row tagged with its
+    producer (rows without a msg_id last, as in one producer's table)."""
+    tagged = [
+        table.append_column(
+            PRODUCER_COLUMN, pa.repeat(pa.scalar(slot.index, pa.int32()), table.num_rows)
+        )
+        for slot, table in tables
+    ]
+    schema = ACKED_SCHEMA.append(pa.field(PRODUCER_COLUMN, pa.int32()))
+    if not tagged:
+        return schema.empty_table()
+    return pa.concat_tables(tagged).sort_by("msg_id")  # nulls (orphan reports) last
+
+
+def journal_table(run_dir: Path, slot: ProducerSlot) -> pa.Table:
+    """One recorder's acked rows from its journal: one row per send, plus one per report whose
+    value names no send (msg_id null, kept so no report is lost); sends with no report are
     indeterminate with error NO_REPORT."""
-    keys = json.loads((run_dir / layout.JOURNAL_META).read_text())["keys"]
-    checkpoints = read_stream(run_dir / layout.JOURNAL_SENDS, CHECKPOINT_SCHEMA)
-    acks = read_stream(run_dir / layout.JOURNAL_ACKS, ACK_SCHEMA)  # one delivery report per message
-    sent = max(_max_or(checkpoints["sent_upto"], 0), _max_or(acks["msg_id"], -1) + 1)
-    ids = np.arange(sent, dtype=np.int64)
+    files = slot.files
+    keys = json.loads((run_dir / files.meta).read_text())["keys"]
+    checkpoints = read_stream(run_dir / files.sends, CHECKPOINT_SCHEMA)
+    acks = read_stream(run_dir / files.acks, ACK_SCHEMA)  # one delivery report per message
+    base = slot.id_base
+    sent = max(_max_or(checkpoints["sent_upto"], 0), _max_or(acks["msg_id"], base - 1) + 1 - base)
+    local = np.arange(sent, dtype=np.int64)  # the producer's own count of its sends
+    names = pa.array([key_of(i, slot.key_prefix) for i in range(keys)])
     sends = pa.table(
         {
-            "msg_id": ids,
-            "key": pa.array([key_of(i) for i in range(keys)]).take(pa.array(ids % keys)),
-            "key_seq": ids // keys,
-            "estimated_send_us": _interpolated_send_times(ids, checkpoints),
+            "msg_id": local + base,
+            "key": names.take(pa.array(local % keys)),
+            "key_seq": local // keys,
+            "estimated_send_us": _interpolated_send_times(local, checkpoints),
         }
     )
     joined = sends.join(acks, keys="msg_id", join_type="left outer").sort_by("msg_id")
@@ -456,7 +563,6 @@ def finalize(run_dir: Path) -> pa.Table:
     orphans = acks.filter(pc.is_null(acks["msg_id"]))
     if orphans.num_rows:
         table = pa.concat_tables([table, _orphan_rows(orphans)])
-    pq.write_table(table, run_dir / layout.ACKED)
     return table
 
 

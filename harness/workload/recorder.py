@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from harness.rundir.records import Status
-from harness.workload.journal import AckJournal, error_status, key_of
+from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
 
 # Outcomes where the write may or may not be in the log: never counted as a loss.
 INDETERMINATE = frozenset(
@@ -136,7 +136,8 @@ class Recorder:
     """Sends the workload to `topic` and journals every delivery report.
 
     Message `i` goes to key `i % keys` with key sequence `i // keys` (round-robin), so the
-    journal need not record sends one by one.
+    journal need not record sends one by one. Its msg_id is `i` plus the journal slot's id
+    base, and its keys carry the slot's prefix (both nothing for a one-producer run).
     """
 
     FINAL_FLUSH_S = 30.0
@@ -159,6 +160,7 @@ class Recorder:
         self.topic = topic
         self.workload = workload
         self.journal = journal
+        self.slot: ProducerSlot = journal.slot
         # With acks=0 the broker returns no offset; librdkafka then reports batch-relative
         # numbers (0, 1, 2, ...) for some messages. Recording them would fake divergence.
         journal.offsets_known = str(producer_config.get("acks", "all")) != "0"
@@ -211,8 +213,8 @@ class Recorder:
 
     def _send_unthrottled(self, stop: threading.Event) -> None:
         w, journal = self.workload, self.journal
-        keys = [key_of(i) for i in range(w.keys)]
-        nkeys, size, topic = w.keys, w.message_bytes, self.topic
+        keys = [key_of(i, self.slot.key_prefix) for i in range(w.keys)]
+        nkeys, size, topic, base = w.keys, w.message_bytes, self.topic, self.slot.id_base
         produce, monotonic = self.producer.produce, time.monotonic
         poll = self._poll
         deadline, limit = self._limits()
@@ -223,7 +225,8 @@ class Recorder:
                 if stop.is_set() or monotonic() >= deadline:
                     break
             try:
-                produce(topic, encode_value(msg_id, msg_id // nkeys, size), keys[msg_id % nkeys])
+                value = encode_value(base + msg_id, msg_id // nkeys, size)
+                produce(topic, value, keys[msg_id % nkeys])
             except BufferError:
                 poll(0.05)  # the local queue is full: let deliveries drain it
                 continue
@@ -234,8 +237,8 @@ class Recorder:
 
     def _send_paced(self, stop: threading.Event) -> None:
         w, journal = self.workload, self.journal
-        keys = [key_of(i) for i in range(w.keys)]
-        produce, poll = self.producer.produce, self._poll
+        keys = [key_of(i, self.slot.key_prefix) for i in range(w.keys)]
+        produce, poll, base = self.producer.produce, self._poll, self.slot.id_base
         interval = 1.0 / w.rate
         started = time.monotonic()
         deadline, limit = self._limits()
@@ -250,7 +253,7 @@ class Recorder:
             try:
                 produce(
                     self.topic,
-                    encode_value(msg_id, msg_id // w.keys, w.message_bytes),
+                    encode_value(base + msg_id, msg_id // w.keys, w.message_bytes),
                     key=keys[msg_id % w.keys],
                 )
             except BufferError:
