@@ -16,6 +16,7 @@ from analysis.report.summary_view import summary_view
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
+    MAX_TIMELINES_PER_CELL,
     PRICE_LABELS,
     ProvenanceView,
     cell_view,
@@ -61,6 +62,7 @@ def render_html(
         cells=[cell_view(c, results_by_run, events_by_run) for c in cells],
         experiments=sorted({c.experiment for c in cells}),
         repetitions=sum(len(c.repetitions) for c in cells),
+        max_timelines=MAX_TIMELINES_PER_CELL,
         provenance=provenance,
         summary=summary_view(summary) if summary is not None else None,
         summary_chart=loss_probability_svg(summary) if summary and summary.groups else None,

@@ -377,6 +377,12 @@ class RepetitionView:
     attribution: AttributionView | None
     examples: tuple[ExampleRow, ...]
     availability: str | None = None  # availability_text
+    timeline_skipped: bool = False  # not drawn: the cell has more than MAX_TIMELINES_PER_CELL
+
+
+# A chart costs about 0.1 s to draw: a report over hundreds of repetitions draws, per cell, the
+# ones worth a look (not PASS, then the largest loss, then the first) and links the rest.
+MAX_TIMELINES_PER_CELL: Final = 5
 
 
 @dataclass(frozen=True)
@@ -467,8 +473,9 @@ def _repetition_view(
     rep: RepetitionVerdict,
     results_by_run: Mapping[str, RunResult],
     events_by_run: Mapping[str, Sequence[Event]],
+    draw: bool = True,
 ) -> RepetitionView:
-    """A repetition's verdict, reasons, timeline chart and example table."""
+    """A repetition's verdict, reasons, timeline chart (when draw) and example table."""
     result = results_by_run.get(rep.run_dir)
     events = events_by_run.get(rep.run_dir) or []
     salt = f"{cell.experiment}/{cell.cell}/rep-{rep.repetition}"
@@ -478,7 +485,8 @@ def _repetition_view(
         verdict=rep.verdict.value,
         css=css_class(rep.verdict),
         reasons=rep.reasons,
-        timeline=_timeline_or_none(result, events, salt),
+        timeline=_timeline_or_none(result, events, salt) if draw else None,
+        timeline_skipped=not draw,
         faults=tuple(w.label for w in fault_windows(events)),
         sensitivity=sensitivity_text(result.sensitivity if result else None),
         attribution=attribution_view(result.attribution if result else None),
@@ -507,6 +515,7 @@ def cell_view(
     events_by_run: Mapping[str, Sequence[Event]],
 ) -> CellView:
     """Everything the per-cell section of the page shows."""
+    drawn = _worth_drawing(cell, results_by_run)
     return CellView(
         slug=slug(cell),
         cell=cell.cell,
@@ -518,9 +527,21 @@ def cell_view(
         reasons=cell.reasons,
         guarantee=guarantee_view(cell.guarantee),
         repetitions=tuple(
-            _repetition_view(cell, rep, results_by_run, events_by_run) for rep in cell.repetitions
+            _repetition_view(cell, rep, results_by_run, events_by_run, rep.run_dir in drawn)
+            for rep in cell.repetitions
         ),
     )
+
+
+def _worth_drawing(cell: CellVerdict, results_by_run: Mapping[str, RunResult]) -> set[str]:
+    """The run dirs of at most MAX_TIMELINES_PER_CELL repetitions: those not PASS first, then
+    the largest loss, then the lowest repetition number."""
+
+    def rank(rep: RepetitionVerdict) -> tuple[bool, int, int]:
+        result = results_by_run.get(rep.run_dir)
+        return rep.verdict == Verdict.PASS, -((result.loss or 0) if result else 0), rep.repetition
+
+    return {rep.run_dir for rep in sorted(cell.repetitions, key=rank)[:MAX_TIMELINES_PER_CELL]}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit
 from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
+from analysis.report.views import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.results import RunResult
 from harness.rundir import layout
 from harness.rundir.provenance import (
@@ -512,3 +513,15 @@ def test_every_rendering_shows_the_price_of_safety(crafted: Any, tmp_path: Path)
         40,
         1,
     )
+
+
+def test_a_cell_draws_its_worst_repetitions_and_links_the_rest(tmp_path: Path) -> None:
+    reps = [result("many", AP, rep, lost=3 if rep == 7 else 0) for rep in range(9)]
+    cells = judge_all(reps, {})
+    (view,) = [cell_view(cell, {r.run_dir: r for r in map(typed, reps)}, {}) for cell in cells]
+    drawn = [rep.repetition for rep in view.repetitions if rep.timeline is not None]
+    assert MAX_TIMELINES_PER_CELL == 5
+    assert drawn == [0, 1, 2, 3, 7]  # the one with a loss, whatever its number, then the first
+    assert [r.repetition for r in view.repetitions if r.timeline_skipped] == [4, 5, 6, 8]
+    html = render_report(cells, [typed(r) for r in reps], {}, (), tmp_path, "Many").html
+    assert html.read_text().count("Timeline not drawn: a cell draws at most 5") == 4
