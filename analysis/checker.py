@@ -365,7 +365,7 @@ def _messages(index: _Index, hidden: np.ndarray | None) -> Messages:
     holder_at = index.acked_holder
     if hidden is not None:
         holder_at = np.where((holder_at >= 0) & ~hidden[np.maximum(holder_at, 0)], holder_at, -1)
-    holder_id = np.where(holder_at >= 0, index_id(index, holder_at), NO_ID)
+    holder_id = np.where(holder_at >= 0, _record_ids(index, holder_at), NO_ID)
     kept = index.read_order if hidden is None else index.read_order[~hidden[index.read_order]]
     kept_key = index.read_key if hidden is None else index.read_key[~hidden[index.read_order]]
     reads_of = np.bincount(kept_key, minlength=n)
@@ -391,7 +391,7 @@ def _messages(index: _Index, hidden: np.ndarray | None) -> Messages:
     )
 
 
-def index_id(index: _Index, record: np.ndarray) -> np.ndarray:
+def _record_ids(index: _Index, record: np.ndarray) -> np.ndarray:
     """The msg_id of each record index (NO_ID for a record without one)."""
     reads = index.reads
     return np.where(reads.identified[record], reads.msg_id[record], NO_ID)
