@@ -15,6 +15,7 @@ from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_ST
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, finalize, key_of
 from harness.workload.producers import ProducerFleet, share_of, summed_stats, summed_tally
 from harness.workload.recorder import (
+from tests.unit.test_journal import FakeMessage
     DeliveryTally,
     RecorderStats,
     Workload,
@@ -22,28 +23,6 @@ from harness.workload.recorder import (
     encode_value,
     status_of,
 )
-
-
-class FakeMessage:
-    """Stands in for confluent_kafka.Message as the delivery callback receives it."""
-
-    def __init__(self, value: bytes, partition: int, offset: int):
-        self._fields = (value, None, partition, offset, 0.001)
-
-    def value(self):
-        return self._fields[0]
-
-    def error(self):
-        return self._fields[1]
-
-    def partition(self):
-        return self._fields[2]
-
-    def offset(self):
-        return self._fields[3]
-
-    def latency(self):
-        return self._fields[4]
 
 
 def journal_for(tmp_path, slot: ProducerSlot, keys: int, acked: list[int], sent: int) -> None:
@@ -54,7 +33,7 @@ def journal_for(tmp_path, slot: ProducerSlot, keys: int, acked: list[int], sent:
     on_delivery = delivery_callback(journal, DeliveryTally())
     for local in acked:
         value = encode_value(slot.id_base + local, local // keys, 40)
-        on_delivery(None, FakeMessage(value, local % 3, local))
+        on_delivery(None, FakeMessage(value, None, local % 3, local, 0.001))
     journal.commit()
     journal.close()
 
