@@ -15,7 +15,6 @@ from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_ST
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, finalize, key_of
 from harness.workload.producers import ProducerFleet, share_of, summed_stats, summed_tally
 from harness.workload.recorder import (
-from tests.unit.test_journal import FakeMessage
     DeliveryTally,
     RecorderStats,
     Workload,
@@ -23,6 +22,7 @@ from tests.unit.test_journal import FakeMessage
     encode_value,
     status_of,
 )
+from tests.unit.test_journal import FakeMessage
 
 
 def journal_for(tmp_path, slot: ProducerSlot, keys: int, acked: list[int], sent: int) -> None:
