@@ -54,6 +54,7 @@ class Example:
     key: str | None = None
     key_seq: int | None = None
     max_key_seq_before: int | None = None
+    processed: int | None = None  # times the consumer group processed the record
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:

@@ -83,7 +83,7 @@ def _target_role(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None)
         binder = next((s for s in steps if s.as_ == name and not s.heals), None)
         return _target_role(binder, steps, mode) if binder is not None else "node"
     role = target.split(":", 1)[0] if ":" in target else target
-    role = _TARGET_ROLE.get(role, role)
+    role = "consumer" if role.startswith("consumer") else _TARGET_ROLE.get(role, role)
     if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
         role = "all"  # combined nodes: the controllers are every broker
     return role
@@ -126,7 +126,16 @@ def cell_config(
         kafka_mode=spec.kafka.effective_mode(),
         rate=spec.workload.rate,
         message_bytes=spec.workload.message_bytes,
+        **_consumer_config(spec),
     )
+
+
+def _consumer_config(spec: Experiment) -> dict[str, object]:
+    """The consumer group's keys of the flat config; none for a workload without a group."""
+    workload = spec.workload
+    if not workload.consumers:
+        return {}
+    return {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
 
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:
