@@ -93,6 +93,8 @@ def check_run(run: RunInput) -> RunFacts:
         group = _consumer_facts(run.run_dir, messages, reads)
         counts |= group.counts
         examples |= group.examples
+        for second, row in group.seconds.items():
+            seconds.setdefault(second, {}).update(row)
     return RunFacts(
         seconds=seconds,
         counts=counts,

@@ -16,20 +16,24 @@ judge's concern (analysis.judge.verdicts); these counts are exact either way.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 from harness.rundir import layout
 from harness.rundir.events import EventType, load_events
-from harness.rundir.records import PROCESSED_SCHEMA
-from harness.workload.journal import read_stream
+from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
 
-__all__ = ["ConsumerFacts", "consumer_facts", "has_consumer_journals"]
+__all__ = ["TIMELINE_COUNTS", "ConsumerFacts", "consumer_facts", "has_consumer_journals"]
 
+# Per epoch second, in the timeline: records the group processed, commits it saw refused.
+TIMELINE_COUNTS = ("processed", "commits_failed")
 MAX_EXAMPLES = 20
 SLOT_BITS = 40  # as analysis.checker: a record's slot is partition << 40 | offset
 
@@ -41,6 +45,7 @@ class ConsumerFacts:
     counts: dict[str, int]
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     processed_rows: int = 0
+    seconds: dict[int, dict[str, int]] = field(default_factory=dict)  # TIMELINE_COUNTS
 
 
 def has_consumer_journals(run_dir: Path) -> bool:
@@ -50,13 +55,27 @@ def has_consumer_journals(run_dir: Path) -> bool:
 
 def processed_table(run_dir: Path) -> pa.Table:
     """Every row every member start processed (a torn tail of a killed one is left out)."""
-    tables = [
-        read_stream(path, PROCESSED_SCHEMA)
-        for path in sorted(run_dir.glob(layout.CONSUMER_PROCESSED_GLOB))
-    ]
-    if not tables:
-        return PROCESSED_SCHEMA.empty_table()
-    return pa.concat_tables(tables)
+    return _journals(run_dir, layout.CONSUMER_PROCESSED_GLOB, PROCESSED_SCHEMA)
+
+
+def commits_table(run_dir: Path) -> pa.Table:
+    """Every commit outcome every member start journalled."""
+    return _journals(run_dir, layout.CONSUMER_COMMITS_GLOB, COMMIT_SCHEMA)
+
+
+def _journals(run_dir: Path, pattern: str, schema: pa.Schema) -> pa.Table:
+    tables = [read_stream(path, schema) for path in sorted(run_dir.glob(pattern))]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
+    """Every complete batch of an Arrow stream: a member killed mid-write leaves a torn last
+    batch, which is not read (nor is anything of a file whose header never reached the disk)."""
+    batches = []
+    with contextlib.suppress(pa.ArrowInvalid, OSError):
+        for batch in ipc.open_stream(pa.memory_map(str(path))):
+            batches.append(batch)
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 def final_committed(run_dir: Path) -> dict[int, int]:
@@ -97,7 +116,20 @@ def consumer_facts(
         ],
         "consumer_reprocessed": _reprocessed_examples(reprocessed_ids, reprocessed_slots, times),
     }
-    return ConsumerFacts(counts, examples, processed.num_rows)
+    return ConsumerFacts(counts, examples, processed.num_rows, _seconds(processed, run_dir))
+
+
+def _seconds(processed: pa.Table, run_dir: Path) -> dict[int, dict[str, int]]:
+    """Per epoch second: records processed, and commit attempts refused."""
+    commits = commits_table(run_dir)
+    failed = commits.filter(pc.not_equal(commits["outcome"], COMMIT_OK))
+    seconds: dict[int, dict[str, int]] = {}
+    for name, table in (("processed", processed), ("commits_failed", failed)):
+        stamps = _column(table, "ts_us", -1)
+        values, counts = np.unique(stamps[stamps >= 0] // 1_000_000, return_counts=True)
+        for second, count in zip(values.tolist(), counts.tolist(), strict=True):
+            seconds.setdefault(second, {})[name] = count
+    return seconds
 
 
 def _column(table: pa.Table, name: str, fill: int) -> np.ndarray:

@@ -13,23 +13,32 @@ from analysis.checker import RunInput, check_run
 from analysis.judge.verdicts import Verdict
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
-from tests.unit.test_reconcile import in_order, read, sent, write_run
+from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run
 from tests.unit.test_verdicts import CP, judge_repetition, result
 
 
-def journal(run_dir: Path, member: int, start: int, rows: list[tuple[int, int, int]]) -> Path:
+def journal(
+    run_dir: Path,
+    member: int,
+    start: int,
+    rows: list[tuple[int, int, int]],
+    ts_us: int = 0,
+    commits: list[tuple[int, int, int, str]] = (),
+) -> Path:
     """A member start's processed journal holding (msg_id, partition, offset) rows, one batch
-    each; an empty commits journal beside it."""
+    each, processed at `ts_us`; its commits journal of (partition, offset, ts_us, outcome)."""
     files = layout.consumer_journal(member, start)
     with ipc.new_stream(str(run_dir / files.processed), PROCESSED_SCHEMA) as writer:
         for msg_id, partition, offset in rows:
             writer.write_batch(
                 pa.record_batch(
-                    [[msg_id], [partition], [offset], [member], [0]], schema=PROCESSED_SCHEMA
+                    [[msg_id], [partition], [offset], [member], [ts_us]], schema=PROCESSED_SCHEMA
                 )
             )
-    with ipc.new_stream(str(run_dir / files.commits), COMMIT_SCHEMA):
-        pass
+    with ipc.new_stream(str(run_dir / files.commits), COMMIT_SCHEMA) as writer:
+        for partition, offset, stamp, outcome in commits:
+            columns = [[partition], [offset], [member], [stamp], [outcome]]
+            writer.write_batch(pa.record_batch(columns, schema=COMMIT_SCHEMA))
     return run_dir / files.processed
 
 
@@ -113,6 +122,17 @@ def test_a_killed_members_torn_journal_tail_is_left_out(tmp_path: Path):
     path = journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)])
     path.write_bytes(path.read_bytes()[:-40])  # SIGKILL mid-write: the last batch is torn
     assert facts(run_dir)["consumer_unprocessed"] == 1
+
+
+def test_the_timeline_counts_processed_records_and_refused_commits_per_second(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    second = T0_US // 1_000_000 + 1  # the second after the six sends
+    commits = [(0, 3, second * 1_000_000, "ok"), (0, 6, second * 1_000_000 + 5, "REBALANCE")]
+    journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)], second * 1_000_000, commits)
+    timeline = check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).seconds
+    assert timeline[second]["processed"] == 6
+    assert timeline[second]["commits_failed"] == 1
+    assert timeline[second - 1]["sent"] == 6 and "processed" not in timeline[second - 1]
 
 
 def test_a_run_without_a_group_has_no_consumer_counts(tmp_path: Path):
