@@ -99,8 +99,13 @@ def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
     (but 'all-power-loss' whenever one step is that: it allows any loss). `mode` is the
     cluster's: dedicated controllers hold no data, combined ones are every broker. Heal steps
-    add no class: they end a fault another step started."""
+    add no class: they end a fault another step started. Faults on the consumer group touch no
+    broker: beside broker faults they add no class, alone they give (the first) consumer-<kind>."""
     classes = {_step_class(step, steps, mode) for step in steps if not step.heals}
+    on_brokers = {c for c in classes if not c.startswith("consumer-")}
+    if classes and not on_brokers:  # consumer faults alone: the log sees no fault at all
+        return min(classes)
+    classes = on_brokers  # beside broker faults, one on the consumer group changes nothing
     if not classes:
         return "none"
     if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides

@@ -73,6 +73,9 @@ def test_consumer_faults_make_consumer_fault_classes_and_the_config_names_the_mo
     steps = schedule_for(cell, 1)
     assert fault_class(steps[:1]) == "consumer-kill"
     assert fault_class(steps[1:]) == "consumer-rebalance"
+    assert fault_class(steps) == "consumer-kill"  # never "mixed": no broker was hit
+    leader_kill = parse_experiment(doc(faults={"schedule": [step()]})).faults.schedule
+    assert fault_class([*steps, *leader_kill]) == "leader-kill"
     config = cell_config(cell, steps)
     assert (config.consumers, config.consumer_commit) == (3, "before-process")
 
