@@ -131,6 +131,10 @@ WHY_CONSUMERS = (
     "each consumer is an OS process with its own librdkafka client; a group larger than the "
     "topic's partitions leaves members idle anyway"
 )
+WHY_PROCESSING = (
+    "a member processes batches of up to 500 messages between polls, and librdkafka drops it "
+    "from the group when a batch outlasts max.poll.interval.ms (300 s)"
+)
 WHY_COUNT = "1,000,000 messages/s (the rate limit) for 7 days (the duration limit)"
 WHY_LIBRDKAFKA = "librdkafka's own maximum"
 WHY_SEED = "a 64-bit integer"
@@ -384,6 +388,9 @@ class WorkloadSpec(_Section):
     consumers: Annotated[whole, at_most(MAX_CONSUMERS, WHY_CONSUMERS)] = Field(0, ge=0)
     consumer_commit: Literal["auto", "after-process", "before-process"] = "after-process"
     consumer_catch_up_s: Seconds = Field(60, gt=0)
+    # Simulated work per message before it counts as processed (0: none); keep
+    # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
+    consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)
 
 
 class FaultStep(_Section):

@@ -324,6 +324,7 @@ def _consumer_group(
         spec.workload.consumer_commit,
         repetition.run_dir,
         events,
+        spec.workload.consumer_processing_ms,
     )
 
 

@@ -8,12 +8,15 @@ attempted in Arrow streams of its own (layout.consumer_journal): a batch is writ
 before the next step of the commit protocol, so a SIGKILL loses nothing already "processed".
 
 The commit mode decides the order (records.CommitMode):
-- after-process: journal the batch, then commit it synchronously (at-least-once);
-- before-process: commit the batch synchronously, then journal the partitions whose commit
+- after-process: process the batch, then commit it synchronously (at-least-once);
+- before-process: commit the batch synchronously, then process the partitions whose commit
   succeeded (at-most-once: a batch whose commit failed is skipped, never processed);
-- auto: journal the batch; librdkafka stores each offset as it hands the message over and
+- auto: process the batch; librdkafka stores each offset as it hands the message over and
   commits the stored offsets every auto.commit.interval.ms (its defaults), reported through
   the commit callback.
+Processing a message is journalling it, after `workload.consumer_processing_ms` of simulated
+work when that is set, one message after the other: a fault mid-batch then lands inside the
+processing, where the modes differ, rather than in the client's wait for messages.
 
 A member is a target of the consumer faults (harness.chaos.faults.consumer): it has a name,
 and kill/pause/unpause/leave/start, as a broker node has kill/pause/start. Every member process
@@ -71,6 +74,7 @@ class ConsumerTask:
     run_dir: Path
     parent_pid: int
     log_level: int
+    processing_s: float = 0.0  # how long processing one message takes
 
     @property
     def files(self) -> layout.ConsumerFiles:
@@ -213,13 +217,24 @@ def _row(message: Any) -> tuple[int | None, int, int]:
 def _handle(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> None:
     """Process one batch under the task's commit mode."""
     if task.commit == CommitMode.AUTO:
-        journal.processed(rows, task.member)
+        _process(task, journal, rows)
     elif task.commit == CommitMode.AFTER_PROCESS:
-        journal.processed(rows, task.member)
+        _process(task, journal, rows)
         _commit(task, consumer, journal, rows)
     else:  # before-process: only what was committed is processed
         done = _commit(task, consumer, journal, rows)
-        journal.processed([r for r in rows if r[1] in done], task.member)
+        _process(task, journal, [r for r in rows if r[1] in done])
+
+
+def _process(task: ConsumerTask, journal: _Journal, rows: list) -> None:
+    """Process rows: with a processing time, one message after the other, each journalled as
+    it is done (a kill mid-batch leaves part of it processed, as in a real application)."""
+    if not task.processing_s:
+        journal.processed(rows, task.member)
+        return
+    for row in rows:
+        time.sleep(task.processing_s)
+        journal.processed([row], task.member)
 
 
 def _commit(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> set[int]:
@@ -380,9 +395,11 @@ class ConsumerGroup:
         commit: CommitMode,
         run_dir: Path,
         events: EventLog,
+        processing_ms: float = 0.0,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.commit, self.run_dir, self.events = CommitMode(commit), run_dir, events
+        self.processing_s = processing_ms / 1000
         self.group_id = f"kchaos-group-{os.getpid()}-{now_us()}"
         self.members = [ConsumerMember(self, index) for index in range(members)]
         self.paused_members: set[int] = set()
@@ -408,6 +425,7 @@ class ConsumerGroup:
             self.run_dir,
             os.getpid(),
             self._level,
+            self.processing_s,
         )
 
     def paused(self, member: ConsumerMember) -> bool:
@@ -559,6 +577,7 @@ class ConsumerGroup:
         return {
             "commit": self.commit.value,
             "members": len(self.members),
+            "processing_ms": self.processing_s * 1000,
             "starts": {m.hostname: m.starts for m in self.members},
             "group": self.group_id,
             "caught_up": bool(catch_up and catch_up.caught_up),
