@@ -49,7 +49,7 @@ class ConsumerFacts:
 
 
 def has_consumer_journals(run_dir: Path) -> bool:
-    """True when the run had a consumer group (some member journalled, or the event says so)."""
+    """True when the run had a consumer group (some member started a journal)."""
     return any(run_dir.glob(layout.CONSUMER_PROCESSED_GLOB))
 
 
