@@ -226,10 +226,9 @@ def _check_target(value: str) -> str:
     ):
         return value
     raise ValueError(
-        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker, "
-        "1..brokers), zookeeper:<i> (1..kafka.zookeeper_nodes), consumer-<i> (a member of the "
-        "consumer group, 0..workload.consumers-1) or @name (the nodes an earlier step bound "
-        "with `as: name`)"
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker), "
+        "zookeeper:<i>, consumer-<i> (a group member) or @name (bound by an earlier step's "
+        "`as: name`)"
     )
 
 
