@@ -294,7 +294,7 @@ def _workload_and_faults(
             summary.resolved_schedule = list(nemesis.resolved)
             progress.phase("final heal")
             events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
-            if ctx.consumers is not None:
+            if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
                 caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
         finally:
             if ctx.consumers is not None:

@@ -10,6 +10,13 @@ import pytest
 
 from analysis.consumer_check import processed_table
 from tests.integration.test_experiment import run_experiment
+from tests.integration.test_interrupts import (
+    CTRL_C,
+    assert_clean_interrupt,
+    has_type,
+    start_run,
+    wait_for,
+)
 from tests.integration.test_producers import alive, events_in, repetition_verdict
 
 pytestmark = pytest.mark.integration
@@ -44,3 +51,23 @@ def test_an_at_least_once_group_processes_every_acknowledged_message(tmp_path: P
     # No member process outlives the run.
     [ready] = [e for e in events if e.get("phase") == "consumers-ready"]
     assert not any(alive(pid) for pid in ready["pids"])
+
+
+def paused(events: list[dict]) -> bool:
+    return any(e.get("type") == "fault_start" and e["fault"] == "consumer-pause" for e in events)
+
+
+def test_ctrl_c_while_a_member_is_paused_ends_every_member(tmp_path: Path):
+    terminal = start_run(tmp_path, "consumers.yaml", "--no-report")
+    try:
+        wait_for(terminal, tmp_path, paused, "the consumer pause", timeout_s=180)
+        terminal.type(CTRL_C)  # the members ignore it: the harness ends them, the paused one too
+        code, seconds = terminal.wait_exit(60)
+        assert_clean_interrupt(terminal, code, seconds)  # 130, bounded, no process left
+    finally:
+        terminal.close()
+    run_dir = next(tmp_path.rglob("events.jsonl")).parent
+    events = events_in(run_dir)
+    [end] = [e for e in events if e.get("type") == "consumers"]
+    assert end["caught_up"] is False and end["crashes"] == [], end
+    assert has_type("harness_error")(events)  # interrupted: the repetition is UNKNOWN
