@@ -47,8 +47,8 @@ from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, C
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONTEXT = multiprocessing.get_context("spawn")
-# A member process's shared counters: client ready, partitions assigned, messages processed.
-READY, ASSIGNED, PROCESSED = range(3)
+# A member process's shared counters: client ready, partitions assigned.
+READY, ASSIGNED = range(2)
 BATCH = 500
 POLL_S = 0.2
 # Short session: a killed or paused member is noticed (and its partitions reassigned) within
@@ -191,7 +191,6 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
             rows = [_row(m) for m in messages if m.error() is None]
             if rows:
                 _handle(task, consumer, journal, rows)
-                counters[PROCESSED] += len(rows)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         log.exception("consumer %d failed", task.member)
@@ -320,7 +319,7 @@ class ConsumerMember:
         """Start a new process for this member (its next start), joining the group."""
         task = self.group.task(self.index, self.starts)
         self.starts += 1
-        self.counters = CONTEXT.RawArray("q", 3)
+        self.counters = CONTEXT.RawArray("q", 2)
         self.process = CONTEXT.Process(
             target=consume,
             args=(task, self.counters, self.group.outcomes, self.group.logs),
@@ -481,10 +480,6 @@ class ConsumerGroup:
                 exitcode=process.exitcode,
                 error=what,
             )
-
-    def processed(self) -> int:
-        """Messages processed so far by the running members (for progress)."""
-        return sum(m.counters[PROCESSED] for m in self.members if m.counters is not None)
 
     def catch_up(self, timeout_s: float, stop: threading.Event) -> CatchUp:
         """Wait until the committed offset of every partition reaches its high watermark, at
