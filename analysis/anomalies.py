@@ -116,6 +116,23 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
+    # The consumer group's classes (workload.consumers; analysis.consumer_check): 0 without one.
+    Anomaly(
+        "consumer_unprocessed",
+        "unprocessed",
+        "acked and in the log below the group's committed offset, yet never processed by any "
+        "consumer of the group",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=("msg_id", "partition", "offset"),
+    ),
+    Anomaly(
+        "consumer_reprocessed",
+        "reprocessed",
+        "a log record the consumer group processed more than once (counted by message)",
+        at_acked_offset=False,
+        example_fields=("msg_id", "partition", "offset", "processed"),
+    ),
 )
 
 ANOMALY_NAMES: Final = tuple(a.name for a in ANOMALIES)

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS, LOSS_CLASSES
+from analysis.consumer_check import ConsumerFacts, consumer_facts, has_consumer_journals
 from analysis.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import NO_REPORT, STATUSES, Status
@@ -87,15 +88,33 @@ def check_run(run: RunInput) -> RunFacts:
     counts["reordered"] = len(reordered["offset"])
     contract |= _identity_facts(messages)
     _add_anomaly_seconds(seconds, classes, messages)
+    examples = _examples(classes, messages, reads, reordered)
+    if has_consumer_journals(run.run_dir):
+        group = _consumer_facts(run.run_dir, messages, reads)
+        counts |= group.counts
+        examples |= group.examples
+        for second, row in group.seconds.items():
+            seconds.setdefault(second, {}).update(row)
     return RunFacts(
         seconds=seconds,
         counts=counts,
         contract=contract,
         loss_by_partition=_by_partition(_loss(classes), messages.partition),
         divergence_by_partition=_by_partition(classes["offset_divergent"], messages.partition),
-        examples=_examples(classes, messages, reads, reordered),
+        examples=examples,
         missing=_missing(_loss(classes), messages),
         sensitivity=_probe(index, run, messages, _loss(classes)),
+    )
+
+
+def _consumer_facts(run_dir: Path, messages: Messages, reads: _Reads) -> ConsumerFacts:
+    """The consumer group's classes over the acknowledged messages the read-back holds, each
+    at the record it was first read from."""
+    present = (messages.status == CODE[Status.OK]) & (messages.reads > 0)
+    present &= messages.msg_id != NO_ID
+    record = messages.first_read[present]
+    return consumer_facts(
+        run_dir, messages.msg_id[present], reads.partition[record], reads.offset[record]
     )
 
 

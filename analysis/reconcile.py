@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from analysis.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
 from analysis.attribution import Attribution, MissingMessage, attribute
 from analysis.checker import RunFacts, RunInput, check_run
+from analysis.consumer_check import TIMELINE_COUNTS
 from analysis.judge.verdicts import CellStats, cell_stats
 from analysis.results import (
     CONTRACT_KEYS,
@@ -281,7 +282,10 @@ def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
     return TimelineSecond(
         t_s=t_s,
         epoch_s=epoch_s,
-        **{key: int(row.get(key, 0)) for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES)},
+        **{
+            key: int(row.get(key, 0))
+            for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES, *TIMELINE_COUNTS)
+        },
         ack_latency_p50_ms=row.get("ack_latency_p50_ms"),
         ack_latency_p99_ms=row.get("ack_latency_p99_ms"),
     )

@@ -54,6 +54,7 @@ class Example:
     key: str | None = None
     key_seq: int | None = None
     max_key_seq_before: int | None = None
+    processed: int | None = None  # times the consumer group processed the record
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:
@@ -80,6 +81,8 @@ class TimelineSecond:
     duplicated: int = 0
     ack_latency_p50_ms: float | None = None
     ack_latency_p99_ms: float | None = None
+    processed: int = 0  # by the consumer group (workload.consumers), in this epoch second
+    commits_failed: int = 0  # the group's commit attempts refused in this second
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ from harness.rundir.config import Acks, CellConfig
 
 __all__ = [
     "ALLOWED",
+    "CONSUMER_DELIVERY",
     "FORBIDDEN",
     "FORBIDDEN_UNLESS_ISR_SHRANK",
     "LOSS_TABLE",
     "SOURCE",
+    "DeliveryRule",
     "FaultClass",
     "Guarantee",
     "LossRow",
@@ -41,7 +43,10 @@ SOURCE: Final = "docs/kafka-reliability.md, “Expected outcome per configuratio
 
 # The <role> of a '<role>-<kind>' fault class: what the target named (harness.experiment.plan).
 ROLES: Final = frozenset(
-    {"leader", "follower", "controller", "controllers", "zookeeper", "random", "node", "all"}
+    {
+        *("leader", "follower", "controller", "controllers", "zookeeper", "random", "node"),
+        *("all", "consumer"),
+    }
 )
 KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
@@ -171,6 +176,13 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         loss=FORBIDDEN,
         citation="no fault injected: every “loss allowed” in the table needs a fault, "
         "so none is expected (treated as forbidden)",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        faults=("consumer-*",),
+        loss=FORBIDDEN,
+        citation="faults on the consumer group alone touch no broker: “Consumer-side delivery” "
+        "– what the group processes is judged on its own; the log is held to no fault's rule",
     ),
     LossRow(
         acks=ACKS_1_OR_ALL,
@@ -359,3 +371,45 @@ def guarantee_for(config: CellConfig) -> Guarantee:
             DUPLICATES_FORBIDDEN_CITATION if idempotent else DUPLICATES_ALLOWED_CITATION
         ),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The consumer group (workload.consumers): docs/kafka-reliability.md, “Consumer-side delivery”
+
+CONSUMER_SOURCE: Final = "docs/kafka-reliability.md, “Consumer-side delivery”"
+
+
+@dataclass(frozen=True)
+class DeliveryRule:
+    """What a commit mode lets the consumer group do: skip acknowledged messages in the log
+    (consumer_unprocessed) and process a record again (consumer_reprocessed)."""
+
+    unprocessed: Literal["forbidden", "allowed"]
+    reprocessed: Literal["forbidden", "allowed"]
+    citation: str
+
+
+# Keyed by harness.rundir.records.CommitMode values.
+CONSUMER_DELIVERY: Final[dict[str, DeliveryRule]] = {
+    "after-process": DeliveryRule(
+        unprocessed=FORBIDDEN,
+        reprocessed=ALLOWED,
+        citation="commit after processing: “at-least-once: nothing is skipped, but a message "
+        "may be processed again after a crash or a rebalance”",
+    ),
+    "before-process": DeliveryRule(
+        unprocessed=ALLOWED,
+        reprocessed=FORBIDDEN,
+        citation="commit before processing (and process only what was committed): "
+        "“at-most-once: messages may be lost but are never redelivered”",
+    ),
+    "auto": DeliveryRule(
+        unprocessed=ALLOWED,
+        reprocessed=ALLOWED,
+        citation="auto commit with librdkafka's defaults: “the offset is stored when the "
+        "message is handed to the application and the stored offsets are committed every "
+        "auto.commit.interval.ms, so a crash may skip messages handed over but not yet "
+        "processed, and re-deliver those processed since the last commit: neither "
+        "at-least-once nor at-most-once”",
+    ),
+}

@@ -16,8 +16,10 @@ from typing import Any, Final
 from analysis.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
 from analysis.judge.guarantees import (
     ALLOWED,
+    CONSUMER_DELIVERY,
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
+    DeliveryRule,
     Guarantee,
     guarantee_for,
 )
@@ -133,6 +135,7 @@ class _Finding:
     reason: str
     violation: bool = False
     known_bug: bool = False
+    unknown: bool = False  # it cannot be judged, so neither can the repetition pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,10 +201,13 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
         *_duplicate_findings(counts, examples, guarantee),
         *_order_findings(counts, examples, guarantee),
         *_legal_anomaly_notes(counts),
+        *_consumer_findings(counts, examples, result.config, events),
     ]
     return RepetitionVerdict(
         verdict=_repetition_outcome(findings, loss),
-        reasons=tuple(f.reason for f in sorted(findings, key=lambda f: not f.violation)),
+        reasons=tuple(
+            f.reason for f in sorted(findings, key=lambda f: (not f.violation, not f.unknown))
+        ),
         guarantee=guarantee,
         run_dir=run_dir,
         repetition=repetition,
@@ -225,10 +231,12 @@ class _Evidence:
 
 
 def _repetition_outcome(findings: Sequence[_Finding], loss: int) -> Verdict:
-    """VIOLATION if any finding is one, else KNOWN-BUG if a known bug explains a loss, else
-    EXPECTED-LOSS if anything was lost, else PASS."""
+    """VIOLATION if any finding is one, else UNKNOWN if one could not be judged, else KNOWN-BUG
+    if a known bug explains a loss, else EXPECTED-LOSS if anything was lost, else PASS."""
     if any(f.violation for f in findings):
         return Verdict.VIOLATION
+    if any(f.unknown for f in findings):
+        return Verdict.UNKNOWN
     if any(f.known_bug for f in findings):
         return Verdict.KNOWN_BUG
     return Verdict.EXPECTED_LOSS if loss > 0 else Verdict.PASS
@@ -576,6 +584,61 @@ def _legal_anomaly_notes(counts: Mapping[str, int]) -> list[_Finding]:
         for name in notes
         if counts[name] > 0
     ]
+
+
+def _consumer_findings(
+    counts: Mapping[str, int], examples: Examples, config: CellConfig, events: Sequence[Event]
+) -> list[_Finding]:
+    """What the consumer group processed, judged by its commit mode (CONSUMER_DELIVERY):
+    nothing for a run without a group. A group that never caught up leaves the messages past
+    its committed offsets unjudged, so a mode that forbids skipping cannot pass then."""
+    if not config.consumers:
+        return []
+    rule = CONSUMER_DELIVERY.get(str(config.consumer_commit))
+    if rule is None:
+        return [_Finding(f"unknown consumer commit mode {config.consumer_commit!r}", unknown=True)]
+    ends = [e for e in events if e.get("type") == EventType.CONSUMERS]
+    if not ends:
+        return [
+            _Finding("no consumers event: where the group's commits ended is unknown", unknown=True)
+        ]
+    end = ends[-1]
+    if end.get("journal_errors"):
+        errors = "; ".join(end["journal_errors"])
+        return [_Finding(f"a consumer's journal is incomplete: {errors}", unknown=True)]
+    findings = [
+        _consumer_finding("consumer_unprocessed", rule.unprocessed, counts, examples, rule),
+        _consumer_finding("consumer_reprocessed", rule.reprocessed, counts, examples, rule),
+    ]
+    if not end.get("caught_up") and rule.unprocessed == FORBIDDEN:
+        findings.append(
+            _Finding(
+                f"the consumer group did not catch up within its time (committed "
+                f"{end.get('committed')}, end offsets {end.get('end_offsets')}): messages past "
+                "its committed offsets were never judged",
+                unknown=counts["consumer_unprocessed"] == 0,
+            )
+        )
+    return findings
+
+
+def _consumer_finding(
+    name: str, rule: str, counts: Mapping[str, int], examples: Examples, delivery: DeliveryRule
+) -> _Finding:
+    """One consumer class judged against its rule under the group's commit mode."""
+    count, label = counts[name], anomaly(name).label
+    what = (
+        f"consumer group: {count} {label} ({anomaly(name).meaning}{_example_text(examples, name)})"
+    )
+    if count == 0 or rule == ALLOWED:
+        verb = "allowed" if count else rule
+        return _Finding(f"{what}; {verb}: {delivery.citation}")
+    if name == "consumer_unprocessed" and counts["offset_divergent"]:
+        return _Finding(
+            f"{what}; the log was rewritten under the group ({counts['offset_divergent']} "
+            f"offsets diverged), which moves records past committed offsets: {delivery.citation}"
+        )
+    return _Finding(f"{VIOLATION_PREFIX}{label}: {what}; {delivery.citation}", violation=True)
 
 
 def run_origin_us(result: RunResult, events: Sequence[Event]) -> float:

@@ -50,6 +50,8 @@ SERIES_COLOURS: Final = {
     "leader": "#24292f",
     "stall": "#57606a",
     "recovery": "#1a7f37",
+    "processed": "#0550ae",
+    "commits_failed": "#24292f",
 }
 STALL_BAR_HEIGHT: Final = 0.04  # axes fraction: the longest one-partition stall, at the bottom
 RECOVERY_HEIGHT: Final = 0.6  # axes fraction: heal → every partition acking again
@@ -112,7 +114,8 @@ def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Marku
         _mark_leader_changes(top, bottom, leader_changes(events), origin_us)
         if result.availability is not None:
             _mark_availability(top, bottom, result.availability, origin_us)
-        _timeline_legend(fig, priced=result.availability is not None)
+        consumed = any(second.processed for second in timeline)
+        _timeline_legend(fig, priced=result.availability is not None, consumed=consumed)
         return _svg(fig, f"timeline of {salt}", salt)
 
 
@@ -149,6 +152,16 @@ def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
         if any(values):
             ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
                    label=f"acked, later {name}", zorder=3)  # fmt: skip
+    processed = [0.0 if v != v else v for v in _series(timeline, "processed")]
+    if any(processed):  # a consumer group read while the faults ran
+        ax.step([v + 1 for v in t], processed, where="pre", color=SERIES_COLOURS["processed"],
+                linewidth=1.2, zorder=4, label="processed by the group")  # fmt: skip
+        failed = _series(timeline, "commits_failed")
+        refused = [(v + 0.5, p) for v, p, f in zip(t, processed, failed, strict=True) if f > 0]
+        if refused:
+            ax.plot(*zip(*refused, strict=True), linestyle="none", marker="x", markersize=5,
+                    color=SERIES_COLOURS["commits_failed"], zorder=5)  # fmt: skip
+        bottom = [max(b, p) for b, p in zip(bottom, processed, strict=True)]
     ax.set_ylabel("sends / s")
     ax.set_ylim(0, max(max(bottom, default=0) * 1.5, 1))  # headroom for fault and leader labels
     ax.grid(axis="x", visible=False)
@@ -265,8 +278,9 @@ def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> N
                 color=SERIES_COLOURS["recovery"], transform=ax.get_xaxis_transform())  # fmt: skip
 
 
-def _timeline_legend(fig: Figure, priced: bool = False) -> None:
-    """One legend above both plots, so it never hides data; `priced` adds the price marks."""
+def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) -> None:
+    """One legend above both plots, so it never hides data; `priced` adds the price marks,
+    `consumed` the consumer group's."""
     handles = [
         Patch(color=SERIES_COLOURS["ok"], label="ok"),
         Patch(color=SERIES_COLOURS["failed"], label="failed"),
@@ -280,6 +294,18 @@ def _timeline_legend(fig: Figure, priced: bool = False) -> None:
             [], [], color=SERIES_COLOURS["leader"], linestyle=(0, (3, 2)), label="leader change"
         ),
     ]
+    if consumed:
+        handles += [
+            Line2D([], [], color=SERIES_COLOURS["processed"], label="processed by the group / s"),
+            Line2D(
+                [],
+                [],
+                color=SERIES_COLOURS["commits_failed"],
+                marker="x",
+                linestyle="none",
+                label="a group commit refused",
+            ),
+        ]
     if priced:
         handles += [
             Patch(

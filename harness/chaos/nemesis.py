@@ -25,6 +25,7 @@ from harness.chaos.faults import (
     FaultContext,
     FaultError,
     FaultParams,
+    consumer_members,
 )
 from harness.platform.cluster import KafkaNode, PartitionState
 from harness.rundir.events import EventLog, EventType, now_us
@@ -98,6 +99,8 @@ def resolve_target(
         if bindings is None or name not in bindings:
             raise FaultError(f"@{name} is not bound: the step that binds it did not act")
         return list(bindings[name])
+    if FAULT_TYPES[step.fault].acts_on_consumers:  # group members, which act like nodes
+        return consumer_members(ctx, target)
     if target in ("all", "brokers") or FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
         return list(cluster.nodes)
     if target.startswith("node:"):

@@ -83,7 +83,7 @@ def _target_role(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None)
         binder = next((s for s in steps if s.as_ == name and not s.heals), None)
         return _target_role(binder, steps, mode) if binder is not None else "node"
     role = target.split(":", 1)[0] if ":" in target else target
-    role = _TARGET_ROLE.get(role, role)
+    role = "consumer" if role.startswith("consumer") else _TARGET_ROLE.get(role, role)
     if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
         role = "all"  # combined nodes: the controllers are every broker
     return role
@@ -99,8 +99,13 @@ def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
     (but 'all-power-loss' whenever one step is that: it allows any loss). `mode` is the
     cluster's: dedicated controllers hold no data, combined ones are every broker. Heal steps
-    add no class: they end a fault another step started."""
+    add no class: they end a fault another step started. Faults on the consumer group touch no
+    broker: beside broker faults they add no class, alone they give (the first) consumer-<kind>."""
     classes = {_step_class(step, steps, mode) for step in steps if not step.heals}
+    on_brokers = {c for c in classes if not c.startswith("consumer-")}
+    if classes and not on_brokers:  # consumer faults alone: the log sees no fault at all
+        return min(classes)
+    classes = on_brokers  # beside broker faults, one on the consumer group changes nothing
     if not classes:
         return "none"
     if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
@@ -126,7 +131,16 @@ def cell_config(
         kafka_mode=spec.kafka.effective_mode(),
         rate=spec.workload.rate,
         message_bytes=spec.workload.message_bytes,
+        **_consumer_config(spec),
     )
+
+
+def _consumer_config(spec: Experiment) -> dict[str, object]:
+    """The consumer group's keys of the flat config; none for a workload without a group."""
+    workload = spec.workload
+    if not workload.consumers:
+        return {}
+    return {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
 
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:

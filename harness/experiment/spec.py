@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from harness.chaos.conditions import Condition, ConditionError, parse_condition
-from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams
+from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams, is_consumer_target
 from harness.experiment.problems import Problem
 from harness.limits import (
     MAX_DURATION_S,
@@ -85,6 +85,7 @@ TARGET_ROLES: tuple[str, ...] = (
     "brokers",  # every broker, as `all`
     "random",
     "all",
+    "consumer",  # a member of the consumer group (workload.consumers), chosen with the seed
 )
 Scalar = str | int | float | bool
 HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
@@ -103,6 +104,7 @@ _CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _NODE_TARGET = re.compile(r"^node:([1-9][0-9]*)$")
 _ZOOKEEPER_TARGET = re.compile(r"^zookeeper:([1-9][0-9]*)$")
 _BOUND_TARGET = re.compile(r"^@([a-z][a-z0-9_]*)$")
+_CONSUMER_TARGET = re.compile(r"^consumer-([0-9]+)$")
 _BINDING = re.compile(r"^[a-z][a-z0-9_]*$")
 _KAFKA_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+){2,3}$")  # 3.9.0, 4.3.1, 0.10.2.2
 
@@ -123,6 +125,15 @@ MAX_PRODUCERS = 64
 WHY_PRODUCERS = (
     "each producer is an OS process with its own librdkafka client, threads and connections "
     "to every broker; 64 already oversubscribe a CI machine's cores many times over"
+)
+MAX_CONSUMERS = 16
+WHY_CONSUMERS = (
+    "each consumer is an OS process with its own librdkafka client; a group larger than the "
+    "topic's partitions leaves members idle anyway"
+)
+WHY_PROCESSING = (
+    "a member processes batches of up to 500 messages between polls, and librdkafka drops it "
+    "from the group when a batch outlasts max.poll.interval.ms (300 s)"
 )
 WHY_COUNT = "1,000,000 messages/s (the rate limit) for 7 days (the duration limit)"
 WHY_LIBRDKAFKA = "librdkafka's own maximum"
@@ -210,13 +221,14 @@ def _non_empty_image(value: str | None) -> str | None:
 
 def _check_target(value: str) -> str:
     if value in TARGET_ROLES or any(
-        pattern.match(value) for pattern in (_NODE_TARGET, _ZOOKEEPER_TARGET, _BOUND_TARGET)
+        pattern.match(value)
+        for pattern in (_NODE_TARGET, _ZOOKEEPER_TARGET, _BOUND_TARGET, _CONSUMER_TARGET)
     ):
         return value
     raise ValueError(
-        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker, "
-        "1..brokers), zookeeper:<i> (1..kafka.zookeeper_nodes) or @name (the nodes an earlier "
-        "step bound with `as: name`)"
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker), "
+        "zookeeper:<i>, consumer-<i> (a group member) or @name (bound by an earlier step's "
+        "`as: name`)"
     )
 
 
@@ -369,6 +381,15 @@ class WorkloadSpec(_Section):
     message_bytes: whole = Field(100, ge=32, le=1_000_000)
     keys: Annotated[whole, at_most(1_000_000, WHY_KEYS)] = Field(16, ge=1)
     producers: Annotated[whole, at_most(MAX_PRODUCERS, WHY_PRODUCERS)] = Field(1, ge=1)
+    # A consumer group of this many member processes reads while the faults run (0: none);
+    # `consumer_commit` says when each member commits (harness.rundir.records.CommitMode), and
+    # after the final heal the group has `consumer_catch_up_s` to commit up to the end.
+    consumers: Annotated[whole, at_most(MAX_CONSUMERS, WHY_CONSUMERS)] = Field(0, ge=0)
+    consumer_commit: Literal["auto", "after-process", "before-process"] = "after-process"
+    consumer_catch_up_s: Seconds = Field(60, gt=0)
+    # Simulated work per message before it counts as processed (0: none); keep
+    # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
+    consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)
 
 
 class FaultStep(_Section):
@@ -625,8 +646,51 @@ def _target_rules(
         yield f"{where}.target", reason
 
 
+def _consumer_target_rules(
+    spec: Experiment, faults: list[str], targets: list[str], fault_at: str, target_at: str
+) -> Iterator[Problem]:
+    """Consumer faults target group members, every other fault targets nodes; a member must
+    exist. `fault_at` and `target_at` are the fields' paths."""
+    on_members = [f for f in faults if f in FAULT_TYPES and FAULT_TYPES[f].acts_on_consumers]
+    on_nodes = [f for f in faults if f in FAULT_TYPES and not FAULT_TYPES[f].acts_on_consumers]
+    members = [t for t in targets if is_consumer_target(t)]
+    if on_members and spec.workload.consumers == 0:
+        reason = (
+            f"{on_members[0]} acts on the consumer group, but workload.consumers is 0; "
+            "set workload.consumers to the size of the group"
+        )
+        yield fault_at, reason
+    if on_members and len(members) < len(targets):
+        node = next(t for t in targets if not is_consumer_target(t))
+        reason = (
+            f"{on_members[0]} acts on consumer group members: target `consumer` or "
+            f"consumer-<i>, not {shown(node)}"
+        )
+        yield target_at, reason
+    if on_nodes and members:
+        reason = (
+            f"{shown(members[0])} is a consumer group member, which only the consumer faults "
+            f"({', '.join(n for n, f in FAULT_TYPES.items() if f.acts_on_consumers)}) act on; "
+            f"{on_nodes[0]} acts on brokers"
+        )
+        yield target_at, reason
+    for target in members:
+        match = _CONSUMER_TARGET.match(target)
+        if match and int(match.group(1)) >= spec.workload.consumers:
+            reason = (
+                f"{shown(target)} does not exist: workload.consumers is "
+                f"{spec.workload.consumers}; use consumer-0..consumer-"
+                f"{max(spec.workload.consumers - 1, 0)} or `consumer`"
+            )
+            yield target_at, reason
+
+
 def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Problem]:
     where = f"faults.schedule[{index}]"
+    if not step.heals:
+        yield from _consumer_target_rules(
+            spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
+        )
     yield from _target_rules(spec, step.target, step.partition, where)
     if not step.heals:
         fault = FAULT_TYPES[step.fault]
@@ -726,6 +790,9 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
     where = "faults.generate"
     if HEAL in plan.faults:
         yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
+    yield from _consumer_target_rules(
+        spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
+    )
     for target in dict.fromkeys(plan.targets):
         if _BOUND_TARGET.match(target):
             yield f"{where}.targets", f"{target}: a generated schedule binds no names"

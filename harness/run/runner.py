@@ -31,6 +31,7 @@ from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
+from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.journal import AckJournal, JournalError, close_journal, finalize
 from harness.workload.producers import ProducerFleet, Producing, producer_tasks
 from harness.workload.readback import read_back
@@ -265,7 +266,12 @@ def _workload_and_faults(
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
     stop = threading.Event()
+    ctx.consumers = _consumer_group(repetition, ctx.cluster.bootstrap_servers, events)
+    caught_up: CatchUp | None = None
     try:
+        if ctx.consumers is not None:  # reading before the first send
+            progress.phase("consumer group joining")
+            ctx.consumers.start()
         senders.start()
         watcher = threading.Thread(
             target=_watch, args=(progress, senders, nemesis, stop), daemon=True
@@ -288,7 +294,11 @@ def _workload_and_faults(
             summary.resolved_schedule = list(nemesis.resolved)
             progress.phase("final heal")
             events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
+            if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
+                caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
         finally:
+            if ctx.consumers is not None:
+                ctx.consumers.close(events, caught_up)
             finalize(repetition.run_dir)
             sampler.stop()
     stats = senders.stats  # after the journals closed: every report they wrote
@@ -297,6 +307,32 @@ def _workload_and_faults(
     summary.fault_errors = list(nemesis.errors)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
     return workload_error
+
+
+def _consumer_group(
+    repetition: Repetition, bootstrap: str, events: EventLog
+) -> ConsumerGroup | None:
+    """The workload's consumer group (not started), or None for `workload.consumers: 0`."""
+    spec = repetition.cell.spec
+    if not spec.workload.consumers:
+        return None
+    return ConsumerGroup(
+        spec.workload.consumers,
+        bootstrap,
+        TOPIC,
+        spec.topic.partitions,
+        spec.workload.consumer_commit,
+        repetition.run_dir,
+        events,
+        spec.workload.consumer_processing_ms,
+    )
+
+
+def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) -> CatchUp:
+    """After the final heal: let the group commit up to the end of every partition (bounded)."""
+    progress.phase("consumers catching up")
+    with INTERRUPTS.deferred() as interrupted:
+        return consumers.catch_up(timeout_s, interrupted)
 
 
 def _senders(

@@ -59,6 +59,8 @@ class CellConfig(BaseModel):
     kafka_mode: str | None = None  # kraft, kraft-dedicated or zookeeper
     rate: int | float | None = None  # messages per second; None: unthrottled
     message_bytes: int | None = None
+    consumers: int | None = None  # members of the consumer group; None: the run had none
+    consumer_commit: str | None = None  # harness.rundir.records.CommitMode
 
     @field_validator("acks", mode="before")
     @classmethod

@@ -36,6 +36,13 @@ class EventType(StrEnum):
     # kept, reason, missing_acked, budget_bytes, topic, error,
     # brokers: {id: {files, bytes, partitions, skipped}}
     SEGMENTS = "segments"
+    # member, start, pid, exitcode, error: a group consumer process (workload.consumers > 0)
+    # that ended unexpectedly (not by a consumer fault); its journal is still read
+    CONSUMER_CRASHED = "consumer_crashed"
+    # caught_up, waited_s, committed: {partition: offset}, end_offsets: {partition: offset},
+    # commit, members, starts: after the final heal, whether the group's committed offsets
+    # reached every partition's end (else consumer_unprocessed cannot be judged)
+    CONSUMERS = "consumers"
 
 
 def load_events(run_dir: str | Path) -> list[dict[str, Any]]:

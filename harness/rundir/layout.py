@@ -29,6 +29,11 @@ JOURNAL_GLOB: Final = "journal-*"
 # A run with `workload.producers` > 1 writes one journal per producer instead, producer p's as
 # journal-p<p>-meta.json, journal-p<p>-sends.arrows and journal-p<p>-acks.arrows.
 PRODUCER_JOURNAL_METAS: Final = "journal-p*-meta.json"
+# A run with `workload.consumers` > 0 writes, per consumer process (member c, its k-th start),
+# consumer-c<c>-r<k>-processed.arrows and consumer-c<c>-r<k>-commits.arrows: each start opens
+# files of its own, as an Arrow stream cannot be reopened for appending after a SIGKILL.
+CONSUMER_PROCESSED_GLOB: Final = "consumer-c*-processed.arrows"
+CONSUMER_COMMITS_GLOB: Final = "consumer-c*-commits.arrows"
 BROKER_LOGS: Final = "broker-logs"
 TOPIC: Final = "chaos"  # the topic every repetition writes and reads back
 # Copies of the topic's log segments, kept for the analysis' attribution of missing messages:
@@ -63,6 +68,20 @@ def producer_journal(producer: int) -> JournalFiles:
     """The journal files of producer `producer` (0-based) of a run with several producers."""
     stem = f"journal-p{producer}"
     return JournalFiles(f"{stem}-meta.json", f"{stem}-sends.arrows", f"{stem}-acks.arrows")
+
+
+@dataclass(frozen=True)
+class ConsumerFiles:
+    """The two journal files of one start of one group consumer (names in the run directory)."""
+
+    processed: str
+    commits: str
+
+
+def consumer_journal(member: int, start: int) -> ConsumerFiles:
+    """The journal files of consumer `member`'s `start`-th process (both 0-based)."""
+    stem = f"consumer-c{member}-r{start}"
+    return ConsumerFiles(f"{stem}-processed.arrows", f"{stem}-commits.arrows")
 
 
 def segments_dir(run_dir: str | Path, broker: int) -> Path:

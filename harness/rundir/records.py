@@ -53,3 +53,26 @@ READBACK_SCHEMA: Final = pa.schema([
     ("msg_id", pa.int64()), ("key", pa.string()), ("key_seq", pa.int64()),
     ("partition", pa.int32()), ("offset", pa.int64()), ("ts_us", pa.int64()),
 ])  # fmt: skip
+
+# A group consumer's journals (workload.consumers > 0): what it processed, and every offset
+# commit it attempted (`outcome` is COMMIT_OK or the error's name; offset is the next to read).
+PROCESSED_SCHEMA: Final = pa.schema([
+    ("msg_id", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64()),
+    ("consumer", pa.int32()), ("ts_us", pa.int64()),
+])  # fmt: skip
+COMMIT_SCHEMA: Final = pa.schema([
+    ("partition", pa.int32()), ("offset", pa.int64()), ("consumer", pa.int32()),
+    ("ts_us", pa.int64()), ("outcome", pa.string()),
+])  # fmt: skip
+COMMIT_OK: Final = "ok"
+
+
+class CommitMode(StrEnum):
+    """When a group consumer commits its offsets (`workload.consumer_commit`)."""
+
+    AUTO = "auto"  # enable.auto.commit=true with librdkafka's defaults
+    AFTER_PROCESS = "after-process"  # commit (sync) after processing each batch: at-least-once
+    BEFORE_PROCESS = "before-process"  # commit (sync) before processing: at-most-once
+
+
+COMMIT_MODES: Final = tuple(m.value for m in CommitMode)

@@ -457,7 +457,7 @@ def test_results_json_written_into_each_run(results: dict) -> None:
     assert written["sensitivity"] == {"removed": 1, "found": 1, "passed": True}
     assert written["timeline"][0].keys() == {
         "t_s", "epoch_s", "sent", "ok", "failed", "indeterminate", "missing", "duplicated",
-        "ack_latency_p50_ms", "ack_latency_p99_ms",
+        "ack_latency_p50_ms", "ack_latency_p99_ms", "processed", "commits_failed",
     }  # fmt: skip
     assert written["attribution"]["counts"]["segments_unavailable"] == 1
     incomplete = json.loads(json.dumps(results[("incomplete", 0)].as_json()))
@@ -487,7 +487,8 @@ def test_cell_table_sums_each_cell_over_its_repetitions(results: dict) -> None:
     assert table[0] == "| cell | reps | acked | " + " | ".join(ANOMALY_NAMES) + " | loss |"
     lost = next(line for line in table if line.startswith("| lost |"))
     # acked 4 + 4, lost 1 + 2, loss 3: sums over both repetitions
-    assert lost == "| lost | 2 | 8 | 3 | 0 | " + " | ".join(["0"] * 9) + " | 3 |"
+    zeros = ["0"] * (len(ANOMALY_NAMES) - 2)  # every class but lost and unseen
+    assert lost == "| lost | 2 | 8 | 3 | 0 | " + " | ".join(zeros) + " | 3 |"
     incomplete = next(line for line in table if line.startswith("| incomplete |"))
     assert incomplete.startswith("| incomplete | 0/1 | n/a | n/a |")
 

@@ -14,6 +14,13 @@ from harness.chaos.faults.base import (
     NoParams,
     check_tools,
 )
+from harness.chaos.faults.consumer import (
+    ConsumerKill,
+    ConsumerPause,
+    ConsumerRebalance,
+    consumer_members,
+    is_consumer_target,
+)
 from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
@@ -26,7 +33,10 @@ from harness.chaos.faults.stop import Stop
 # In the order experiment files and messages list them.
 FAULT_TYPES: dict[str, type[Fault]] = {
     fault.name: fault
-    for fault in (Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart)
+    for fault in (
+        *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
+        *(ConsumerKill, ConsumerPause, ConsumerRebalance),
+    )
 }
 
 # Every <kind> of a '<role>-<kind>' fault class some fault type yields.
@@ -50,4 +60,6 @@ __all__ = [
     "FaultParams",
     "NoParams",
     "check_tools",
+    "consumer_members",
+    "is_consumer_target",
 ]

@@ -60,6 +60,9 @@ class FaultContext:
     topic: str
     rng: random.Random = field(default_factory=random.Random)
     netem: bool | None = None  # detected once per cluster, never assumed
+    # The workload's consumer group (harness.workload.consumers.ConsumerGroup), when it has one:
+    # what the consumer faults act on.
+    consumers: Any = None
 
 
 class Fault(ABC, Generic[P]):
@@ -74,6 +77,9 @@ class Fault(ABC, Generic[P]):
     # Shell run in every node by the final heal, undoing what this type may leave behind
     # even when its own heal never ran (the harness was interrupted); "" when nothing.
     residue_cleanup: ClassVar[str] = ""
+    # True for a fault on the consumer group's members (target `consumer` or `consumer-<i>`)
+    # rather than on nodes.
+    acts_on_consumers: ClassVar[bool] = False
 
     def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: P | None = None):
         self.ctx = ctx

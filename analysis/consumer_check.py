@@ -1,0 +1,180 @@
+"""What the consumer group processed, against the final read-back (runs with workload.consumers).
+
+Two anomaly classes of analysis.anomalies, decided from the members' journals (every start of
+every member: layout.CONSUMER_PROCESSED_GLOB) and the group's final committed offsets (the
+`consumers` event):
+
+- consumer_unprocessed: an acknowledged message in the final read-back, at an offset below its
+  partition's final committed offset (the group moved past it), that no member ever processed;
+- consumer_reprocessed: a message one of whose log records (partition, offset) the group
+  processed more than once. Counted by msg_id and by record, so a producer's duplicate (two
+  records of one id, each processed once) is the `duplicated` class's, not this one's.
+
+Whether the group caught up, and so whether its committed offsets reached the end, is the
+judge's concern (analysis.judge.verdicts); these counts are exact either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from harness.rundir import layout
+from harness.rundir.events import EventType, load_events
+from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
+
+__all__ = ["TIMELINE_COUNTS", "ConsumerFacts", "consumer_facts", "has_consumer_journals"]
+
+# Per epoch second, in the timeline: records the group processed, commits it saw refused.
+TIMELINE_COUNTS = ("processed", "commits_failed")
+MAX_EXAMPLES = 20
+SLOT_BITS = 40  # as analysis.checker: a record's slot is partition << 40 | offset
+
+
+@dataclass(frozen=True)
+class ConsumerFacts:
+    """The two counts, their examples, and how much the group processed."""
+
+    counts: dict[str, int]
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    processed_rows: int = 0
+    seconds: dict[int, dict[str, int]] = field(default_factory=dict)  # TIMELINE_COUNTS
+
+
+def has_consumer_journals(run_dir: Path) -> bool:
+    """True when the run had a consumer group (some member started a journal)."""
+    return any(run_dir.glob(layout.CONSUMER_PROCESSED_GLOB))
+
+
+def processed_table(run_dir: Path) -> pa.Table:
+    """Every row every member start processed (a torn tail of a killed one is left out)."""
+    return _journals(run_dir, layout.CONSUMER_PROCESSED_GLOB, PROCESSED_SCHEMA)
+
+
+def commits_table(run_dir: Path) -> pa.Table:
+    """Every commit outcome every member start journalled."""
+    return _journals(run_dir, layout.CONSUMER_COMMITS_GLOB, COMMIT_SCHEMA)
+
+
+def _journals(run_dir: Path, pattern: str, schema: pa.Schema) -> pa.Table:
+    tables = [read_stream(path, schema) for path in sorted(run_dir.glob(pattern))]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
+    """Every complete batch of an Arrow stream: a member killed mid-write leaves a torn last
+    batch, which is not read (nor is anything of a file whose header never reached the disk)."""
+    batches = []
+    with contextlib.suppress(pa.ArrowInvalid, OSError):
+        for batch in ipc.open_stream(pa.memory_map(str(path))):
+            batches.append(batch)
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def final_committed(run_dir: Path) -> dict[int, int]:
+    """Partition → the group's committed offset after every member left ({}: not recorded,
+    then every never-processed message counts)."""
+    events = [e for e in load_events(run_dir) if e.get("type") == EventType.CONSUMERS]
+    committed = (events[-1].get("committed") or {}) if events else {}
+    return {int(p): int(o) for p, o in committed.items()}
+
+
+def consumer_facts(
+    run_dir: Path,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+) -> ConsumerFacts:
+    """The consumer classes of a run whose acknowledged messages present in the read-back are
+    `msg_id`, each read at (`partition`, `offset`)."""
+    processed = processed_table(run_dir)
+    ids = _column(processed, "msg_id", -1)
+    slots = (_column(processed, "partition", 0) << SLOT_BITS) + _column(processed, "offset", 0)
+    unprocessed = _unprocessed(ids, msg_id, partition, offset, final_committed(run_dir))
+    reprocessed_slots, reprocessed_ids, times = _repeated(slots[ids >= 0], ids[ids >= 0])
+    counts = {
+        "consumer_unprocessed": int(np.count_nonzero(unprocessed)),
+        "consumer_reprocessed": len(np.unique(reprocessed_ids)),
+    }
+    order = np.argsort(msg_id[unprocessed], kind="stable")[:MAX_EXAMPLES]
+    examples = {
+        "consumer_unprocessed": [
+            {"msg_id": int(i), "partition": int(p), "offset": int(o)}
+            for i, p, o in zip(
+                msg_id[unprocessed][order].tolist(),
+                partition[unprocessed][order].tolist(),
+                offset[unprocessed][order].tolist(),
+                strict=True,
+            )
+        ],
+        "consumer_reprocessed": _reprocessed_examples(reprocessed_ids, reprocessed_slots, times),
+    }
+    return ConsumerFacts(counts, examples, processed.num_rows, _seconds(processed, run_dir))
+
+
+def _seconds(processed: pa.Table, run_dir: Path) -> dict[int, dict[str, int]]:
+    """Per epoch second: records processed, and commit attempts refused."""
+    commits = commits_table(run_dir)
+    failed = commits.filter(pc.not_equal(commits["outcome"], COMMIT_OK))
+    seconds: dict[int, dict[str, int]] = {}
+    for name, table in (("processed", processed), ("commits_failed", failed)):
+        stamps = _column(table, "ts_us", -1)
+        values, counts = np.unique(stamps[stamps >= 0] // 1_000_000, return_counts=True)
+        for second, count in zip(values.tolist(), counts.tolist(), strict=True):
+            seconds.setdefault(second, {})[name] = count
+    return seconds
+
+
+def _column(table: pa.Table, name: str, fill: int) -> np.ndarray:
+    """An int column as int64 numpy, nulls as `fill`."""
+    column = table[name].cast(pa.int64())
+    return column.fill_null(fill).to_numpy().astype(np.int64, copy=False)
+
+
+def _unprocessed(
+    processed_ids: np.ndarray,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    committed: dict[int, int],
+) -> np.ndarray:
+    """A mask over the present acknowledged messages: never processed, and below the group's
+    final committed offset of their partition (every one when it was not recorded)."""
+    never = ~np.isin(msg_id, processed_ids)
+    if not committed:
+        return never
+    bound = np.full(len(partition), -1, dtype=np.int64)
+    for p, value in committed.items():
+        bound[partition == p] = value
+    return never & (offset < bound)
+
+
+def _repeated(slots: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slots processed more than once, the msg_id each holds, how many times each)."""
+    values, first, counts = np.unique(slots, return_index=True, return_counts=True)
+    again = counts > 1
+    return values[again], ids[first[again]], counts[again]
+
+
+def _reprocessed_examples(
+    ids: np.ndarray, slots: np.ndarray, times: np.ndarray
+) -> list[dict[str, Any]]:
+    """Up to MAX_EXAMPLES records processed more than once, lowest msg_id first."""
+    order = np.argsort(ids, kind="stable")[:MAX_EXAMPLES]
+    mask = (1 << SLOT_BITS) - 1
+    return [
+        {
+            "msg_id": int(ids[i]),
+            "partition": int(slots[i] >> SLOT_BITS),
+            "offset": int(slots[i] & mask),
+            "processed": int(times[i]),
+        }
+        for i in order.tolist()
+    ]

@@ -1,0 +1,622 @@
+"""A consumer group reading while the faults run (`workload.consumers`): each member an OS process.
+
+Members are started with `spawn` (librdkafka's threads do not survive a fork) before the
+producers send, read while the nemesis acts, and after the final heal keep reading until the
+group's committed offsets reach every partition's end (bounded; the `consumers` event says
+whether they did). Each start of a member journals what it processed and every commit it
+attempted in Arrow streams of its own (layout.consumer_journal): a batch is written to the OS
+before the next step of the commit protocol, so a SIGKILL loses nothing already "processed".
+
+The commit mode decides the order (records.CommitMode):
+- after-process: process the batch, then commit it synchronously (at-least-once);
+- before-process: commit the batch synchronously, then process the partitions whose commit
+  succeeded (at-most-once: a batch whose commit failed is skipped, never processed);
+- auto: process the batch; librdkafka stores each offset as it hands the message over and
+  commits the stored offsets every auto.commit.interval.ms (its defaults), reported through
+  the commit callback.
+Processing a message is journalling it, after `workload.consumer_processing_ms` of simulated
+work when that is set, one message after the other: a fault mid-batch then lands inside the
+processing, where the modes differ, rather than in the client's wait for messages.
+
+A member is a target of the consumer faults (harness.chaos.faults.consumer): it has a name,
+and kill/pause/unpause/leave/start, as a broker node has kill/pause/start. Every member process
+is ended by `close()` (in `finally`), and each ends by itself when the harness process is gone;
+it ignores SIGINT (the harness decides) and leaves the group cleanly on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from logging.handlers import QueueHandler
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from harness.rundir import layout
+from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
+
+log = logging.getLogger("kafka_chaos.consumers")
+CONTEXT = multiprocessing.get_context("spawn")
+# A member process's shared counters: client ready, partitions assigned.
+READY, ASSIGNED = range(2)
+BATCH = 500
+POLL_S = 0.2
+# Short session: a killed or paused member is noticed (and its partitions reassigned) within
+# seconds, inside a fault of a few seconds, rather than after librdkafka's 45 s default.
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_MS = 1000
+
+
+class ConsumerCrash(RuntimeError):
+    """A group member could not start, or the group never got its partitions."""
+
+
+@dataclass(frozen=True)
+class ConsumerTask:
+    """What one start of one member process is to do (pickled to it)."""
+
+    member: int
+    start: int  # how many times this member was started before
+    bootstrap: str
+    topic: str
+    group_id: str
+    commit: CommitMode
+    run_dir: Path
+    parent_pid: int
+    log_level: int
+    processing_s: float = 0.0  # how long processing one message takes
+
+    @property
+    def files(self) -> layout.ConsumerFiles:
+        """This start's journal files."""
+        return layout.consumer_journal(self.member, self.start)
+
+
+def consumer_config(task: ConsumerTask) -> dict[str, Any]:
+    """The member's librdkafka settings: only the commit mode departs from the defaults
+    (besides a short session, so a dead member is replaced within a fault)."""
+    return {
+        "bootstrap.servers": task.bootstrap,
+        "group.id": task.group_id,
+        "client.id": f"kchaos-consumer-{task.member}",
+        "auto.offset.reset": "earliest",  # a new group reads from the start
+        "enable.auto.commit": task.commit == CommitMode.AUTO,
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "heartbeat.interval.ms": HEARTBEAT_MS,
+        "log_level": 3,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# In the member process
+
+
+class _Journal:
+    """A member's two Arrow streams; each batch reaches the OS when `write` returns (OSFile is
+    unbuffered), so it survives a SIGKILL of the process."""
+
+    def __init__(self, run_dir: Path, files: layout.ConsumerFiles):
+        self._processed = ipc.new_stream(
+            pa.OSFile(str(run_dir / files.processed), "wb"), PROCESSED_SCHEMA
+        )
+        self._commits = ipc.new_stream(pa.OSFile(str(run_dir / files.commits), "wb"), COMMIT_SCHEMA)
+
+    def processed(self, rows: list[tuple[int | None, int, int]], member: int) -> None:
+        """Journal (msg_id, partition, offset) rows as processed now: this is the processing."""
+        if not rows:
+            return
+        msg_id, partition, offset = zip(*rows, strict=True)
+        n = len(rows)
+        batch = pa.record_batch(
+            [
+                pa.array(msg_id, pa.int64()),
+                pa.array(partition, pa.int32()),
+                pa.array(offset, pa.int64()),
+                pa.repeat(pa.scalar(member, pa.int32()), n),
+                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
+            ],
+            schema=PROCESSED_SCHEMA,
+        )
+        self._processed.write_batch(batch)
+
+    def commits(self, outcomes: list[tuple[int, int, str]], member: int) -> None:
+        """Journal (partition, next offset, outcome) of one commit attempt."""
+        if not outcomes:
+            return
+        partition, offset, outcome = zip(*outcomes, strict=True)
+        n = len(outcomes)
+        batch = pa.record_batch(
+            [
+                pa.array(partition, pa.int32()),
+                pa.array(offset, pa.int64()),
+                pa.repeat(pa.scalar(member, pa.int32()), n),
+                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
+                pa.array(outcome, pa.string()),
+            ],
+            schema=COMMIT_SCHEMA,
+        )
+        self._commits.write_batch(batch)
+
+    def close(self) -> None:
+        self._processed.close()
+        self._commits.close()
+
+
+def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None:
+    """A member process's body: join the group, process and commit until SIGTERM (or the
+    harness is gone), leave the group; report a failure (the journal's too) on `outcomes`."""
+    from confluent_kafka import Consumer  # in the child only: the parent imports no client here
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    root = logging.getLogger()
+    root.handlers[:] = [QueueHandler(logs)]
+    root.setLevel(task.log_level)
+    error = None
+    journal: _Journal | None = None
+    consumer = None
+    try:
+        journal = _Journal(task.run_dir, task.files)
+        consumer = Consumer(
+            consumer_config(task)
+            | ({"on_commit": _auto_commits(journal, task.member)} if task.commit == "auto" else {})
+        )
+        assigned: set[int] = set()
+
+        def on_assign(_: Any, partitions: list) -> None:
+            assigned.update(p.partition for p in partitions)
+            counters[ASSIGNED] = len(assigned)
+
+        def on_revoke(_: Any, partitions: list) -> None:
+            assigned.difference_update(p.partition for p in partitions)
+            counters[ASSIGNED] = len(assigned)
+
+        consumer.subscribe(
+            [task.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
+        )
+        counters[READY] = 1
+        while not stop.is_set() and os.getppid() == task.parent_pid:
+            messages = consumer.consume(num_messages=BATCH, timeout=POLL_S)
+            rows = [_row(m) for m in messages if m.error() is None]
+            if rows:
+                _handle(task, consumer, journal, rows)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        log.exception("consumer %d failed", task.member)
+    finally:
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                consumer.close()  # leaves the group; in auto mode, commits the stored offsets
+        if journal is not None:
+            try:
+                journal.close()
+            except Exception as exc:
+                error = error or f"journal: {type(exc).__name__}: {exc}"
+        outcomes.put((task.member, task.start, error))
+
+
+def _row(message: Any) -> tuple[int | None, int, int]:
+    """(msg_id, partition, offset) of a message handed to the application."""
+    from harness.workload.recorder import decode_value
+
+    return decode_value(message.value())[0], message.partition(), message.offset()
+
+
+def _handle(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> None:
+    """Process one batch under the task's commit mode."""
+    if task.commit == CommitMode.AUTO:
+        _process(task, journal, rows)
+    elif task.commit == CommitMode.AFTER_PROCESS:
+        _process(task, journal, rows)
+        _commit(task, consumer, journal, rows)
+    else:  # before-process: only what was committed is processed
+        done = _commit(task, consumer, journal, rows)
+        _process(task, journal, [r for r in rows if r[1] in done])
+
+
+def _process(task: ConsumerTask, journal: _Journal, rows: list) -> None:
+    """Process rows: with a processing time, one message after the other, each journalled as
+    it is done (a kill mid-batch leaves part of it processed, as in a real application)."""
+    if not task.processing_s:
+        journal.processed(rows, task.member)
+        return
+    for row in rows:
+        time.sleep(task.processing_s)
+        journal.processed([row], task.member)
+
+
+def _commit(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> set[int]:
+    """Commit each partition's offset after the batch (synchronously), journal the outcome;
+    the partitions whose commit succeeded."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    ends: dict[int, int] = {}
+    for _, partition, offset in rows:
+        ends[partition] = max(ends.get(partition, -1), offset + 1)
+    offsets = [TopicPartition(task.topic, p, o) for p, o in sorted(ends.items())]
+    try:
+        results = consumer.commit(offsets=offsets, asynchronous=False)
+        outcomes = [(r.partition, r.offset, _outcome(r.error)) for r in results]
+    except KafkaException as exc:
+        name = _outcome(exc.args[0] if exc.args else None)
+        outcomes = [(p, o, name) for p, o in sorted(ends.items())]
+    journal.commits(outcomes, task.member)
+    return {p for p, _, outcome in outcomes if outcome == COMMIT_OK}
+
+
+def _auto_commits(journal: _Journal, member: int) -> Any:
+    """The commit callback of auto mode: journal each automatic commit's outcome."""
+
+    def on_commit(error: Any, partitions: list) -> None:
+        whole = None if error is None else _outcome(error)
+        rows = [
+            (p.partition, p.offset, whole or _outcome(p.error)) for p in partitions if p.offset >= 0
+        ]
+        with contextlib.suppress(Exception):  # an exception here would surface from consume()
+            journal.commits(rows, member)
+
+    return on_commit
+
+
+def _outcome(error: Any) -> str:
+    """COMMIT_OK for no error, else the error's name."""
+    if error is None:
+        return COMMIT_OK
+    try:
+        return str(error.name())
+    except Exception:
+        return str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# In the harness
+
+
+@dataclass(frozen=True)
+class MemberRole:
+    """A member's role, read as a node's is by the nemesis: it is no broker."""
+
+    is_broker: bool = False
+
+
+class ConsumerMember:
+    """One member of the group as the consumer faults see it: a named process that can be
+    killed, paused, made to leave, and started again (a new process, with new journal files)."""
+
+    role = MemberRole()
+
+    def __init__(self, group: ConsumerGroup, index: int):
+        self.group = group
+        self.index = index
+        self.node_id = -1 - index  # never a broker id
+        self.starts = 0
+        self.process: Any = None
+        self.counters: Any = None
+        self.ended_on_purpose = False  # killed, or told to leave: its end is no crash
+
+    @property
+    def hostname(self) -> str:
+        return f"consumer-{self.index}"
+
+    def state(self) -> str:
+        """running, paused or exited, as a container's state reads."""
+        if self.process is None or self.process.exitcode is not None:
+            return "exited"
+        return "paused" if self.group.paused(self) else "running"
+
+    def start(self) -> None:
+        """Start a new process for this member (its next start), joining the group."""
+        task = self.group.task(self.index, self.starts)
+        self.starts += 1
+        self.counters = CONTEXT.RawArray("q", 2)
+        self.process = CONTEXT.Process(
+            target=consume,
+            args=(task, self.counters, self.group.outcomes, self.group.logs),
+            name=f"consumer-{self.index}",
+            daemon=True,
+        )
+        self.ended_on_purpose = False
+        with _sigint_ignored():
+            self.process.start()
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies mid-batch; its session expires and the group rebalances."""
+        if self.state() == "exited":
+            return
+        self.ended_on_purpose = True
+        self.group.resumed(self)
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join(5)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes with its connections open (a long GC pause)."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+        self.group.paused_members.add(self.index)
+
+    def unpause(self) -> None:
+        """SIGCONT."""
+        if self.process is not None and self.process.exitcode is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+        self.group.resumed(self)
+
+    def leave(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM: the member closes its client, leaving the group (a rebalance); SIGKILL if it
+        outlives `timeout_s`."""
+        if self.state() == "exited":
+            return
+        self.ended_on_purpose = True
+        self.unpause()
+        self.process.terminate()
+        self.process.join(timeout_s)
+        if self.process.exitcode is None:
+            log.warning("consumer %d did not leave in %g s: killing it", self.index, timeout_s)
+            self.process.kill()
+            self.process.join()
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """Where the group's committed offsets stood when the harness stopped waiting."""
+
+    caught_up: bool
+    waited_s: float
+    committed: dict[int, int]  # partition → next offset the group would read (-1: none)
+    end_offsets: dict[int, int]  # partition → high watermark
+
+
+class ConsumerGroup:
+    """The m member processes of one repetition.
+
+    `start()` spawns them and waits until the group holds every partition; the consumer
+    faults act on `members`; `catch_up()` waits (bounded) for the committed offsets to reach
+    the end; `close(events)` ends every process and writes the `consumers` event.
+    """
+
+    READY_TIMEOUT_S = 60.0
+
+    def __init__(
+        self,
+        members: int,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        commit: CommitMode,
+        run_dir: Path,
+        events: EventLog,
+        processing_ms: float = 0.0,
+    ):
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.commit, self.run_dir, self.events = CommitMode(commit), run_dir, events
+        self.processing_s = processing_ms / 1000
+        self.group_id = f"kchaos-group-{os.getpid()}-{now_us()}"
+        self.members = [ConsumerMember(self, index) for index in range(members)]
+        self.paused_members: set[int] = set()
+        self.outcomes, self.logs = CONTEXT.Queue(), CONTEXT.Queue()
+        self.errors: dict[tuple[int, int], str] = {}  # (member, start) → its reported failure
+        self.crashes: list[str] = []
+        self._seen_exits: set[tuple[int, int]] = set()
+        self._reports: set[tuple[int, int]] = set()  # (member, start) that reported its end
+        self._forwarder = threading.Thread(
+            target=_forward_logs, args=(self.logs,), name="consumer-logs", daemon=True
+        )
+        self._level = logging.getLogger("kafka_chaos").getEffectiveLevel()
+
+    def task(self, member: int, start: int) -> ConsumerTask:
+        """The task of member's start-th process."""
+        return ConsumerTask(
+            member,
+            start,
+            self.bootstrap,
+            self.topic,
+            self.group_id,
+            self.commit,
+            self.run_dir,
+            os.getpid(),
+            self._level,
+            self.processing_s,
+        )
+
+    def paused(self, member: ConsumerMember) -> bool:
+        return member.index in self.paused_members
+
+    def resumed(self, member: ConsumerMember) -> None:
+        self.paused_members.discard(member.index)
+
+    def member(self, index: int) -> ConsumerMember:
+        """Member `index`; FaultError-worthy LookupError when the group has no such member."""
+        if not 0 <= index < len(self.members):
+            raise LookupError(f"consumer-{index} does not exist: the group has {len(self.members)}")
+        return self.members[index]
+
+    def start(self) -> None:
+        """Spawn every member and wait until the group holds every partition."""
+        self._forwarder.start()
+        for member in self.members:
+            member.start()
+        deadline = time.monotonic() + self.READY_TIMEOUT_S
+        while sum(m.counters[ASSIGNED] for m in self.members) < self.partitions:
+            self.check()
+            if dead := [m.hostname for m in self.members if m.state() == "exited"]:
+                raise ConsumerCrash(f"{', '.join(dead)} ended while joining the group")
+            if time.monotonic() > deadline:
+                raise ConsumerCrash(
+                    f"the consumer group did not get all {self.partitions} partitions within "
+                    f"{self.READY_TIMEOUT_S:g} s"
+                )
+            time.sleep(0.1)
+        pids = [m.process.pid for m in self.members]
+        self.events.write(EventType.PHASE, phase="consumers-ready", pids=pids, group=self.group_id)
+
+    def check(self) -> None:
+        """Record, once each, member processes that ended by themselves (consumer_crashed)."""
+        self._drain()
+        for member in self.members:
+            process = member.process
+            key = (member.index, member.starts - 1)
+            if process is None or process.exitcode is None or key in self._seen_exits:
+                continue
+            self._seen_exits.add(key)
+            error = self.errors.get(key)
+            if member.ended_on_purpose and error is None:
+                continue
+            what = error or f"exited with code {process.exitcode}"
+            self.crashes.append(f"consumer-{member.index} (start {key[1]}) {what}")
+            self.events.write(
+                EventType.CONSUMER_CRASHED,
+                member=member.index,
+                start=key[1],
+                pid=process.pid,
+                exitcode=process.exitcode,
+                error=what,
+            )
+
+    def catch_up(self, timeout_s: float, stop: threading.Event) -> CatchUp:
+        """Wait until the committed offset of every partition reaches its high watermark, at
+        most `timeout_s` (or until `stop`, an interrupt); where they stood then."""
+        from confluent_kafka import Consumer
+
+        started = time.monotonic()
+        probe = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "log_level": 3}
+        )
+        try:
+            while True:
+                self.check()
+                committed, ends = self._positions(probe)
+                done = all(committed.get(p, -1) >= end for p, end in ends.items())
+                if done or time.monotonic() - started > timeout_s or stop.wait(0.5):
+                    return CatchUp(done, round(time.monotonic() - started, 3), committed, ends)
+        finally:
+            probe.close()
+
+    def _positions(self, probe: Any) -> tuple[dict[int, int], dict[int, int]]:
+        """(committed offset, high watermark) of every partition; empty on a broker error."""
+        from confluent_kafka import TopicPartition
+
+        try:
+            parts = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+            committed = {tp.partition: tp.offset for tp in probe.committed(parts, timeout=5)}
+            ends = {
+                p: probe.get_watermark_offsets(TopicPartition(self.topic, p), 5, False)[1]
+                for p in range(self.partitions)
+            }
+        except Exception as exc:
+            log.info("consumer positions not readable yet: %s", exc)
+            return {}, {p: 1 for p in range(self.partitions)}  # unknown: not caught up
+        return committed, ends
+
+    def close(self, events: EventLog, catch_up: CatchUp | None) -> None:
+        """End every member (leave the group, SIGKILL if it will not) and write the
+        `consumers` event with the final committed offsets. Never raises."""
+        try:
+            for member in self.members:
+                with contextlib.suppress(Exception):
+                    member.unpause()
+            for member in self.members:  # SIGTERM all first: they leave in parallel
+                if member.state() != "exited":
+                    member.ended_on_purpose = True
+                    with contextlib.suppress(Exception):
+                        member.process.terminate()
+            for member in self.members:
+                with contextlib.suppress(Exception):
+                    member.leave(timeout_s=15.0)
+            self._collect_last()
+        except Exception as exc:
+            log.error("ending the consumer processes failed: %r", exc)
+        with contextlib.suppress(Exception):
+            self.logs.put(None)
+            self._forwarder.join(timeout=5)
+        with contextlib.suppress(Exception):
+            events.write(EventType.CONSUMERS, **self._summary(catch_up))
+
+    def _collect_last(self) -> None:
+        """Take the last reports of processes that just ended (waiting briefly for them)."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(
+            (m.index, m.starts - 1) not in self._reports
+            for m in self.members
+            if m.process is not None
+        ):
+            self._drain(0.2)
+        self.check()
+
+    def _drain(self, wait_s: float = 0.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                member, start, error = self.outcomes.get(
+                    timeout=max(0.0, deadline - time.monotonic())
+                )
+            except Exception:  # queue.Empty, or a torn message from a killed member
+                return
+            self._reports.add((member, start))
+            if error is not None:
+                self.errors[(member, start)] = error
+
+    def _summary(self, catch_up: CatchUp | None) -> dict[str, Any]:
+        """The `consumers` event's fields."""
+        final = self._final_committed()
+        ends = catch_up.end_offsets if catch_up else {}
+        errors = [f"consumer-{m} (start {s}): {e}" for (m, s), e in self.errors.items()]
+        return {
+            "commit": self.commit.value,
+            "members": len(self.members),
+            "processing_ms": self.processing_s * 1000,
+            "starts": {m.hostname: m.starts for m in self.members},
+            "group": self.group_id,
+            "caught_up": bool(catch_up and catch_up.caught_up),
+            "waited_s": catch_up.waited_s if catch_up else None,
+            "end_offsets": {str(p): o for p, o in ends.items()},
+            "committed": {str(p): o for p, o in final.items()},
+            "journal_errors": errors,
+            "crashes": list(self.crashes),
+        }
+
+    def _final_committed(self) -> dict[int, int]:
+        """The group's committed offsets once every member has left ({} when unreadable)."""
+        from confluent_kafka import Consumer
+
+        probe = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "log_level": 3}
+        )
+        try:
+            committed, _ = self._positions(probe)
+            return committed
+        finally:
+            probe.close()
+
+
+def _forward_logs(logs: Any) -> None:
+    """Hand the members' log records to this process's loggers, until None arrives."""
+    while True:
+        try:
+            record = logs.get()
+        except Exception:
+            return
+        if record is None:
+            return
+        logging.getLogger(record.name).handle(record)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Any:
+    """SIGINT ignored while a member is spawned (inherited through exec), main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

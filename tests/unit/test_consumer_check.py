@@ -1,0 +1,216 @@
+"""The consumer group's classes and verdicts, on crafted run directories and results (no Docker,
+no Spark): consumer_unprocessed, consumer_reprocessed, and each commit mode's rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from analysis.checker import RunInput, check_run
+from analysis.judge.verdicts import Verdict
+from harness.rundir import layout
+from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
+from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run
+from tests.unit.test_verdicts import CP, judge_repetition, result
+
+
+def journal(
+    run_dir: Path,
+    member: int,
+    start: int,
+    rows: list[tuple[int, int, int]],
+    ts_us: int = 0,
+    commits: list[tuple[int, int, int, str]] = (),
+) -> Path:
+    """A member start's processed journal holding (msg_id, partition, offset) rows, one batch
+    each, processed at `ts_us`; its commits journal of (partition, offset, ts_us, outcome)."""
+    files = layout.consumer_journal(member, start)
+    with ipc.new_stream(str(run_dir / files.processed), PROCESSED_SCHEMA) as writer:
+        for msg_id, partition, offset in rows:
+            writer.write_batch(
+                pa.record_batch(
+                    [[msg_id], [partition], [offset], [member], [ts_us]], schema=PROCESSED_SCHEMA
+                )
+            )
+    with ipc.new_stream(str(run_dir / files.commits), COMMIT_SCHEMA) as writer:
+        for partition, offset, stamp, outcome in commits:
+            columns = [[partition], [offset], [member], [stamp], [outcome]]
+            writer.write_batch(pa.record_batch(columns, schema=COMMIT_SCHEMA))
+    return run_dir / files.processed
+
+
+def group_end(committed: dict[int, int], caught_up: bool = True, **fields: Any) -> dict:
+    """The `consumers` event the harness writes once every member has left."""
+    return {
+        "type": "consumers",
+        "ts_us": 1,
+        "caught_up": caught_up,
+        "committed": {str(p): o for p, o in committed.items()},
+        "end_offsets": {str(p): o for p, o in committed.items()},
+        "journal_errors": [],
+        **fields,
+    }
+
+
+def facts(run_dir: Path) -> dict[str, int]:
+    """check_run's counts of a complete run."""
+    return check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
+
+
+def six_messages(tmp_path: Path, committed: dict[int, int]) -> Path:
+    """Messages 1..6 acked at offsets 0..5 of partition 0, all read back where acked."""
+    acked, readback = in_order(6)
+    return write_run(tmp_path, "c", acked, readback, events=[group_end(committed)])
+
+
+def test_one_unprocessed_message_below_the_committed_offset(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    journal(run_dir, 0, 0, [(1, 0, 0), (2, 0, 1)])
+    journal(run_dir, 1, 0, [(4, 0, 3), (5, 0, 4), (6, 0, 5)])
+    check = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert check.counts["consumer_unprocessed"] == 1
+    assert check.counts["consumer_reprocessed"] == 0
+    assert check.examples["consumer_unprocessed"] == [{"msg_id": 3, "partition": 0, "offset": 2}]
+
+
+def test_messages_past_the_committed_offset_are_not_unprocessed(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 2})
+    journal(run_dir, 0, 0, [(1, 0, 0), (2, 0, 1)])
+    assert facts(run_dir)["consumer_unprocessed"] == 0
+
+
+def test_without_a_recorded_end_every_unprocessed_message_counts(tmp_path: Path):
+    acked, readback = in_order(4)
+    run_dir = write_run(tmp_path, "c", acked, readback)
+    journal(run_dir, 0, 0, [(1, 0, 0)])
+    assert facts(run_dir)["consumer_unprocessed"] == 3
+
+
+def test_failed_sends_are_never_unprocessed(tmp_path: Path):
+    acked = [sent(1, 0), sent(2, None, status="failed")]
+    run_dir = write_run(tmp_path, "c", acked, [read(1, 0), read(2, 1)], events=[group_end({0: 2})])
+    journal(run_dir, 0, 0, [(1, 0, 0)])
+    assert facts(run_dir)["consumer_unprocessed"] == 0
+
+
+def test_one_record_processed_twice_by_two_starts_is_one_reprocessed(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    journal(run_dir, 0, 0, [(1, 0, 0), (2, 0, 1), (3, 0, 2), (4, 0, 3)])
+    journal(run_dir, 0, 1, [(4, 0, 3), (5, 0, 4), (6, 0, 5)])  # restarted before its commit
+    check = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert check.counts["consumer_reprocessed"] == 1
+    assert check.counts["consumer_unprocessed"] == 0
+    example = {"msg_id": 4, "partition": 0, "offset": 3, "processed": 2}
+    assert check.examples["consumer_reprocessed"] == [example]
+
+
+def test_a_producer_duplicate_processed_once_per_record_is_not_reprocessed(tmp_path: Path):
+    acked = [sent(1, 0), sent(2, 1)]
+    readback = [read(1, 0), read(2, 1), read(2, 2)]  # the producer's retry wrote 2 twice
+    run_dir = write_run(tmp_path, "c", acked, readback, events=[group_end({0: 3})])
+    journal(run_dir, 0, 0, [(1, 0, 0), (2, 0, 1), (2, 0, 2)])
+    counts = facts(run_dir)
+    assert counts["duplicated"] == 1
+    assert counts["consumer_reprocessed"] == 0
+
+
+def test_a_killed_members_torn_journal_tail_is_left_out(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    path = journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)])
+    path.write_bytes(path.read_bytes()[:-40])  # SIGKILL mid-write: the last batch is torn
+    assert facts(run_dir)["consumer_unprocessed"] == 1
+
+
+def test_the_timeline_counts_processed_records_and_refused_commits_per_second(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    second = T0_US // 1_000_000 + 1  # the second after the six sends
+    commits = [(0, 3, second * 1_000_000, "ok"), (0, 6, second * 1_000_000 + 5, "REBALANCE")]
+    journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)], second * 1_000_000, commits)
+    timeline = check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).seconds
+    assert timeline[second]["processed"] == 6
+    assert timeline[second]["commits_failed"] == 1
+    assert timeline[second - 1]["sent"] == 6 and "processed" not in timeline[second - 1]
+
+
+def test_a_run_without_a_group_has_no_consumer_counts(tmp_path: Path):
+    acked, readback = in_order(3)
+    run_dir = write_run(tmp_path, "c", acked, readback)
+    assert "consumer_unprocessed" not in facts(run_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts by commit mode
+
+
+def group_result(mode: str, **counts: int) -> dict[str, Any]:
+    """A results.json of a CP run with a group of 3 committing in `mode`."""
+    config = {**CP, "fault_class": "consumer-kill", "consumers": 3, "consumer_commit": mode}
+    return result(config, **counts)
+
+
+def verdict(res: dict[str, Any], end: dict | None = None):
+    return judge_repetition(res, [end if end is not None else group_end({0: 9})])
+
+
+def test_at_least_once_forbids_unprocessed():
+    judged = verdict(group_result("after-process", consumer_unprocessed=2))
+    assert judged.verdict == Verdict.VIOLATION
+    assert "forbidden unprocessed" in judged.violations[0]
+    assert "at-least-once" in judged.violations[0]
+
+
+def test_at_least_once_allows_reprocessed():
+    judged = verdict(group_result("after-process", consumer_reprocessed=40))
+    assert judged.verdict == Verdict.PASS
+    assert any("40 reprocessed" in r and "allowed" in r for r in judged.reasons)
+
+
+def test_at_most_once_allows_unprocessed_and_forbids_reprocessed():
+    skipped = verdict(group_result("before-process", consumer_unprocessed=7))
+    assert skipped.verdict == Verdict.PASS
+    again = verdict(group_result("before-process", consumer_reprocessed=1))
+    assert again.verdict == Verdict.VIOLATION
+    assert "forbidden reprocessed" in again.violations[0]
+
+
+def test_auto_commit_allows_both():
+    judged = verdict(group_result("auto", consumer_unprocessed=3, consumer_reprocessed=9))
+    assert judged.verdict == Verdict.PASS
+
+
+def test_a_group_that_did_not_catch_up_leaves_at_least_once_unknown():
+    judged = verdict(group_result("after-process"), group_end({0: 4}, caught_up=False))
+    assert judged.verdict == Verdict.UNKNOWN
+    assert any("did not catch up" in r for r in judged.reasons)
+    # At-most-once allows skipping: a group behind the end cannot break it.
+    assert verdict(group_result("before-process"), group_end({0: 4}, caught_up=False)).verdict == (
+        Verdict.PASS
+    )
+
+
+def test_an_unprocessed_message_below_the_commits_is_a_violation_even_when_behind():
+    end = group_end({0: 4}, caught_up=False)
+    judged = verdict(group_result("after-process", consumer_unprocessed=1), end)
+    assert judged.verdict == Verdict.VIOLATION
+
+
+def test_an_incomplete_consumer_journal_makes_the_repetition_unknown():
+    end = group_end({0: 9}, journal_errors=["consumer-1 (start 0): journal: disk full"])
+    judged = verdict(group_result("after-process"), end)
+    assert judged.verdict == Verdict.UNKNOWN
+    assert "disk full" in judged.reasons[0]
+
+
+def test_no_consumers_event_is_unknown_and_a_run_without_a_group_is_not_judged_on_it():
+    missing = verdicts_without_end(group_result("after-process"))
+    assert missing.verdict == Verdict.UNKNOWN
+    plain = judge_repetition(result(CP), [])
+    assert plain.verdict == Verdict.PASS
+    assert not any("consumer" in r for r in plain.reasons)
+
+
+def verdicts_without_end(res: dict[str, Any]):
+    return judge_repetition(res, [])
