@@ -54,6 +54,7 @@ class Example:
     key: str | None = None
     key_seq: int | None = None
     max_key_seq_before: int | None = None
+    txn: int | None = None  # the transaction of a transactional run's example
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:

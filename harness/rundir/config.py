@@ -59,13 +59,14 @@ class CellConfig(BaseModel):
     kafka_mode: str | None = None  # kraft, kraft-dedicated or zookeeper
     rate: int | float | None = None  # messages per second; None: unthrottled
     message_bytes: int | None = None
+    transactions: bool | None = None  # the workload ran transactions (workload.transactions)
 
     @field_validator("acks", mode="before")
     @classmethod
     def _acks(cls, value: object) -> object:
         return None if value is None else normalise_acks(value)
 
-    @field_validator("unclean_leader_election", "enable_idempotence", mode="before")
+    @field_validator("unclean_leader_election", "enable_idempotence", "transactions", mode="before")
     @classmethod
     def _flag(cls, value: object) -> object:
         return None if value is None else read_bool(value)

@@ -29,6 +29,12 @@ JOURNAL_GLOB: Final = "journal-*"
 # A run with `workload.producers` > 1 writes one journal per producer instead, producer p's as
 # journal-p<p>-meta.json, journal-p<p>-sends.arrows and journal-p<p>-acks.arrows.
 PRODUCER_JOURNAL_METAS: Final = "journal-p*-meta.json"
+# A transactional run (`workload.transactions`) also writes these: its transactions' outcomes,
+# journalled as each ends (the crash-safe stream) and finalized to Parquet, and a second
+# read-back with isolation.level=read_uncommitted (READBACK is then read_committed).
+TRANSACTIONS_JOURNAL: Final = "journal-transactions.arrows"
+TRANSACTIONS: Final = "transactions.parquet"
+READBACK_UNCOMMITTED: Final = "readback-uncommitted.parquet"
 BROKER_LOGS: Final = "broker-logs"
 TOPIC: Final = "chaos"  # the topic every repetition writes and reads back
 # Copies of the topic's log segments, kept for the analysis' attribution of missing messages:

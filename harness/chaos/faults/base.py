@@ -60,6 +60,10 @@ class FaultContext:
     topic: str
     rng: random.Random = field(default_factory=random.Random)
     netem: bool | None = None  # detected once per cluster, never assumed
+    # The workload's ids whose coordinators the targets txn-coordinator / group-coordinator
+    # name (None: the workload has none).
+    transactional_id: str | None = None
+    group_id: str | None = None
 
 
 class Fault(ABC, Generic[P]):
