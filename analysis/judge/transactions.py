@@ -137,13 +137,16 @@ def transaction_findings(
     config: CellConfig,
     counts: Mapping[str, int],
     events: Sequence[Event],
+    examples: Mapping[str, Sequence[Any]] | None = None,
     *,
     loss_is_violation: bool,
 ) -> list[TxnFinding]:
-    """The findings of a transactional repetition (see the module docstring)."""
+    """The findings of a transactional repetition (see the module docstring); `examples` are
+    the run's (analysis.results.Example, with `txn`), quoted in the reasons."""
     if not is_transactional(config, counts):
         return []
-    findings = [*_aborted_findings(config, counts, events)]
+    examples = examples or {}
+    findings = [*_aborted_findings(config, counts, events, _shown(examples, "aborted_read"))]
     if hidden := int(counts.get("txn_committed_hidden", 0)):
         reason = (
             f"forbidden hidden commits: {hidden} committed messages are in the log "
@@ -154,7 +157,7 @@ def transaction_findings(
     if torn or lost:
         what = (
             f"{lost} {anomaly('committed_lost').label} ({anomaly('committed_lost').meaning}), "
-            f"{torn} {anomaly('torn_transaction').label}"
+            f"{torn} {anomaly('torn_transaction').label}{_shown(examples, 'torn_transaction')}"
         )
         if loss_is_violation:
             reason = f"forbidden torn or lost transactions: {what}; {ATOMIC_CITATION}"
@@ -165,8 +168,19 @@ def transaction_findings(
     return findings
 
 
+def _shown(examples: Mapping[str, Sequence[Any]], name: str, most: int = 3) -> str:
+    """' (e.g. txn 4: msg_id 21 at p0@7, ...)' for the first examples of a class, or ''."""
+    rows = list(examples.get(name) or ())[:most]
+    if not rows:
+        return ""
+    shown = ", ".join(
+        f"txn {row.txn}: msg_id {row.msg_id} at p{row.partition}@{row.offset}" for row in rows
+    )
+    return f" (e.g. {shown})"
+
+
 def _aborted_findings(
-    config: CellConfig, counts: Mapping[str, int], events: Sequence[Event]
+    config: CellConfig, counts: Mapping[str, int], events: Sequence[Event], shown: str
 ) -> list[TxnFinding]:
     aborted = int(counts.get("aborted_read", 0))
     if not aborted:
@@ -178,7 +192,7 @@ def _aborted_findings(
                 )
             ]
         return []
-    what = f"{aborted} {anomaly('aborted_read').label} ({anomaly('aborted_read').meaning})"
+    what = f"{aborted} {anomaly('aborted_read').label} ({anomaly('aborted_read').meaning}){shown}"
     for bug in TXN_KNOWN_BUGS:
         if bug.anomaly != "aborted_read" or not bug.affects(config.kafka_version):
             continue

@@ -206,6 +206,7 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
                 result.config,
                 {**result.counts, **counts},
                 events,
+                examples,
                 loss_is_violation=loss_finding.violation,
             )
         ),

@@ -42,9 +42,14 @@ def test_a_clean_transactional_run_passes_and_says_what_ran() -> None:
 
 
 def test_an_aborted_read_is_a_violation_on_a_fixed_release() -> None:
-    v = judge(txn_result(aborted_read=3), fault(5, 10))
+    res = txn_result(aborted_read=3)
+    res["examples"] = {
+        "aborted_read": [{"msg_id": 21, "partition": 0, "offset": 7, "reads": 1, "txn": 4}]
+    }
+    v = judge(res, fault(5, 10))
     assert v.verdict == Verdict.VIOLATION
     assert any("forbidden aborted reads: 3" in r and "Transactions" in r for r in v.violations)
+    assert any("txn 4: msg_id 21 at p0@7" in r for r in v.violations)
 
 
 def test_an_aborted_read_on_an_affected_release_after_a_fault_is_a_known_bug() -> None:
