@@ -363,8 +363,9 @@ class TransactionsSpec(_Section):
     )
     abort_every: Annotated[optional_whole, at_least(2)] = 4
     abort_ratio: Annotated[optional_number, at_least(0), at_most(1, "a probability")] = None
-    # How soon the coordinator aborts a transaction left open (the LSO waits for it).
-    timeout_ms: whole = Field(10_000, ge=1_000, le=900_000)
+    # transaction.timeout.ms: how soon the coordinator aborts a transaction left open (the LSO
+    # waits for it); librdkafka wants it >= producer.message_timeout_ms.
+    timeout_ms: whole = Field(30_000, ge=1_000, le=900_000)
     # Commit an offset of GROUP_ID in every transaction, as consume-transform-produce does:
     # the group coordinator then takes part in each commit.
     send_offsets: bool = True
@@ -628,6 +629,13 @@ def _transaction_rules(spec: Experiment) -> Iterator[Problem]:
     if spec.producer.acks != "all":
         reason = f'transactions require producer.acks: all (got "{spec.producer.acks}")'
         yield "producer.acks", reason
+    if not 0 < spec.producer.message_timeout_ms <= transactions.timeout_ms:
+        reason = (
+            f"librdkafka requires producer.message_timeout_ms ({spec.producer.message_timeout_ms})"
+            f" to be 1..workload.transactions.timeout_ms ({transactions.timeout_ms}); lower it "
+            "or raise the transaction timeout"
+        )
+        yield "producer.message_timeout_ms", reason
     if spec.kafka.version and (
         reason := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
     ):

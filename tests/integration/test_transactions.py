@@ -63,7 +63,12 @@ def test_coordinators_match_what_the_brokers_say(
     workload = Workload(200, None, 60, 100, 4)  # 60 messages: 20 transactions of 3
     out = tmp_path
     recorder = TransactionalRecorder(
-        cluster.bootstrap_servers, topic, {"acks": "all"}, workload, plan, out
+        cluster.bootstrap_servers,
+        topic,
+        {"acks": "all", "message.timeout.ms": 10_000},
+        workload,
+        plan,
+        out,
     )
     recorder.start()
     recorder.run(threading.Event())

@@ -62,3 +62,8 @@ def test_transactions_need_a_release_that_has_them() -> None:
         doc(workload=TXN, kafka={"version": "0.10.2.2", "mode": "zookeeper"}),
         "workload.transactions",
     )
+
+
+def test_the_message_timeout_must_fit_in_the_transaction_timeout() -> None:
+    short = {**TXN, "transactions": {"timeout_ms": 10_000}}
+    rejects(doc(workload=short), "producer.message_timeout_ms", "transactions.timeout_ms (10000)")
