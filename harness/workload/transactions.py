@@ -272,6 +272,10 @@ class TransactionalRecorder:
                 if doing == Intent.COMMIT:
                     producer.commit_transaction(self.END_TIMEOUT_S)
                     return TxnOutcome.COMMITTED, "; ".join(errors), False
+                if doing == intent == Intent.ABORT:
+                    # Deliver first: aborting purges what the client still holds, and an
+                    # abort that never reached the log gives read_committed nothing to filter.
+                    producer.flush(self.END_TIMEOUT_S)
                 producer.abort_transaction(self.END_TIMEOUT_S)
                 # An abort after a commit that raised a retriable error: the first commit may
                 # have reached the coordinator, so the outcome is not known.
