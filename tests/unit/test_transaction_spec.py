@@ -19,7 +19,7 @@ def test_a_transactional_workload_with_a_coordinator_pause_is_valid() -> None:
         source="exp.yaml",
     )
     assert spec.workload.transactions is not None
-    assert spec.workload.transactions.send_offsets is True
+    assert spec.workload.transactions.send_offsets is False
     [cell] = expand(spec)
     steps = schedule_for(cell, 1)
     assert fault_class(steps) == "node-pause"  # one broker, judged by the roles it held
@@ -40,7 +40,7 @@ def test_coordinator_targets_need_transactions() -> None:
     )
     rejects(
         doc(
-            workload={**TXN, "transactions": {"send_offsets": False}},
+            workload=TXN,
             faults={"schedule": [step(target="group-coordinator")]},
         ),
         "send_offsets: true",
