@@ -221,9 +221,9 @@ def _check_target(value: str) -> str:
     ):
         return value
     raise ValueError(
-        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker, "
-        "1..brokers), zookeeper:<i> (1..kafka.zookeeper_nodes) or @name (the nodes an earlier "
-        "step bound with `as: name`)"
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> "
+        "(1..brokers), zookeeper:<i> (1..kafka.zookeeper_nodes) or @name (bound by an "
+        "earlier step's `as:`)"
     )
 
 
