@@ -28,6 +28,10 @@ __all__ = [
 ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "readback_msg_id_at_offset")
 # Where an example row says a message was read, and how many distinct records hold it.
 READ_LOCATION: Final = ("msg_id", "partition", "offset", "reads")
+# A transactional example: where a message was read, or where its transaction's first missing
+# message was acked, and the transaction number.
+TXN_READ_LOCATION: Final = (*READ_LOCATION, "txn")
+TXN_ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "txn")
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,31 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         "a log record the consumer group processed more than once (counted by message)",
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "processed"),
+    ),
+    # Transactional runs only (analysis.transaction_check); 0 elsewhere. Their loss is in
+    # lost/unseen already (a committed message missing), so none counts as loss again.
+    Anomaly(
+        "aborted_read",
+        "aborted read",
+        "a message of an aborted transaction returned by the read_committed read-back",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=TXN_READ_LOCATION,
+    ),
+    Anomaly(
+        "committed_lost",
+        "txn lost",
+        "a committed transaction with a message missing from the read_committed read-back "
+        "(transactions, each counted once)",
+        serious=True,
+        example_fields=TXN_ACKED_LOCATION,
+    ),
+    Anomaly(
+        "torn_transaction",
+        "torn txn",
+        "a committed transaction only partly visible to read_committed (transactions)",
+        serious=True,
+        example_fields=TXN_ACKED_LOCATION,
     ),
 )
 

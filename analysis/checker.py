@@ -25,9 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis import transaction_check
 from analysis.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS, LOSS_CLASSES
 from analysis.consumer_check import ConsumerFacts, consumer_facts, has_consumer_journals
 from analysis.results import Sensitivity
+from analysis.transaction_check import MessageView, Transactions, TxnFacts, read_uncommitted_ids
 from harness.rundir import layout
 from harness.rundir.records import NO_REPORT, STATUSES, Status
 
@@ -74,6 +76,10 @@ def check_run(run: RunInput) -> RunFacts:
     """The facts of one run, read from its directory (see the module docstring)."""
     acked = _Acked.read(run.run_dir / layout.ACKED)
     seconds, counts, contract = _send_facts(acked)
+    if (txns := Transactions.read(run.run_dir)) is not None:
+        # Acknowledged means committed: the contract above compared the delivery reports.
+        acked.status = txns.statuses(acked.msg_id, acked.identified, acked.status, CODE)
+        counts |= _status_counts(acked)
     if not run.complete:
         return RunFacts(seconds, counts, contract)
     reads = _Reads.read(run.run_dir / layout.READBACK)
@@ -89,6 +95,12 @@ def check_run(run: RunInput) -> RunFacts:
     contract |= _identity_facts(messages)
     _add_anomaly_seconds(seconds, classes, messages)
     examples = _examples(classes, messages, reads, reordered)
+    sensitivity = _probe(index, run, messages, _loss(classes))
+    if txns is not None:
+        txn = _transaction_facts(run, txns, messages, reads, classes["expired"])
+        counts |= txn.counts
+        examples |= txn.examples
+        sensitivity = _both(sensitivity, txn.sensitivity)
     if has_consumer_journals(run.run_dir):
         group = _consumer_facts(run.run_dir, messages, reads)
         counts |= group.counts
@@ -103,7 +115,42 @@ def check_run(run: RunInput) -> RunFacts:
         divergence_by_partition=_by_partition(classes["offset_divergent"], messages.partition),
         examples=examples,
         missing=_missing(_loss(classes), messages),
-        sensitivity=_probe(index, run, messages, _loss(classes)),
+        sensitivity=sensitivity,
+    )
+
+
+def _transaction_facts(
+    run: RunInput, txns: Transactions, m: Messages, reads: _Reads, expired: np.ndarray
+) -> TxnFacts:
+    """analysis.transaction_check over this run's messages as read with read_committed."""
+    view = MessageView(
+        msg_id=m.msg_id,
+        sent=m.in_acked & (m.msg_id != NO_ID),
+        reads=m.reads,
+        partition=m.partition,
+        offset=m.offset,
+        read_partition=_at_first_read(reads.partition, m.first_read),
+        read_offset=_at_first_read(reads.offset, m.first_read),
+        expired=expired,
+    )
+    return transaction_check.check(txns, view, read_uncommitted_ids(run.run_dir))
+
+
+def _at_first_read(column: np.ndarray, first_read: np.ndarray) -> np.ndarray:
+    """A record column at each message's first read, NULL for a message never read."""
+    if not len(column):
+        return np.full(len(first_read), NULL, dtype=np.int64)
+    return np.where(first_read >= 0, column[np.maximum(first_read, 0)], NULL)
+
+
+def _both(first: Sensitivity, second: Sensitivity | None) -> Sensitivity:
+    """Two probes as one: what both removed and found; passed when both passed."""
+    if second is None:
+        return first
+    return Sensitivity(
+        removed=first.removed + second.removed,
+        found=first.found + second.found,
+        passed=first.passed and second.passed,
     )
 
 
@@ -227,18 +274,25 @@ class _Reads:
 def _send_facts(acked: _Acked) -> tuple[dict[int, dict[str, Any]], dict[str, int], dict[str, int]]:
     """Per epoch second of send: sends by status, reported sends by status, unknown statuses and
     ack latency percentiles; and the run's send counts and status contract facts."""
-    counts = {"sent": len(acked.status)}
-    counts |= {
-        name: int(np.count_nonzero(acked.status == CODE[status]))
-        for name, status in (("acked", Status.OK), ("failed", Status.FAILED))
-    }
-    counts["indeterminate"] = int(np.count_nonzero(acked.status == CODE[Status.INDETERMINATE]))
+    counts = {"sent": len(acked.status)} | _status_counts(acked)
     contract = {"unknown_statuses": int(np.count_nonzero(acked.status == 0))}
     for status in STATUSES:
         contract[f"reported_{status}"] = int(
             np.count_nonzero((acked.status == CODE[status]) & acked.reported)
         )
     return _seconds(acked), counts, contract
+
+
+def _status_counts(acked: _Acked) -> dict[str, int]:
+    """acked, failed and indeterminate: the rows of each status."""
+    return {
+        name: int(np.count_nonzero(acked.status == CODE[status]))
+        for name, status in (
+            ("acked", Status.OK),
+            ("failed", Status.FAILED),
+            ("indeterminate", Status.INDETERMINATE),
+        )
+    }
 
 
 def _seconds(acked: _Acked) -> dict[int, dict[str, Any]]:

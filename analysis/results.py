@@ -55,6 +55,7 @@ class Example:
     key_seq: int | None = None
     max_key_seq_before: int | None = None
     processed: int | None = None  # times the consumer group processed the record
+    txn: int | None = None  # the transaction of a transactional run's example
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:

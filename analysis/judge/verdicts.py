@@ -25,6 +25,7 @@ from analysis.judge.guarantees import (
 )
 from analysis.judge.history import PartitionHistory, partition_histories
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
+from analysis.judge.transactions import transaction_breaches, transaction_findings
 from analysis.results import Example, RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
@@ -195,13 +196,24 @@ def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
         run_dir,
         partition_histories(events),
     )
+    loss_finding = _loss_finding(counts, examples, guarantee, evidence)
     findings = [
-        _loss_finding(counts, examples, guarantee, evidence),
+        loss_finding,
         *_divergence_findings(counts, examples, guarantee, evidence),
         *_duplicate_findings(counts, examples, guarantee),
         *_order_findings(counts, examples, guarantee),
         *_legal_anomaly_notes(counts),
         *_consumer_findings(counts, examples, result.config, events),
+        *(
+            _Finding(f.reason, f.violation, f.known_bug)
+            for f in transaction_findings(
+                result.config,
+                {**result.counts, **counts},
+                events,
+                examples,
+                loss_is_violation=loss_finding.violation,
+            )
+        ),
     ]
     return RepetitionVerdict(
         verdict=_repetition_outcome(findings, loss),
@@ -272,6 +284,7 @@ def contract_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
         *_harness_breaches(events),
         *_journal_breaches(result, events),
         *_sensitivity_breaches(result),
+        *transaction_breaches(result.config, result.counts or {}, events),
     ]
 
 

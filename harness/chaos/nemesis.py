@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from harness.chaos.conditions import ClusterView, Condition
+from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import (
     FAULT_TYPES,
     RESIDUE_CLEANUP,
@@ -113,6 +114,8 @@ def resolve_target(
         return list(cluster.quorum)
     if target == "random":
         return [ctx.rng.choice(cluster.nodes)]
+    if target in COORDINATORS:
+        return [cluster.node(_coordinator(ctx, target))]
     if target == "controller":
         controller = cluster.active_controller()
         if controller is None:
@@ -128,6 +131,22 @@ def resolve_target(
     if target == "follower":
         ids = [ctx.rng.choice(sorted(ids))]
     return [cluster.node(node_id) for node_id in ids]
+
+
+# target → (internal topic, the FaultContext field holding the id it coordinates)
+COORDINATORS = {
+    "txn-coordinator": (TRANSACTION_STATE, "transactional_id"),
+    "group-coordinator": (CONSUMER_OFFSETS, "group_id"),
+}
+
+
+def _coordinator(ctx: FaultContext, target: str) -> int:
+    """The broker id coordinating the workload's id for `target`, as the metadata says now."""
+    topic, field = COORDINATORS[target]
+    key = getattr(ctx, field)
+    if key is None:
+        raise FaultError(f"{target}: the workload has no {field.replace('_', '.')}")
+    return coordinator_of(ctx.cluster, topic, key)
 
 
 def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:

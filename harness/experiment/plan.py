@@ -73,6 +73,10 @@ _TARGET_ROLE = {
     "isr": "follower",
     "out-of-sync": "follower",
     "successor": "follower",
+    # A coordinator is one broker, found by hashing the workload's id: judged, partition by
+    # partition, by the roles it held when hit, like `node:<id>`.
+    "txn-coordinator": "node",
+    "group-coordinator": "node",
 }
 
 
@@ -122,7 +126,9 @@ def cell_config(
         acks=spec.producer.acks,
         min_insync_replicas=spec.topic.min_insync_replicas,
         unclean_leader_election=spec.topic.unclean_leader_election,
-        enable_idempotence=spec.producer.enable_idempotence,
+        # A transactional producer is idempotent whatever producer.enable_idempotence says.
+        enable_idempotence=spec.producer.enable_idempotence
+        or spec.workload.transactions is not None,
         max_in_flight=spec.producer.max_in_flight,
         replication_factor=spec.topic.replication_factor,
         partitions=spec.topic.partitions,
@@ -132,6 +138,8 @@ def cell_config(
         rate=spec.workload.rate,
         message_bytes=spec.workload.message_bytes,
         **_consumer_config(spec),
+        # Only transactional cells say so: the spec.json of other cells is unchanged.
+        **({"transactions": True} if spec.workload.transactions is not None else {}),
     )
 
 

@@ -56,6 +56,7 @@ from harness.platform.versions import (
 )
 
 __all__ = [
+    "COORDINATOR_TARGETS",
     "HEAL",
     "TARGET_ROLES",
     "Experiment",
@@ -66,6 +67,7 @@ __all__ = [
     "ProducerSpec",
     "Scalar",
     "TopicSpec",
+    "TransactionsSpec",
     "WorkloadSpec",
     "rule_problems",
     "workload_duration_s",
@@ -86,7 +88,12 @@ TARGET_ROLES: tuple[str, ...] = (
     "random",
     "all",
     "consumer",  # a member of the consumer group (workload.consumers), chosen with the seed
+    # The leader of the __transaction_state partition of the workload's transactional.id, and
+    # of the __consumer_offsets partition of its group (workload.transactions only).
+    "txn-coordinator",
+    "group-coordinator",
 )
+COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
 Scalar = str | int | float | bool
 HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
 # Targets that name replicas of the step's partition, resolved when the step acts.
@@ -226,9 +233,8 @@ def _check_target(value: str) -> str:
     ):
         return value
     raise ValueError(
-        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id> (a broker), "
-        "zookeeper:<i>, consumer-<i> (a group member) or @name (bound by an earlier step's "
-        "`as: name`)"
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id>, "
+        "zookeeper:<i>, consumer-<i> or @name (bound by an earlier step's `as:`)"
     )
 
 
@@ -358,6 +364,26 @@ class ProducerSpec(_Section):
         return _reject_owned_keys(value, _PRODUCER_OWNED_KEYS)
 
 
+class TransactionsSpec(_Section):
+    """A transactional workload: the messages go out in transactions of `size` messages spread
+    round-robin over the partitions; every `abort_every`-th transaction (or each with
+    probability `abort_ratio`) is aborted on purpose, the others committed."""
+
+    size: Annotated[whole, at_most(10_000, "a transaction's messages stay in the client")] = Field(
+        5, ge=1
+    )
+    abort_every: Annotated[optional_whole, at_least(2)] = 4
+    abort_ratio: Annotated[optional_number, at_least(0), at_most(1, "a probability")] = None
+    # transaction.timeout.ms: how soon the coordinator aborts a transaction left open (the LSO
+    # waits for it); librdkafka wants it >= producer.message_timeout_ms.
+    timeout_ms: whole = Field(30_000, ge=1_000, le=900_000)
+    # Commit an offset of GROUP_ID in every transaction, as consume-transform-produce does:
+    # the group coordinator then takes part in each commit. Off by default: librdkafka 2.16's
+    # send_offsets_to_transaction was seen blocking past its timeout against Kafka 3.8.1
+    # (README, "Transactions"), which stalls the workload for good.
+    send_offsets: bool = False
+
+
 class WorkloadSpec(_Section):
     """How much the producers send: at `rate` for `duration_s` seconds or `count` messages.
 
@@ -390,6 +416,7 @@ class WorkloadSpec(_Section):
     # Simulated work per message before it counts as processed (0: none); keep
     # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
     consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)
+    transactions: TransactionsSpec | None = None  # None: plain sends, no transactions
 
 
 class FaultStep(_Section):
@@ -611,10 +638,43 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
         yield "workload.count", reason
 
 
+def _transaction_rules(spec: Experiment) -> Iterator[Problem]:
+    transactions = spec.workload.transactions
+    if transactions is None:
+        return
+    if transactions.abort_every is not None and transactions.abort_ratio is not None:
+        reason = "give workload.transactions.abort_every or abort_ratio, not both (null the other)"
+        yield "workload.transactions.abort_ratio", reason
+    if spec.workload.producers != 1:
+        reason = "a transactional workload runs one producer (one transactional.id); set 1"
+        yield "workload.producers", reason
+    if spec.producer.acks != "all":
+        reason = f'transactions require producer.acks: all (got "{spec.producer.acks}")'
+        yield "producer.acks", reason
+    if not 0 < spec.producer.message_timeout_ms <= transactions.timeout_ms:
+        reason = (
+            f"librdkafka requires producer.message_timeout_ms ({spec.producer.message_timeout_ms})"
+            f" to be 1..workload.transactions.timeout_ms ({transactions.timeout_ms}); lower it "
+            "or raise the transaction timeout"
+        )
+        yield "producer.message_timeout_ms", reason
+    if spec.kafka.version and (
+        reason := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
+    ):
+        yield "workload.transactions", f"{reason} Fix: use Kafka 0.11 or later."
+
+
 def _target_rules(
     spec: Experiment, target: str, partition: int | str, where: str
 ) -> Iterator[Problem]:
     """Check a target against the cluster and topic; `where` is the step's or generator's path."""
+    transactions = spec.workload.transactions
+    if target in COORDINATOR_TARGETS and transactions is None:
+        reason = f"{shown(target)} needs workload.transactions (the coordinator of its ids)"
+        yield f"{where}.target", reason
+    elif target == "group-coordinator" and transactions and not transactions.send_offsets:
+        reason = "group-coordinator needs workload.transactions.send_offsets: true"
+        yield f"{where}.target", reason
     brokers, partitions = spec.kafka.brokers, spec.topic.partitions
     mode = spec.kafka.effective_mode()
     zookeeper = _ZOOKEEPER_TARGET.match(target)
@@ -842,5 +902,12 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
 
 def rule_problems(spec: Experiment) -> list[Problem]:
     """Every rule that relates fields of different sections, on a resolved experiment."""
-    rules = (_kafka_rules, _topic_rules, _producer_rules, _workload_rules, _fault_rules)
+    rules = (
+        _kafka_rules,
+        _topic_rules,
+        _producer_rules,
+        _workload_rules,
+        _transaction_rules,
+        _fault_rules,
+    )
     return [problem for rule in rules for problem in rule(spec)]

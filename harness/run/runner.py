@@ -5,6 +5,7 @@ final heal, read-back, and a run directory written in phases (so a crash is stil
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -36,6 +37,13 @@ from harness.workload.journal import AckJournal, JournalError, close_journal, fi
 from harness.workload.producers import ProducerFleet, Producing, producer_tasks
 from harness.workload.readback import read_back
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
+from harness.workload.transactions import (
+    GROUP_ID,
+    TRANSACTIONAL_ID,
+    TransactionalRecorder,
+    TransactionPlan,
+    finalize_transactions,
+)
 
 TOPIC = layout.TOPIC
 LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
@@ -202,6 +210,8 @@ def run_repetition(
         )
         events.write(EventType.PHASE, phase="topic-ready", bootstrap=cluster.bootstrap_servers)
         ctx = FaultContext(cluster, TOPIC, random.Random(repetition.seed))
+        if spec.workload.transactions is not None:
+            ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
         workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
         _read_back(repetition, cluster, events, summary, progress)
         # While the brokers still hold their logs: where each missing message still is.
@@ -300,6 +310,7 @@ def _workload_and_faults(
             if ctx.consumers is not None:
                 ctx.consumers.close(events, caught_up)
             finalize(repetition.run_dir)
+            finalize_transactions(repetition.run_dir)
             sampler.stop()
     stats = senders.stats  # after the journals closed: every report they wrote
     summary.sent, summary.ok = stats.sent, stats.ok
@@ -341,10 +352,29 @@ def _senders(
     """The one recorder in this process for `workload.producers: 1`, else a ProducerFleet."""
     spec = repetition.cell.spec
     config, run_dir = producer_settings(spec), repetition.run_dir
+    if spec.workload.transactions is not None:
+        plan = transaction_plan(spec, repetition.seed)
+        return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
     if spec.workload.producers == 1:
         return _LocalRecorder(workload, bootstrap, config, run_dir)
     tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)
     return ProducerFleet(tasks, events)
+
+
+def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
+    """workload.transactions as the transactional recorder takes it."""
+    transactions = spec.workload.transactions
+    if transactions is None:
+        raise ValueError("the workload has no transactions")
+    return TransactionPlan(
+        size=transactions.size,
+        abort_every=transactions.abort_every,
+        abort_ratio=transactions.abort_ratio,
+        seed=seed,
+        timeout_ms=transactions.timeout_ms,
+        send_offsets=transactions.send_offsets,
+        partitions=spec.topic.partitions,
+    )
 
 
 class _LocalRecorder:
@@ -415,12 +445,33 @@ def _read_back(
     waited = time.monotonic() - started
     progress.phase("read-back")
     events.write(EventType.PHASE, phase="readback-start")
+    extra: dict[str, Any] = {}
+    isolation = "read_uncommitted"
+    if spec.workload.transactions is not None:
+        # Both views of the log: what read_committed may see (readback.parquet, judged) and
+        # everything written (the evidence telling a hidden record from a missing one).
+        uncommitted = read_back(
+            cluster.bootstrap_servers,
+            TOPIC,
+            spec.topic.partitions,
+            repetition.run_dir / layout.READBACK_UNCOMMITTED,
+        )
+        isolation = "read_committed"
+        extra["uncommitted"] = {
+            "complete": uncommitted.complete,
+            "records": uncommitted.records,
+            "high_watermarks": uncommitted.high_watermarks,
+            "seconds": round(uncommitted.seconds, 3),
+        }
     result = read_back(
         cluster.bootstrap_servers,
         TOPIC,
         spec.topic.partitions,
         repetition.run_dir / layout.READBACK,
+        isolation=isolation,
     )
+    extra["isolation"] = isolation
+    extra["end_offsets"] = result.end_offsets
     events.write(
         EventType.READBACK,
         waited_s=round(waited, 3),
@@ -431,6 +482,7 @@ def _read_back(
         records=result.records,
         seconds=round(result.seconds, 3),
         log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
+        **extra,
     )
     summary.read, summary.readback_complete = result.records, result.complete
 

@@ -61,13 +61,14 @@ class CellConfig(BaseModel):
     message_bytes: int | None = None
     consumers: int | None = None  # members of the consumer group; None: the run had none
     consumer_commit: str | None = None  # harness.rundir.records.CommitMode
+    transactions: bool | None = None  # the workload ran transactions (workload.transactions)
 
     @field_validator("acks", mode="before")
     @classmethod
     def _acks(cls, value: object) -> object:
         return None if value is None else normalise_acks(value)
 
-    @field_validator("unclean_leader_election", "enable_idempotence", mode="before")
+    @field_validator("unclean_leader_election", "enable_idempotence", "transactions", mode="before")
     @classmethod
     def _flag(cls, value: object) -> object:
         return None if value is None else read_bool(value)

@@ -34,6 +34,12 @@ PRODUCER_JOURNAL_METAS: Final = "journal-p*-meta.json"
 # files of its own, as an Arrow stream cannot be reopened for appending after a SIGKILL.
 CONSUMER_PROCESSED_GLOB: Final = "consumer-c*-processed.arrows"
 CONSUMER_COMMITS_GLOB: Final = "consumer-c*-commits.arrows"
+# A transactional run (`workload.transactions`) also writes these: its transactions' outcomes,
+# journalled as each ends (the crash-safe stream) and finalized to Parquet, and a second
+# read-back with isolation.level=read_uncommitted (READBACK is then read_committed).
+TRANSACTIONS_JOURNAL: Final = "journal-transactions.arrows"
+TRANSACTIONS: Final = "transactions.parquet"
+READBACK_UNCOMMITTED: Final = "readback-uncommitted.parquet"
 BROKER_LOGS: Final = "broker-logs"
 TOPIC: Final = "chaos"  # the topic every repetition writes and reads back
 # Copies of the topic's log segments, kept for the analysis' attribution of missing messages:

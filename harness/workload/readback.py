@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,19 +24,29 @@ class Readback:
     high_watermarks: dict[int, int]
     complete: bool
     seconds: float
+    # Where the consumer reached each partition's end: the high watermark under
+    # read_uncommitted, the last stable offset under read_committed (an open transaction holds
+    # it back).
+    end_offsets: dict[int, int] = field(default_factory=dict)
 
 
 def read_back(
-    bootstrap: str, topic: str, partitions: int, out: Path, timeout_s: float = 120.0
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    out: Path,
+    timeout_s: float = 120.0,
+    isolation: str = "read_uncommitted",
 ) -> Readback:
-    """Read all of `topic` (read_uncommitted) into `out` (readback.parquet)."""
+    """Read all of `topic` into `out` (readback.parquet); read_committed skips the records of
+    aborted transactions and stops at the last stable offset."""
     started = time.monotonic()
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"kchaos-readback-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
-            "isolation.level": "read_uncommitted",
+            "isolation.level": isolation,
             "enable.partition.eof": True,
             "log_level": 3,
         }
@@ -44,12 +54,13 @@ def read_back(
     try:
         low, high = _watermarks(consumer, topic, partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        rows, complete = _consume(consumer, high, started + timeout_s)
+        ends: dict[int, int] = {}
+        rows, complete = _consume(consumer, high, started + timeout_s, ends)
     finally:
         consumer.close()
     table = pa.Table.from_pylist(rows, schema=READBACK_SCHEMA)
     pq.write_table(table, out)
-    return Readback(table.num_rows, low, high, complete, time.monotonic() - started)
+    return Readback(table.num_rows, low, high, complete, time.monotonic() - started, ends)
 
 
 def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, dict]:
@@ -61,7 +72,11 @@ def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, 
     return low, high
 
 
-def _consume(consumer: Consumer, high: dict[int, int], deadline: float) -> tuple[list, bool]:
+def _consume(
+    consumer: Consumer, high: dict[int, int], deadline: float, ends: dict[int, int]
+) -> tuple[list, bool]:
+    """The records up to each partition's end, and whether every end was reached; `ends` gets
+    the offset at which each partition reported its end."""
     pending = {p for p, hw in high.items() if hw > 0}
     rows = []
     while pending and time.monotonic() < deadline:
@@ -70,6 +85,7 @@ def _consume(consumer: Consumer, high: dict[int, int], deadline: float) -> tuple
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(msg.partition())
+                    ends[msg.partition()] = msg.offset()
                 continue
             msg_id, key_seq = decode_value(msg.value())
             key = msg.key()

@@ -63,6 +63,10 @@ class FaultContext:
     # The workload's consumer group (harness.workload.consumers.ConsumerGroup), when it has one:
     # what the consumer faults act on.
     consumers: Any = None
+    # The workload's ids whose coordinators the targets txn-coordinator / group-coordinator
+    # name (None: the workload has none).
+    transactional_id: str | None = None
+    group_id: str | None = None
 
 
 class Fault(ABC, Generic[P]):

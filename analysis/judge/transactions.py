@@ -1,0 +1,215 @@
+"""What Kafka documents about transactions, and the findings of a transactional repetition.
+
+docs/kafka-reliability.md, section "Transactions (exactly-once)": to read_committed readers a
+committed transaction is visible whole, once committed, and an aborted one never. The
+judgement rules (same section):
+
+- an aborted read is a violation on every configuration (read_committed filters aborted
+  transactions whatever the durability settings), or KNOWN-BUG on a release with a known
+  transactional bug whose pattern the run shows;
+- a committed message that is in the log (read_uncommitted) but not visible to
+  read_committed is a violation of visibility (held back by the last stable offset);
+- a torn or lost committed transaction is a violation exactly when the loss of its messages
+  is (transactions are as durable as the acks and ISR settings make each write); otherwise it
+  is reported beside the allowed loss.
+
+A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
+read_uncommitted read-back) is UNKNOWN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from analysis.anomalies import anomaly
+from harness.platform.versions import KafkaVersion
+from harness.rundir.config import CellConfig
+from harness.rundir.events import EventType
+
+__all__ = [
+    "TXN_KNOWN_BUGS",
+    "TxnFinding",
+    "TxnKnownBug",
+    "transaction_breaches",
+    "transaction_findings",
+]
+
+SECTION: Final = "docs/kafka-reliability.md, “Transactions (exactly-once)”"
+ABORTED_CITATION: Final = (
+    f"{SECTION}: “messages of an aborted transaction must never become visible to them” "
+    "(read_committed)"
+)
+VISIBLE_CITATION: Final = (
+    f"{SECTION}: “Messages from a transactional producer become visible to read_committed "
+    "consumers only once their transaction commits” — and once it commits, they do"
+)
+ATOMIC_CITATION: Final = (
+    f"{SECTION}: “To read_committed readers a committed transaction is all or nothing”"
+)
+DURABLE_CITATION: Final = (
+    f"{SECTION}: a committed transaction is as durable as the acks and ISR settings make each "
+    "of its writes; its loss is judged as theirs"
+)
+TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transactional run
+
+Event = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TxnFinding:
+    """One transactional conclusion: a reason, and whether it is a violation or a known bug."""
+
+    reason: str
+    violation: bool = False
+    known_bug: bool = False
+
+
+@dataclass(frozen=True)
+class TxnKnownBug:
+    """A transactional bug of some Kafka releases, by the anomaly it produces."""
+
+    reference: str
+    anomaly: str  # the anomaly class it explains
+    mechanism: str
+    fixed_in: str
+    first_affected: str | None
+    evidence: Callable[[Sequence[Event]], str]  # '' when the run does not show its pattern
+
+    def affects(self, version: str | None) -> bool:
+        """True when `version` lies in the affected range."""
+        try:
+            release = KafkaVersion.parse(version or "")
+        except ValueError:
+            return False
+        if release >= KafkaVersion.parse(self.fixed_in):
+            return False
+        return self.first_affected is None or release >= KafkaVersion.parse(self.first_affected)
+
+
+def _fault_hit_coordinator_or_leader(events: Sequence[Event]) -> str:
+    """The first fault of the run (the pattern needs an EndTxn or produce held up by one)."""
+    for event in events:
+        if event.get("type") == EventType.FAULT_START:
+            return (
+                f"{event.get('fault')} of {event.get('target')} (nodes {event.get('nodes')}) "
+                "held requests of an open transaction up"
+            )
+    return ""
+
+
+TXN_KNOWN_BUGS: Final[tuple[TxnKnownBug, ...]] = (
+    TxnKnownBug(
+        reference="KAFKA-17754",
+        anomaly="aborted_read",
+        mechanism="a delayed produce or transaction marker of an earlier transaction is applied "
+        "after the producer moved on, so an aborted write becomes part of a later committed "
+        "transaction (server-side defense: KIP-890, transaction version 2 in 4.0)",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        evidence=_fault_hit_coordinator_or_leader,
+    ),
+)
+
+
+def is_transactional(config: CellConfig, counts: Mapping[str, object]) -> bool:
+    """The repetition ran transactions (its config says so, or it has transactional facts)."""
+    return bool(config.transactions) or TXN_FACTS_KEY in counts
+
+
+def transaction_breaches(
+    config: CellConfig, counts: Mapping[str, object], events: Sequence[Event]
+) -> list[str]:
+    """Reasons the transactional record is in doubt (nothing for a plain run)."""
+    if not config.transactions:
+        return []
+    if TXN_FACTS_KEY not in counts:
+        return ["a transactional run without transaction outcomes (transactions.parquet)"]
+    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
+    uncommitted = (readbacks[-1].get("uncommitted") or {}) if readbacks else {}
+    if uncommitted.get("complete") is not True:
+        return ["the read_uncommitted read-back is incomplete or was not recorded"]
+    return []
+
+
+def transaction_findings(
+    config: CellConfig,
+    counts: Mapping[str, int],
+    events: Sequence[Event],
+    examples: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    loss_is_violation: bool,
+) -> list[TxnFinding]:
+    """The findings of a transactional repetition (see the module docstring); `examples` are
+    the run's (analysis.results.Example, with `txn`), quoted in the reasons."""
+    if not is_transactional(config, counts):
+        return []
+    examples = examples or {}
+    findings = [*_aborted_findings(config, counts, events, _shown(examples, "aborted_read"))]
+    if hidden := int(counts.get("txn_committed_hidden", 0)):
+        reason = (
+            f"forbidden hidden commits: {hidden} committed messages are in the log "
+            f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
+        )
+        findings.append(TxnFinding(reason, violation=True))
+    torn, lost = counts.get("torn_transaction", 0), counts.get("committed_lost", 0)
+    if torn or lost:
+        what = (
+            f"{lost} {anomaly('committed_lost').label} ({anomaly('committed_lost').meaning}), "
+            f"{torn} {anomaly('torn_transaction').label}{_shown(examples, 'torn_transaction')}"
+        )
+        if loss_is_violation:
+            reason = f"forbidden torn or lost transactions: {what}; {ATOMIC_CITATION}"
+            findings.append(TxnFinding(reason, violation=True))
+        else:
+            findings.append(TxnFinding(f"{what}; allowed with the loss: {DURABLE_CITATION}"))
+    findings.append(TxnFinding(_summary(counts)))
+    return findings
+
+
+def _shown(examples: Mapping[str, Sequence[Any]], name: str, most: int = 3) -> str:
+    """' (e.g. txn 4: msg_id 21 at p0@7, ...)' for the first examples of a class, or ''."""
+    rows = list(examples.get(name) or ())[:most]
+    if not rows:
+        return ""
+    shown = ", ".join(
+        f"txn {row.txn}: msg_id {row.msg_id} at p{row.partition}@{row.offset}" for row in rows
+    )
+    return f" (e.g. {shown})"
+
+
+def _aborted_findings(
+    config: CellConfig, counts: Mapping[str, int], events: Sequence[Event], shown: str
+) -> list[TxnFinding]:
+    aborted = int(counts.get("aborted_read", 0))
+    if not aborted:
+        if counts.get("txn_aborted", 0) and not counts.get("txn_aborted_in_log", 0):
+            return [
+                TxnFinding(
+                    "no message of an aborted transaction reached the log: read_committed had "
+                    "nothing to filter, so aborted reads were not tested"
+                )
+            ]
+        return []
+    what = f"{aborted} {anomaly('aborted_read').label} ({anomaly('aborted_read').meaning}){shown}"
+    for bug in TXN_KNOWN_BUGS:
+        if bug.anomaly != "aborted_read" or not bug.affects(config.kafka_version):
+            continue
+        if evidence := bug.evidence(events):
+            reason = (
+                f"known bug {bug.reference} of Kafka {config.kafka_version} (fixed in "
+                f"{bug.fixed_in}): {bug.mechanism}; {what}; {evidence}"
+            )
+            return [TxnFinding(reason, known_bug=True)]
+    return [TxnFinding(f"forbidden aborted reads: {what}; {ABORTED_CITATION}", violation=True)]
+
+
+def _summary(counts: Mapping[str, int]) -> str:
+    """The transactions by outcome, as a note."""
+    return (
+        f"transactions: {counts.get('txn_committed', 0)} committed, "
+        f"{counts.get('txn_aborted', 0)} aborted ({counts.get('txn_aborted_in_log', 0)} aborted "
+        f"messages in the log), {counts.get('txn_unknown', 0)} unknown outcome "
+        f"(never judged), {counts.get('txn_unjournalled_sends', 0)} sends in no ended transaction"
+    )

@@ -1,0 +1,252 @@
+"""The transactional checks of one run: what read_committed showed of each transaction.
+
+A transactional run (harness.rundir.transactions) sends transaction t as the msg_ids
+[first_msg_id, first_msg_id + messages). The checker asks this module twice:
+
+- `statuses`: a message is acknowledged only when its transaction committed. A message of an
+  aborted transaction counts as failed (its write was undone on purpose), and one of a
+  transaction with an unknown outcome, or with no journalled outcome at all, as indeterminate:
+  never judged as loss, never as an aborted read.
+- `check`: over the messages as read with read_committed (readback.parquet), the anomaly
+  classes of analysis.anomalies: `aborted_read` (messages), `committed_lost` and
+  `torn_transaction` (transactions); and the facts beside them (`txn_*` counts), which use the
+  read_uncommitted read-back: a committed message missing from read_committed but in the log is
+  `txn_committed_hidden` (held back by the last stable offset, not lost from the log); an
+  aborted message in the log is `txn_aborted_in_log` (the aborts did reach the log, so
+  read_committed had something to filter).
+
+Its own sensitivity probe: hide one message of some fully visible committed transactions and
+show some aborted messages that are in the log; the checks must report exactly those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis.results import Sensitivity
+from harness.rundir import layout
+from harness.rundir.transactions import TxnOutcome, read_transactions
+
+__all__ = ["TXN_CLASSES", "TXN_FACTS", "Transactions", "TxnFacts", "read_uncommitted_ids"]
+
+TXN_CLASSES: Final = ("aborted_read", "committed_lost", "torn_transaction")
+TXN_FACTS: Final = (
+    "txn_committed",
+    "txn_aborted",
+    "txn_unknown",
+    "txn_unjournalled_sends",
+    "txn_committed_hidden",
+    "txn_aborted_in_log",
+)
+MAX_EXAMPLES = 20
+PROBE_ONE_IN = 101  # besides the last one, about one committed transaction in 101
+COMMITTED, ABORTED, UNKNOWN = 0, 1, 2
+_CODES: Final = {TxnOutcome.COMMITTED.value: COMMITTED, TxnOutcome.ABORTED.value: ABORTED}
+
+
+@dataclass(frozen=True)
+class Transactions:
+    """transactions.parquet as arrays, ordered by first msg_id."""
+
+    txn: np.ndarray
+    first: np.ndarray
+    size: np.ndarray
+    outcome: np.ndarray  # COMMITTED, ABORTED or UNKNOWN
+
+    @classmethod
+    def read(cls, run_dir: Path) -> Transactions | None:
+        """The run's transactions; None for a run without transactions."""
+        table = read_transactions(run_dir)
+        if table is None:
+            return None
+        codes = [_CODES.get(o, UNKNOWN) for o in table["outcome"].to_pylist()]
+        return cls(
+            txn=table["txn"].to_numpy().astype(np.int64),
+            first=table["first_msg_id"].to_numpy().astype(np.int64),
+            size=table["messages"].to_numpy().astype(np.int64),
+            outcome=np.asarray(codes, dtype=np.int8),
+        )
+
+    def of(self, msg_id: np.ndarray) -> np.ndarray:
+        """The index of each msg_id's transaction, -1 for none."""
+        at = np.searchsorted(self.first, msg_id, "right") - 1
+        safe = np.maximum(at, 0)
+        inside = (
+            (at >= 0) & (msg_id < self.first[safe] + self.size[safe])
+            if len(self.first)
+            else at >= 0
+        )
+        return np.where(inside, at, -1)
+
+    def outcome_of(self, msg_id: np.ndarray) -> np.ndarray:
+        """Each msg_id's transaction outcome; UNKNOWN for a send in no journalled transaction."""
+        at = self.of(msg_id)
+        return np.where(at >= 0, self.outcome[np.maximum(at, 0)], UNKNOWN)
+
+    def statuses(
+        self, msg_id: np.ndarray, identified: np.ndarray, status: np.ndarray, code: dict[str, int]
+    ) -> np.ndarray:
+        """Send status codes as transactions decide them: committed keeps the delivery
+        report's, aborted is failed, unknown is indeterminate (rows without a msg_id keep
+        theirs)."""
+        outcome = self.outcome_of(msg_id)
+        remapped = np.where(outcome == ABORTED, code["failed"], code["indeterminate"])
+        return np.where(~identified | (outcome == COMMITTED), status, remapped).astype(status.dtype)
+
+
+@dataclass
+class TxnFacts:
+    """The transactional counts and examples of one run, and its probe."""
+
+    counts: dict[str, int]
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    sensitivity: Sensitivity | None = None
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """What the checks read of the checker's messages (analysis.checker.Messages)."""
+
+    msg_id: np.ndarray  # ascending; the message without a msg_id last (int64 max)
+    sent: np.ndarray  # a send of the producer with a msg_id (in acked.parquet)
+    reads: np.ndarray  # distinct read_committed records holding it
+    partition: np.ndarray  # acked partition, -1 if none
+    offset: np.ndarray  # acked offset, -1 if none
+    read_partition: np.ndarray  # where it was first read, -1 if never
+    read_offset: np.ndarray
+    expired: np.ndarray  # acked below its partition's log-start offset (never loss)
+
+
+def read_uncommitted_ids(run_dir: Path) -> np.ndarray | None:
+    """The distinct msg_ids of the read_uncommitted read-back, sorted; None without one."""
+    path = Path(run_dir) / layout.READBACK_UNCOMMITTED
+    if not path.is_file():
+        return None
+    ids = pq.read_table(path, columns=["msg_id"])["msg_id"]
+    return np.unique(pc.drop_null(ids).to_numpy().astype(np.int64))
+
+
+def check(txns: Transactions, m: MessageView, uncommitted: np.ndarray | None) -> TxnFacts:
+    """The anomaly classes and facts of the transactions, with examples and the probe."""
+    at = txns.of(m.msg_id)
+    counts, examples = _classes(txns, m, at, m.reads)
+    in_log = _in(m.msg_id, uncommitted) if uncommitted is not None else m.reads > 0
+    mine = at >= 0
+    outcome = np.where(mine, txns.outcome[np.maximum(at, 0)], UNKNOWN)
+    counts |= {
+        "txn_committed": int(np.count_nonzero(txns.outcome == COMMITTED)),
+        "txn_aborted": int(np.count_nonzero(txns.outcome == ABORTED)),
+        "txn_unknown": int(np.count_nonzero(txns.outcome == UNKNOWN)),
+        "txn_unjournalled_sends": int(np.count_nonzero(~mine & m.sent)),
+        "txn_committed_hidden": int(
+            np.count_nonzero((outcome == COMMITTED) & (m.reads == 0) & in_log)
+        ),
+        "txn_aborted_in_log": int(np.count_nonzero((outcome == ABORTED) & in_log)),
+    }
+    return TxnFacts(counts, examples, _probe(txns, m, at, counts, in_log))
+
+
+def _classes(
+    txns: Transactions, m: MessageView, at: np.ndarray, reads: np.ndarray
+) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+    """aborted_read over messages; committed_lost and torn_transaction over transactions."""
+    mine = at >= 0
+    safe = np.maximum(at, 0)
+    outcome = np.where(mine, txns.outcome[safe], UNKNOWN)
+    visible = mine & (reads > 0)
+    missing = mine & (reads == 0) & ~m.expired
+    n = len(txns.first)
+    shown = np.bincount(at[visible], minlength=n)
+    absent = np.bincount(at[missing], minlength=n)
+    committed = txns.outcome == COMMITTED
+    lost = committed & (absent > 0)
+    torn = committed & (shown > 0) & (absent > 0)
+    aborted_read = (outcome == ABORTED) & visible
+    counts = {
+        "aborted_read": int(np.count_nonzero(aborted_read)),
+        "committed_lost": int(np.count_nonzero(lost)),
+        "torn_transaction": int(np.count_nonzero(torn)),
+    }
+    examples = {
+        "aborted_read": [
+            _example(m, i, int(txns.txn[at[i]]), read=True)
+            for i in np.flatnonzero(aborted_read)[:MAX_EXAMPLES].tolist()
+        ],
+        "committed_lost": _first_missing(txns, m, at, missing, lost),
+        "torn_transaction": _first_missing(txns, m, at, missing, torn),
+    }
+    return counts, examples
+
+
+def _first_missing(
+    txns: Transactions, m: MessageView, at: np.ndarray, missing: np.ndarray, chosen: np.ndarray
+) -> list[dict[str, Any]]:
+    """Per chosen transaction (up to MAX_EXAMPLES), its lowest missing message where acked."""
+    rows, seen = [], set()
+    for i in np.flatnonzero(missing & chosen[np.maximum(at, 0)]).tolist():
+        t = int(at[i])
+        if t in seen:
+            continue
+        seen.add(t)
+        rows.append(_example(m, i, int(txns.txn[t]), read=False))
+        if len(rows) == MAX_EXAMPLES:
+            break
+    return rows
+
+
+def _example(m: MessageView, i: int, txn: int, *, read: bool) -> dict[str, Any]:
+    partition = m.read_partition[i] if read else m.partition[i]
+    offset = m.read_offset[i] if read else m.offset[i]
+    return {
+        "msg_id": int(m.msg_id[i]),
+        "partition": None if partition < 0 else int(partition),
+        "offset": None if offset < 0 else int(offset),
+        "reads": int(m.reads[i]),
+        "txn": txn,
+    }
+
+
+def _in(values: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Whether each value is in the sorted array."""
+    if not len(sorted_ids):
+        return np.zeros(len(values), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
+    return sorted_ids[at] == values
+
+
+def _probe(
+    txns: Transactions, m: MessageView, at: np.ndarray, counts: dict[str, int], in_log: np.ndarray
+) -> Sensitivity:
+    """Hide the first message of sampled fully visible committed transactions and show sampled
+    aborted messages that are in the log; torn_transaction, committed_lost and aborted_read must
+    each rise by exactly what was done."""
+    mine = at >= 0
+    safe = np.maximum(at, 0)
+    n = len(txns.first)
+    unread = np.bincount(at[mine & (m.reads == 0)], minlength=n)
+    whole = (txns.outcome == COMMITTED) & (unread == 0) & (txns.size >= 2)
+    candidates = np.flatnonzero(whole)
+    picked = candidates[
+        (candidates % PROBE_ONE_IN == 0) | (candidates == candidates.max(initial=-1))
+    ]
+    first_of = np.searchsorted(m.msg_id, txns.first[picked])  # messages are in msg_id order
+    reads = m.reads.copy()
+    reads[first_of] = 0
+    outcome = np.where(mine, txns.outcome[safe], UNKNOWN)
+    shown = np.flatnonzero((outcome == ABORTED) & in_log & (m.reads == 0))
+    shown = shown[(shown % PROBE_ONE_IN == 0) | (shown == shown.max(initial=-1))]
+    reads[shown] = 1
+    probed, _ = _classes(txns, m, at, reads)
+    torn_found = probed["torn_transaction"] - counts["torn_transaction"]
+    lost_found = probed["committed_lost"] - counts["committed_lost"]
+    aborted_found = probed["aborted_read"] - counts["aborted_read"]
+    removed = len(picked) + len(shown)
+    found = min(torn_found, lost_found) + aborted_found
+    passed = torn_found == lost_found == len(picked) and aborted_found == len(shown)
+    return Sensitivity(removed=removed, found=found, passed=passed)

@@ -1,0 +1,59 @@
+"""What a transaction of a transactional run became, and the schema of its journal.
+
+A transactional run (`workload.transactions`) sends its messages in transactions of consecutive
+msg_ids: transaction t holds `messages` sends from `first_msg_id` on. The producer journals one
+row per transaction when it ends (layout.TRANSACTIONS_JOURNAL), finalized to
+layout.TRANSACTIONS. A send whose transaction has no row (the producer stopped or crashed
+inside it) has an unknown outcome, like a row whose outcome is `unknown`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.rundir import layout
+
+__all__ = [
+    "TRANSACTION_SCHEMA",
+    "Intent",
+    "TxnOutcome",
+    "read_transactions",
+]
+
+
+class Intent(StrEnum):
+    """What the producer meant to do with a transaction (aborts are on purpose)."""
+
+    COMMIT = "commit"
+    ABORT = "abort"
+
+
+class TxnOutcome(StrEnum):
+    """What a transaction became, as the producer learnt it."""
+
+    COMMITTED = "committed"  # commit_transaction returned: every message is committed
+    ABORTED = "aborted"  # abort_transaction returned: no message may ever be read committed
+    # commit or abort raised a fatal error, timed out for good, or never ran: the transaction
+    # may have committed or not; never judged as loss nor as an aborted read.
+    UNKNOWN = "unknown"
+
+
+TRANSACTION_SCHEMA: Final = pa.schema([
+    ("txn", pa.int64()), ("first_msg_id", pa.int64()), ("messages", pa.int32()),
+    ("intent", pa.string()), ("outcome", pa.string()), ("error", pa.string()),
+    ("begin_ts_us", pa.int64()), ("end_ts_us", pa.int64()),
+])  # fmt: skip
+
+
+def read_transactions(run_dir: Path) -> pa.Table | None:
+    """transactions.parquet of a transactional run, ordered by first_msg_id; None otherwise."""
+    path = Path(run_dir) / layout.TRANSACTIONS
+    if not path.is_file():
+        return None
+    columns = [field.name for field in TRANSACTION_SCHEMA]
+    return pq.read_table(path, columns=columns).sort_by("first_msg_id")

@@ -1,0 +1,360 @@
+"""The transactional producer: transactions of k messages, some committed, some aborted on purpose.
+
+Each message is journalled as the plain recorder journals it (AckJournal: msg_id, delivery
+report, partition, offset); each transaction, when it ends, gets one row in a crash-safe Arrow
+stream (layout.TRANSACTIONS_JOURNAL): its number, first msg_id, message count, what the
+producer meant (commit or abort) and what it became (committed, aborted or unknown). Messages
+are spread over the partitions round-robin, so a transaction of k >= 2 messages spans
+min(k, partitions) partitions. With `send_offsets`, every transaction also commits an offset
+for the group GROUP_ID (send_offsets_to_transaction), which involves the group coordinator.
+
+Outcomes follow librdkafka's transactional API contract: a commit or abort call that returned
+is definite; an error that requires an abort makes the transaction aborted once the abort
+returned; a fatal error, or a commit that was retried after an error and then ended in an abort,
+leaves the outcome unknown (the first commit may have reached the coordinator).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from harness.rundir import layout
+from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
+from harness.workload.journal import (
+    AckJournal,
+    JournalError,
+    close_journal,
+    key_of,
+    read_stream,
+)
+from harness.workload.recorder import (
+    DeliveryTally,
+    RecorderStats,
+    Workload,
+    delivery_callback,
+    encode_value,
+    status_of,
+)
+
+log = logging.getLogger("kafka_chaos.transactions")
+
+TRANSACTIONAL_ID = "kchaos-txn"  # the producer's transactional.id (target `txn-coordinator`)
+GROUP_ID = "kchaos-txn-group"  # the group its offsets go to (target `group-coordinator`)
+
+
+@dataclass(frozen=True)
+class TransactionPlan:
+    """How the producer groups and ends its transactions (workload.transactions, resolved)."""
+
+    size: int  # messages per transaction
+    abort_every: int | None  # every N-th transaction is aborted on purpose (N-1, 2N-1, ...)
+    abort_ratio: float | None  # else each transaction is aborted with this probability
+    seed: int  # for abort_ratio
+    timeout_ms: int  # transaction.timeout.ms: how soon the coordinator aborts an open one
+    send_offsets: bool
+    partitions: int
+
+    def intent(self, txn: int, rng: random.Random) -> Intent:
+        """Whether transaction `txn` is to be committed or aborted."""
+        if self.abort_every is not None:
+            abort = txn % self.abort_every == self.abort_every - 1
+        else:
+            abort = rng.random() < (self.abort_ratio or 0.0)
+        return Intent.ABORT if abort else Intent.COMMIT
+
+
+def transactional_config(config: dict[str, Any], plan: TransactionPlan) -> dict[str, Any]:
+    """The recorder's producer settings plus what transactions need."""
+    return {
+        **config,
+        "transactional.id": TRANSACTIONAL_ID,
+        "enable.idempotence": True,
+        "transaction.timeout.ms": plan.timeout_ms,
+    }
+
+
+class TransactionJournal:
+    """One row per ended transaction, appended to an Arrow stream as it ends (crash-safe:
+    a truncated last batch is not read). A failure to write is kept in `error`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.error: str | None = None
+        self.outcomes: Counter[str] = Counter()
+        self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), TRANSACTION_SCHEMA)
+
+    def write(
+        self, txn: int, first: int, messages: int, intent: Intent, outcome: TxnOutcome,
+        error: str | None, begin_us: int,
+    ) -> None:  # fmt: skip
+        """Append the row of one ended transaction."""
+        self.outcomes[outcome.value] += 1
+        if self.error is not None:
+            return
+        row = {
+            "txn": [txn], "first_msg_id": [first], "messages": [messages],
+            "intent": [intent.value], "outcome": [outcome.value], "error": [error],
+            "begin_ts_us": [begin_us], "end_ts_us": [now_us()],
+        }  # fmt: skip
+        try:
+            self._writer.write_batch(pa.record_batch(row, schema=TRANSACTION_SCHEMA))
+        except Exception as exc:
+            self.error = f"writing {self.path.name} failed: {type(exc).__name__}: {exc}"
+
+    def close(self) -> str | None:
+        """Close the stream; the first error, or None."""
+        try:
+            self._writer.close()
+        except Exception as exc:
+            self.error = self.error or f"closing {self.path.name} failed: {exc}"
+        return self.error
+
+
+def finalize_transactions(run_dir: Path) -> pa.Table | None:
+    """Write transactions.parquet from the transaction journal; None for a run without one."""
+    journal = run_dir / layout.TRANSACTIONS_JOURNAL
+    if not journal.exists():
+        return None
+    table = read_stream(journal, TRANSACTION_SCHEMA).sort_by("txn")
+    pq.write_table(table, run_dir / layout.TRANSACTIONS)
+    return table
+
+
+class TransactionalRecorder:
+    """The workload as transactions, driven as the runner drives any recorder (Producing).
+
+    `start()` creates the client and runs init_transactions; `run(stop)` sends transaction after
+    transaction until the duration or count is reached; `close(events)` closes both journals
+    and writes the recorder_tally event (with the transactions by outcome).
+    """
+
+    INIT_TIMEOUT_S = 30.0
+    END_TIMEOUT_S = 10.0  # one commit/abort call; a retriable timeout is retried
+    END_ATTEMPTS = 6
+    REPLACE_ATTEMPTS = 5  # fatal errors survived by a fresh client, then the workload stops
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        producer_config: dict[str, Any],
+        workload: Workload,
+        plan: TransactionPlan,
+        run_dir: Path,
+    ):
+        self.bootstrap, self.topic, self.workload, self.plan = bootstrap, topic, workload, plan
+        self.config = transactional_config(producer_config, plan)
+        self.journal = AckJournal(run_dir, workload.keys, status_of)
+        self.transactions = TransactionJournal(run_dir / layout.TRANSACTIONS_JOURNAL)
+        self.tally = DeliveryTally()
+        self.producer: Producer | None = None
+        self._group: Any = None  # the group's metadata for send_offsets_to_transaction
+        self._consumer: Consumer | None = None
+        self._rng = random.Random(plan.seed)
+        self._replaced = 0
+
+    @property
+    def stats(self) -> RecorderStats:
+        """Sends so far and outcomes journalled so far (per message, as delivered)."""
+        counts = self.journal.counts
+        return RecorderStats(
+            self.journal.sent_upto, counts["ok"], counts["failed"], counts["indeterminate"]
+        )
+
+    def start(self) -> None:
+        """Create the client and register the transactional id (init_transactions)."""
+        self.producer = self._new_producer()
+        if self.plan.send_offsets:
+            self._consumer = Consumer(
+                {"bootstrap.servers": self.bootstrap, "group.id": GROUP_ID, "log_level": 3}
+            )
+            self._group = self._consumer.consumer_group_metadata()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(
+            {
+                **self.config,
+                "bootstrap.servers": self.bootstrap,
+                "on_delivery": delivery_callback(self.journal, self.tally),
+                "logger": logging.getLogger("kafka_chaos.librdkafka"),
+            }
+        )
+        producer.init_transactions(self.INIT_TIMEOUT_S)
+        return producer
+
+    def run(self, stop: threading.Event) -> RecorderStats:
+        """Send transactions until the duration or count is reached or `stop` is set."""
+        w = self.workload
+        deadline = time.monotonic() + w.duration_s if w.duration_s else float("inf")
+        limit = w.count if w.count else 1 << 62
+        interval = 1.0 / w.rate if w.rate else 0.0
+        started, msg_id, txn = time.monotonic(), 0, 0
+        try:
+            while msg_id < limit and not stop.is_set() and time.monotonic() < deadline:
+                size = min(self.plan.size, limit - msg_id)
+                msg_id, fatal = self._transaction(txn, msg_id, size, started, interval, stop)
+                txn += 1
+                if fatal and not self._replace():
+                    break
+        finally:
+            self._close_clients()
+        return self.stats
+
+    def _transaction(
+        self, txn: int, first: int, size: int, started: float, interval: float,
+        stop: threading.Event,
+    ) -> tuple[int, bool]:  # fmt: skip
+        """Run transaction `txn` from msg_id `first`: (the next msg_id, whether the client hit
+        a fatal error and must be replaced). The transaction is journalled either way."""
+        producer = self.producer
+        assert producer is not None
+        begin_us = now_us()
+        intent = self.plan.intent(txn, self._rng)
+        try:
+            producer.begin_transaction()
+        except KafkaException as exc:  # nothing sent in it: no row needed
+            log.warning("begin_transaction failed: %s", _name(exc))
+            return first, True
+        msg_id, error = first, None
+        while msg_id < first + size and not stop.is_set():
+            if (ahead := started + msg_id * interval - time.monotonic()) > 0:
+                self._poll(min(ahead, 0.05))
+                continue
+            try:
+                self._produce(producer, msg_id)
+            except BufferError:
+                self._poll(0.05)
+                continue
+            except KafkaException as exc:  # the transaction is in an error state
+                error = _name(exc)
+                break
+            msg_id += 1
+            self.journal.sent_upto = msg_id
+            self._poll(0)
+        outcome, end_error, fatal = self._end(producer, intent, txn)
+        error = "; ".join(e for e in (error, end_error) if e) or None
+        self.journal.commit()
+        self.transactions.write(txn, first, msg_id - first, intent, outcome, error, begin_us)
+        return msg_id, fatal
+
+    def _produce(self, producer: Producer, msg_id: int) -> None:
+        w = self.workload
+        producer.produce(
+            self.topic,
+            encode_value(msg_id, msg_id // w.keys, w.message_bytes),
+            key=key_of(msg_id % w.keys),
+            partition=msg_id % self.plan.partitions,
+        )
+
+    def _end(self, producer: Producer, intent: Intent, txn: int) -> tuple[TxnOutcome, str, bool]:
+        """Send the offsets, then commit or abort as intended: (outcome, errors, fatal)."""
+        errors: list[str] = []
+        doing, doubtful = intent, False
+        for _ in range(self.END_ATTEMPTS):
+            try:
+                if self._group is not None and doing == Intent.COMMIT:
+                    offsets = [TopicPartition(self.topic, 0, txn + 1)]
+                    producer.send_offsets_to_transaction(offsets, self._group, self.END_TIMEOUT_S)
+                if doing == Intent.COMMIT:
+                    producer.commit_transaction(self.END_TIMEOUT_S)
+                    return TxnOutcome.COMMITTED, "; ".join(errors), False
+                if doing == intent == Intent.ABORT:
+                    # Deliver first: aborting purges what the client still holds, and an
+                    # abort that never reached the log gives read_committed nothing to filter.
+                    producer.flush(self.END_TIMEOUT_S)
+                producer.abort_transaction(self.END_TIMEOUT_S)
+                # An abort after a commit that raised a retriable error: the first commit may
+                # have reached the coordinator, so the outcome is not known.
+                outcome = TxnOutcome.UNKNOWN if doubtful else TxnOutcome.ABORTED
+                return outcome, "; ".join(errors), False
+            except KafkaException as exc:
+                kafka_error = exc.args[0] if exc.args else None
+                errors.append(f"{doing.value}: {_name(exc)}")
+                if kafka_error is None or kafka_error.fatal():
+                    return TxnOutcome.UNKNOWN, "; ".join(errors), True
+                if kafka_error.txn_requires_abort():
+                    doing = Intent.ABORT
+                elif kafka_error.retriable():
+                    doubtful = doubtful or doing == Intent.COMMIT
+                else:
+                    return TxnOutcome.UNKNOWN, "; ".join(errors), True
+        return TxnOutcome.UNKNOWN, "; ".join(errors), True
+
+    def _replace(self) -> bool:
+        """A fresh client with the same transactional id (fencing the old one); False when
+        REPLACE_ATTEMPTS are used up or init_transactions fails."""
+        self._replaced += 1
+        if self._replaced > self.REPLACE_ATTEMPTS:
+            log.error("transactional producer: too many fatal errors, stopping the workload")
+            return False
+        self._close_producer()
+        try:
+            self.producer = self._new_producer()
+        except KafkaException as exc:
+            log.error("transactional producer could not be replaced: %s", exc)
+            self.producer = None
+            return False
+        return True
+
+    def _poll(self, timeout_s: float) -> None:
+        if self.producer is not None:
+            self.producer.poll(timeout_s)
+        self.journal.commit()
+
+    def _close_producer(self) -> None:
+        """Release the client: what it still holds is purged (indeterminate, never loss)."""
+        producer, self.producer = self.producer, None
+        if producer is None:
+            return
+        with contextlib.suppress(Exception):
+            producer.purge(in_queue=True, in_flight=True, blocking=False)
+            producer.poll(1.0)
+        with contextlib.suppress(Exception):
+            producer.close()
+        self.journal.commit()
+
+    def _close_clients(self) -> None:
+        self._close_producer()
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                self._consumer.close()
+            self._consumer = None
+
+    def close(self, events: EventLog) -> Exception | None:
+        """Close both journals and record the tally; the JournalError to raise, or None."""
+        with contextlib.suppress(Exception):
+            self._close_clients()
+        error = close_journal(self.journal)
+        if (txn_error := self.transactions.close()) is not None:
+            error = f"{error}; {txn_error}" if error else txn_error
+        with contextlib.suppress(Exception):
+            events.write(
+                EventType.RECORDER_TALLY,
+                reports=self.tally.as_dict(),
+                journal_error=error,
+                transactions=dict(self.transactions.outcomes),
+            )
+        return None if error is None else JournalError(error)
+
+
+def _name(exc: KafkaException) -> str:
+    """The error's name (e.g. `_FENCED`), or its text."""
+    error = exc.args[0] if exc.args else None
+    try:
+        return f"{error.name()}: {error.str()}"
+    except Exception:
+        return str(exc)

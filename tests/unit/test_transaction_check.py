@@ -1,0 +1,147 @@
+"""The transactional checks on hand-made run directories: one anomaly class each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis import checker
+from analysis.checker import RunInput
+from harness.chaos.coordinators import java_string_hash, partition_for
+from harness.rundir import layout
+from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
+from harness.rundir.transactions import TRANSACTION_SCHEMA
+
+T0_US = 1_700_000_000_000_000
+SIZE, PARTITIONS = 3, 3
+# Transaction outcomes by number: 0 and 2 committed, 1 aborted, 3 unknown; msg 12 was sent in
+# a transaction that never ended (no row).
+OUTCOMES = ("committed", "aborted", "committed", "unknown")
+SENT = SIZE * len(OUTCOMES) + 1
+COMMITTED = [m for m in range(SENT - 1) if OUTCOMES[m // SIZE] == "committed"]
+
+
+def location(msg_id: int) -> tuple[int, int]:
+    """(partition, offset) of msg_id in the log: round-robin, every message written once."""
+    return msg_id % PARTITIONS, msg_id // PARTITIONS
+
+
+def write_txn_run(root: Path, committed_view: list[int], uncommitted_view: list[int]) -> Path:
+    """A transactional run directory; every send was delivered (ok) at its location."""
+    run_dir = root / "exp" / "t" / "cell" / "0"
+    run_dir.mkdir(parents=True)
+    spec = {"experiment": "exp", "cell": "cell", "repetition": 0, "config": {"acks": "all"}}
+    (run_dir / layout.SPEC).write_text(json.dumps(spec))
+    acked = [
+        {
+            "msg_id": m, "key": f"k{m}", "key_seq": 0, "status": "ok",
+            "partition": location(m)[0], "offset": location(m)[1], "error": None,
+            "send_ts_us": T0_US + m, "ack_ts_us": T0_US + m + 10,
+        }
+        for m in range(SENT)
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(acked, schema=ACKED_SCHEMA), run_dir / layout.ACKED)
+    for name, view in (
+        (layout.READBACK, committed_view),
+        (layout.READBACK_UNCOMMITTED, uncommitted_view),
+    ):
+        rows = [
+            {"msg_id": m, "key": f"k{m}", "key_seq": 0, "partition": location(m)[0],
+             "offset": location(m)[1], "ts_us": T0_US}
+            for m in view
+        ]  # fmt: skip
+        pq.write_table(pa.Table.from_pylist(rows, schema=READBACK_SCHEMA), run_dir / name)
+    txns = [
+        {
+            "txn": t, "first_msg_id": t * SIZE, "messages": SIZE, "intent": "commit",
+            "outcome": outcome, "error": None, "begin_ts_us": T0_US, "end_ts_us": T0_US,
+        }
+        for t, outcome in enumerate(OUTCOMES)
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(txns, schema=TRANSACTION_SCHEMA)
+    pq.write_table(table, run_dir / layout.TRANSACTIONS)
+    return run_dir
+
+
+def facts_of(tmp_path: Path, committed_view: list[int], uncommitted_view: list[int] | None = None):
+    everything = list(range(SENT))
+    run_dir = write_txn_run(tmp_path, committed_view, uncommitted_view or everything)
+    return checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+
+
+def test_a_clean_transactional_run_has_no_anomaly(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, COMMITTED)
+    counts = facts.counts
+    assert counts["acked"] == len(COMMITTED)  # acknowledged means committed
+    assert counts["failed"] == SIZE  # the aborted transaction's messages
+    assert counts["indeterminate"] == SIZE + 1  # the unknown one and the unjournalled send
+    for name in ("aborted_read", "committed_lost", "torn_transaction", "lost", "unseen"):
+        assert counts[name] == 0, name
+    assert counts["txn_committed"] == 2 and counts["txn_aborted"] == 1
+    assert counts["txn_unknown"] == 1 and counts["txn_unjournalled_sends"] == 1
+    assert counts["txn_aborted_in_log"] == SIZE
+    assert facts.sensitivity is not None and facts.sensitivity.passed
+
+
+def test_a_message_of_an_aborted_transaction_read_committed_is_an_aborted_read(
+    tmp_path: Path,
+) -> None:
+    facts = facts_of(tmp_path, [*COMMITTED, 4])
+    assert facts.counts["aborted_read"] == 1
+    example = facts.examples["aborted_read"][0]
+    assert example["msg_id"] == 4 and example["txn"] == 1
+    assert (example["partition"], example["offset"]) == location(4)
+    assert facts.counts["committed_lost"] == 0
+
+
+def test_a_committed_transaction_partly_visible_is_torn_and_lost(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [m for m in COMMITTED if m != 7])
+    counts = facts.counts
+    assert counts["torn_transaction"] == 1 and counts["committed_lost"] == 1
+    assert counts["lost"] + counts["unseen"] == 1  # the one committed message, as loss
+    assert facts.examples["torn_transaction"][0]["msg_id"] == 7
+    assert facts.examples["torn_transaction"][0]["txn"] == 2
+    assert counts["txn_committed_hidden"] == 1  # it is in the log: read_committed hid it
+
+
+def test_a_wholly_missing_committed_transaction_is_lost_not_torn(tmp_path: Path) -> None:
+    facts = facts_of(tmp_path, [0, 1, 2], [0, 1, 2, 3, 4, 5])
+    counts = facts.counts
+    assert counts["committed_lost"] == 1 and counts["torn_transaction"] == 0
+    assert counts["txn_committed_hidden"] == 0  # not in the log either
+
+
+def test_an_unknown_outcome_is_never_loss_nor_aborted_read(tmp_path: Path) -> None:
+    # The unknown transaction (9-11) and the unjournalled send (12): one read, the rest absent.
+    facts = facts_of(tmp_path, [*COMMITTED, 10])
+    counts = facts.counts
+    assert counts["lost"] == counts["unseen"] == 0
+    assert counts["aborted_read"] == 0 and counts["committed_lost"] == 0
+    assert counts["indeterminate_present"] == 1
+
+
+def test_a_committed_message_read_twice_is_a_duplicate(tmp_path: Path) -> None:
+    run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
+    readback = pq.read_table(run_dir / layout.READBACK).to_pylist()
+    readback.append({**readback[0], "offset": 100})  # msg 0 again, at another offset
+    table = pa.Table.from_pylist(readback, schema=READBACK_SCHEMA)
+    pq.write_table(table, run_dir / layout.READBACK)
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["duplicated"] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", 0), ("hello", 99162322), ("polygenelubricants", -(2**31)), ("é", 233)],
+)
+def test_java_string_hash_matches_java(text: str, expected: int) -> None:
+    assert java_string_hash(text) == expected
+
+
+def test_partition_for_maps_min_value_to_zero() -> None:
+    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+    assert partition_for("hello", 50) == 99162322 % 50

@@ -1,0 +1,69 @@
+"""workload.transactions and the coordinator targets in experiment files."""
+
+from __future__ import annotations
+
+from harness.experiment.load import parse_experiment
+from harness.experiment.matrix import expand
+from harness.experiment.plan import cell_config, fault_class, schedule_for
+from tests.unit.test_spec import doc, rejects, step
+
+TXN = {"rate": 100, "duration_s": 30, "transactions": {"size": 4, "abort_every": 3}}
+
+
+def test_a_transactional_workload_with_a_coordinator_pause_is_valid() -> None:
+    spec = parse_experiment(
+        doc(
+            workload=TXN,
+            faults={"schedule": [step(fault="pause", target="txn-coordinator")]},
+        ),
+        source="exp.yaml",
+    )
+    assert spec.workload.transactions is not None
+    assert spec.workload.transactions.send_offsets is False
+    [cell] = expand(spec)
+    steps = schedule_for(cell, 1)
+    assert fault_class(steps) == "node-pause"  # one broker, judged by the roles it held
+    config = cell_config(cell, steps)
+    assert config.transactions is True and config.enable_idempotence is True
+
+
+def test_a_plain_cell_config_says_nothing_of_transactions() -> None:
+    [cell] = expand(parse_experiment(doc(), source="exp.yaml"))
+    assert "transactions" not in cell_config(cell, []).as_json()
+
+
+def test_coordinator_targets_need_transactions() -> None:
+    rejects(
+        doc(faults={"schedule": [step(target="txn-coordinator")]}),
+        "faults.schedule[0].target",
+        "needs workload.transactions",
+    )
+    rejects(
+        doc(
+            workload=TXN,
+            faults={"schedule": [step(target="group-coordinator")]},
+        ),
+        "send_offsets: true",
+    )
+
+
+def test_transactions_refuse_several_producers_and_acks_1() -> None:
+    rejects(doc(workload={**TXN, "producers": 2}), "workload.producers", "one producer")
+    rejects(doc(workload=TXN, producer={"acks": "1"}), "producer.acks", "transactions require")
+
+
+def test_abort_every_and_abort_ratio_exclude_each_other() -> None:
+    both = {**TXN, "transactions": {"abort_every": 3, "abort_ratio": 0.5}}
+    rejects(doc(workload=both), "abort_every or abort_ratio, not both")
+
+
+def test_transactions_need_a_release_that_has_them() -> None:
+    rejects(
+        doc(workload=TXN, kafka={"version": "0.10.2.2", "mode": "zookeeper"}),
+        "workload.transactions",
+    )
+
+
+def test_the_message_timeout_must_fit_in_the_transaction_timeout() -> None:
+    short = {**TXN, "transactions": {"timeout_ms": 10_000}}
+    rejects(doc(workload=short), "producer.message_timeout_ms", "transactions.timeout_ms (10000)")
