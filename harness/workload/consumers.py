@@ -44,6 +44,7 @@ import pyarrow.ipc as ipc
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
+from harness.workload.processes import forward_logs, sigint_ignored
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONTEXT = multiprocessing.get_context("spawn")
@@ -327,7 +328,7 @@ class ConsumerMember:
             daemon=True,
         )
         self.ended_on_purpose = False
-        with _sigint_ignored():
+        with sigint_ignored():
             self.process.start()
 
     def kill(self) -> None:
@@ -408,7 +409,7 @@ class ConsumerGroup:
         self._seen_exits: set[tuple[int, int]] = set()
         self._reports: set[tuple[int, int]] = set()  # (member, start) that reported its end
         self._forwarder = threading.Thread(
-            target=_forward_logs, args=(self.logs,), name="consumer-logs", daemon=True
+            target=forward_logs, args=(self.logs,), name="consumer-logs", daemon=True
         )
         self._level = logging.getLogger("kafka_chaos").getEffectiveLevel()
 
@@ -595,28 +596,3 @@ class ConsumerGroup:
             return committed
         finally:
             probe.close()
-
-
-def _forward_logs(logs: Any) -> None:
-    """Hand the members' log records to this process's loggers, until None arrives."""
-    while True:
-        try:
-            record = logs.get()
-        except Exception:
-            return
-        if record is None:
-            return
-        logging.getLogger(record.name).handle(record)
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Any:
-    """SIGINT ignored while a member is spawned (inherited through exec), main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

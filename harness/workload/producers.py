@@ -21,7 +21,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from logging.handlers import QueueHandler
 from multiprocessing.connection import wait
@@ -37,6 +37,7 @@ from harness.workload.journal import (
     close_journal,
     write_meta,
 )
+from harness.workload.processes import forward_logs, sigint_ignored
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
 log = logging.getLogger("kafka_chaos.producers")
@@ -250,7 +251,7 @@ class ProducerFleet:
             for index, (task, counters) in enumerate(zip(self.tasks, self._counters, strict=True))
         ]
         self._forwarder = threading.Thread(
-            target=_forward_logs, args=(self._logs,), name="producer-logs", daemon=True
+            target=forward_logs, args=(self._logs,), name="producer-logs", daemon=True
         )
 
     @property
@@ -269,7 +270,7 @@ class ProducerFleet:
         for task in self.tasks:
             write_meta(task.run_dir, task.slot, task.workload.keys)
         self._forwarder.start()
-        with _sigint_ignored():  # inherited through exec: a Ctrl-C during imports is ignored
+        with sigint_ignored():  # inherited through exec: a Ctrl-C during imports is ignored
             for process in self._processes:
                 process.start()
         deadline = time.monotonic() + self.READY_TIMEOUT_S
@@ -397,28 +398,3 @@ class ProducerFleet:
             Status.FAILED.value: c[TALLY_FAILED],
             Status.INDETERMINATE.value: c[TALLY_INDETERMINATE],
         }
-
-
-def _forward_logs(logs: Any) -> None:
-    """Hand the producers' log records to this process's loggers, until None arrives."""
-    while True:
-        try:
-            record = logs.get()
-        except Exception:  # the queue was closed under us
-            return
-        if record is None:
-            return
-        logging.getLogger(record.name).handle(record)
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored meanwhile, in the main thread (only it may change handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

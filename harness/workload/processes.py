@@ -1,0 +1,39 @@
+"""What the workload's child processes (producers, consumer group members) share: their log
+records reach the harness's loggers, and a Ctrl-C typed while one starts is left to the harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+def forward_logs(logs: Any) -> None:
+    """Hand the log records children put on the `logs` queue to this process's loggers, until
+    None arrives or the queue is closed."""
+    while True:
+        try:
+            record = logs.get()
+        except Exception:  # the queue was closed under us
+            return
+        if record is None:
+            return
+        logging.getLogger(record.name).handle(record)
+
+
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored meanwhile (a child spawned now inherits that through exec), in the main
+    thread only: no other thread may change handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
