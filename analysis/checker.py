@@ -107,6 +107,7 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= group.examples
         for second, row in group.seconds.items():
             seconds.setdefault(second, {}).update(row)
+        sensitivity = _both(sensitivity, group.sensitivity)
     return RunFacts(
         seconds=seconds,
         counts=counts,

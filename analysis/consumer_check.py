@@ -12,6 +12,11 @@ every member: layout.CONSUMER_PROCESSED_GLOB) and the group's final committed of
 
 Whether the group caught up, and so whether its committed offsets reached the end, is the
 judge's concern (analysis.judge.verdicts); these counts are exact either way.
+
+Its own sensitivity probe: the two classes again, with a seeded sample of healthy messages
+(acknowledged, present, processed once, below the committed offset) taken out of the processed
+journals, and another sample processed twice: each must come back, as unprocessed and as
+reprocessed, and nothing else may change.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from analysis.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
@@ -36,6 +42,8 @@ __all__ = ["TIMELINE_COUNTS", "ConsumerFacts", "consumer_facts", "has_consumer_j
 TIMELINE_COUNTS = ("processed", "commits_failed")
 MAX_EXAMPLES = 20
 SLOT_BITS = 40  # as analysis.checker: a record's slot is partition << 40 | offset
+SENSITIVITY_SEED = 20261122
+SENSITIVITY_SHARE = 100  # each sample: about one healthy message in 100, at least one
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class ConsumerFacts:
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     processed_rows: int = 0
     seconds: dict[int, dict[str, int]] = field(default_factory=dict)  # TIMELINE_COUNTS
+    sensitivity: Sensitivity | None = None  # the probe of the module docstring
 
 
 def has_consumer_journals(run_dir: Path) -> bool:
@@ -97,7 +106,8 @@ def consumer_facts(
     processed = processed_table(run_dir)
     ids = _column(processed, "msg_id", -1)
     slots = (_column(processed, "partition", 0) << SLOT_BITS) + _column(processed, "offset", 0)
-    unprocessed = _unprocessed(ids, msg_id, partition, offset, final_committed(run_dir))
+    committed = final_committed(run_dir)
+    unprocessed = _unprocessed(ids, msg_id, partition, offset, committed)
     reprocessed_slots, reprocessed_ids, times = _repeated(slots[ids >= 0], ids[ids >= 0])
     counts = {
         "consumer_unprocessed": int(np.count_nonzero(unprocessed)),
@@ -116,7 +126,55 @@ def consumer_facts(
         ],
         "consumer_reprocessed": _reprocessed_examples(reprocessed_ids, reprocessed_slots, times),
     }
-    return ConsumerFacts(counts, examples, processed.num_rows, _seconds(processed, run_dir))
+    seconds = _seconds(processed, run_dir)
+    probe = _probe(ids, slots, msg_id, partition, offset, committed)
+    return ConsumerFacts(counts, examples, processed.num_rows, seconds, probe)
+
+
+def _probe(
+    ids: np.ndarray,
+    slots: np.ndarray,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    committed: dict[int, int],
+) -> Sensitivity:
+    """Hide one seeded sample of healthy messages from the processed rows and process another
+    twice; passed when the classes find exactly those on top of the run's own."""
+    healthy = _healthy(ids, msg_id, partition, offset, committed)
+    rng = np.random.default_rng(SENSITIVITY_SEED)
+    size = min(len(healthy) // 2, max(1, len(healthy) // SENSITIVITY_SHARE))
+    sample = rng.choice(healthy, size=2 * size, replace=False) if size else healthy[:0]
+    hidden, doubled = sample[:size], sample[size:]
+    shown = ~np.isin(ids, hidden)
+    before = _unprocessed(ids, msg_id, partition, offset, committed)
+    after = _unprocessed(ids[shown], msg_id, partition, offset, committed)
+    found_hidden = int(np.count_nonzero(after & np.isin(msg_id, hidden)))
+    again = np.isin(ids, doubled)
+    known = ids >= 0
+    _, base_ids, _ = _repeated(slots[known], ids[known])
+    probe_slots = np.concatenate((slots[known], slots[again]))
+    _, probe_ids, _ = _repeated(probe_slots, np.concatenate((ids[known], ids[again])))
+    found_doubled = int(np.count_nonzero(np.isin(doubled, probe_ids)))
+    extra = int(np.count_nonzero(after)) - int(np.count_nonzero(before)) - found_hidden
+    extra += len(np.unique(probe_ids)) - len(np.unique(base_ids)) - found_doubled
+    removed, found = 2 * size, found_hidden + found_doubled
+    return Sensitivity(removed=removed, found=found, passed=found == removed and extra == 0)
+
+
+def _healthy(
+    ids: np.ndarray,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    committed: dict[int, int],
+) -> np.ndarray:
+    """The present acknowledged msg_ids the group processed exactly once, below the committed
+    offset of their partition (every one when it was not recorded), in ascending order."""
+    values, counts = np.unique(ids[ids >= 0], return_counts=True)
+    once = np.isin(msg_id, values[counts == 1])
+    below = _below_committed(partition, offset, committed)
+    return np.sort(msg_id[once & below])
 
 
 def _seconds(processed: pa.Table, run_dir: Path) -> dict[int, dict[str, int]]:
@@ -148,12 +206,20 @@ def _unprocessed(
     """A mask over the present acknowledged messages: never processed, and below the group's
     final committed offset of their partition (every one when it was not recorded)."""
     never = ~np.isin(msg_id, processed_ids)
+    return never & _below_committed(partition, offset, committed)
+
+
+def _below_committed(
+    partition: np.ndarray, offset: np.ndarray, committed: dict[int, int]
+) -> np.ndarray:
+    """A mask: each (partition, offset) lies below its partition's final committed offset
+    (all of them when none was recorded)."""
     if not committed:
-        return never
+        return np.ones(len(partition), dtype=bool)
     bound = np.full(len(partition), -1, dtype=np.int64)
     for p, value in committed.items():
         bound[partition == p] = value
-    return never & (offset < bound)
+    return offset < bound
 
 
 def _repeated(slots: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

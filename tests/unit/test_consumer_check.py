@@ -6,11 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pytest
 
+from analysis import consumer_check
 from analysis.checker import RunInput, check_run
 from analysis.judge.verdicts import Verdict
+from analysis.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
 from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run
@@ -214,3 +218,36 @@ def test_no_consumers_event_is_unknown_and_a_run_without_a_group_is_not_judged_o
 
 def verdicts_without_end(res: dict[str, Any]):
     return judge_repetition(res, [])
+
+
+def hundred_processed(tmp_path: Path) -> Path:
+    """Messages 1..100 acked at offsets 0..99 of partition 0, read back, each processed once."""
+    acked, readback = in_order(100)
+    run_dir = write_run(tmp_path, "c", acked, readback, events=[group_end({0: 100})])
+    journal(run_dir, 0, 0, [(i, 0, i - 1) for i in range(1, 101)])
+    return run_dir
+
+
+def test_the_group_checks_pass_their_sensitivity_probe(tmp_path: Path):
+    probe = consumer_check.consumer_facts(
+        hundred_processed(tmp_path),
+        np.arange(1, 101),
+        np.zeros(100, dtype=np.int64),
+        np.arange(100),
+    ).sensitivity
+    assert probe == Sensitivity(removed=2, found=2, passed=True)  # one hidden, one doubled
+
+
+def test_a_group_check_blind_to_skips_fails_its_sensitivity_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    sighted = consumer_check._unprocessed
+
+    def blind(processed_ids, msg_id, *rest):  # a planted bug: no skip is ever counted
+        return sighted(processed_ids, msg_id, *rest) & False
+
+    monkeypatch.setattr(consumer_check, "_unprocessed", blind)
+    run_dir = hundred_processed(tmp_path)
+    check = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert check.sensitivity.passed is False
+    assert check.sensitivity.found < check.sensitivity.removed
