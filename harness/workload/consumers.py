@@ -34,7 +34,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from logging.handlers import QueueHandler
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ import pyarrow.ipc as ipc
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
-from harness.workload.processes import forward_logs, sigint_ignored
+from harness.workload.processes import child_setup, forward_logs, sigint_ignored
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONTEXT = multiprocessing.get_context("spawn")
@@ -158,12 +157,7 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
     harness is gone), leave the group; report a failure (the journal's too) on `outcomes`."""
     from confluent_kafka import Consumer  # in the child only: the parent imports no client here
 
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    root = logging.getLogger()
-    root.handlers[:] = [QueueHandler(logs)]
-    root.setLevel(task.log_level)
+    stop = child_setup(logs, task.log_level)
     error = None
     journal: _Journal | None = None
     consumer = None

@@ -9,6 +9,7 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
+from logging.handlers import QueueHandler
 from typing import Any
 
 
@@ -37,3 +38,15 @@ def sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def child_setup(logs: Any, level: int) -> threading.Event:
+    """In a freshly spawned child: ignore SIGINT (the harness decides), turn SIGTERM into the
+    returned stop event, and send log records of `level` and above to the parent's `logs`."""
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    root = logging.getLogger()
+    root.handlers[:] = [QueueHandler(logs)]
+    root.setLevel(level)
+    return stop

@@ -18,12 +18,10 @@ import contextlib
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from logging.handlers import QueueHandler
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,7 +35,7 @@ from harness.workload.journal import (
     close_journal,
     write_meta,
 )
-from harness.workload.processes import forward_logs, sigint_ignored
+from harness.workload.processes import child_setup, forward_logs, sigint_ignored
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
 log = logging.getLogger("kafka_chaos.producers")
@@ -155,12 +153,7 @@ class Producing(Protocol):
 
 def produce(task: ProducerTask, go: Any, stop_all: Any, counters: Any, outcomes: Any, logs: Any):
     """A producer process's body: wait for `go`, record its share, then report its outcome."""
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    root = logging.getLogger()
-    root.handlers[:] = [QueueHandler(logs)]
-    root.setLevel(task.log_level)
+    stop = child_setup(logs, task.log_level)
     index = task.slot.index if task.slot.index is not None else 0
     journal = AckJournal(task.run_dir, task.workload.keys, status_of, task.slot)
     recorder: Recorder | None = None
