@@ -181,7 +181,9 @@ def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster,
     controller = cluster.active_controller()
     follower = next(n for n in (1, 2, 3) if n not in (leader, controller))
     producer = producer_for(cluster, "all", 4000)
-    assert write_one(producer, topic) is None
+    # The precondition is waited for, not assumed: a fresh topic's followers may not be
+    # fetching yet when its ISR first reads full, and CI's first write can outlast 4 s.
+    wait_until(lambda: write_one(producer, topic) is None, 60, "a first acks=all write")
     node = cluster.node(follower)
     fault = fault_of("partition", ctx_for(cluster, topic), [node], mode="from-brokers")
     fault.inject()
@@ -211,7 +213,8 @@ def test_a_paused_leader_answers_nothing_and_acknowledges_nothing(cluster, topic
     ctx = ctx_for(cluster, topic)
     (leader,) = resolve_target(ctx, step("pause"))
     producer = producer_for(cluster, "1", 2500)
-    assert write_one(producer, topic) is None  # connected, metadata known: only the pause differs
+    # Connected, metadata known: only the pause differs. Waited for, as above.
+    wait_until(lambda: write_one(producer, topic) is None, 60, "a first acks=1 write")
     fault = fault_of("pause", ctx, [leader])
     fault.inject()
     try:
