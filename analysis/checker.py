@@ -27,7 +27,12 @@ import pyarrow.parquet as pq
 
 from analysis import transaction_check
 from analysis.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS, LOSS_CLASSES
-from analysis.consumer_check import ConsumerFacts, consumer_facts, has_consumer_journals
+from analysis.consumer_check import (
+    AckedOffsets,
+    ConsumerFacts,
+    consumer_facts,
+    has_consumer_journals,
+)
 from analysis.results import Sensitivity
 from analysis.transaction_check import MessageView, Transactions, TxnFacts, read_uncommitted_ids
 from harness.rundir import layout
@@ -102,7 +107,7 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= txn.examples
         sensitivity = _both(sensitivity, txn.sensitivity)
     if has_consumer_journals(run.run_dir):
-        group = _consumer_facts(run.run_dir, messages, reads)
+        group = _consumer_facts(run.run_dir, messages, reads, acked)
         counts |= group.counts
         examples |= group.examples
         for second, row in group.seconds.items():
@@ -155,14 +160,19 @@ def _both(first: Sensitivity, second: Sensitivity | None) -> Sensitivity:
     )
 
 
-def _consumer_facts(run_dir: Path, messages: Messages, reads: _Reads) -> ConsumerFacts:
+def _consumer_facts(
+    run_dir: Path, messages: Messages, reads: _Reads, acked: _Acked
+) -> ConsumerFacts:
     """The consumer group's classes over the acknowledged messages the read-back holds, each
-    at the record it was first read from."""
+    at the record it was first read from; its lag against the acknowledged offsets."""
     present = (messages.status == CODE[Status.OK]) & (messages.reads > 0)
     present &= messages.msg_id != NO_ID
     record = messages.first_read[present]
+    landed = (acked.status == CODE[Status.OK]) & (acked.offset != NULL) & (acked.ack_ts != NONE_TS)
+    landed &= acked.partition != NULL
+    offsets = AckedOffsets(acked.partition[landed], acked.offset[landed], acked.ack_ts[landed])
     return consumer_facts(
-        run_dir, messages.msg_id[present], reads.partition[record], reads.offset[record]
+        run_dir, messages.msg_id[present], reads.partition[record], reads.offset[record], offsets
     )
 
 

@@ -36,14 +36,33 @@ from harness.rundir import layout
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
 
-__all__ = ["TIMELINE_COUNTS", "ConsumerFacts", "consumer_facts", "has_consumer_journals"]
+__all__ = [
+    "TIMELINE_COUNTS",
+    "TIMELINE_LAG",
+    "AckedOffsets",
+    "ConsumerFacts",
+    "consumer_facts",
+    "group_lag",
+    "has_consumer_journals",
+]
 
 # Per epoch second, in the timeline: records the group processed, commits it saw refused.
 TIMELINE_COUNTS = ("processed", "commits_failed")
+# Per epoch second too, a level rather than a count: the group's lag at the second's end.
+TIMELINE_LAG = "group_lag"
 MAX_EXAMPLES = 20
 SLOT_BITS = 40  # as analysis.checker: a record's slot is partition << 40 | offset
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_SHARE = 100  # each sample: about one healthy message in 100, at least one
+
+
+@dataclass(frozen=True)
+class AckedOffsets:
+    """The acknowledged sends that carry an offset: where each landed and when it was acked."""
+
+    partition: np.ndarray
+    offset: np.ndarray
+    ack_ts_us: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -100,9 +119,10 @@ def consumer_facts(
     msg_id: np.ndarray,
     partition: np.ndarray,
     offset: np.ndarray,
+    acked: AckedOffsets,
 ) -> ConsumerFacts:
     """The consumer classes of a run whose acknowledged messages present in the read-back are
-    `msg_id`, each read at (`partition`, `offset`)."""
+    `msg_id`, each read at (`partition`, `offset`); `acked` gives the timeline's group lag."""
     processed = processed_table(run_dir)
     ids = _column(processed, "msg_id", -1)
     slots = (_column(processed, "partition", 0) << SLOT_BITS) + _column(processed, "offset", 0)
@@ -126,7 +146,10 @@ def consumer_facts(
         ],
         "consumer_reprocessed": _reprocessed_examples(reprocessed_ids, reprocessed_slots, times),
     }
-    seconds = _seconds(processed, run_dir)
+    commits = commits_table(run_dir)
+    seconds = _seconds(processed, commits)
+    for second, lag in group_lag(acked, commits).items():
+        seconds.setdefault(second, {})[TIMELINE_LAG] = lag
     probe = _probe(ids, slots, msg_id, partition, offset, committed)
     return ConsumerFacts(counts, examples, processed.num_rows, seconds, probe)
 
@@ -177,9 +200,8 @@ def _healthy(
     return np.sort(msg_id[once & below])
 
 
-def _seconds(processed: pa.Table, run_dir: Path) -> dict[int, dict[str, int]]:
+def _seconds(processed: pa.Table, commits: pa.Table) -> dict[int, dict[str, int]]:
     """Per epoch second: records processed, and commit attempts refused."""
-    commits = commits_table(run_dir)
     failed = commits.filter(pc.not_equal(commits["outcome"], COMMIT_OK))
     seconds: dict[int, dict[str, int]] = {}
     for name, table in (("processed", processed), ("commits_failed", failed)):
@@ -188,6 +210,43 @@ def _seconds(processed: pa.Table, run_dir: Path) -> dict[int, dict[str, int]]:
         for second, count in zip(values.tolist(), counts.tolist(), strict=True):
             seconds.setdefault(second, {})[name] = count
     return seconds
+
+
+def group_lag(acked: AckedOffsets, commits: pa.Table) -> dict[int, int]:
+    """Per epoch second, from the first acknowledgement to the last one or commit: the group's lag
+    at the second's end, in records, as Kafka's tools define it: over the partitions, the log
+    end the producers had been acknowledged (1 + the highest acked offset by then) minus the
+    group's committed offset then (its latest successful commit; 0 before any, as the group
+    reads from the earliest offset), never below 0."""
+    ok = commits.filter(pc.equal(commits["outcome"], COMMIT_OK))
+    commit_p, commit_o, commit_ts = (_column(ok, n, 0) for n in ("partition", "offset", "ts_us"))
+    if len(acked.ack_ts_us) == 0:
+        return {}
+    first = int(acked.ack_ts_us.min()) // 1_000_000
+    last = int(max(acked.ack_ts_us.max(), commit_ts.max(initial=0))) // 1_000_000
+    ends = (np.arange(first, last + 1, dtype=np.int64) + 1) * 1_000_000
+    lag = np.zeros(len(ends), dtype=np.int64)
+    for p in np.union1d(acked.partition, commit_p).tolist():
+        mine = acked.partition == p
+        log_end = _level_at(ends, acked.ack_ts_us[mine], acked.offset[mine] + 1, running_max=True)
+        theirs = commit_p == p
+        committed = _level_at(ends, commit_ts[theirs], commit_o[theirs], running_max=False)
+        lag += np.maximum(log_end - committed, 0)
+    return dict(zip(range(first, last + 1), lag.tolist(), strict=True))
+
+
+def _level_at(
+    ends: np.ndarray, stamps: np.ndarray, values: np.ndarray, running_max: bool
+) -> np.ndarray:
+    """For each time in `ends`: the value of the latest stamp before it (the highest so far
+    when `running_max`), 0 before the first stamp."""
+    order = np.argsort(stamps, kind="stable")
+    stamps, values = stamps[order], values[order]
+    if running_max and len(values):
+        values = np.maximum.accumulate(values)
+    taken = np.searchsorted(stamps, ends, side="left")
+    padded = np.concatenate([np.zeros(1, dtype=np.int64), values.astype(np.int64)])
+    return padded[taken]
 
 
 def _column(table: pa.Table, name: str, fill: int) -> np.ndarray:

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from analysis.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
 from analysis.attribution import Attribution, MissingMessage, attribute
 from analysis.checker import RunFacts, RunInput, check_run
-from analysis.consumer_check import TIMELINE_COUNTS
+from analysis.consumer_check import TIMELINE_COUNTS, TIMELINE_LAG
 from analysis.judge.verdicts import CellStats, cell_stats
 from analysis.results import (
     CONTRACT_KEYS,
@@ -288,6 +288,7 @@ def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
         },
         ack_latency_p50_ms=row.get("ack_latency_p50_ms"),
         ack_latency_p99_ms=row.get("ack_latency_p99_ms"),
+        group_lag=row.get(TIMELINE_LAG),
     )
 
 

@@ -84,6 +84,7 @@ class TimelineSecond:
     ack_latency_p99_ms: float | None = None
     processed: int = 0  # by the consumer group (workload.consumers), in this epoch second
     commits_failed: int = 0  # the group's commit attempts refused in this second
+    group_lag: int | None = None  # records acked but not committed by the group at its end
 
 
 @dataclass(frozen=True)

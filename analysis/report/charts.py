@@ -52,6 +52,7 @@ SERIES_COLOURS: Final = {
     "recovery": "#1a7f37",
     "processed": "#0550ae",
     "commits_failed": "#24292f",
+    "group_lag": "#1b7c83",
 }
 STALL_BAR_HEIGHT: Final = 0.04  # axes fraction: the longest one-partition stall, at the bottom
 RECOVERY_HEIGHT: Final = 0.6  # axes fraction: heal → every partition acking again
@@ -110,6 +111,7 @@ def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Marku
         )
         _plot_throughput(top, timeline)
         _plot_latency(bottom, timeline)
+        _plot_group_lag(bottom, timeline)
         _mark_faults(top, bottom, fault_windows(events), origin_us, _t_end(timeline))
         _mark_leader_changes(top, bottom, leader_changes(events), origin_us)
         if result.availability is not None:
@@ -180,6 +182,20 @@ def _plot_latency(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
     ax.set_ylabel("ack latency (ms)")
     ax.set_xlabel("seconds since the workload started")
     ax.grid(axis="x", visible=False)
+
+
+def _plot_group_lag(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
+    """The consumer group's lag (records acked, not yet committed) on a right-hand axis of the
+    latency plot; nothing for a run without a group."""
+    lag = _series(timeline, "group_lag")
+    if all(v != v for v in lag):  # all NaN: no group, or no acknowledgement
+        return
+    right = ax.twinx()
+    right.step([second.t_s + 1 for second in timeline], lag, where="pre", linewidth=1.2,
+               color=SERIES_COLOURS["group_lag"], label="group lag")  # fmt: skip
+    right.set_ylabel("group lag (records)", color=SERIES_COLOURS["group_lag"])
+    right.set_ylim(0, max(max((v for v in lag if v == v), default=0) * 1.15, 1))
+    right.grid(visible=False)
 
 
 def _mark_faults(
@@ -297,6 +313,7 @@ def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) 
     if consumed:
         handles += [
             Line2D([], [], color=SERIES_COLOURS["processed"], label="processed by the group / s"),
+            Line2D([], [], color=SERIES_COLOURS["group_lag"], label="group lag (right axis)"),
             Line2D(
                 [],
                 [],

@@ -20,6 +20,8 @@ from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
 from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run
 from tests.unit.test_verdicts import CP, judge_repetition, result
 
+NO_ACKS = consumer_check.AckedOffsets(*(np.array([], dtype=np.int64) for _ in range(3)))
+
 
 def journal(
     run_dir: Path,
@@ -139,6 +141,52 @@ def test_the_timeline_counts_processed_records_and_refused_commits_per_second(tm
     assert timeline[second - 1]["sent"] == 6 and "processed" not in timeline[second - 1]
 
 
+def commits(rows: list[tuple[int, int, int, str]]) -> pa.Table:
+    """A commits table of (partition, offset, ts_us, outcome) rows, all by member 0."""
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    partition, offset, ts_us, outcome = columns
+    return pa.table([partition, offset, [0] * len(rows), ts_us, outcome], schema=COMMIT_SCHEMA)
+
+
+def test_group_lag_is_acked_log_end_minus_committed_offset_summed_over_partitions():
+    s = 1_700_000_000  # epoch seconds; each ack or commit at s + k seconds + 0.5
+    at = [(s + k) * 1_000_000 + 500_000 for k in range(4)]
+    acked = consumer_check.AckedOffsets(
+        partition=np.array([0, 0, 1, 0, 1]),
+        offset=np.array([0, 1, 0, 2, 1]),
+        ack_ts_us=np.array([at[0], at[0], at[0], at[1], at[1]]),
+    )
+    table = commits([
+        (0, 2, at[1], "ok"),  # partition 0 committed up to offset 2 in second 1
+        (1, 2, at[2], "REBALANCE_IN_PROGRESS"),  # refused: the committed offset stays 0
+        (1, 2, at[3], "ok"),
+    ])  # fmt: skip
+    # second 0: p0 end 2, p1 end 1, nothing committed; second 1: p0 3-2, p1 2-0;
+    # second 2: unchanged (the refused commit counts for nothing); second 3: p1 caught up.
+    assert consumer_check.group_lag(acked, table) == {s: 3, s + 1: 3, s + 2: 3, s + 3: 1}
+
+
+def test_group_lag_never_goes_below_zero_nor_starts_before_the_first_ack():
+    s = 1_700_000_000
+    acked = consumer_check.AckedOffsets(
+        partition=np.array([0]), offset=np.array([4]), ack_ts_us=np.array([s * 1_000_000 + 1])
+    )
+    early = commits([(0, 9, (s - 5) * 1_000_000, "ok")])  # a commit past the acked end
+    assert consumer_check.group_lag(acked, early) == {s: 0}
+    assert consumer_check.group_lag(NO_ACKS, early) == {}
+
+
+def test_the_timeline_carries_the_group_lag_until_the_last_commit(tmp_path: Path):
+    run_dir = six_messages(tmp_path, {0: 6})
+    second = T0_US // 1_000_000 + 1  # the second after the six sends
+    rows = [(0, 3, second * 1_000_000, "ok"), (0, 6, (second + 2) * 1_000_000, "ok")]
+    journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)], second * 1_000_000, rows)
+    timeline = check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).seconds
+    lags = [timeline[s].get("group_lag") for s in range(second - 1, second + 3)]
+    assert lags == [6, 3, 3, 0]
+    assert second + 3 not in timeline
+
+
 def test_a_run_without_a_group_has_no_consumer_counts(tmp_path: Path):
     acked, readback = in_order(3)
     run_dir = write_run(tmp_path, "c", acked, readback)
@@ -234,6 +282,7 @@ def test_the_group_checks_pass_their_sensitivity_probe(tmp_path: Path):
         np.arange(1, 101),
         np.zeros(100, dtype=np.int64),
         np.arange(100),
+        NO_ACKS,
     ).sensitivity
     assert probe == Sensitivity(removed=2, found=2, passed=True)  # one hidden, one doubled
 

@@ -525,3 +525,17 @@ def test_a_cell_draws_its_worst_repetitions_and_links_the_rest(tmp_path: Path) -
     assert [r.repetition for r in view.repetitions if r.timeline_skipped] == [4, 5, 6, 8]
     html = render_report(cells, [typed(r) for r in reps], {}, (), tmp_path, "Many").html
     assert html.read_text().count("Timeline not drawn: a cell draws at most 5") == 4
+
+
+def test_a_group_run_draws_its_lag_on_a_right_hand_axis(tmp_path: Path) -> None:
+    grouped = result("grouped", CP, 0)
+    grouped["timeline"] = [
+        {**second, "processed": 90, "group_lag": 400 - 20 * second["t_s"]}
+        for second in grouped["timeline"]
+    ]
+    plain = result("plain", CP, 0)
+    cells = judge_all([grouped, plain], {})
+    html = render_report(cells, [typed(grouped), typed(plain)], {}, (), tmp_path, "Lag").html
+    text = html.read_text()
+    assert text.count("group lag (records)") == 1  # the axis, on the grouped run's timeline only
+    assert text.count("group lag (right axis)") == 1  # and its legend entry
