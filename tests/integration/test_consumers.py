@@ -28,16 +28,22 @@ def test_an_at_least_once_group_processes_every_acknowledged_message(tmp_path: P
     result = json.loads((run_dir / "results.json").read_text())
     events = events_in(run_dir)
 
-    # The faults acted on the members: consumer-0 killed and started again, consumer-1 paused.
+    # The faults acted on the members: consumer-0 killed and started again, consumer-1 paused,
+    # then consumer-0 made to leave the group (a clean close, not a crash) and started again.
     starts = [e for e in events if e.get("type") == "fault_start"]
     assert [(e["fault"], e["hosts"], e["nodes"]) for e in starts] == [
         ("consumer-kill", ["consumer-0"], []),
         ("consumer-pause", ["consumer-1"], []),
+        ("consumer-rebalance", ["consumer-0"], []),
     ]
-    assert (run_dir / "consumer-c0-r1-processed.arrows").is_file()  # its second start
+    assert (run_dir / "consumer-c0-r2-processed.arrows").is_file()  # its third start
     [end] = [e for e in events if e.get("type") == "consumers"]
-    assert end["caught_up"] is True and end["starts"] == {"consumer-0": 2, "consumer-1": 1}
+    assert end["caught_up"] is True and end["starts"] == {"consumer-0": 3, "consumer-1": 1}
     assert end["journal_errors"] == [] and end["crashes"] == []
+
+    # The group's lag is on the timeline, and a group that caught up ends it at zero.
+    lags = [s["group_lag"] for s in result["timeline"] if s["group_lag"] is not None]
+    assert lags and max(lags) > 0 and lags[-1] == 0, lags
 
     # Every acknowledged message of the log was processed by some member.
     acked = pq.read_table(run_dir / "acked.parquet").to_pydict()
