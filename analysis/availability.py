@@ -276,6 +276,15 @@ def availability_of(run_dir: str | Path) -> Availability:
     )
 
 
+def price_of_safety(run_dir: str | Path) -> tuple[Availability | None, str | None]:
+    """(its availability, None) for one repetition, or (None, why) when it cannot be measured.
+    Never raises: one unreadable run must not stop the analysis of the others."""
+    try:
+        return availability_of(run_dir), None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def _read_rows(path: Path) -> _Rows:
     """The four columns the figures need, as numpy arrays; AvailabilityError if unreadable."""
     if not path.is_file():

@@ -6,16 +6,14 @@ Needs only run directories, so it runs a month later, or over the shards of many
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.availability import availability_of
 from analysis.dataset import write_dataset
 from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
 from analysis.reconcile import find_runs, reconcile_runs, write_results
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
-from analysis.results import RunResult
 from analysis.summary import cross_run_summary
 from harness.rundir.provenance import read_provenance
 
@@ -54,7 +52,7 @@ def analyse(
             "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
             "experiment first (make run)."
         )
-    results = [with_availability(r) for r in reconcile_runs(run_dirs, master)]
+    results = reconcile_runs(run_dirs, master)
     write_results(results)
     events = load_events_by_run(results)
     cells = judge_all(results, events)
@@ -66,15 +64,6 @@ def analyse(
     return Analysis(
         tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json, junit_path, dataset
     )
-
-
-def with_availability(result: RunResult) -> RunResult:
-    """The result with its price of safety measured; never raises: a run that cannot be
-    measured gets availability None and the reason in `availability_error`."""
-    try:
-        return replace(result, availability=availability_of(result.run_dir))
-    except Exception as exc:  # one unreadable run must not stop the analysis of the others
-        return replace(result, availability_error=f"{type(exc).__name__}: {exc}")
 
 
 def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:

@@ -2,8 +2,10 @@
 
 One Spark job checks every run: each run is a task, which analysis.checker answers in one
 process with Arrow and numpy (a run is the unit of every question, so no shuffle is needed, and
-Spark spreads the runs over its executors). The driver collects each run's facts and builds its
-result, with the attribution of what is missing.
+Spark spreads the runs over its executors). The same task attributes what is missing (where
+each missing message still is, from the run's kept segments) and measures the price of safety
+(analysis.availability), so every per-run question rides in the one job; the driver collects
+each run's answer and builds its result.
 
     python -m analysis.reconcile 'runs/my-experiment/*' [--master URL] [--out reports/latest]
 """
@@ -27,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from analysis.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
 from analysis.attribution import Attribution, MissingMessage, attribute
+from analysis.availability import Availability, price_of_safety
 from analysis.checker import RunFacts, RunInput, check_run
 from analysis.consumer_check import TIMELINE_COUNTS, TIMELINE_LAG
 from analysis.judge.verdicts import CellStats, cell_stats
@@ -110,8 +113,8 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
 def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
     """One result per run dir, in order, from one Spark job; a failing run becomes "error"."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    facts = _check_all(spark, [r for r in runs if r.status != RunStatus.ERROR])
-    return [_result(run, facts.get(run.run_id)) for run in runs]
+    answers = _check_all(spark, [r for r in runs if r.status != RunStatus.ERROR])
+    return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
 def _inspect(run_id: int, run_dir: Path) -> _RunDir:
@@ -165,9 +168,9 @@ def _readable_as(actual: pa.DataType, wanted: pa.DataType) -> bool:
     return actual == wanted
 
 
-def _check_all(spark: SparkSession, runs: list[_RunDir]) -> dict[int, RunFacts | str]:
-    """The facts of every run from one Spark job, one task per run; a run whose check raised
-    gets the error's first line instead, and the others are unaffected."""
+def _check_all(spark: SparkSession, runs: list[_RunDir]) -> dict[int, _Answer]:
+    """The answer of every run from one Spark job, one task per run; a run whose check raised
+    gets the error's first line instead of facts, and the others are unaffected."""
     if not runs:
         return {}
     inputs = [(r.run_id, _input_of(r)) for r in runs]
@@ -185,28 +188,60 @@ def _input_of(run: _RunDir) -> RunInput:
     )
 
 
-def _checked(task: tuple[int, RunInput]) -> tuple[int, RunFacts | str]:
-    """(run id, its facts), or (run id, "Type: first line") when the check raised."""
+@dataclass(frozen=True)
+class _Answer:
+    """What one Spark task learnt of its run: the checker's facts (None, and `error`, when the
+    check raised), where the missing messages still are, and the price of safety (None, and
+    `availability_error`, when it could not be measured)."""
+
+    facts: RunFacts | None
+    error: str | None = None
+    attribution: Attribution | None = None
+    availability: Availability | None = None
+    availability_error: str | None = None
+
+
+def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
+    """(run id, its answer): the body of one Spark task. Never raises."""
     run_id, run = task
+    availability, availability_error = price_of_safety(run.run_dir)
+    priced = {"availability": availability, "availability_error": availability_error}
     try:
-        return run_id, check_run(run)
+        facts = check_run(run)
     except Exception as exc:
-        return run_id, f"{type(exc).__name__}: {_first_line(exc)}"
+        return run_id, _Answer(None, f"{type(exc).__name__}: {_first_line(exc)}", **priced)
+    if not run.complete:
+        return run_id, _Answer(facts, **priced)
+    attribution = _attribution(run.run_dir, facts.missing, _all_counts(facts))
+    # The missing list (up to 100,000 rows) has served its purpose: it stays on the executor.
+    return run_id, _Answer(replace(facts, missing=[]), None, attribution, **priced)
 
 
-def _result(run: _RunDir, facts: RunFacts | str | None) -> RunResult:
-    """The RunResult of one run from its facts; any failure makes it status "error"."""
-    error = run.error
-    if isinstance(facts, str):
-        error = facts
-    elif facts is None and error is None:
-        error = "RuntimeError: the Spark job returned nothing for this run"
+def _all_counts(facts: RunFacts) -> dict[str, int]:
+    """Every count name, zero where the checker reported none."""
+    return dict.fromkeys(COUNT_NAMES, 0) | facts.counts
+
+
+def _result(run: _RunDir, answer: _Answer | None) -> RunResult:
+    """The RunResult of one run from its task's answer; any failure makes it status "error".
+    A run no task answered (it failed inspection) is priced here, on the driver."""
+    if answer is None:
+        error = run.error or "RuntimeError: the Spark job returned nothing for this run"
+        availability, availability_error = price_of_safety(run.run_dir)
+        answer = _Answer(
+            None, error, availability=availability, availability_error=availability_error
+        )
+    priced = {
+        "availability": answer.availability,
+        "availability_error": answer.availability_error,
+    }
+    error = run.error or answer.error
     if error is None:
         try:
-            return _assembled(run, facts)
+            return replace(_assembled(run, answer.facts, answer.attribution), **priced)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-    return _blank_result(run, RunStatus.ERROR, error)
+    return replace(_blank_result(run, RunStatus.ERROR, error), **priced)
 
 
 def _first_line(exc: Exception) -> str:
@@ -232,13 +267,13 @@ def _blank_result(run: _RunDir, status: RunStatus, error: str | None) -> RunResu
     )
 
 
-def _assembled(run: _RunDir, facts: RunFacts) -> RunResult:
+def _assembled(run: _RunDir, facts: RunFacts, attribution: Attribution | None) -> RunResult:
     """The complete or incomplete result of a run the checker answered."""
     blank = _blank_result(run, run.status, None)
     timeline = _timeline(facts.seconds)
     if run.status != RunStatus.COMPLETE:
         return replace(blank, timeline=timeline)
-    counts = dict.fromkeys(COUNT_NAMES, 0) | facts.counts
+    counts = _all_counts(facts)
     contract = dict.fromkeys(CONTRACT_KEYS, 0) | facts.contract
     examples = {
         name: tuple(Example.of(name, row) for row in facts.examples.get(name, ()))
@@ -254,16 +289,16 @@ def _assembled(run: _RunDir, facts: RunFacts) -> RunResult:
         sensitivity=facts.sensitivity,
         examples=examples,
         timeline=timeline,
-        attribution=_attribution(run, facts.missing, counts),
+        attribution=attribution,
     )
 
 
 def _attribution(
-    run: _RunDir, missing: list[tuple[int | None, int | None, int | None]], counts: dict[str, int]
+    run_dir: Path, missing: list[tuple[int | None, int | None, int | None]], counts: dict[str, int]
 ) -> Attribution:
     """Where each missing message still is, from the segments kept in the run directory."""
     messages = [MissingMessage(msg_id, partition, offset) for msg_id, partition, offset in missing]
-    return attribute(run.run_dir, messages, loss_of(counts))
+    return attribute(run_dir, messages, loss_of(counts))
 
 
 def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:

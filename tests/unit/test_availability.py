@@ -16,8 +16,8 @@ from analysis.availability import (
     AvailabilityError,
     availability_of,
     cell_price,
+    price_of_safety,
 )
-from analysis.pipeline import with_availability
 from analysis.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
@@ -219,6 +219,9 @@ def test_missing_or_unreadable_acked_parquet_is_an_error_naming_the_file(tmp_pat
 
 
 def test_the_pipeline_never_crashes_on_an_unmeasurable_run(tmp_path: Path) -> None:
+    availability, error = price_of_safety(tmp_path)
+    assert availability is None
+    assert error is not None and "no acked.parquet" in error
     result = RunResult(
         run_dir=str(tmp_path),
         experiment="e",
@@ -227,14 +230,12 @@ def test_the_pipeline_never_crashes_on_an_unmeasurable_run(tmp_path: Path) -> No
         config=CellConfig(),
         axes={},
         status=RunStatus.ERROR,
+        availability_error=error,
     )
-    broken = with_availability(result)
-    assert broken.availability is None
-    assert broken.availability_error is not None and "no acked.parquet" in broken.availability_error
-    assert broken.as_json()["availability_error"] == broken.availability_error
+    assert result.as_json()["availability_error"] == error
     run_dir(tmp_path, [ok(0, 0, 1.0)], window(0.0, 2.0))
-    fine = with_availability(result)
-    assert fine.availability is not None and fine.availability_error is None
+    availability, error = price_of_safety(tmp_path)
+    assert availability is not None and error is None
 
 
 def test_results_json_form(tmp_path: Path) -> None:

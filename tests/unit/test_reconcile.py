@@ -418,6 +418,16 @@ def test_unreadable_runs_are_errors_not_crashes(results: dict) -> None:
     assert results[("clean", 0)].status == "complete"
 
 
+def test_the_price_of_safety_is_measured_with_the_check_and_never_crashes_it(results: dict):
+    clean, incomplete = results[("clean", 0)], results[("incomplete", 0)]
+    assert clean.availability is not None and clean.availability_error is None
+    assert clean.availability.ok == clean.counts["acked"]
+    assert incomplete.availability is not None  # acked.parquet alone is enough
+    garbage = results[("garbage", 0)]  # failed inspection: priced on the driver
+    assert garbage.availability is None
+    assert garbage.availability_error and garbage.availability_error.startswith("AvailabilityError")
+
+
 def test_timeline_per_second_with_gaps_filled(results: dict) -> None:
     timeline = results[("timeline", 0)].timeline
     assert [s.t_s for s in timeline] == [0, 1, 2]
@@ -514,6 +524,7 @@ def test_a_run_the_checker_cannot_read_fails_alone(spark: SparkSession, tmp_path
     assert by_cell["torn"].status == "error"
     assert by_cell["torn"].error.startswith("OSError:"), by_cell["torn"].error
     assert by_cell["torn"].counts is None
+    assert by_cell["torn"].availability is not None  # its acked.parquet is whole
     assert by_cell["clean"].status == "complete"
     assert by_cell["clean"].counts["acked"] == 3
 
