@@ -3,11 +3,14 @@ with a plain consumer (independent of the harness's own read-back)."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
+import pyarrow.compute as pc
 import pytest
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -16,6 +19,10 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
+
+from harness.rundir.layout import JournalFiles
+from harness.rundir.records import ACK_SCHEMA
+from harness.workload.journal import read_stream
 
 T = TypeVar("T")
 Record = tuple[bytes | None, bytes | None]  # (key, value)
@@ -29,6 +36,19 @@ def poll_until(condition: Callable[[], T], timeout_s: float) -> T | None:
             return value
         time.sleep(0.25)
     return None
+
+
+def first_event_us(run_dir: Path, event_type: str) -> int:
+    """The `ts_us` of the run's first event of `event_type` (it must have been written)."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return next(e["ts_us"] for e in map(json.loads, lines) if e.get("type") == event_type)
+
+
+def acks_after(run_dir: Path, files: JournalFiles, ts_us: int) -> int:
+    """The delivery reports a recorder's journal holds, stamped after `ts_us` (read while it
+    is written: a torn last batch is left out)."""
+    acks = read_stream(run_dir / files.acks, ACK_SCHEMA)
+    return int(pc.sum(pc.greater(acks["ack_ts_us"], ts_us)).as_py() or 0)
 
 
 def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:

@@ -15,8 +15,10 @@ import docker
 import pyarrow.parquet as pq
 import pytest
 
+from harness.rundir.layout import JOURNAL
 from harness.rundir.segments import read_records
 from harness.settings import load_settings
+from tests.integration.support import acks_after, first_event_us, wait_until
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).parent
@@ -166,7 +168,9 @@ def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
     harness = start_one_kill(tmp_path, subprocess.DEVNULL)
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 120)
-        time.sleep(2)  # let the journal see sends on both sides of the fault
+        fault_us = first_event_us(run_dir, "fault_start")
+        # The journal must hold reports from both sides of the fault before the crash.
+        wait_until(lambda: acks_after(run_dir, JOURNAL, fault_us), 60, "an ack after the fault")
         os.kill(harness.pid, signal.SIGKILL)
         harness.wait(30)
     finally:

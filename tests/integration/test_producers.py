@@ -6,14 +6,14 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from harness.rundir.layout import producer_journal
 from harness.rundir.records import PRODUCER_ID_STRIDE
-from tests.integration.support import wait_until
+from tests.integration.support import acks_after, first_event_us, wait_until
 from tests.integration.test_experiment import (
     CLI,
     HERE,
@@ -111,7 +111,10 @@ def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     try:
         run_dir = wait_for_event(tmp_path, "fault_start", 180)
         victim = producer_pids(run_dir)[1]
-        time.sleep(1)  # its journal holds sends from before the fault and after
+        fault_us = first_event_us(run_dir, "fault_start")
+        wait_until(  # its journal holds sends from before the fault and after
+            lambda: acks_after(run_dir, producer_journal(1), fault_us), 60, "an ack after the fault"
+        )
         os.kill(victim, signal.SIGKILL)
         output, _ = harness.communicate(timeout=300)
     finally:
