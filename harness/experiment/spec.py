@@ -379,8 +379,9 @@ class TransactionsSpec(_Section):
     timeout_ms: whole = Field(30_000, ge=1_000, le=900_000)
     # Commit an offset of GROUP_ID in every transaction, as consume-transform-produce does:
     # the group coordinator then takes part in each commit. Off by default: librdkafka 2.16's
-    # send_offsets_to_transaction was seen blocking past its timeout against Kafka 3.8.1
-    # (README, "Transactions"), which stalls the workload for good.
+    # send_offsets_to_transaction was seen blocking past its timeout against Kafka 3.8.1, as
+    # librdkafka issues #5456 and #5511 describe (README, "Transactions"), which stalls the
+    # workload for good.
     send_offsets: bool = False
 
 
