@@ -12,6 +12,12 @@ Outcomes follow librdkafka's transactional API contract: a commit or abort call 
 is definite; an error that requires an abort makes the transaction aborted once the abort
 returned; a fatal error, or a commit that was retried after an error and then ended in an abort,
 leaves the outcome unknown (the first commit may have reached the coordinator).
+
+send_offsets_to_transaction may never return, whatever its timeout (librdkafka issues #5456 and
+#5511): it runs on a daemon thread, and when it has not returned well after its timeout the
+client is abandoned as stuck (never closed: closing it could block as well), the workload stops,
+and the repetition ends with ClientStuck, so it is judged UNKNOWN after the usual heal and
+read-back.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ log = logging.getLogger("kafka_chaos.transactions")
 
 TRANSACTIONAL_ID = "kchaos-txn"  # the producer's transactional.id (target `txn-coordinator`)
 GROUP_ID = "kchaos-txn-group"  # the group its offsets go to (target `group-coordinator`)
+
+
+class ClientStuck(RuntimeError):
+    """A transactional API call of librdkafka did not return long after its own timeout."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,7 @@ class TransactionalRecorder:
     END_TIMEOUT_S = 10.0  # one commit/abort call; a retriable timeout is retried
     END_ATTEMPTS = 6
     REPLACE_ATTEMPTS = 5  # fatal errors survived by a fresh client, then the workload stops
+    STUCK_AFTER_S = 30.0  # beyond a call's own timeout: the client is stuck (see the docstring)
 
     def __init__(
         self,
@@ -166,6 +177,8 @@ class TransactionalRecorder:
         self._consumer: Consumer | None = None
         self._rng = random.Random(plan.seed)
         self._replaced = 0
+        self._stop = threading.Event()  # the run's: an interrupt ends a wait for a stuck call
+        self.stuck: ClientStuck | None = None
 
     @property
     def stats(self) -> RecorderStats:
@@ -203,12 +216,13 @@ class TransactionalRecorder:
         limit = w.count if w.count else 1 << 62
         interval = 1.0 / w.rate if w.rate else 0.0
         started, msg_id, txn = time.monotonic(), 0, 0
+        self._stop = stop
         try:
             while msg_id < limit and not stop.is_set() and time.monotonic() < deadline:
                 size = min(self.plan.size, limit - msg_id)
                 msg_id, fatal = self._transaction(txn, msg_id, size, started, interval, stop)
                 txn += 1
-                if fatal and not self._replace():
+                if fatal and (self.stuck is not None or not self._replace()):
                     break
         finally:
             self._close_clients()
@@ -267,8 +281,7 @@ class TransactionalRecorder:
         for _ in range(self.END_ATTEMPTS):
             try:
                 if self._group is not None and doing == Intent.COMMIT:
-                    offsets = [TopicPartition(self.topic, 0, txn + 1)]
-                    producer.send_offsets_to_transaction(offsets, self._group, self.END_TIMEOUT_S)
+                    self._send_offsets(producer, [TopicPartition(self.topic, 0, txn + 1)])
                 if doing == Intent.COMMIT:
                     producer.commit_transaction(self.END_TIMEOUT_S)
                     return TxnOutcome.COMMITTED, "; ".join(errors), False
@@ -281,6 +294,10 @@ class TransactionalRecorder:
                 # have reached the coordinator, so the outcome is not known.
                 outcome = TxnOutcome.UNKNOWN if doubtful else TxnOutcome.ABORTED
                 return outcome, "; ".join(errors), False
+            except ClientStuck as exc:
+                self.stuck = exc
+                errors.append(f"{doing.value}: {exc}")
+                return TxnOutcome.UNKNOWN, "; ".join(errors), True
             except KafkaException as exc:
                 kafka_error = exc.args[0] if exc.args else None
                 errors.append(f"{doing.value}: {_name(exc)}")
@@ -293,6 +310,34 @@ class TransactionalRecorder:
                 else:
                     return TxnOutcome.UNKNOWN, "; ".join(errors), True
         return TxnOutcome.UNKNOWN, "; ".join(errors), True
+
+    def _send_offsets(self, producer: Producer, offsets: list[TopicPartition]) -> None:
+        """send_offsets_to_transaction on a daemon thread, waited for at most END_TIMEOUT_S +
+        STUCK_AFTER_S (less when the run is interrupted); its own exception is re-raised, and
+        ClientStuck raised when it did not return in time."""
+        ended = threading.Event()
+        raised: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, self._group, self.END_TIMEOUT_S)
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                raised.append(exc)
+            finally:
+                ended.set()
+
+        threading.Thread(target=call, name="send-offsets", daemon=True).start()
+        deadline = time.monotonic() + self.END_TIMEOUT_S + self.STUCK_AFTER_S
+        while not ended.wait(0.2):
+            if self._stop.is_set() or time.monotonic() >= deadline:
+                waited = self.END_TIMEOUT_S + self.STUCK_AFTER_S
+                raise ClientStuck(
+                    f"send_offsets_to_transaction did not return (timeout {self.END_TIMEOUT_S:g} "
+                    f"s, waited up to {waited:g} s): the client is abandoned as stuck "
+                    "(librdkafka issues #5456, #5511)"
+                )
+        if raised:
+            raise raised[0]
 
     def _replace(self) -> bool:
         """A fresh client with the same transactional id (fencing the old one); False when
@@ -316,9 +361,11 @@ class TransactionalRecorder:
         self.journal.commit()
 
     def _close_producer(self) -> None:
-        """Release the client: what it still holds is purged (indeterminate, never loss)."""
+        """Release the client: what it still holds is purged (indeterminate, never loss). A
+        stuck client is only let go of: its thread still holds it, and closing could block."""
         producer, self.producer = self.producer, None
-        if producer is None:
+        if producer is None or self.stuck is not None:
+            self.journal.commit()
             return
         with contextlib.suppress(Exception):
             producer.purge(in_queue=True, in_flight=True, blocking=False)
@@ -348,7 +395,9 @@ class TransactionalRecorder:
                 journal_error=error,
                 transactions=dict(self.transactions.outcomes),
             )
-        return None if error is None else JournalError(error)
+        if error is not None:
+            return JournalError(error)
+        return self.stuck  # the repetition is UNKNOWN: its workload stopped early
 
 
 def _name(exc: KafkaException) -> str:
