@@ -100,6 +100,12 @@ def test_quick_experiment_expands_to_two_cells():
     assert cells[0].spec.workload.duration_s == 30
 
 
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_experiment_loads_and_expands(path):
+    cells = expand(load_experiment(path))
+    assert cells and len({cell.name for cell in cells}) == len(cells)
+
+
 # --- validation rules --------------------------------------------------------------------------
 
 
