@@ -27,6 +27,7 @@ import logging
 import random
 import threading
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -370,8 +371,13 @@ class TransactionalRecorder:
         with contextlib.suppress(Exception):
             producer.purge(in_queue=True, in_flight=True, blocking=False)
             producer.poll(1.0)
-        with contextlib.suppress(Exception):
+        # Closing mid-transaction makes the client abort it and warn when it cannot (a fenced
+        # or failed transaction): expected here, so the warning goes to the log, not stderr.
+        with contextlib.suppress(Exception), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             producer.close()
+        for warning in caught:
+            log.info("closing the transactional producer: %s", warning.message)
         self.journal.commit()
 
     def _close_clients(self) -> None:
