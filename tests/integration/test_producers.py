@@ -19,6 +19,7 @@ from tests.integration.test_experiment import (
     HERE,
     labelled_leftovers,
     only_dir,
+    run_cli,
     run_experiment,
     wait_for_event,
 )
@@ -131,6 +132,44 @@ def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     assert any("producer 1 exited" in reason for reason in verdict["reasons"]), verdict
     wait_until(lambda: not any(alive(p) for p in producer_pids(run_dir)), 10, "no producer left")
     assert labelled_leftovers() == []
+
+
+def test_a_crashed_harness_leaves_every_producers_journal_analysable(tmp_path: Path):
+    argv = [*CLI, "run", str(HERE / "experiments" / "producers.yaml"), "--runs-dir"]
+    harness = subprocess.Popen(
+        [*argv, str(tmp_path), "--quiet", "--no-report"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        run_dir = wait_for_event(tmp_path, "fault_start", 180)
+        fault_us = first_event_us(run_dir, "fault_start")
+        for producer in range(PRODUCERS):  # every journal holds reports from both sides
+            wait_until(
+                lambda p=producer: acks_after(run_dir, producer_journal(p), fault_us),
+                60,
+                f"producer {producer} to journal an ack after the fault",
+            )
+        pids = producer_pids(run_dir)
+        os.kill(harness.pid, signal.SIGKILL)  # no cleanup runs, no journal is closed
+        harness.wait(30)
+    finally:
+        harness.kill()
+    # The producers see their harness gone and stop by themselves.
+    wait_until(lambda: not any(alive(p) for p in pids), 30, "every producer to stop")
+    assert not (run_dir / "acked.parquet").exists()
+    cleaned = run_cli("clean")
+    assert cleaned.returncode == 0 and labelled_leftovers() == []
+
+    out = str(tmp_path / "rep")
+    reported = run_cli("report", str(run_dir.parent.parent), "--out", out, "--master", "local[2]")
+    assert reported.returncode == 2, reported.stdout + reported.stderr  # incomplete → UNKNOWN
+    acked = check_journals_and_acked(run_dir)  # every producer's journal, merged
+    after = {p for p, ts in zip(acked["producer"], acked["ack_ts_us"], strict=True)
+             if ts is not None and ts > fault_us}  # fmt: skip
+    assert after == set(range(PRODUCERS))  # each one's acks from after the fault survived
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["status"] == "incomplete"
 
 
 def test_ctrl_c_stops_every_producer_and_keeps_their_journals(tmp_path: Path):
