@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test unit integration lint bench mutation image engine compose clean venv cluster-check
+.PHONY: run test unit integration fuzz lint bench mutation image engine compose clean venv cluster-check
 
 run: venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -22,6 +22,11 @@ unit: venv
 
 integration: venv engine image
 	$(BIN)/python -m pytest -ra tests/integration
+
+# The property tests (tests marked `property`) with hypothesis's deep profile: tens of
+# thousands of generated examples each instead of CI's few hundred. Minutes, never in CI.
+fuzz: venv
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -ra -m property tests/unit
 
 lint: venv
 	$(BIN)/ruff check .

@@ -1,0 +1,26 @@
+"""Hypothesis profiles for every test package.
+
+`ci` (the default) keeps the property tests under a minute in `make test`; `deep` is what
+`make fuzz` runs (HYPOTHESIS_PROFILE=deep): tens of thousands of examples. Neither has a
+deadline: a Spark-backed example or a slow CI machine must not fail on time alone. A failing
+example either profile finds is kept as an explicit `@example` beside its property.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "deep",
+    max_examples=20_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
