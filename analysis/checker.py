@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from analysis import transaction_check
 from analysis.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS, LOSS_CLASSES
+from analysis.arrays import gather
 from analysis.consumer_check import (
     AckedOffsets,
     ConsumerFacts,
@@ -105,14 +106,14 @@ def check_run(run: RunInput) -> RunFacts:
         txn = _transaction_facts(run, txns, messages, reads, classes["expired"])
         counts |= txn.counts
         examples |= txn.examples
-        sensitivity = _both(sensitivity, txn.sensitivity)
+        sensitivity = sensitivity & txn.sensitivity
     if has_consumer_journals(run.run_dir):
         group = _consumer_facts(run.run_dir, messages, reads, acked)
         counts |= group.counts
         examples |= group.examples
         for second, row in group.seconds.items():
             seconds.setdefault(second, {}).update(row)
-        sensitivity = _both(sensitivity, group.sensitivity)
+        sensitivity = sensitivity & group.sensitivity
     return RunFacts(
         seconds=seconds,
         counts=counts,
@@ -144,20 +145,7 @@ def _transaction_facts(
 
 def _at_first_read(column: np.ndarray, first_read: np.ndarray) -> np.ndarray:
     """A record column at each message's first read, NULL for a message never read."""
-    if not len(column):
-        return np.full(len(first_read), NULL, dtype=np.int64)
-    return np.where(first_read >= 0, column[np.maximum(first_read, 0)], NULL)
-
-
-def _both(first: Sensitivity, second: Sensitivity | None) -> Sensitivity:
-    """Two probes as one: what both removed and found; passed when both passed."""
-    if second is None:
-        return first
-    return Sensitivity(
-        removed=first.removed + second.removed,
-        found=first.found + second.found,
-        passed=first.passed and second.passed,
-    )
+    return gather(column, first_read, NULL)
 
 
 def _consumer_facts(
@@ -448,8 +436,8 @@ def _messages(index: _Index, hidden: np.ndarray | None) -> Messages:
     order, key = index.acked_order, index.acked_key
     holder_at = index.acked_holder
     if hidden is not None:
-        holder_at = np.where((holder_at >= 0) & ~hidden[np.maximum(holder_at, 0)], holder_at, -1)
-    holder_id = np.where(holder_at >= 0, _record_ids(index, holder_at), NO_ID)
+        holder_at = np.where(gather(hidden, holder_at, True), -1, holder_at)
+    holder_id = _record_ids(index, holder_at)
     kept = index.read_order if hidden is None else index.read_order[~hidden[index.read_order]]
     kept_key = index.read_key if hidden is None else index.read_key[~hidden[index.read_order]]
     reads_of = np.bincount(kept_key, minlength=n)
@@ -476,9 +464,11 @@ def _messages(index: _Index, hidden: np.ndarray | None) -> Messages:
 
 
 def _record_ids(index: _Index, record: np.ndarray) -> np.ndarray:
-    """The msg_id of each record index (NO_ID for a record without one)."""
+    """The msg_id of each record index (NO_ID for a record without one, or for index -1)."""
     reads = index.reads
-    return np.where(reads.identified[record], reads.msg_id[record], NO_ID)
+    return np.where(
+        gather(reads.identified, record, False), gather(reads.msg_id, record, NO_ID), NO_ID
+    )
 
 
 def _reduce(ufunc: np.ufunc, values: np.ndarray, key: np.ndarray, n: int, empty: int) -> np.ndarray:
@@ -737,7 +727,7 @@ def _probe(index: _Index, run: RunInput, messages: Messages, loss: np.ndarray) -
     removed = len(hidden_messages)
     found = int(np.count_nonzero(probe_loss[hidden_messages]))
     extra = int(np.count_nonzero(probe_loss)) - int(np.count_nonzero(loss)) - found
-    return Sensitivity(removed=removed, found=found, passed=found == removed and extra == 0)
+    return Sensitivity.of(removed, found, clean=extra == 0)
 
 
 def _records_to_hide(index: _Index, m: Messages) -> np.ndarray:

@@ -182,7 +182,7 @@ def _probe(
     extra = int(np.count_nonzero(after)) - int(np.count_nonzero(before)) - found_hidden
     extra += len(np.unique(probe_ids)) - len(np.unique(base_ids)) - found_doubled
     removed, found = 2 * size, found_hidden + found_doubled
-    return Sensitivity(removed=removed, found=found, passed=found == removed and extra == 0)
+    return Sensitivity.of(removed, found, clean=extra == 0)
 
 
 def _healthy(

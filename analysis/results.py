@@ -89,11 +89,40 @@ class TimelineSecond:
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """The sensitivity probe: records hidden from a copy of the read-back, and found missing."""
+    """The sensitivity probe: records hidden from a copy of the read-back, and found missing.
+
+    `passed` is None when the probe does not apply: it had nothing to hide (an empty read-back,
+    no healthy record), so it proves nothing either way and must never read as a pass.
+    """
 
     removed: int
     found: int
-    passed: bool
+    passed: bool | None
+
+    @classmethod
+    def of(cls, removed: int, found: int, *, clean: bool) -> Sensitivity:
+        """A probe that hid `removed` and found `found` (clean: nothing else reported); passed
+        is None when nothing was hidden."""
+        passed = None if removed == 0 else found == removed and clean
+        return cls(removed=removed, found=found, passed=passed)
+
+    @property
+    def applies(self) -> bool:
+        """Whether the probe hid anything it could check."""
+        return self.passed is not None
+
+    def __and__(self, other: Sensitivity | None) -> Sensitivity:
+        """Two probes as one: what both removed and found; failed when either failed, passed
+        when every probe that applies passed, None when neither applies."""
+        if other is None or not other.applies:
+            return self
+        if not self.applies:
+            return other
+        return Sensitivity(
+            removed=self.removed + other.removed,
+            found=self.found + other.found,
+            passed=bool(self.passed and other.passed),
+        )
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.arrays import gather
 from analysis.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.transactions import TxnOutcome, read_transactions
@@ -76,18 +77,12 @@ class Transactions:
     def of(self, msg_id: np.ndarray) -> np.ndarray:
         """The index of each msg_id's transaction, -1 for none."""
         at = np.searchsorted(self.first, msg_id, "right") - 1
-        safe = np.maximum(at, 0)
-        inside = (
-            (at >= 0) & (msg_id < self.first[safe] + self.size[safe])
-            if len(self.first)
-            else at >= 0
-        )
-        return np.where(inside, at, -1)
+        end = gather(self.first, at, 0) + gather(self.size, at, 0)
+        return np.where((at >= 0) & (msg_id < end), at, -1)
 
     def outcome_of(self, msg_id: np.ndarray) -> np.ndarray:
         """Each msg_id's transaction outcome; UNKNOWN for a send in no journalled transaction."""
-        at = self.of(msg_id)
-        return np.where(at >= 0, self.outcome[np.maximum(at, 0)], UNKNOWN)
+        return gather(self.outcome, self.of(msg_id), UNKNOWN)
 
     def statuses(
         self, msg_id: np.ndarray, identified: np.ndarray, status: np.ndarray, code: dict[str, int]
@@ -138,7 +133,7 @@ def check(txns: Transactions, m: MessageView, uncommitted: np.ndarray | None) ->
     counts, examples = _classes(txns, m, at, m.reads)
     in_log = _in(m.msg_id, uncommitted) if uncommitted is not None else m.reads > 0
     mine = at >= 0
-    outcome = np.where(mine, txns.outcome[np.maximum(at, 0)], UNKNOWN)
+    outcome = gather(txns.outcome, at, UNKNOWN)
     counts |= {
         "txn_committed": int(np.count_nonzero(txns.outcome == COMMITTED)),
         "txn_aborted": int(np.count_nonzero(txns.outcome == ABORTED)),
@@ -157,8 +152,7 @@ def _classes(
 ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
     """aborted_read over messages; committed_lost and torn_transaction over transactions."""
     mine = at >= 0
-    safe = np.maximum(at, 0)
-    outcome = np.where(mine, txns.outcome[safe], UNKNOWN)
+    outcome = gather(txns.outcome, at, UNKNOWN)
     visible = mine & (reads > 0)
     missing = mine & (reads == 0) & ~m.expired
     n = len(txns.first)
@@ -189,7 +183,7 @@ def _first_missing(
 ) -> list[dict[str, Any]]:
     """Per chosen transaction (up to MAX_EXAMPLES), its lowest missing message where acked."""
     rows, seen = [], set()
-    for i in np.flatnonzero(missing & chosen[np.maximum(at, 0)]).tolist():
+    for i in np.flatnonzero(missing & gather(chosen, at, False)).tolist():
         t = int(at[i])
         if t in seen:
             continue
@@ -227,10 +221,11 @@ def _probe(
     aborted messages that are in the log; torn_transaction, committed_lost and aborted_read must
     each rise by exactly what was done."""
     mine = at >= 0
-    safe = np.maximum(at, 0)
     n = len(txns.first)
-    unread = np.bincount(at[mine & (m.reads == 0)], minlength=n)
-    whole = (txns.outcome == COMMITTED) & (unread == 0) & (txns.size >= 2)
+    # Whole: every message of the transaction is in the run and read (a transaction some of
+    # whose sends never reached the journal has nothing to hide at its first msg_id).
+    shown_of = np.bincount(at[mine & (m.reads > 0)], minlength=n)
+    whole = (txns.outcome == COMMITTED) & (shown_of == txns.size) & (txns.size >= 2)
     candidates = np.flatnonzero(whole)
     picked = candidates[
         (candidates % PROBE_ONE_IN == 0) | (candidates == candidates.max(initial=-1))
@@ -238,7 +233,7 @@ def _probe(
     first_of = np.searchsorted(m.msg_id, txns.first[picked])  # messages are in msg_id order
     reads = m.reads.copy()
     reads[first_of] = 0
-    outcome = np.where(mine, txns.outcome[safe], UNKNOWN)
+    outcome = gather(txns.outcome, at, UNKNOWN)
     shown = np.flatnonzero((outcome == ABORTED) & in_log & (m.reads == 0))
     shown = shown[(shown % PROBE_ONE_IN == 0) | (shown == shown.max(initial=-1))]
     reads[shown] = 1
@@ -248,5 +243,5 @@ def _probe(
     aborted_found = probed["aborted_read"] - counts["aborted_read"]
     removed = len(picked) + len(shown)
     found = min(torn_found, lost_found) + aborted_found
-    passed = torn_found == lost_found == len(picked) and aborted_found == len(shown)
-    return Sensitivity(removed=removed, found=found, passed=passed)
+    exact = torn_found == lost_found == len(picked) and aborted_found == len(shown)
+    return Sensitivity.of(removed, found, clean=exact)

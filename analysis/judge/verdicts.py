@@ -291,7 +291,7 @@ def contract_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
 def _sensitivity_breaches(result: RunResult) -> list[str]:
     """A checker that missed records removed on purpose could miss real loss too."""
     check = result.sensitivity
-    if check is None or check.passed:
+    if check is None or check.passed is not False:  # None: nothing to hide, not a failure
         return []
     return [
         f"the checker failed its sensitivity check: of {check.removed} acknowledged "

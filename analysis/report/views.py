@@ -449,6 +449,11 @@ def sensitivity_text(check: Sensitivity | None) -> str | None:
     """'sensitivity check passed: 12 of 12 …', or None without a check."""
     if check is None:
         return None
+    if not check.applies:
+        return (
+            "sensitivity check does not apply: the read-back holds no healthy acknowledged "
+            "record to hide"
+        )
     word = "passed" if check.passed else "FAILED"
     return (
         f"sensitivity check {word}: {check.found} of {check.removed} acknowledged "

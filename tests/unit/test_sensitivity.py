@@ -70,3 +70,62 @@ def test_a_failed_sensitivity_check_makes_the_repetition_unknown() -> None:
     assert "of 4 acknowledged records removed" in v.reasons[0]
     ok = {**clean_cp(), "sensitivity": {"removed": 4, "found": 4, "passed": True}}
     assert raw_judge(ok, [readback_event(True), tally_event(990)]).verdict == Verdict.PASS
+
+
+def test_on_an_empty_read_back_the_probe_does_not_apply_and_never_passes(tmp_path: Path) -> None:
+    acked = [sent(m, m, partition=m % 2) for m in range(6)]
+    run_dir = write_run(tmp_path, "all-gone", acked, [])
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["unseen"] + facts.counts["lost"] == 6
+    assert facts.sensitivity == Sensitivity(removed=0, found=0, passed=None)
+    assert not facts.sensitivity.applies
+
+
+def test_total_loss_under_cp_is_a_violation_not_a_failed_probe() -> None:
+    from tests.unit.test_verdicts import clean_cp, raw_judge, readback_event, tally_event
+
+    res = clean_cp()
+    acked = res["counts"]["acked"]
+    res["counts"] |= {"read": 0, "unseen": acked}
+    res["loss_by_partition"] = {"0": acked}
+    res["sensitivity"] = {"removed": 0, "found": 0, "passed": None}
+    v = raw_judge(res, [readback_event(True), tally_event(acked)])
+    assert v.verdict == Verdict.VIOLATION
+    assert not any("sensitivity" in reason for reason in v.reasons)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "combined"),
+    [
+        (Sensitivity.of(3, 3, clean=True), None, Sensitivity(3, 3, True)),
+        (
+            Sensitivity.of(3, 3, clean=True),
+            Sensitivity.of(0, 0, clean=True),
+            Sensitivity(3, 3, True),
+        ),
+        (
+            Sensitivity.of(0, 0, clean=True),
+            Sensitivity.of(2, 1, clean=True),
+            Sensitivity(2, 1, False),
+        ),
+        (
+            Sensitivity.of(0, 0, clean=True),
+            Sensitivity.of(0, 0, clean=True),
+            Sensitivity(0, 0, None),
+        ),
+        (
+            Sensitivity.of(3, 3, clean=False),
+            Sensitivity.of(2, 2, clean=True),
+            Sensitivity(5, 5, False),
+        ),
+        (
+            Sensitivity.of(3, 3, clean=True),
+            Sensitivity.of(2, 2, clean=True),
+            Sensitivity(5, 5, True),
+        ),
+    ],
+)
+def test_probes_combine_failing_when_any_fails_and_applying_when_any_applies(
+    first: Sensitivity, second: Sensitivity | None, combined: Sensitivity
+) -> None:
+    assert first & second == combined

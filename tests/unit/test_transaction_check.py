@@ -145,3 +145,17 @@ def test_java_string_hash_matches_java(text: str, expected: int) -> None:
 def test_partition_for_maps_min_value_to_zero() -> None:
     assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
     assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_a_producer_killed_inside_its_first_transaction_is_judged(tmp_path: Path) -> None:
+    """transactions.parquet with zero rows: every send is of an unended transaction."""
+    run_dir = write_txn_run(tmp_path, [], [])
+    empty = pa.Table.from_pylist([], schema=TRANSACTION_SCHEMA)
+    pq.write_table(empty, run_dir / layout.TRANSACTIONS)
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    counts = facts.counts
+    assert counts["acked"] == 0 and counts["indeterminate"] == SENT
+    assert counts["txn_unjournalled_sends"] == SENT
+    for name in ("aborted_read", "committed_lost", "torn_transaction", "lost", "unseen"):
+        assert counts[name] == 0, name
+    assert facts.sensitivity is not None and not facts.sensitivity.applies
