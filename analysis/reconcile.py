@@ -117,6 +117,14 @@ def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
+def reconcile_in_process(run_dirs: Sequence[Path]) -> list[RunResult]:
+    """What `reconcile` answers, computed in this process without Spark (the same task body
+    per run): for a handful of runs, tests, and checking the Spark path against."""
+    runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
+    answers = dict(_checked((r.run_id, _input_of(r))) for r in runs if r.status != RunStatus.ERROR)
+    return [_result(run, answers.get(run.run_id)) for run in runs]
+
+
 def _inspect(run_id: int, run_dir: Path) -> _RunDir:
     """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
     try:
