@@ -107,7 +107,8 @@ def test_loss_is_every_missing_acknowledged_message_once(run: GeneratedRun) -> N
     assert counts["lost"] + counts["unseen"] == len(missing)
 
 
-@settings(max_examples=8)
+# A Spark job per example: a twenty-fifth of the profile's budget (8 in CI, 200 in make fuzz).
+@settings(max_examples=max(8, settings.default.max_examples // 25))
 @given(st.lists(runs(max_partitions=3), min_size=1, max_size=12))
 def test_the_spark_job_counts_what_the_oracle_counts(spark, batch: list[GeneratedRun]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
