@@ -27,7 +27,8 @@ from harness.experiment.problems import (
     spec_error,
     unwrap,
 )
-from harness.experiment.spec import Experiment, rule_problems
+from harness.experiment.rules import rule_problems
+from harness.experiment.spec import Experiment
 from harness.limits import MAX_NAME, clipped, shown
 
 __all__ = ["CELL_NAME_UNSAFE", "Cell", "apply_override", "expand"]

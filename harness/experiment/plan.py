@@ -9,16 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.chaos.faults import FAULT_TYPES
+from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
 from harness.experiment.problems import spec_error
-from harness.experiment.spec import (
-    Experiment,
-    FaultGenerator,
-    FaultStep,
-    Scalar,
-    rule_problems,
-    workload_duration_s,
-)
+from harness.experiment.rules import rule_problems
+from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig
 

@@ -67,7 +67,7 @@ def test_the_largest_run_fits_below_the_stride_and_in_the_value():
     from harness.limits import MAX_DURATION_S, MAX_RATE
 
     assert MAX_RATE * MAX_DURATION_S < PRODUCER_ID_STRIDE
-    from harness.experiment.spec import MAX_PRODUCERS
+    from harness.experiment.fields import MAX_PRODUCERS
 
     last = ProducerSlot(MAX_PRODUCERS - 1).id_base + MAX_RATE * MAX_DURATION_S
     assert len(str(last)) <= 15  # the value's msg_id field: 15 digits

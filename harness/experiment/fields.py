@@ -1,0 +1,249 @@
+"""The words of an experiment file and the checks each field makes on its own.
+
+Fault targets and their patterns, the limits' reasons, the producer and topic settings the
+harness owns, and the field validators the models of spec.py attach (none knows another
+section: rules.py relates sections).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from harness.chaos.conditions import ConditionError, parse_condition
+from harness.chaos.faults import FAULT_TYPES
+from harness.limits import (
+    MAX_DURATION_S,
+    MAX_NAME,
+    MAX_PARTITIONS,
+    WHY_DURATION,
+    at_most,
+    number,
+    shown,
+    whole,
+)
+
+Acks = Literal["0", "1", "all"]
+TARGET_ROLES: tuple[str, ...] = (
+    "leader",
+    "follower",  # one follower of the partition, chosen with the repetition's seed
+    "followers",  # every follower of the partition
+    "isr",  # the partition's in-sync followers (the leader excluded)
+    "out-of-sync",  # the partition's replicas outside the ISR
+    "successor",  # the follower Kafka elects next: the first in-sync one in assignment order
+    "controller",  # the active controller, in every mode
+    "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
+    "zookeeper",  # every ZooKeeper server (zookeeper mode)
+    "brokers",  # every broker, as `all`
+    "random",
+    "all",
+    "consumer",  # a member of the consumer group (workload.consumers), chosen with the seed
+    # The leader of the __transaction_state partition of the workload's transactional.id, and
+    # of the __consumer_offsets partition of its group (workload.transactions only).
+    "txn-coordinator",
+    "group-coordinator",
+)
+COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
+Scalar = str | int | float | bool
+HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
+# Targets that name replicas of the step's partition, resolved when the step acts.
+PARTITION_TARGETS: tuple[str, ...] = (
+    "leader",
+    "follower",
+    "followers",
+    "isr",
+    "out-of-sync",
+    "successor",
+)
+
+_NAME = re.compile(r"^[a-z0-9_-]+$")
+_CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NODE_TARGET = re.compile(r"^node:([1-9][0-9]*)$")
+ZOOKEEPER_TARGET = re.compile(r"^zookeeper:([1-9][0-9]*)$")
+BOUND_TARGET = re.compile(r"^@([a-z][a-z0-9_]*)$")
+CONSUMER_TARGET = re.compile(r"^consumer-([0-9]+)$")
+_BINDING = re.compile(r"^[a-z][a-z0-9_]*$")
+_KAFKA_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+){2,3}$")  # 3.9.0, 4.3.1, 0.10.2.2
+
+WHY_REPETITIONS = (
+    "each repetition starts a fresh cluster (~20 s plus the workload), so 10,000 already take "
+    "days; split larger campaigns into several runs or CI shards"
+)
+WHY_PARTITIONS = (
+    "the read-back and the analysis go through every partition, and a 3-5 broker test cluster "
+    "serves no more usefully"
+)
+WHY_RATE = (
+    "one recorder spends ~5 µs of client CPU per message (bench/recorder_bench.py), so it "
+    "could not keep up and would silently fall behind the rate"
+)
+WHY_KEYS = "the recorder builds every key before the first send"
+MAX_PRODUCERS = 64
+WHY_PRODUCERS = (
+    "each producer is an OS process with its own librdkafka client, threads and connections "
+    "to every broker; 64 already oversubscribe a CI machine's cores many times over"
+)
+MAX_CONSUMERS = 16
+WHY_CONSUMERS = (
+    "each consumer is an OS process with its own librdkafka client; a group larger than the "
+    "topic's partitions leaves members idle anyway"
+)
+WHY_PROCESSING = (
+    "a member processes batches of up to 500 messages between polls, and librdkafka drops it "
+    "from the group when a batch outlasts max.poll.interval.ms (300 s)"
+)
+WHY_COUNT = "1,000,000 messages/s (the rate limit) for 7 days (the duration limit)"
+WHY_LIBRDKAFKA = "librdkafka's own maximum"
+WHY_SEED = "a 64-bit integer"
+
+
+def check_name(value: str) -> str:
+    if len(value) > MAX_NAME:
+        raise ValueError(
+            f"is {len(value)} characters long; use at most {MAX_NAME} "
+            "(it names the run directory, and file names have a length limit)"
+        )
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{shown(value)} is not a valid name; use lowercase letters, digits, '-' and '_' "
+            "(it names the run directory)"
+        )
+    return value
+
+
+def check_config_value(key: str, item: Any) -> None:
+    if isinstance(item, dict):
+        # YAML turns `retention: {ms: 1}` into a nested mapping Kafka would never see.
+        raise ValueError(f"'{key}' holds a mapping; write it as one dotted key: '{key}.<name>'")
+    if not isinstance(item, Scalar):
+        raise ValueError(f"'{key}' must be a string, number or boolean (got {shown(item)})")
+    if isinstance(item, float) and not math.isfinite(item):
+        raise ValueError(f"'{key}' must be a finite number (got {shown(item)})")
+
+
+def check_config_map(value: dict[str, Any]) -> dict[str, Any]:
+    for key, item in value.items():
+        if not isinstance(key, str) or not _CONFIG_KEY.match(key):
+            raise ValueError(
+                f"{shown(key)} is not a config key; write keys dotted, e.g. retention.ms"
+            )
+        check_config_value(key, item)
+    return value
+
+
+def reject_owned_keys(value: dict[str, Any], owned: dict[str, str]) -> dict[str, Any]:
+    for key in value:
+        if key in owned:
+            raise ValueError(f"'{key}' must not be set here; {owned[key]}")
+    return value
+
+
+def normalise_acks(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f'acks must be "0", "1" or "all" (got {value!r})')
+    if isinstance(value, int):
+        value = str(value)
+    if isinstance(value, str):
+        value = value.strip().lower()
+        return "all" if value == "-1" else value
+    return value
+
+
+def quoted_version(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # YAML reads 4.10 as the float 4.1; only a quoted string keeps the version intact.
+        raise ValueError(f'YAML read the version as a number; quote it: version: "{value}"')
+    return value
+
+
+def kafka_release(value: str | None) -> str | None:
+    if value is not None and not _KAFKA_RELEASE.match(value):
+        raise ValueError(
+            f"{shown(value)} is not a Kafka release; write 3 or 4 dot-separated numbers, "
+            'e.g. "4.3.1" or "0.10.2.2"'
+        )
+    return value
+
+
+def non_empty_image(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise ValueError(
+            "is empty; give an image reference (e.g. apache/kafka:4.3.1), or null to build "
+            "kafka.version locally"
+        )
+    return value
+
+
+def check_target(value: str) -> str:
+    if value in TARGET_ROLES or any(
+        pattern.match(value)
+        for pattern in (NODE_TARGET, ZOOKEEPER_TARGET, BOUND_TARGET, CONSUMER_TARGET)
+    ):
+        return value
+    raise ValueError(
+        f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id>, "
+        "zookeeper:<i>, consumer-<i> or @name (bound by an earlier step's `as:`)"
+    )
+
+
+def check_binding(value: str | None) -> str | None:
+    if value is not None and not _BINDING.match(value):
+        raise ValueError(
+            f"{shown(value)} is not a name; use lowercase letters, digits and '_', starting "
+            "with a letter (later steps write it as @name)"
+        )
+    return value
+
+
+def check_condition(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_condition(value)
+        except ConditionError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+def check_fault(value: str) -> str:
+    if value in FAULT_TYPES or value == HEAL:
+        return value
+    close = difflib.get_close_matches(value, list(FAULT_TYPES), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    kinds = ", ".join([*FAULT_TYPES, HEAL])
+    raise ValueError(f"unknown fault {shown(value)}; {hint}use one of {kinds}")
+
+
+ConfigMap = Annotated[dict[Any, Any], AfterValidator(check_config_map)]
+Target = Annotated[str, AfterValidator(check_target)]
+FaultName = Annotated[str, AfterValidator(check_fault)]
+Seconds = Annotated[number, at_most(MAX_DURATION_S, WHY_DURATION, "s")]
+PartitionIndex = Annotated[
+    whole, Field(ge=0), at_most(MAX_PARTITIONS - 1, f"topic.partitions is at most {MAX_PARTITIONS}")
+]
+# "@name": the partition the nodes bound to name led when they were bound (the lowest).
+BoundPartition = Annotated[str, Field(pattern=r"^@[a-z][a-z0-9_]*$")]
+
+TOPIC_OWNED_KEYS = {
+    "min.insync.replicas": "use topic.min_insync_replicas",
+    "unclean.leader.election.enable": "use topic.unclean_leader_election",
+}
+PRODUCER_OWNED_KEYS = {
+    "acks": "use producer.acks",
+    "request.required.acks": "use producer.acks",
+    "enable.idempotence": "use producer.enable_idempotence",
+    "max.in.flight.requests.per.connection": "use producer.max_in_flight",
+    "max.in.flight": "use producer.max_in_flight",
+    "retries": "use producer.retries",
+    "message.send.max.retries": "use producer.retries",
+    "linger.ms": "use producer.linger_ms",
+    "queue.buffering.max.ms": "use producer.linger_ms",
+    "request.timeout.ms": "use producer.request_timeout_ms",
+    "message.timeout.ms": "use producer.message_timeout_ms",
+    "delivery.timeout.ms": "use producer.message_timeout_ms",
+    "bootstrap.servers": "the harness points the producer at the cluster it starts; remove it",
+    "metadata.broker.list": "the harness points the producer at the cluster it starts; remove it",
+}
