@@ -120,7 +120,7 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
-    # The consumer group's classes (workload.consumers; analysis.consumer_check): 0 without one.
+    # The consumer group's classes (workload.consumers; analysis.checks.consumers): 0 without one.
     Anomaly(
         "consumer_unprocessed",
         "unprocessed",
@@ -137,7 +137,7 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "processed"),
     ),
-    # Transactional runs only (analysis.transaction_check); 0 elsewhere. Their loss is in
+    # Transactional runs only (analysis.checks.transactions); 0 elsewhere. Their loss is in
     # lost/unseen already (a committed message missing), so none counts as loss again.
     Anomaly(
         "aborted_read",

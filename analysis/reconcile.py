@@ -1,6 +1,6 @@
 """Reconcile what each producer was told against what its read-back holds, for many runs at once.
 
-One Spark job checks every run: each run is a task, which analysis.checker answers in one
+One Spark job checks every run: each run is a task, which analysis.checks.messages answers in one
 process with Arrow and numpy (a run is the unit of every question, so no shuffle is needed, and
 Spark spreads the runs over its executors). The same task attributes what is missing (where
 each missing message still is, from the run's kept segments) and measures the price of safety
@@ -30,8 +30,8 @@ from pyspark.sql import SparkSession
 from analysis.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
 from analysis.attribution import Attribution, MissingMessage, attribute
 from analysis.availability import Availability, price_of_safety
-from analysis.checker import RunFacts, RunInput, check_run
-from analysis.consumer_check import TIMELINE_COUNTS, TIMELINE_LAG
+from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG
+from analysis.checks.messages import RunFacts, RunInput, check_run
 from analysis.judge.verdicts import CellStats, cell_stats
 from analysis.results import (
     CONTRACT_KEYS,
@@ -47,7 +47,7 @@ from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
-# Spark's tasks run analysis.checker in Python workers, which Spark starts as PYSPARK_PYTHON
+# Spark's tasks run analysis.checks in Python workers, which Spark starts as PYSPARK_PYTHON
 # (default: whatever "python3" is on PATH): unless told otherwise, use this interpreter, which
 # has the checker and its libraries. A remote cluster needs PYSPARK_PYTHON set to its own.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

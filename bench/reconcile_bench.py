@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.anomalies import COUNT_NAMES
-from analysis.checker import RunInput, check_run
+from analysis.checks.messages import RunInput, check_run
 from analysis.reconcile import reconcile, spark_session
 from analysis.results import RunResult
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA

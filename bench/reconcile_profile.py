@@ -1,5 +1,5 @@
-"""Where the reconciliation's time goes: each stage of analysis.checker on one synthetic run, and,
-for comparison, what the same core questions cost as Spark SQL on two cores.
+"""Where the reconciliation's time goes: each stage of analysis.checks.messages on one
+synthetic run, and, for comparison, what the same core questions cost as Spark SQL on two cores.
 
     .venv/bin/python bench/reconcile_profile.py [--rows 10000000] [--spark-sql]
 
@@ -25,8 +25,7 @@ from typing import Any
 from pyspark.sql import functions as F
 from reconcile_bench import bench_session, write_runs
 
-from analysis import checker
-from analysis.checker import RunInput
+from analysis.checks.messages import RunInput, classes, columns, examples, index, probe, timeline
 from harness.rundir import layout
 
 
@@ -40,18 +39,18 @@ def timed(name: str, step: Callable[..., Any], *args: Any) -> Any:
 
 
 def checker_stages(run_dir: Path) -> None:
-    """Time each stage of checker.check_run on run_dir."""
+    """Time each stage of check_run on run_dir."""
     run = RunInput(run_dir, complete=True, unlocated_acks=False)
-    acked = timed("read acked.parquet", checker._Acked.read, run_dir / layout.ACKED)
-    timed("send timeline and counts", checker._send_facts, acked)
-    reads = timed("read + dedup read-back", checker._Reads.read, run_dir / layout.READBACK)
-    index = timed("index (sorts, searches)", checker._Index.build, acked, reads)
-    progress = timed("read-back progress", checker._Progress.of, index, run, None)
-    messages = timed("message table", checker._messages, index, None)
-    classes = timed("anomaly classes", checker.classify, messages, progress, {})
-    reordered = timed("order check", checker._reordered, reads)
-    timed("examples", checker._examples, classes, messages, reads, reordered)
-    timed("sensitivity probe", checker._probe, index, run, messages, checker._loss(classes))
+    acked = timed("read acked.parquet", columns.Acked.read, run_dir / layout.ACKED)
+    timed("send timeline and counts", timeline.send_facts, acked)
+    reads = timed("read + dedup read-back", columns.Reads.read, run_dir / layout.READBACK)
+    joined = timed("index (sorts, searches)", index.Index.build, acked, reads)
+    progress = timed("read-back progress", index.Progress.of, joined, run, None)
+    messages = timed("message table", index.messages_of, joined, None)
+    found = timed("anomaly classes", classes.classify, messages, progress, {})
+    reordered = timed("order check", classes.reordered, reads)
+    timed("examples", examples.examples_of, found, messages, reads, reordered)
+    timed("sensitivity probe", probe.run_probe, joined, run, messages, classes.loss_mask(found))
 
 
 def spark_sql_floor(run_dir: Path) -> None:

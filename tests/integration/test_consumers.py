@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.consumer_check import processed_table
+from analysis.checks.consumers import processed_table
 from tests.integration.test_experiment import run_experiment
 from tests.integration.test_interrupts import (
     CTRL_C,

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from analysis import consumer_check
-from analysis.checker import RunInput, check_run
+from analysis.checks import consumers as consumer_check
+from analysis.checks.messages import RunInput, check_run
 from analysis.judge.verdicts import Verdict
 from analysis.results import Sensitivity
 from harness.rundir import layout

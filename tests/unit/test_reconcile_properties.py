@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from analysis.checker import RunInput, check_run
+from analysis.checks.messages import RunInput, check_run
 from analysis.reconcile import reconcile, reconcile_in_process
 from tests.unit.generated_runs import (
     FAILED,

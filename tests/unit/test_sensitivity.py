@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import checker
-from analysis.checker import RunInput
+from analysis.checks import messages as checker
+from analysis.checks.messages import RunInput, classes
 from analysis.judge.verdicts import Verdict
 from analysis.reconcile import reconcile
 from analysis.results import Sensitivity
@@ -47,14 +47,14 @@ def test_a_clean_tiny_run_passes(spark, tmp_path: Path) -> None:
 def test_a_checker_blind_to_the_tail_fails_its_sensitivity_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sighted = checker.classify
+    sighted = classes.classify
 
     def never_unseen(*args):  # a planted bug: messages beyond the last read are ignored
         classes = sighted(*args)
         return classes | {"unseen": np.zeros_like(classes["unseen"])}
 
     # In this process, not in a Spark worker, so that the planted bug is the one that runs.
-    monkeypatch.setattr(checker, "classify", never_unseen)
+    monkeypatch.setattr(classes, "classify", never_unseen)
     run_dir = write_run(tmp_path, "blind", *three_partitions(5))
     facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
     assert facts.sensitivity.passed is False

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import checker
-from analysis.checker import RunInput
+from analysis.checks import messages as checker
+from analysis.checks.messages import RunInput
 from harness.chaos.coordinators import java_string_hash, partition_for
 from harness.rundir import layout
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA

@@ -4,7 +4,7 @@ Their targets are `consumer` (a member chosen with the repetition's seed) or `co
 the nemesis resolves them to the group's members (harness.workload.consumers.ConsumerMember),
 which can be killed, paused, made to leave and started again as a broker node can. No broker
 is touched, so the producer's guarantee is that of no fault; what changes is what the group
-processes (analysis.consumer_check).
+processes (analysis.checks.consumers).
 """
 
 from __future__ import annotations

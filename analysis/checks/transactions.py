@@ -106,7 +106,7 @@ class TxnFacts:
 
 @dataclass(frozen=True)
 class MessageView:
-    """What the checks read of the checker's messages (analysis.checker.Messages)."""
+    """What the checks read of the checker's messages (analysis.checks.messages.index.Messages)."""
 
     msg_id: np.ndarray  # ascending; the message without a msg_id last (int64 max)
     sent: np.ndarray  # a send of the producer with a msg_id (in acked.parquet)

@@ -51,7 +51,7 @@ TIMELINE_COUNTS = ("processed", "commits_failed")
 # Per epoch second too, a level rather than a count: the group's lag at the second's end.
 TIMELINE_LAG = "group_lag"
 MAX_EXAMPLES = 20
-SLOT_BITS = 40  # as analysis.checker: a record's slot is partition << 40 | offset
+SLOT_BITS = 40  # as analysis.checks.messages: a record's slot is partition << 40 | offset
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_SHARE = 100  # each sample: about one healthy message in 100, at least one
 

@@ -1,0 +1,126 @@
+"""The checker: reconcile one run's acked.parquet against its readback.parquet, in one process.
+
+A run is the unit of reconciliation (every question is asked within a run), so analysis.reconcile
+hands each run to a Spark task and this module answers all of them with Arrow and numpy: sorts,
+binary searches and segment reductions over columns, no per-row Python. The anomaly classes are
+those of analysis.anomalies, decided as docs/kafka-reliability.md says:
+
+- a *message* is a msg_id sent or read (all records without a msg_id are one message);
+- a *record* is one (partition, offset) of the read-back: one record read twice is one record;
+- a message's acked location is its acked row's (partition, offset); its holder is the record
+  now at that location.
+
+The sensitivity probe is the same reconciliation again, with a seeded set of healthy records
+hidden from the read-back: every hidden record must come back as a missing message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from analysis.arrays import gather
+from analysis.checks import transactions
+from analysis.checks.consumers import (
+    AckedOffsets,
+    ConsumerFacts,
+    consumer_facts,
+    has_consumer_journals,
+)
+from analysis.checks.messages import classes
+from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Acked, Reads
+from analysis.checks.messages.examples import by_partition, examples_of, identity_facts, missing_of
+from analysis.checks.messages.facts import RunFacts, RunInput
+from analysis.checks.messages.index import Index, Messages, Progress, messages_of
+from analysis.checks.messages.probe import run_probe
+from analysis.checks.messages.timeline import add_anomaly_seconds, send_facts, status_counts
+from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
+from harness.rundir import layout
+from harness.rundir.records import Status
+
+__all__ = ["RunFacts", "RunInput", "check_run"]
+
+
+def check_run(run: RunInput) -> RunFacts:
+    """The facts of one run, read from its directory (see the module docstring)."""
+    acked = Acked.read(run.run_dir / layout.ACKED)
+    seconds, counts, contract = send_facts(acked)
+    if (txns := Transactions.read(run.run_dir)) is not None:
+        # Acknowledged means committed: the contract above compared the delivery reports.
+        acked.status = txns.statuses(acked.msg_id, acked.identified, acked.status, CODE)
+        counts |= status_counts(acked)
+    if not run.complete:
+        return RunFacts(seconds, counts, contract)
+    reads = Reads.read(run.run_dir / layout.READBACK)
+    index = Index.build(acked, reads)
+    progress = Progress.of(index, run, hidden=None)
+    messages = messages_of(index, hidden=None)
+    found = classes.classify(messages, progress, run.log_start)
+    reordered = classes.reordered(reads)
+    counts |= {"read": reads.n} | {
+        name: classes.weight(name, mask, messages) for name, mask in found.items()
+    }
+    counts["reordered"] = len(reordered["offset"])
+    contract |= identity_facts(messages)
+    add_anomaly_seconds(seconds, found, messages)
+    examples = examples_of(found, messages, reads, reordered)
+    sensitivity = run_probe(index, run, messages, classes.loss_mask(found))
+    if txns is not None:
+        txn = _transaction_facts(run, txns, messages, reads, found["expired"])
+        counts |= txn.counts
+        examples |= txn.examples
+        sensitivity = sensitivity & txn.sensitivity
+    if has_consumer_journals(run.run_dir):
+        group = _consumer_facts(run.run_dir, messages, reads, acked)
+        counts |= group.counts
+        examples |= group.examples
+        for second, row in group.seconds.items():
+            seconds.setdefault(second, {}).update(row)
+        sensitivity = sensitivity & group.sensitivity
+    return RunFacts(
+        seconds=seconds,
+        counts=counts,
+        contract=contract,
+        loss_by_partition=by_partition(classes.loss_mask(found), messages.partition),
+        divergence_by_partition=by_partition(found["offset_divergent"], messages.partition),
+        examples=examples,
+        missing=missing_of(classes.loss_mask(found), messages),
+        sensitivity=sensitivity,
+    )
+
+
+def _transaction_facts(
+    run: RunInput, txns: Transactions, m: Messages, reads: Reads, expired: np.ndarray
+) -> TxnFacts:
+    """analysis.checks.transactions over this run's messages as read with read_committed."""
+    view = MessageView(
+        msg_id=m.msg_id,
+        sent=m.in_acked & (m.msg_id != NO_ID),
+        reads=m.reads,
+        partition=m.partition,
+        offset=m.offset,
+        read_partition=_at_first_read(reads.partition, m.first_read),
+        read_offset=_at_first_read(reads.offset, m.first_read),
+        expired=expired,
+    )
+    return transactions.check(txns, view, read_uncommitted_ids(run.run_dir))
+
+
+def _at_first_read(column: np.ndarray, first_read: np.ndarray) -> np.ndarray:
+    """A record column at each message's first read, NULL for a message never read."""
+    return gather(column, first_read, NULL)
+
+
+def _consumer_facts(run_dir: Path, messages: Messages, reads: Reads, acked: Acked) -> ConsumerFacts:
+    """The consumer group's classes over the acknowledged messages the read-back holds, each
+    at the record it was first read from; its lag against the acknowledged offsets."""
+    present = (messages.status == CODE[Status.OK]) & (messages.reads > 0)
+    present &= messages.msg_id != NO_ID
+    record = messages.first_read[present]
+    landed = (acked.status == CODE[Status.OK]) & (acked.offset != NULL) & (acked.ack_ts != NONE_TS)
+    landed &= acked.partition != NULL
+    offsets = AckedOffsets(acked.partition[landed], acked.offset[landed], acked.ack_ts[landed])
+    return consumer_facts(
+        run_dir, messages.msg_id[present], reads.partition[record], reads.offset[record], offsets
+    )

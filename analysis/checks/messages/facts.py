@@ -1,0 +1,33 @@
+"""What the message check reads of one run and what it learns (analysis.checks.messages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.results import Sensitivity
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What the checker needs of one run directory besides its two Parquet files."""
+
+    run_dir: Path
+    complete: bool  # readback.parquet exists: without it only the send timeline is computed
+    unlocated_acks: bool  # acks allow an ok without an offset (acks=0): the send-time proof
+    log_start: dict[int, int] = field(default_factory=dict)  # partition → log-start offset
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything the reconciliation learnt of one run; counts and examples only when complete."""
+
+    seconds: dict[int, dict[str, Any]]  # epoch second of send → timeline entry
+    counts: dict[str, int]  # the send counts always; read and every anomaly class when complete
+    contract: dict[str, int]  # analysis.results.CONTRACT_KEYS
+    loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
+    divergence_by_partition: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    missing: list[tuple[int | None, int | None, int | None]] = field(default_factory=list)
+    sensitivity: Sensitivity | None = None  # the probe's outcome
