@@ -8,6 +8,14 @@ from pyspark.sql import SparkSession
 from analysis.reconcile import spark_session
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the Spark session `spark`, so that a run can leave them out
+    (`-m "not spark"`: make mutation, whose mutants must each run in seconds)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local[2] SparkSession (UI off, 4 shuffle partitions) for the whole test session."""

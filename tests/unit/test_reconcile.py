@@ -12,7 +12,14 @@ from pyspark.sql import SparkSession
 
 from analysis.anomalies import ANOMALY_NAMES
 from analysis.attribution import MissingMessage
-from analysis.reconcile import cell_table, find_runs, main, reconcile, write_results
+from analysis.reconcile import (
+    cell_table,
+    find_runs,
+    main,
+    reconcile,
+    reconcile_in_process,
+    write_results,
+)
 from analysis.results import Example, RunResult, RunStatus
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
@@ -231,10 +238,21 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def results(spark: SparkSession, runs_root: Path) -> dict[tuple[str, int], RunResult]:
-    """Every run of runs_root reconciled in one call, by (cell, repetition)."""
-    reconciled = reconcile(spark, find_runs([str(runs_root / "runs")]))
+def results(runs_root: Path) -> dict[tuple[str, int], RunResult]:
+    """Every run of runs_root reconciled in one call, by (cell, repetition), by the Spark task's
+    body in this process (test_the_spark_job_answers_each_run_as_its_task_body_does holds the
+    Spark job to the same answers)."""
+    reconciled = reconcile_in_process(find_runs([str(runs_root / "runs")]))
     return {(r.cell, r.repetition): r for r in reconciled}
+
+
+def test_the_spark_job_answers_each_run_as_its_task_body_does(
+    spark: SparkSession, runs_root: Path, results: dict[tuple[str, int], RunResult]
+) -> None:
+    reconciled = reconcile(spark, find_runs([str(runs_root / "runs")]))
+    assert len(reconciled) == len(results) > 10
+    for result in reconciled:
+        assert result == results[(result.cell, result.repetition)], result.cell
 
 
 def counts(sent: int, acked: int, read: int, **classes: int) -> dict[str, int]:
