@@ -48,9 +48,10 @@ class Place(StrEnum):
 
 @dataclass(frozen=True)
 class MissingMessage:
-    """An acknowledged message the read-back lacks, with where it was acknowledged."""
+    """An acknowledged message the read-back lacks, with where it was acknowledged (msg_id None:
+    the journal rows without one, which the checker counts as one message)."""
 
-    msg_id: int
+    msg_id: int | None
     partition: int | None
     offset: int | None
 
@@ -115,7 +116,7 @@ class _Evidence:
         """True when every replica's log of `partition` was read in full from `offset` on."""
         if self.all_partitions_bad or partition in self.bad_partitions:
             return False
-        brokers = self.replicas.get(partition)
+        brokers = self.replicas.get(partition) or set()
         return bool(brokers) and all(self.log_starts[(b, partition)] <= offset for b in brokers)
 
 
@@ -125,13 +126,14 @@ def attribute(run_dir: str | Path, missing: Sequence[MissingMessage], loss: int)
     if loss == 0:
         return Attribution(_counts([], 0), (), "no acknowledged message is missing")
     try:
-        evidence, topic_partitions = _load(run_dir, {m.msg_id for m in missing})
+        wanted = {m.msg_id for m in missing if m.msg_id is not None}
+        evidence, topic_partitions = _load(run_dir, wanted)
         high = _high_watermarks(load_events(run_dir))
     except Exception as exc:
         evidence, topic_partitions, high = _Evidence(all_partitions_bad=True), 0, {}
         evidence.gaps.append(f"attribution failed: {type(exc).__name__}: {exc}")
     places = {m.msg_id: _place(m, evidence, topic_partitions) for m in missing}
-    holdings = {m.msg_id: _flagged(evidence.holdings.get(m.msg_id, []), high) for m in missing}
+    holdings = {m.msg_id: _flagged(_holdings_of(m, evidence), high) for m in missing}
     beyond = sum(1 for held in holdings.values() if held and _all_beyond(held))
     note = "; ".join([*evidence.gaps, NOT_TRUNCATION])
     examples = _examples(missing, places, holdings)
@@ -152,9 +154,15 @@ def _all_beyond(held: list[Holding]) -> bool:
     return all(h.beyond_high_watermark for h in held)
 
 
+def _holdings_of(message: MissingMessage, evidence: _Evidence) -> list[Holding]:
+    """Where the kept segments hold the message ([] for the rows without a msg_id: nothing on
+    disk can be told to be theirs)."""
+    return [] if message.msg_id is None else evidence.holdings.get(message.msg_id, [])
+
+
 def _place(message: MissingMessage, evidence: _Evidence, topic_partitions: int) -> Place:
     """One message's place: found anywhere, else judged by its partition's evidence."""
-    if evidence.holdings.get(message.msg_id):
+    if _holdings_of(message, evidence):
         return Place.ON_DISK_NOT_SERVED
     offset = message.offset if message.offset is not None else 0
     if message.partition is not None:
@@ -229,7 +237,10 @@ def _read_segment(
     """Add a segment's wanted records; a segment not read in full marks its partition."""
     found = read_records(path.read_bytes(), partition, wanted)
     for record in found.records:
-        evidence.holdings[record.msg_id].append(Holding(broker, partition, record.offset, None))
+        if record.msg_id is not None:  # a value not written by the harness holds nothing of ours
+            evidence.holdings[record.msg_id].append(
+                Holding(broker, partition, record.offset, None)
+            )
     if not found.complete:
         evidence.bad_partitions.add(partition)
         evidence.gaps.append(
@@ -258,12 +269,12 @@ def _flagged(holdings: list[Holding], high: dict[int, int]) -> list[Holding]:
 
 def _examples(
     missing: Sequence[MissingMessage],
-    places: dict[int, Place],
-    holdings: dict[int, list[Holding]],
+    places: dict[int | None, Place],
+    holdings: dict[int | None, list[Holding]],
 ) -> tuple[PlacedMessage, ...]:
     """Up to MAX_EXAMPLES messages, the lowest msg_ids of each place taken in turn."""
     by_place: dict[Place, list[MissingMessage]] = defaultdict(list)
-    for message in sorted(missing, key=lambda m: m.msg_id):
+    for message in sorted(missing, key=lambda m: (m.msg_id is None, m.msg_id or 0)):
         by_place[places[message.msg_id]].append(message)
     chosen: list[MissingMessage] = []
     queues = [by_place[place] for place in Place if by_place[place]]

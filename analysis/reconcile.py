@@ -213,16 +213,16 @@ def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
     """(run id, its answer): the body of one Spark task. Never raises."""
     run_id, run = task
     availability, availability_error = price_of_safety(run.run_dir)
-    priced = {"availability": availability, "availability_error": availability_error}
+    priced = _Answer(None, availability=availability, availability_error=availability_error)
     try:
         facts = check_run(run)
     except Exception as exc:
-        return run_id, _Answer(None, f"{type(exc).__name__}: {_first_line(exc)}", **priced)
+        return run_id, replace(priced, error=f"{type(exc).__name__}: {_first_line(exc)}")
     if not run.complete:
-        return run_id, _Answer(facts, **priced)
+        return run_id, replace(priced, facts=facts)
     attribution = _attribution(run.run_dir, facts.missing, _all_counts(facts))
     # The missing list (up to 100,000 rows) has served its purpose: it stays on the executor.
-    return run_id, _Answer(replace(facts, missing=[]), None, attribution, **priced)
+    return run_id, replace(priced, facts=replace(facts, missing=[]), attribution=attribution)
 
 
 def _all_counts(facts: RunFacts) -> dict[str, int]:
@@ -234,22 +234,27 @@ def _result(run: _RunDir, answer: _Answer | None) -> RunResult:
     """The RunResult of one run from its task's answer; any failure makes it status "error".
     A run no task answered (it failed inspection) is priced here, on the driver."""
     if answer is None:
-        error = run.error or "RuntimeError: the Spark job returned nothing for this run"
+        unanswered = run.error or "RuntimeError: the Spark job returned nothing for this run"
         availability, availability_error = price_of_safety(run.run_dir)
         answer = _Answer(
-            None, error, availability=availability, availability_error=availability_error
+            None, unanswered, availability=availability, availability_error=availability_error
         )
-    priced = {
-        "availability": answer.availability,
-        "availability_error": answer.availability_error,
-    }
     error = run.error or answer.error
-    if error is None:
+    if error is None and answer.facts is None:
+        error = "RuntimeError: the check returned no facts for this run"
+    if error is None and answer.facts is not None:
         try:
-            return replace(_assembled(run, answer.facts, answer.attribution), **priced)
+            return _priced(_assembled(run, answer.facts, answer.attribution), answer)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-    return replace(_blank_result(run, RunStatus.ERROR, error), **priced)
+    return _priced(_blank_result(run, RunStatus.ERROR, error), answer)
+
+
+def _priced(result: RunResult, answer: _Answer) -> RunResult:
+    """The result with the price of safety its task measured."""
+    return replace(
+        result, availability=answer.availability, availability_error=answer.availability_error
+    )
 
 
 def _first_line(exc: Exception) -> str:

@@ -621,3 +621,17 @@ def test_attribution_reads_the_kept_segments(spark: SparkSession, tmp_path: Path
         (2, "on_no_disk"),
         (3, "on_disk_not_served"),
     ]
+
+
+def test_journal_rows_without_a_msg_id_missing_beside_others_are_attributed(
+    tmp_path: Path,
+) -> None:
+    """The rows without a msg_id count as one message; sorting it among the missing ones for
+    the attribution's examples once raised TypeError and failed the run's task."""
+    acked = [sent(1, 0), sent(2, 1), sent(3, 2)]
+    acked[1]["msg_id"] = acked[2]["msg_id"] = None
+    (result,) = reconcile_in_process([write_run(tmp_path, "no-ids", acked, [])])
+    assert result.status == "complete", result.error
+    assert result.loss == 2
+    assert result.contract["unidentified_rows"] == 2
+    assert result.attribution is not None and len(result.attribution.examples) == 2
