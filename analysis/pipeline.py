@@ -72,7 +72,7 @@ def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
     loss is the one loss figure (distinct acked messages missing = lost + unseen); divergence
     is shown beside it, never added.
     """
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for cell in cells:
         counts = cell.stats.counts
 

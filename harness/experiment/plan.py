@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.fields import Scalar
@@ -44,7 +45,7 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
             at_s=at_s, fault=kind, target=target, partition=plan.partition, duration_s=duration_s
         )
         steps.append(step)
-        clock = step.end_s
+        clock = at_s + duration_s  # step.end_s, which is never None for a generated step
 
 
 def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
@@ -132,18 +133,20 @@ def cell_config(
         kafka_mode=spec.kafka.effective_mode(),
         rate=spec.workload.rate,
         message_bytes=spec.workload.message_bytes,
-        **_consumer_config(spec),
-        # Only transactional cells say so: the spec.json of other cells is unchanged.
-        **({"transactions": True} if spec.workload.transactions is not None else {}),
+        **_optional_config(spec),
     )
 
 
-def _consumer_config(spec: Experiment) -> dict[str, object]:
-    """The consumer group's keys of the flat config; none for a workload without a group."""
+def _optional_config(spec: Experiment) -> dict[str, Any]:
+    """The flat config's keys only some cells have: the consumer group's, and `transactions`
+    for transactional cells (the spec.json of other cells is unchanged)."""
     workload = spec.workload
-    if not workload.consumers:
-        return {}
-    return {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
+    optional: dict[str, Any] = {}
+    if workload.consumers:
+        optional |= {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
+    if workload.transactions is not None:
+        optional["transactions"] = True
+    return optional
 
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:

@@ -46,13 +46,14 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
     if refusal := version_refusal(version):
         yield "kafka.version", refusal
         return
-    if refusal := mode_refusal(version, kafka.effective_mode()):
+    mode = kafka.effective_mode()
+    if mode is not None and (refusal := mode_refusal(version, mode)):
         yield "kafka.mode", refusal
-    if spec.producer.enable_idempotence and (reason := lacks(version, Feature.IDEMPOTENCE)):
-        yield "producer.enable_idempotence", f"{reason} Fix: set it false for this version."
+    if spec.producer.enable_idempotence and (lacking := lacks(version, Feature.IDEMPOTENCE)):
+        yield "producer.enable_idempotence", f"{lacking} Fix: set it false for this version."
     elr_keys = [key for key in kafka.broker_config if "eligible.leader.replicas" in str(key)]
-    if elr_keys and (reason := lacks(version, Feature.ELR)):
-        yield f"kafka.broker_config.{elr_keys[0]}", f"{reason} Fix: remove it for this version."
+    if elr_keys and (lacking := lacks(version, Feature.ELR)):
+        yield f"kafka.broker_config.{elr_keys[0]}", f"{lacking} Fix: remove it for this version."
 
 
 def _topic_rules(spec: Experiment) -> Iterator[Problem]:
@@ -142,9 +143,9 @@ def _transaction_rules(spec: Experiment) -> Iterator[Problem]:
         )
         yield "producer.message_timeout_ms", reason
     if spec.kafka.version and (
-        reason := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
+        lacking := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
     ):
-        yield "workload.transactions", f"{reason} Fix: use Kafka 0.11 or later."
+        yield "workload.transactions", f"{lacking} Fix: use Kafka 0.11 or later."
 
 
 def _target_rules(

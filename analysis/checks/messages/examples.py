@@ -43,7 +43,7 @@ def examples_of(
 ) -> dict[str, list[dict[str, Any]]]:
     """Up to MAX_EXAMPLES rows per class, lowest msg_id first (none last), with the fields
     EXAMPLE_FIELDS names: at the acked location or where it was read, as the class says."""
-    examples = {name: [] for name in ANOMALY_NAMES}
+    examples: dict[str, list[dict[str, Any]]] = {name: [] for name in ANOMALY_NAMES}
     for name, mask in classes.items():
         chosen = np.flatnonzero(mask)[:MAX_EXAMPLES]  # messages are in msg_id order
         examples[name] = [_message_example(name, messages, reads, i) for i in chosen.tolist()]

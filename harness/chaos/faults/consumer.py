@@ -10,7 +10,7 @@ processes (analysis.checks.consumers).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from harness.chaos.faults.base import Fault, FaultError, NoParams
 
@@ -39,10 +39,26 @@ def consumer_members(ctx: FaultContext, target: str) -> list[Any]:
         raise FaultError(str(exc)) from None
 
 
+class GroupMember(Protocol):
+    """What a consumer fault does to a member process (harness.workload.consumers)."""
+
+    def kill(self) -> None: ...
+    def start(self) -> None: ...
+    def state(self) -> str: ...
+    def pause(self) -> None: ...
+    def unpause(self) -> None: ...
+    def leave(self, timeout_s: float = ...) -> None: ...
+
+
 class ConsumerFault(Fault[NoParams]):
     """A fault on group members; `nodes` holds the members the nemesis resolved."""
 
     acts_on_consumers: ClassVar[bool] = True
+
+    @property
+    def members(self) -> list[GroupMember]:
+        """The members this fault acts on (the nemesis puts them where nodes go)."""
+        return cast("list[GroupMember]", self.nodes)
 
 
 class ConsumerKill(ConsumerFault):
@@ -52,12 +68,12 @@ class ConsumerKill(ConsumerFault):
     class_kinds = ("kill",)
 
     def inject(self) -> dict[str, Any]:
-        for member in self.nodes:
+        for member in self.members:
             member.kill()
         return {"signal": "SIGKILL"}
 
     def heal(self) -> None:
-        for member in self.nodes:
+        for member in self.members:
             if member.state() == "exited":
                 member.start()
 
@@ -70,12 +86,12 @@ class ConsumerPause(ConsumerFault):
     class_kinds = ("pause",)
 
     def inject(self) -> dict[str, Any]:
-        for member in self.nodes:
+        for member in self.members:
             member.pause()
         return {"signal": "SIGSTOP"}
 
     def heal(self) -> None:
-        for member in self.nodes:
+        for member in self.members:
             if member.state() == "paused":
                 member.unpause()
 
@@ -88,11 +104,11 @@ class ConsumerRebalance(ConsumerFault):
     class_kinds = ("rebalance",)
 
     def inject(self) -> dict[str, Any]:
-        for member in self.nodes:
+        for member in self.members:
             member.leave()
         return {"signal": "SIGTERM"}
 
     def heal(self) -> None:
-        for member in self.nodes:
+        for member in self.members:
             if member.state() == "exited":
                 member.start()

@@ -10,6 +10,7 @@ restarts on heal and recovers its log as after a real crash.
 
 from __future__ import annotations
 
+import tarfile
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -76,7 +77,9 @@ def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict[str, int]]:
+def lose_unflushed(
+    node: KafkaNode, lost_after_ms: int | None
+) -> dict[str, dict[str, int | str]]:
     """Cut the unflushed tail of every partition log on the stopped node.
 
     Returns, per partition that lost data, the bytes and batches before and after the cut.
@@ -89,7 +92,8 @@ def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict
     root = LOG_DIR.rstrip("/").rsplit("/", 1)[-1]  # archive names start with "data/"
     checkpoint = files.get(f"{root}/{CHECKPOINT}")
     recovery = read_checkpoint(checkpoint[1].decode()) if checkpoint else {}
-    cut, report = {}, {}
+    cut: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
+    report: dict[str, dict[str, int | str]] = {}
     # Segment names are zero-padded base offsets: sorted names are log order.
     for name in sorted(files):
         header, data = files[name]
