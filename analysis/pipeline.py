@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.dataset import write_dataset
+from analysis.dataset import DATASET_DIR, write_dataset
 from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
 from analysis.reconcile import find_runs, reconcile_runs, write_results
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
+from analysis.report.safe import PartFailure, safely
 from analysis.summary import cross_run_summary
 from harness.rundir.provenance import read_provenance
 
@@ -33,6 +34,7 @@ class Analysis:
     json: Path
     junit: Path
     dataset: Path  # the results dataset (Parquet, one row per repetition)
+    failures: tuple[PartFailure, ...] = ()  # parts of the report that could not be built
 
 
 def analyse(
@@ -57,12 +59,32 @@ def analyse(
     events = load_events_by_run(results)
     cells = judge_all(results, events)
     provenance = read_provenance(run_dirs)
-    summary = cross_run_summary(results, cells)
-    paths = render_report(cells, results, events, provenance, out_dir, title, summary)
-    junit_path = write_junit(cells, events, junit or out_dir / "junit.xml")
-    dataset = write_dataset(results, cells, out_dir)
+    summary = safely("the cross-run summary", lambda: cross_run_summary(results, cells))
+    paths = render_report(
+        cells,
+        results,
+        events,
+        provenance,
+        out_dir,
+        title,
+        None if isinstance(summary, PartFailure) else summary,
+    )
+    junit_path = junit or out_dir / "junit.xml"
+    failures = [
+        *paths.failures,
+        summary,
+        safely("junit.xml", lambda: write_junit(cells, events, junit_path)),
+        safely("the results dataset", lambda: write_dataset(results, cells, out_dir)),
+    ]
     return Analysis(
-        tuple(cells), exit_code(cells), paths.html, paths.markdown, paths.json, junit_path, dataset
+        tuple(cells),
+        exit_code(cells),
+        paths.html,
+        paths.markdown,
+        paths.json,
+        junit_path,
+        out_dir / DATASET_DIR,
+        tuple(f for f in failures if isinstance(f, PartFailure)),
     )
 
 

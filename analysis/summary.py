@@ -67,11 +67,17 @@ def wilson_interval(successes: int, trials: int, z: float = CONFIDENCE_Z) -> Wil
     """
     if trials <= 0:
         return WilsonInterval(0.0, 1.0)
+    if not 0 <= successes <= trials:
+        raise ValueError(f"{successes} successes of {trials} trials: need 0 <= successes <= trials")
     p = successes / trials
     z2 = z * z
     centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
     half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
-    return WilsonInterval(max(0.0, centre - half), min(1.0, centre + half))
+    # In exact arithmetic low <= p <= high, with low = 0 at 0 of n and high = 1 at n of n; in
+    # floating point both ends can land 1e-16 on the wrong side, so they are pinned there.
+    low = 0.0 if successes == 0 else min(max(0.0, centre - half), p)
+    high = 1.0 if successes == trials else max(min(1.0, centre + half), p)
+    return WilsonInterval(low, high)
 
 
 @dataclass(frozen=True)

@@ -425,6 +425,8 @@ def _analyse_and_print(
     console.print(f"Markdown:    {result.markdown}")
     console.print(f"JUnit XML:   {result.junit}")
     console.print(f"Dataset:     {result.dataset} (Parquet, one row per repetition)")
+    for failure in result.failures:  # shown in place in the report too; the verdicts stand
+        print(f"warning: {failure}", file=sys.stderr)
     return exit_code(result.cells, known_bug_fails=known_bug_fails)
 
 

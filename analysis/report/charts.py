@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import matplotlib
@@ -402,20 +403,47 @@ def _rep_loss_span(
     return (min(rates), max(rates)) if rates else (0.0, 0.0)
 
 
+@dataclass(frozen=True)
+class ProbabilityPoint:
+    """One row of the loss probability chart, in percent: the dot and its interval's ends."""
+
+    label: str
+    percent: float
+    low: float
+    high: float
+    lossy: int
+    counted: int
+
+
+def loss_probability_points(summary: CrossRunSummary) -> list[ProbabilityPoint]:
+    """What loss_probability_svg draws: each group with a probability, top to bottom."""
+    return [
+        ProbabilityPoint(
+            label=f"{g.fault} · {g.kafka_version} · {g.label}",
+            percent=100 * g.loss_probability,
+            low=100 * g.interval.low,
+            high=100 * g.interval.high,
+            lossy=g.lossy,
+            counted=g.counted,
+        )
+        for g in summary.groups
+        if g.loss_probability is not None
+    ]
+
+
 def loss_probability_svg(summary: CrossRunSummary) -> Markup:
     """Per configuration × fault × version: the share of repetitions that lost acknowledged
     data (dot) with its 95 % Wilson interval (line), over every run in the report."""
-    groups = [g for g in summary.groups if g.loss_probability is not None]
+    points = loss_probability_points(summary)
     with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-probability"}):
-        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(groups), 1)))
+        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(points), 1)))
         ax = fig.subplots()
-        for i, group in enumerate(groups):
-            p, interval = 100 * group.loss_probability, group.interval
-            low, high = 100 * interval.low, 100 * interval.high
-            ax.errorbar(p, i, xerr=[[p - low], [high - p]], fmt="o", color="#24292f", capsize=3)
-            ax.text(high, i, f"  {group.lossy}/{group.counted}", va="center", fontsize=8)
-        labels = [f"{g.fault} · {g.kafka_version} · {g.label}" for g in groups]
-        ax.set_yticks(range(len(groups)), labels, fontsize=7.5)
+        for i, point in enumerate(points):
+            # The interval holds p (analysis.summary); max() keeps matplotlib's xerr >= 0 anyway.
+            xerr = [[max(0.0, point.percent - point.low)], [max(0.0, point.high - point.percent)]]
+            ax.errorbar(point.percent, i, xerr=xerr, fmt="o", color="#24292f", capsize=3)
+            ax.text(point.high, i, f"  {point.lossy}/{point.counted}", va="center", fontsize=8)
+        ax.set_yticks(range(len(points)), [p.label for p in points], fontsize=7.5)
         ax.invert_yaxis()
         ax.set_xlim(0, 112)  # room for the n/N labels
         ax.grid(axis="y", visible=False)

@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
 from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg, loss_probability_svg
+from analysis.report.safe import safely
 from analysis.report.summary_view import summary_view
 from analysis.report.views import (
     COUNT_LABELS,
@@ -57,13 +58,25 @@ def render_html(
         source=SOURCE,
         headers=[(name, *COUNT_LABELS[name]) for name in MATRIX_COUNTS],
         price_headers=PRICE_LABELS,
-        rows=[matrix_row(c, results_by_run) for c in cells],
-        loss_chart=loss_chart_svg(cells, results_by_run) if cells else None,
-        cells=[cell_view(c, results_by_run, events_by_run) for c in cells],
+        rows=[
+            safely(f"the matrix row of {c.cell}", lambda c=c: matrix_row(c, results_by_run))
+            for c in cells
+        ],
+        loss_chart=safely("the loss chart", lambda: loss_chart_svg(cells, results_by_run))
+        if cells
+        else None,
+        cells=[
+            safely(f"cell {c.cell}", lambda c=c: cell_view(c, results_by_run, events_by_run))
+            for c in cells
+        ],
         experiments=sorted({c.experiment for c in cells}),
         repetitions=sum(len(c.repetitions) for c in cells),
         max_timelines=MAX_TIMELINES_PER_CELL,
         provenance=provenance,
-        summary=summary_view(summary) if summary is not None else None,
-        summary_chart=loss_probability_svg(summary) if summary and summary.groups else None,
+        summary=safely("the cross-run summary", lambda: summary_view(summary))
+        if summary is not None
+        else None,
+        summary_chart=safely("the loss probability chart", lambda: loss_probability_svg(summary))
+        if summary and summary.groups
+        else None,
     )

@@ -25,6 +25,15 @@ def test_wilson_interval_matches_the_formula(lossy: int, n: int, low: float, hig
     interval = wilson_interval(lossy, n)
     assert interval.low == pytest.approx(low, abs=1e-4)
     assert interval.high == pytest.approx(high, abs=1e-4)
+    # The ends are exact where the formula's are: matplotlib refuses a bar 1e-16 inside out.
+    assert (interval.low == 0.0) == (lossy == 0)
+    assert (interval.high == 1.0) == (lossy == n)
+    assert interval.low <= lossy / n <= interval.high
+
+
+def test_a_count_outside_the_trials_is_refused() -> None:
+    with pytest.raises(ValueError, match="0 <= successes <= trials"):
+        wilson_interval(5, 4)
 
 
 def test_no_repetition_says_nothing() -> None:

@@ -1,0 +1,43 @@
+"""Jepsen's check-safe, applied to the report: a part that fails shows its error in place.
+
+A chart, a section or a whole rendering that raises becomes a `PartFailure`, which renders as
+a visible note naming the part and the error, and the rest of the report is still written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from markupsafe import Markup, escape
+
+__all__ = ["PartFailure", "safely"]
+
+T = TypeVar("T")
+log = logging.getLogger("kafka_chaos.report")
+
+
+@dataclass(frozen=True)
+class PartFailure:
+    """A part of the report that could not be built: which one, and the error."""
+
+    failed: ClassVar[bool] = True  # templates test `x.failed`; views never have it set
+    part: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"{self.part} could not be drawn ({self.error}); the rest of the report stands"
+
+    def __html__(self) -> str:
+        return Markup('<p class="part-failed">{}</p>').format(escape(str(self)))
+
+
+def safely(part: str, build: Callable[[], T]) -> T | PartFailure:
+    """build(), or the PartFailure naming `part` and the error when it raises."""
+    try:
+        return build()
+    except Exception as exc:
+        log.exception("report part %s failed", part)
+        return PartFailure(part, f"{type(exc).__name__}: {exc}")
