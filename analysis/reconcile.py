@@ -64,6 +64,7 @@ class _RunDir:
     error: str | None
     config: CellConfig = field(default_factory=CellConfig)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
+    stopped_by: str | None = None  # an incomplete run: the error that stopped it, if recorded
 
 
 def spark_session(
@@ -136,12 +137,24 @@ def _inspect(run_id: int, run_dir: Path) -> _RunDir:
         config = CellConfig.read(spec.get("config") or {})
         _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
         if not (run_dir / layout.READBACK).is_file():
-            return _RunDir(run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config)
+            stopped_by = _stopping_error(spec, load_events(run_dir))
+            return _RunDir(
+                run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config, stopped_by=stopped_by
+            )
         _check_columns(run_dir / layout.READBACK, READBACK_SCHEMA)
         log_start = _log_start_offsets(load_events(run_dir))
     except Exception as exc:
         return _RunDir(run_id, run_dir, {}, RunStatus.ERROR, f"{type(exc).__name__}: {exc}")
     return _RunDir(run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start)
+
+
+def _stopping_error(spec: dict, events: list[dict]) -> str | None:
+    """The error that stopped a run before its read-back: spec.json's harness_error, else the
+    last harness_error event (None when neither says)."""
+    if spec.get("harness_error"):
+        return str(spec["harness_error"])
+    errors = [e.get("error") for e in events if e.get("type") == EventType.HARNESS_ERROR]
+    return str(errors[-1]) if errors and errors[-1] else None
 
 
 def _log_start_offsets(events: list[dict]) -> dict[int, int]:
@@ -282,7 +295,7 @@ def _blank_result(run: _RunDir, status: RunStatus, error: str | None) -> RunResu
 
 def _assembled(run: _RunDir, facts: RunFacts, attribution: Attribution | None) -> RunResult:
     """The complete or incomplete result of a run the checker answered."""
-    blank = _blank_result(run, run.status, None)
+    blank = _blank_result(run, run.status, run.stopped_by)
     timeline = _timeline(facts.seconds)
     if run.status != RunStatus.COMPLETE:
         return replace(blank, timeline=timeline)

@@ -261,8 +261,9 @@ def _workload_and_faults(
     """The workload (in this thread, or in producer processes), the nemesis and sampler beside
     it; heal all at the end.
 
-    Returns the workload's error to raise after the read-back: a producer that crashed, or a
-    journal that missed delivery reports (None when every report reached a journal).
+    Returns the workload's error to raise after the read-back: the client's own exception when
+    it ended the workload early, a producer that crashed, or a journal that missed delivery
+    reports (None when every report reached a journal).
     """
     spec = repetition.cell.spec
     workload = Workload(
@@ -278,6 +279,7 @@ def _workload_and_faults(
     stop = threading.Event()
     ctx.consumers = _consumer_group(repetition, ctx.cluster.bootstrap_servers, events)
     caught_up: CatchUp | None = None
+    client_error: Exception | None = None
     try:
         if ctx.consumers is not None:  # reading before the first send
             progress.phase("consumer group joining")
@@ -293,7 +295,11 @@ def _workload_and_faults(
         watcher.start()
         # Deferred: an interrupt inside the producer's poll would surface as a SystemError.
         with INTERRUPTS.deferred() as interrupted:
-            senders.run(interrupted)
+            try:
+                senders.run(interrupted)
+            except Exception as exc:  # the client gave up: heal, read back, judge what it did
+                client_error = exc
+                log.exception("the workload ended early")
         events.write(EventType.PHASE, phase="workload-end")
     finally:
         stop.set()
@@ -317,7 +323,7 @@ def _workload_and_faults(
     summary.failed, summary.indeterminate = stats.failed, stats.indeterminate
     summary.fault_errors = list(nemesis.errors)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
-    return workload_error
+    return client_error or workload_error
 
 
 def _consumer_group(

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from harness.rundir.records import Status
 from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
+
+log = logging.getLogger("kafka_chaos.recorder")
 
 # Outcomes where the write may or may not be in the log: never counted as a loss.
 INDETERMINATE = frozenset(
@@ -122,6 +125,41 @@ def delivery_callback(
     return on_delivery
 
 
+@dataclass(frozen=True)
+class RefusedSend:
+    """A send that produce() refused synchronously (unknown topic while restarted brokers'
+    metadata lacks it, an invalid argument, a fatal client state), journalled as a delivery
+    report of a failed send. The message never entered the client's queue, so it was never
+    written: a definite failure whatever the error (docs/kafka-reliability.md: a send that
+    ended in an error is not a loss)."""
+
+    payload: bytes
+    kafka_error: KafkaError
+
+    def value(self) -> bytes:
+        return self.payload
+
+    def error(self) -> KafkaError:
+        return self.kafka_error
+
+    def partition(self) -> None:
+        return None
+
+    def offset(self) -> None:
+        return None
+
+    def latency(self) -> None:
+        return None
+
+
+def refused_error(exc: KafkaException) -> KafkaError:
+    """The KafkaError a synchronous produce() error carries (one made from its text if none)."""
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return error
+    return KafkaError(KafkaError._FAIL, str(exc))
+
+
 @dataclass
 class RecorderStats:
     """Live counters for the progress display, refreshed with every journal flush."""
@@ -148,6 +186,10 @@ class Recorder:
     # Serving delivery reports every 32 sends instead of after each keeps them flowing while
     # saving most of poll's fixed cost (the local queue holds 100k messages).
     POLL_EVERY = 32
+    # After produce() refused a send: serve reports this long before the next send, so a
+    # refusal that lasts (a topic unknown for seconds) journals tens of failures a second,
+    # not millions, as an application's own backoff would.
+    REFUSED_BACKOFF_S = 0.02
 
     def __init__(
         self,
@@ -165,6 +207,7 @@ class Recorder:
         # numbers (0, 1, 2, ...) for some messages. Recording them would fake divergence.
         journal.offsets_known = str(producer_config.get("acks", "all")) != "0"
         self.tally = DeliveryTally()
+        self.refused = 0  # sends produce() refused synchronously (journalled as failed)
         self.producer = Producer(
             {
                 **producer_config,
@@ -224,12 +267,14 @@ class Recorder:
                 journal.sent_upto = msg_id
                 if stop.is_set() or monotonic() >= deadline:
                     break
+            value = encode_value(base + msg_id, msg_id // nkeys, size)
             try:
-                value = encode_value(base + msg_id, msg_id // nkeys, size)
                 produce(topic, value, keys[msg_id % nkeys])
             except BufferError:
                 poll(0.05)  # the local queue is full: let deliveries drain it
                 continue
+            except KafkaException as exc:
+                self._refused(value, exc)
             msg_id += 1
             if msg_id % self.POLL_EVERY == 0:
                 poll(0)
@@ -250,18 +295,27 @@ class Recorder:
             if (ahead := started + msg_id * interval - now) > 0:
                 poll(min(ahead, 0.05))
                 continue
+            value = encode_value(base + msg_id, msg_id // w.keys, w.message_bytes)
             try:
-                produce(
-                    self.topic,
-                    encode_value(base + msg_id, msg_id // w.keys, w.message_bytes),
-                    key=keys[msg_id % w.keys],
-                )
+                produce(self.topic, value, key=keys[msg_id % w.keys])
             except BufferError:
                 poll(0.05)
                 continue
+            except KafkaException as exc:
+                self._refused(value, exc)
             msg_id += 1
             journal.sent_upto = msg_id
             poll(0)
+
+    def _refused(self, value: bytes, exc: KafkaException) -> None:
+        """Journal and tally a send produce() refused as failed, then back off; the workload
+        goes on (a run survives its client)."""
+        self.tally.failed += 1
+        self.journal.failed.append(RefusedSend(value, refused_error(exc)))
+        self.refused += 1
+        if math.log10(self.refused).is_integer():  # the 1st, 10th, 100th ...: the log stays short
+            log.warning("produce() refused %d send(s), the last with %s", self.refused, exc)
+        self._poll(self.REFUSED_BACKOFF_S)
 
     def _poll(self, timeout_s: float) -> None:
         """Serve delivery reports for up to `timeout_s`, then commit them to the journal."""

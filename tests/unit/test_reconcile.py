@@ -21,6 +21,7 @@ from analysis.reconcile import (
     write_results,
 )
 from analysis.results import Example, RunResult, RunStatus
+from harness.rundir.events import load_events
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 from tests.unit.kafka_bytes import full_batch, value_of
@@ -635,3 +636,23 @@ def test_journal_rows_without_a_msg_id_missing_beside_others_are_attributed(
     assert result.loss == 2
     assert result.contract["unidentified_rows"] == 2
     assert result.attribution is not None and len(result.attribution.examples) == 2
+
+
+def test_a_run_stopped_before_its_read_back_names_the_error_that_stopped_it(
+    tmp_path: Path,
+) -> None:
+    from analysis.judge.verdicts import judge_repetition
+
+    error = "KafkaException: KafkaError{code=_UNKNOWN_TOPIC,val=-188,str=\"Unknown topic\"}"
+    run = write_run(
+        tmp_path, "stopped", *in_order(3)[:1], None,
+        events=[{"type": "harness_error", "ts_us": T0_US, "error": error}],
+    )  # fmt: skip
+    (result,) = reconcile_in_process([run])
+    assert (result.status, result.error) == ("incomplete", error)
+    verdict = judge_repetition(result, load_events(run))
+    assert verdict.reasons == (f"run incomplete: {error}",)
+    spec = json.loads((run / "spec.json").read_text())
+    (run / "spec.json").write_text(json.dumps(spec | {"harness_error": "from spec.json"}))
+    (result,) = reconcile_in_process([run])
+    assert result.error == "from spec.json"  # the harness's own last word wins
