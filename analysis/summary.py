@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Final
+from typing import Final, TypeGuard
 
 from analysis.judge.verdicts import CellVerdict
 from analysis.results import RunResult
@@ -60,7 +60,8 @@ class WilsonInterval:
 
 
 def wilson_interval(successes: int, trials: int, z: float = CONFIDENCE_Z) -> WilsonInterval:
-    """The Wilson score interval; (0, 1) for no trials, where nothing is known.
+    """The Wilson score interval, 0 <= low <= successes/trials <= high <= 1 exactly (low is 0
+    only at 0 of n, high is 1 only at n of n); (0, 1) for no trials, where nothing is known.
 
     Unlike the normal approximation it stays inside [0, 1] and is not empty at 0 of n or n of
     n, which is where chaos results usually sit.
@@ -176,13 +177,11 @@ def _order(item: tuple[tuple, list[RunResult]]) -> tuple:
 def _group(key: tuple, members: list[RunResult], verdict_of: Mapping[str, str]) -> GroupSummary:
     """The summary of one group's repetitions."""
     configuration, fault, version = key
-    rates = [
-        r.loss / r.counts["acked"]
-        for r in members
-        if r.counts is not None and r.loss is not None and r.counts.get("acked")
-    ]
-    counted = len(rates)
-    lossy = sum(1 for rate in rates if rate > 0)
+    counts = [pair for pair in map(_loss_of_acked, members) if pair is not None]
+    rates = [loss / acked for loss, acked in counts]
+    counted = len(counts)
+    # From the integers, not the rates: whether a repetition lost is not a float comparison.
+    lossy = sum(1 for loss, _ in counts if loss > 0)
     verdicts: dict[str, int] = defaultdict(int)
     for member in members:
         verdicts[verdict_of.get(member.run_dir, "UNJUDGED")] += 1
@@ -201,6 +200,21 @@ def _group(key: tuple, members: list[RunResult], verdict_of: Mapping[str, str]) 
         else None,
         verdicts=dict(sorted(verdicts.items())),
     )
+
+
+def _loss_of_acked(result: RunResult) -> tuple[int, int] | None:
+    """(loss, acked) of a repetition with counts and something acked; None otherwise, and for
+    counts that are not whole numbers within 0 <= loss <= acked (a malformed results.json)."""
+    loss = result.loss
+    acked = None if result.counts is None else result.counts.get("acked")
+    if not (_is_count(loss) and _is_count(acked)) or not 0 <= loss <= acked or acked == 0:
+        return None
+    return loss, acked
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    """True for an int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _effects(groups: Sequence[GroupSummary]) -> list[SettingEffect]:

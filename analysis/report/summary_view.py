@@ -62,7 +62,10 @@ def _row(group: GroupSummary) -> SummaryRow:
         repetitions=reps,
         lossy=str(group.lossy),
         probability=probability,
-        interval=f"{_pct(group.interval.low)} – {_pct(group.interval.high)}",
+        # No counted repetition: the interval is all of [0, 1], which says nothing worth a cell.
+        interval="-"
+        if group.counted == 0
+        else f"{_pct(group.interval.low)} – {_pct(group.interval.high)}",
         loss_rate=rates,
         verdicts=", ".join(f"{n} {v}" for v, n in group.verdicts.items()),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -12,6 +13,7 @@ from analysis.anomalies import COUNT_NAMES
 from analysis.dataset import write_dataset
 from analysis.judge.verdicts import judge_all
 from analysis.report.render import render_report
+from analysis.report.summary_view import summary_view
 from analysis.results import RunResult, RunStatus
 from analysis.summary import cross_run_summary, wilson_interval
 from harness.rundir.config import CellConfig
@@ -38,6 +40,30 @@ def test_a_count_outside_the_trials_is_refused() -> None:
 
 def test_no_repetition_says_nothing() -> None:
     assert wilson_interval(0, 0) == wilson_interval(0, 0).__class__(0.0, 1.0)
+
+
+def test_a_group_with_nothing_counted_has_no_probability_and_shows_no_interval(
+    tmp_path: Path,
+) -> None:
+    errored = replace(
+        result(tmp_path, "a", "1", "4.3.1", 0, 0), status=RunStatus.ERROR, counts=None, loss=None
+    )
+    (group,) = cross_run_summary([errored]).groups
+    assert (group.repetitions, group.counted, group.lossy) == (1, 0, 0)
+    assert group.loss_probability is None
+    assert (group.interval.low, group.interval.high) == (0.0, 1.0)
+    (row,) = summary_view(cross_run_summary([errored])).rows
+    assert (row.repetitions, row.probability, row.interval) == ("0/1", "-", "-")
+
+
+def test_malformed_counts_are_not_counted_and_do_not_raise(tmp_path: Path) -> None:
+    good = result(tmp_path, "a", "1", "4.3.1", 0, loss=3)
+    text = replace(result(tmp_path, "a", "1", "4.3.1", 1, 0), loss="3")  # type: ignore[arg-type]
+    more_than_acked = result(tmp_path, "a", "1", "4.3.1", 2, loss=2000)
+    flag = replace(result(tmp_path, "a", "1", "4.3.1", 3, 0), loss=True)
+    (group,) = cross_run_summary([good, text, more_than_acked, flag]).groups
+    assert (group.repetitions, group.counted, group.lossy) == (4, 1, 1)
+    assert group.loss_rate is not None and group.loss_rate.max == 3 / 1000
 
 
 def result(
