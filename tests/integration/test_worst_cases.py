@@ -1,0 +1,139 @@
+"""The worst runs end to end on real brokers: everything acknowledged gone, nothing ever
+acknowledged, and a client error nobody scripted. Each must end with a judged repetition and
+a written report, never a harness error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+
+from analysis.judge.verdicts import Verdict
+from analysis.pipeline import Analysis, analyse
+from harness.experiment.load import parse_experiment
+from harness.experiment.matrix import expand
+from harness.experiment.plan import topic_settings
+from harness.platform.image import ensure_image
+from harness.run import runner
+from harness.run.progress import PlainProgress
+from harness.rundir.events import load_events
+from tests.integration.support import wait_until
+from tests.integration.test_experiment import labelled_leftovers, run_cli
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).parent
+CP = {"acks": "all", "enable_idempotence": True, "message_timeout_ms": 10000}
+CP_TOPIC = {"partitions": 3, "replication_factor": 3, "min_insync_replicas": 2}
+
+
+def run_in_process(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Analysis]:
+    """Run a one-cell experiment in this process (so a test can reach into the runner), then
+    analyse it; (the repetition's run directory, the analysis)."""
+    experiment = parse_experiment(data, "<test>")
+    (cell,) = expand(experiment)
+    image = ensure_image(experiment.kafka.version)
+    root = tmp_path / experiment.name
+    runner.run_experiment(experiment, [cell], root, lambda _cell: image, PlainProgress())
+    analysis = analyse([str(root)], root / "report", master="local[2]")
+    (run_dir,) = [p.parent for p in root.rglob("spec.json") if p.parent.name == "0"]
+    return run_dir, analysis
+
+
+def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_under_cp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_back = runner._read_back
+
+    def recreate_then_read_back(repetition, cluster, events, summary, progress) -> None:
+        """Delete the topic and create it anew (an operator's mistake), then read back."""
+        admin = cluster.admin()
+        admin.delete_topics([runner.TOPIC], operation_timeout=30)[runner.TOPIC].result(30)
+        spec = repetition.cell.spec
+
+        def created() -> bool:
+            try:
+                cluster.create_topic(runner.TOPIC, 3, 3, topic_settings(spec), timeout_s=30)
+            except KafkaException:  # still marked for deletion
+                return False
+            return True
+
+        wait_until(created, 60, "the topic created anew")
+        read_back(repetition, cluster, events, summary, progress)
+
+    monkeypatch.setattr(runner, "_read_back", recreate_then_read_back)
+    run_dir, analysis = run_in_process(
+        tmp_path,
+        {"name": "recreated", "topic": CP_TOPIC, "producer": CP,
+         "workload": {"rate": 200, "duration_s": 6}},
+    )  # fmt: skip
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["status"] == "complete", result
+    acked = result["counts"]["acked"]
+    assert acked > 500
+    assert result["counts"]["read"] == 0
+    assert result["loss"] == acked  # every acknowledged message, each counted once
+    assert result["sensitivity"] == {"removed": 0, "found": 0, "passed": None}
+    (cell,) = analysis.cells
+    assert cell.verdict == Verdict.VIOLATION, cell.reasons
+    assert analysis.exit_code == 1
+    assert analysis.failures == ()
+    assert "VIOLATION" in analysis.html.read_text()
+    report = json.loads(analysis.json.read_text())
+    assert report["cells"][0]["verdict"] == "VIOLATION"
+    assert labelled_leftovers() == []
+
+
+def test_no_acknowledgement_ever_arrives_gives_a_verdict_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    senders = runner._senders
+
+    def unreachable(repetition, workload, bootstrap, events):
+        """The producer pointed at a loopback port nothing listens on: no broker answers."""
+        return senders(repetition, workload, "127.0.0.1:9", events)
+
+    monkeypatch.setattr(runner, "_senders", unreachable)
+    run_dir, analysis = run_in_process(
+        tmp_path,
+        {"name": "unreachable", "topic": CP_TOPIC,
+         "producer": {**CP, "message_timeout_ms": 3000, "request_timeout_ms": 1000},
+         "workload": {"rate": 50, "duration_s": 4}},
+    )  # fmt: skip
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["status"] == "complete", result
+    counts = result["counts"]
+    assert counts["sent"] >= 150 and counts["acked"] == 0
+    assert counts["failed"] + counts["indeterminate"] == counts["sent"]
+    assert [e for e in load_events(run_dir) if e["type"] == "harness_error"] == []
+    (cell,) = analysis.cells
+    (repetition,) = cell.repetitions
+    assert repetition.verdict == Verdict.UNKNOWN
+    assert repetition.reasons[0].startswith("no message was acknowledged (sent ")
+    assert analysis.exit_code == 2 or analysis.exit_code == 0  # UNKNOWN is never a violation
+    assert analysis.failures == ()
+    assert labelled_leftovers() == []
+
+
+def test_stale_followers_back_first_on_zookeeper_3_9_1_is_judged(tmp_path: Path) -> None:
+    """Both followers of partition 0 killed, then its leader, then the stale followers back:
+    librdkafka's produce() raised _UNKNOWN_TOPIC here and used to end the repetition unread."""
+    done = run_cli(
+        "run", str(HERE / "experiments" / "stale-zookeeper.yaml"), "--runs-dir", str(tmp_path),
+        "--quiet", "--master", "local[2]",
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    (run_dir,) = [p.parent for p in tmp_path.rglob("results.json")]
+    events = load_events(run_dir)
+    assert [e for e in events if e["type"] in ("harness_error", "fault_error")] == []
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["status"] == "complete", result
+    assert result["counts"]["acked"] > 0
+    tally = next(e for e in events if e["type"] == "recorder_tally")
+    assert tally["reports"]["failed"] == result["contract"]["reported_failed"]
+    report = json.loads((run_dir.parent.parent / "report" / "report.json").read_text())
+    (cell,) = report["cells"]
+    assert cell["verdict"] not in ("UNKNOWN",), cell
+    assert labelled_leftovers() == []
