@@ -55,7 +55,7 @@ MUTATION_STAMP := $(VENV)/.mutation-installed
 mutation: $(MUTATION_STAMP)
 	rm -rf mutants && mkdir mutants
 	@start=$$SECONDS; \
-	  $(BIN)/mutmut run --max-children $(MUTATION_JOBS) >mutants/run.log 2>&1 \
+	  HYPOTHESIS_PROFILE=mutation $(BIN)/mutmut run --max-children $(MUTATION_JOBS) >mutants/run.log 2>&1 \
 	  || { tail -n 30 mutants/run.log >&2; echo "mutmut run failed: see mutants/run.log" >&2; exit 1; }; \
 	  echo "mutmut ran in $$((SECONDS - start)) s (log: mutants/run.log)"
 	$(BIN)/python bench/mutation_score.py --fail-under $(MUTATION_MIN)

@@ -24,4 +24,14 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# make mutation: every mutant runs the property tests, so they must be few, and the same for
+# every mutant (derandomized) so that a kill is repeatable.
+settings.register_profile(
+    "mutation",
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
