@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import matplotlib
 
@@ -28,7 +28,20 @@ from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, lead
 from analysis.results import RunResult, TimelineSecond
 from analysis.summary import CrossRunSummary
 
-__all__ = ["VERDICT_COLOURS", "loss_chart_svg", "loss_probability_svg", "percent", "timeline_svg"]
+__all__ = [
+    "MAX_CHART_ROWS",
+    "VERDICT_COLOURS",
+    "ProbabilityPoint",
+    "draw_loss_bars",
+    "draw_loss_probability",
+    "loss_chart_svg",
+    "loss_probability_points",
+    "loss_probability_svg",
+    "percent",
+    "timeline_svg",
+]
+
+R = TypeVar("R")
 
 VERDICT_COLOURS: Final = {
     Verdict.PASS: "#1a7f37",
@@ -38,6 +51,7 @@ VERDICT_COLOURS: Final = {
     Verdict.NOT_PROVOKED: "#57606a",
     Verdict.UNKNOWN: "#8250df",
 }
+INK: Final = "#24292f"  # lines and dots that are data, not a verdict
 LEADER_LABEL_HEIGHTS: Final = (0.89, 0.8, 0.71)  # axes fraction, below the fault labels
 SERIES_COLOURS: Final = {
     "ok": "#4c9f70",
@@ -63,6 +77,9 @@ LABEL_BOX: Final = {
     "alpha": 0.8,
     "linewidth": 0,
 }
+# A chart of thousands of rows is unreadable and takes seconds per thousand to draw: past this
+# many, the loss charts draw the rows with the most loss and say how many they left out.
+MAX_CHART_ROWS: Final = 100
 CHART_RC: Final = {
     "svg.fonttype": "none",  # real text in the SVG: smaller, selectable, uses the page's fonts
     "font.family": "sans-serif",
@@ -352,35 +369,43 @@ def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) 
 
 
 def loss_chart_svg(cells: Sequence[CellVerdict], results_by_run: Mapping[str, RunResult]) -> Markup:
-    """Horizontal bars: the loss figure as % of acked per cell, whiskers over repetitions."""
+    """Horizontal bars: the loss figure as % of acked per cell, whiskers over repetitions (at
+    most MAX_CHART_ROWS cells, those with the most loss)."""
+    shown = _most_lossy(
+        cells, lambda c: (c.stats.loss_rate or 0.0, _rep_loss_span(c, results_by_run)[1])
+    )
     with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-chart"}):
-        fig = Figure(figsize=(11, 0.9 + 0.36 * len(cells)))
+        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(shown), 1)))
         ax = fig.subplots()
-        _draw_loss_bars(ax, cells, [_rep_loss_span(c, results_by_run) for c in cells])
-        ax.set_yticks(range(len(cells)), _cell_labels(cells))
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
+        draw_loss_bars(ax, shown, results_by_run)
+        _say_what_is_left_out(ax, len(shown), len(cells), "cells")
         ax.set_xlabel(
             "acknowledged messages missing (loss, % of acked; line: min–max over repetitions)"
         )
         return _svg(fig, "loss by configuration", "loss-chart")
 
 
-def _draw_loss_bars(
-    ax: Any, cells: Sequence[CellVerdict], spans: Sequence[tuple[float, float]]
+def draw_loss_bars(
+    ax: Any, cells: Sequence[CellVerdict], results_by_run: Mapping[str, RunResult]
 ) -> None:
-    """One bar per cell in its verdict's colour, a min–max whisker, and the value as text."""
+    """One bar per cell (its loss rate, %) in its verdict's colour, a min–max whisker over its
+    repetitions, and the value as text; top to bottom in the given order."""
+    spans = [_rep_loss_span(c, results_by_run) for c in cells]
     rates = [c.stats.loss_rate for c in cells]
     means = [100 * (rate or 0.0) for rate in rates]
     ax.barh(range(len(cells)), means, color=[VERDICT_COLOURS[c.verdict] for c in cells], height=0.6)
     for i, (low, high) in enumerate(spans):
-        if high > low:
-            ax.errorbar((low + high) / 2, i, xerr=(high - low) / 2, color="#24292f", capsize=3)
+        if high > low:  # drawn end to end, not as an errorbar: its ends are the span's exactly
+            ax.plot([low, high], [i, i], color=INK, linewidth=1.2, marker="|", markersize=7,
+                    gid=f"spread-{i}")  # fmt: skip
     top = max([*means, *(high for _, high in spans), 0.0])
     ax.set_xlim(0, top * 1.25 if top > 0 else 1.0)  # room for the value labels
     for i, (rate, mean) in enumerate(zip(rates, means, strict=True)):
         text = "no data" if rate is None else percent(mean)
         ax.text(max(mean, spans[i][1]), i, f"  {text}", va="center", fontsize=8)
+    ax.set_yticks(range(len(cells)), _cell_labels(cells))
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
 
 
 def _cell_labels(cells: Sequence[CellVerdict]) -> list[str]:
@@ -433,22 +458,52 @@ def loss_probability_points(summary: CrossRunSummary) -> list[ProbabilityPoint]:
 
 def loss_probability_svg(summary: CrossRunSummary) -> Markup:
     """Per configuration × fault × version: the share of repetitions that lost acknowledged
-    data (dot) with its 95 % Wilson interval (line), over every run in the report."""
+    data (dot) with its 95 % Wilson interval (line), over every run in the report (at most
+    MAX_CHART_ROWS groups, those most likely to lose)."""
     points = loss_probability_points(summary)
+    shown = _most_lossy(points, lambda p: (p.percent, p.high))
     with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-probability"}):
-        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(points), 1)))
+        fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(shown), 1)))
         ax = fig.subplots()
-        for i, point in enumerate(points):
-            # The interval holds p (analysis.summary); max() keeps matplotlib's xerr >= 0 anyway.
-            xerr = [[max(0.0, point.percent - point.low)], [max(0.0, point.high - point.percent)]]
-            ax.errorbar(point.percent, i, xerr=xerr, fmt="o", color="#24292f", capsize=3)
-            ax.text(point.high, i, f"  {point.lossy}/{point.counted}", va="center", fontsize=8)
-        ax.set_yticks(range(len(points)), [p.label for p in points], fontsize=7.5)
-        ax.invert_yaxis()
-        ax.set_xlim(0, 112)  # room for the n/N labels
-        ax.grid(axis="y", visible=False)
+        draw_loss_probability(ax, shown)
+        _say_what_is_left_out(ax, len(shown), len(points), "groups")
         ax.set_xlabel("repetitions that lost acknowledged data (%, line: 95 % Wilson interval)")
         return _svg(fig, "loss probability by configuration, fault and version", "loss-prob")
+
+
+def draw_loss_probability(ax: Any, points: Sequence[ProbabilityPoint]) -> None:
+    """Each point as a dot at its percent with a line from its low to its high end, and its
+    lossy/counted beside it; top to bottom in the given order."""
+    for i, point in enumerate(points):
+        # A line from end to end and a dot, not an errorbar: matplotlib refuses an errorbar whose
+        # interval misses its point by 1e-16, and these ends are the interval's exactly.
+        ax.plot([point.low, point.high], [i, i], color=INK, linewidth=1.2, marker="|",
+                markersize=7, gid=f"interval-{i}")  # fmt: skip
+        ax.plot([point.percent], [i], marker="o", color=INK, linestyle="none", gid=f"point-{i}")
+        ax.text(point.high, i, f"  {point.lossy}/{point.counted}", va="center", fontsize=8)
+    ax.set_yticks(range(len(points)), [p.label for p in points], fontsize=7.5)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 112)  # room for the n/N labels
+    ax.grid(axis="y", visible=False)
+
+
+def _most_lossy(rows: Sequence[R], key: Callable[[R], Any]) -> list[R]:
+    """At most MAX_CHART_ROWS rows, those with the largest key (first ones on ties), in their
+    given order."""
+    if len(rows) <= MAX_CHART_ROWS:
+        return list(rows)
+    ranked = sorted(range(len(rows)), key=lambda i: key(rows[i]), reverse=True)  # stable
+    return [rows[i] for i in sorted(ranked[:MAX_CHART_ROWS])]
+
+
+def _say_what_is_left_out(ax: Any, shown: int, total: int, noun: str) -> None:
+    """A title naming how many rows the chart left out, when it left out any."""
+    if shown < total:
+        ax.set_title(
+            f"the {shown} {noun} with the most loss of {total:,}; the tables list every one",
+            loc="left",
+            fontsize=8,
+        )
 
 
 def percent(value: float) -> str:

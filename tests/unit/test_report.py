@@ -15,12 +15,15 @@ from analysis.anomalies import ANOMALY_NAMES
 from analysis.availability import Availability, Gap, HealRecovery, PartitionAvailability
 from analysis.judge import verdicts
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
+from analysis.report import html as html_module
+from analysis.report import render
 from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit
 from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
 from analysis.report.views import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.results import RunResult
+from analysis.summary import cross_run_summary
 from harness.rundir import layout
 from harness.rundir.provenance import (
     BrokerImageUsed,
@@ -539,3 +542,41 @@ def test_a_group_run_draws_its_lag_on_a_right_hand_axis(tmp_path: Path) -> None:
     text = html.read_text()
     assert text.count("group lag (records)") == 1  # the axis, on the grouped run's timeline only
     assert text.count("group lag (right axis)") == 1  # and its legend entry
+
+
+# ---------------------------------------------------------------------------------------------
+# Check-safe: a part that fails shows its error in place, and the rest is written
+
+
+def test_a_chart_that_fails_shows_its_error_in_place_and_the_rest_is_written(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise ValueError("'xerr' must not contain negative values")
+
+    monkeypatch.setattr(html_module, "loss_probability_svg", broken)
+    cells, results, events = crafted
+    summary = cross_run_summary(results, cells)
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report", summary)
+    html = paths.html.read_text()
+    assert "the loss probability chart could not be drawn" in html
+    assert "ValueError: &#39;xerr&#39; must not contain negative values" in html
+    assert 'id="summary"' in html and html.count('<section class="cell') == 2  # the rest stands
+    assert html.count('aria-label="timeline of') == 3 and 'aria-label="loss by' in html
+    assert paths.failures == ()  # the page itself rendered
+    assert len(json.loads(paths.json.read_text())["cells"]) == 2
+
+
+def test_a_rendering_that_fails_is_written_as_a_stub_naming_the_error(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("markdown broke")
+
+    monkeypatch.setattr(render, "render_markdown", broken)
+    cells, results, events = crafted
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
+    assert [f.part for f in paths.failures] == ["report.md"]
+    assert "RuntimeError: markdown broke" in paths.markdown.read_text()
+    assert paths.html.read_text().count('<section class="cell') == 2
+    assert len(json.loads(paths.json.read_text())["cells"]) == 2
