@@ -36,6 +36,13 @@ class Analysis:
     dataset: Path  # the results dataset (Parquet, one row per repetition)
     failures: tuple[PartFailure, ...] = ()  # parts of the report that could not be built
 
+    @property
+    def written(self) -> tuple[Path, ...]:
+        """The report files written, in full or as a note naming what failed."""
+        unwritten = {failure.unwritten for failure in self.failures}
+        files = (self.html, self.markdown, self.json, self.junit, self.dataset)
+        return tuple(path for path in files if path not in unwritten)
+
 
 def analyse(
     patterns: Sequence[str],
@@ -67,14 +74,18 @@ def analyse(
         provenance,
         out_dir,
         title,
-        None if isinstance(summary, PartFailure) else summary,
+        summary,
     )
     junit_path = junit or out_dir / "junit.xml"
     failures = [
         *paths.failures,
         summary,
-        safely("junit.xml", lambda: write_junit(cells, events, junit_path)),
-        safely("the results dataset", lambda: write_dataset(results, cells, out_dir)),
+        safely("junit.xml", lambda: write_junit(cells, events, junit_path), junit_path),
+        safely(
+            "the results dataset",
+            lambda: write_dataset(results, cells, out_dir),
+            out_dir / DATASET_DIR,
+        ),
     ]
     return Analysis(
         tuple(cells),

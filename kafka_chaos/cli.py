@@ -427,6 +427,9 @@ def _analyse_and_print(
     console.print(f"Dataset:     {result.dataset} (Parquet, one row per repetition)")
     for failure in result.failures:  # shown in place in the report too; the verdicts stand
         print(f"warning: {failure}", file=sys.stderr)
+    if not result.written:  # verdicts nobody can read: a harness error, whatever they say
+        print(f"error: no report file could be written under {out}", file=sys.stderr)
+        return EXIT_ERROR
     return exit_code(result.cells, known_bug_fails=known_bug_fails)
 
 

@@ -80,7 +80,7 @@ LABEL_BOX: Final = {
 # A chart of thousands of rows is unreadable and takes seconds per thousand to draw: past this
 # many, the loss charts draw the rows with the most loss and say how many they left out.
 MAX_CHART_ROWS: Final = 100
-CHART_RC: Final = {
+CHART_RC: Final[dict[str, Any]] = {
     "svg.fonttype": "none",  # real text in the SVG: smaller, selectable, uses the page's fonts
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans", "Liberation Sans", "Arial", "Helvetica"],
@@ -96,6 +96,11 @@ CHART_RC: Final = {
     "ytick.color": "#57606a",
     "axes.labelcolor": "#24292f",
 }
+
+
+def _rc(salt: str) -> Any:
+    """CHART_RC with the SVG ids' salt (Any: matplotlib types its keys as a Literal union)."""
+    return {**CHART_RC, "svg.hashsalt": salt}
 
 
 def _svg(fig: Figure, label: str, id_prefix: str) -> Markup:
@@ -122,7 +127,7 @@ def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Marku
     if not timeline:
         return None
     origin_us = run_origin_us(result, events)
-    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": salt}):
+    with matplotlib.rc_context(_rc(salt)):
         fig = Figure(figsize=(11, 4.4))
         top, bottom = fig.subplots(
             2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2], "hspace": 0.1}
@@ -374,7 +379,7 @@ def loss_chart_svg(cells: Sequence[CellVerdict], results_by_run: Mapping[str, Ru
     shown = _most_lossy(
         cells, lambda c: (c.stats.loss_rate or 0.0, _rep_loss_span(c, results_by_run)[1])
     )
-    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-chart"}):
+    with matplotlib.rc_context(_rc("loss-chart")):
         fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(shown), 1)))
         ax = fig.subplots()
         draw_loss_bars(ax, shown, results_by_run)
@@ -424,7 +429,7 @@ def _rep_loss_span(
         counts = (result.counts if result is not None else None) or {}
         acked = counts.get("acked") or 0
         if acked and all(isinstance(counts.get(name), int) for name in LOSS_CLASSES):
-            rates.append(100 * loss_of(counts) / acked)
+            rates.append(100 * loss_of(dict(counts)) / acked)
     return (min(rates), max(rates)) if rates else (0.0, 0.0)
 
 
@@ -462,7 +467,7 @@ def loss_probability_svg(summary: CrossRunSummary) -> Markup:
     MAX_CHART_ROWS groups, those most likely to lose)."""
     points = loss_probability_points(summary)
     shown = _most_lossy(points, lambda p: (p.percent, p.high))
-    with matplotlib.rc_context({**CHART_RC, "svg.hashsalt": "loss-probability"}):
+    with matplotlib.rc_context(_rc("loss-probability")):
         fig = Figure(figsize=(11, 0.9 + 0.36 * max(len(shown), 1)))
         ax = fig.subplots()
         draw_loss_probability(ax, shown)

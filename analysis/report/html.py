@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -12,8 +13,8 @@ from jinja2 import Environment, FileSystemLoader
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
 from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg, loss_probability_svg
-from analysis.report.safe import safely
-from analysis.report.summary_view import summary_view
+from analysis.report.safe import PartFailure, safely
+from analysis.report.summary_view import SummaryView, summary_view
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
@@ -41,9 +42,10 @@ def render_html(
     events_by_run: Mapping[str, Sequence[Event]],
     provenance: Sequence[ProvenanceView],
     title: str,
-    summary: CrossRunSummary | None = None,
+    summary: CrossRunSummary | PartFailure | None = None,
 ) -> str:
-    """The self-contained HTML page (with the cross-run summary when given)."""
+    """The self-contained HTML page (with the cross-run summary when given, or in its place
+    the failure that kept it out)."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
@@ -59,24 +61,31 @@ def render_html(
         headers=[(name, *COUNT_LABELS[name]) for name in MATRIX_COUNTS],
         price_headers=PRICE_LABELS,
         rows=[
-            safely(f"the matrix row of {c.cell}", lambda c=c: matrix_row(c, results_by_run))
+            safely(f"the matrix row of {c.cell}", partial(matrix_row, c, results_by_run))
             for c in cells
         ],
         loss_chart=safely("the loss chart", lambda: loss_chart_svg(cells, results_by_run))
         if cells
         else None,
         cells=[
-            safely(f"cell {c.cell}", lambda c=c: cell_view(c, results_by_run, events_by_run))
+            safely(f"cell {c.cell}", partial(cell_view, c, results_by_run, events_by_run))
             for c in cells
         ],
         experiments=sorted({c.experiment for c in cells}),
         repetitions=sum(len(c.repetitions) for c in cells),
         max_timelines=MAX_TIMELINES_PER_CELL,
         provenance=provenance,
-        summary=safely("the cross-run summary", lambda: summary_view(summary))
-        if summary is not None
-        else None,
-        summary_chart=safely("the loss probability chart", lambda: loss_probability_svg(summary))
-        if summary and summary.groups
+        summary=_summary_view(summary),
+        summary_chart=safely("the loss probability chart", partial(loss_probability_svg, summary))
+        if isinstance(summary, CrossRunSummary) and summary.groups
         else None,
     )
+
+
+def _summary_view(
+    summary: CrossRunSummary | PartFailure | None,
+) -> SummaryView | PartFailure | None:
+    """The summary's view, or the failure that kept it (or its view) out; None without one."""
+    if summary is None or isinstance(summary, PartFailure):
+        return summary
+    return safely("the cross-run summary", partial(summary_view, summary))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import summary_json
 from analysis.report.views import ProvenanceView, price_of, verdict_counts, verdict_summary
 from analysis.results import RunResult
@@ -18,7 +20,9 @@ __all__ = ["SCHEMA_VERSION", "report_json"]
 
 # 3: summary (the cross-run summary) added. 2: schema_version, verdict_meanings and provenance
 # added (1: the unversioned first form). Added since 2, keys only: a cell's `price_of_safety`,
-# a repetition's `availability` and `availability_error`.
+# a repetition's `availability` and `availability_error`; a cell or the summary that could not be
+# built is its identity and `error` (check-safe), and a report.json that could not be built at
+# all is {schema_version, title, error}.
 SCHEMA_VERSION: Final = 3
 
 
@@ -28,11 +32,11 @@ def report_json(
     views: Sequence[ProvenanceView],
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
-    summary: CrossRunSummary | None = None,
+    summary: CrossRunSummary | PartFailure | None = None,
 ) -> dict[str, Any]:
     """The machine-readable report: outcome, verdict counts, every cell, provenance, and the
-    cross-run summary (null when not computed); with the results, each cell's price of safety
-    and each repetition's availability figures."""
+    cross-run summary (null when not computed, {"error": ...} when it failed); with the results,
+    each cell's price of safety and each repetition's availability figures."""
     return {
         "schema_version": SCHEMA_VERSION,
         "title": title,
@@ -41,10 +45,35 @@ def report_json(
         "verdict_counts": verdict_counts(cells),
         "verdict_meanings": {v.value: VERDICT_MEANING[v] for v in Verdict},
         "source": SOURCE,
-        "cells": [_cell_json(c, results_by_run) for c in cells],
+        "cells": [_cell_or_error(c, results_by_run) for c in cells],
         "provenance": [_provenance_json(p, v) for p, v in zip(provenance, views, strict=True)],
-        "summary": None if summary is None else summary_json(summary),
+        "summary": _summary_or_error(summary),
     }
+
+
+def _cell_or_error(
+    cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None
+) -> dict[str, Any]:
+    """_cell_json of the cell, or its name, its verdict and the error that kept the rest out."""
+    data = safely(f"cell {cell.cell}", partial(_cell_json, cell, results_by_run))
+    if isinstance(data, PartFailure):
+        return {
+            "experiment": cell.experiment,
+            "cell": cell.cell,
+            "verdict": cell.verdict.value,
+            "error": str(data),
+        }
+    return data
+
+
+def _summary_or_error(summary: CrossRunSummary | PartFailure | None) -> dict[str, Any] | None:
+    """summary_json of the summary (None without one), or {"error": what failed}."""
+    if summary is None:
+        return None
+    if isinstance(summary, PartFailure):
+        return {"error": str(summary)}
+    data = safely("the cross-run summary", partial(summary_json, summary))
+    return {"error": str(data)} if isinstance(data, PartFailure) else data
 
 
 def _provenance_json(run: RunProvenance, view: ProvenanceView) -> dict[str, Any]:

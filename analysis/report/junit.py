@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, RepetitionVerdict, Verdict
+from analysis.report.safe import PartFailure, safely
 
 __all__ = ["SUITE_NAME", "junit_tree", "repetition_seconds", "write_junit"]
 
@@ -58,6 +59,28 @@ def _testcase(cell: CellVerdict, rep: RepetitionVerdict, seconds: float) -> tupl
     return case, outcome
 
 
+def _testcase_or_error(
+    cell: CellVerdict, rep: RepetitionVerdict, events_by_run: Mapping[str, Sequence[Event]]
+) -> tuple[ET.Element, str, float]:
+    """(test case, outcome, seconds) of one repetition; when building it raises, an <error>
+    test case naming what failed (check-safe: the other test cases stand)."""
+
+    def build() -> tuple[ET.Element, str, float]:
+        seconds = repetition_seconds(events_by_run.get(rep.run_dir) or [])
+        return (*_testcase(cell, rep, seconds), seconds)
+
+    built = safely(f"the test case of {cell.cell} rep-{rep.repetition}", build)
+    if not isinstance(built, PartFailure):
+        return built
+    text = str(built)
+    case = ET.Element(
+        "testcase", classname=f"{cell.experiment}.{cell.cell}", name=f"rep-{rep.repetition}"
+    )
+    case.set("time", _seconds(0.0))
+    ET.SubElement(case, "error", message=text[:MESSAGE_CHARS], type="report").text = text
+    return case, "error", 0.0
+
+
 def _seconds(seconds: float) -> str:
     """A JUnit time attribute: seconds with millisecond precision."""
     return f"{seconds:.3f}"
@@ -86,8 +109,7 @@ def junit_tree(
     total_seconds = 0.0
     for cell in cells:
         for rep in cell.repetitions:
-            seconds = repetition_seconds(events_by_run.get(rep.run_dir) or [])
-            case, outcome = _testcase(cell, rep, seconds)
+            case, outcome, seconds = _testcase_or_error(cell, rep, events_by_run)
             suite.append(case)
             total_seconds += seconds
             tally["tests"] += 1
@@ -101,7 +123,7 @@ def junit_tree(
         "time": _seconds(total_seconds),
     }
     suite.attrib.update(totals)
-    root = ET.Element("testsuites", name=SUITE_NAME, **totals)
+    root = ET.Element("testsuites", {"name": SUITE_NAME, **totals})
     root.append(suite)
     ET.indent(root)
     return ET.ElementTree(root)

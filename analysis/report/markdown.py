@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import CellVerdict, exit_code
+from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
@@ -59,22 +61,33 @@ def render_markdown(
         "|" + "|".join(_alignment(i, head) for i in range(len(head))) + "|",
     ]
     for cell in cells:
-        values = [format_stat(cell.stats.counts.get(n), cell.stats.counted) for n in MATRIX_COUNTS]
-        row = [
-            f"`{cell.cell}`",
-            config_summary(cell.config),
-            *values,
-            format_rate(cell.stats.loss_rate),
-            f"**{cell.verdict.value}**",
-        ]
-        if results_by_run is not None:
-            row += [_price_cell(v) for v in price_texts(price_of(cell, results_by_run))]
-        lines.append("| " + " | ".join(_md(v) for v in row) + " |")
+        row = safely(f"the matrix row of {cell.cell}", partial(_matrix_row, cell, results_by_run))
+        if isinstance(row, PartFailure):  # the cell's name, and why its figures are missing
+            row = f"| `{_md(cell.cell)}` | {_md(row)} |"
+        lines.append(row)
     lines += ["", "## Reasons", ""]
     for cell in cells:
-        lines += _markdown_cell(cell)
+        section = safely(f"cell {cell.cell}", partial(_markdown_cell, cell))
+        if isinstance(section, PartFailure):  # its heading still, and why the rest is missing
+            section = [f"### {cell.cell}", "", str(section), ""]
+        lines += section
     lines += _markdown_provenance(provenance)
     return "\n".join(lines) + "\n"
+
+
+def _matrix_row(cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None) -> str:
+    """The cell's line of the matrix table (with the price of safety when given the results)."""
+    values = [format_stat(cell.stats.counts.get(n), cell.stats.counted) for n in MATRIX_COUNTS]
+    row = [
+        f"`{cell.cell}`",
+        config_summary(cell.config),
+        *values,
+        format_rate(cell.stats.loss_rate),
+        f"**{cell.verdict.value}**",
+    ]
+    if results_by_run is not None:
+        row += [_price_cell(v) for v in price_texts(price_of(cell, results_by_run))]
+    return "| " + " | ".join(_md(v) for v in row) + " |"
 
 
 def _alignment(index: int, head: Sequence[str]) -> str:

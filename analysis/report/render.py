@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from markupsafe import escape
+
 from analysis.judge.verdicts import CellVerdict, Event
 from analysis.report.html import render_html
-from analysis.report.json_report import report_json
+from analysis.report.json_report import SCHEMA_VERSION, report_json
 from analysis.report.markdown import render_markdown
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import provenance_views
@@ -42,36 +44,32 @@ def render_report(
     provenance: Sequence[RunProvenance],
     out_dir: Path,
     title: str,
-    summary: CrossRunSummary | None = None,
+    summary: CrossRunSummary | PartFailure | None = None,
 ) -> ReportPaths:
     """Write report.html, report.md and report.json into out_dir (created) and return paths;
-    the cross-run summary, when given, goes into the HTML and report.json."""
+    the cross-run summary, when given, goes into the HTML and report.json (a PartFailure in its
+    place: the error that kept it out). A rendering that
+    raises is written as a stub naming the error; a file that cannot be written is a failure
+    with `unwritten` set, and the others are still written."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     results_by_run = {r.run_dir: r for r in results}
     views = provenance_views(provenance)
     paths = ReportPaths(out_dir / "report.html", out_dir / "report.md", out_dir / "report.json")
+
+    def html() -> str:
+        return render_html(cells, results_by_run, events_by_run, views, title, summary)
+
+    def markdown() -> str:
+        return render_markdown(cells, views, title, results_by_run)
+
+    def document() -> str:
+        data = report_json(cells, provenance, views, title, results_by_run, summary)
+        return json.dumps(data, indent=2) + "\n"
+
     failures = [
-        _write(
-            paths.html,
-            lambda: render_html(cells, results_by_run, events_by_run, views, title, summary),
-            lambda failure: f"<!doctype html><title>{title}</title>{failure.__html__()}\n",
-        ),
-        _write(
-            paths.markdown,
-            lambda: render_markdown(cells, views, title, results_by_run),
-            lambda failure: f"# {title}\n\n{failure}\n",
-        ),
-        _write(
-            paths.json,
-            lambda: (
-                json.dumps(
-                    report_json(cells, provenance, views, title, results_by_run, summary), indent=2
-                )
-                + "\n"
-            ),
-            lambda failure: json.dumps({"title": title, "error": str(failure)}, indent=2) + "\n",
-        ),
+        _write(paths.html, html, lambda failure: _html_stub(title, failure)),
+        _write(paths.markdown, markdown, lambda failure: f"# {title}\n\n{failure}\n"),
+        _write(paths.json, document, lambda failure: _json_stub(title, failure)),
     ]
     return replace(paths, failures=tuple(f for f in failures if f is not None))
 
@@ -79,11 +77,26 @@ def render_report(
 def _write(
     path: Path, render: Callable[[], str], stub: Callable[[PartFailure], str]
 ) -> PartFailure | None:
-    """Write render() to path, or, when rendering raises, a stub naming the failure (returned);
-    an error writing the file itself propagates."""
+    """Write render() to path (its folder created), or, when rendering raises, a stub naming
+    the failure; return the failure, with `unwritten` set when the file could not be written."""
     text = safely(path.name, render)
-    if isinstance(text, PartFailure):
-        path.write_text(stub(text), "utf-8")
-        return text
-    path.write_text(text, "utf-8")
-    return None
+    failure = text if isinstance(text, PartFailure) else None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(stub(failure) if failure else str(text), "utf-8")
+    except OSError as exc:  # a full disk or a read-only folder: the other files may still fit
+        why = f"{failure.error}; then " if failure else ""
+        return PartFailure(path.name, f"{why}{type(exc).__name__}: {exc}", unwritten=path)
+    return failure
+
+
+def _html_stub(title: str, failure: PartFailure) -> str:
+    """A page that only says the report could not be rendered, and why."""
+    name = escape(title)
+    return f"<!doctype html>\n<title>{name}</title>\n<h1>{name}</h1>\n{failure.__html__()}\n"
+
+
+def _json_stub(title: str, failure: PartFailure) -> str:
+    """report.json when it could not be built: its schema version, the title and the error."""
+    stub = {"schema_version": SCHEMA_VERSION, "title": title, "error": str(failure)}
+    return json.dumps(stub, indent=2) + "\n"

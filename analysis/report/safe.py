@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from markupsafe import Markup, escape
@@ -21,23 +22,28 @@ log = logging.getLogger("kafka_chaos.report")
 
 @dataclass(frozen=True)
 class PartFailure:
-    """A part of the report that could not be built: which one, and the error."""
+    """A part of the report that could not be built: which one, and the error; `unwritten` is
+    the file it left unwritten (not even a note saying so), None when it is shown in place."""
 
     failed: ClassVar[bool] = True  # templates test `x.failed`; views never have it set
     part: str
     error: str
+    unwritten: Path | None = None
 
     def __str__(self) -> str:
-        return f"{self.part} could not be drawn ({self.error}); the rest of the report stands"
+        if self.unwritten is not None:
+            return f"{self.part} could not be written to {self.unwritten} ({self.error})"
+        return f"{self.part} failed: {self.error} (the rest of the report stands)"
 
     def __html__(self) -> str:
         return Markup('<p class="part-failed">{}</p>').format(escape(str(self)))
 
 
-def safely(part: str, build: Callable[[], T]) -> T | PartFailure:
-    """build(), or the PartFailure naming `part` and the error when it raises."""
+def safely(part: str, build: Callable[[], T], unwritten: Path | None = None) -> T | PartFailure:
+    """build(), or the PartFailure naming `part` and the error when it raises (and `unwritten`,
+    the file build() was to write)."""
     try:
         return build()
     except Exception as exc:
         log.exception("report part %s failed", part)
-        return PartFailure(part, f"{type(exc).__name__}: {exc}")
+        return PartFailure(part, f"{type(exc).__name__}: {exc}", unwritten)

@@ -31,6 +31,7 @@ from analysis.judge.verdicts import (
 )
 from analysis.report.charts import percent, timeline_svg
 from analysis.report.marks import fault_windows
+from analysis.report.safe import PartFailure, safely
 from analysis.results import RunResult, Sensitivity
 from harness.rundir.config import CellConfig
 from harness.rundir.provenance import RunProvenance
@@ -371,7 +372,7 @@ class RepetitionView:
     verdict: str
     css: str
     reasons: tuple[str, ...]
-    timeline: Markup | None
+    timeline: Markup | PartFailure | None  # a PartFailure shows why it could not be drawn
     faults: tuple[str, ...]
     sensitivity: str | None
     attribution: AttributionView | None
@@ -463,14 +464,12 @@ def sensitivity_text(check: Sensitivity | None) -> str | None:
 
 def _timeline_or_none(
     result: RunResult | None, events: Sequence[Event], salt: str
-) -> Markup | None:
-    """The timeline chart, or None when the data cannot be drawn: a report must not crash."""
+) -> Markup | PartFailure | None:
+    """The timeline chart; None without a result or a timeline; the PartFailure, shown in its
+    place, when it cannot be drawn."""
     if result is None:
         return None
-    try:
-        return timeline_svg(result, events, salt)
-    except (KeyError, TypeError, ValueError):
-        return None
+    return safely(f"the timeline of {salt}", lambda: timeline_svg(result, events, salt))
 
 
 def _repetition_view(
@@ -578,7 +577,15 @@ PROVENANCE_LABELS: Final = (
 
 def provenance_views(runs: Sequence[RunProvenance]) -> tuple[ProvenanceView, ...]:
     """One view per experiment run root, in the order given."""
-    return tuple(_provenance_view(run) for run in runs)
+    return tuple(_provenance_or_failure(run) for run in runs)
+
+
+def _provenance_or_failure(run: RunProvenance) -> ProvenanceView:
+    """The root's provenance view, or one line saying why it could not be shown."""
+    view = safely(f"the provenance of {run.root}", lambda: _provenance_view(run))
+    if isinstance(view, PartFailure):
+        return ProvenanceView(run.root, (("provenance", str(view)),))
+    return view
 
 
 def _provenance_view(run: RunProvenance) -> ProvenanceView:

@@ -11,16 +11,22 @@ from typing import Any
 
 import pytest
 
+from analysis import pipeline
 from analysis.anomalies import ANOMALY_NAMES
 from analysis.availability import Availability, Gap, HealRecovery, PartitionAvailability
 from analysis.judge import verdicts
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
 from analysis.report import html as html_module
+from analysis.report import json_report as json_module
+from analysis.report import junit as junit_module
+from analysis.report import markdown as markdown_module
 from analysis.report import render
+from analysis.report import views as views_module
 from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit
 from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
+from analysis.report.safe import PartFailure
 from analysis.report.views import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.results import RunResult
 from analysis.summary import cross_run_summary
@@ -31,6 +37,7 @@ from harness.rundir.provenance import (
     RunProvenance,
     read_provenance,
 )
+from kafka_chaos import cli
 from tests.unit.results_json import typed
 
 T0_S = 1_700_000_000.0
@@ -559,8 +566,7 @@ def test_a_chart_that_fails_shows_its_error_in_place_and_the_rest_is_written(
     summary = cross_run_summary(results, cells)
     paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report", summary)
     html = paths.html.read_text()
-    assert "the loss probability chart could not be drawn" in html
-    assert "ValueError: &#39;xerr&#39; must not contain negative values" in html
+    assert "the loss probability chart failed: ValueError: &#39;xerr&#39; must not" in html
     assert 'id="summary"' in html and html.count('<section class="cell') == 2  # the rest stands
     assert html.count('aria-label="timeline of') == 3 and 'aria-label="loss by' in html
     assert paths.failures == ()  # the page itself rendered
@@ -580,3 +586,125 @@ def test_a_rendering_that_fails_is_written_as_a_stub_naming_the_error(
     assert "RuntimeError: markdown broke" in paths.markdown.read_text()
     assert paths.html.read_text().count('<section class="cell') == 2
     assert len(json.loads(paths.json.read_text())["cells"]) == 2
+
+
+def _raising(message: str, only: str | None = None, at: int = 0) -> Any:
+    """A stand-in that raises RuntimeError(message), for every call or only when `only` is in
+    its argument number `at` (as text); other calls go to `real`, set on it before use."""
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        if only is None or only in str(args[at]):
+            raise RuntimeError(message)
+        return stand_in.real(*args, **kwargs)  # type: ignore[attr-defined]
+
+    return stand_in
+
+
+def test_a_timeline_that_fails_shows_its_error_in_its_repetition(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = _raising("no such axis", only="rep-1", at=2)  # timeline_svg(result, events, salt)
+    broken.real = views_module.timeline_svg
+    monkeypatch.setattr(views_module, "timeline_svg", broken)
+    cells, results, events = crafted
+    html = render_report(cells, results, events, RUNS, tmp_path, "Chaos report").html.read_text()
+    assert html.count('class="part-failed"') == 1
+    assert "the timeline of chaos/ap-leader-partition/rep-1 failed: RuntimeError: no such" in html
+    assert html.count('aria-label="timeline of') == 2  # the other repetitions' timelines
+
+
+def test_a_cell_that_fails_keeps_its_name_and_error_in_every_file(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module, name in [
+        (html_module, "cell_view"),
+        (markdown_module, "_markdown_cell"),
+        (json_module, "_cell_json"),
+        (junit_module, "_testcase"),
+    ]:
+        broken = _raising("bad cell", only="cp-leader-kill")
+        broken.real = getattr(module, name)
+        monkeypatch.setattr(module, name, broken)
+    cells, results, events = crafted
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
+    assert paths.failures == ()
+    html = paths.html.read_text()
+    assert "cell cp-leader-kill failed: RuntimeError: bad cell" in html
+    assert 'id="cell-chaos-ap-leader-partition"' in html  # the other cell, in full
+    markdown = paths.markdown.read_text()
+    assert "### cp-leader-kill\n\ncell cp-leader-kill failed: RuntimeError: bad cell" in markdown
+    assert "### ap-leader-partition: EXPECTED-LOSS" in markdown
+    ap, cp_cell = json.loads(paths.json.read_text())["cells"]
+    assert (cp_cell["verdict"], cp_cell["error"]) == (
+        "VIOLATION",
+        "cell cp-leader-kill failed: RuntimeError: bad cell (the rest of the report stands)",
+    )
+    assert ap["repetitions"] and "error" not in ap
+    suite = ET.parse(write_junit(cells, events, tmp_path / "junit.xml")).getroot()
+    assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("3", "1", "0")
+    (error,) = suite.iter("error")
+    assert error.get("type") == "report" and "bad cell" in (error.get("message") or "")
+
+
+def test_a_summary_that_failed_is_shown_in_its_place(crafted: Any, tmp_path: Path) -> None:
+    cells, results, events = crafted
+    failure = PartFailure("the cross-run summary", "ZeroDivisionError: division by zero")
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report", failure)
+    html = paths.html.read_text()
+    assert 'id="summary"' in html
+    assert "the cross-run summary failed: ZeroDivisionError: division by zero" in html
+    assert json.loads(paths.json.read_text())["summary"] == {"error": str(failure)}
+
+
+def test_a_report_folder_that_cannot_be_made_is_a_failure_per_file_not_a_crash(
+    crafted: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "report"
+    cells, results, events = crafted
+    paths = render_report(cells, results, events, RUNS, out, "Chaos report")
+    assert [(f.part, f.unwritten) for f in paths.failures] == [
+        ("report.html", out / "report.html"),
+        ("report.md", out / "report.md"),
+        ("report.json", out / "report.json"),
+    ]
+    assert all("NotADirectoryError" in f.error for f in paths.failures)
+
+
+def _analyse_without_spark(
+    monkeypatch: pytest.MonkeyPatch, crafted: Any, tmp_path: Path
+) -> list[str]:
+    """Make `kafka-chaos report` analyse the crafted results without Java or Spark; return its
+    argv's run pattern."""
+    _, results, events = crafted
+    monkeypatch.setattr(cli, "_require_java", lambda: True)
+    monkeypatch.setattr(pipeline, "find_runs", lambda patterns: [Path(r.run_dir) for r in results])
+    monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master: results)
+    monkeypatch.setattr(pipeline, "write_results", lambda results: None)
+    monkeypatch.setattr(pipeline, "load_events_by_run", lambda results: events)
+    monkeypatch.setattr(pipeline, "read_provenance", lambda run_dirs: list(RUNS))
+    return [str(tmp_path / "runs")]
+
+
+def test_report_exits_on_the_verdicts_when_a_rendering_fails(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    runs = _analyse_without_spark(monkeypatch, crafted, tmp_path)
+    monkeypatch.setattr(render, "render_html", _raising("template broke"))
+    out = tmp_path / "out"
+    assert cli.main(["report", *runs, "--out", str(out)]) == 1  # the crafted VIOLATION
+    assert "report.html failed: RuntimeError: template broke" in capsys.readouterr().err
+    assert "template broke" in (out / "report.html").read_text()
+    assert (out / "report.md").read_text().count("\n### ") == 2
+    assert len(json.loads((out / "report.json").read_text())["cells"]) == 2
+    assert ET.parse(out / "junit.xml").getroot().get("tests") == "3"
+
+
+def test_report_exits_2_only_when_nothing_can_be_written(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    runs = _analyse_without_spark(monkeypatch, crafted, tmp_path)
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "out"
+    assert cli.main(["report", *runs, "--out", str(out)]) == 2
+    assert f"error: no report file could be written under {out}" in capsys.readouterr().err
