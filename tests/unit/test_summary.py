@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from decimal import Decimal, localcontext
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -15,7 +16,7 @@ from analysis.judge.verdicts import judge_all
 from analysis.report.render import render_report
 from analysis.report.summary_view import summary_view
 from analysis.results import RunResult, RunStatus
-from analysis.summary import cross_run_summary, wilson_interval
+from analysis.summary import CONFIDENCE_Z, cross_run_summary, wilson_interval
 from harness.rundir.config import CellConfig
 
 
@@ -25,12 +26,26 @@ from harness.rundir.config import CellConfig
 )
 def test_wilson_interval_matches_the_formula(lossy: int, n: int, low: float, high: float) -> None:
     interval = wilson_interval(lossy, n)
-    assert interval.low == pytest.approx(low, abs=1e-4)
-    assert interval.high == pytest.approx(high, abs=1e-4)
+    # The published four-digit values, and a 40-digit evaluation of the formula to 1e-15.
+    assert (round(interval.low, 4), round(interval.high, 4)) == (low, high)
+    exact_low, exact_high = _wilson_in_decimal(lossy, n)
+    assert abs(Decimal(interval.low) - exact_low) < Decimal("1e-15")
+    assert abs(Decimal(interval.high) - exact_high) < Decimal("1e-15")
     # The ends are exact where the formula's are: matplotlib refuses a bar 1e-16 inside out.
     assert (interval.low == 0.0) == (lossy == 0)
     assert (interval.high == 1.0) == (lossy == n)
     assert interval.low <= lossy / n <= interval.high
+
+
+def _wilson_in_decimal(k: int, n: int) -> tuple[Decimal, Decimal]:
+    """The Wilson interval of k of n evaluated with 40 significant digits."""
+    with localcontext() as context:
+        context.prec = 40
+        z, p, trials = Decimal(str(CONFIDENCE_Z)), Decimal(k) / Decimal(n), Decimal(n)
+        z2 = z * z
+        centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+        half = z * (p * (1 - p) / trials + z2 / (4 * trials * trials)).sqrt() / (1 + z2 / trials)
+        return max(Decimal(0), centre - half), min(Decimal(1), centre + half)
 
 
 def test_a_count_outside_the_trials_is_refused() -> None:
@@ -121,7 +136,7 @@ def test_groups_by_configuration_fault_and_version_across_experiments(results) -
     assert lossy.loss_rate.min == pytest.approx(0.010) and lossy.loss_rate.max == pytest.approx(
         0.015
     )
-    assert lossy.interval.low == pytest.approx(0.6097, abs=1e-4)
+    assert round(lossy.interval.low, 4) == 0.6097 and lossy.interval.high == 1.0
 
 
 def test_the_setting_that_changes_the_outcome_is_named(results) -> None:
