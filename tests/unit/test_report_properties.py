@@ -39,8 +39,14 @@ from harness.rundir.config import CellConfig
 T0_US = 1_700_000_000_000_000
 
 
+# k of n with n up to 10^6, k often at the ends, where the floating-point excursions were.
+K_OF_N = st.integers(0, 10**6).flatmap(
+    lambda n: st.tuples(st.sampled_from([0, n]) | st.integers(0, n), st.just(n))
+)
+
+
 @pytest.mark.property
-@given(st.integers(0, 10**6).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+@given(K_OF_N)
 @example((4, 4))
 @example((10, 10))
 @example((14, 14))
@@ -63,6 +69,15 @@ def test_every_interval_holds_its_point_inside_zero_and_one(k_of_n: tuple[int, i
     assert 0.0 <= interval.low <= p <= interval.high <= 1.0
     assert (interval.low == 0.0) == (k == 0)
     assert (interval.high == 1.0) == (k == n)
+
+
+def test_every_interval_up_to_200_repetitions_and_every_end_up_to_20_000_is_ordered() -> None:
+    small = [(k, n) for n in range(1, 201) for k in range(n + 1)]
+    ends = [(k, n) for n in range(1, 20_001) for k in (0, n)]
+    for k, n in small + ends:
+        interval = wilson_interval(k, n)
+        assert 0.0 <= interval.low <= k / n <= interval.high <= 1.0, (k, n)
+        assert (interval.low == 0.0, interval.high == 1.0) == (k == 0, k == n), (k, n)
 
 
 # ---------------------------------------------------------------------------------------------
