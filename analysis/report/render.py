@@ -47,10 +47,10 @@ def render_report(
     summary: CrossRunSummary | PartFailure | None = None,
 ) -> ReportPaths:
     """Write report.html, report.md and report.json into out_dir (created) and return paths;
-    the cross-run summary, when given, goes into the HTML and report.json (a PartFailure in its
-    place: the error that kept it out). A rendering that
-    raises is written as a stub naming the error; a file that cannot be written is a failure
-    with `unwritten` set, and the others are still written."""
+    the cross-run summary, when given, goes into the HTML and report.json (a PartFailure: the
+    error that kept it out, shown in its place). A rendering that raises is written as a stub
+    naming the error; a file that cannot be written is a failure with `unwritten` set, and the
+    others are still written."""
     out_dir = Path(out_dir)
     results_by_run = {r.run_dir: r for r in results}
     views = provenance_views(provenance)
