@@ -11,7 +11,10 @@ for the group GROUP_ID (send_offsets_to_transaction), which involves the group c
 Outcomes follow librdkafka's transactional API contract: a commit or abort call that returned
 is definite; an error that requires an abort makes the transaction aborted once the abort
 returned; a fatal error, or a commit that was retried after an error and then ended in an abort,
-leaves the outcome unknown (the first commit may have reached the coordinator).
+leaves the outcome unknown (the first commit may have reached the coordinator). A send that
+produce() refuses synchronously (an unknown topic, a fatal client state) is journalled as failed,
+as the plain recorder journals it; its transaction sends nothing more, is aborted whatever was
+intended, and the workload goes on with the next one.
 
 send_offsets_to_transaction may never return, whatever its timeout (librdkafka issues #5456 and
 #5511): it runs on a daemon thread, and when it has not returned well after its timeout the
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import random
 import threading
 import time
@@ -50,10 +54,13 @@ from harness.workload.journal import (
 )
 from harness.workload.recorder import (
     DeliveryTally,
+    Recorder,
     RecorderStats,
+    RefusedSend,
     Workload,
     delivery_callback,
     encode_value,
+    refused_error,
     status_of,
 )
 
@@ -158,6 +165,7 @@ class TransactionalRecorder:
     END_ATTEMPTS = 6
     REPLACE_ATTEMPTS = 5  # fatal errors survived by a fresh client, then the workload stops
     STUCK_AFTER_S = 30.0  # beyond a call's own timeout: the client is stuck (see the docstring)
+    REFUSED_BACKOFF_S = Recorder.REFUSED_BACKOFF_S  # after a transaction a refusal aborted
 
     def __init__(
         self,
@@ -180,6 +188,7 @@ class TransactionalRecorder:
         self._replaced = 0
         self._stop = threading.Event()  # the run's: an interrupt ends a wait for a stuck call
         self.stuck: ClientStuck | None = None
+        self.refused = 0  # sends produce() refused synchronously (journalled as failed)
 
     @property
     def stats(self) -> RecorderStats:
@@ -244,41 +253,66 @@ class TransactionalRecorder:
         except KafkaException as exc:  # nothing sent in it: no row needed
             log.warning("begin_transaction failed: %s", _name(exc))
             return first, True
-        msg_id, error = first, None
+        msg_id, refusal = first, None
         while msg_id < first + size and not stop.is_set():
             if (ahead := started + msg_id * interval - time.monotonic()) > 0:
                 self._poll(min(ahead, 0.05))
                 continue
+            value = self._value(msg_id)
             try:
-                self._produce(producer, msg_id)
+                self._produce(producer, msg_id, value)
             except BufferError:
                 self._poll(0.05)
                 continue
-            except KafkaException as exc:  # the transaction is in an error state
-                error = _name(exc)
+            except KafkaException as exc:  # refused: the rest of the transaction is not sent
+                refusal = f"produce: {_name(exc)}"
+                self._refused(value, exc)
+                msg_id += 1
+                self.journal.sent_upto = msg_id
                 break
             msg_id += 1
             self.journal.sent_upto = msg_id
             self._poll(0)
-        outcome, end_error, fatal = self._end(producer, intent, txn)
-        error = "; ".join(e for e in (error, end_error) if e) or None
+        # After a refusal the transaction is aborted whatever was intended (its intent stays
+        # in the journal): committing part of it would be a torn transaction of our own making.
+        outcome, end_error, fatal = self._end(producer, intent, txn, abort=refusal is not None)
+        error = "; ".join(e for e in (refusal, end_error) if e) or None
         self.journal.commit()
         self.transactions.write(txn, first, msg_id - first, intent, outcome, error, begin_us)
+        if refusal is not None and not fatal:  # a refusal that lasts must not spin transactions
+            self._poll(self.REFUSED_BACKOFF_S)
         return msg_id, fatal
 
-    def _produce(self, producer: Producer, msg_id: int) -> None:
+    def _value(self, msg_id: int) -> bytes:
+        """The record value of `msg_id` (recorder.encode_value)."""
         w = self.workload
+        return encode_value(msg_id, msg_id // w.keys, w.message_bytes)
+
+    def _produce(self, producer: Producer, msg_id: int, value: bytes) -> None:
+        """Send `value` to the partition round-robin gives `msg_id`, with its key."""
         producer.produce(
             self.topic,
-            encode_value(msg_id, msg_id // w.keys, w.message_bytes),
-            key=key_of(msg_id % w.keys),
+            value,
+            key=key_of(msg_id % self.workload.keys),
             partition=msg_id % self.plan.partitions,
         )
 
-    def _end(self, producer: Producer, intent: Intent, txn: int) -> tuple[TxnOutcome, str, bool]:
-        """Send the offsets, then commit or abort as intended: (outcome, errors, fatal)."""
+    def _refused(self, value: bytes, exc: KafkaException) -> None:
+        """Journal and tally a send produce() refused as failed, as the plain recorder does
+        (RefusedSend: it never entered the client's queue, so it was never written)."""
+        self.tally.failed += 1
+        self.journal.failed.append(RefusedSend(value, refused_error(exc)))
+        self.refused += 1
+        if math.log10(self.refused).is_integer():  # the 1st, 10th, 100th ...: the log stays short
+            log.warning("produce() refused %d send(s), the last with %s", self.refused, _name(exc))
+
+    def _end(
+        self, producer: Producer, intent: Intent, txn: int, abort: bool = False
+    ) -> tuple[TxnOutcome, str, bool]:
+        """Send the offsets, then commit or abort as intended (`abort`: abort whatever the
+        intent): (outcome, errors, fatal)."""
         errors: list[str] = []
-        doing, doubtful = intent, False
+        doing, doubtful = (Intent.ABORT if abort else intent), False
         for _ in range(self.END_ATTEMPTS):
             try:
                 if self._group is not None and doing == Intent.COMMIT:
@@ -286,7 +320,7 @@ class TransactionalRecorder:
                 if doing == Intent.COMMIT:
                     producer.commit_transaction(self.END_TIMEOUT_S)
                     return TxnOutcome.COMMITTED, "; ".join(errors), False
-                if doing == intent == Intent.ABORT:
+                if doing == intent == Intent.ABORT and not abort:
                     # Deliver first: aborting purges what the client still holds, and an
                     # abort that never reached the log gives read_committed nothing to filter.
                     producer.flush(self.END_TIMEOUT_S)

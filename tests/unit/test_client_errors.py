@@ -11,14 +11,19 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from harness.rundir import layout
-from harness.workload.journal import AckJournal, finalize
+from harness.rundir.events import EventLog, load_events
+from harness.rundir.transactions import TRANSACTION_SCHEMA
+from harness.workload.journal import AckJournal, finalize, read_stream
+from harness.workload.producers import ProducerFleet, producer_tasks
 from harness.workload.recorder import (
     Recorder,
+    RefusedSend,
     Workload,
     decode_value,
     delivery_callback,
     status_of,
 )
+from harness.workload.transactions import TransactionalRecorder, TransactionPlan
 
 UNKNOWN_TOPIC = KafkaError(KafkaError._UNKNOWN_TOPIC, "Unknown topic")
 
@@ -118,3 +123,113 @@ def test_a_client_refusing_everything_ends_with_every_send_failed(tmp_path: Path
     assert (stats.sent, stats.ok, stats.failed) == (20, 0, 20)
     assert acked.num_rows == 20
     assert set(acked["status"].to_pylist()) == {"failed"}
+
+
+class TransactionalClient:
+    """Stands in for a transactional client: produce() raises for the msg_ids in `refuse`;
+    what is queued is delivered ok on poll, on commit, and purged on abort."""
+
+    def __init__(self, on_delivery, refuse: set[int], error: Exception):
+        self.on_delivery, self.refuse, self.error = on_delivery, refuse, error
+        self.queued: list[bytes] = []
+        self.calls: list[str] = []
+        self.offset = 0
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, topic: str, value: bytes, key=None, partition=None) -> None:
+        if decode_value(value)[0] in self.refuse:
+            raise self.error
+        self.queued.append(value)
+
+    def poll(self, timeout: float = 0) -> int:
+        served, self.queued = self.queued, []
+        for value in served:
+            self.on_delivery(None, Delivered(value, self.offset))
+            self.offset += 1
+        return len(served)
+
+    def flush(self, timeout: float = 0) -> int:
+        self.poll()
+        return 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.poll()
+        self.calls.append("commit")
+
+    def abort_transaction(self, timeout: float) -> None:
+        purged = KafkaError(KafkaError._PURGE_QUEUE)
+        for value in self.queued:
+            self.on_delivery(purged, RefusedSend(value, purged))
+        self.queued = []
+        self.calls.append("abort")
+
+    def purge(self, **_kwargs) -> None:
+        self.queued = []
+
+    def close(self, *args) -> None:
+        self.calls.append("close")
+
+
+def test_a_refused_send_aborts_its_transaction_and_the_next_one_goes_on(tmp_path: Path) -> None:
+    plan = TransactionPlan(
+        size=3, abort_every=None, abort_ratio=None, seed=1, timeout_ms=10_000,
+        send_offsets=False, partitions=2,
+    )  # fmt: skip
+    workload = Workload(rate=None, duration_s=None, count=12, message_bytes=40, keys=2)
+    recorder = TransactionalRecorder("127.0.0.1:1", "t", {}, workload, plan, tmp_path)
+    recorder.REFUSED_BACKOFF_S = 0.0
+    client = TransactionalClient(
+        delivery_callback(recorder.journal, recorder.tally), {4}, KafkaException(UNKNOWN_TOPIC)
+    )
+    recorder.producer = client
+    recorder.run(threading.Event())
+    events = EventLog(tmp_path / layout.EVENTS)
+    assert recorder.close(events) is None
+    stats = recorder.stats  # as the runner reads them: once the journal is closed
+    events.close()
+    finalize(tmp_path)
+    # msg 3 went out, msg 4 was refused: transaction 1 ends there, aborted though meant to
+    # commit; transaction 2 starts at msg 5. Every msg_id is journalled once.
+    assert client.calls.count("abort") == 1 and client.calls.count("commit") == 4
+    rows = read_stream(tmp_path / layout.TRANSACTIONS_JOURNAL, TRANSACTION_SCHEMA).to_pylist()
+    assert [(r["first_msg_id"], r["messages"], r["outcome"]) for r in rows] == [
+        (0, 3, "committed"), (3, 2, "aborted"), (5, 3, "committed"), (8, 3, "committed"),
+        (11, 1, "committed"),
+    ]  # fmt: skip
+    assert rows[1]["intent"] == "commit" and rows[1]["error"].startswith("produce: _UNKNOWN_TOPIC")
+    acked = {r["msg_id"]: r for r in pq.read_table(tmp_path / layout.ACKED).to_pylist()}
+    assert sorted(acked) == list(range(12))
+    assert (acked[4]["status"], acked[4]["error"]) == ("failed", "_UNKNOWN_TOPIC")
+    assert acked[3]["status"] == "ok"  # delivered before the refusal; its abort undoes it
+    assert (stats.sent, stats.ok, stats.failed) == (12, 11, 1)
+    (tally,) = [e for e in load_events(tmp_path) if e["type"] == "recorder_tally"]
+    assert tally["reports"] == {"ok": 11, "failed": 1, "indeterminate": 0}
+    assert tally["transactions"] == {"committed": 4, "aborted": 1}
+
+
+def test_producer_processes_whose_client_refuses_every_send_journal_each_as_failed(
+    tmp_path: Path,
+) -> None:
+    """Real clients in real producer processes: a message larger than message.max.bytes is
+    refused by produce() itself (MSG_SIZE_TOO_LARGE), no broker needed."""
+    workload = Workload(rate=None, duration_s=None, count=24, message_bytes=2000, keys=4)
+    config = {"acks": "all", "message.max.bytes": 1000, "log_level": 0}
+    tasks = producer_tasks(2, workload, "127.0.0.1:9", "t", config, tmp_path)
+    events = EventLog(tmp_path / layout.EVENTS)
+    fleet = ProducerFleet(tasks, events)
+    try:
+        fleet.start()
+        stats = fleet.run(threading.Event())
+    finally:
+        error = fleet.close(events)
+        events.close()
+    assert error is None and fleet.crashes == {}
+    assert (stats.sent, stats.ok, stats.failed) == (24, 0, 24)
+    acked = finalize(tmp_path)
+    assert acked.num_rows == 24
+    assert set(acked["status"].to_pylist()) == {"failed"}
+    assert set(acked["error"].to_pylist()) == {"MSG_SIZE_TOO_LARGE"}
+    (tally,) = [e for e in load_events(tmp_path) if e["type"] == "recorder_tally"]
+    assert tally["reports"] == {"ok": 0, "failed": 24, "indeterminate": 0}
