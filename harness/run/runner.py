@@ -213,11 +213,19 @@ def run_repetition(
         if spec.workload.transactions is not None:
             ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
         workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
-        _read_back(repetition, cluster, events, summary, progress)
-        # While the brokers still hold their logs: where each missing message still is.
-        progress.phase("keeping segments")
-        segments = segments_event(cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir)
-        events.write(EventType.SEGMENTS, **segments)
+        try:
+            _read_back(repetition, cluster, events, summary, progress)
+            # While the brokers still hold their logs: where each missing message still is.
+            progress.phase("keeping segments")
+            segments = segments_event(
+                cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir
+            )
+            events.write(EventType.SEGMENTS, **segments)
+        except Exception as exc:
+            if workload_error is None:
+                raise
+            # The error that stopped the workload comes first: the read-back's is its sequel.
+            raise RepetitionError(f"{_described(workload_error)}; then {_described(exc)}") from exc
         if workload_error is not None:  # read back first: the rest is still evidence
             raise workload_error
     except KeyboardInterrupt:
@@ -226,7 +234,7 @@ def run_repetition(
         events.write(EventType.HARNESS_ERROR, error=summary.error)
         raise
     except Exception as exc:
-        summary.error = f"{type(exc).__name__}: {exc}"
+        summary.error = _described(exc)
         log.exception("repetition %s/%s failed", repetition.cell.name, repetition.index)
         events.write(EventType.HARNESS_ERROR, error=summary.error)
     finally:
@@ -248,6 +256,15 @@ def run_repetition(
         )
     progress.cell_finished(summary)
     return summary
+
+
+class RepetitionError(RuntimeError):
+    """Two errors of one repetition: the one that ended its workload, then its read-back's."""
+
+
+def _described(exc: BaseException) -> str:
+    """`Type: message` as a harness error records it (a RepetitionError: its message)."""
+    return str(exc) if isinstance(exc, RepetitionError) else f"{type(exc).__name__}: {exc}"
 
 
 def _workload_and_faults(
@@ -281,25 +298,11 @@ def _workload_and_faults(
     caught_up: CatchUp | None = None
     client_error: Exception | None = None
     try:
-        if ctx.consumers is not None:  # reading before the first send
-            progress.phase("consumer group joining")
-            ctx.consumers.start()
-        senders.start()
-        watcher = threading.Thread(
-            target=_watch, args=(progress, senders, nemesis, stop), daemon=True
-        )
-        sampler.start()
-        progress.phase("workload + faults")
-        events.write(EventType.PHASE, phase="workload-start")
-        nemesis.start(time.monotonic())
-        watcher.start()
-        # Deferred: an interrupt inside the producer's poll would surface as a SystemError.
-        with INTERRUPTS.deferred() as interrupted:
-            try:
-                senders.run(interrupted)
-            except Exception as exc:  # the client gave up: heal, read back, judge what it did
-                client_error = exc
-                log.exception("the workload ended early")
+        try:
+            _start_and_send(ctx, senders, sampler, nemesis, events, progress, stop)
+        except Exception as exc:  # the workload ended early: heal, read back, judge what it did
+            client_error = exc
+            log.exception("the workload ended early")
         events.write(EventType.PHASE, phase="workload-end")
     finally:
         stop.set()
@@ -313,17 +316,50 @@ def _workload_and_faults(
             if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
                 caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
         finally:
-            if ctx.consumers is not None:
-                ctx.consumers.close(events, caught_up)
-            finalize(repetition.run_dir)
-            finalize_transactions(repetition.run_dir)
-            sampler.stop()
-    stats = senders.stats  # after the journals closed: every report they wrote
+            try:
+                if ctx.consumers is not None:
+                    ctx.consumers.close(events, caught_up)
+                finalize(repetition.run_dir)
+                finalize_transactions(repetition.run_dir)
+                sampler.stop()
+            finally:  # whatever failed above: the progress line tells what was really sent
+                _count_sends(summary, senders.stats, nemesis)
+    INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
+    return client_error or workload_error
+
+
+def _start_and_send(
+    ctx: FaultContext,
+    senders: Producing,
+    sampler: Sampler,
+    nemesis: Nemesis,
+    events: EventLog,
+    progress: Progress,
+    stop: threading.Event,
+) -> None:
+    """Start the consumer group and the senders, then run the workload beside the nemesis and
+    sampler; raises whatever ended the workload early (the caller heals and reads back)."""
+    if ctx.consumers is not None:  # reading before the first send
+        progress.phase("consumer group joining")
+        ctx.consumers.start()
+    senders.start()
+    watcher = threading.Thread(target=_watch, args=(progress, senders, nemesis, stop), daemon=True)
+    sampler.start()
+    progress.phase("workload + faults")
+    events.write(EventType.PHASE, phase="workload-start")
+    nemesis.start(time.monotonic())
+    watcher.start()
+    # Deferred: an interrupt inside the producer's poll would surface as a SystemError.
+    with INTERRUPTS.deferred() as interrupted:
+        senders.run(interrupted)
+
+
+def _count_sends(summary: RepetitionSummary, stats: RecorderStats, nemesis: Nemesis) -> None:
+    """Copy the sends' outcomes (read after the journals closed) and fault errors to the
+    summary."""
     summary.sent, summary.ok = stats.sent, stats.ok
     summary.failed, summary.indeterminate = stats.failed, stats.indeterminate
     summary.fault_errors = list(nemesis.errors)
-    INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
-    return client_error or workload_error
 
 
 def _consumer_group(
