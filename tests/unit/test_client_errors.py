@@ -59,7 +59,7 @@ class RefusingProducer:
         self.queued: list[bytes] = []
         self.offset = 0
 
-    def produce(self, topic: str, value: bytes, key=None) -> None:
+    def produce(self, topic: str, value: bytes, key=None, partition=None) -> None:
         if decode_value(value)[0] in self.refuse:
             raise self.error
         self.queued.append(value)
@@ -125,30 +125,16 @@ def test_a_client_refusing_everything_ends_with_every_send_failed(tmp_path: Path
     assert set(acked["status"].to_pylist()) == {"failed"}
 
 
-class TransactionalClient:
+class TransactionalClient(RefusingProducer):
     """Stands in for a transactional client: produce() raises for the msg_ids in `refuse`;
     what is queued is delivered ok on poll, on commit, and purged on abort."""
 
     def __init__(self, on_delivery, refuse: set[int], error: Exception):
-        self.on_delivery, self.refuse, self.error = on_delivery, refuse, error
-        self.queued: list[bytes] = []
+        super().__init__(on_delivery, refuse, error)
         self.calls: list[str] = []
-        self.offset = 0
 
     def begin_transaction(self) -> None:
         self.calls.append("begin")
-
-    def produce(self, topic: str, value: bytes, key=None, partition=None) -> None:
-        if decode_value(value)[0] in self.refuse:
-            raise self.error
-        self.queued.append(value)
-
-    def poll(self, timeout: float = 0) -> int:
-        served, self.queued = self.queued, []
-        for value in served:
-            self.on_delivery(None, Delivered(value, self.offset))
-            self.offset += 1
-        return len(served)
 
     def flush(self, timeout: float = 0) -> int:
         self.poll()
@@ -164,9 +150,6 @@ class TransactionalClient:
             self.on_delivery(purged, RefusedSend(value, purged))
         self.queued = []
         self.calls.append("abort")
-
-    def purge(self, **_kwargs) -> None:
-        self.queued = []
 
     def close(self, *args) -> None:
         self.calls.append("close")

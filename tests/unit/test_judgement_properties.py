@@ -19,20 +19,11 @@ from analysis.reconcile import reconcile_in_process
 from analysis.results import RunResult
 from harness.rundir.events import load_events
 from tests.unit.generated_runs import OK, GeneratedRun, expected_counts, runs, write_run_dir
+from tests.unit.test_verdicts import CP as VERDICT_CP
 
 pytestmark = pytest.mark.property
 
-CP = {
-    "acks": "all",
-    "min_insync_replicas": 2,
-    "unclean_leader_election": False,
-    "enable_idempotence": True,
-    "max_in_flight": 5,
-    "replication_factor": 3,
-    "partitions": 8,
-    "fault_class": "leader-kill",
-    "kafka_version": "3.9.0",
-}
+CP = {**VERDICT_CP, "partitions": 8}  # the judge's CP cell, as wide as a generated run
 AP = {**CP, "acks": "1", "min_insync_replicas": 1, "enable_idempotence": False}
 CONFIGS = {"all": CP, "1": AP, "0": {**AP, "acks": "0"}}
 VIOLATION_CLASSES = ("lost", "unseen", "duplicated", "offset_divergent", "reordered")
