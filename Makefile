@@ -47,7 +47,7 @@ cluster-check: venv
 # Mutation testing of the checker's pure modules (the judge: analysis/judge/verdicts.py,
 # guarantees.py, anomalies.py; the message check: analysis/checks/messages/) against their
 # unit tests without Spark, the property tests on the small `mutation` hypothesis profile;
-# configured in pyproject.toml [tool.mutmut]. Slow (about 40 min), so never in CI. Starts
+# configured in pyproject.toml [tool.mutmut]. Slow (about 30 min), so never in CI. Starts
 # from a clean mutants/ so the score always reflects the current code and tests, and fails
 # below MUTATION_MIN percent killed.
 MUTATION_JOBS ?= 2
