@@ -12,7 +12,8 @@ from jinja2 import Environment, FileSystemLoader
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
-from analysis.report.charts import VERDICT_COLOURS, loss_chart_svg, loss_probability_svg
+from analysis.report.charts import VERDICT_COLOURS
+from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import SummaryView, summary_view
 from analysis.report.views import (

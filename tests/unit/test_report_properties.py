@@ -23,14 +23,14 @@ from matplotlib.figure import Figure
 
 from analysis.anomalies import COUNT_NAMES
 from analysis.judge.verdicts import CellVerdict, judge_all
-from analysis.report.charts import (
-    MAX_CHART_ROWS,
+from analysis.report.charts import MAX_CHART_ROWS
+from analysis.report.junit import write_junit
+from analysis.report.loss_charts import (
     ProbabilityPoint,
     draw_loss_bars,
     draw_loss_probability,
     loss_probability_points,
 )
-from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.results import RunResult, RunStatus
 from analysis.summary import CrossRunSummary, cross_run_summary, wilson_interval
