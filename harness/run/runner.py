@@ -27,16 +27,16 @@ from harness.platform.cluster import KafkaCluster, remove_leftovers
 from harness.platform.image import BrokerImage
 from harness.platform.versions import KafkaVersion, Mode, broker_defaults
 from harness.run.evidence import segments_event
+from harness.run.final_read import read_back_all
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
 from harness.workload.consumers import CatchUp, ConsumerGroup
-from harness.workload.journal import AckJournal, JournalError, close_journal, finalize
-from harness.workload.producers import ProducerFleet, Producing, producer_tasks
-from harness.workload.readback import read_back
-from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
+from harness.workload.journal import finalize
+from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
+from harness.workload.recorder import RecorderStats, Workload
 from harness.workload.transactions import (
     GROUP_ID,
     TRANSACTIONAL_ID,
@@ -214,7 +214,7 @@ def run_repetition(
             ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
         workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
         try:
-            _read_back(repetition, cluster, events, summary, progress)
+            read_back_all(repetition, cluster, events, summary, progress)
             # While the brokers still hold their logs: where each missing message still is.
             progress.phase("keeping segments")
             segments = segments_event(
@@ -398,7 +398,7 @@ def _senders(
         plan = transaction_plan(spec, repetition.seed)
         return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
     if spec.workload.producers == 1:
-        return _LocalRecorder(workload, bootstrap, config, run_dir)
+        return LocalRecorder(workload, bootstrap, TOPIC, config, run_dir)
     tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)
     return ProducerFleet(tasks, events)
 
@@ -419,114 +419,9 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
     )
 
 
-class _LocalRecorder:
-    """`workload.producers: 1`: one Recorder in the harness process and the run directory's
-    one journal, as before several producers existed."""
-
-    def __init__(self, workload: Workload, bootstrap: str, config: dict[str, Any], run_dir: Path):
-        self.journal = AckJournal(run_dir, workload.keys, status_of)
-        self._client = (bootstrap, TOPIC, config, workload)
-        self.recorder: Recorder | None = None
-
-    @property
-    def stats(self) -> RecorderStats:
-        """Sends so far and outcomes journalled so far."""
-        return self.recorder.stats if self.recorder is not None else RecorderStats()
-
-    def start(self) -> None:
-        """Create the client."""
-        self.recorder = Recorder(*self._client, self.journal)
-
-    def run(self, stop: threading.Event) -> RecorderStats:
-        """Send the workload in this thread (see Recorder.run)."""
-        if self.recorder is None:
-            raise RuntimeError("start() the recorder before run()")
-        return self.recorder.run(stop)
-
-    def close(self, events: EventLog) -> Exception | None:
-        """Close the journal and write the tally; the JournalError to raise, or None."""
-        error = _close_journal(self.journal, self.recorder, events)
-        return None if error is None else JournalError(error)
-
-
-def _close_journal(journal: AckJournal, recorder: Recorder | None, events: EventLog) -> str | None:
-    """Close the journal, then record the recorder's tally beside the journal's error.
-
-    Never raises: it runs in `finally`, where the workload's own exception must survive.
-    The analysis compares the tally with acked.parquet's reported rows, status by status.
-    """
-    error = close_journal(journal)
-    tally = recorder.tally if recorder is not None else DeliveryTally()
-    with contextlib.suppress(Exception):
-        events.write(EventType.RECORDER_TALLY, reports=tally.as_dict(), journal_error=error)
-    return error
-
-
 def _watch(progress: Progress, senders: Producing, nemesis: Nemesis, stop: threading.Event) -> None:
     while not stop.wait(0.5):
         progress.watch(senders.stats, nemesis)
-
-
-def _read_back(
-    repetition: Repetition,
-    cluster: KafkaCluster,
-    events: EventLog,
-    summary: RepetitionSummary,
-    progress: Progress,
-) -> None:
-    """Wait (bounded) for a full ISR everywhere, then read every partition to its HW."""
-    spec = repetition.cell.spec
-    progress.phase("waiting for full ISR")
-    started = time.monotonic()
-    full_isr = True
-    try:
-        cluster.wait_full_isr(TOPIC, timeout_s=spec.faults.final_heal_timeout_s)
-    except Exception as exc:
-        full_isr = False
-        log.warning("no full ISR after heal: %s", exc)
-    waited = time.monotonic() - started
-    progress.phase("read-back")
-    events.write(EventType.PHASE, phase="readback-start")
-    extra: dict[str, Any] = {}
-    isolation = "read_uncommitted"
-    if spec.workload.transactions is not None:
-        # Both views of the log: what read_committed may see (readback.parquet, judged) and
-        # everything written (the evidence telling a hidden record from a missing one).
-        uncommitted = read_back(
-            cluster.bootstrap_servers,
-            TOPIC,
-            spec.topic.partitions,
-            repetition.run_dir / layout.READBACK_UNCOMMITTED,
-        )
-        isolation = "read_committed"
-        extra["uncommitted"] = {
-            "complete": uncommitted.complete,
-            "records": uncommitted.records,
-            "high_watermarks": uncommitted.high_watermarks,
-            "seconds": round(uncommitted.seconds, 3),
-        }
-    result = read_back(
-        cluster.bootstrap_servers,
-        TOPIC,
-        spec.topic.partitions,
-        repetition.run_dir / layout.READBACK,
-        isolation=isolation,
-    )
-    extra["isolation"] = isolation
-    extra["end_offsets"] = result.end_offsets
-    events.write(
-        EventType.READBACK,
-        waited_s=round(waited, 3),
-        full_isr=full_isr,
-        log_start_offsets=result.log_start_offsets,
-        high_watermarks=result.high_watermarks,
-        complete=result.complete,
-        records=result.records,
-        seconds=round(result.seconds, 3),
-        log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
-        **extra,
-    )
-    summary.read, summary.readback_complete = result.records, result.complete
 
 
 def run_experiment(

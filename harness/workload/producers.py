@@ -391,3 +391,48 @@ class ProducerFleet:
             Status.FAILED.value: c[TALLY_FAILED],
             Status.INDETERMINATE.value: c[TALLY_INDETERMINATE],
         }
+
+
+class LocalRecorder:
+    """`workload.producers: 1`: one Recorder in the harness process and the run directory's
+    one journal, as before several producers existed."""
+
+    def __init__(
+        self, workload: Workload, bootstrap: str, topic: str, config: dict[str, Any], run_dir: Path
+    ):
+        self.journal = AckJournal(run_dir, workload.keys, status_of)
+        self._client = (bootstrap, topic, config, workload)
+        self.recorder: Recorder | None = None
+
+    @property
+    def stats(self) -> RecorderStats:
+        """Sends so far and outcomes journalled so far."""
+        return self.recorder.stats if self.recorder is not None else RecorderStats()
+
+    def start(self) -> None:
+        """Create the client."""
+        self.recorder = Recorder(*self._client, self.journal)
+
+    def run(self, stop: threading.Event) -> RecorderStats:
+        """Send the workload in this thread (see Recorder.run)."""
+        if self.recorder is None:
+            raise RuntimeError("start() the recorder before run()")
+        return self.recorder.run(stop)
+
+    def close(self, events: EventLog) -> Exception | None:
+        """Close the journal and write the tally; the JournalError to raise, or None."""
+        error = close_and_tally(self.journal, self.recorder, events)
+        return None if error is None else JournalError(error)
+
+
+def close_and_tally(journal: AckJournal, recorder: Recorder | None, events: EventLog) -> str | None:
+    """Close the journal, then record the recorder's tally beside the journal's error.
+
+    Never raises: it runs in `finally`, where the workload's own exception must survive.
+    The analysis compares the tally with acked.parquet's reported rows, status by status.
+    """
+    error = close_journal(journal)
+    tally = recorder.tally if recorder is not None else DeliveryTally()
+    with contextlib.suppress(Exception):
+        events.write(EventType.RECORDER_TALLY, reports=tally.as_dict(), journal_error=error)
+    return error

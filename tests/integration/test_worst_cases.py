@@ -47,7 +47,7 @@ def run_in_process(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Analysis
 def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_under_cp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read_back = runner._read_back
+    read_back = runner.read_back_all
 
     def recreate_then_read_back(repetition, cluster, events, summary, progress) -> None:
         """Delete the topic and create it anew (an operator's mistake), then read back."""
@@ -65,7 +65,7 @@ def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_unde
         wait_until(created, 60, "the topic created anew")
         read_back(repetition, cluster, events, summary, progress)
 
-    monkeypatch.setattr(runner, "_read_back", recreate_then_read_back)
+    monkeypatch.setattr(runner, "read_back_all", recreate_then_read_back)
     run_dir, analysis = run_in_process(
         tmp_path,
         {"name": "recreated", "topic": CP_TOPIC, "producer": CP,

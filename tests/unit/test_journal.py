@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from harness.run.runner import _close_journal
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal, JournalError, finalize, parse_ids
+from harness.workload.producers import close_and_tally
 from harness.workload.recorder import (
     DeliveryTally,
     decode_value,
@@ -428,7 +428,7 @@ def test_the_runner_writes_the_tally_and_the_journal_error(tmp_path):
     serve(journal, tally, [real(0, offset=1)])
     journal._acks._writer = FailingWriter()
     events = EventLog(tmp_path / layout.EVENTS)
-    error = _close_journal(journal, SimpleNamespace(tally=tally), events)
+    error = close_and_tally(journal, SimpleNamespace(tally=tally), events)
     events.close()
     (event,) = load_events(tmp_path)
     assert event["type"] == "recorder_tally"
