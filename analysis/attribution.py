@@ -238,9 +238,7 @@ def _read_segment(
     found = read_records(path.read_bytes(), partition, wanted)
     for record in found.records:
         if record.msg_id is not None:  # a value not written by the harness holds nothing of ours
-            evidence.holdings[record.msg_id].append(
-                Holding(broker, partition, record.offset, None)
-            )
+            evidence.holdings[record.msg_id].append(Holding(broker, partition, record.offset, None))
     if not found.complete:
         evidence.bad_partitions.add(partition)
         evidence.gaps.append(

@@ -254,7 +254,7 @@ class Nemesis:
             return
         # Heal on the planned clock: time spent injecting must not stretch the fault.
         planned = step.at_s is not None and step.condition is None
-        heal_at = (t0 + step.at_s if step.at_s is not None and planned else started)
+        heal_at = t0 + step.at_s if step.at_s is not None and planned else started
         heal_at += step.duration_s
         if not self._stop.wait(max(0.0, heal_at - time.monotonic())):
             self._heal(active)

@@ -643,7 +643,7 @@ def test_a_run_stopped_before_its_read_back_names_the_error_that_stopped_it(
 ) -> None:
     from analysis.judge.verdicts import judge_repetition
 
-    error = "KafkaException: KafkaError{code=_UNKNOWN_TOPIC,val=-188,str=\"Unknown topic\"}"
+    error = 'KafkaException: KafkaError{code=_UNKNOWN_TOPIC,val=-188,str="Unknown topic"}'
     run = write_run(
         tmp_path, "stopped", *in_order(3)[:1], None,
         events=[{"type": "harness_error", "ts_us": T0_US, "error": error}],

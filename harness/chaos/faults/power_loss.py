@@ -77,9 +77,7 @@ def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def lose_unflushed(
-    node: KafkaNode, lost_after_ms: int | None
-) -> dict[str, dict[str, int | str]]:
+def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict[str, int | str]]:
     """Cut the unflushed tail of every partition log on the stopped node.
 
     Returns, per partition that lost data, the bytes and batches before and after the cut.
