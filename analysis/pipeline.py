@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
-from analysis.dataset import DATASET_DIR, write_dataset
+from analysis.crossrun.dataset import DATASET_DIR, write_dataset
+from analysis.crossrun.summary import cross_run_summary
+from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
 from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
-from analysis.reconcile import find_runs, reconcile_runs, write_results
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely
-from analysis.summary import cross_run_summary
 from harness.rundir.provenance import read_provenance
 
 
@@ -97,6 +98,21 @@ def analyse(
         out_dir / DATASET_DIR,
         tuple(f for f in failures if isinstance(f, PartFailure)),
     )
+
+
+# The verdict table's header, matching verdict_table's rows.
+VERDICT_COLUMNS: Final = (
+    "cell",
+    "reps",
+    "acked",
+    "loss",
+    "lost",
+    "unseen",
+    "dup",
+    "diverged",
+    "loss rate",
+    "verdict",
+)
 
 
 def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""Time analysis.availability on one synthetic run directory and print one line with the figure.
+"""Time analysis.checks.availability on one synthetic run directory; print one line with the figure.
 
     flock /tmp/docker.lock .venv/bin/python bench/availability_bench.py [--rows 1000000]
 
@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.availability import availability_of
+from analysis.checks.availability import availability_of
 from harness.rundir import layout
 from harness.rundir.records import ACKED_SCHEMA
 

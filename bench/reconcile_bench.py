@@ -1,5 +1,5 @@
-"""Time analysis.reconcile on synthetic runs of growing size and print rows/s per size, beside a
-single-process Arrow reference that answers the three core questions on the same files.
+"""Time analysis.engine.reconcile on synthetic runs of growing size and print rows/s per size,
+beside a single-process Arrow reference that answers the three core questions on the same files.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000,30000000] [--master M]
 
@@ -37,10 +37,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from analysis.anomalies import COUNT_NAMES
 from analysis.checks.messages import RunInput, check_run
-from analysis.reconcile import reconcile, spark_session
-from analysis.results import RunResult
+from analysis.engine.reconcile import reconcile, spark_session
+from analysis.model.anomalies import COUNT_NAMES
+from analysis.model.results import RunResult
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000

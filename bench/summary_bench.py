@@ -23,11 +23,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.dataset import write_dataset
+from analysis.crossrun.dataset import write_dataset
+from analysis.crossrun.summary import cross_run_summary
+from analysis.engine.reconcile import find_runs, reconcile, spark_session
 from analysis.judge.verdicts import judge_all, load_events_by_run
-from analysis.reconcile import find_runs, reconcile, spark_session
 from analysis.report.render import render_report
-from analysis.summary import cross_run_summary
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 EXPERIMENTS = 5

@@ -1,6 +1,6 @@
 """What the consumer group processed, against the final read-back (runs with workload.consumers).
 
-Two anomaly classes of analysis.anomalies, decided from the members' journals (every start of
+Two anomaly classes of analysis.model.anomalies, decided from the members' journals (every start of
 every member: layout.CONSUMER_PROCESSED_GLOB) and the group's final committed offsets (the
 `consumers` event):
 
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from analysis.results import Sensitivity
+from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA

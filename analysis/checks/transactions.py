@@ -8,7 +8,7 @@ A transactional run (harness.rundir.transactions) sends transaction t as the msg
   transaction with an unknown outcome, or with no journalled outcome at all, as indeterminate:
   never judged as loss, never as an aborted read.
 - `check`: over the messages as read with read_committed (readback.parquet), the anomaly
-  classes of analysis.anomalies: `aborted_read` (messages), `committed_lost` and
+  classes of analysis.model.anomalies: `aborted_read` (messages), `committed_lost` and
   `torn_transaction` (transactions); and the facts beside them (`txn_*` counts), which use the
   read_uncommitted read-back: a committed message missing from read_committed but in the log is
   `txn_committed_hidden` (held back by the last stable offset, not lost from the log); an
@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.arrays import gather
-from analysis.results import Sensitivity
+from analysis.checks.arrays import gather
+from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.transactions import TxnOutcome, read_transactions
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from analysis.anomalies import anomaly
+from analysis.model.anomalies import anomaly
 from harness.platform.versions import KafkaVersion
 from harness.rundir.config import CellConfig
 from harness.rundir.events import EventType
@@ -142,7 +142,7 @@ def transaction_findings(
     loss_is_violation: bool,
 ) -> list[TxnFinding]:
     """The findings of a transactional repetition (see the module docstring); `examples` are
-    the run's (analysis.results.Example, with `txn`), quoted in the reasons."""
+    the run's (analysis.model.results.Example, with `txn`), quoted in the reasons."""
     if not is_transactional(config, counts):
         return []
     examples = examples or {}

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
 from analysis.judge.guarantees import (
     ALLOWED,
     CONSUMER_DELIVERY,
@@ -26,7 +25,8 @@ from analysis.judge.guarantees import (
 from analysis.judge.history import PartitionHistory, partition_histories
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
 from analysis.judge.transactions import transaction_breaches, transaction_findings
-from analysis.results import Example, RunResult, RunStatus
+from analysis.model.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
+from analysis.model.results import Example, RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.events import EventType, load_events

@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from analysis.availability import Availability
 from analysis.judge.verdicts import Event, Verdict, run_origin_us
+from analysis.model.availability import Availability
+from analysis.model.results import RunResult, TimelineSecond
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
-from analysis.results import RunResult, TimelineSecond
 
 __all__ = [
     "CHART_RC",

@@ -10,8 +10,10 @@ from typing import Final
 
 from jinja2 import Environment, FileSystemLoader
 
+from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
+from analysis.model.results import RunResult
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
 from analysis.report.safe import PartFailure, safely
@@ -28,8 +30,6 @@ from analysis.report.views import (
     verdict_counts,
     verdict_summary,
 )
-from analysis.results import RunResult
-from analysis.summary import CrossRunSummary
 
 __all__ = ["render_html"]
 

@@ -7,13 +7,13 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, Final
 
+from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.model.results import RunResult
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import summary_json
 from analysis.report.views import ProvenanceView, price_of, verdict_counts, verdict_summary
-from analysis.results import RunResult
-from analysis.summary import CrossRunSummary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]

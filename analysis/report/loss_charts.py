@@ -13,8 +13,10 @@ import matplotlib
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
-from analysis.anomalies import LOSS_CLASSES, loss_of
+from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.verdicts import CellVerdict
+from analysis.model.anomalies import LOSS_CLASSES, loss_of
+from analysis.model.results import RunResult
 from analysis.report.charts import (
     INK,
     MAX_CHART_ROWS,
@@ -23,8 +25,6 @@ from analysis.report.charts import (
     percent,
     svg_of,
 )
-from analysis.results import RunResult
-from analysis.summary import CrossRunSummary
 
 __all__ = [
     "ProbabilityPoint",

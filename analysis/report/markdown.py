@@ -7,6 +7,7 @@ from functools import partial
 
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.verdicts import CellVerdict, exit_code
+from analysis.model.results import RunResult
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
     COUNT_LABELS,
@@ -22,7 +23,6 @@ from analysis.report.views import (
     verdict_counts,
     verdict_summary,
 )
-from analysis.results import RunResult
 
 __all__ = ["render_markdown"]
 

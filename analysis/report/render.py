@@ -13,14 +13,14 @@ from pathlib import Path
 
 from markupsafe import escape
 
+from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.verdicts import CellVerdict, Event
+from analysis.model.results import RunResult
 from analysis.report.html import render_html
 from analysis.report.json_report import SCHEMA_VERSION, report_json
 from analysis.report.markdown import render_markdown
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import provenance_views
-from analysis.results import RunResult
-from analysis.summary import CrossRunSummary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["ReportPaths", "render_report"]

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.summary import CrossRunSummary, GroupSummary, SettingEffect
+from analysis.crossrun.summary import CrossRunSummary, GroupSummary, SettingEffect
 
 __all__ = ["SummaryRow", "SummaryView", "summary_json", "summary_view"]
 

@@ -14,10 +14,7 @@ from typing import Final
 
 from markupsafe import Markup
 
-from analysis.anomalies import ANOMALIES as ANOMALY_REGISTRY
-from analysis.anomalies import ANOMALY_NAMES, LOSS_CLASSES
-from analysis.attribution import Attribution, Place
-from analysis.availability import Availability, CellPrice, HealRecovery, cell_price
+from analysis.crossrun.price import CellPrice, cell_price
 from analysis.judge.guarantees import ALLOWED, FORBIDDEN, Guarantee
 from analysis.judge.verdicts import (
     VERDICT_MEANING,
@@ -29,10 +26,14 @@ from analysis.judge.verdicts import (
     exit_code,
     run_origin_us,
 )
+from analysis.model.anomalies import ANOMALIES as ANOMALY_REGISTRY
+from analysis.model.anomalies import ANOMALY_NAMES, LOSS_CLASSES
+from analysis.model.attribution import Attribution, Place
+from analysis.model.availability import Availability, HealRecovery
+from analysis.model.results import RunResult, Sensitivity
 from analysis.report.charts import percent, timeline_svg
 from analysis.report.marks import fault_windows
 from analysis.report.safe import PartFailure, safely
-from analysis.results import RunResult, Sensitivity
 from harness.rundir.config import CellConfig
 from harness.rundir.provenance import RunProvenance
 
@@ -70,7 +71,7 @@ SERIOUS: Final = frozenset({"loss", *(a.name for a in ANOMALY_REGISTRY if a.seri
 EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, "offset_divergent")
 EXAMPLE_ROWS: Final = 20
 NOT_RECORDED: Final = "not recorded"
-# How each place of analysis.attribution reads in a sentence.
+# How each place of analysis.checks.attribution reads in a sentence.
 ATTRIBUTION_PHRASES: Final = {
     Place.ON_NO_DISK: "on no broker's disk (Kafka lost them)",
     Place.ON_DISK_NOT_SERVED: "on a broker's disk, yet not read back",
@@ -79,7 +80,7 @@ ATTRIBUTION_PHRASES: Final = {
 }
 
 
-# The price of safety beside the counts (analysis.availability): (label, what it means).
+# The price of safety beside the counts (analysis.checks.availability): (label, what it means).
 PRICE_LABELS: Final = (
     (
         "partition stall (s)",

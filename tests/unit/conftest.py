@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.reconcile import spark_session
+from analysis.engine.reconcile import spark_session
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

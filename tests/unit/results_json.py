@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.attribution import Attribution, Holding, MissingMessage, Place, PlacedMessage
-from analysis.results import Example, RunResult, RunStatus, Sensitivity, TimelineSecond
+from analysis.model.attribution import Attribution, Holding, MissingMessage, Place, PlacedMessage
+from analysis.model.results import Example, RunResult, RunStatus, Sensitivity, TimelineSecond
 from harness.rundir.config import CellConfig
 
 

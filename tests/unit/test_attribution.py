@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analysis.attribution import (
+from analysis.checks.attribution import attribute
+from analysis.model.attribution import (
     MAX_EXAMPLES,
     Holding,
     MissingMessage,
     Place,
     PlacedMessage,
-    attribute,
 )
 from harness.rundir.layout import segments_dir
 from tests.unit.kafka_bytes import full_batch, value_of

@@ -11,14 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.availability import (
-    Availability,
-    AvailabilityError,
-    availability_of,
-    cell_price,
-    price_of_safety,
-)
-from analysis.results import RunResult, RunStatus
+from analysis.checks.availability import availability_of, price_of_safety
+from analysis.crossrun.price import cell_price
+from analysis.model.availability import Availability, AvailabilityError
+from analysis.model.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA

@@ -75,8 +75,8 @@ def test_unexpected_error_is_one_line_naming_the_log_and_exits_2(monkeypatch, tm
     def broken(args, settings):
         raise RuntimeError("the disk [sic] is haunted\nsecond line")
 
-    monkeypatch.setitem(cli.COMMANDS, "validate", broken)
-    monkeypatch.setattr(cli, "_log_path", tmp_path / "harness.log")
+    monkeypatch.setattr(cli.COMMANDS["validate"], "run", broken)
+    monkeypatch.setattr(cli.SESSION, "log_path", tmp_path / "harness.log")
     assert main(["validate", "x.yaml"]) == 2
     err = capsys.readouterr().err
     assert "error: RuntimeError: the disk [sic] is haunted" in err
@@ -91,8 +91,8 @@ def test_debug_prints_the_traceback(monkeypatch, tmp_path, capsys):
     def broken(args, settings):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(cli.COMMANDS, "validate", broken)
-    monkeypatch.setattr(cli, "_log_path", tmp_path / "harness.log")
+    monkeypatch.setattr(cli.COMMANDS["validate"], "run", broken)
+    monkeypatch.setattr(cli.SESSION, "log_path", tmp_path / "harness.log")
     assert main(["--debug", "validate", "x.yaml"]) == 2
     assert "Traceback" in capsys.readouterr().err
 

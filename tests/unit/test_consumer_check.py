@@ -14,7 +14,7 @@ import pytest
 from analysis.checks import consumers as consumer_check
 from analysis.checks.messages import RunInput, check_run
 from analysis.judge.verdicts import Verdict
-from analysis.results import Sensitivity
+from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
 from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run

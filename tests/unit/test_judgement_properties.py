@@ -14,9 +14,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from analysis.engine.reconcile import reconcile_in_process
 from analysis.judge.verdicts import Verdict, judge_repetition
-from analysis.reconcile import reconcile_in_process
-from analysis.results import RunResult
+from analysis.model.results import RunResult
 from harness.rundir.events import load_events
 from tests.unit.generated_runs import OK, GeneratedRun, expected_counts, runs, write_run_dir
 from tests.unit.test_verdicts import CP as VERDICT_CP

@@ -10,20 +10,20 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.anomalies import ANOMALY_NAMES
-from analysis.attribution import MissingMessage
-from analysis.reconcile import (
-    cell_table,
+from analysis.engine.reconcile import (
     find_runs,
-    main,
     reconcile,
     reconcile_in_process,
     write_results,
 )
-from analysis.results import Example, RunResult, RunStatus
+from analysis.model.anomalies import ANOMALY_NAMES
+from analysis.model.attribution import MissingMessage
+from analysis.model.results import Example, RunResult, RunStatus
 from harness.rundir.events import load_events
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
+from kafka_chaos.cli import main
+from kafka_chaos.commands.reconcile import cell_table
 from tests.unit.kafka_bytes import full_batch, value_of
 
 T0_US = 1_700_000_000_000_000
@@ -554,7 +554,7 @@ def test_cli_writes_report_and_prints_table(
     write_run(tmp_path, "cp", *in_order(3), repetition=0)
     write_run(tmp_path, "cp", *in_order(3), repetition=1)
     out = tmp_path / "report"
-    assert main([str(tmp_path / "runs" / "exp" / "*"), "--out", str(out)]) == 0
+    assert main(["reconcile", str(tmp_path / "runs" / "exp" / "*"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| cp | 2 | 6 | 0 |" in printed
     assert (out / "cells.md").read_text() == printed
@@ -566,7 +566,7 @@ def test_cli_exits_2_when_no_run_matches(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pattern = str(tmp_path / "nowhere" / "*")
-    assert main([pattern]) == 2
+    assert main(["reconcile", pattern]) == 2
     err = capsys.readouterr().err
     assert pattern in err and "Fix:" in err
 

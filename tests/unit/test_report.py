@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from analysis import pipeline
-from analysis.anomalies import ANOMALY_NAMES
-from analysis.availability import Availability, Gap, HealRecovery, PartitionAvailability
+from analysis.crossrun.summary import cross_run_summary
 from analysis.judge import verdicts
 from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
+from analysis.model.anomalies import ANOMALY_NAMES
+from analysis.model.availability import Availability, Gap, HealRecovery, PartitionAvailability
+from analysis.model.results import RunResult
 from analysis.report import html as html_module
 from analysis.report import json_report as json_module
 from analysis.report import junit as junit_module
@@ -28,8 +30,6 @@ from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
 from analysis.report.safe import PartFailure
 from analysis.report.views import MAX_TIMELINES_PER_CELL, cell_view
-from analysis.results import RunResult
-from analysis.summary import cross_run_summary
 from harness.rundir import layout
 from harness.rundir.provenance import (
     BrokerImageUsed,
@@ -38,6 +38,7 @@ from harness.rundir.provenance import (
     read_provenance,
 )
 from kafka_chaos import cli
+from kafka_chaos.commands import report as report_command
 from tests.unit.results_json import typed
 
 T0_S = 1_700_000_000.0
@@ -677,7 +678,7 @@ def _analyse_without_spark(
     """Make `kafka-chaos report` analyse the crafted results without Java or Spark; return its
     argv's run pattern."""
     _, results, events = crafted
-    monkeypatch.setattr(cli, "_require_java", lambda: True)
+    monkeypatch.setattr(report_command, "require_java", lambda: True)
     monkeypatch.setattr(pipeline, "find_runs", lambda patterns: [Path(r.run_dir) for r in results])
     monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master: results)
     monkeypatch.setattr(pipeline, "write_results", lambda results: None)

@@ -21,8 +21,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
-from analysis.anomalies import COUNT_NAMES
+from analysis.crossrun.summary import CrossRunSummary, cross_run_summary, wilson_interval
 from analysis.judge.verdicts import CellVerdict, judge_all
+from analysis.model.anomalies import COUNT_NAMES
+from analysis.model.results import RunResult, RunStatus
 from analysis.report.charts import MAX_CHART_ROWS
 from analysis.report.junit import write_junit
 from analysis.report.loss_charts import (
@@ -32,8 +34,6 @@ from analysis.report.loss_charts import (
     loss_probability_points,
 )
 from analysis.report.render import render_report
-from analysis.results import RunResult, RunStatus
-from analysis.summary import CrossRunSummary, cross_run_summary, wilson_interval
 from harness.rundir.config import CellConfig
 
 T0_US = 1_700_000_000_000_000

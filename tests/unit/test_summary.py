@@ -10,13 +10,13 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from analysis.anomalies import COUNT_NAMES
-from analysis.dataset import write_dataset
+from analysis.crossrun.dataset import write_dataset
+from analysis.crossrun.summary import CONFIDENCE_Z, cross_run_summary, wilson_interval
 from analysis.judge.verdicts import judge_all
+from analysis.model.anomalies import COUNT_NAMES
+from analysis.model.results import RunResult, RunStatus
 from analysis.report.render import render_report
 from analysis.report.summary_view import summary_view
-from analysis.results import RunResult, RunStatus
-from analysis.summary import CONFIDENCE_Z, cross_run_summary, wilson_interval
 from harness.rundir.config import CellConfig
 
 

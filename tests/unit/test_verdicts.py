@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from analysis.anomalies import COUNT_NAMES, anomaly
 from analysis.judge import guarantees, verdicts
 from analysis.judge.guarantees import (
     ALLOWED,
@@ -19,6 +18,7 @@ from analysis.judge.guarantees import (
     Guarantee,
 )
 from analysis.judge.verdicts import CellVerdict, Verdict, exit_code
+from analysis.model.anomalies import COUNT_NAMES, anomaly
 from harness.rundir.config import CellConfig, ConfigError
 from harness.rundir.events import load_events
 from tests.unit.results_json import typed

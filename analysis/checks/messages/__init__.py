@@ -1,9 +1,10 @@
 """The checker: reconcile one run's acked.parquet against its readback.parquet, in one process.
 
-A run is the unit of reconciliation (every question is asked within a run), so analysis.reconcile
-hands each run to a Spark task and this module answers all of them with Arrow and numpy: sorts,
+A run is the unit of reconciliation (every question is asked within a run), so
+analysis.engine.reconcile hands each run to a Spark task and this module answers all of them
+with Arrow and numpy: sorts,
 binary searches and segment reductions over columns, no per-row Python. The anomaly classes are
-those of analysis.anomalies, decided as docs/kafka-reliability.md says:
+those of analysis.model.anomalies, decided as docs/kafka-reliability.md says:
 
 - a *message* is a msg_id sent or read (all records without a msg_id are one message);
 - a *record* is one (partition, offset) of the read-back: one record read twice is one record;
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.arrays import gather
 from analysis.checks import transactions
+from analysis.checks.arrays import gather
 from analysis.checks.consumers import (
     AckedOffsets,
     ConsumerFacts,

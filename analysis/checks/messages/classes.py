@@ -1,4 +1,4 @@
-"""The anomaly classes of analysis.anomalies, decided per message from its facts, and the
+"""The anomaly classes of analysis.model.anomalies, decided per message from its facts, and the
 per-partition order check (reordered)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.anomalies import LOSS_CLASSES
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Reads, distinct
 from analysis.checks.messages.index import Messages, Progress
+from analysis.model.anomalies import LOSS_CLASSES
 from harness.rundir.records import Status
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS
 from analysis.checks.messages.columns import NO_ID, NULL, Reads
 from analysis.checks.messages.index import Messages
+from analysis.model.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS
 
 MAX_EXAMPLES = 20
 

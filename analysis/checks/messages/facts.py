@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.results import Sensitivity
+from analysis.model.results import Sensitivity
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class RunFacts:
 
     seconds: dict[int, dict[str, Any]]  # epoch second of send → timeline entry
     counts: dict[str, int]  # the send counts always; read and every anomaly class when complete
-    contract: dict[str, int]  # analysis.results.CONTRACT_KEYS
+    contract: dict[str, int]  # analysis.model.results.CONTRACT_KEYS
     loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
     divergence_by_partition: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.arrays import gather
+from analysis.checks.arrays import gather
 from analysis.checks.messages.columns import (
     NO_ID,
     NONE_TS,

@@ -9,7 +9,7 @@ from analysis.checks.messages import classes
 from analysis.checks.messages.columns import CODE, NULL
 from analysis.checks.messages.facts import RunInput
 from analysis.checks.messages.index import Index, Messages, Progress, messages_of
-from analysis.results import Sensitivity
+from analysis.model.results import Sensitivity
 from harness.rundir.records import Status
 
 SENSITIVITY_SEED = 20261122

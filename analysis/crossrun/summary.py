@@ -17,7 +17,7 @@ from itertools import combinations
 from typing import Final, TypeGuard
 
 from analysis.judge.verdicts import CellVerdict
-from analysis.results import RunResult
+from analysis.model.results import RunResult
 from harness.rundir.config import CellConfig
 
 __all__ = [

@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.anomalies import EXAMPLE_FIELDS
-from analysis.attribution import Attribution
-from analysis.availability import Availability
+from analysis.model.anomalies import EXAMPLE_FIELDS
+from analysis.model.attribution import Attribution
+from analysis.model.availability import Availability
 from harness.rundir.config import CellConfig
 from harness.rundir.records import STATUSES
 
@@ -136,7 +136,7 @@ class RunResult:
     config: CellConfig
     axes: Mapping[str, str]
     status: RunStatus
-    counts: Mapping[str, int] | None = None  # COUNT_NAMES of analysis.anomalies
+    counts: Mapping[str, int] | None = None  # COUNT_NAMES of analysis.model.anomalies
     examples: Mapping[str, tuple[Example, ...]] = field(default_factory=dict)
     timeline: tuple[TimelineSecond, ...] = ()
     error: str | None = None
@@ -146,7 +146,7 @@ class RunResult:
     contract: Mapping[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
     sensitivity: Sensitivity | None = None
     attribution: Attribution | None = None  # where missing messages still are
-    availability: Availability | None = None  # the price of safety (analysis.availability)
+    availability: Availability | None = None  # the price of safety (analysis.checks.availability)
     availability_error: str | None = None  # why `availability` is None, when it was tried
 
     def origin_us(self) -> float | None:

@@ -18,10 +18,10 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from analysis.anomalies import COUNT_NAMES
+from analysis.crossrun.summary import SETTINGS
 from analysis.judge.verdicts import CellVerdict
-from analysis.results import RunResult
-from analysis.summary import SETTINGS
+from analysis.model.anomalies import COUNT_NAMES
+from analysis.model.results import RunResult
 from harness.rundir import layout
 
 __all__ = ["DATASET_DIR", "PARTITION_COLUMNS", "RESULTS_SCHEMA", "dataset_rows", "write_dataset"]

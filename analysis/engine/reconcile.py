@@ -4,20 +4,18 @@ One Spark job checks every run: each run is a task, which analysis.checks.messag
 process with Arrow and numpy (a run is the unit of every question, so no shuffle is needed, and
 Spark spreads the runs over its executors). The same task attributes what is missing (where
 each missing message still is, from the run's kept segments) and measures the price of safety
-(analysis.availability), so every per-run question rides in the one job; the driver collects
+(analysis.checks.availability), so every per-run question rides in the one job; the driver collects
 each run's answer and builds its result.
 
-    python -m analysis.reconcile 'runs/my-experiment/*' [--master URL] [--out reports/latest]
+`kafka-chaos reconcile RUN_GLOB` runs this stage alone (kafka_chaos.commands.reconcile).
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
 import sys
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,13 +25,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from analysis.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
-from analysis.attribution import Attribution, MissingMessage, attribute
-from analysis.availability import Availability, price_of_safety
+from analysis.checks.attribution import attribute
+from analysis.checks.availability import price_of_safety
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG
 from analysis.checks.messages import RunFacts, RunInput, check_run
-from analysis.judge.verdicts import CellStats, cell_stats
-from analysis.results import (
+from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
+from analysis.model.attribution import Attribution, MissingMessage
+from analysis.model.availability import Availability
+from analysis.model.results import (
     CONTRACT_KEYS,
     Example,
     RunResult,
@@ -371,70 +370,3 @@ def write_results(results: Sequence[RunResult]) -> None:
         partial = target.with_suffix(".json.partial")
         partial.write_text(json.dumps(result.as_json(), indent=2, sort_keys=True) + "\n")
         partial.replace(target)
-
-
-TABLE_COUNTS = ("acked", *ANOMALY_NAMES, "loss")
-CELL_TABLE = "cells.md"  # written by the command line beside its printout
-
-
-def cell_table(results: Sequence[RunResult]) -> str:
-    """A Markdown table of summed counts per cell; reps shows complete/total if they differ."""
-    groups: dict[tuple[str, str], list[RunResult]] = defaultdict(list)
-    for result in results:
-        groups[(result.experiment, result.cell)].append(result)
-    several_experiments = len({experiment for experiment, _ in groups}) > 1
-    header = ["cell", "reps", *TABLE_COUNTS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for (experiment, cell), reps in sorted(groups.items()):
-        name = f"{experiment}/{cell}" if several_experiments else cell
-        lines.append(
-            "| " + " | ".join([name.replace("|", r"\|"), *_table_row(cell_stats(reps))]) + " |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _table_row(stats: CellStats) -> list[str]:
-    """reps, then the sum of each TABLE_COUNTS count over the cell's counted repetitions."""
-    reps = str(stats.repetitions)
-    if stats.counted != stats.repetitions:
-        reps = f"{stats.counted}/{reps}"
-    sums = [str(stats.counts[k].total) if k in stats.counts else "n/a" for k in TABLE_COUNTS]
-    return [reps, *sums]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """CLI: reconcile the runs matching the globs, write results.json and the cell table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m analysis.reconcile",
-        description="Reconcile acked messages against the read-back of chaos runs.",
-    )
-    parser.add_argument("globs", nargs="+", metavar="RUN_GLOB", help="run dirs or any parent")
-    parser.add_argument("--master", help=f"Spark master (default: ${MASTER_ENV}, else local[*])")
-    parser.add_argument("--out", type=Path, default=Path("reports/latest"), help="report dir")
-    args = parser.parse_args(argv)
-    run_dirs = find_runs(args.globs)
-    if not run_dirs:
-        print(
-            f"no run directory matches {' '.join(args.globs)}: a run directory holds "
-            f"{layout.SPEC} and {layout.ACKED}. Fix: name runs/<experiment>/... or a parent of it "
-            "(quote globs so the shell leaves them alone), or run an experiment first (make run).",
-            file=sys.stderr,
-        )
-        return 2
-    results = reconcile_runs(run_dirs, args.master)
-    write_results(results)
-    table = cell_table(results)
-    args.out.mkdir(parents=True, exist_ok=True)
-    md_path = args.out / CELL_TABLE
-    md_path.write_text(table)
-    print(table, end="")
-    tally = {s.value: sum(r.status == s for r in results) for s in RunStatus}
-    print(
-        f"{len(results)} runs ({', '.join(f'{n} {s}' for s, n in tally.items())}); wrote {md_path}",
-        file=sys.stderr,
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -46,20 +46,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.model.availability import (
+    Availability,
+    AvailabilityError,
+    Gap,
+    HealRecovery,
+    PartitionAvailability,
+)
 from harness.rundir import layout
 from harness.rundir.events import EventType, load_events
 from harness.rundir.records import Status
-
-__all__ = [
-    "Availability",
-    "AvailabilityError",
-    "CellPrice",
-    "Gap",
-    "HealRecovery",
-    "PartitionAvailability",
-    "availability_of",
-    "cell_price",
-]
 
 COLUMNS: Final = ("status", "partition", "send_ts_us", "ack_ts_us")
 # Stands for a null partition inside the numpy arrays; librdkafka's "unassigned" is -1 too,
@@ -67,143 +63,6 @@ COLUMNS: Final = ("status", "partition", "send_ts_us", "ack_ts_us")
 NO_PARTITION: Final = -1
 WORKLOAD_START: Final = "workload-start"
 WORKLOAD_END: Final = "workload-end"
-
-
-class AvailabilityError(ValueError):
-    """The run directory cannot be measured; the message names the file and the problem."""
-
-
-@dataclass(frozen=True)
-class Gap:
-    """An interval inside the workload window without an acknowledged send.
-
-    `start_us`/`end_us` are epoch µs; `start_s`/`end_s` the same moments in seconds since the
-    workload window's start. The start is an ack time or the window's start, the end an ack
-    time or the window's end.
-    """
-
-    start_us: int
-    end_us: int
-    start_s: float
-    end_s: float
-
-    @property
-    def seconds(self) -> float:
-        """The gap's length in seconds."""
-        return (self.end_us - self.start_us) / 1e6
-
-    def as_json(self) -> dict[str, Any]:
-        """The results.json form."""
-        return {
-            "seconds": self.seconds,
-            "start_s": self.start_s,
-            "end_s": self.end_s,
-            "start_us": self.start_us,
-            "end_us": self.end_us,
-        }
-
-
-@dataclass(frozen=True)
-class PartitionAvailability:
-    """One partition: its ok / failed / indeterminate sends and its longest gap."""
-
-    partition: int
-    ok: int
-    failed: int
-    indeterminate: int
-    longest_gap: Gap
-
-    def as_json(self) -> dict[str, Any]:
-        """The results.json form."""
-        return {
-            "ok": self.ok,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
-            "longest_gap_s": self.longest_gap.seconds,
-            "longest_gap": self.longest_gap.as_json(),
-        }
-
-
-@dataclass(frozen=True)
-class HealRecovery:
-    """How long acknowledged sends took to come back after one heal (fault_end event).
-
-    Each figure is seconds from the heal to the first ok ack at or after it; None when no ack
-    came before the recording ended. `every_partition_s` is the latest of the per-partition
-    figures (None if any is None): the time until every partition acknowledged again.
-    """
-
-    fault_id: int | None
-    fault: str
-    heal_us: int
-    heal_s: float | None  # seconds since the workload window's start
-    during_workload: bool  # the heal came inside the workload window
-    first_ack_s: float | None
-    first_ack_by_partition: Mapping[int, float | None]
-
-    @property
-    def every_partition_s(self) -> float | None:
-        """Seconds until every partition had acknowledged again; None if one never did."""
-        values = list(self.first_ack_by_partition.values())
-        if not values or any(v is None for v in values):
-            return None
-        return max(v for v in values if v is not None)
-
-    def as_json(self) -> dict[str, Any]:
-        """The results.json form."""
-        return {
-            "fault_id": self.fault_id,
-            "fault": self.fault,
-            "heal_us": self.heal_us,
-            "heal_s": self.heal_s,
-            "during_workload": self.during_workload,
-            "first_ack_s": self.first_ack_s,
-            "every_partition_s": self.every_partition_s,
-            "first_ack_by_partition": {
-                str(p): s for p, s in sorted(self.first_ack_by_partition.items())
-            },
-        }
-
-
-@dataclass(frozen=True)
-class Availability:
-    """The price of safety of one repetition (module docstring: what each figure means)."""
-
-    workload_start_us: int | None  # None: no event and no row to place the window
-    workload_end_us: int | None
-    window_from_events: bool  # False: the window was inferred from the rows (a crashed run)
-    ok: int
-    failed: int
-    indeterminate: int
-    failed_without_partition: int
-    indeterminate_without_partition: int
-    longest_gap: Gap | None  # no partition acknowledged anything; None without a window
-    partitions: tuple[PartitionAvailability, ...] = ()
-    heals: tuple[HealRecovery, ...] = ()
-
-    @property
-    def longest_partition_gap(self) -> PartitionAvailability | None:
-        """The partition with the longest gap (lowest partition on a tie); None without any."""
-        return max(self.partitions, key=lambda p: p.longest_gap.seconds, default=None)
-
-    def as_json(self) -> dict[str, Any]:
-        """The results.json `availability` object (README, "The price of safety")."""
-        worst = self.longest_partition_gap
-        return {
-            "workload_start_us": self.workload_start_us,
-            "workload_end_us": self.workload_end_us,
-            "window_from_events": self.window_from_events,
-            "ok": self.ok,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
-            "failed_without_partition": self.failed_without_partition,
-            "indeterminate_without_partition": self.indeterminate_without_partition,
-            "longest_gap_s": None if self.longest_gap is None else self.longest_gap.seconds,
-            "longest_gap": None if self.longest_gap is None else self.longest_gap.as_json(),
-            "longest_partition_gap_s": None if worst is None else worst.longest_gap.seconds,
-            "partitions": {str(p.partition): p.as_json() for p in self.partitions},
-            "heals": [heal.as_json() for heal in self.heals],
-        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,70 +285,3 @@ def _first_ack_after(acks_sorted: np.ndarray, ts_us: int) -> float | None:
     """Seconds from ts_us to the first ack time at or after it; None if there is none."""
     i = int(np.searchsorted(acks_sorted, ts_us, side="left"))
     return None if i == len(acks_sorted) else (int(acks_sorted[i]) - ts_us) / 1e6
-
-
-# ---------------------------------------------------------------------------------------------
-# A cell: its repetitions' figures folded
-
-
-@dataclass(frozen=True)
-class CellPrice:
-    """The price of safety over a cell's measured repetitions (those with an Availability).
-
-    Each figure is None when no repetition was measured (or, for the heal figure, none healed
-    during its workload).
-    """
-
-    measured: int  # repetitions with an Availability
-    repetitions: int  # all repetitions of the cell
-    longest_partition_gap_s: float | None  # max over repetitions and partitions
-    longest_gap_s: float | None  # max over repetitions of the all-partition gap
-    failed: int | None  # sum over repetitions
-    indeterminate: int | None  # sum over repetitions
-    # max over repetitions and heals during the workload of HealRecovery.every_partition_s
-    first_ack_after_heal_s: float | None
-    # heals during the workload after which some partition never acknowledged again
-    heals_without_ack: int = 0
-    unmeasured: tuple[str, ...] = ()  # why the others were not
-
-    def as_json(self) -> dict[str, Any]:
-        """The report.json form."""
-        return {
-            "measured": self.measured,
-            "repetitions": self.repetitions,
-            "longest_partition_gap_s": self.longest_partition_gap_s,
-            "longest_gap_s": self.longest_gap_s,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
-            "first_ack_after_heal_s": self.first_ack_after_heal_s,
-            "heals_without_ack": self.heals_without_ack,
-            "unmeasured": list(self.unmeasured),
-        }
-
-
-def cell_price(
-    availabilities: Sequence[Availability | None], problems: Sequence[str] = ()
-) -> CellPrice:
-    """Fold the repetitions' figures: maxima of the gaps and heal times, sums of the sends."""
-    measured = [a for a in availabilities if a is not None]
-    if not measured:
-        return CellPrice(0, len(availabilities), None, None, None, None, None, 0, tuple(problems))
-    worst = [a.longest_partition_gap for a in measured]
-    heals = [h for a in measured for h in a.heals if h.during_workload]
-    recovered = [h.every_partition_s for h in heals if h.every_partition_s is not None]
-    return CellPrice(
-        measured=len(measured),
-        repetitions=len(availabilities),
-        longest_partition_gap_s=_max(p.longest_gap.seconds for p in worst if p is not None),
-        longest_gap_s=_max(a.longest_gap.seconds for a in measured if a.longest_gap),
-        failed=sum(a.failed for a in measured),
-        indeterminate=sum(a.indeterminate for a in measured),
-        first_ack_after_heal_s=_max(recovered),
-        heals_without_ack=len(heals) - len(recovered),
-        unmeasured=tuple(problems),
-    )
-
-
-def _max(values: Iterable[float]) -> float | None:
-    """The largest value; None for none."""
-    return max(values, default=None)

@@ -1,0 +1,1 @@
+"""Across runs: the cross-run summary, the price of safety per cell, the results dataset."""

@@ -1,0 +1,1 @@
+"""The Spark stage: reconcile many runs in one job, locally or on a standalone cluster."""

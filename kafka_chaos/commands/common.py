@@ -1,0 +1,76 @@
+"""What the sub-commands share: exit codes, the session's log and run root, Java and the
+experiment file's loading with the command line's overrides."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
+KNOWN_BUG_HELP = "exit 1 also when a cell is KNOWN-BUG (a loss bug of that Kafka release)"
+JAVA_FIX = (
+    "install a Java 17 runtime (apt-get install openjdk-17-jre-headless) or set JAVA_HOME; "
+    "or run with --no-report and analyse later with `kafka-chaos report`."
+)
+
+
+@dataclass
+class Session:
+    """What one invocation learned that its error handlers need."""
+
+    log_path: Path | None = None  # where an unexpected traceback goes: the run's harness.log
+    run_root: Path | None = None  # the experiment run's root once `run` made it
+
+
+SESSION = Session()
+
+
+def log_to(path: Path) -> None:
+    """Send the harness's own log (and librdkafka's) to `path` at INFO."""
+    SESSION.log_path = path
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("kafka_chaos")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def require_java() -> bool:
+    """True when a Java runtime for Spark is found; else print what is missing and the fix."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return True
+    if not java_home and shutil.which("java"):
+        return True
+    where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no `java` on PATH"
+    print(f"the Spark analysis needs Java, and {where}. Fix: {JAVA_FIX}", file=sys.stderr)
+    return False
+
+
+def load_experiment(path: Path, args: argparse.Namespace):
+    """The validated experiment at `path` with the command line's overrides, or None after
+    printing why it is invalid (overrides are validated like the file's own values)."""
+    from harness.experiment.load import load_experiment as load
+    from harness.experiment.load import override
+    from harness.experiment.problems import SpecError
+
+    try:
+        experiment = load(path)
+        if getattr(args, "repetitions", None) is not None:
+            experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
+        # These replace each cell's image when it runs; checked here like the file's own.
+        for flag, path_in_file in (("kafka_version", "kafka.version"), ("image", "kafka.image")):
+            if getattr(args, flag, None) is not None:
+                override(
+                    experiment, path_in_file, getattr(args, flag), f"--{flag.replace('_', '-')}"
+                )
+        return experiment
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return None

@@ -1,0 +1,123 @@
+"""`kafka-chaos run FILE`: run an experiment file end to end (every cell and repetition on a
+fresh cluster), then report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.rundir import layout
+from harness.settings import Settings
+from kafka_chaos.commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    KNOWN_BUG_HELP,
+    SESSION,
+    load_experiment,
+    log_to,
+    require_java,
+)
+from kafka_chaos.commands.report import analyse_and_print
+
+NAME = "run"
+HELP = "run an experiment file end to end, then report"
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: expected i/n, e.g. 2/4") from None
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: need 1 <= i <= n")
+    return index, count
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The experiment file and what the command line overrides of it."""
+    parser.add_argument("experiment", type=Path)
+    parser.add_argument("--shard", type=_shard, help="run only shard i of n of the cells (i/n)")
+    parser.add_argument("--image", help="prebuilt broker image, e.g. apache/kafka:4.3.1")
+    parser.add_argument("--kafka-version", help="Kafka version of the locally built image")
+    parser.add_argument("--runs-dir", type=Path, help="where run directories go (default runs/)")
+    parser.add_argument("--repetitions", type=int, help="override the file's repetitions")
+    parser.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
+    parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
+    parser.add_argument("--master", help="Spark master for the analysis")
+    parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the cells, then analyse them; exit 2 also when the harness failed a repetition."""
+    from harness.experiment.matrix import expand
+    from harness.platform.engine import EngineUnavailable, ensure_engine
+    from harness.platform.image import ImageError
+    from harness.run.runner import experiment_root, run_experiment, select_shard
+
+    experiment = load_experiment(args.experiment, args)
+    if experiment is None:
+        return EXIT_ERROR
+    cells = select_shard(expand(experiment), args.shard)
+    if not cells:
+        print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)
+        return EXIT_OK
+    if not args.no_report and not require_java():
+        return EXIT_ERROR
+    try:
+        ensure_engine()
+        # Every image before any cluster: a missing build tool fails here, not mid-experiment.
+        images = _images_for(args, settings, cells)
+    except (EngineUnavailable, ImageError) as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ERROR
+    root = experiment_root(args.runs_dir or settings.runs_dir, experiment, args.shard)
+    root.mkdir(parents=True, exist_ok=True)
+    SESSION.run_root = root
+    log_to(root / layout.HARNESS_LOG)
+    summaries = _run_with_progress(args, experiment, cells, root, images, run_experiment)
+    print(f"runs: {root}")
+    harness_failed = any(summary.error for summary in summaries)
+    if args.no_report:
+        return EXIT_ERROR if harness_failed else EXIT_OK
+    code = analyse_and_print(
+        [str(root)],
+        root / layout.REPORT_DIR,
+        args.master or settings.spark_master,
+        f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
+        known_bug_fails=args.fail_on_known_bug,
+    )
+    return EXIT_ERROR if harness_failed and code == EXIT_OK else code
+
+
+def _image_key(args: argparse.Namespace, cell) -> tuple[str | None, str]:
+    """(prebuilt image ref or None, Kafka version) of a cell, the CLI's flags first."""
+    return args.image or cell.spec.kafka.image, args.kafka_version or cell.spec.kafka.version
+
+
+def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
+    """The broker image of every distinct (image, version) of `cells`, built or found."""
+    from harness.platform.image import ensure_image
+
+    images = {}
+    for cell in cells:
+        key = _image_key(args, cell)
+        if key not in images:
+            ref, version = key
+            images[key] = ensure_image(
+                version, image=ref, settings=settings, log=lambda line: print(line, file=sys.stderr)
+            )
+    return images
+
+
+def _run_with_progress(args, experiment, cells, root, images, run_experiment):
+    """Run the cells with a live progress display, or plain lines when quiet or not a TTY."""
+    from harness.run.progress import LiveProgress, PlainProgress
+
+    def image_for(cell):
+        return images[_image_key(args, cell)]
+
+    if args.quiet or not sys.stderr.isatty():
+        return run_experiment(experiment, cells, root, image_for, PlainProgress())
+    with LiveProgress() as progress:
+        return run_experiment(experiment, cells, root, image_for, progress)

@@ -1,0 +1,62 @@
+"""`kafka-chaos validate FILE`: check an experiment file, list its cells and the wall time."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.settings import Settings
+from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, load_experiment
+
+NAME = "validate"
+HELP = "check an experiment file and list its cells"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    parser.add_argument("experiment", type=Path)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the file's cells and estimated wall time; exit 2 when it is invalid."""
+    from harness.experiment.matrix import expand
+
+    experiment = load_experiment(args.experiment, args)
+    if experiment is None:
+        return EXIT_ERROR
+    cells = expand(experiment)
+    print(f"{args.experiment}: valid, {len(cells)} cells x {experiment.repetitions} repetitions")
+    for cell in cells:
+        print(f"  {cell.name}")
+    for line in wall_time_lines(cells, experiment.repetitions):
+        print(line)
+    return EXIT_OK
+
+
+def duration(seconds: float) -> str:
+    """`seconds` as people read a wall time: 45 s, 5 min 30 s, 2 h 05 min."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def wall_time_lines(cells, repetitions: int) -> list[str]:
+    """What `validate` says about how long the experiment will take, and on what assumption."""
+    from harness.experiment.plan import CLUSTER_START_S, TOPIC_ISR_READBACK_S, wall_time
+
+    estimate = wall_time(cells, repetitions)
+    runs = f"{estimate.repetitions} repetition{'s' if estimate.repetitions != 1 else ''}"
+    lines = [
+        f"estimated wall time: {duration(estimate.seconds)} for {runs} (each: its workload "
+        f"plus ~{CLUSTER_START_S:.0f} s to start a fresh cluster and ~{TOPIC_ISR_READBACK_S:.0f}"
+        " s for topic, full ISR and read-back; the analysis comes on top)"
+    ]
+    if estimate.unbounded_cells:
+        lines.append(
+            f"  not counted: the workload of {len(estimate.unbounded_cells)} cells (count "
+            "without rate has no time bound), e.g. " + estimate.unbounded_cells[0]
+        )
+    return lines
