@@ -29,7 +29,14 @@ from harness.chaos.faults import (
     consumer_members,
 )
 from harness.platform.cluster import KafkaNode, PartitionState
-from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.events import (
+    ConditionMet,
+    EventLog,
+    FaultEnd,
+    FaultFailed,
+    FaultStart,
+    now_us,
+)
 
 CONDITION_POLL_S = 0.25
 
@@ -281,22 +288,23 @@ class Nemesis:
         self._resolved(index, step, fault_id, nodes)
         # ts_us is when injection began; injected_us when the last command returned.
         self.events.write(
-            EventType.FAULT_START,
-            ts_us=started_us,
-            injected_us=now_us(),
-            fault_id=fault_id,
-            step=index,
-            fault=step.fault,
-            target=step.target,
-            partition=partition,
-            # What the analysis keys the guarantee on, per partition, with `partitions`.
-            class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
-            whole_cluster=FAULT_TYPES[step.fault].hits_whole_cluster(step.params),
-            **({"as": step.as_} if step.as_ else {}),
-            **({"open": True} if step.duration_s is None else {}),
-            **_faulted(nodes),
-            **roles,
-            detail=detail,
+            FaultStart(
+                ts_us=started_us,
+                injected_us=now_us(),
+                fault_id=fault_id,
+                step=index,
+                fault=step.fault,
+                target=step.target,
+                partition=partition,
+                # What the analysis keys the guarantee on, per partition, with `partitions`.
+                class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
+                whole_cluster=FAULT_TYPES[step.fault].hits_whole_cluster(step.params),
+                **({"as": step.as_} if step.as_ else {}),
+                **({"open": True} if step.duration_s is None else {}),
+                **_faulted(nodes),
+                **roles,
+                detail=detail,
+            )
         )
         return active
 
@@ -339,13 +347,14 @@ class Nemesis:
     def _fail(self, index: int, step: Step, fault_id: int, stage: str, error: str) -> None:
         self.errors.append(f"step {index} ({step.fault} {step.target}): {stage}: {error}")
         self.events.write(
-            EventType.FAULT_ERROR,
-            fault_id=fault_id,
-            step=index,
-            fault=step.fault,
-            target=step.target,
-            stage=stage,
-            error=error,
+            FaultFailed(
+                fault_id=fault_id,
+                step=index,
+                fault=step.fault,
+                target=step.target,
+                stage=stage,
+                error=error,
+            )
         )
 
     def _await_condition(self, index: int, step: Step) -> bool:
@@ -365,7 +374,7 @@ class Nemesis:
             if not unmet:
                 waited = round(time.monotonic() - started, 3)
                 self.events.write(
-                    EventType.CONDITION, step=index, condition=condition.text, waited_s=waited
+                    ConditionMet(step=index, condition=condition.text, waited_s=waited)
                 )
                 return True
             if time.monotonic() >= deadline:
@@ -423,21 +432,23 @@ class Nemesis:
         except Exception as exc:  # evidence: a fault that may still act makes the run UNKNOWN
             self.errors.append(f"heal of fault {active.fault_id}: {exc}")
             self.events.write(
-                EventType.FAULT_ERROR,
-                fault_id=active.fault_id,
-                fault=active.step.fault,
-                target=active.step.target,
-                stage="heal",
-                error=str(exc),
+                FaultFailed(
+                    fault_id=active.fault_id,
+                    fault=active.step.fault,
+                    target=active.step.target,
+                    stage="heal",
+                    error=str(exc),
+                )
             )
         with contextlib.suppress(ValueError):
             self.active.remove(active)
         self.events.write(
-            EventType.FAULT_END,
-            fault_id=active.fault_id,
-            fault=active.step.fault,
-            **_faulted(active.fault.nodes),
-            **({"detail": detail} if (detail := active.fault.detail()) else {}),
+            FaultEnd(
+                fault_id=active.fault_id,
+                fault=active.step.fault,
+                **_faulted(active.fault.nodes),
+                **({"detail": detail} if (detail := active.fault.detail()) else {}),
+            )
         )
 
     def heal_active(self) -> None:

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from harness.rundir import layout
-from harness.rundir.events import EventLog, EventType
+from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone
 from harness.workload.readback import read_back
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def read_back_all(
         log.warning("no full ISR after heal: %s", exc)
     waited = time.monotonic() - started
     progress.phase("read-back")
-    events.write(EventType.PHASE, phase="readback-start")
+    events.write(PhaseEvent(phase="readback-start"))
     extra: dict[str, Any] = {}
     isolation = "read_uncommitted"
     if spec.workload.transactions is not None:
@@ -70,15 +70,16 @@ def read_back_all(
     extra["isolation"] = isolation
     extra["end_offsets"] = result.end_offsets
     events.write(
-        EventType.READBACK,
-        waited_s=round(waited, 3),
-        full_isr=full_isr,
-        log_start_offsets=result.log_start_offsets,
-        high_watermarks=result.high_watermarks,
-        complete=result.complete,
-        records=result.records,
-        seconds=round(result.seconds, 3),
-        log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
-        **extra,
+        ReadbackDone(
+            waited_s=round(waited, 3),
+            full_isr=full_isr,
+            log_start_offsets=result.log_start_offsets,
+            high_watermarks=result.high_watermarks,
+            complete=result.complete,
+            records=result.records,
+            seconds=round(result.seconds, 3),
+            log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
+            **extra,
+        )
     )
     summary.read, summary.readback_complete = result.records, result.complete

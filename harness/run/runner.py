@@ -32,7 +32,13 @@ from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.sampler import Sampler
 from harness.rundir import layout
-from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.events import (
+    EventLog,
+    HarnessError,
+    PhaseEvent,
+    SegmentsKept,
+    now_us,
+)
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.journal import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
@@ -200,7 +206,7 @@ def run_repetition(
     )
     try:
         progress.phase("starting cluster")
-        events.write(EventType.PHASE, phase="cluster-start")
+        events.write(PhaseEvent(phase="cluster-start"))
         cluster.start()
         # Before any write: a fault that cannot run would only show up as NOT-PROVOKED.
         faults = [FAULT_TYPES[step.fault] for step in steps if not step.heals]
@@ -208,7 +214,7 @@ def run_repetition(
         cluster.create_topic(
             TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
         )
-        events.write(EventType.PHASE, phase="topic-ready", bootstrap=cluster.bootstrap_servers)
+        events.write(PhaseEvent(phase="topic-ready", bootstrap=cluster.bootstrap_servers))
         ctx = FaultContext(cluster, TOPIC, random.Random(repetition.seed))
         if spec.workload.transactions is not None:
             ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
@@ -220,7 +226,7 @@ def run_repetition(
             segments = segments_event(
                 cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir
             )
-            events.write(EventType.SEGMENTS, **segments)
+            events.write(SegmentsKept(**segments))
         except Exception as exc:
             if workload_error is None:
                 raise
@@ -231,17 +237,17 @@ def run_repetition(
     except KeyboardInterrupt:
         # The analysis judges an interrupted repetition UNKNOWN from this event.
         summary.error = INTERRUPTED
-        events.write(EventType.HARNESS_ERROR, error=summary.error)
+        events.write(HarnessError(error=summary.error))
         raise
     except Exception as exc:
         summary.error = _described(exc)
         log.exception("repetition %s/%s failed", repetition.cell.name, repetition.index)
-        events.write(EventType.HARNESS_ERROR, error=summary.error)
+        events.write(HarnessError(error=summary.error))
     finally:
         with contextlib.suppress(Exception):
             cluster.collect_logs(repetition.run_dir / layout.BROKER_LOGS)
         cluster.close()
-        events.write(EventType.PHASE, phase="cluster-removed")
+        events.write(PhaseEvent(phase="cluster-removed"))
         events.close()
         write_spec(
             repetition,
@@ -303,7 +309,7 @@ def _workload_and_faults(
         except Exception as exc:  # the workload ended early: heal, read back, judge what it did
             client_error = exc
             log.exception("the workload ended early")
-        events.write(EventType.PHASE, phase="workload-end")
+        events.write(PhaseEvent(phase="workload-end"))
     finally:
         stop.set()
         # First, so that no failure below can keep the journal (and the tally) unwritten.
@@ -312,7 +318,7 @@ def _workload_and_faults(
             nemesis.stop()
             summary.resolved_schedule = list(nemesis.resolved)
             progress.phase("final heal")
-            events.write(EventType.PHASE, phase="heal", actions=heal_all(ctx))
+            events.write(PhaseEvent(phase="heal", actions=heal_all(ctx)))
             if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
                 caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
         finally:
@@ -346,7 +352,7 @@ def _start_and_send(
     watcher = threading.Thread(target=_watch, args=(progress, senders, nemesis, stop), daemon=True)
     sampler.start()
     progress.phase("workload + faults")
-    events.write(EventType.PHASE, phase="workload-start")
+    events.write(PhaseEvent(phase="workload-start"))
     nemesis.start(time.monotonic())
     watcher.start()
     # Deferred: an interrupt inside the producer's poll would surface as a SystemError.

@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from harness.chaos.faults import FaultContext
-from harness.rundir.events import EventLog, EventType
+from harness.rundir.events import EventLog, Sample
 
 
 class Sampler:
@@ -36,7 +36,7 @@ class Sampler:
         try:
             states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
         except Exception as exc:
-            self.events.write(EventType.SAMPLE, error=str(exc), partitions=[])
+            self.events.write(Sample(error=str(exc), partitions=[]))
             return
         self.latest = [
             {"partition": s.partition, "leader": s.leader, "isr": list(s.isr)} for s in states
@@ -45,7 +45,7 @@ class Sampler:
         if with_controller:
             with contextlib.suppress(Exception):
                 fields["controller"] = self.ctx.cluster.active_controller()
-        self.events.write(EventType.SAMPLE, **fields)
+        self.events.write(Sample(**fields))
 
     def stop(self) -> None:
         """Stop sampling (a no-op when never started)."""

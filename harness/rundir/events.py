@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from harness.rundir.layout import EVENTS
 
@@ -45,8 +49,242 @@ class EventType(StrEnum):
     CONSUMERS = "consumers"
 
 
+class _Event(BaseModel):
+    """What every event has: when (epoch µs of the harness host's wall clock) and its type.
+
+    Fields the writer did not give stay out of the line (so a line holds what was known);
+    fields no model names are kept (extra="allow"): a newer harness's additions still read.
+    Nested structures (partition states, offsets by partition) stay JSON-shaped: their keys
+    are the JSON file's (partition numbers as strings).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    ts_us: int | None = None  # None only in a hand-written line; EventLog.write stamps now
+
+
+class PhaseEvent(_Event):
+    """A phase of the repetition began: cluster-start, topic-ready, workload-start, ..."""
+
+    type: Literal[EventType.PHASE] = EventType.PHASE
+    phase: str = ""
+    pids: list[int] | None = None  # producers-ready, consumers-ready
+    group: str | None = None  # consumers-ready
+    bootstrap: str | None = None  # topic-ready
+    actions: list[str] | None = None  # heal: what heal_all did
+
+
+class FaultStart(_Event):
+    """A fault was injected: ts_us when injection began, injected_us when it returned."""
+
+    type: Literal[EventType.FAULT_START] = EventType.FAULT_START
+    injected_us: int | None = None
+    fault_id: int | None = None
+    step: int | None = None
+    fault: str | None = None
+    target: str | None = None
+    partition: int | None = None
+    class_kind: str | None = None  # what the analysis keys the guarantee on
+    whole_cluster: bool = False
+    as_: str | None = Field(default=None, alias="as")  # a named fault left for a heal step
+    open: bool = False
+    nodes: list[int] = []  # broker ids faulted
+    hosts: list[str] = []  # every faulted node's host name (controllers, ZooKeeper too)
+    # [{partition, leader, isr, replicas}] just before injection, or why not
+    partitions: list[dict[str, Any]] | None = None
+    partitions_error: str | None = None
+    detail: Any = None
+
+
+class FaultEnd(_Event):
+    """A fault was healed (ts_us: when the heal commands returned)."""
+
+    type: Literal[EventType.FAULT_END] = EventType.FAULT_END
+    fault_id: int | None = None
+    fault: str | None = None
+    nodes: list[int] = []
+    hosts: list[str] = []
+    detail: Any = None
+
+
+class FaultFailed(_Event):
+    """A fault could not be injected, healed or waited for."""
+
+    type: Literal[EventType.FAULT_ERROR] = EventType.FAULT_ERROR
+    fault_id: int | None = None
+    step: int | None = None
+    fault: str | None = None
+    target: str | None = None
+    stage: str | None = None  # inject | heal | condition
+    error: str | None = None
+
+
+class ConditionMet(_Event):
+    """A step's `after:` condition held after `waited_s`."""
+
+    type: Literal[EventType.CONDITION] = EventType.CONDITION
+    step: int | None = None
+    condition: str | None = None
+    waited_s: float | None = None
+
+
+class Sample(_Event):
+    """The sampler's view of the topic: [{partition, leader, isr}], the controller sometimes."""
+
+    type: Literal[EventType.SAMPLE] = EventType.SAMPLE
+    partitions: list[dict[str, Any]] = []
+    controller: int | None = None
+    error: str | None = None
+
+
+class ReadbackDone(_Event):
+    """The final read-back: whether it reached every partition's end, and the offsets."""
+
+    type: Literal[EventType.READBACK] = EventType.READBACK
+    complete: bool = False
+    records: int | None = None
+    waited_s: float | None = None  # for the full ISR before reading
+    full_isr: bool | None = None
+    log_start_offsets: dict[Any, int] = {}
+    high_watermarks: dict[Any, int] = {}
+    end_offsets: dict[Any, int] = {}
+    seconds: float | None = None
+    log_start_is_zero: bool | None = None
+    isolation: str | None = None
+    uncommitted: dict[str, Any] | None = None  # transactional runs: the read_uncommitted view
+
+
+class RecorderTally(_Event):
+    """The delivery reports a recorder served, and its journal's first error."""
+
+    type: Literal[EventType.RECORDER_TALLY] = EventType.RECORDER_TALLY
+    reports: dict[str, int] = {}  # {ok, failed, indeterminate}
+    journal_error: str | None = None
+    producers: list[dict[str, Any]] | None = None  # per producer process
+    transactions: dict[str, int] | None = None  # transactional runs: outcomes
+
+
+class HarnessError(_Event):
+    """The harness failed the repetition (the run is UNKNOWN)."""
+
+    type: Literal[EventType.HARNESS_ERROR] = EventType.HARNESS_ERROR
+    error: str | None = None
+
+
+class ProducerCrashed(_Event):
+    """A producer process died or failed before it finished (its journal is still merged)."""
+
+    type: Literal[EventType.PRODUCER_CRASHED] = EventType.PRODUCER_CRASHED
+    producer: int | None = None
+    pid: int | None = None
+    exitcode: int | None = None
+    error: str | None = None
+
+
+class SegmentsKept(_Event):
+    """Whether the brokers' log segments were kept for attribution, and why."""
+
+    type: Literal[EventType.SEGMENTS] = EventType.SEGMENTS
+    kept: bool = False
+    reason: str | None = None
+    missing_acked: int | None = None
+    budget_bytes: int | None = None
+    topic: str | None = None
+    error: str | None = None
+    brokers: dict[str, Any] | None = None  # {id: {files, bytes, partitions, skipped}}
+    seconds: float | None = None
+
+
+class ConsumerCrashed(_Event):
+    """A group consumer process ended unexpectedly (its journal is still read)."""
+
+    type: Literal[EventType.CONSUMER_CRASHED] = EventType.CONSUMER_CRASHED
+    member: int | None = None
+    start: int | None = None
+    pid: int | None = None
+    exitcode: int | None = None
+    error: str | None = None
+
+
+class ConsumersDone(_Event):
+    """After the final heal: whether the group's committed offsets reached every end."""
+
+    type: Literal[EventType.CONSUMERS] = EventType.CONSUMERS
+    caught_up: bool = False
+    waited_s: float | None = None
+    committed: dict[str, int] = {}
+    end_offsets: dict[str, int] = {}
+    commit: str | None = None
+    members: int | None = None
+    starts: dict[str, int] = {}
+    group: str | None = None
+    processing_ms: float | None = None
+    journal_errors: list[str] = []
+    crashes: list[Any] = []
+
+
+Event = Annotated[
+    PhaseEvent
+    | FaultStart
+    | FaultEnd
+    | FaultFailed
+    | ConditionMet
+    | Sample
+    | ReadbackDone
+    | RecorderTally
+    | HarnessError
+    | ProducerCrashed
+    | SegmentsKept
+    | ConsumerCrashed
+    | ConsumersDone,
+    Field(discriminator="type"),
+]
+_EVENT: Final = TypeAdapter(Event)
+E = TypeVar("E", bound=_Event)
+
+
+@dataclass(frozen=True)
+class RunEvents:
+    """A run's events.jsonl parsed once: every event in file order, typed."""
+
+    events: tuple[Event, ...] = ()
+    unreadable: int = 0  # torn, non-object, unknown-type or invalid lines (skipped)
+
+    def of(self, kind: type[E]) -> list[E]:
+        """The events of one model, in file order."""
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def phases(self, phase: str) -> list[PhaseEvent]:
+        """The `phase` events of one phase, in file order."""
+        return [e for e in self.of(PhaseEvent) if e.phase == phase]
+
+
+def parse_events(lines: Iterable[str]) -> RunEvents:
+    """Parse events.jsonl lines; lines that are torn, not objects, of an unknown type or
+    invalid are counted, not raised (a crashed run may leave a torn last line)."""
+    events: list[Event] = []
+    unreadable = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            events.append(_EVENT.validate_json(line))
+        except ValidationError:
+            unreadable += 1
+    return RunEvents(tuple(events), unreadable)
+
+
+def read_events(run_dir: str | Path) -> RunEvents:
+    """The run directory's events, typed; empty when events.jsonl is missing."""
+    path = Path(run_dir) / EVENTS
+    if not path.is_file():
+        return RunEvents()
+    return parse_events(path.read_text(encoding="utf-8", errors="replace").splitlines())
+
+
 def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The events of a run dir in file order; [] when missing; skips torn or non-object lines."""
+    """The events of a run dir in file order as plain objects; [] when missing; skips torn or
+    non-object lines (for tests and tools that look at the raw file)."""
     path = Path(run_dir) / EVENTS
     if not path.is_file():
         return []
@@ -55,7 +293,7 @@ def load_events(run_dir: str | Path) -> list[dict[str, Any]]:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
-            continue  # a crashed run may leave a torn last line; the rest is still evidence
+            continue
         if isinstance(event, dict):
             events.append(event)
     return events
@@ -74,10 +312,19 @@ class EventLog:
         self._file = path.open("a", buffering=1)
         self._lock = threading.Lock()
 
-    def write(self, type_: str, **fields: Any) -> dict[str, Any]:
-        """Append an event with `ts_us` (now unless given) and `type`; return it."""
-        event = {"ts_us": fields.pop("ts_us", None) or now_us(), "type": type_, **fields}
-        line = json.dumps(event, default=str)
+    def write(self, event: Event | EventType, **fields: Any) -> Event:
+        """Append `event` (stamped now unless it has a ts_us) as one line; return it as written.
+
+        Only the fields the writer set are written, `ts_us` and `type` first. (An EventType with
+        fields is the older calling form, parsed into its model the same way.)"""
+        if isinstance(event, str):
+            event = _EVENT.validate_python({"type": event, **fields})
+        if event.ts_us is None:
+            event = event.model_copy(update={"ts_us": now_us()})
+        fields = event.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        fields.pop("ts_us", None)
+        fields.pop("type", None)
+        line = json.dumps({"ts_us": event.ts_us, "type": str(event.type), **fields}, default=str)
         with self._lock:
             if not self._file.closed:
                 self._file.write(line + "\n")
