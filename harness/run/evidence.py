@@ -153,6 +153,8 @@ def _extract_logs(
                 target = staging / folder / parts[1]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 source = archive.extractfile(member)
+                if source is None:  # not a regular file after all: nothing to copy
+                    continue
                 with target.open("wb") as out:
                     shutil.copyfileobj(source, out, _COPY_CHUNK)
                 copy.files += 1

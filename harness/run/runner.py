@@ -39,6 +39,7 @@ from harness.rundir.events import (
     SegmentsKept,
     now_us,
 )
+from harness.rundir.records import CommitMode
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.journal import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
@@ -380,7 +381,7 @@ def _consumer_group(
         bootstrap,
         TOPIC,
         spec.topic.partitions,
-        spec.workload.consumer_commit,
+        CommitMode(spec.workload.consumer_commit),
         repetition.run_dir,
         events,
         spec.workload.consumer_processing_ms,
