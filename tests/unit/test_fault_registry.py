@@ -134,3 +134,14 @@ def test_a_type_without_params_names_that_in_its_message():
     with pytest.raises(ValueError, match="unknown param 'signal' for fault kill; it takes no"):
         FAULT_TYPES["kill"].parse_params({"signal": 9})
     assert FAULT_TYPES["pause"].parse_params(None) == NoParams()
+
+
+def test_every_fault_says_where_its_helper_runs_and_tools_go_with_a_site_that_has_them() -> None:
+    from harness.chaos.faults import HelperSite
+
+    for fault in FAULT_TYPES.values():
+        assert isinstance(fault.helper_site, HelperSite), fault.name
+        if fault.tools:  # the engine's API and the client's processes take no tools
+            assert fault.helper_site in (HelperSite.BROKER_CONTAINER, HelperSite.SIDECAR)
+        if fault.acts_on_consumers:
+            assert fault.helper_site == HelperSite.CLIENT_PROCESS, fault.name

@@ -1,8 +1,9 @@
 """The fault registry: every fault type, one module each, behind the `Fault` interface.
 
-Each type declares its name, parameter model, tools, fault-class kinds and final-heal cleanup
-(see base.py); experiment validation, fault classes, the nemesis' final heal and the guarantee
-table's list of kinds all read them from here. Adding a fault type is one new module, listed
+Each type declares its name, parameter model, where its helper runs (HelperSite) and the tools
+it needs there, fault-class kinds and final-heal cleanup (see base.py); experiment validation,
+fault classes, the nemesis' final heal and the guarantee table's list of kinds all read them
+from here. Adding a fault type is one new module, listed
 below, plus its rows in analysis/judge/guarantees.py.
 """
 
@@ -11,6 +12,7 @@ from harness.chaos.faults.base import (
     FaultContext,
     FaultError,
     FaultParams,
+    HelperSite,
     NoParams,
     check_tools,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "FaultContext",
     "FaultError",
     "FaultParams",
+    "HelperSite",
     "NoParams",
     "check_tools",
     "consumer_members",

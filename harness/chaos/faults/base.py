@@ -16,6 +16,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
@@ -69,12 +70,26 @@ class FaultContext:
     group_id: str | None = None
 
 
+class HelperSite(StrEnum):
+    """Where the commands that inject and heal a fault run: what an image or host must offer.
+
+    A fault of a new kind picks its site once; the runner checks what that site needs before
+    any write (today: the broker image's tools for BROKER_CONTAINER)."""
+
+    DOCKER_ENGINE = "docker-engine"  # the engine's API: kill, stop, pause, copy files in and out
+    BROKER_CONTAINER = "broker-container"  # commands inside the broker's container (its tools)
+    SIDECAR = "sidecar"  # a helper container sharing the broker's network namespace
+    FUSE_MOUNT = "fuse-mount"  # a file system layered under the broker's log directory
+    CLIENT_PROCESS = "client-process"  # the workload's own processes (signals to consumers)
+
+
 class Fault(ABC, Generic[P]):
     """One injected fault on concrete nodes; `heal` undoes it and is safe to call twice."""
 
     name: ClassVar[str]  # as an experiment file spells it: `fault: kill`
     Params: ClassVar[type[FaultParams]] = NoParams
-    tools: ClassVar[tuple[str, ...]] = ()  # commands the broker image must have for this fault
+    helper_site: ClassVar[HelperSite] = HelperSite.DOCKER_ENGINE
+    tools: ClassVar[tuple[str, ...]] = ()  # commands the helper site must have for this fault
     # The <kind> parts of the '<role>-<kind>' fault classes this type can yield; the first is
     # the one `class_kind` gives unless a subclass decides by its parameters.
     class_kinds: ClassVar[tuple[str, ...]]
@@ -168,13 +183,15 @@ def start_stopped(nodes: list[KafkaNode]) -> None:
 
 
 def check_tools(node: KafkaNode, faults: list[type[Fault]], image: str) -> None:
-    """Raise FaultError naming what is missing when `node` lacks a tool the faults need."""
-    needed = sorted({tool for fault in faults for tool in fault.tools})
+    """Raise FaultError naming what is missing when `node` lacks a tool that the faults run in
+    the broker container need."""
+    in_broker = [f for f in faults if f.helper_site == HelperSite.BROKER_CONTAINER]
+    needed = sorted({tool for fault in in_broker for tool in fault.tools})
     if not needed:
         return
     code, _ = node.exec(["sh", "-c", " && ".join(f"command -v {tool}" for tool in needed)])
     if code != 0:
-        kinds = ", ".join(sorted({fault.name for fault in faults if fault.tools}))
+        kinds = ", ".join(sorted({fault.name for fault in in_broker if fault.tools}))
         raise FaultError(
             f"image {image} lacks {' or '.join(needed)}, which the {kinds} faults of this "
             "experiment run inside the broker container; use the locally built image "

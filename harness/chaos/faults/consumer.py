@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
-from harness.chaos.faults.base import Fault, FaultError, NoParams
+from harness.chaos.faults.base import Fault, FaultError, HelperSite, NoParams
 
 if TYPE_CHECKING:
     from harness.chaos.faults.base import FaultContext
@@ -54,6 +54,7 @@ class ConsumerFault(Fault[NoParams]):
     """A fault on group members; `nodes` holds the members the nemesis resolved."""
 
     acts_on_consumers: ClassVar[bool] = True
+    helper_site: ClassVar[HelperSite] = HelperSite.CLIENT_PROCESS
 
     @property
     def members(self) -> list[GroupMember]:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.chaos.faults import netfilter
-from harness.chaos.faults.base import Fault, FaultParams
+from harness.chaos.faults.base import Fault, FaultParams, HelperSite
 from harness.limits import param_number
 
 
@@ -24,6 +24,7 @@ class Loss(Fault[LossParams]):
 
     name = "loss"
     Params = LossParams
+    helper_site = HelperSite.BROKER_CONTAINER
     tools = ("iptables",)
     class_kinds = ("loss",)
     residue_cleanup = netfilter.CLEANUP

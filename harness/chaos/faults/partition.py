@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from harness.chaos.faults import netfilter
-from harness.chaos.faults.base import Fault, FaultError, FaultParams
+from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import shown
 
 PartitionMode = Literal["from-brokers", "from-quorum", "full", "groups"]
@@ -77,6 +77,7 @@ class Partition(Fault[PartitionParams]):
 
     name = "partition"
     Params = PartitionParams
+    helper_site = HelperSite.BROKER_CONTAINER
     tools = ("iptables",)
     class_kinds = tuple(CLASS_KIND_OF_MODE.values())
     residue_cleanup = netfilter.CLEANUP

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from harness.chaos.faults.base import Fault, FaultParams, run_in
+from harness.chaos.faults.base import Fault, FaultParams, HelperSite, run_in
 from harness.limits import at_least, at_most, optional_whole, whole
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class Slow(Fault[SlowParams]):
 
     name = "slow"
     Params = SlowParams
+    helper_site = HelperSite.BROKER_CONTAINER
     tools = ("tc",)
     class_kinds = ("slow",)
     residue_cleanup = f"{shlex.join(REMOVE_QDISC)} 2>/dev/null"
