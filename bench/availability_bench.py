@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.checks.availability import availability_of
+from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
 from harness.rundir.records import ACKED_SCHEMA
 
@@ -73,11 +74,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="availability-bench-") as tmp:
         run_dir = Path(tmp)
         write_run(run_dir, args.rows)
-        availability = availability_of(run_dir)  # warm-up: imports, page cache
+        availability = availability_of(RunEvidence.read(run_dir))  # warm-up: imports, page cache
         seconds = []
         for _ in range(args.repeat):
             started = time.perf_counter()
-            availability = availability_of(run_dir)
+            availability = availability_of(RunEvidence.read(run_dir))
             seconds.append(time.perf_counter() - started)
     worst = availability.longest_partition_gap
     assert worst is not None

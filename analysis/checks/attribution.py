@@ -33,8 +33,8 @@ from analysis.model.attribution import (
     Place,
     PlacedMessage,
 )
+from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
-from harness.rundir.events import EventType, load_events
 from harness.rundir.segments import read_records
 
 
@@ -57,15 +57,14 @@ class _Evidence:
         return bool(brokers) and all(self.log_starts[(b, partition)] <= offset for b in brokers)
 
 
-def attribute(run_dir: str | Path, missing: Sequence[MissingMessage], loss: int) -> Attribution:
+def attribute(run: RunEvidence, missing: Sequence[MissingMessage], loss: int) -> Attribution:
     """The place of each missing message (`loss` of them, `missing` examined); never raises."""
-    run_dir = Path(run_dir)
     if loss == 0:
         return Attribution(_counts([], 0), (), "no acknowledged message is missing")
     try:
         wanted = {m.msg_id for m in missing if m.msg_id is not None}
-        evidence, topic_partitions = _load(run_dir, wanted)
-        high = _high_watermarks(load_events(run_dir))
+        evidence, topic_partitions = _load(run, wanted)
+        high = _high_watermarks(run)
     except Exception as exc:
         evidence, topic_partitions, high = _Evidence(all_partitions_bad=True), 0, {}
         evidence.gaps.append(f"attribution failed: {type(exc).__name__}: {exc}")
@@ -111,29 +110,28 @@ def _place(message: MissingMessage, evidence: _Evidence, topic_partitions: int) 
     return Place.ON_NO_DISK if covered else Place.SEGMENTS_UNAVAILABLE
 
 
-def _load(run_dir: Path, wanted: set[int]) -> tuple[_Evidence, int]:
+def _load(run: RunEvidence, wanted: set[int]) -> tuple[_Evidence, int]:
     """The evidence of the run's kept segments, and its topic's partition count."""
-    spec = json.loads((run_dir / layout.SPEC).read_text())
+    spec = json.loads((run.run_dir / layout.SPEC).read_text())
     topic_partitions = int((spec.get("topic") or {}).get("partitions") or 0)
     brokers_expected = int((spec.get("kafka") or {}).get("brokers") or 0)
     evidence = _Evidence()
-    events = [e for e in load_events(run_dir) if e.get("type") == EventType.SEGMENTS]
-    if not events:
+    event = run.segments
+    if event is None:
         evidence.all_partitions_bad = True
         evidence.gaps.append("no segments event: the run kept no segments")
         return evidence, topic_partitions
-    event = events[-1]
-    if not event.get("kept"):
+    if not event.kept:
         evidence.all_partitions_bad = True
-        evidence.gaps.append(f"segments not kept: {event.get('reason')}")
-    if event.get("error"):
-        evidence.gaps.append(f"segment copy: {event['error']}")
-    brokers = event.get("brokers") or {}
+        evidence.gaps.append(f"segments not kept: {event.reason}")
+    if event.error:
+        evidence.gaps.append(f"segment copy: {event.error}")
+    brokers = event.brokers or {}
     if len(brokers) < brokers_expected:
         evidence.all_partitions_bad = True
         evidence.gaps.append(f"segments of {len(brokers)} of {brokers_expected} brokers kept")
     for broker, kept in sorted(brokers.items(), key=lambda item: int(item[0])):
-        _read_broker(run_dir, int(broker), kept, str(event.get("topic")), wanted, evidence)
+        _read_broker(run.run_dir, int(broker), kept, str(event.topic), wanted, evidence)
     return evidence, topic_partitions
 
 
@@ -185,10 +183,9 @@ def _read_segment(
         )
 
 
-def _high_watermarks(events: list[dict]) -> dict[int, int]:
+def _high_watermarks(run: RunEvidence) -> dict[int, int]:
     """Partition → high watermark from the last readback event ({} when none)."""
-    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
-    marks = (readbacks[-1].get("high_watermarks") or {}) if readbacks else {}
+    marks = run.readback.high_watermarks if run.readback else {}
     return {int(p): int(o) for p, o in marks.items()}
 
 

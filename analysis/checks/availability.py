@@ -36,10 +36,10 @@ Pure: reads acked.parquet (four columns, vectorised, no per-row Python) and even
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -53,8 +53,8 @@ from analysis.model.availability import (
     HealRecovery,
     PartitionAvailability,
 )
+from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
-from harness.rundir.events import EventType, load_events
 from harness.rundir.records import Status
 
 COLUMNS: Final = ("status", "partition", "send_ts_us", "ack_ts_us")
@@ -106,11 +106,10 @@ class _Rows:
     has_ack: np.ndarray
 
 
-def availability_of(run_dir: str | Path) -> Availability:
+def availability_of(evidence: RunEvidence) -> Availability:
     """The price of safety of one repetition; AvailabilityError when acked.parquet is unusable."""
-    rows = _read_rows(Path(run_dir) / layout.ACKED)
-    events = load_events(run_dir)
-    window = _window(events, rows)
+    rows = _read_rows(evidence.run_dir / layout.ACKED)
+    window = _window(evidence, rows)
     acked = rows.ok & rows.has_ack
     ack_partition, ack_us = rows.partition[acked], rows.ack_us[acked]
     order = np.lexsort((ack_us, ack_partition))
@@ -131,15 +130,15 @@ def availability_of(run_dir: str | Path) -> Availability:
         indeterminate_without_partition=int((rows.indeterminate & no_partition).sum()),
         longest_gap=None if window is None else window.gap(all_acks),
         partitions=partitions,
-        heals=tuple(_recoveries(events, all_acks, by_partition, window)),
+        heals=tuple(_recoveries(evidence, all_acks, by_partition, window)),
     )
 
 
-def price_of_safety(run_dir: str | Path) -> tuple[Availability | None, str | None]:
+def price_of_safety(evidence: RunEvidence) -> tuple[Availability | None, str | None]:
     """(its availability, None) for one repetition, or (None, why) when it cannot be measured.
     Never raises: one unreadable run must not stop the analysis of the others."""
     try:
-        return availability_of(run_dir), None
+        return availability_of(evidence), None
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -176,25 +175,16 @@ def _filled(column: pa.ChunkedArray, default: int) -> np.ndarray:
     return filled.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _window(events: Sequence[Mapping[str, Any]], rows: _Rows) -> _Window | None:
+def _window(evidence: RunEvidence, rows: _Rows) -> _Window | None:
     """The workload window from the phase events, else from the rows; None if neither."""
-    starts = _phase_stamps(events, WORKLOAD_START)
-    ends = _phase_stamps(events, WORKLOAD_END)
+    starts = evidence.phase_stamps(WORKLOAD_START)
+    ends = evidence.phase_stamps(WORKLOAD_END)
     sends, acks = rows.send_us[rows.send_us > 0], rows.ack_us[rows.has_ack]
     start = min(starts) if starts else _first(sends, acks)
     end = max(ends) if ends else _last(sends, acks)
     if start is None or end is None:
         return None
     return _Window(start, max(start, end), from_events=bool(starts and ends))
-
-
-def _phase_stamps(events: Iterable[Mapping[str, Any]], phase: str) -> list[int]:
-    """ts_us of every phase event named `phase`."""
-    return [
-        int(e["ts_us"])
-        for e in events
-        if e.get("type") == EventType.PHASE and e.get("phase") == phase and "ts_us" in e
-    ]
 
 
 def _first(*stamps: np.ndarray) -> int | None:
@@ -251,24 +241,19 @@ def _count_by_partition(partitions: np.ndarray) -> dict[int, int]:
 
 
 def _recoveries(
-    events: Sequence[Mapping[str, Any]],
+    evidence: RunEvidence,
     all_acks: np.ndarray,
     by_partition: Mapping[int, np.ndarray],
     window: _Window | None,
 ) -> list[HealRecovery]:
     """One HealRecovery per fault_end event, in time order."""
-    heals = sorted(
-        (e for e in events if e.get("type") == EventType.FAULT_END and "ts_us" in e),
-        key=lambda e: int(e["ts_us"]),
-    )
+    stamped = [(e.ts_us, e) for e in evidence.fault_ends if e.ts_us is not None]
     recoveries = []
-    for heal in heals:
-        heal_us = int(heal["ts_us"])
-        fault_id = heal.get("fault_id")
+    for heal_us, heal in sorted(stamped, key=lambda pair: pair[0]):
         recoveries.append(
             HealRecovery(
-                fault_id=None if fault_id is None else int(fault_id),
-                fault=str(heal.get("fault", "")),
+                fault_id=heal.fault_id,
+                fault=heal.fault or "",
                 heal_us=heal_us,
                 heal_s=None if window is None else window.seconds_of(heal_us),
                 during_workload=window is not None and window.start_us <= heal_us < window.end_us,

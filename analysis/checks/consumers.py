@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout
-from harness.rundir.events import EventType, load_events
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
 
 __all__ = [
@@ -106,16 +106,15 @@ def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
-def final_committed(run_dir: Path) -> dict[int, int]:
+def final_committed(run: RunEvidence) -> dict[int, int]:
     """Partition → the group's committed offset after every member left ({}: not recorded,
     then every never-processed message counts)."""
-    events = [e for e in load_events(run_dir) if e.get("type") == EventType.CONSUMERS]
-    committed = (events[-1].get("committed") or {}) if events else {}
+    committed = run.consumers.committed if run.consumers else {}
     return {int(p): int(o) for p, o in committed.items()}
 
 
 def consumer_facts(
-    run_dir: Path,
+    run: RunEvidence,
     msg_id: np.ndarray,
     partition: np.ndarray,
     offset: np.ndarray,
@@ -123,10 +122,11 @@ def consumer_facts(
 ) -> ConsumerFacts:
     """The consumer classes of a run whose acknowledged messages present in the read-back are
     `msg_id`, each read at (`partition`, `offset`); `acked` gives the timeline's group lag."""
+    run_dir = run.run_dir
     processed = processed_table(run_dir)
     ids = _column(processed, "msg_id", -1)
     slots = (_column(processed, "partition", 0) << SLOT_BITS) + _column(processed, "offset", 0)
-    committed = final_committed(run_dir)
+    committed = final_committed(run)
     unprocessed = _unprocessed(ids, msg_id, partition, offset, committed)
     reprocessed_slots, reprocessed_ids, times = _repeated(slots[ids >= 0], ids[ids >= 0])
     counts = {

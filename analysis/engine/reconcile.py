@@ -32,6 +32,7 @@ from analysis.checks.messages import RunFacts, RunInput, check_run
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import (
     CONTRACT_KEYS,
     Example,
@@ -41,7 +42,6 @@ from analysis.model.results import (
 )
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
-from harness.rundir.events import EventType, load_events
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
@@ -64,6 +64,7 @@ class _RunDir:
     config: CellConfig = field(default_factory=CellConfig)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
     stopped_by: str | None = None  # an incomplete run: the error that stopped it, if recorded
+    evidence: RunEvidence | None = None  # its events, parsed once on the driver
 
 
 def spark_session(
@@ -126,7 +127,9 @@ def reconcile_in_process(run_dirs: Sequence[Path]) -> list[RunResult]:
 
 
 def _inspect(run_id: int, run_dir: Path) -> _RunDir:
-    """Read spec.json and check the Parquet schemas, so a broken run fails alone and early."""
+    """Read spec.json and the events and check the Parquet schemas, so a broken run fails alone
+    and early."""
+    evidence = RunEvidence.read(run_dir)  # never raises: bad lines are counted, not parsed
     try:
         spec = json.loads((run_dir / layout.SPEC).read_text())
         if not isinstance(spec, dict):
@@ -136,30 +139,38 @@ def _inspect(run_id: int, run_dir: Path) -> _RunDir:
         config = CellConfig.read(spec.get("config") or {})
         _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
         if not (run_dir / layout.READBACK).is_file():
-            stopped_by = _stopping_error(spec, load_events(run_dir))
             return _RunDir(
-                run_id, run_dir, spec, RunStatus.INCOMPLETE, None, config, stopped_by=stopped_by
+                run_id,
+                run_dir,
+                spec,
+                RunStatus.INCOMPLETE,
+                None,
+                config,
+                stopped_by=_stopping_error(spec, evidence),
+                evidence=evidence,
             )
         _check_columns(run_dir / layout.READBACK, READBACK_SCHEMA)
-        log_start = _log_start_offsets(load_events(run_dir))
+        log_start = _log_start_offsets(evidence)
     except Exception as exc:
-        return _RunDir(run_id, run_dir, {}, RunStatus.ERROR, f"{type(exc).__name__}: {exc}")
-    return _RunDir(run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start)
+        error = f"{type(exc).__name__}: {exc}"
+        return _RunDir(run_id, run_dir, {}, RunStatus.ERROR, error, evidence=evidence)
+    return _RunDir(
+        run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start, evidence=evidence
+    )
 
 
-def _stopping_error(spec: dict, events: list[dict]) -> str | None:
+def _stopping_error(spec: dict, evidence: RunEvidence) -> str | None:
     """The error that stopped a run before its read-back: spec.json's harness_error, else the
     last harness_error event (None when neither says)."""
     if spec.get("harness_error"):
         return str(spec["harness_error"])
-    errors = [e.get("error") for e in events if e.get("type") == EventType.HARNESS_ERROR]
+    errors = [e.error for e in evidence.harness_errors]
     return str(errors[-1]) if errors and errors[-1] else None
 
 
-def _log_start_offsets(events: list[dict]) -> dict[int, int]:
+def _log_start_offsets(evidence: RunEvidence) -> dict[int, int]:
     """Partition → log-start offset from the last readback event; {} when it recorded none."""
-    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
-    offsets = (readbacks[-1].get("log_start_offsets") or {}) if readbacks else {}
+    offsets = evidence.readback.log_start_offsets if evidence.readback else {}
     return {int(partition): int(offset) for partition, offset in offsets.items()}
 
 
@@ -205,6 +216,7 @@ def _input_of(run: _RunDir) -> RunInput:
         complete=run.status == RunStatus.COMPLETE,
         unlocated_acks=run.config.acks not in ("1", "all"),
         log_start=run.log_start_offsets,
+        evidence=run.evidence,
     )
 
 
@@ -224,7 +236,7 @@ class _Answer:
 def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
     """(run id, its answer): the body of one Spark task. Never raises."""
     run_id, run = task
-    availability, availability_error = price_of_safety(run.run_dir)
+    availability, availability_error = price_of_safety(run.evidence)
     priced = _Answer(None, availability=availability, availability_error=availability_error)
     try:
         facts = check_run(run)
@@ -232,7 +244,7 @@ def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
         return run_id, replace(priced, error=f"{type(exc).__name__}: {_first_line(exc)}")
     if not run.complete:
         return run_id, replace(priced, facts=facts)
-    attribution = _attribution(run.run_dir, facts.missing, _all_counts(facts))
+    attribution = _attribution(run.evidence, facts.missing, _all_counts(facts))
     # The missing list (up to 100,000 rows) has served its purpose: it stays on the executor.
     return run_id, replace(priced, facts=replace(facts, missing=[]), attribution=attribution)
 
@@ -247,7 +259,7 @@ def _result(run: _RunDir, answer: _Answer | None) -> RunResult:
     A run no task answered (it failed inspection) is priced here, on the driver."""
     if answer is None:
         unanswered = run.error or "RuntimeError: the Spark job returned nothing for this run"
-        availability, availability_error = price_of_safety(run.run_dir)
+        availability, availability_error = price_of_safety(run.evidence or RunEvidence(run.run_dir))
         answer = _Answer(
             None, unanswered, availability=availability, availability_error=availability_error
         )
@@ -319,11 +331,13 @@ def _assembled(run: _RunDir, facts: RunFacts, attribution: Attribution | None) -
 
 
 def _attribution(
-    run_dir: Path, missing: list[tuple[int | None, int | None, int | None]], counts: dict[str, int]
+    run: RunEvidence,
+    missing: list[tuple[int | None, int | None, int | None]],
+    counts: dict[str, int],
 ) -> Attribution:
     """Where each missing message still is, from the segments kept in the run directory."""
     messages = [MissingMessage(msg_id, partition, offset) for msg_id, partition, offset in missing]
-    return attribute(run_dir, messages, loss_of(counts))
+    return attribute(run, messages, loss_of(counts))
 
 
 def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:

@@ -14,6 +14,7 @@ import pytest
 from analysis.checks.availability import availability_of, price_of_safety
 from analysis.crossrun.price import cell_price
 from analysis.model.availability import Availability, AvailabilityError
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
@@ -71,7 +72,7 @@ def run_dir(tmp_path: Path, rows: list[dict[str, Any]], events: list[dict[str, A
 
 
 def measured(tmp_path: Path, rows: list[dict[str, Any]], events: list[dict[str, Any]]):
-    return availability_of(run_dir(tmp_path, rows, events))
+    return availability_of(RunEvidence.read(run_dir(tmp_path, rows, events)))
 
 
 def gap_of(availability: Availability, partition: int | None = None) -> tuple[float, ...]:
@@ -208,14 +209,14 @@ def test_nothing_at_all_has_no_window_and_no_gap(tmp_path: Path) -> None:
 
 def test_missing_or_unreadable_acked_parquet_is_an_error_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(AvailabilityError, match=r"no acked\.parquet"):
-        availability_of(tmp_path)
+        availability_of(RunEvidence.read(tmp_path))
     (tmp_path / layout.ACKED).write_bytes(b"not parquet")
     with pytest.raises(AvailabilityError, match=r"acked\.parquet cannot be read"):
-        availability_of(tmp_path)
+        availability_of(RunEvidence.read(tmp_path))
 
 
 def test_the_pipeline_never_crashes_on_an_unmeasurable_run(tmp_path: Path) -> None:
-    availability, error = price_of_safety(tmp_path)
+    availability, error = price_of_safety(RunEvidence.read(tmp_path))
     assert availability is None
     assert error is not None and "no acked.parquet" in error
     result = RunResult(
@@ -230,7 +231,7 @@ def test_the_pipeline_never_crashes_on_an_unmeasurable_run(tmp_path: Path) -> No
     )
     assert result.as_json()["availability_error"] == error
     run_dir(tmp_path, [ok(0, 0, 1.0)], window(0.0, 2.0))
-    availability, error = price_of_safety(tmp_path)
+    availability, error = price_of_safety(RunEvidence.read(tmp_path))
     assert availability is not None and error is None
 
 

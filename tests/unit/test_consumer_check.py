@@ -14,6 +14,7 @@ import pytest
 from analysis.checks import consumers as consumer_check
 from analysis.checks.messages import RunInput, check_run
 from analysis.judge.verdicts import Verdict
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
@@ -278,7 +279,7 @@ def hundred_processed(tmp_path: Path) -> Path:
 
 def test_the_group_checks_pass_their_sensitivity_probe(tmp_path: Path):
     probe = consumer_check.consumer_facts(
-        hundred_processed(tmp_path),
+        RunEvidence.read(hundred_processed(tmp_path)),
         np.arange(1, 101),
         np.zeros(100, dtype=np.int64),
         np.arange(100),

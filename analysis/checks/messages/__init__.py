@@ -17,8 +17,6 @@ hidden from the read-back: every hidden record must come back as a missing messa
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from analysis.checks import transactions
@@ -37,6 +35,7 @@ from analysis.checks.messages.index import Index, Messages, Progress, messages_o
 from analysis.checks.messages.probe import run_probe
 from analysis.checks.messages.timeline import add_anomaly_seconds, send_facts, status_counts
 from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
+from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
 from harness.rundir.records import Status
 
@@ -73,7 +72,7 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= txn.examples
         sensitivity = sensitivity & txn.sensitivity
     if has_consumer_journals(run.run_dir):
-        group = _consumer_facts(run.run_dir, messages, reads, acked)
+        group = _consumer_facts(run.evidence, messages, reads, acked)
         counts |= group.counts
         examples |= group.examples
         for second, row in group.seconds.items():
@@ -113,7 +112,9 @@ def _at_first_read(column: np.ndarray, first_read: np.ndarray) -> np.ndarray:
     return gather(column, first_read, NULL)
 
 
-def _consumer_facts(run_dir: Path, messages: Messages, reads: Reads, acked: Acked) -> ConsumerFacts:
+def _consumer_facts(
+    run: RunEvidence, messages: Messages, reads: Reads, acked: Acked
+) -> ConsumerFacts:
     """The consumer group's classes over the acknowledged messages the read-back holds, each
     at the record it was first read from; its lag against the acknowledged offsets."""
     present = (messages.status == CODE[Status.OK]) & (messages.reads > 0)
@@ -123,5 +124,5 @@ def _consumer_facts(run_dir: Path, messages: Messages, reads: Reads, acked: Acke
     landed &= acked.partition != NULL
     offsets = AckedOffsets(acked.partition[landed], acked.offset[landed], acked.ack_ts[landed])
     return consumer_facts(
-        run_dir, messages.msg_id[present], reads.partition[record], reads.offset[record], offsets
+        run, messages.msg_id[present], reads.partition[record], reads.offset[record], offsets
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 
 
@@ -17,6 +18,12 @@ class RunInput:
     complete: bool  # readback.parquet exists: without it only the send timeline is computed
     unlocated_acks: bool  # acks allow an ok without an offset (acks=0): the send-time proof
     log_start: dict[int, int] = field(default_factory=dict)  # partition → log-start offset
+    # Its events, parsed once (read here when the caller did not hand them over).
+    evidence: RunEvidence = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.evidence is None:
+            object.__setattr__(self, "evidence", RunEvidence.read(self.run_dir))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,94 @@
+"""A run's evidence beyond its Arrow files: its events.jsonl, parsed once into typed events.
+
+`RunEvidence.read` is the one place the analysis reads events.jsonl; the engine reads it on the
+driver and ships it with each task, so the checks and the judge receive the same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from harness.rundir.events import (
+    ConsumersDone,
+    FaultEnd,
+    FaultFailed,
+    FaultStart,
+    HarnessError,
+    ReadbackDone,
+    RecorderTally,
+    RunEvents,
+    Sample,
+    SegmentsKept,
+    read_events,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """One run directory's events, typed, with the questions every stage asks of them."""
+
+    run_dir: Path
+    events: RunEvents = field(default_factory=RunEvents)
+
+    @classmethod
+    def read(cls, run_dir: str | Path) -> RunEvidence:
+        """The evidence of `run_dir` (no events when events.jsonl is missing)."""
+        return cls(Path(run_dir), read_events(run_dir))
+
+    @property
+    def readback(self) -> ReadbackDone | None:
+        """The last read-back event; None when the run never read back."""
+        return _last(self.events.of(ReadbackDone))
+
+    @property
+    def segments(self) -> SegmentsKept | None:
+        """The last `segments` event (whether the brokers' logs were kept)."""
+        return _last(self.events.of(SegmentsKept))
+
+    @property
+    def consumers(self) -> ConsumersDone | None:
+        """The last `consumers` event (whether the group caught up after the final heal)."""
+        return _last(self.events.of(ConsumersDone))
+
+    @property
+    def fault_starts(self) -> list[FaultStart]:
+        """Every injected fault, in file order."""
+        return self.events.of(FaultStart)
+
+    @property
+    def fault_ends(self) -> list[FaultEnd]:
+        """Every healed fault, in file order."""
+        return self.events.of(FaultEnd)
+
+    @property
+    def fault_errors(self) -> list[FaultFailed]:
+        """Every fault that could not be injected, healed or waited for."""
+        return self.events.of(FaultFailed)
+
+    @property
+    def harness_errors(self) -> list[HarnessError]:
+        """Every error that failed the repetition."""
+        return self.events.of(HarnessError)
+
+    @property
+    def samples(self) -> list[Sample]:
+        """The sampler's views of the topic, in file order."""
+        return self.events.of(Sample)
+
+    @property
+    def tallies(self) -> list[RecorderTally]:
+        """The recorders' tallies of delivery reports."""
+        return self.events.of(RecorderTally)
+
+    def phase_stamps(self, phase: str) -> list[int]:
+        """The `ts_us` of each `phase` event of one phase."""
+        return [e.ts_us for e in self.events.phases(phase) if e.ts_us is not None]
+
+
+def _last(events: list[T]) -> T | None:
+    """The last of `events`; None for none."""
+    return events[-1] if events else None
