@@ -13,7 +13,7 @@ from typing import Final
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
-from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, load_events_by_run
+from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, read_evidence_by_run
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely
@@ -64,7 +64,7 @@ def analyse(
         )
     results = reconcile_runs(run_dirs, master)
     write_results(results)
-    events = load_events_by_run(results)
+    events = read_evidence_by_run(results)
     cells = judge_all(results, events)
     provenance = read_provenance(run_dirs)
     summary = safely("the cross-run summary", lambda: cross_run_summary(results, cells))

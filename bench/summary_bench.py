@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from analysis.crossrun.dataset import write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.engine.reconcile import find_runs, reconcile, spark_session
-from analysis.judge.verdicts import judge_all, load_events_by_run
+from analysis.judge.verdicts import judge_all, read_evidence_by_run
 from analysis.report.render import render_report
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         results = reconcile(spark, run_dirs)
         stages[f"reconcile ({len(run_dirs)} runs, one Spark job)"] = time.perf_counter() - started
         started = time.perf_counter()
-        events = load_events_by_run(results)
+        events = read_evidence_by_run(results)
         cells = judge_all(results, events)
         stages["verdicts"] = time.perf_counter() - started
         started = time.perf_counter()

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.rundir.events import EventType
+from analysis.model.evidence import RunEvidence
+from harness.rundir.events import FaultStart, Sample
 
 __all__ = [
     "FaultHit",
@@ -26,7 +27,6 @@ __all__ = [
     "partition_histories",
 ]
 
-Event = Mapping[str, Any]
 LEADER: Final = "leader"
 FOLLOWER: Final = "follower"
 WHOLE: Final = "all"  # a fault on every broker, whatever the partition
@@ -92,20 +92,20 @@ def _node(node: int | None) -> str:
     return "none" if node is None or node < 0 else str(node)
 
 
-def _ts(event: Event) -> int:
-    return int(event.get("ts_us", 0))
+def _ts(event: Sample | FaultStart) -> int:
+    return event.ts_us or 0
 
 
-def _samples(events: Sequence[Event]) -> list[Event]:
-    return sorted((e for e in events if e.get("type") == EventType.SAMPLE), key=_ts)
+def _samples(events: RunEvidence) -> list[Sample]:
+    return sorted(events.samples, key=_ts)
 
 
-def leader_changes(events: Sequence[Event]) -> list[LeaderChange]:
+def leader_changes(events: RunEvidence | Sequence[Mapping[str, Any]]) -> list[LeaderChange]:
     """Leader changes per partition between successive `sample` events, in time order."""
     last: dict[int, tuple[int | None, tuple[int, ...]]] = {}
     changes = []
-    for sample in _samples(events):
-        for state in sample.get("partitions") or []:
+    for sample in _samples(RunEvidence.coerce(events)):
+        for state in sample.partitions:
             partition = int(state["partition"])
             leader, isr = state.get("leader"), tuple(state.get("isr") or ())
             if partition in last and last[partition][0] != leader:
@@ -115,43 +115,46 @@ def leader_changes(events: Sequence[Event]) -> list[LeaderChange]:
     return changes
 
 
-def _hit(event: Event, partition: Mapping[str, Any]) -> FaultHit | None:
+def _hit(event: FaultStart, partition: Mapping[str, Any]) -> FaultHit | None:
     """The fault_start `event` as a hit on `partition` (a snapshot entry); None if it missed."""
     replicas = set(partition.get("replicas") or ())
-    nodes = tuple(n for n in event.get("nodes") or () if n in replicas)
-    if event.get("whole_cluster"):
+    nodes = tuple(n for n in event.nodes if n in replicas)
+    if event.whole_cluster:
         role = WHOLE
     elif not nodes:
         return None
     else:
         role = LEADER if partition.get("leader") in nodes else FOLLOWER
     return FaultHit(
-        fault_id=int(event.get("fault_id", 0)),
-        fault=str(event.get("fault", "")),
-        kind=str(event.get("class_kind") or event.get("fault", "")),
+        fault_id=event.fault_id or 0,
+        fault=event.fault or "",
+        kind=event.class_kind or event.fault or "",
         role=role,
         nodes=nodes,
         ts_us=_ts(event),
     )
 
 
-def partition_histories(events: Sequence[Event]) -> dict[int, PartitionHistory] | None:
+def partition_histories(
+    events: RunEvidence | Sequence[Mapping[str, Any]],
+) -> dict[int, PartitionHistory] | None:
     """Each partition's history; None when a fault_start lacks its roles snapshot."""
-    starts = sorted((e for e in events if e.get("type") == EventType.FAULT_START), key=_ts)
-    if any("partitions" not in e for e in starts):
+    evidence = RunEvidence.coerce(events)
+    starts = sorted(evidence.fault_starts, key=_ts)
+    if any(e.partitions is None for e in starts):
         return None
     hits: dict[int, list[FaultHit]] = {}
     for event in starts:
-        for partition in event["partitions"]:
+        for partition in event.partitions or ():
             if (hit := _hit(event, partition)) is not None:
                 hits.setdefault(int(partition["partition"]), []).append(hit)
     samples: dict[int, list[IsrSample]] = {}
-    for sample in _samples(events):
-        for state in sample.get("partitions") or []:
+    for sample in _samples(evidence):
+        for state in sample.partitions:
             entry = IsrSample(_ts(sample), state.get("leader"), tuple(state.get("isr") or ()))
             samples.setdefault(int(state["partition"]), []).append(entry)
     changes: dict[int, list[LeaderChange]] = {}
-    for change in leader_changes(events):
+    for change in leader_changes(evidence):
         changes.setdefault(change.partition, []).append(change)
     known = set(hits) | set(samples) | set(changes)
     return {

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from analysis.model.anomalies import anomaly
+from analysis.model.evidence import RunEvidence
 from harness.platform.versions import KafkaVersion
 from harness.rundir.config import CellConfig
-from harness.rundir.events import EventType
 
 __all__ = [
     "TXN_KNOWN_BUGS",
@@ -54,8 +54,6 @@ DURABLE_CITATION: Final = (
 )
 TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transactional run
 
-Event = Mapping[str, Any]
-
 
 @dataclass(frozen=True)
 class TxnFinding:
@@ -75,7 +73,7 @@ class TxnKnownBug:
     mechanism: str
     fixed_in: str
     first_affected: str | None
-    evidence: Callable[[Sequence[Event]], str]  # '' when the run does not show its pattern
+    evidence: Callable[[RunEvidence], str]  # '' when the run does not show its pattern
 
     def affects(self, version: str | None) -> bool:
         """True when `version` lies in the affected range."""
@@ -88,14 +86,13 @@ class TxnKnownBug:
         return self.first_affected is None or release >= KafkaVersion.parse(self.first_affected)
 
 
-def _fault_hit_coordinator_or_leader(events: Sequence[Event]) -> str:
+def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
     """The first fault of the run (the pattern needs an EndTxn or produce held up by one)."""
-    for event in events:
-        if event.get("type") == EventType.FAULT_START:
-            return (
-                f"{event.get('fault')} of {event.get('target')} (nodes {event.get('nodes')}) "
-                "held requests of an open transaction up"
-            )
+    for event in events.fault_starts:
+        return (
+            f"{event.fault} of {event.target} (nodes {event.nodes}) "
+            "held requests of an open transaction up"
+        )
     return ""
 
 
@@ -119,15 +116,14 @@ def is_transactional(config: CellConfig, counts: Mapping[str, object]) -> bool:
 
 
 def transaction_breaches(
-    config: CellConfig, counts: Mapping[str, object], events: Sequence[Event]
+    config: CellConfig, counts: Mapping[str, object], events: RunEvidence
 ) -> list[str]:
     """Reasons the transactional record is in doubt (nothing for a plain run)."""
     if not config.transactions:
         return []
     if TXN_FACTS_KEY not in counts:
         return ["a transactional run without transaction outcomes (transactions.parquet)"]
-    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
-    uncommitted = (readbacks[-1].get("uncommitted") or {}) if readbacks else {}
+    uncommitted = (events.readback.uncommitted or {}) if events.readback else {}
     if uncommitted.get("complete") is not True:
         return ["the read_uncommitted read-back is incomplete or was not recorded"]
     return []
@@ -136,7 +132,7 @@ def transaction_breaches(
 def transaction_findings(
     config: CellConfig,
     counts: Mapping[str, int],
-    events: Sequence[Event],
+    events: RunEvidence,
     examples: Mapping[str, Sequence[Any]] | None = None,
     *,
     loss_is_violation: bool,
@@ -180,7 +176,7 @@ def _shown(examples: Mapping[str, Sequence[Any]], name: str, most: int = 3) -> s
 
 
 def _aborted_findings(
-    config: CellConfig, counts: Mapping[str, int], events: Sequence[Event], shown: str
+    config: CellConfig, counts: Mapping[str, int], events: RunEvidence, shown: str
 ) -> list[TxnFinding]:
     aborted = int(counts.get("aborted_read", 0))
     if not aborted:

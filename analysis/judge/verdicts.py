@@ -26,10 +26,11 @@ from analysis.judge.history import PartitionHistory, partition_histories
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
 from analysis.judge.transactions import transaction_breaches, transaction_findings
 from analysis.model.anomalies import COUNT_NAMES, LOSS_CLASSES, anomaly, loss_of
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example, RunResult, RunStatus
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
-from harness.rundir.events import EventType, load_events
+from harness.rundir.events import FaultFailed, HarnessError
 from harness.rundir.records import STATUSES
 
 __all__ = [
@@ -37,7 +38,7 @@ __all__ = [
     "CellStats",
     "CellVerdict",
     "CountStats",
-    "Event",
+    "Events",
     "RepetitionVerdict",
     "Verdict",
     "cell_stats",
@@ -46,14 +47,14 @@ __all__ = [
     "judge_all",
     "judge_cell",
     "judge_repetition",
-    "load_events_by_run",
+    "read_evidence_by_run",
     "run_origin_us",
 ]
 
 EXAMPLES_IN_REASON: Final = 5
 VIOLATION_PREFIX: Final = "forbidden "  # every violation reason starts with it, for the reader
-# One line of events.jsonl as harness.rundir.events.load_events returns it.
-Event = Mapping[str, Any]
+# A repetition's events: its evidence, or events written by hand (tests, tools).
+Events = RunEvidence | Sequence[Mapping[str, Any]]
 Examples = Mapping[str, Sequence[Example]]  # anomaly class → its examples, lowest msg_id first
 
 
@@ -143,19 +144,19 @@ class _Finding:
 # Loading run directories
 
 
-def load_events_by_run(results: Iterable[RunResult]) -> dict[str, list[Event]]:
-    """The events of each result's run dir, keyed by its `run_dir`."""
-    return {r.run_dir: load_events(r.run_dir) for r in results}
+def read_evidence_by_run(results: Iterable[RunResult]) -> dict[str, RunEvidence]:
+    """The evidence (typed events) of each result's run dir, keyed by its `run_dir`."""
+    return {r.run_dir: RunEvidence.read(r.run_dir) for r in results}
 
 
 # ---------------------------------------------------------------------------------------------
 # Repetition
 
 
-def judge_repetition(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
+def judge_repetition(result: RunResult, events: Events) -> RepetitionVerdict:
     """Judge one repetition; never raises: a checker failure yields UNKNOWN naming the error."""
     try:
-        return _judge(result, events)
+        return _judge(result, RunEvidence.coerce(events))
     except Exception as exc:  # Jepsen: a checker that crashes knows nothing, it does not fail
         return RepetitionVerdict(
             verdict=Verdict.UNKNOWN,
@@ -166,7 +167,7 @@ def judge_repetition(result: RunResult, events: Sequence[Event]) -> RepetitionVe
         )
 
 
-def _judge(result: RunResult, events: Sequence[Event]) -> RepetitionVerdict:
+def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     """The checker proper; may raise on malformed input."""
     run_dir, repetition = result.run_dir, result.repetition
     if result.status != RunStatus.COMPLETE or result.counts is None:
@@ -234,7 +235,7 @@ class _Evidence:
     """What judging a loss by partition needs: the events, t=0, the partitions each kind hit,
     the config, where the broker logs are, and each partition's history (None: no roles)."""
 
-    events: Sequence[Event]
+    events: RunEvidence
     origin_us: float
     partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
     config: CellConfig | None = None
@@ -277,14 +278,15 @@ def _read_counts(raw: Mapping[str, object]) -> dict[str, int]:
 # Contract checks: a repetition whose own record is in doubt proves nothing
 
 
-def contract_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
+def contract_breaches(result: RunResult, events: Events) -> list[str]:
     """Why this repetition's record cannot be trusted ([] when it can): each makes it UNKNOWN."""
+    evidence = RunEvidence.coerce(events)
     return [
-        *_readback_breaches(events),
-        *_harness_breaches(events),
-        *_journal_breaches(result, events),
+        *_readback_breaches(evidence),
+        *_harness_breaches(evidence),
+        *_journal_breaches(result, evidence),
         *_sensitivity_breaches(result),
-        *transaction_breaches(result.config, result.counts or {}, events),
+        *transaction_breaches(result.config, result.counts or {}, evidence),
     ]
 
 
@@ -300,38 +302,36 @@ def _sensitivity_breaches(result: RunResult) -> list[str]:
     ]
 
 
-def _readback_breaches(events: Sequence[Event]) -> list[str]:
+def _readback_breaches(events: RunEvidence) -> list[str]:
     """An incomplete or unrecorded read-back cannot prove anything."""
-    readbacks = [e for e in events if e.get("type") == EventType.READBACK]
-    if not readbacks:
+    last = events.readback
+    if last is None:
         return ["no read-back was recorded in events.jsonl: its completeness is unknown"]
-    last = readbacks[-1]
-    if last.get("complete") is not True:
-        marks = last.get("high_watermarks") or {}
+    if not last.complete:
+        records = "?" if last.records is None else last.records
         return [
-            f"incomplete read-back: it timed out before the high watermarks {marks} "
-            f"({last.get('records', '?')} records read)"
+            f"incomplete read-back: it timed out before the high watermarks "
+            f"{last.high_watermarks} ({records} records read)"
         ]
     return []
 
 
-def _harness_breaches(events: Sequence[Event]) -> list[str]:
+def _harness_breaches(events: RunEvidence) -> list[str]:
     """Faults that failed to inject or heal, and harness errors, in event order."""
     breaches = []
-    for event in events:
-        kind = event.get("type")
-        if kind == EventType.FAULT_ERROR:
-            stage = event.get("stage") or "inject"
+    for event in events.events.events:
+        if isinstance(event, FaultFailed):
+            fault_id = "?" if event.fault_id is None else event.fault_id
             breaches.append(
-                f"fault {event.get('fault_id', '?')} ({event.get('fault', '?')} "
-                f"{event.get('target', '?')}) failed to {stage}: {event.get('error')}"
+                f"fault {fault_id} ({event.fault or '?'} {event.target or '?'}) failed to "
+                f"{event.stage or 'inject'}: {event.error}"
             )
-        elif kind == EventType.HARNESS_ERROR:
-            breaches.append(f"harness error: {event.get('error')}")
+        elif isinstance(event, HarnessError):
+            breaches.append(f"harness error: {event.error}")
     return breaches
 
 
-def _journal_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
+def _journal_breaches(result: RunResult, events: RunEvidence) -> list[str]:
     """acked.parquet must hold each msg_id once, known statuses, and every delivery report."""
     contract = result.contract
     if contract is None:
@@ -351,16 +351,16 @@ def _journal_breaches(result: RunResult, events: Sequence[Event]) -> list[str]:
     return breaches + _tally_breaches(contract, events)
 
 
-def _tally_breaches(contract: Mapping[str, int], events: Sequence[Event]) -> list[str]:
+def _tally_breaches(contract: Mapping[str, int], events: RunEvidence) -> list[str]:
     """The recorder's own tally of delivery reports must equal the journal's rows per status."""
-    tallies = [e for e in events if e.get("type") == EventType.RECORDER_TALLY]
+    tallies = events.tallies
     if not tallies:
         return ["no recorder tally in events.jsonl: the journal cannot be checked"]
     tally = tallies[-1]
     breaches = []
-    if tally.get("journal_error"):
-        breaches.append(f"the journal failed to write: {tally['journal_error']}")
-    reports = tally.get("reports") or {}
+    if tally.journal_error:
+        breaches.append(f"the journal failed to write: {tally.journal_error}")
+    reports = tally.reports
     for status in STATUSES:
         told, kept = int(reports.get(status, 0)), int(contract.get(f"reported_{status}", 0))
         if told != kept:
@@ -523,28 +523,26 @@ def _isr_exception_finding(
     )
 
 
-def _last_fault_start_us(events: Sequence[Event]) -> float:
+def _last_fault_start_us(events: RunEvidence) -> float:
     """ts_us of the last fault_start; +inf when there was none (then every sample is before)."""
-    starts = [int(e["ts_us"]) for e in events if e.get("type") == EventType.FAULT_START]
+    starts = [e.ts_us for e in events.fault_starts if e.ts_us is not None]
     return max(starts) if starts else float("inf")
 
 
 def _isr_shrunk_sample(
-    events: Sequence[Event], partitions: set[int] | None, before_us: float
+    events: RunEvidence, partitions: set[int] | None, before_us: float
 ) -> tuple[int, int, list[int]] | None:
     """(ts_us, partition, isr) of the first sample before `before_us` with an ISR of size 1
     in one of `partitions` (None: any partition)."""
-    samples = sorted(
-        (e for e in events if e.get("type") == EventType.SAMPLE), key=lambda e: e["ts_us"]
-    )
-    for sample in samples:
-        if sample["ts_us"] >= before_us:
+    stamped = [(s.ts_us, s) for s in events.samples if s.ts_us is not None]
+    for ts_us, sample in sorted(stamped, key=lambda pair: pair[0]):
+        if ts_us >= before_us:
             break
-        for state in sample.get("partitions") or []:
+        for state in sample.partitions:
             isr = list(state.get("isr") or [])
             in_scope = partitions is None or state.get("partition") in partitions
             if in_scope and len(isr) == 1:
-                return int(sample["ts_us"]), int(state["partition"]), isr
+                return ts_us, int(state["partition"]), isr
     return None
 
 
@@ -600,7 +598,7 @@ def _legal_anomaly_notes(counts: Mapping[str, int]) -> list[_Finding]:
 
 
 def _consumer_findings(
-    counts: Mapping[str, int], examples: Examples, config: CellConfig, events: Sequence[Event]
+    counts: Mapping[str, int], examples: Examples, config: CellConfig, events: RunEvidence
 ) -> list[_Finding]:
     """What the consumer group processed, judged by its commit mode (CONSUMER_DELIVERY):
     nothing for a run without a group. A group that never caught up leaves the messages past
@@ -610,24 +608,23 @@ def _consumer_findings(
     rule = CONSUMER_DELIVERY.get(str(config.consumer_commit))
     if rule is None:
         return [_Finding(f"unknown consumer commit mode {config.consumer_commit!r}", unknown=True)]
-    ends = [e for e in events if e.get("type") == EventType.CONSUMERS]
-    if not ends:
+    end = events.consumers
+    if end is None:
         return [
             _Finding("no consumers event: where the group's commits ended is unknown", unknown=True)
         ]
-    end = ends[-1]
-    if end.get("journal_errors"):
-        errors = "; ".join(end["journal_errors"])
+    if end.journal_errors:
+        errors = "; ".join(end.journal_errors)
         return [_Finding(f"a consumer's journal is incomplete: {errors}", unknown=True)]
     findings = [
         _consumer_finding("consumer_unprocessed", rule.unprocessed, counts, examples, rule),
         _consumer_finding("consumer_reprocessed", rule.reprocessed, counts, examples, rule),
     ]
-    if not end.get("caught_up") and rule.unprocessed == FORBIDDEN:
+    if not end.caught_up and rule.unprocessed == FORBIDDEN:
         findings.append(
             _Finding(
                 f"the consumer group did not catch up within its time (committed "
-                f"{end.get('committed')}, end offsets {end.get('end_offsets')}): messages past "
+                f"{end.committed}, end offsets {end.end_offsets}): messages past "
                 "its committed offsets were never judged",
                 unknown=counts["consumer_unprocessed"] == 0,
             )
@@ -654,12 +651,13 @@ def _consumer_finding(
     return _Finding(f"{VIOLATION_PREFIX}{label}: {what}; {delivery.citation}", violation=True)
 
 
-def run_origin_us(result: RunResult, events: Sequence[Event]) -> float:
+def run_origin_us(result: RunResult, events: Events) -> float:
     """Epoch µs of t=0 for a run: the timeline's origin, else the first event, else 0."""
     origin = result.origin_us()
     if origin is not None:
         return origin
-    stamps = [float(e["ts_us"]) for e in events if "ts_us" in e]
+    evidence = RunEvidence.coerce(events)
+    stamps = [float(e.ts_us) for e in evidence.events.events if e.ts_us is not None]
     return min(stamps) if stamps else 0.0
 
 
@@ -668,13 +666,13 @@ def run_origin_us(result: RunResult, events: Sequence[Event]) -> float:
 
 
 def judge_cell(
-    results_of_cell: Sequence[RunResult], events_by_run: Mapping[str, Sequence[Event]]
+    results_of_cell: Sequence[RunResult], events_by_run: Mapping[str, Events]
 ) -> CellVerdict:
     """Judge a cell from all its repetitions; ValueError if given no repetition at all."""
     if not results_of_cell:
         raise ValueError("judge_cell needs at least one repetition")
     ordered = sorted(results_of_cell, key=lambda r: r.repetition)
-    repetitions = tuple(judge_repetition(r, events_by_run.get(r.run_dir, [])) for r in ordered)
+    repetitions = tuple(judge_repetition(r, events_by_run.get(r.run_dir, ())) for r in ordered)
     guarantee = next((r.guarantee for r in repetitions if r.guarantee is not None), None)
     verdict, reasons = _cell_outcome(repetitions, guarantee)
     first = ordered[0]
@@ -789,7 +787,7 @@ def _rate(rows: Sequence[Mapping[str, object]], name: str) -> float | None:
 
 
 def judge_all(
-    results: Sequence[RunResult], events_by_run: Mapping[str, Sequence[Event]]
+    results: Sequence[RunResult], events_by_run: Mapping[str, Events]
 ) -> list[CellVerdict]:
     """Group results by (experiment, cell) in first-seen order and judge each group."""
     groups: dict[tuple[str, str], list[RunResult]] = {}

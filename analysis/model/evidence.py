@@ -6,9 +6,10 @@ driver and ships it with each task, so the checks and the judge receive the same
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from harness.rundir.events import (
     ConsumersDone,
@@ -21,6 +22,7 @@ from harness.rundir.events import (
     RunEvents,
     Sample,
     SegmentsKept,
+    parse_event_objects,
     read_events,
 )
 
@@ -38,6 +40,14 @@ class RunEvidence:
     def read(cls, run_dir: str | Path) -> RunEvidence:
         """The evidence of `run_dir` (no events when events.jsonl is missing)."""
         return cls(Path(run_dir), read_events(run_dir))
+
+    @classmethod
+    def coerce(cls, events: RunEvidence | Iterable[Mapping[str, Any]]) -> RunEvidence:
+        """`events` as evidence: itself, or events written by hand (tests, tools) parsed by the
+        same models (with no run directory)."""
+        if isinstance(events, RunEvidence):
+            return events
+        return cls(Path(), parse_event_objects(events))
 
     @property
     def readback(self) -> ReadbackDone | None:

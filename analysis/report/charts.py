@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from analysis.judge.verdicts import Event, Verdict, run_origin_us
+from analysis.judge.verdicts import Events, Verdict, run_origin_us
 from analysis.model.availability import Availability
 from analysis.model.results import RunResult, TimelineSecond
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
@@ -116,7 +116,7 @@ def svg_of(fig: Figure, label: str, id_prefix: str) -> Markup:
     return Markup(text)
 
 
-def timeline_svg(result: RunResult, events: Sequence[Event], salt: str) -> Markup | None:
+def timeline_svg(result: RunResult, events: Events, salt: str) -> Markup | None:
     """Throughput and ack latency per second with faults and leader changes; None if no data."""
     timeline = result.timeline
     if not timeline:

@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader
 
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
-from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, Verdict, exit_code
+from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Events, Verdict, exit_code
 from analysis.model.results import RunResult
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
@@ -40,7 +40,7 @@ OUTCOME_CSS: Final = {0: "v-pass", 1: "v-violation", 2: "v-unknown"}  # by exit 
 def render_html(
     cells: Sequence[CellVerdict],
     results_by_run: Mapping[str, RunResult],
-    events_by_run: Mapping[str, Sequence[Event]],
+    events_by_run: Mapping[str, Events],
     provenance: Sequence[ProvenanceView],
     title: str,
     summary: CrossRunSummary | PartFailure | None = None,

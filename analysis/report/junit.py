@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Event, RepetitionVerdict, Verdict
+from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Events, RepetitionVerdict, Verdict
+from analysis.model.evidence import RunEvidence
 from analysis.report.safe import PartFailure, safely
 
 __all__ = ["SUITE_NAME", "junit_tree", "repetition_seconds", "write_junit"]
@@ -20,9 +21,10 @@ NOT_PROVOKED_MESSAGE: Final = (
 MESSAGE_CHARS: Final = 500  # CI tools show the message attribute on one line
 
 
-def repetition_seconds(events: Sequence[Event]) -> float:
+def repetition_seconds(events: Events) -> float:
     """How long a repetition ran: its first event to its last (ts_us), 0 without two stamps."""
-    stamps = [e["ts_us"] for e in events if isinstance(e.get("ts_us"), int)]
+    evidence = RunEvidence.coerce(events)
+    stamps = [e.ts_us for e in evidence.events.events if e.ts_us is not None]
     return (max(stamps) - min(stamps)) / 1e6 if stamps else 0.0
 
 
@@ -60,7 +62,7 @@ def _testcase(cell: CellVerdict, rep: RepetitionVerdict, seconds: float) -> tupl
 
 
 def _testcase_or_error(
-    cell: CellVerdict, rep: RepetitionVerdict, events_by_run: Mapping[str, Sequence[Event]]
+    cell: CellVerdict, rep: RepetitionVerdict, events_by_run: Mapping[str, Events]
 ) -> tuple[ET.Element, str, float]:
     """(test case, outcome, seconds) of one repetition; when building it raises, an <error>
     test case naming what failed (check-safe: the other test cases stand)."""
@@ -99,9 +101,7 @@ def _message(rep: RepetitionVerdict) -> str:
     return first if len(first) <= MESSAGE_CHARS else first[: MESSAGE_CHARS - 1] + "…"
 
 
-def junit_tree(
-    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Sequence[Event]]
-) -> ET.ElementTree:
+def junit_tree(cells: Sequence[CellVerdict], events_by_run: Mapping[str, Events]) -> ET.ElementTree:
     """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals; each test
     case lasts as long as its repetition's events span."""
     suite = ET.Element("testsuite", name=SUITE_NAME)
@@ -130,7 +130,7 @@ def junit_tree(
 
 
 def write_junit(
-    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Sequence[Event]], path: Path
+    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Events], path: Path
 ) -> Path:
     """Write the JUnit XML for the cells to `path` (parents created) and return it."""
     path = Path(path)

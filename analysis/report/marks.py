@@ -3,12 +3,11 @@ from its events."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.judge.history import LeaderChange, leader_changes
-from analysis.judge.verdicts import Event
-from harness.rundir.events import EventType
+from analysis.judge.verdicts import Events
+from analysis.model.evidence import RunEvidence
 
 __all__ = ["FaultWindow", "LeaderChange", "fault_windows", "leader_changes"]
 
@@ -32,25 +31,19 @@ class FaultWindow:
         return f"{self.fault} {self.target}{where}".strip()
 
 
-def fault_windows(events: Sequence[Event]) -> list[FaultWindow]:
+def fault_windows(events: Events) -> list[FaultWindow]:
     """Fault windows in start order, each start paired with the fault_end of its fault_id."""
-    ends = {
-        e.get("fault_id"): int(e["ts_us"]) for e in events if e.get("type") == EventType.FAULT_END
-    }
+    evidence = RunEvidence.coerce(events)
+    ends = {e.fault_id: e.ts_us or 0 for e in evidence.fault_ends}
     windows = []
-    for e in sorted((e for e in events if e.get("type") == EventType.FAULT_START), key=_ts):
+    for e in sorted(evidence.fault_starts, key=lambda start: start.ts_us or 0):
         windows.append(
             FaultWindow(
-                fault=str(e.get("fault", "")),
-                target=str(e.get("target", "")),
-                nodes=tuple(int(n) for n in e.get("nodes") or []),
-                start_us=int(e["ts_us"]),
-                end_us=ends.get(e.get("fault_id")),
+                fault=e.fault or "",
+                target=e.target or "",
+                nodes=tuple(e.nodes),
+                start_us=e.ts_us or 0,
+                end_us=ends.get(e.fault_id),
             )
         )
     return windows
-
-
-def _ts(event: Event) -> int:
-    """Sort key: the event's timestamp."""
-    return int(event.get("ts_us", 0))

@@ -14,7 +14,7 @@ from pathlib import Path
 from markupsafe import escape
 
 from analysis.crossrun.summary import CrossRunSummary
-from analysis.judge.verdicts import CellVerdict, Event
+from analysis.judge.verdicts import CellVerdict, Events
 from analysis.model.results import RunResult
 from analysis.report.html import render_html
 from analysis.report.json_report import SCHEMA_VERSION, report_json
@@ -40,7 +40,7 @@ class ReportPaths:
 def render_report(
     cells: Sequence[CellVerdict],
     results: Sequence[RunResult],
-    events_by_run: Mapping[str, Sequence[Event]],
+    events_by_run: Mapping[str, Events],
     provenance: Sequence[RunProvenance],
     out_dir: Path,
     title: str,

@@ -20,7 +20,7 @@ from analysis.judge.verdicts import (
     VERDICT_MEANING,
     CellVerdict,
     CountStats,
-    Event,
+    Events,
     RepetitionVerdict,
     Verdict,
     exit_code,
@@ -294,7 +294,7 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
-def availability_text(result: RunResult | None, events: Sequence[Event]) -> str | None:
+def availability_text(result: RunResult | None, events: Events) -> str | None:
     """One sentence of a repetition's price of safety, times on its timeline's clock; or why
     it was not measured; None without a result."""
     if result is None:
@@ -464,7 +464,7 @@ def sensitivity_text(check: Sensitivity | None) -> str | None:
 
 
 def _timeline_or_none(
-    result: RunResult | None, events: Sequence[Event], salt: str
+    result: RunResult | None, events: Events, salt: str
 ) -> Markup | PartFailure | None:
     """The timeline chart; None without a result or a timeline; the PartFailure, shown in its
     place, when it cannot be drawn."""
@@ -477,7 +477,7 @@ def _repetition_view(
     cell: CellVerdict,
     rep: RepetitionVerdict,
     results_by_run: Mapping[str, RunResult],
-    events_by_run: Mapping[str, Sequence[Event]],
+    events_by_run: Mapping[str, Events],
     draw: bool = True,
 ) -> RepetitionView:
     """A repetition's verdict, reasons, timeline chart (when draw) and example table."""
@@ -517,7 +517,7 @@ def guarantee_view(guarantee: Guarantee | None) -> GuaranteeView | None:
 def cell_view(
     cell: CellVerdict,
     results_by_run: Mapping[str, RunResult],
-    events_by_run: Mapping[str, Sequence[Event]],
+    events_by_run: Mapping[str, Events],
 ) -> CellView:
     """Everything the per-cell section of the page shows."""
     drawn = _worth_drawing(cell, results_by_run)

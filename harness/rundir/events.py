@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -269,6 +269,18 @@ def parse_events(lines: Iterable[str]) -> RunEvents:
             continue
         try:
             events.append(_EVENT.validate_json(line))
+        except ValidationError:
+            unreadable += 1
+    return RunEvents(tuple(events), unreadable)
+
+
+def parse_event_objects(objects: Iterable[Mapping[str, Any]]) -> RunEvents:
+    """Events already decoded from JSON (hand-written ones: tests, tools), parsed as lines are."""
+    events: list[Event] = []
+    unreadable = 0
+    for obj in objects:
+        try:
+            events.append(_EVENT.validate_python(obj))
         except ValidationError:
             unreadable += 1
     return RunEvents(tuple(events), unreadable)

@@ -377,7 +377,13 @@ def test_junit_counts_and_failures(crafted: Any, tmp_path: Path) -> None:
 
 
 def test_a_repetition_lasts_from_its_first_to_its_last_event() -> None:
-    events = [{"type": "phase", "ts_us": us(2)}, {"type": "x"}, {"type": "y", "ts_us": us(9.5)}]
+    # an event without a stamp, and one of a type this analysis does not know, are left out
+    events = [
+        {"type": "phase", "ts_us": us(2)},
+        {"type": "sample"},
+        {"type": "sample", "ts_us": us(9.5)},
+        {"type": "from-a-newer-harness", "ts_us": us(20)},
+    ]
     assert repetition_seconds(events) == pytest.approx(7.5)
     assert repetition_seconds([{"type": "x"}]) == repetition_seconds([]) == 0.0
 
@@ -682,7 +688,7 @@ def _analyse_without_spark(
     monkeypatch.setattr(pipeline, "find_runs", lambda patterns: [Path(r.run_dir) for r in results])
     monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master: results)
     monkeypatch.setattr(pipeline, "write_results", lambda results: None)
-    monkeypatch.setattr(pipeline, "load_events_by_run", lambda results: events)
+    monkeypatch.setattr(pipeline, "read_evidence_by_run", lambda results: events)
     monkeypatch.setattr(pipeline, "read_provenance", lambda run_dirs: list(RUNS))
     return [str(tmp_path / "runs")]
 

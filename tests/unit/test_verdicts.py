@@ -547,7 +547,10 @@ def test_load_events(tmp_path: Path) -> None:
     assert [e["type"] for e in load_events(run)] == ["sample", "fault_start"]
     assert load_events(tmp_path / "missing") == []
     loaded = [typed({**result(CP), "run_dir": str(run)})]
-    assert verdicts.load_events_by_run(loaded) == {str(run): load_events(run)}
+    (evidence,) = verdicts.read_evidence_by_run(loaded).values()
+    assert [e.type for e in evidence.events.events] == ["sample", "fault_start"]
+    assert evidence.events.unreadable == 1  # the torn last line
+    assert evidence.run_dir == run and evidence.fault_starts[0].nodes == [1]
 
 
 def test_guarantees_module_exports() -> None:
@@ -1088,7 +1091,11 @@ def test_isr_sample_times_count_from_the_timelines_origin() -> None:
     ("res", "events", "origin_us"),
     [
         ({"timeline": [{"t_s": 2, "epoch_s": 1_700_000_002}]}, [{"ts_us": 5}], 1.7e15),
-        ({"timeline": []}, [{"ts_us": 5}, {"type": "x"}, {"ts_us": 3}], 3.0),
+        (
+            {"timeline": []},
+            [{"type": "sample", "ts_us": 5}, {"type": "sample"}, {"type": "phase", "ts_us": 3}],
+            3.0,
+        ),
         ({}, [{"type": "x"}], 0.0),
     ],
 )
