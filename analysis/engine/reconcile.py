@@ -64,7 +64,7 @@ class _RunDir:
     config: CellConfig = field(default_factory=CellConfig)
     log_start_offsets: dict[int, int] = field(default_factory=dict)
     stopped_by: str | None = None  # an incomplete run: the error that stopped it, if recorded
-    evidence: RunEvidence | None = None  # its events, parsed once on the driver
+    evidence: RunEvidence = field(default_factory=lambda: RunEvidence(Path()))  # parsed once
 
 
 def spark_session(
@@ -259,7 +259,7 @@ def _result(run: _RunDir, answer: _Answer | None) -> RunResult:
     A run no task answered (it failed inspection) is priced here, on the driver."""
     if answer is None:
         unanswered = run.error or "RuntimeError: the Spark job returned nothing for this run"
-        availability, availability_error = price_of_safety(run.evidence or RunEvidence(run.run_dir))
+        availability, availability_error = price_of_safety(run.evidence)
         answer = _Answer(
             None, unanswered, availability=availability, availability_error=availability_error
         )

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypeGuard, cast
 
 from analysis.judge.guarantees import (
     ALLOWED,
@@ -735,7 +735,7 @@ def _rep_reasons(
     reps: Sequence[RepetitionVerdict], *, only_violations: bool = False, first_only: bool = False
 ) -> list[str]:
     """Repetition reasons prefixed with their repetition number."""
-    lines = []
+    lines: list[str] = []
     for rep in reps:
         reasons = rep.reasons
         if only_violations:
@@ -772,7 +772,7 @@ def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
     )
 
 
-def _is_count(value: object) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     """True for a non-negative int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -780,10 +780,10 @@ def _is_count(value: object) -> bool:
 def _rate(rows: Sequence[Mapping[str, object]], name: str) -> float | None:
     """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
     usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get("acked"))]
-    acked = sum(r["acked"] for r in usable)
+    acked = sum(cast(int, r["acked"]) for r in usable)
     if acked == 0:
         return None
-    return sum(r[name] for r in usable) / acked
+    return sum(cast(int, r[name]) for r in usable) / acked
 
 
 def judge_all(

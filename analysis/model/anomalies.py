@@ -8,6 +8,7 @@ the distinct acknowledged messages absent from the complete final read-back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -179,6 +180,6 @@ def anomaly(name: str) -> Anomaly:
     return _BY_NAME[name]
 
 
-def loss_of(counts: dict[str, int]) -> int:
+def loss_of(counts: Mapping[str, int]) -> int:
     """The one loss figure of a repetition's counts: distinct acked messages missing."""
     return sum(counts[name] for name in LOSS_CLASSES)

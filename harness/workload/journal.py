@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 import numpy as np
 import pyarrow as pa
@@ -281,9 +281,10 @@ class AckJournal:
         batches = []
         stamps = np.asarray([page[0] for page in pages], dtype=np.int64)
         for column, status in enumerate(PAGE_STATUSES, start=1):
-            reports = [report for page in pages for report in page[column]]
+            groups = [cast("Sequence[Report]", page[column]) for page in pages]
+            reports = [report for group in groups for report in group]
             if reports:
-                ack_ns = np.repeat(stamps, [len(page[column]) for page in pages])
+                ack_ns = np.repeat(stamps, [len(group) for group in groups])
                 batch = self._decode_group((reports, ack_ns, status))
                 if batch is not None:
                     batches.append((status, batch))
@@ -470,7 +471,7 @@ def parse_ids(values: list[bytes | None]) -> pa.Array:
     n = len(values)
     if n and values[0] is not None and len(values[0]) > ID_DIGITS:
         try:
-            joined = b"".join(values)
+            joined = b"".join(cast("list[bytes]", values))
         except TypeError:  # a None among them
             joined = b""
         if len(joined) == n * len(values[0]):

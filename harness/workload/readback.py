@@ -83,9 +83,13 @@ def _consume(
         for msg in consumer.consume(num_messages=5000, timeout=1.0):
             error = msg.error()
             if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    pending.discard(msg.partition())
-                    ends[msg.partition()] = msg.offset()
+                eof_partition, eof_offset = msg.partition(), msg.offset()
+                if error.code() == KafkaError._PARTITION_EOF and eof_partition is not None:
+                    pending.discard(eof_partition)
+                    ends[eof_partition] = eof_offset if eof_offset is not None else -1
+                continue
+            partition, offset = msg.partition(), msg.offset()
+            if partition is None or offset is None:  # a record always has both
                 continue
             msg_id, key_seq = decode_value(msg.value())
             key = msg.key()
@@ -94,11 +98,11 @@ def _consume(
                     "msg_id": msg_id,
                     "key": key.decode(errors="replace") if key else None,
                     "key_seq": key_seq,
-                    "partition": msg.partition(),
-                    "offset": msg.offset(),
+                    "partition": partition,
+                    "offset": offset,
                     "ts_us": msg.timestamp()[1] * 1000,
                 }
             )
-            if msg.offset() >= high[msg.partition()] - 1:
-                pending.discard(msg.partition())
+            if offset >= high[partition] - 1:
+                pending.discard(partition)
     return rows, not pending

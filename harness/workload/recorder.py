@@ -284,6 +284,7 @@ class Recorder:
         w, journal = self.workload, self.journal
         keys = [key_of(i, self.slot.key_prefix) for i in range(w.keys)]
         produce, poll, base = self.producer.produce, self._poll, self.slot.id_base
+        assert w.rate is not None, "a paced send loop needs a rate"
         interval = 1.0 / w.rate
         started = time.monotonic()
         deadline, limit = self._limits()

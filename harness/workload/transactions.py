@@ -443,6 +443,8 @@ class TransactionalRecorder:
 def _name(exc: KafkaException) -> str:
     """The error's name (e.g. `_FENCED`), or its text."""
     error = exc.args[0] if exc.args else None
+    if error is None:
+        return str(exc)
     try:
         return f"{error.name()}: {error.str()}"
     except Exception:
