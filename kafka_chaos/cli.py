@@ -120,7 +120,7 @@ def _interrupted(settings: Settings) -> int:
 
 def _remove_own_containers(settings: Settings) -> int:
     """Remove what this process created (twice: a create the interrupt abandoned lands late)."""
-    from harness.platform.cluster import remove_leftovers
+    from harness.platform.leftovers import remove_leftovers
 
     removed = 0
     for attempt in range(2):

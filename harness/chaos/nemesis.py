@@ -28,7 +28,8 @@ from harness.chaos.faults import (
     FaultParams,
     consumer_members,
 )
-from harness.platform.cluster import KafkaNode, PartitionState
+from harness.platform.node import KafkaNode
+from harness.platform.topology import PartitionState
 from harness.rundir.events import (
     ConditionMet,
     EventLog,

@@ -23,20 +23,12 @@ Testcontainers' public builders cannot publish a port on one interface only.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import copy
-import io
-import json
 import os
-import socket
-import tarfile
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 import docker
@@ -44,465 +36,35 @@ import docker.errors
 import docker.models.containers
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
-from testcontainers.core.docker_client import DockerClient as TestcontainersClient
 
+from harness.platform.node import (
+    KafkaNode,
+    vote_if_running,
+)
+from harness.platform.topology import (
+    CLIENT_PORT,
+    READY_TOPIC,
+    ClusterError,
+    NodePlan,
+    PartitionState,
+    Role,
+    Topology,
+    docker_host,
+    free_host_ports,
+    new_cluster_id,
+    plan_nodes,
+    port_in_use,
+    publish_address,
+)
 from harness.platform.versions import (
-    Feature,
     KafkaVersion,
     Mode,
     VersionError,
-    mode_refusal,
-    supports,
 )
 from harness.settings import Settings, load_settings
 
 # Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-
-INTERNAL_PORT = 9092
-CONTROLLER_PORT = 9093
-CLIENT_PORT = 9094
-ZOOKEEPER_PORT = 2181
-LOG_DIR = "/var/lib/kafka/data"
-READY_TOPIC = "__kchaos_ready"
-FIRST_CONTROLLER_ID = 101  # controller-only ids never clash with broker ids 1..N
-
-
-class Role(StrEnum):
-    """What a node of the cluster runs."""
-
-    COMBINED = "broker+controller"  # kraft mode
-    BROKER = "broker"
-    CONTROLLER = "controller"  # a KRaft controller-only node
-    ZOOKEEPER = "zookeeper"
-
-    @property
-    def is_broker(self) -> bool:
-        """Whether clients reach this node: it has a client port."""
-        return self in (Role.COMBINED, Role.BROKER)
-
-
-def hostname_of(role: Role, node_id: int) -> str:
-    """The node's name on the cluster network: kafka-<id>, controller-<id>, zookeeper-<id>."""
-    prefix = {Role.CONTROLLER: "controller", Role.ZOOKEEPER: "zookeeper"}.get(role, "kafka")
-    return f"{prefix}-{node_id}"
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not be started or did not become ready; the message names the fix."""
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """Leader, replicas and ISR of one partition as the metadata reports them."""
-
-    partition: int
-    leader: int | None
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not led by '-'.
-
-    The storage tool's argument parser reads an id starting with '-' as an option (Kafka's
-    own Uuid.randomUuid() retries for the same reason).
-    """
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id
-
-
-def free_host_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def port_in_use(port: int) -> bool:
-    """True when something already listens on 127.0.0.1:`port`."""
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def docker_host() -> str:
-    """The address this process reaches published container ports at, as Testcontainers
-    reports the docker host; "localhost" becomes 127.0.0.1, where local ports are published
-    (librdkafka would try ::1 first)."""
-    host = TestcontainersClient().host()
-    return "127.0.0.1" if host == "localhost" else host
-
-
-def publish_address(host: str) -> str:
-    """The host interface to publish broker ports on: loopback for a local engine, else all."""
-    return "127.0.0.1" if host in ("127.0.0.1", "::1") else "0.0.0.0"
-
-
-@dataclass(frozen=True)
-class Topology:
-    """The cluster's shape: its mode, its Kafka release and how many nodes of each role."""
-
-    mode: Mode = Mode.KRAFT
-    version: KafkaVersion = field(default_factory=lambda: KafkaVersion.parse("4.3.1"))
-    brokers: int = 3
-    controllers: int = 3  # controller-only nodes (kraft-dedicated)
-    zookeeper_nodes: int = 1  # ZooKeeper servers (zookeeper mode)
-
-    def refusal(self) -> str | None:
-        """None when this shape can run, else what is wrong and the fix."""
-        if self.brokers < 1:
-            return f"{self.brokers} brokers: a cluster needs at least one. Fix: brokers >= 1."
-        if self.mode is Mode.KRAFT_DEDICATED and self.controllers not in (1, 3, 5):
-            return (
-                f"{self.controllers} controllers: a KRaft quorum has an odd size. "
-                "Fix: controllers 1, 3 or 5."
-            )
-        if self.mode is Mode.ZOOKEEPER and self.zookeeper_nodes not in (1, 3):
-            return (
-                f"{self.zookeeper_nodes} ZooKeeper nodes: the harness runs an ensemble of 1 or 3. "
-                "Fix: zookeeper_nodes 1 or 3."
-            )
-        return mode_refusal(self.version, self.mode)
-
-    def controller_ids(self) -> list[int]:
-        """Node ids of the KRaft controllers: the brokers themselves in kraft mode."""
-        if self.mode is Mode.KRAFT:
-            return list(range(1, self.brokers + 1))
-        if self.mode is Mode.KRAFT_DEDICATED:
-            return list(range(FIRST_CONTROLLER_ID, FIRST_CONTROLLER_ID + self.controllers))
-        return []
-
-    def voters(self) -> str:
-        """controller.quorum.voters: id@host:port of every KRaft controller."""
-        role = Role.COMBINED if self.mode is Mode.KRAFT else Role.CONTROLLER
-        return ",".join(
-            f"{i}@{hostname_of(role, i)}:{CONTROLLER_PORT}" for i in self.controller_ids()
-        )
-
-    def zookeeper_connect(self) -> str:
-        """zookeeper.connect: every ZooKeeper server's client address."""
-        return ",".join(
-            f"{hostname_of(Role.ZOOKEEPER, i)}:{ZOOKEEPER_PORT}"
-            for i in range(1, self.zookeeper_nodes + 1)
-        )
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """One container to create: its role, id, environment and published client port."""
-
-    role: Role
-    node_id: int
-    env: dict[str, str]
-    host_port: int = 0  # the published client port; 0 for nodes clients never reach
-
-    @property
-    def hostname(self) -> str:
-        return hostname_of(self.role, self.node_id)
-
-
-def plan_nodes(
-    topology: Topology,
-    cluster_id: str,
-    host_ports: list[int],
-    extra: dict[str, str] | None = None,
-    advertised_host: str = "127.0.0.1",
-) -> list[NodePlan]:
-    """Every node of the cluster, ZooKeeper servers and controllers before the brokers.
-
-    `host_ports` holds one client port per broker; `extra` (server properties) goes to every
-    Kafka node, controllers included: in KRaft the controller elects leaders, so settings such
-    as unclean.leader.election.enable take effect there."""
-    plans = [
-        NodePlan(Role.ZOOKEEPER, i, zookeeper_env(i, topology.zookeeper_nodes))
-        for i in range(1, topology.zookeeper_nodes + 1)
-        if topology.mode is Mode.ZOOKEEPER
-    ]
-    if topology.mode is Mode.KRAFT_DEDICATED:
-        plans += [
-            NodePlan(Role.CONTROLLER, i, controller_env(i, topology, cluster_id, extra))
-            for i in topology.controller_ids()
-        ]
-    for node_id, port in enumerate(host_ports, start=1):
-        if topology.mode is Mode.KRAFT:
-            env = broker_env(node_id, port, topology.brokers, cluster_id, extra, advertised_host)
-            plans.append(NodePlan(Role.COMBINED, node_id, env, port))
-        else:
-            env = mode_broker_env(node_id, port, topology, cluster_id, extra, advertised_host)
-            plans.append(NodePlan(Role.BROKER, node_id, env, port))
-    return plans
-
-
-def _listeners(node_id: int, host_port: int, advertised_host: str) -> dict[str, str]:
-    """A broker's INTERNAL (between nodes) and EXTERNAL (clients on the host) listeners."""
-    return {
-        "KAFKA_LISTENERS": f"INTERNAL://:{INTERNAL_PORT},EXTERNAL://:{CLIENT_PORT}",
-        "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://kafka-{node_id}:{INTERNAL_PORT},"
-        f"EXTERNAL://{advertised_host}:{host_port}",
-        "KAFKA_INTER_BROKER_LISTENER_NAME": "INTERNAL",
-    }
-
-
-def _cluster_settings(brokers: int, version: KafkaVersion) -> dict[str, str]:
-    """Settings of the harness's test clusters, as far as `version` knows them."""
-    env = {
-        "KAFKA_LOG_DIRS": LOG_DIR,
-        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": str(min(3, brokers)),
-        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
-    }
-    if supports(version, Feature.TRANSACTIONS):
-        env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] = str(min(3, brokers))
-        env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] = "1"
-    if supports(version, Feature.GROUP_REBALANCE_DELAY):
-        env["KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"] = "0"
-    return env
-
-
-def _with_extra(env: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
-    for key, value in (extra or {}).items():
-        env[property_env_name(key)] = str(value).lower() if isinstance(value, bool) else str(value)
-    return env
-
-
-def broker_env(
-    node_id: int,
-    host_port: int,
-    brokers: int,
-    cluster_id: str,
-    extra: dict[str, str] | None = None,
-    advertised_host: str = "127.0.0.1",
-) -> dict[str, str]:
-    """The environment of combined node `node_id` (kraft mode), in the env convention of the
-    apache/kafka image.
-
-    Clients are told to reach the node at `advertised_host`:`host_port`."""
-    topology = Topology(Mode.KRAFT, brokers=brokers)
-    env = {
-        "CLUSTER_ID": cluster_id,
-        "KAFKA_NODE_ID": str(node_id),
-        "KAFKA_PROCESS_ROLES": "broker,controller",
-        **_listeners(node_id, host_port, advertised_host),
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-        "EXTERNAL:PLAINTEXT",
-        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
-        **_cluster_settings(brokers, topology.version),
-    }
-    env["KAFKA_LISTENERS"] = (
-        f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},EXTERNAL://:{CLIENT_PORT}"
-    )
-    return _with_extra(env, extra)
-
-
-def mode_broker_env(
-    node_id: int,
-    host_port: int,
-    topology: Topology,
-    cluster_id: str,
-    extra: dict[str, str] | None = None,
-    advertised_host: str = "127.0.0.1",
-) -> dict[str, str]:
-    """The environment of broker-only node `node_id` in kraft-dedicated or zookeeper mode."""
-    env = {
-        **_listeners(node_id, host_port, advertised_host),
-        **_cluster_settings(topology.brokers, topology.version),
-    }
-    if topology.mode is Mode.ZOOKEEPER:
-        env |= {
-            "KAFKA_BROKER_ID": str(node_id),
-            "KAFKA_ZOOKEEPER_CONNECT": topology.zookeeper_connect(),
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
-        }
-    else:
-        env |= {
-            "CLUSTER_ID": cluster_id,
-            "KAFKA_NODE_ID": str(node_id),
-            "KAFKA_PROCESS_ROLES": "broker",
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-            "EXTERNAL:PLAINTEXT",
-            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
-        }
-    return _with_extra(env, extra)
-
-
-def controller_env(
-    node_id: int, topology: Topology, cluster_id: str, extra: dict[str, str] | None = None
-) -> dict[str, str]:
-    """The environment of KRaft controller-only node `node_id` (kraft-dedicated mode)."""
-    env = {
-        "CLUSTER_ID": cluster_id,
-        "KAFKA_NODE_ID": str(node_id),
-        "KAFKA_PROCESS_ROLES": "controller",
-        "KAFKA_LISTENERS": f"CONTROLLER://:{CONTROLLER_PORT}",
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT",
-        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
-        "KAFKA_LOG_DIRS": LOG_DIR,
-    }
-    return _with_extra(env, extra)
-
-
-def zookeeper_env(node_id: int, ensemble_size: int) -> dict[str, str]:
-    """The environment of ZooKeeper server `node_id` of an ensemble of `ensemble_size`."""
-    servers = " ".join(
-        f"server.{i}={hostname_of(Role.ZOOKEEPER, i)}:2888:3888"
-        for i in range(1, ensemble_size + 1)
-    )
-    # A single server runs standalone: no server list.
-    env = {"KCHAOS_ROLE": "zookeeper", "ZOO_MY_ID": str(node_id)}
-    return env | ({"ZOO_SERVERS": servers} if ensemble_size > 1 else {})
-
-
-def property_env_name(prop: str) -> str:
-    """The KAFKA_* variable for a server property (inverse of the image's env mapping)."""
-    return "KAFKA_" + prop.replace("_", "__").replace("-", "___").replace(".", "_").upper()
-
-
-@dataclass
-class KafkaNode:
-    """One container of the cluster (a broker, a controller or a ZooKeeper server);
-    lifecycle calls never remove the container."""
-
-    node_id: int
-    host_port: int  # the published client port; 0 for nodes clients never reach
-    container: docker.models.containers.Container
-    host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
-    role: Role = Role.COMBINED
-
-    @property
-    def hostname(self) -> str:
-        return hostname_of(self.role, self.node_id)
-
-    @property
-    def address(self) -> str:
-        """host:port at which clients of this process reach the node."""
-        return f"{self.host}:{self.host_port}"
-
-    @property
-    def docker(self) -> docker.models.containers.Container:
-        return self.container
-
-    def state(self) -> str:
-        """Docker's state of the container: running, paused, exited, ..."""
-        wrapped = self.docker
-        wrapped.reload()
-        return wrapped.status
-
-    def kill(self) -> None:
-        """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
-        self.docker.kill(signal="SIGKILL")
-
-    def stop(self, timeout_s: int = 60) -> None:
-        """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish."""
-        self.docker.stop(timeout=timeout_s)
-
-    def start(self) -> None:
-        """Start the stopped or killed container again, with its log directory intact."""
-        self.docker.start()
-
-    def pause(self, attempts: int = 10) -> None:
-        """Freeze every process of the node (cgroup freezer), retrying a transient refusal.
-
-        With cgroup v1 the freezer gives up ("unable to freeze") when a task does not stop
-        in time, e.g. a JVM busy starting; a moment later the same request succeeds.
-        """
-        for attempt in range(attempts):
-            try:
-                self.docker.pause()
-                return
-            except docker.errors.APIError as exc:
-                if "unable to freeze" not in str(exc) or attempt == attempts - 1:
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-
-    def unpause(self) -> None:
-        """Thaw a paused node."""
-        self.docker.unpause()
-
-    def exec(self, argv: list[str]) -> tuple[int, str]:
-        """Run `argv` inside the node; return exit code and combined output."""
-        result = self.docker.exec_run(argv)
-        return result.exit_code, result.output.decode(errors="replace")
-
-    def read_files(self, path: str) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
-        """The regular files under `path` (works on a stopped container): archive name ->
-        (tar header with owner and mode, contents). Names start with the folder's own name."""
-        stream, _ = self.docker.get_archive(path)
-        files = {}
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
-            for member in archive.getmembers():
-                if member.isfile():
-                    extracted = archive.extractfile(member)
-                    files[member.name] = (member, extracted.read() if extracted else b"")
-        return files
-
-    def archive(self, path: str) -> Iterator[bytes] | None:
-        """The tar stream of `path` in chunks, as Docker sends it (works on a stopped
-        container); None when the path does not exist. Names start with the path's own name."""
-        try:
-            stream, _ = self.docker.get_archive(path)
-        except docker.errors.NotFound:
-            return None
-        return stream
-
-    def write_files(self, parent: str, files: dict[str, tuple[tarfile.TarInfo, bytes]]) -> None:
-        """Overwrite files below `parent` (archive names as `read_files` gives them), keeping
-        each header's owner and mode; works on a stopped container."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            for name, (header, data) in files.items():
-                member = copy.copy(header)
-                member.name, member.size = name, len(data)
-                archive.addfile(member, io.BytesIO(data))
-        if not self.docker.put_archive(parent, buffer.getvalue()):
-            raise ClusterError(f"{self.hostname}: could not write files below {parent}")
-
-    def ip(self, network: str) -> str:
-        """The node's address on the cluster's Docker network."""
-        wrapped = self.docker
-        wrapped.reload()
-        return wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
-
-    def logs(self) -> bytes:
-        """Everything the broker wrote to stdout/stderr, across restarts."""
-        return self.docker.logs(stdout=True, stderr=True)
-
-    def zookeeper_serving(self) -> bool:
-        """Whether this ZooKeeper server answers requests (standalone, or in a quorum)."""
-        probe = f"exec 3<>/dev/tcp/127.0.0.1/{ZOOKEEPER_PORT} && printf srvr >&3 && cat <&3"
-        try:
-            code, out = self.exec(["bash", "-c", probe])
-        except docker.errors.APIError:
-            return False
-        return code == 0 and "Mode: " in out
-
-    def controller_vote(self) -> tuple[int, int] | None:
-        """(leader epoch, leader id) of the KRaft quorum as this node last recorded it."""
-        path = f"{LOG_DIR}/__cluster_metadata-0/quorum-state"
-        try:
-            code, out = self.exec(["cat", path])
-        except docker.errors.APIError:
-            return None
-        if code != 0:
-            return None
-        data = json.loads(out).get("data", json.loads(out))
-        leader = data.get("leaderId", -1)
-        return (data.get("leaderEpoch", -1), leader) if leader >= 0 else None
-
-
-def _vote_if_running(node: KafkaNode) -> tuple[int, int] | None:
-    """The node's controller vote, None if it is not running or has none."""
-    return node.controller_vote() if node.state() == "running" else None
 
 
 @dataclass
@@ -755,7 +317,7 @@ class KafkaCluster:
             return None
         # One exec per node, in parallel: a fault aimed at the controller waits for this.
         with ThreadPoolExecutor(len(self.quorum)) as pool:
-            votes = [vote for vote in pool.map(_vote_if_running, self.quorum) if vote is not None]
+            votes = [vote for vote in pool.map(vote_if_running, self.quorum) if vote is not None]
         return max(votes)[1] if votes else None
 
     def create_topic(
@@ -860,45 +422,3 @@ def _silent_logger():
     logger.addHandler(logging.NullHandler())
     logger.propagate = False
     return logger
-
-
-def remove_leftovers(
-    settings: Settings | None = None, *, all_owners: bool = False, owner: int | None = None
-) -> int:
-    """Remove containers and networks of clusters whose harness process is gone; return count.
-
-    With `all_owners`, also those of live processes (for `kafka-chaos clean --all`); with
-    `owner`, also those of that process (the harness's own, after an interrupt).
-    """
-    settings = settings or load_settings()
-    client = docker.from_env()
-    pid_label = f"{settings.label}.pid"
-
-    def reapable(labels: dict[str, str] | None) -> bool:
-        pid = (labels or {}).get(pid_label)
-        return all_owners or (owner is not None and pid == str(owner)) or not _owner_alive(pid)
-
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": settings.label}):
-        if reapable(container.labels):
-            with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True, v=True)
-                removed += 1
-    for network in client.networks.list(filters={"label": settings.label}):
-        if reapable(network.attrs.get("Labels")):
-            with contextlib.suppress(docker.errors.APIError):
-                network.remove()
-                removed += 1
-    return removed
-
-
-def _owner_alive(pid: str | None) -> bool:
-    if not pid or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.platform.cluster import LOG_DIR
+from harness.platform.topology import LOG_DIR
 from harness.rundir import layout
 from harness.rundir.records import Status
 

@@ -23,8 +23,9 @@ from harness.chaos.nemesis import Nemesis, heal_all
 from harness.experiment.matrix import Cell
 from harness.experiment.plan import cell_config, producer_settings, schedule_for, topic_settings
 from harness.experiment.spec import Experiment
-from harness.platform.cluster import KafkaCluster, remove_leftovers
+from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
+from harness.platform.leftovers import remove_leftovers
 from harness.platform.versions import KafkaVersion, Mode, broker_defaults
 from harness.run.evidence import segments_event
 from harness.run.final_read import read_back_all

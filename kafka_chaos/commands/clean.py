@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print how many containers and networks were removed."""
-    from harness.platform.cluster import remove_leftovers
     from harness.platform.engine import EngineUnavailable, ensure_engine
+    from harness.platform.leftovers import remove_leftovers
 
     try:
         ensure_engine()

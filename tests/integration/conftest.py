@@ -8,9 +8,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from harness.platform.cluster import KafkaCluster, remove_leftovers
+from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
+from harness.platform.leftovers import remove_leftovers
 from tests.integration.support import wait_until
 
 

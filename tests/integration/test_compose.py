@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.platform.cluster import port_in_use
 from harness.platform.compose import COMPOSE_VERSION, ensure_compose
+from harness.platform.topology import port_in_use
 from harness.settings import load_settings
 from tests.integration.support import wait_until
 

@@ -19,7 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.nemesis import Nemesis, heal_all, resolve_target
 from harness.experiment.spec import FaultStep
-from harness.platform.cluster import INTERNAL_PORT, LOG_DIR, KafkaCluster, KafkaNode
+from harness.platform.cluster import KafkaCluster
+from harness.platform.node import KafkaNode
+from harness.platform.topology import INTERNAL_PORT, LOG_DIR
 from harness.rundir.events import EventLog
 from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker

@@ -11,9 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from harness.platform.cluster import KafkaCluster, Role, remove_leftovers
+from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
+from harness.platform.leftovers import remove_leftovers
+from harness.platform.topology import Role
 from harness.platform.versions import Mode
 from harness.workload.readback import read_back
 from tests.integration.support import wait_until

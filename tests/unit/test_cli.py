@@ -8,7 +8,8 @@ import pytest
 
 from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
-from harness.platform.cluster import ClusterError, KafkaCluster
+from harness.platform.cluster import KafkaCluster
+from harness.platform.topology import ClusterError
 from harness.run.runner import select_shard
 from harness.settings import REPO_ROOT
 from kafka_chaos.cli import main

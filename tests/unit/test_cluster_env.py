@@ -6,14 +6,8 @@ import subprocess
 
 import pytest
 
-from harness.platform.cluster import (
-    ClusterError,
-    KafkaCluster,
-    Role,
-    Topology,
-    broker_env,
-    plan_nodes,
-)
+from harness.platform.cluster import KafkaCluster
+from harness.platform.topology import ClusterError, Role, Topology, broker_env, plan_nodes
 from harness.platform.versions import KafkaVersion, Mode
 from harness.settings import REPO_ROOT
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.platform import cluster
-from harness.platform.cluster import broker_env, property_env_name
+from harness.platform import topology as cluster
 from harness.platform.image import RECIPE_FILES, image_tag, recipe_hash
+from harness.platform.topology import broker_env, property_env_name
 from harness.settings import REPO_ROOT
 
 ENTRYPOINT = REPO_ROOT / "compose" / "kafka-entrypoint.sh"
@@ -135,7 +135,7 @@ def test_recipe_hash_changes_with_any_recipe_file_or_the_version(tmp_path):
 def test_cluster_ids_never_start_with_a_dash(monkeypatch):
     import uuid
 
-    from harness.platform import cluster
+    from harness.platform import topology as cluster
 
     dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))  # base64 of 0xfb... starts with '-'
     fresh = iter([dash_first, uuid.UUID(int=1)])

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, heal_all
 from harness.experiment.spec import FaultStep
-from harness.platform.cluster import Role, hostname_of
+from harness.platform.topology import Role, hostname_of
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
 

@@ -19,7 +19,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
 from harness.experiment.spec import FaultStep
-from harness.platform.cluster import PartitionState, Role
+from harness.platform.topology import PartitionState, Role
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
 

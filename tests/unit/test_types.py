@@ -21,4 +21,3 @@ def test_mypy_finds_no_error() -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 from harness.limits import shown
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaCluster, KafkaNode
+    from harness.platform.cluster import KafkaCluster
+    from harness.platform.node import KafkaNode
 
 
 class FaultError(RuntimeError):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from harness.chaos.faults.base import run_in
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaNode
+    from harness.platform.node import KafkaNode
 
 CHAIN = "KCHAOS"
 IPT = "iptables -w"

@@ -27,7 +27,7 @@ from harness.limits import (
 from harness.rundir.segments import read_checkpoint, surviving_length
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaNode
+    from harness.platform.node import KafkaNode
 
 METADATA_LOG = "__cluster_metadata-0"  # the Raft log fsyncs every append: it survives
 CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -84,7 +84,7 @@ def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict
     """
     # Here, not at the top: the cluster module loads the Docker SDK, and the fault registry
     # must load without it (the analysis reads the fault kinds).
-    from harness.platform.cluster import LOG_DIR
+    from harness.platform.topology import LOG_DIR
 
     files = node.read_files(LOG_DIR)
     root = LOG_DIR.rstrip("/").rsplit("/", 1)[-1]  # archive names start with "data/"

@@ -19,7 +19,7 @@ from harness.chaos.faults.stop import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaNode
+    from harness.platform.node import KafkaNode
 
 
 class RollingRestartParams(FaultParams):

@@ -11,7 +11,7 @@ from harness.chaos.faults.base import Fault, FaultParams, HelperSite, run_in
 from harness.limits import at_least, at_most, optional_whole, whole
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaNode
+    from harness.platform.node import KafkaNode
 
 REMOVE_QDISC = ["tc", "qdisc", "del", "dev", "eth0", "root"]
 MAX_RATE_KBIT = 10_000_000

@@ -1,0 +1,165 @@
+"""One Kafka, controller or ZooKeeper node: its container (created with the docker SDK, never
+removed across restarts) and what the harness asks of it."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import docker
+import docker.errors
+import docker.models.containers
+
+from harness.platform.topology import (
+    LOG_DIR,
+    ZOOKEEPER_PORT,
+    ClusterError,
+    Role,
+    hostname_of,
+)
+
+# Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+
+@dataclass
+class KafkaNode:
+    """One container of the cluster (a broker, a controller or a ZooKeeper server);
+    lifecycle calls never remove the container."""
+
+    node_id: int
+    host_port: int  # the published client port; 0 for nodes clients never reach
+    container: docker.models.containers.Container
+    host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
+    role: Role = Role.COMBINED
+
+    @property
+    def hostname(self) -> str:
+        return hostname_of(self.role, self.node_id)
+
+    @property
+    def address(self) -> str:
+        """host:port at which clients of this process reach the node."""
+        return f"{self.host}:{self.host_port}"
+
+    @property
+    def docker(self) -> docker.models.containers.Container:
+        return self.container
+
+    def state(self) -> str:
+        """Docker's state of the container: running, paused, exited, ..."""
+        wrapped = self.docker
+        wrapped.reload()
+        return wrapped.status
+
+    def kill(self) -> None:
+        """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
+        self.docker.kill(signal="SIGKILL")
+
+    def stop(self, timeout_s: int = 60) -> None:
+        """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish."""
+        self.docker.stop(timeout=timeout_s)
+
+    def start(self) -> None:
+        """Start the stopped or killed container again, with its log directory intact."""
+        self.docker.start()
+
+    def pause(self, attempts: int = 10) -> None:
+        """Freeze every process of the node (cgroup freezer), retrying a transient refusal.
+
+        With cgroup v1 the freezer gives up ("unable to freeze") when a task does not stop
+        in time, e.g. a JVM busy starting; a moment later the same request succeeds.
+        """
+        for attempt in range(attempts):
+            try:
+                self.docker.pause()
+                return
+            except docker.errors.APIError as exc:
+                if "unable to freeze" not in str(exc) or attempt == attempts - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    def unpause(self) -> None:
+        """Thaw a paused node."""
+        self.docker.unpause()
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run `argv` inside the node; return exit code and combined output."""
+        result = self.docker.exec_run(argv)
+        return result.exit_code, result.output.decode(errors="replace")
+
+    def read_files(self, path: str) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
+        """The regular files under `path` (works on a stopped container): archive name ->
+        (tar header with owner and mode, contents). Names start with the folder's own name."""
+        stream, _ = self.docker.get_archive(path)
+        files = {}
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            for member in archive.getmembers():
+                if member.isfile():
+                    extracted = archive.extractfile(member)
+                    files[member.name] = (member, extracted.read() if extracted else b"")
+        return files
+
+    def archive(self, path: str) -> Iterator[bytes] | None:
+        """The tar stream of `path` in chunks, as Docker sends it (works on a stopped
+        container); None when the path does not exist. Names start with the path's own name."""
+        try:
+            stream, _ = self.docker.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        return stream
+
+    def write_files(self, parent: str, files: dict[str, tuple[tarfile.TarInfo, bytes]]) -> None:
+        """Overwrite files below `parent` (archive names as `read_files` gives them), keeping
+        each header's owner and mode; works on a stopped container."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for name, (header, data) in files.items():
+                member = copy.copy(header)
+                member.name, member.size = name, len(data)
+                archive.addfile(member, io.BytesIO(data))
+        if not self.docker.put_archive(parent, buffer.getvalue()):
+            raise ClusterError(f"{self.hostname}: could not write files below {parent}")
+
+    def ip(self, network: str) -> str:
+        """The node's address on the cluster's Docker network."""
+        wrapped = self.docker
+        wrapped.reload()
+        return wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+
+    def logs(self) -> bytes:
+        """Everything the broker wrote to stdout/stderr, across restarts."""
+        return self.docker.logs(stdout=True, stderr=True)
+
+    def zookeeper_serving(self) -> bool:
+        """Whether this ZooKeeper server answers requests (standalone, or in a quorum)."""
+        probe = f"exec 3<>/dev/tcp/127.0.0.1/{ZOOKEEPER_PORT} && printf srvr >&3 && cat <&3"
+        try:
+            code, out = self.exec(["bash", "-c", probe])
+        except docker.errors.APIError:
+            return False
+        return code == 0 and "Mode: " in out
+
+    def controller_vote(self) -> tuple[int, int] | None:
+        """(leader epoch, leader id) of the KRaft quorum as this node last recorded it."""
+        path = f"{LOG_DIR}/__cluster_metadata-0/quorum-state"
+        try:
+            code, out = self.exec(["cat", path])
+        except docker.errors.APIError:
+            return None
+        if code != 0:
+            return None
+        data = json.loads(out).get("data", json.loads(out))
+        leader = data.get("leaderId", -1)
+        return (data.get("leaderEpoch", -1), leader) if leader >= 0 else None
+
+
+def vote_if_running(node: KafkaNode) -> tuple[int, int] | None:
+    """The node's controller vote, None if it is not running or has none."""
+    return node.controller_vote() if node.state() == "running" else None
