@@ -13,7 +13,8 @@ from typing import Final
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
-from analysis.judge.verdicts import CellVerdict, exit_code, judge_all, read_evidence_by_run
+from analysis.judge.outcomes import CellVerdict
+from analysis.judge.verdicts import exit_code, judge_all, read_evidence_by_run
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely

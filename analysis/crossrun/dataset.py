@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from analysis.crossrun.summary import SETTINGS
-from analysis.judge.verdicts import CellVerdict
+from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import COUNT_NAMES
 from analysis.model.results import RunResult
 from harness.rundir import layout

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Final, TypeGuard
 
-from analysis.judge.verdicts import CellVerdict
+from analysis.judge.outcomes import CellVerdict
 from analysis.model.results import RunResult
 from harness.rundir.config import CellConfig
 

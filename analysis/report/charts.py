@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from analysis.judge.verdicts import Events, Verdict, run_origin_us
+from analysis.judge.findings import run_origin_us
+from analysis.judge.outcomes import Events, Verdict
 from analysis.model.availability import Availability
 from analysis.model.results import RunResult, TimelineSecond
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes

@@ -12,7 +12,8 @@ from jinja2 import Environment, FileSystemLoader
 
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
-from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Events, Verdict, exit_code
+from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, Verdict
+from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg

@@ -9,7 +9,8 @@ from typing import Any, Final
 
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
-from analysis.judge.verdicts import VERDICT_MEANING, CellStats, CellVerdict, Verdict, exit_code
+from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
+from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import summary_json

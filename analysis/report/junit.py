@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Events, RepetitionVerdict, Verdict
+from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, RepetitionVerdict, Verdict
 from analysis.model.evidence import RunEvidence
 from analysis.report.safe import PartFailure, safely
 

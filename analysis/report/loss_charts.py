@@ -14,7 +14,7 @@ from markupsafe import Markup
 from matplotlib.figure import Figure
 
 from analysis.crossrun.summary import CrossRunSummary
-from analysis.judge.verdicts import CellVerdict
+from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import LOSS_CLASSES, loss_of
 from analysis.model.results import RunResult
 from analysis.report.charts import (

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 
 from analysis.judge.guarantees import SOURCE
-from analysis.judge.verdicts import CellVerdict, exit_code
+from analysis.judge.outcomes import CellVerdict
+from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from analysis.judge.history import LeaderChange, leader_changes
-from analysis.judge.verdicts import Events
+from analysis.judge.outcomes import Events
 from analysis.model.evidence import RunEvidence
 
 __all__ = ["FaultWindow", "LeaderChange", "fault_windows", "leader_changes"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from markupsafe import escape
 
 from analysis.crossrun.summary import CrossRunSummary
-from analysis.judge.verdicts import CellVerdict, Events
+from analysis.judge.outcomes import CellVerdict, Events
 from analysis.model.results import RunResult
 from analysis.report.html import render_html
 from analysis.report.json_report import SCHEMA_VERSION, report_json

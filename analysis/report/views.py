@@ -15,17 +15,17 @@ from typing import Final
 from markupsafe import Markup
 
 from analysis.crossrun.price import CellPrice, cell_price
+from analysis.judge.findings import run_origin_us
 from analysis.judge.guarantees import ALLOWED, FORBIDDEN, Guarantee
-from analysis.judge.verdicts import (
+from analysis.judge.outcomes import (
     VERDICT_MEANING,
     CellVerdict,
     CountStats,
     Events,
     RepetitionVerdict,
     Verdict,
-    exit_code,
-    run_origin_us,
 )
+from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import ANOMALIES as ANOMALY_REGISTRY
 from analysis.model.anomalies import ANOMALY_NAMES, LOSS_CLASSES
 from analysis.model.attribution import Attribution, Place

@@ -17,7 +17,7 @@ from harness.settings import Settings
 from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, require_java
 
 if TYPE_CHECKING:
-    from analysis.judge.verdicts import CellStats
+    from analysis.judge.outcomes import CellStats
 
 NAME = "reconcile"
 HELP = "reconcile run directories only: results.json per run and a table of counts per cell"
@@ -28,7 +28,7 @@ CELL_TABLE = "cells.md"  # written by the command line beside its printout
 
 def cell_table(results: Sequence[RunResult]) -> str:
     """A Markdown table of summed counts per cell; reps shows complete/total if they differ."""
-    from analysis.judge.verdicts import cell_stats
+    from analysis.judge.cell import cell_stats
 
     groups: dict[tuple[str, str], list[RunResult]] = defaultdict(list)
     for result in results:

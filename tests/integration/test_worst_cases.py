@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import KafkaException
 
-from analysis.judge.verdicts import Verdict
+from analysis.judge.outcomes import Verdict
 from analysis.pipeline import Analysis, analyse
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand

@@ -13,7 +13,7 @@ import pytest
 
 from analysis.checks import consumers as consumer_check
 from analysis.checks.messages import RunInput, check_run
-from analysis.judge.verdicts import Verdict
+from analysis.judge.outcomes import Verdict
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout

@@ -15,7 +15,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from analysis.engine.reconcile import reconcile_in_process
-from analysis.judge.verdicts import Verdict, judge_repetition
+from analysis.judge.outcomes import Verdict
+from analysis.judge.verdicts import judge_repetition
 from analysis.model.results import RunResult
 from harness.rundir.events import load_events
 from tests.unit.generated_runs import OK, GeneratedRun, expected_counts, runs, write_run_dir

@@ -12,7 +12,8 @@ import pytest
 from analysis.judge import verdicts
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
 from analysis.judge.mechanisms import KNOWN_BUGS, log_evidence
-from analysis.judge.verdicts import Verdict, exit_code
+from analysis.judge.outcomes import Verdict
+from analysis.judge.verdicts import exit_code
 from harness.rundir import layout
 from tests.unit.results_json import typed
 from tests.unit.test_verdicts import (
@@ -344,7 +345,7 @@ def test_no_history_without_the_roles_snapshot():
 def test_a_known_bug_cell_renders_everywhere_with_its_jira(tmp_path):
     from xml.etree import ElementTree as ET
 
-    from analysis.judge.verdicts import VERDICT_MEANING
+    from analysis.judge.outcomes import VERDICT_MEANING
     from analysis.report.junit import write_junit
     from analysis.report.render import render_report
 

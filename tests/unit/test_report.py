@@ -14,7 +14,7 @@ import pytest
 from analysis import pipeline
 from analysis.crossrun.summary import cross_run_summary
 from analysis.judge import verdicts
-from analysis.judge.verdicts import VERDICT_MEANING, CellVerdict, Verdict
+from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Verdict
 from analysis.model.anomalies import ANOMALY_NAMES
 from analysis.model.availability import Availability, Gap, HealRecovery, PartitionAvailability
 from analysis.model.results import RunResult

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
 from analysis.crossrun.summary import CrossRunSummary, cross_run_summary, wilson_interval
-from analysis.judge.verdicts import CellVerdict, judge_all
+from analysis.judge.outcomes import CellVerdict
+from analysis.judge.verdicts import judge_all
 from analysis.model.anomalies import COUNT_NAMES
 from analysis.model.results import RunResult, RunStatus
 from analysis.report.charts import MAX_CHART_ROWS

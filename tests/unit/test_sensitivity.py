@@ -11,7 +11,7 @@ import pytest
 from analysis.checks import messages as checker
 from analysis.checks.messages import RunInput, classes
 from analysis.engine.reconcile import reconcile
-from analysis.judge.verdicts import Verdict
+from analysis.judge.outcomes import Verdict
 from analysis.model.results import Sensitivity
 from tests.unit.test_reconcile import read, sent, write_run
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from analysis.judge import verdicts
+from analysis.judge.outcomes import Verdict
 from analysis.judge.transactions import TXN_KNOWN_BUGS
-from analysis.judge.verdicts import Verdict
 from tests.unit.results_json import typed
 from tests.unit.test_verdicts import CP, T0_US, fault, healthy_events, result
 

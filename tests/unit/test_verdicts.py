@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from analysis.judge import guarantees, verdicts
+from analysis.judge import cell as cell_statistics
+from analysis.judge import findings, guarantees, outcomes, verdicts
 from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
@@ -17,7 +18,8 @@ from analysis.judge.guarantees import (
     LOSS_TABLE,
     Guarantee,
 )
-from analysis.judge.verdicts import CellVerdict, Verdict, exit_code
+from analysis.judge.outcomes import CellVerdict, Verdict
+from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import COUNT_NAMES, anomaly
 from harness.rundir.config import CellConfig, ConfigError
 from harness.rundir.events import load_events
@@ -521,7 +523,7 @@ def test_judge_all_groups_by_experiment_and_cell() -> None:
 
 def cells_with(*verdict_list: Verdict) -> list[CellVerdict]:
     """Cells carrying only the given verdicts."""
-    stats = verdicts.cell_stats([])
+    stats = cell_statistics.cell_stats([])
     return [CellVerdict("c", "e", CellConfig(), v, (), (), stats) for v in verdict_list]
 
 
@@ -1100,7 +1102,7 @@ def test_isr_sample_times_count_from_the_timelines_origin() -> None:
     ],
 )
 def test_run_origin(res: dict[str, Any], events: list[dict[str, Any]], origin_us: float) -> None:
-    assert verdicts.run_origin_us(typed(res), events) == origin_us
+    assert findings.run_origin_us(typed(res), events) == origin_us
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1149,8 +1151,8 @@ def test_pass_and_not_provoked_cells_sum_the_acked_messages() -> None:
 
 
 def test_a_cell_without_a_guarantee_stays_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
-    def unguaranteed(res: object, events: object) -> verdicts.RepetitionVerdict:
-        return verdicts.RepetitionVerdict(Verdict.PASS, (), None, acked=1)
+    def unguaranteed(res: object, events: object) -> outcomes.RepetitionVerdict:
+        return outcomes.RepetitionVerdict(Verdict.PASS, (), None, acked=1)
 
     monkeypatch.setattr(verdicts, "judge_repetition", unguaranteed)
     cell = judge([result(CP)])
@@ -1204,10 +1206,10 @@ def test_cell_stats_skip_counts_that_are_no_non_negative_ints() -> None:
     negative["counts"]["lost"] = -1
     boolean["counts"]["unseen"] = True
     no_acked["counts"]["acked"] = None
-    stats = verdicts.cell_stats([typed(r) for r in (good, negative, boolean, no_acked)])
+    stats = cell_statistics.cell_stats([typed(r) for r in (good, negative, boolean, no_acked)])
     assert (stats.repetitions, stats.counted) == (4, 2)
-    assert stats.counts["lost"] == verdicts.CountStats(3.0, 2, 4, 6)
-    assert stats.counts["acked"] == verdicts.CountStats(1000.0, 1000, 1000, 1000)
+    assert stats.counts["lost"] == outcomes.CountStats(3.0, 2, 4, 6)
+    assert stats.counts["acked"] == outcomes.CountStats(1000.0, 1000, 1000, 1000)
     assert stats.loss_rate == pytest.approx(2 / 1000)  # only rows with an acked count
 
 
@@ -1235,7 +1237,7 @@ def test_a_judged_repetition_flags_exactly_its_violating_reasons() -> None:
 def test_a_violating_cell_shows_the_flagged_reasons_whatever_their_words(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    flagged = verdicts.RepetitionVerdict(
+    flagged = outcomes.RepetitionVerdict(
         Verdict.VIOLATION,
         ("forbidden-looking note", "a breach in other words"),
         guarantee_for(CP),
