@@ -15,19 +15,18 @@ from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, Verdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
+from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
+from analysis.report.matrix import matrix_row
+from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import SummaryView, summary_view
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
-    MAX_TIMELINES_PER_CELL,
     PRICE_LABELS,
-    ProvenanceView,
-    cell_view,
     css_class,
-    matrix_row,
     verdict_counts,
     verdict_summary,
 )

@@ -12,9 +12,11 @@ from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
+from analysis.report.matrix import price_of
+from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import summary_json
-from analysis.report.views import ProvenanceView, price_of, verdict_counts, verdict_summary
+from analysis.report.views import verdict_counts, verdict_summary
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]

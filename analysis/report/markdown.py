@@ -9,18 +9,16 @@ from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import CellVerdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.results import RunResult
+from analysis.report.matrix import MatrixValue, price_of, price_texts
+from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
     COUNT_LABELS,
     MATRIX_COUNTS,
     PRICE_LABELS,
-    MatrixValue,
-    ProvenanceView,
     config_summary,
     format_rate,
     format_stat,
-    price_of,
-    price_texts,
     verdict_counts,
     verdict_summary,
 )

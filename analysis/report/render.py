@@ -19,8 +19,8 @@ from analysis.model.results import RunResult
 from analysis.report.html import render_html
 from analysis.report.json_report import SCHEMA_VERSION, report_json
 from analysis.report.markdown import render_markdown
+from analysis.report.provenance import provenance_views
 from analysis.report.safe import PartFailure, safely
-from analysis.report.views import provenance_views
 from harness.rundir.provenance import RunProvenance
 
 __all__ = ["ReportPaths", "render_report"]

@@ -23,13 +23,13 @@ from analysis.report import json_report as json_module
 from analysis.report import junit as junit_module
 from analysis.report import markdown as markdown_module
 from analysis.report import render
-from analysis.report import views as views_module
+from analysis.report import cells as cells_module
+from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit
 from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
 from analysis.report.safe import PartFailure
-from analysis.report.views import MAX_TIMELINES_PER_CELL, cell_view
 from harness.rundir import layout
 from harness.rundir.provenance import (
     BrokerImageUsed,
@@ -611,8 +611,8 @@ def test_a_timeline_that_fails_shows_its_error_in_its_repetition(
     crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = _raising("no such axis", only="rep-1", at=2)  # timeline_svg(result, events, salt)
-    broken.real = views_module.timeline_svg
-    monkeypatch.setattr(views_module, "timeline_svg", broken)
+    broken.real = cells_module.timeline_svg
+    monkeypatch.setattr(cells_module, "timeline_svg", broken)
     cells, results, events = crafted
     html = render_report(cells, results, events, RUNS, tmp_path, "Chaos report").html.read_text()
     assert html.count('class="part-failed"') == 1

@@ -1,0 +1,164 @@
+"""The verdict matrix's rows and the price of safety beside the counts (typed views every
+rendering formats once)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from analysis.crossrun.price import CellPrice, cell_price
+from analysis.judge.findings import run_origin_us
+from analysis.judge.outcomes import (
+    CellVerdict,
+    Events,
+)
+from analysis.model.availability import Availability, HealRecovery
+from analysis.model.results import RunResult
+from analysis.report.views import (
+    ANOMALIES,
+    MATRIX_COUNTS,
+    SERIOUS,
+    config_parts,
+    css_class,
+    format_rate,
+    slug,
+    stat_parts,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The matrix
+
+
+@dataclass(frozen=True)
+class MatrixValue:
+    """One count of a matrix row: its value, its min–max range, how loudly to show it."""
+
+    text: str
+    range: str
+    level: str  # "", "notable" or "serious"
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One cell in the matrix."""
+
+    slug: str
+    cell: str
+    experiment: str
+    config: tuple[str, ...]
+    values: tuple[MatrixValue, ...]
+    loss_rate: str
+    repetitions: int
+    verdict: str
+    css: str
+    price: tuple[MatrixValue, ...] = ()  # PRICE_LABELS' columns; () without results
+
+
+def matrix_row(
+    cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None = None
+) -> MatrixRow:
+    """The matrix row of one cell; with the results, its price of safety too."""
+    values = []
+    for name in MATRIX_COUNTS:
+        stat = cell.stats.counts.get(name)
+        level = ""
+        if name in ANOMALIES and stat is not None and stat.max > 0:
+            level = "serious" if name in SERIOUS else "notable"
+        value, spread = stat_parts(stat, cell.stats.counted)
+        values.append(MatrixValue(value, spread, level))
+    return MatrixRow(
+        slug=slug(cell),
+        cell=cell.cell,
+        experiment=cell.experiment,
+        config=tuple(config_parts(cell.config)),
+        values=tuple(values),
+        loss_rate=format_rate(cell.stats.loss_rate),
+        repetitions=len(cell.repetitions),
+        verdict=cell.verdict.value,
+        css=css_class(cell.verdict),
+        price=() if results_by_run is None else price_texts(price_of(cell, results_by_run)),
+    )
+
+
+def price_of(cell: CellVerdict, results_by_run: Mapping[str, RunResult]) -> CellPrice:
+    """The cell's price of safety over its repetitions, with why any was not measured."""
+    availabilities: list[Availability | None] = []
+    problems = []
+    for rep in cell.repetitions:
+        result = results_by_run.get(rep.run_dir)
+        availability = None if result is None else result.availability
+        availabilities.append(availability)
+        if availability is None:
+            why = (result.availability_error if result else None) or "not measured"
+            problems.append(f"repetition {rep.repetition}: {why}")
+    return cell_price(availabilities, problems)
+
+
+def price_texts(price: CellPrice) -> tuple[MatrixValue, ...]:
+    """The PRICE_LABELS columns of a cell, '—' where nothing was measured."""
+    partial = f"{price.measured} of {price.repetitions} reps" if price.unmeasured else ""
+    failed = "—" if price.failed is None else f"{price.failed:,}"
+    indeterminate = f"{price.indeterminate:,} indeterminate" if price.indeterminate else ""
+    never = price.heals_without_ack
+    heal_note = f"{never} heal{'s' if never > 1 else ''} with no ack after" if never else ""
+    recovery = _seconds(price.first_ack_after_heal_s)
+    if never and price.first_ack_after_heal_s is None:
+        recovery = "never"
+    return (
+        MatrixValue(_seconds(price.longest_partition_gap_s), partial, ""),
+        MatrixValue(_seconds(price.longest_gap_s), "", ""),
+        MatrixValue(failed, indeterminate, "notable" if price.failed else ""),
+        MatrixValue(recovery, heal_note, "notable" if never else ""),
+    )
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds with one decimal, '—' for none."""
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def availability_text(result: RunResult | None, events: Events) -> str | None:
+    """One sentence of a repetition's price of safety, times on its timeline's clock; or why
+    it was not measured; None without a result."""
+    if result is None:
+        return None
+    a = result.availability
+    if a is None:
+        return f"price of safety not measured: {result.availability_error or 'no figures'}"
+    origin_us = run_origin_us(result, events)
+
+    def t(ts_us: int) -> str:
+        return f"{(ts_us - origin_us) / 1e6:.1f}"
+
+    parts = []
+    worst = a.longest_partition_gap
+    if worst is not None:
+        gap = worst.longest_gap
+        parts.append(
+            f"longest stall of one partition {gap.seconds:.1f} s (partition {worst.partition}, "
+            f"t={t(gap.start_us)}–{t(gap.end_us)} s)"
+        )
+    if a.longest_gap is not None:
+        gap = a.longest_gap
+        parts.append(
+            f"no partition acknowledged anything for {gap.seconds:.1f} s "
+            f"(t={t(gap.start_us)}–{t(gap.end_us)} s)"
+        )
+    parts.append(f"{a.failed:,} failed and {a.indeterminate:,} indeterminate sends")
+    for heal in a.heals:
+        if heal.during_workload:
+            parts.append(f"after the heal at t={t(heal.heal_us)} s {_recovery(heal)}")
+    return "price of safety: " + "; ".join(parts)
+
+
+def _recovery(heal: HealRecovery) -> str:
+    """How acknowledged sends came back after a heal, in words."""
+    if heal.first_ack_s is None:
+        return "no send was acknowledged before the workload ended"
+    every = heal.every_partition_s
+    rest = (
+        f"every partition after {every:.1f} s"
+        if every is not None
+        else "some partition never again before the workload ended"
+    )
+    return f"the first ack came after {heal.first_ack_s:.1f} s, {rest}"
