@@ -24,7 +24,8 @@ from confluent_kafka import Producer
 from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
-from harness.workload.journal import AckJournal, finalize
+from harness.workload.finalize import finalize
+from harness.workload.journal import AckJournal
 from harness.workload.recorder import Recorder, Workload, encode_value, status_of
 
 CONFIG = {"acks": "1", "linger.ms": 5, "enable.idempotence": False}

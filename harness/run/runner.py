@@ -42,7 +42,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CommitMode
 from harness.workload.consumers import CatchUp, ConsumerGroup
-from harness.workload.journal import finalize
+from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
 from harness.workload.recorder import RecorderStats, Workload
 from harness.workload.transactions import (

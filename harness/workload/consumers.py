@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -37,245 +36,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.ipc as ipc
-
-from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
-from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
-from harness.workload.processes import child_setup, forward_logs, sigint_ignored
-
-log = logging.getLogger("kafka_chaos.consumers")
-CONTEXT = multiprocessing.get_context("spawn")
-# A member process's shared counters: client ready, partitions assigned.
-READY, ASSIGNED = range(2)
-BATCH = 500
-POLL_S = 0.2
-# Short session: a killed or paused member is noticed (and its partitions reassigned) within
-# seconds, inside a fault of a few seconds, rather than after librdkafka's 45 s default.
-SESSION_TIMEOUT_MS = 6000
-HEARTBEAT_MS = 1000
-
-
-class ConsumerCrash(RuntimeError):
-    """A group member could not start, or the group never got its partitions."""
-
-
-@dataclass(frozen=True)
-class ConsumerTask:
-    """What one start of one member process is to do (pickled to it)."""
-
-    member: int
-    start: int  # how many times this member was started before
-    bootstrap: str
-    topic: str
-    group_id: str
-    commit: CommitMode
-    run_dir: Path
-    parent_pid: int
-    log_level: int
-    processing_s: float = 0.0  # how long processing one message takes
-
-    @property
-    def files(self) -> layout.ConsumerFiles:
-        """This start's journal files."""
-        return layout.consumer_journal(self.member, self.start)
-
-
-def consumer_config(task: ConsumerTask) -> dict[str, Any]:
-    """The member's librdkafka settings: only the commit mode departs from the defaults
-    (besides a short session, so a dead member is replaced within a fault)."""
-    return {
-        "bootstrap.servers": task.bootstrap,
-        "group.id": task.group_id,
-        "client.id": f"kchaos-consumer-{task.member}",
-        "auto.offset.reset": "earliest",  # a new group reads from the start
-        "enable.auto.commit": task.commit == CommitMode.AUTO,
-        "session.timeout.ms": SESSION_TIMEOUT_MS,
-        "heartbeat.interval.ms": HEARTBEAT_MS,
-        "log_level": 3,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# In the member process
-
-
-class _Journal:
-    """A member's two Arrow streams; each batch reaches the OS when `write` returns (OSFile is
-    unbuffered), so it survives a SIGKILL of the process."""
-
-    def __init__(self, run_dir: Path, files: layout.ConsumerFiles):
-        self._processed = ipc.new_stream(
-            pa.OSFile(str(run_dir / files.processed), "wb"), PROCESSED_SCHEMA
-        )
-        self._commits = ipc.new_stream(pa.OSFile(str(run_dir / files.commits), "wb"), COMMIT_SCHEMA)
-
-    def processed(self, rows: list[tuple[int | None, int, int]], member: int) -> None:
-        """Journal (msg_id, partition, offset) rows as processed now: this is the processing."""
-        if not rows:
-            return
-        msg_id, partition, offset = zip(*rows, strict=True)
-        n = len(rows)
-        batch = pa.record_batch(
-            [
-                pa.array(msg_id, pa.int64()),
-                pa.array(partition, pa.int32()),
-                pa.array(offset, pa.int64()),
-                pa.repeat(pa.scalar(member, pa.int32()), n),
-                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
-            ],
-            schema=PROCESSED_SCHEMA,
-        )
-        self._processed.write_batch(batch)
-
-    def commits(self, outcomes: list[tuple[int, int, str]], member: int) -> None:
-        """Journal (partition, next offset, outcome) of one commit attempt."""
-        if not outcomes:
-            return
-        partition, offset, outcome = zip(*outcomes, strict=True)
-        n = len(outcomes)
-        batch = pa.record_batch(
-            [
-                pa.array(partition, pa.int32()),
-                pa.array(offset, pa.int64()),
-                pa.repeat(pa.scalar(member, pa.int32()), n),
-                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
-                pa.array(outcome, pa.string()),
-            ],
-            schema=COMMIT_SCHEMA,
-        )
-        self._commits.write_batch(batch)
-
-    def close(self) -> None:
-        self._processed.close()
-        self._commits.close()
-
-
-def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None:
-    """A member process's body: join the group, process and commit until SIGTERM (or the
-    harness is gone), leave the group; report a failure (the journal's too) on `outcomes`."""
-    from confluent_kafka import Consumer  # in the child only: the parent imports no client here
-
-    stop = child_setup(logs, task.log_level)
-    error = None
-    journal: _Journal | None = None
-    consumer = None
-    try:
-        journal = _Journal(task.run_dir, task.files)
-        consumer = Consumer(
-            consumer_config(task)
-            | ({"on_commit": _auto_commits(journal, task.member)} if task.commit == "auto" else {})
-        )
-        assigned: set[int] = set()
-
-        def on_assign(_: Any, partitions: list) -> None:
-            assigned.update(p.partition for p in partitions)
-            counters[ASSIGNED] = len(assigned)
-
-        def on_revoke(_: Any, partitions: list) -> None:
-            assigned.difference_update(p.partition for p in partitions)
-            counters[ASSIGNED] = len(assigned)
-
-        consumer.subscribe(
-            [task.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
-        )
-        counters[READY] = 1
-        while not stop.is_set() and os.getppid() == task.parent_pid:
-            messages = consumer.consume(num_messages=BATCH, timeout=POLL_S)
-            rows = [_row(m) for m in messages if m.error() is None]
-            if rows:
-                _handle(task, consumer, journal, rows)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        log.exception("consumer %d failed", task.member)
-    finally:
-        if consumer is not None:
-            with contextlib.suppress(Exception):
-                consumer.close()  # leaves the group; in auto mode, commits the stored offsets
-        if journal is not None:
-            try:
-                journal.close()
-            except Exception as exc:
-                error = error or f"journal: {type(exc).__name__}: {exc}"
-        outcomes.put((task.member, task.start, error))
-
-
-def _row(message: Any) -> tuple[int | None, int, int]:
-    """(msg_id, partition, offset) of a message handed to the application."""
-    from harness.workload.recorder import decode_value
-
-    return decode_value(message.value())[0], message.partition(), message.offset()
-
-
-def _handle(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> None:
-    """Process one batch under the task's commit mode."""
-    if task.commit == CommitMode.AUTO:
-        _process(task, journal, rows)
-    elif task.commit == CommitMode.AFTER_PROCESS:
-        _process(task, journal, rows)
-        _commit(task, consumer, journal, rows)
-    else:  # before-process: only what was committed is processed
-        done = _commit(task, consumer, journal, rows)
-        _process(task, journal, [r for r in rows if r[1] in done])
-
-
-def _process(task: ConsumerTask, journal: _Journal, rows: list) -> None:
-    """Process rows: with a processing time, one message after the other, each journalled as
-    it is done (a kill mid-batch leaves part of it processed, as in a real application)."""
-    if not task.processing_s:
-        journal.processed(rows, task.member)
-        return
-    for row in rows:
-        time.sleep(task.processing_s)
-        journal.processed([row], task.member)
-
-
-def _commit(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> set[int]:
-    """Commit each partition's offset after the batch (synchronously), journal the outcome;
-    the partitions whose commit succeeded."""
-    from confluent_kafka import KafkaException, TopicPartition
-
-    ends: dict[int, int] = {}
-    for _, partition, offset in rows:
-        ends[partition] = max(ends.get(partition, -1), offset + 1)
-    offsets = [TopicPartition(task.topic, p, o) for p, o in sorted(ends.items())]
-    try:
-        results = consumer.commit(offsets=offsets, asynchronous=False)
-        outcomes = [(r.partition, r.offset, _outcome(r.error)) for r in results]
-    except KafkaException as exc:
-        name = _outcome(exc.args[0] if exc.args else None)
-        outcomes = [(p, o, name) for p, o in sorted(ends.items())]
-    journal.commits(outcomes, task.member)
-    return {p for p, _, outcome in outcomes if outcome == COMMIT_OK}
-
-
-def _auto_commits(journal: _Journal, member: int) -> Any:
-    """The commit callback of auto mode: journal each automatic commit's outcome."""
-
-    def on_commit(error: Any, partitions: list) -> None:
-        whole = None if error is None else _outcome(error)
-        rows = [
-            (p.partition, p.offset, whole or _outcome(p.error)) for p in partitions if p.offset >= 0
-        ]
-        with contextlib.suppress(Exception):  # an exception here would surface from consume()
-            journal.commits(rows, member)
-
-    return on_commit
-
-
-def _outcome(error: Any) -> str:
-    """COMMIT_OK for no error, else the error's name."""
-    if error is None:
-        return COMMIT_OK
-    try:
-        return str(error.name())
-    except Exception:
-        return str(error)
-
+from harness.rundir.records import CommitMode
+from harness.workload.consumer_member import (
+    ASSIGNED,
+    CONTEXT,
+    ConsumerCrash,
+    ConsumerTask,
+    consume,
+)
+from harness.workload.processes import forward_logs, sigint_ignored
 
 # ---------------------------------------------------------------------------------------------
 # In the harness
+
+log = logging.getLogger("kafka_chaos.consumers")
 
 
 @dataclass(frozen=True)

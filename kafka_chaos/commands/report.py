@@ -63,7 +63,7 @@ def analyse_and_print(
 
     from analysis.judge.verdicts import exit_code
     from analysis.pipeline import VERDICT_COLUMNS, analyse, verdict_table
-    from harness.workload.journal import finalize
+    from harness.workload.finalize import finalize
 
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet

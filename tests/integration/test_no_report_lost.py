@@ -23,7 +23,8 @@ from harness.experiment.spec import FaultStep
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
-from harness.workload.journal import AckJournal, finalize
+from harness.workload.finalize import finalize
+from harness.workload.journal import AckJournal
 from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, read_all
 

@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from harness.workload.journal import AckJournal, finalize
+from harness.workload.finalize import finalize
+from harness.workload.journal import AckJournal
 from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, high_watermarks, poll_until, read_all
 

@@ -13,7 +13,8 @@ from confluent_kafka import KafkaError, Message
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
-from harness.workload.journal import AckJournal, JournalError, finalize, parse_ids
+from harness.workload.finalize import finalize
+from harness.workload.journal import AckJournal, JournalError, parse_ids
 from harness.workload.producers import close_and_tally
 from harness.workload.recorder import (
     DeliveryTally,

@@ -18,12 +18,12 @@ from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Verdict
 from analysis.model.anomalies import ANOMALY_NAMES
 from analysis.model.availability import Availability, Gap, HealRecovery, PartitionAvailability
 from analysis.model.results import RunResult
+from analysis.report import cells as cells_module
 from analysis.report import html as html_module
 from analysis.report import json_report as json_module
 from analysis.report import junit as junit_module
 from analysis.report import markdown as markdown_module
 from analysis.report import render
-from analysis.report import cells as cells_module
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit

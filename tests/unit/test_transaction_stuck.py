@@ -14,7 +14,7 @@ import pytest
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.transactions import TRANSACTION_SCHEMA, TxnOutcome
-from harness.workload.journal import read_stream
+from harness.workload.finalize import read_stream
 from harness.workload.recorder import Workload
 from harness.workload.transactions import ClientStuck, TransactionalRecorder, TransactionPlan
 
