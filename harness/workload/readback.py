@@ -6,12 +6,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from harness.rundir.records import READBACK_SCHEMA
+from harness.waiting import poll_until
 from harness.workload.recorder import decode_value
 
 
@@ -63,13 +65,42 @@ def read_back(
     return Readback(table.num_rows, low, high, complete, time.monotonic() - started, ends)
 
 
+# Errors of a partition whose metadata has not reached this client yet (a topic just created).
+RETRIABLE: Final = frozenset(
+    {
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._TIMED_OUT,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+WATERMARK_WAIT_S: Final = 30.0
+
+
 def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, dict]:
+    """Each partition's (low, high) watermarks, retrying while its metadata is not known yet."""
     low, high = {}, {}
     for p in range(partitions):
-        low[p], high[p] = consumer.get_watermark_offsets(
-            TopicPartition(topic, p), timeout=10, cached=False
+
+        def watermarks(p: int = p) -> tuple[int, int]:
+            return consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=10, cached=False
+            )
+
+        low[p], high[p] = poll_until(
+            watermarks,
+            WATERMARK_WAIT_S,
+            f"the watermarks of {topic}-{p}",
+            retry_on=_retriable,
         )
     return low, high
+
+
+def _retriable(exc: Exception) -> bool:
+    """True for a KafkaException whose error says the partition is not known yet."""
+    return isinstance(exc, KafkaException) and exc.args[0].code() in RETRIABLE
 
 
 def _consume(
