@@ -21,7 +21,6 @@ reprocessed, and nothing else may change.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.streams import read_stream
 
 __all__ = [
     "TIMELINE_COUNTS",
@@ -94,16 +93,6 @@ def commits_table(run_dir: Path) -> pa.Table:
 def _journals(run_dir: Path, pattern: str, schema: pa.Schema) -> pa.Table:
     tables = [read_stream(path, schema) for path in sorted(run_dir.glob(pattern))]
     return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
-    """Every complete batch of an Arrow stream: a member killed mid-write leaves a torn last
-    batch, which is not read (nor is anything of a file whose header never reached the disk)."""
-    batches = []
-    with contextlib.suppress(pa.ArrowInvalid, OSError):
-        for batch in ipc.open_stream(pa.memory_map(str(path))):
-            batches.append(batch)
-    return pa.Table.from_batches(batches, schema=schema)
 
 
 def final_committed(run: RunEvidence) -> dict[int, int]:

@@ -4,7 +4,6 @@ left out), add the send times, merge the producers, write the table (also after 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from harness.rundir import layout
@@ -24,19 +22,8 @@ from harness.rundir.records import (
     PRODUCER_COLUMN,
     Status,
 )
+from harness.rundir.streams import read_stream
 from harness.workload.journal import SOLE, ProducerSlot, key_of
-
-
-def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
-    """Every complete batch of an Arrow stream, tolerating a truncated tail (crashed writer)."""
-    batches = []
-    if not path.exists() or not path.stat().st_size:
-        return pa.Table.from_batches([], schema=schema)
-    with contextlib.suppress(pa.ArrowInvalid, OSError):
-        reader = ipc.open_stream(pa.memory_map(str(path)))
-        for batch in reader:
-            batches.append(batch)
-    return pa.Table.from_batches(batches, schema=schema)
 
 
 def finalize(run_dir: Path) -> pa.Table:

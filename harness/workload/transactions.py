@@ -44,8 +44,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
-from harness.workload.finalize import read_stream
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
 from harness.workload.recorder import (
     DeliveryTally,

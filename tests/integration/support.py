@@ -22,7 +22,7 @@ from confluent_kafka import (
 
 from harness.rundir.layout import JournalFiles
 from harness.rundir.records import ACK_SCHEMA
-from harness.workload.finalize import read_stream
+from harness.rundir.streams import read_stream
 
 T = TypeVar("T")
 Record = tuple[bytes | None, bytes | None]  # (key, value)

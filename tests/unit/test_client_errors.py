@@ -12,8 +12,9 @@ from confluent_kafka import KafkaError, KafkaException
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
+from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA
-from harness.workload.finalize import finalize, read_stream
+from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal
 from harness.workload.producers import ProducerFleet, producer_tasks
 from harness.workload.recorder import (

@@ -13,8 +13,8 @@ import pytest
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
+from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, TxnOutcome
-from harness.workload.finalize import read_stream
 from harness.workload.recorder import Workload
 from harness.workload.transactions import ClientStuck, TransactionalRecorder, TransactionPlan
 
