@@ -312,7 +312,7 @@ def _assembled(run: _RunDir, facts: RunFacts, attribution: Attribution | None) -
         return replace(blank, timeline=timeline)
     counts = _all_counts(facts)
     contract = dict.fromkeys(CONTRACT_KEYS, 0) | facts.contract
-    examples = {
+    examples: dict[str, tuple[Example, ...]] = {
         name: tuple(Example.of(name, row) for row in facts.examples.get(name, ()))
         for name in ANOMALY_NAMES
     }

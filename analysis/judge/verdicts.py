@@ -159,7 +159,7 @@ def _read_counts(raw: Mapping[str, object]) -> dict[str, int]:
     for name in COUNT_NAMES:
         value = raw.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"count {name!r} is {value!r}, expected a non-negative int")
+            raise ValueError(f"count {str(name)!r} is {value!r}, expected a non-negative int")
         counts[name] = value
     return counts
 

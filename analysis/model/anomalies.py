@@ -4,26 +4,90 @@ Reconcile, verdicts, report, pipeline and the CLI table all derive their names, 
 meanings and example fields from ANOMALIES; nothing else lists them. The one loss figure is
 the sum of the classes whose `counts_as_loss` is true (they are disjoint by construction):
 the distinct acknowledged messages absent from the complete final read-back.
+
+The names are typed: AnomalyName for the classes (one member per ANOMALIES entry, in its
+order), CountName for the counts beside them. Both are StrEnums, so a dict keyed by them
+serialises to exactly results.json's keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
+
+from harness.rundir.records import Status
 
 __all__ = [
     "ANOMALIES",
     "ANOMALY_NAMES",
     "AT_ACKED_OFFSET",
+    "COUNT_LABELS",
     "COUNT_NAMES",
     "EXAMPLE_FIELDS",
     "LOSS_CLASSES",
     "SEND_COUNTS",
+    "STATUS_COUNTS",
     "Anomaly",
+    "AnomalyName",
+    "Check",
+    "CountKey",
+    "CountName",
+    "Counts",
     "anomaly",
+    "classes_of",
     "loss_of",
 ]
+
+
+class AnomalyName(StrEnum):
+    """An anomaly class's name, as results.json spells it; ANOMALIES has one entry per member,
+    in this order."""
+
+    LOST = "lost"
+    UNSEEN = "unseen"
+    OFFSET_DIVERGENT = "offset_divergent"
+    EXPIRED = "expired"
+    DUPLICATED = "duplicated"
+    DUPLICATED_UNACKED = "duplicated_unacked"
+    MOVED = "moved"
+    FAILED_PRESENT = "failed_present"
+    INDETERMINATE_PRESENT = "indeterminate_present"
+    REORDERED = "reordered"
+    PHANTOM = "phantom"
+    CONSUMER_UNPROCESSED = "consumer_unprocessed"
+    CONSUMER_REPROCESSED = "consumer_reprocessed"
+    ABORTED_READ = "aborted_read"
+    COMMITTED_LOST = "committed_lost"
+    TORN_TRANSACTION = "torn_transaction"
+
+
+class CountName(StrEnum):
+    """The counts beside the anomaly classes: the send outcomes, the records read, and the one
+    loss figure (a repetition's `loss`, beside results.json's counts rather than in them)."""
+
+    SENT = "sent"  # messages the producer tried to send
+    ACKED = "acked"  # sends whose delivery report was a success (status ok)
+    FAILED = "failed"
+    INDETERMINATE = "indeterminate"
+    READ = "read"  # distinct records the final read-back holds
+    LOSS = "loss"  # distinct acknowledged messages missing: the sum of the LOSS_CLASSES
+
+
+class Check(StrEnum):
+    """Which check of analysis/checks decides a class."""
+
+    MESSAGE = "message"  # from one message's own facts: classify (checks/messages/classes.py)
+    ORDER = "order"  # from the read order of each partition: reordered (same module)
+    CONSUMERS = "consumers"  # from the consumer group's journals (checks/consumers.py)
+    TRANSACTIONS = "transactions"  # from the transaction journal (checks/transactions.py)
+
+
+CountKey = CountName | AnomalyName
+# A repetition's counts: CountKey → count (results.json's `counts`: every COUNT_NAMES entry;
+# read back from JSON its keys are plain strings, which look the members up all the same).
+Counts = Mapping[str, int]
 
 # Where an example row says a message was acked, and what the read-back holds there.
 ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "readback_msg_id_at_offset")
@@ -39,83 +103,85 @@ TXN_ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "txn")
 class Anomaly:
     """One anomaly class: its name in results.json, a short label, what it means."""
 
-    name: str
+    name: AnomalyName
     label: str
     meaning: str
     counts_as_loss: bool = False
     serious: bool = False  # drawn in red in the matrix when non-zero
     at_acked_offset: bool = True  # examples show the acked location (else where it was read)
     example_fields: tuple[str, ...] = ACKED_LOCATION
+    check: Check = Check.MESSAGE  # the check that decides it
 
 
 ANOMALIES: Final[tuple[Anomaly, ...]] = (
     Anomaly(
-        "lost",
+        AnomalyName.LOST,
         "lost",
         "acked, absent from the read-back, and its partition was read past its offset (proof)",
         counts_as_loss=True,
         serious=True,
     ),
     Anomaly(
-        "unseen",
+        AnomalyName.UNSEEN,
         "unseen",
         "acked, absent from the read-back, beyond the last offset read of its partition",
         counts_as_loss=True,
         serious=True,
     ),
     Anomaly(
-        "offset_divergent",
+        AnomalyName.OFFSET_DIVERGENT,
         "diverged",
         "the acked offset now holds another message (the log was truncated and rewritten)",
         serious=True,
     ),
     Anomaly(
-        "expired",
+        AnomalyName.EXPIRED,
         "expired",
         "acked below its partition's log-start offset: deleted by retention, never loss",
     ),
     Anomaly(
-        "duplicated",
+        AnomalyName.DUPLICATED,
         "dup",
         "an acknowledged message id held by more than one log record",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
     Anomaly(
-        "duplicated_unacked",
+        AnomalyName.DUPLICATED_UNACKED,
         "dup unacked",
         "a failed or indeterminate send held by more than one log record (allowed)",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
     Anomaly(
-        "moved",
+        AnomalyName.MOVED,
         "moved",
         "acked, and read at another offset than acknowledged (not a loss)",
     ),
     Anomaly(
-        "failed_present",
+        AnomalyName.FAILED_PRESENT,
         "failed present",
         "the send failed, yet the message is in the log (legal)",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
     Anomaly(
-        "indeterminate_present",
+        AnomalyName.INDETERMINATE_PRESENT,
         "indet. present",
         "the outcome was unknown, and the message is in the log (legal)",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
     ),
     Anomaly(
-        "reordered",
+        AnomalyName.REORDERED,
         "reordered",
         "in one partition, a key's record read after a later send of the same key",
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "key", "key_seq", "max_key_seq_before"),
+        check=Check.ORDER,
     ),
     Anomaly(
-        "phantom",
+        AnomalyName.PHANTOM,
         "phantom",
         "log records never sent by the producer, or whose value cannot be parsed",
         at_acked_offset=False,
@@ -123,56 +189,80 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     ),
     # The consumer group's classes (workload.consumers; analysis.checks.consumers): 0 without one.
     Anomaly(
-        "consumer_unprocessed",
+        AnomalyName.CONSUMER_UNPROCESSED,
         "unprocessed",
         "acked and in the log below the group's committed offset, yet never processed by any "
         "consumer of the group",
         serious=True,
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset"),
+        check=Check.CONSUMERS,
     ),
     Anomaly(
-        "consumer_reprocessed",
+        AnomalyName.CONSUMER_REPROCESSED,
         "reprocessed",
         "a log record the consumer group processed more than once (counted by message)",
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "processed"),
+        check=Check.CONSUMERS,
     ),
     # Transactional runs only (analysis.checks.transactions); 0 elsewhere. Their loss is in
     # lost/unseen already (a committed message missing), so none counts as loss again.
     Anomaly(
-        "aborted_read",
+        AnomalyName.ABORTED_READ,
         "aborted read",
         "a message of an aborted transaction returned by the read_committed read-back",
         serious=True,
         at_acked_offset=False,
         example_fields=TXN_READ_LOCATION,
+        check=Check.TRANSACTIONS,
     ),
     Anomaly(
-        "committed_lost",
+        AnomalyName.COMMITTED_LOST,
         "txn lost",
         "a committed transaction with a message missing from the read_committed read-back "
         "(transactions, each counted once)",
         serious=True,
         example_fields=TXN_ACKED_LOCATION,
+        check=Check.TRANSACTIONS,
     ),
     Anomaly(
-        "torn_transaction",
+        AnomalyName.TORN_TRANSACTION,
         "torn txn",
         "a committed transaction only partly visible to read_committed (transactions)",
         serious=True,
         example_fields=TXN_ACKED_LOCATION,
+        check=Check.TRANSACTIONS,
     ),
 )
 
-ANOMALY_NAMES: Final = tuple(a.name for a in ANOMALIES)
+ANOMALY_NAMES: Final[tuple[AnomalyName, ...]] = tuple(a.name for a in ANOMALIES)
 LOSS_CLASSES: Final = tuple(a.name for a in ANOMALIES if a.counts_as_loss)
 AT_ACKED_OFFSET: Final = tuple(a.name for a in ANOMALIES if a.at_acked_offset)
-EXAMPLE_FIELDS: Final = {a.name: a.example_fields for a in ANOMALIES}
-# The send outcomes counted beside the anomalies, and `read`: distinct records read back.
-SEND_COUNTS: Final = ("sent", "acked", "failed", "indeterminate")
-COUNT_NAMES: Final = (*SEND_COUNTS, "read", *ANOMALY_NAMES)
-_BY_NAME: Final = {a.name: a for a in ANOMALIES}
+# Keyed by name: a member or the plain string results.json holds.
+EXAMPLE_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {a.name: a.example_fields for a in ANOMALIES}
+# The count of the sends of each status (acked: a delivery report without error).
+STATUS_COUNTS: Final[Mapping[Status, CountName]] = {
+    Status.OK: CountName.ACKED,
+    Status.FAILED: CountName.FAILED,
+    Status.INDETERMINATE: CountName.INDETERMINATE,
+}
+# The send outcomes counted beside the anomalies: `sent`, then one count per send status.
+SEND_COUNTS: Final[tuple[CountName, ...]] = (CountName.SENT, *STATUS_COUNTS.values())
+# results.json's counts, in its order: the send counts, `read`, every anomaly class.
+COUNT_NAMES: Final[tuple[CountKey, ...]] = (*SEND_COUNTS, CountName.READ, *ANOMALY_NAMES)
+_BY_NAME: Final[Mapping[str, Anomaly]] = {a.name: a for a in ANOMALIES}
+# Every count's (label, meaning) as the reports show them: the counts beside the classes, then
+# each class's own from the registry.
+COUNT_LABELS: Final[Mapping[str, tuple[str, str]]] = {
+    CountName.SENT: ("sent", "messages the producer tried to send"),
+    CountName.ACKED: ("acked", "sends that ended in a successful delivery report"),
+    CountName.FAILED: ("failed", "sends refused with a definite error"),
+    CountName.INDETERMINATE: ("indeterminate", "sends whose outcome is unknown (never a loss)"),
+    CountName.READ: ("read", "distinct records the final read-back holds"),
+    CountName.LOSS: ("loss", "distinct acknowledged messages missing from the final read-back"),
+    **{a.name: (a.label, a.meaning) for a in ANOMALIES},
+}
 
 
 def anomaly(name: str) -> Anomaly:
@@ -180,6 +270,11 @@ def anomaly(name: str) -> Anomaly:
     return _BY_NAME[name]
 
 
-def loss_of(counts: Mapping[str, int]) -> int:
+def classes_of(check: Check) -> tuple[AnomalyName, ...]:
+    """The classes `check` decides, in registry order."""
+    return tuple(a.name for a in ANOMALIES if a.check == check)
+
+
+def loss_of(counts: Counts) -> int:
     """The one loss figure of a repetition's counts: distinct acked messages missing."""
     return sum(counts[name] for name in LOSS_CLASSES)

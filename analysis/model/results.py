@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.model.anomalies import EXAMPLE_FIELDS
+from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName
 from analysis.model.attribution import Attribution
 from analysis.model.availability import Availability
 from harness.rundir.config import CellConfig
@@ -18,7 +18,10 @@ from harness.rundir.records import STATUSES
 
 __all__ = [
     "CONTRACT_KEYS",
+    "TIMELINE_ANOMALIES",
     "Example",
+    "ExampleRow",
+    "ExampleRows",
     "RunResult",
     "RunStatus",
     "Sensitivity",
@@ -32,6 +35,12 @@ CONTRACT_KEYS: Final = (
     "unknown_statuses",
     *(f"reported_{s}" for s in STATUSES),
 )
+
+
+# A check's example before it is typed: at least the fields EXAMPLE_FIELDS names for its class.
+ExampleRow = dict[str, Any]
+# A check's examples: anomaly class (an AnomalyName) → its rows, lowest msg_id first.
+ExampleRows = dict[str, list[ExampleRow]]
 
 
 class RunStatus(StrEnum):
@@ -65,6 +74,12 @@ class Example:
     def as_json(self, anomaly: str) -> dict[str, Any]:
         """The results.json form: exactly the fields its class shows."""
         return {name: getattr(self, name) for name in EXAMPLE_FIELDS[anomaly]}
+
+
+# The timeline's anomaly series (TimelineSecond's fields): per second of send time, the
+# acknowledged messages later missing (any loss class) or duplicated.
+MISSING: Final = "missing"
+TIMELINE_ANOMALIES: Final = (MISSING, AnomalyName.DUPLICATED)
 
 
 @dataclass(frozen=True)

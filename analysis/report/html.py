@@ -14,6 +14,7 @@ from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, Verdict
 from analysis.judge.verdicts import exit_code
+from analysis.model.anomalies import COUNT_LABELS
 from analysis.model.results import RunResult
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.charts import VERDICT_COLOURS
@@ -23,7 +24,6 @@ from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import SummaryView, summary_view
 from analysis.report.views import (
-    COUNT_LABELS,
     MATRIX_COUNTS,
     PRICE_LABELS,
     css_class,

@@ -17,22 +17,31 @@ from analysis.judge.outcomes import (
 )
 from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import ANOMALIES as ANOMALY_REGISTRY
-from analysis.model.anomalies import ANOMALY_NAMES, LOSS_CLASSES
+from analysis.model.anomalies import (
+    ANOMALY_NAMES,
+    LOSS_CLASSES,
+    AnomalyName,
+    CountKey,
+    CountName,
+)
 from analysis.model.attribution import Place
 from analysis.report.charts import percent
 from harness.rundir.config import CellConfig
 
 # The matrix: sends, the one loss figure, then every anomaly class of the registry.
-MATRIX_COUNTS: Final = ("sent", "acked", "loss", *ANOMALY_NAMES)
-COUNT_LABELS: Final = {
-    "sent": ("sent", "messages the producer tried to send"),
-    "acked": ("acked", "sends that ended in a successful delivery report"),
-    "loss": ("loss", "distinct acknowledged messages missing from the final read-back"),
-    **{a.name: (a.label, a.meaning) for a in ANOMALY_REGISTRY},
-}
-ANOMALIES: Final = frozenset(ANOMALY_NAMES) | {"loss"}
-SERIOUS: Final = frozenset({"loss", *(a.name for a in ANOMALY_REGISTRY if a.serious)})
-EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, "offset_divergent")
+MATRIX_COUNTS: Final[tuple[CountKey, ...]] = (
+    CountName.SENT,
+    CountName.ACKED,
+    CountName.LOSS,
+    *ANOMALY_NAMES,
+)
+# The matrix's counts shown loudly when non-zero (the serious ones in red): the loss figure
+# and the anomaly classes.
+ANOMALIES: Final[frozenset[CountKey]] = frozenset({CountName.LOSS, *ANOMALY_NAMES})
+SERIOUS: Final[frozenset[CountKey]] = frozenset(
+    {CountName.LOSS, *(a.name for a in ANOMALY_REGISTRY if a.serious)}
+)
+EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, AnomalyName.OFFSET_DIVERGENT)
 EXAMPLE_ROWS: Final = 20
 NOT_RECORDED: Final = "not recorded"
 # How each place of analysis.checks.attribution reads in a sentence.

@@ -35,6 +35,7 @@ from analysis.checks.messages.index import Index, Messages, Progress, messages_o
 from analysis.checks.messages.probe import run_probe
 from analysis.checks.messages.timeline import add_anomaly_seconds, send_facts, status_counts
 from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
+from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
 from harness.rundir.records import Status
@@ -58,16 +59,16 @@ def check_run(run: RunInput) -> RunFacts:
     messages = messages_of(index, hidden=None)
     found = classes.classify(messages, progress, run.log_start)
     reordered = classes.reordered(reads)
-    counts |= {"read": reads.n} | {
+    counts |= {CountName.READ: reads.n} | {
         name: classes.weight(name, mask, messages) for name, mask in found.items()
     }
-    counts["reordered"] = len(reordered["offset"])
+    counts[AnomalyName.REORDERED] = len(reordered["offset"])
     contract |= identity_facts(messages)
     add_anomaly_seconds(seconds, found, messages)
     examples = examples_of(found, messages, reads, reordered)
     sensitivity = run_probe(index, run, messages, classes.loss_mask(found))
     if txns is not None:
-        txn = _transaction_facts(run, txns, messages, reads, found["expired"])
+        txn = _transaction_facts(run, txns, messages, reads, found[AnomalyName.EXPIRED])
         counts |= txn.counts
         examples |= txn.examples
         sensitivity = sensitivity & txn.sensitivity
@@ -83,7 +84,9 @@ def check_run(run: RunInput) -> RunFacts:
         counts=counts,
         contract=contract,
         loss_by_partition=by_partition(classes.loss_mask(found), messages.partition),
-        divergence_by_partition=by_partition(found["offset_divergent"], messages.partition),
+        divergence_by_partition=by_partition(
+            found[AnomalyName.OFFSET_DIVERGENT], messages.partition
+        ),
         examples=examples,
         missing=missing_of(classes.loss_mask(found), messages),
         sensitivity=sensitivity,

@@ -9,15 +9,16 @@ import pyarrow.compute as pc
 
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Reads, distinct
 from analysis.checks.messages.index import Messages, Progress
-from analysis.model.anomalies import LOSS_CLASSES
+from analysis.model.anomalies import LOSS_CLASSES, AnomalyName
 from harness.rundir.records import Status
 
+# A mask over the run's messages per anomaly class.
+Masks = dict[AnomalyName, np.ndarray]
 
-def classify(
-    messages: Messages, progress: Progress, log_start: dict[int, int]
-) -> dict[str, np.ndarray]:
-    """A mask over the messages per anomaly class decided by a message's own facts (all but
-    reordered); a message may be in several.
+
+def classify(messages: Messages, progress: Progress, log_start: dict[int, int]) -> Masks:
+    """A mask over the messages per anomaly class decided by a message's own facts: exactly the
+    registry's Check.MESSAGE classes, in its order; a message may be in several.
 
     An acked message never read is expired below its partition's log-start offset; otherwise it
     is lost when its partition was read at or past its acked offset (or, with no acked offset, a
@@ -37,16 +38,16 @@ def classify(
     elsewhere = ~m.holds_self
     unacked = (m.status == CODE[Status.FAILED]) | (m.status == CODE[Status.INDETERMINATE])
     return {
-        "lost": missing & proven,
-        "unseen": missing & ~proven,
-        "offset_divergent": located_ok & m.slot_read & elsewhere,
-        "expired": never_read & expired,
-        "duplicated": ok & (reads > 1),
-        "duplicated_unacked": unacked & (reads > 1),
-        "moved": located_ok & (reads > 0) & elsewhere,
-        "failed_present": (m.status == CODE[Status.FAILED]) & (reads > 0),
-        "indeterminate_present": (m.status == CODE[Status.INDETERMINATE]) & (reads > 0),
-        "phantom": ~m.in_acked & (reads > 0),
+        AnomalyName.LOST: missing & proven,
+        AnomalyName.UNSEEN: missing & ~proven,
+        AnomalyName.OFFSET_DIVERGENT: located_ok & m.slot_read & elsewhere,
+        AnomalyName.EXPIRED: never_read & expired,
+        AnomalyName.DUPLICATED: ok & (reads > 1),
+        AnomalyName.DUPLICATED_UNACKED: unacked & (reads > 1),
+        AnomalyName.MOVED: located_ok & (reads > 0) & elsewhere,
+        AnomalyName.FAILED_PRESENT: (m.status == CODE[Status.FAILED]) & (reads > 0),
+        AnomalyName.INDETERMINATE_PRESENT: (m.status == CODE[Status.INDETERMINATE]) & (reads > 0),
+        AnomalyName.PHANTOM: ~m.in_acked & (reads > 0),
     }
 
 
@@ -58,14 +59,14 @@ def _per_partition(values: dict[int, int], partition: np.ndarray, default: int) 
     return out
 
 
-def loss_mask(classes: dict[str, np.ndarray]) -> np.ndarray:
+def loss_mask(classes: Masks) -> np.ndarray:
     """The messages that count as loss: acknowledged and missing."""
     return np.logical_or.reduce([classes[name] for name in LOSS_CLASSES])
 
 
-def weight(name: str, mask: np.ndarray, messages: Messages) -> int:
+def weight(name: AnomalyName, mask: np.ndarray, messages: Messages) -> int:
     """A class's count: messages, except phantom, which counts the records holding them."""
-    if name == "phantom":
+    if name == AnomalyName.PHANTOM:
         return int(messages.reads[mask].sum())
     return int(np.count_nonzero(mask))
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from analysis.checks.messages.classes import Masks
 from analysis.checks.messages.columns import NO_ID, NULL, Reads
 from analysis.checks.messages.index import Messages
-from analysis.model.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS
+from analysis.model.anomalies import ANOMALY_NAMES, AT_ACKED_OFFSET, EXAMPLE_FIELDS, AnomalyName
+from analysis.model.results import ExampleRow, ExampleRows
 
 MAX_EXAMPLES = 20
 
@@ -36,27 +38,27 @@ def by_partition(mask: np.ndarray, partition: np.ndarray) -> dict[str, int]:
 
 
 def examples_of(
-    classes: dict[str, np.ndarray],
+    classes: Masks,
     messages: Messages,
     reads: Reads,
     reordered: dict[str, np.ndarray],
-) -> dict[str, list[dict[str, Any]]]:
+) -> ExampleRows:
     """Up to MAX_EXAMPLES rows per class, lowest msg_id first (none last), with the fields
     EXAMPLE_FIELDS names: at the acked location or where it was read, as the class says."""
-    examples: dict[str, list[dict[str, Any]]] = {name: [] for name in ANOMALY_NAMES}
+    examples: ExampleRows = {name: [] for name in ANOMALY_NAMES}
     for name, mask in classes.items():
         chosen = np.flatnonzero(mask)[:MAX_EXAMPLES]  # messages are in msg_id order
         examples[name] = [_message_example(name, messages, reads, i) for i in chosen.tolist()]
     order = np.lexsort((reordered["offset"], reordered["partition"], reordered["msg_id"]))
-    examples["reordered"] = [
-        {f: value_of(reordered[f][i]) for f in EXAMPLE_FIELDS["reordered"] if f != "key"}
+    examples[AnomalyName.REORDERED] = [
+        {f: value_of(reordered[f][i]) for f in EXAMPLE_FIELDS[AnomalyName.REORDERED] if f != "key"}
         | {"key": reads.key[int(reordered["record"][i])].as_py()}
         for i in order[:MAX_EXAMPLES].tolist()
     ]
     return examples
 
 
-def _message_example(name: str, m: Messages, reads: Reads, i: int) -> dict[str, Any]:
+def _message_example(name: AnomalyName, m: Messages, reads: Reads, i: int) -> ExampleRow:
     """The example row of message i in class name: at its acked location, or where it was
     first read."""
     if name in AT_ACKED_OFFSET:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import Sensitivity
+from analysis.model.results import ExampleRows, Sensitivity
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,6 @@ class RunFacts:
     contract: dict[str, int]  # analysis.model.results.CONTRACT_KEYS
     loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
     divergence_by_partition: dict[str, int] = field(default_factory=dict)
-    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    examples: ExampleRows = field(default_factory=dict)
     missing: list[tuple[int | None, int | None, int | None]] = field(default_factory=list)
     sensitivity: Sensitivity | None = None  # the probe's outcome

@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.checks.messages.classes import loss_mask
+from analysis.checks.messages.classes import Masks, loss_mask
 from analysis.checks.messages.columns import CODE, NONE_TS, SLOT_BITS, Acked
 from analysis.checks.messages.index import Messages
+from analysis.model.anomalies import STATUS_COUNTS, AnomalyName, CountName
+from analysis.model.results import MISSING
 from harness.rundir.records import STATUSES, Status
 
 LATENCY_PERCENTILES = {"ack_latency_p50_ms": 0.5, "ack_latency_p99_ms": 0.99}
@@ -18,7 +20,7 @@ LATENCY_PERCENTILES = {"ack_latency_p50_ms": 0.5, "ack_latency_p99_ms": 0.99}
 def send_facts(acked: Acked) -> tuple[dict[int, dict[str, Any]], dict[str, int], dict[str, int]]:
     """Per epoch second of send: sends by status, reported sends by status, unknown statuses and
     ack latency percentiles; and the run's send counts and status contract facts."""
-    counts = {"sent": len(acked.status)} | status_counts(acked)
+    counts = {CountName.SENT: len(acked.status)} | status_counts(acked)
     contract = {"unknown_statuses": int(np.count_nonzero(acked.status == 0))}
     for status in STATUSES:
         contract[f"reported_{status}"] = int(
@@ -28,14 +30,10 @@ def send_facts(acked: Acked) -> tuple[dict[int, dict[str, Any]], dict[str, int],
 
 
 def status_counts(acked: Acked) -> dict[str, int]:
-    """acked, failed and indeterminate: the rows of each status."""
+    """acked, failed and indeterminate: the rows of each status (STATUS_COUNTS)."""
     return {
         name: int(np.count_nonzero(acked.status == CODE[status]))
-        for name, status in (
-            ("acked", Status.OK),
-            ("failed", Status.FAILED),
-            ("indeterminate", Status.INDETERMINATE),
-        )
+        for status, name in STATUS_COUNTS.items()
     }
 
 
@@ -54,7 +52,7 @@ def _seconds(acked: Acked) -> dict[int, dict[str, Any]]:
     def per_second(mask: np.ndarray | None = None) -> np.ndarray:
         return np.bincount(bins if mask is None else bins[mask], minlength=width)
 
-    columns = {"sent": per_second()}
+    columns: dict[str, np.ndarray] = {CountName.SENT: per_second()}
     for name, code in CODE.items():
         columns[name] = per_second(status == code)
         columns[f"reported_{name}"] = per_second((status == code) & acked.reported[timed])
@@ -63,7 +61,7 @@ def _seconds(acked: Acked) -> dict[int, dict[str, Any]]:
     return {
         int(first + b): {name: int(values[b]) for name, values in columns.items()}
         | {name: latency[name][b] for name in LATENCY_PERCENTILES}
-        for b in np.flatnonzero(columns["sent"])
+        for b in np.flatnonzero(columns[CountName.SENT])
     }
 
 
@@ -93,10 +91,12 @@ def _latency_percentiles(acked: Acked, width: int, first: int) -> dict[str, list
 
 
 def add_anomaly_seconds(
-    seconds: dict[int, dict[str, Any]], classes: dict[str, np.ndarray], messages: Messages
+    seconds: dict[int, dict[str, Any]], classes: Masks, messages: Messages
 ) -> None:
-    """Add to each timeline second the acked messages sent then and later missing or duplicated."""
-    for what, mask in (("missing", loss_mask(classes)), ("duplicated", classes["duplicated"])):
+    """Add to each timeline second the acked messages sent then and later missing or duplicated
+    (TIMELINE_ANOMALIES)."""
+    duplicated = AnomalyName.DUPLICATED
+    for what, mask in ((MISSING, loss_mask(classes)), (duplicated, classes[duplicated])):
         timed = mask & (messages.send_ts != NONE_TS)
         values, counts = np.unique(messages.send_ts[timed] // 1_000_000, return_counts=True)
         for second, count in zip(values.tolist(), counts.tolist(), strict=True):
