@@ -324,13 +324,10 @@ class EventLog:
         self._file = path.open("a", buffering=1)
         self._lock = threading.Lock()
 
-    def write(self, event: Event | EventType, **fields: Any) -> Event:
+    def write(self, event: Event) -> Event:
         """Append `event` (stamped now unless it has a ts_us) as one line; return it as written.
 
-        Only the fields the writer set are written, `ts_us` and `type` first. (An EventType with
-        fields is the older calling form, parsed into its model the same way.)"""
-        if isinstance(event, str):
-            event = _EVENT.validate_python({"type": event, **fields})
+        Only the fields the writer set are written, `ts_us` and `type` first."""
         if event.ts_us is None:
             event = event.model_copy(update={"ts_us": now_us()})
         fields = event.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -36,7 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.events import (
+    ConsumerCrashed,
+    ConsumersDone,
+    EventLog,
+    PhaseEvent,
+    now_us,
+)
 from harness.rundir.records import CommitMode
 from harness.workload.consumer_member import (
     ASSIGNED,
@@ -226,7 +232,7 @@ class ConsumerGroup:
                 )
             time.sleep(0.1)
         pids = [m.process.pid for m in self.members]
-        self.events.write(EventType.PHASE, phase="consumers-ready", pids=pids, group=self.group_id)
+        self.events.write(PhaseEvent(phase="consumers-ready", pids=pids, group=self.group_id))
 
     def check(self) -> None:
         """Record, once each, member processes that ended by themselves (consumer_crashed)."""
@@ -243,12 +249,13 @@ class ConsumerGroup:
             what = error or f"exited with code {process.exitcode}"
             self.crashes.append(f"consumer-{member.index} (start {key[1]}) {what}")
             self.events.write(
-                EventType.CONSUMER_CRASHED,
-                member=member.index,
-                start=key[1],
-                pid=process.pid,
-                exitcode=process.exitcode,
-                error=what,
+                ConsumerCrashed(
+                    member=member.index,
+                    start=key[1],
+                    pid=process.pid,
+                    exitcode=process.exitcode,
+                    error=what,
+                )
             )
 
     def catch_up(self, timeout_s: float, stop: threading.Event) -> CatchUp:
@@ -308,7 +315,7 @@ class ConsumerGroup:
             self.logs.put(None)
             self._forwarder.join(timeout=5)
         with contextlib.suppress(Exception):
-            events.write(EventType.CONSUMERS, **self._summary(catch_up))
+            events.write(ConsumersDone(**self._summary(catch_up)))
 
     def _collect_last(self) -> None:
         """Take the last reports of processes that just ended (waiting briefly for them)."""

@@ -26,7 +26,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.rundir.events import EventLog, EventType
+from harness.rundir.events import EventLog, PhaseEvent, ProducerCrashed, RecorderTally
 from harness.rundir.records import Status
 from harness.workload.journal import (
     AckJournal,
@@ -275,7 +275,7 @@ class ProducerFleet:
                 raise ProducerCrash(f"producers not ready within {self.READY_TIMEOUT_S:g} s")
             wait([p.sentinel for p in self._processes], timeout=0.1)
         pids = [process.pid for process in self._processes]
-        self.events.write(EventType.PHASE, phase="producers-ready", pids=pids)
+        self.events.write(PhaseEvent(phase="producers-ready", pids=pids))
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Let every producer send; return once all ended (`stop`: within STOP_GRACE_S)."""
@@ -311,10 +311,11 @@ class ProducerFleet:
         error = "; ".join(journal_errors) or None
         with contextlib.suppress(Exception):
             events.write(
-                EventType.RECORDER_TALLY,
-                reports=self.tally,
-                journal_error=error,
-                producers=[self._tally_of(index) for index in range(len(self.tasks))],
+                RecorderTally(
+                    reports=self.tally,
+                    journal_error=error,
+                    producers=[self._tally_of(index) for index in range(len(self.tasks))],
+                )
             )
         if self.crashes:
             return ProducerCrash(self.problem())
@@ -369,11 +370,12 @@ class ProducerFleet:
         self.crashes[index] = what
         log.error("producer %d (pid %s) %s; its journal is kept", index, process.pid, what)
         self.events.write(
-            EventType.PRODUCER_CRASHED,
-            producer=index,
-            pid=process.pid,
-            exitcode=process.exitcode,
-            error=error or what,
+            ProducerCrashed(
+                producer=index,
+                pid=process.pid,
+                exitcode=process.exitcode,
+                error=error or what,
+            )
         )
 
     def _stats_of(self, index: int) -> RecorderStats:
@@ -434,5 +436,5 @@ def close_and_tally(journal: AckJournal, recorder: Recorder | None, events: Even
     error = close_journal(journal)
     tally = recorder.tally if recorder is not None else DeliveryTally()
     with contextlib.suppress(Exception):
-        events.write(EventType.RECORDER_TALLY, reports=tally.as_dict(), journal_error=error)
+        events.write(RecorderTally(reports=tally.as_dict(), journal_error=error))
     return error

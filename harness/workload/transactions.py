@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness.rundir import layout
-from harness.rundir.events import EventLog, EventType, now_us
+from harness.rundir.events import EventLog, RecorderTally, now_us
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
@@ -425,10 +425,11 @@ class TransactionalRecorder:
             error = f"{error}; {txn_error}" if error else txn_error
         with contextlib.suppress(Exception):
             events.write(
-                EventType.RECORDER_TALLY,
-                reports=self.tally.as_dict(),
-                journal_error=error,
-                transactions=dict(self.transactions.outcomes),
+                RecorderTally(
+                    reports=self.tally.as_dict(),
+                    journal_error=error,
+                    transactions=dict(self.transactions.outcomes),
+                )
             )
         if error is not None:
             return JournalError(error)

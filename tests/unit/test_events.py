@@ -12,12 +12,10 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import (
     EventLog,
-    EventType,
     FaultStart,
     PhaseEvent,
     ReadbackDone,
     RecorderTally,
-    Sample,
     parse_events,
     read_events,
 )
@@ -77,15 +75,6 @@ def test_a_line_holds_only_the_fields_its_writer_set(tmp_path: Path) -> None:
     assert first == {"ts_us": 7, "type": "phase", "phase": "workload-start"}
     assert list(second)[:2] == ["ts_us", "type"]
     assert second["as"] == "victim" and "nodes" not in second and "detail" not in second
-
-
-def test_the_older_calling_form_writes_the_same_line(tmp_path: Path) -> None:
-    log = EventLog(tmp_path / layout.EVENTS)
-    log.write(EventType.SAMPLE, ts_us=5, partitions=[{"partition": 0, "leader": 1, "isr": [1]}])
-    log.write(Sample(ts_us=5, partitions=[{"partition": 0, "leader": 1, "isr": [1]}]))
-    log.close()
-    first, second = (tmp_path / layout.EVENTS).read_text().splitlines()
-    assert first == second
 
 
 def test_torn_foreign_and_invalid_lines_are_counted_not_raised() -> None:

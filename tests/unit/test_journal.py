@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from harness.rundir import layout
-from harness.rundir.events import EventLog, load_events
+from harness.rundir.events import EventLog, FaultStart, PhaseEvent, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal, JournalError, parse_ids
@@ -136,8 +136,8 @@ def test_journal_is_on_disk_before_close(tmp_path):
 
 def test_event_log_lines_are_json_with_time_and_type(tmp_path):
     log = EventLog(tmp_path / "events.jsonl")
-    log.write("phase", phase="x")
-    log.write("fault_start", ts_us=123, fault="kill")
+    log.write(PhaseEvent(phase="x"))
+    log.write(FaultStart(ts_us=123, fault="kill"))
     log.close()
     first, second = (json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines())
     assert first["type"] == "phase" and first["ts_us"] > 1_600_000_000_000_000
