@@ -13,8 +13,9 @@ from typing import Final
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
-from analysis.judge.outcomes import CellVerdict
+from analysis.judge.outcomes import CellVerdict, CountStats
 from analysis.judge.verdicts import exit_code, judge_all, read_evidence_by_run
+from analysis.model.anomalies import COUNT_LABELS, LOSS_CLASSES, AnomalyName, CountKey, CountName
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely
@@ -101,48 +102,43 @@ def analyse(
     )
 
 
-# The verdict table's header, matching verdict_table's rows.
+# The counts the terminal's verdict table sums per cell: acked, the one loss figure and the
+# classes it adds up, then duplicates and divergence, shown beside it and never added.
+VERDICT_COUNTS: Final[tuple[CountKey, ...]] = (
+    CountName.ACKED,
+    CountName.LOSS,
+    *LOSS_CLASSES,
+    AnomalyName.DUPLICATED,
+    AnomalyName.OFFSET_DIVERGENT,
+)
+# The verdict table's header, matching verdict_table's rows; the counts by their labels.
 VERDICT_COLUMNS: Final = (
     "cell",
     "reps",
-    "acked",
-    "loss",
-    "lost",
-    "unseen",
-    "dup",
-    "diverged",
+    *(COUNT_LABELS[name][0] for name in VERDICT_COUNTS),
     "loss rate",
     "verdict",
 )
 
 
 def verdict_table(cells: Sequence[CellVerdict]) -> list[tuple[str, ...]]:
-    """Rows (cell, reps, acked, loss, lost, unseen, duplicated, divergent, loss rate, verdict).
-
-    loss is the one loss figure (distinct acked messages missing = lost + unseen); divergence
-    is shown beside it, never added.
-    """
+    """One row per cell under VERDICT_COLUMNS: the cell, its repetitions, the sum of each
+    VERDICT_COUNTS count ('-' when no repetition has it), the loss rate and the verdict."""
     rows: list[tuple[str, ...]] = []
     for cell in cells:
-        counts = cell.stats.counts
-
-        def total(name: str, counts=counts) -> str:
-            stat = counts.get(name)
-            return "-" if stat is None else f"{stat.total:,}"
-
         rate = cell.stats.loss_rate
         rows.append(
             (
                 cell.cell,
                 str(cell.stats.repetitions),
-                total("acked"),
-                total("loss"),
-                total("lost"),
-                total("unseen"),
-                total("duplicated"),
-                total("offset_divergent"),
+                *(_total(cell.stats.counts.get(name)) for name in VERDICT_COUNTS),
                 "-" if rate is None else f"{rate:.2%}",
                 str(cell.verdict),
             )
         )
     return rows
+
+
+def _total(stat: CountStats | None) -> str:
+    """A count's sum over the cell's repetitions, with thousands separators; '-' for none."""
+    return "-" if stat is None else f"{stat.total:,}"

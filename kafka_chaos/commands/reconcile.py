@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.model.anomalies import ANOMALY_NAMES
+from analysis.model.anomalies import ANOMALY_NAMES, CountKey, CountName
 from analysis.model.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.settings import Settings
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 NAME = "reconcile"
 HELP = "reconcile run directories only: results.json per run and a table of counts per cell"
 
-TABLE_COUNTS = ("acked", *ANOMALY_NAMES, "loss")
+# The table's counts, by name: acked, every anomaly class, then the one loss figure.
+TABLE_COUNTS: tuple[CountKey, ...] = (CountName.ACKED, *ANOMALY_NAMES, CountName.LOSS)
 CELL_TABLE = "cells.md"  # written by the command line beside its printout
 
 

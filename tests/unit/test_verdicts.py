@@ -1290,3 +1290,20 @@ def test_a_missing_setting_makes_the_repetition_unknown_naming_it() -> None:
     )
     unfinished = judge_repetition(result(incomplete_config, status="incomplete"), [])
     assert unfinished.guarantee is None
+
+
+def test_the_terminal_verdict_table_sums_its_counts_under_the_registry_labels() -> None:
+    from analysis.pipeline import VERDICT_COLUMNS, verdict_table
+
+    reps = [
+        result(AP, rep=0, lost=3, unseen=2, duplicated=1, acked=2000),
+        result(AP, rep=1, offset_divergent=4),
+    ]
+    cells = judge_all(reps, {r["run_dir"]: healthy_events(r) for r in reps})
+    assert VERDICT_COLUMNS == (
+        "cell", "reps", "acked", "loss", "lost", "unseen", "dup", "diverged", "loss rate",
+        "verdict",
+    )  # fmt: skip
+    assert verdict_table(cells) == [
+        ("cell", "2", "2,990", "5", "3", "2", "1", "4", "0.17%", str(cells[0].verdict))
+    ]
