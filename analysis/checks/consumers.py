@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.model.anomalies import AnomalyName
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import Sensitivity
+from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
 from harness.rundir.streams import read_stream
@@ -68,8 +68,8 @@ class AckedOffsets:
 class ConsumerFacts:
     """The two counts, their examples, and how much the group processed."""
 
-    counts: dict[str, int]
-    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    counts: dict[str, int]  # the registry's Check.CONSUMERS classes
+    examples: ExampleRows = field(default_factory=dict)
     processed_rows: int = 0
     seconds: dict[int, dict[str, int]] = field(default_factory=dict)  # TIMELINE_COUNTS
     sensitivity: Sensitivity | None = None  # the probe of the module docstring
@@ -118,13 +118,13 @@ def consumer_facts(
     committed = final_committed(run)
     unprocessed = _unprocessed(ids, msg_id, partition, offset, committed)
     reprocessed_slots, reprocessed_ids, times = _repeated(slots[ids >= 0], ids[ids >= 0])
-    counts = {
-        "consumer_unprocessed": int(np.count_nonzero(unprocessed)),
-        "consumer_reprocessed": len(np.unique(reprocessed_ids)),
+    counts: dict[str, int] = {
+        AnomalyName.CONSUMER_UNPROCESSED: int(np.count_nonzero(unprocessed)),
+        AnomalyName.CONSUMER_REPROCESSED: len(np.unique(reprocessed_ids)),
     }
     order = np.argsort(msg_id[unprocessed], kind="stable")[:MAX_EXAMPLES]
-    examples = {
-        "consumer_unprocessed": [
+    examples: ExampleRows = {
+        AnomalyName.CONSUMER_UNPROCESSED: [
             {"msg_id": int(i), "partition": int(p), "offset": int(o)}
             for i, p, o in zip(
                 msg_id[unprocessed][order].tolist(),
@@ -133,7 +133,9 @@ def consumer_facts(
                 strict=True,
             )
         ],
-        "consumer_reprocessed": _reprocessed_examples(reprocessed_ids, reprocessed_slots, times),
+        AnomalyName.CONSUMER_REPROCESSED: _reprocessed_examples(
+            reprocessed_ids, reprocessed_slots, times
+        ),
     }
     commits = commits_table(run_dir)
     seconds = _seconds(processed, commits)
@@ -279,7 +281,7 @@ def _repeated(slots: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _reprocessed_examples(
     ids: np.ndarray, slots: np.ndarray, times: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[ExampleRow]:
     """Up to MAX_EXAMPLES records processed more than once, lowest msg_id first."""
     order = np.argsort(ids, kind="stable")[:MAX_EXAMPLES]
     mask = (1 << SLOT_BITS) - 1

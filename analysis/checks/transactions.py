@@ -23,20 +23,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.checks.arrays import gather
-from analysis.model.results import Sensitivity
+from analysis.model.anomalies import AnomalyName, Check, classes_of
+from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
+from harness.rundir.records import Status
 from harness.rundir.transactions import TxnOutcome, read_transactions
 
 __all__ = ["TXN_CLASSES", "TXN_FACTS", "Transactions", "TxnFacts", "read_uncommitted_ids"]
 
-TXN_CLASSES: Final = ("aborted_read", "committed_lost", "torn_transaction")
+# The classes this check decides: aborted_read, committed_lost and torn_transaction.
+TXN_CLASSES: Final = classes_of(Check.TRANSACTIONS)
 TXN_FACTS: Final = (
     "txn_committed",
     "txn_aborted",
@@ -91,7 +94,7 @@ class Transactions:
         report's, aborted is failed, unknown is indeterminate (rows without a msg_id keep
         theirs)."""
         outcome = self.outcome_of(msg_id)
-        remapped = np.where(outcome == ABORTED, code["failed"], code["indeterminate"])
+        remapped = np.where(outcome == ABORTED, code[Status.FAILED], code[Status.INDETERMINATE])
         return np.where(~identified | (outcome == COMMITTED), status, remapped).astype(status.dtype)
 
 
@@ -99,8 +102,8 @@ class Transactions:
 class TxnFacts:
     """The transactional counts and examples of one run, and its probe."""
 
-    counts: dict[str, int]
-    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    counts: dict[str, int]  # TXN_CLASSES and TXN_FACTS
+    examples: ExampleRows = field(default_factory=dict)
     sensitivity: Sensitivity | None = None
 
 
@@ -149,7 +152,7 @@ def check(txns: Transactions, m: MessageView, uncommitted: np.ndarray | None) ->
 
 def _classes(
     txns: Transactions, m: MessageView, at: np.ndarray, reads: np.ndarray
-) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+) -> tuple[dict[str, int], ExampleRows]:
     """aborted_read over messages; committed_lost and torn_transaction over transactions."""
     mine = at >= 0
     outcome = gather(txns.outcome, at, UNKNOWN)
@@ -162,25 +165,25 @@ def _classes(
     lost = committed & (absent > 0)
     torn = committed & (shown > 0) & (absent > 0)
     aborted_read = (outcome == ABORTED) & visible
-    counts = {
-        "aborted_read": int(np.count_nonzero(aborted_read)),
-        "committed_lost": int(np.count_nonzero(lost)),
-        "torn_transaction": int(np.count_nonzero(torn)),
+    counts: dict[str, int] = {
+        AnomalyName.ABORTED_READ: int(np.count_nonzero(aborted_read)),
+        AnomalyName.COMMITTED_LOST: int(np.count_nonzero(lost)),
+        AnomalyName.TORN_TRANSACTION: int(np.count_nonzero(torn)),
     }
-    examples = {
-        "aborted_read": [
+    examples: ExampleRows = {
+        AnomalyName.ABORTED_READ: [
             _example(m, i, int(txns.txn[at[i]]), read=True)
             for i in np.flatnonzero(aborted_read)[:MAX_EXAMPLES].tolist()
         ],
-        "committed_lost": _first_missing(txns, m, at, missing, lost),
-        "torn_transaction": _first_missing(txns, m, at, missing, torn),
+        AnomalyName.COMMITTED_LOST: _first_missing(txns, m, at, missing, lost),
+        AnomalyName.TORN_TRANSACTION: _first_missing(txns, m, at, missing, torn),
     }
     return counts, examples
 
 
 def _first_missing(
     txns: Transactions, m: MessageView, at: np.ndarray, missing: np.ndarray, chosen: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[ExampleRow]:
     """Per chosen transaction (up to MAX_EXAMPLES), its lowest missing message where acked."""
     rows, seen = [], set()
     for i in np.flatnonzero(missing & gather(chosen, at, False)).tolist():
@@ -194,7 +197,8 @@ def _first_missing(
     return rows
 
 
-def _example(m: MessageView, i: int, txn: int, *, read: bool) -> dict[str, Any]:
+def _example(m: MessageView, i: int, txn: int, *, read: bool) -> ExampleRow:
+    """Message i of transaction txn: where it was first read (read), else where acked."""
     partition = m.read_partition[i] if read else m.partition[i]
     offset = m.read_offset[i] if read else m.offset[i]
     return {
@@ -238,9 +242,14 @@ def _probe(
     shown = shown[(shown % PROBE_ONE_IN == 0) | (shown == shown.max(initial=-1))]
     reads[shown] = 1
     probed, _ = _classes(txns, m, at, reads)
-    torn_found = probed["torn_transaction"] - counts["torn_transaction"]
-    lost_found = probed["committed_lost"] - counts["committed_lost"]
-    aborted_found = probed["aborted_read"] - counts["aborted_read"]
+    torn, lost, aborted = (
+        AnomalyName.TORN_TRANSACTION,
+        AnomalyName.COMMITTED_LOST,
+        AnomalyName.ABORTED_READ,
+    )
+    torn_found = probed[torn] - counts[torn]
+    lost_found = probed[lost] - counts[lost]
+    aborted_found = probed[aborted] - counts[aborted]
     removed = len(picked) + len(shown)
     found = min(torn_found, lost_found) + aborted_found
     exact = torn_found == lost_found == len(picked) and aborted_found == len(shown)

@@ -4,9 +4,11 @@ check's counts are keyed by exactly the classes the registry says it decides."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
+from analysis.checks import consumers, transactions
 from analysis.checks.messages import classes
 from analysis.checks.messages.index import Messages, Progress
 from analysis.model.anomalies import (
@@ -19,7 +21,11 @@ from analysis.model.anomalies import (
     CountName,
     classes_of,
 )
+from analysis.model.evidence import RunEvidence
 from harness.rundir.records import Status
+
+NONE = np.zeros(0, dtype=np.int64)
+FLAGS = np.zeros(0, dtype=bool)
 
 
 def test_the_anomaly_names_are_the_registry_s_in_its_order() -> None:
@@ -51,8 +57,7 @@ def test_every_class_is_decided_by_one_check() -> None:
 
 
 def test_classify_returns_exactly_the_message_check_s_classes() -> None:
-    none = np.zeros(0, dtype=np.int64)
-    flags = np.zeros(0, dtype=bool)
+    none, flags = NONE, FLAGS
     messages = Messages(
         msg_id=none,
         in_acked=flags,
@@ -70,3 +75,18 @@ def test_classify_returns_exactly_the_message_check_s_classes() -> None:
     masks = classes.classify(messages, Progress({}, {}), {})
     assert tuple(masks) == classes_of(Check.MESSAGE)
     assert all(type(name) is AnomalyName for name in masks)
+
+
+def test_the_consumer_check_counts_exactly_its_classes(tmp_path: Path) -> None:
+    acked = consumers.AckedOffsets(NONE, NONE, NONE)
+    facts = consumers.consumer_facts(RunEvidence(tmp_path), NONE, NONE, NONE, acked)
+    assert tuple(facts.counts) == tuple(facts.examples) == classes_of(Check.CONSUMERS)
+
+
+def test_the_transaction_check_counts_its_classes_then_its_facts() -> None:
+    txns = transactions.Transactions(NONE, NONE, NONE, np.zeros(0, dtype=np.int8))
+    view = transactions.MessageView(NONE, FLAGS, NONE, NONE, NONE, NONE, NONE, FLAGS)
+    facts = transactions.check(txns, view, None)
+    assert classes_of(Check.TRANSACTIONS) == transactions.TXN_CLASSES
+    assert tuple(facts.counts) == (*transactions.TXN_CLASSES, *transactions.TXN_FACTS)
+    assert tuple(facts.examples) == transactions.TXN_CLASSES
