@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from analysis.judge.guarantees import (
     ALLOWED,
@@ -16,8 +17,15 @@ from analysis.judge.guarantees import (
 )
 from analysis.judge.history import PartitionHistory
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
-from analysis.judge.outcomes import EXAMPLES_IN_REASON, VIOLATION_PREFIX, Events, Examples, Finding
-from analysis.model.anomalies import LOSS_CLASSES, anomaly, loss_of
+from analysis.judge.outcomes import (
+    EXAMPLES_IN_REASON,
+    Events,
+    Examples,
+    Finding,
+    Subject,
+    Verdict,
+)
+from analysis.model.anomalies import LOSS_CLASSES, AnomalyName, CountName, Counts, anomaly, loss_of
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example, RunResult
 from harness.rundir import layout
@@ -31,10 +39,34 @@ class LossContext:
 
     events: RunEvidence
     origin_us: float
-    partitions: Mapping[str, Mapping[str, int]]  # "loss"/"divergence" → partition → count
+    # The loss figure and offset_divergent → partition → count ("unknown": no partition).
+    partitions: Mapping[Subject, Mapping[str, int]]
     config: CellConfig | None = None
     run_dir: str = ""
     histories: Mapping[int, PartitionHistory] | None = None
+
+
+# What judge_partition calls each kind of hit in its reasons.
+MECHANISM_WORDS: Final[Mapping[Subject, str]] = {
+    CountName.LOSS: "loss",
+    AnomalyName.OFFSET_DIVERGENT: "rewriting of acknowledged offsets",
+}
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """What a rule judges: its subject, the words that describe it, the examples they quote,
+    and the verdict it gets where it is allowed (EXPECTED-LOSS for the loss figure: allowed
+    loss is still loss; PASS for what is only noted)."""
+
+    subject: Subject
+    what: str
+    quoted: tuple[Example, ...]
+    allowed: Verdict
+
+    def finding(self, verdict: Verdict | None, detail: str) -> Finding:
+        """A finding about this hit; verdict None: the one it gets where allowed."""
+        return Finding(self.subject, verdict or self.allowed, detail, self.quoted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -42,32 +74,39 @@ class LossContext:
 
 
 def judge_loss(
-    counts: Mapping[str, int],
+    counts: Counts,
     examples: Examples,
     guarantee: Guarantee,
     evidence: LossContext,
 ) -> Finding:
     """Judge the one loss figure (distinct acked messages missing) against the loss rule."""
-    acked, loss = counts["acked"], loss_of(counts)
+    acked, loss = counts[CountName.ACKED], loss_of(counts)
     if loss == 0:
         return Finding(
+            CountName.LOSS,
+            Verdict.PASS,
             f"no acknowledged message lost: 0 of {acked} acked missing "
-            f"(loss {guarantee.loss}: {guarantee.citation})"
+            f"(loss {guarantee.loss}: {guarantee.citation})",
         )
-    what = f"{loss} of {acked} acked missing ({_describe(counts, examples, LOSS_CLASSES)})"
-    if (by_partition := _by_partition("loss", what, guarantee, evidence, "loss")) is not None:
+    hit = _Hit(
+        CountName.LOSS,
+        f"{loss} of {acked} acked missing ({_describe(counts, examples, LOSS_CLASSES)})",
+        _quoted(counts, examples, LOSS_CLASSES),
+        Verdict.EXPECTED_LOSS,
+    )
+    if (by_partition := _by_partition(hit, guarantee, evidence, "loss")) is not None:
         return by_partition
     if guarantee.loss == ALLOWED:
-        return Finding(f"{what}; loss allowed: {guarantee.citation}")
+        return hit.finding(None, f"{hit.what}; loss allowed: {guarantee.citation}")
     if guarantee.loss == FORBIDDEN:
-        return Finding(f"{VIOLATION_PREFIX}loss: {what}; {guarantee.citation}", violation=True)
+        return hit.finding(Verdict.VIOLATION, f"loss: {hit.what}; {guarantee.citation}")
     if guarantee.loss != FORBIDDEN_UNLESS_ISR_SHRANK:
         raise ValueError(f"unknown loss rule {guarantee.loss!r}")
-    return _isr_exception_finding("loss", what, guarantee, evidence, "loss")
+    return _isr_exception_finding(hit, "loss", guarantee, evidence)
 
 
 def judge_divergence(
-    counts: Mapping[str, int],
+    counts: Counts,
     examples: Examples,
     guarantee: Guarantee,
     evidence: LossContext,
@@ -77,29 +116,39 @@ def judge_divergence(
     Judged on their own, never as loss: a violation wherever loss is forbidden, even when the
     message survives at another offset.
     """
-    diverged = counts["offset_divergent"]
+    name = AnomalyName.OFFSET_DIVERGENT
+    diverged = counts[name]
     if diverged == 0:
         return []
-    detail = _describe(counts, examples, ("offset_divergent",))
-    what = f"{diverged} acknowledged offsets rewritten ({detail})"
+    detail = _describe(counts, examples, (name,))
+    hit = _Hit(
+        name,
+        f"{diverged} acknowledged offsets rewritten ({detail})",
+        _quoted(counts, examples, (name,)),
+        Verdict.PASS,
+    )
     rule = "acknowledged offset rewritten"
-    if (by_partition := _by_partition("divergence", what, guarantee, evidence, rule)) is not None:
+    if (by_partition := _by_partition(hit, guarantee, evidence, rule)) is not None:
         return [by_partition]
     if guarantee.loss == ALLOWED:
-        return [Finding(f"{what}; allowed where loss is: {guarantee.citation}")]
+        return [hit.finding(None, f"{hit.what}; allowed where loss is: {guarantee.citation}")]
     if guarantee.loss == FORBIDDEN:
-        reason = f"{VIOLATION_PREFIX}{rule}: {what}; {guarantee.citation}"
-        return [Finding(reason, violation=True)]
-    return [_isr_exception_finding(rule, what, guarantee, evidence, "divergence")]
+        return [hit.finding(Verdict.VIOLATION, f"{rule}: {hit.what}; {guarantee.citation}")]
+    return [_isr_exception_finding(hit, rule, guarantee, evidence)]
 
 
 def _by_partition(
-    kind: str, what: str, guarantee: Guarantee, evidence: LossContext, rule: str
+    hit: _Hit, guarantee: Guarantee, evidence: LossContext, rule: str
 ) -> Finding | None:
-    """Judge each partition that `kind` hit by what hit it, the mechanism seen, and known
-    bugs; None when the roles or the partitions are unknown (the cell's class decides)."""
-    hit = evidence.partitions.get(kind) or {}
-    if evidence.histories is None or evidence.config is None or not hit or "unknown" in hit:
+    """Judge each partition the hit's subject hit by what hit it, the mechanism seen, and
+    known bugs; None when the roles or the partitions are unknown (the cell's class decides)."""
+    partitions = evidence.partitions.get(hit.subject) or {}
+    if (
+        evidence.histories is None
+        or evidence.config is None
+        or not partitions
+        or "unknown" in partitions
+    ):
         return None
     judgements = [
         judge_partition(
@@ -108,28 +157,26 @@ def _by_partition(
             origin_us=evidence.origin_us,
             run_dir=evidence.run_dir,
             topic=layout.TOPIC,
-            what="loss" if kind == "loss" else "rewriting of acknowledged offsets",
+            what=MECHANISM_WORDS[hit.subject],
         )
-        for p in sorted(hit, key=int)
+        for p in sorted(partitions, key=int)
     ]
-    return _partition_finding(what, guarantee, judgements, rule)
+    return _partition_finding(hit, judgements, rule)
 
 
-def _partition_finding(
-    what: str, guarantee: Guarantee, judgements: Sequence[PartitionJudgement], rule: str
-) -> Finding:
+def _partition_finding(hit: _Hit, judgements: Sequence[PartitionJudgement], rule: str) -> Finding:
     """One finding from the partitions' judgements: a violation if one is, else a known bug."""
     violating = [j for j in judgements if j.outcome == "violation"]
     if violating:
         reasons = "; ".join(j.reason for j in violating)
-        return Finding(f"{VIOLATION_PREFIX}{rule}: {what}; {reasons}", violation=True)
+        return hit.finding(Verdict.VIOLATION, f"{rule}: {hit.what}; {reasons}")
     explained = "; ".join(f"p{j.partition}: {j.reason}" for j in judgements)
     if any(j.outcome == "known-bug" for j in judgements):
-        return Finding(f"{what}; {explained}", known_bug=True)
-    return Finding(f"{what}; allowed by mechanism: {explained}")
+        return hit.finding(Verdict.KNOWN_BUG, f"{hit.what}; {explained}")
+    return hit.finding(None, f"{hit.what}; allowed by mechanism: {explained}")
 
 
-def _describe(counts: Mapping[str, int], examples: Examples, names: Sequence[str]) -> str:
+def _describe(counts: Counts, examples: Examples, names: Sequence[AnomalyName]) -> str:
     """Each non-zero class of `names` with its count, meaning and first example msg_ids."""
     parts = []
     for name in names:
@@ -140,12 +187,24 @@ def _describe(counts: Mapping[str, int], examples: Examples, names: Sequence[str
     return "; ".join(parts)
 
 
-def _example_text(examples: Examples, name: str) -> str:
+def _quoted(
+    counts: Counts, examples: Examples, names: Sequence[AnomalyName]
+) -> tuple[Example, ...]:
+    """The examples _describe quotes: the first of each non-zero class of `names`."""
+    return tuple(ex for name in names if counts[name] for ex in _shown(examples, name))
+
+
+def _shown(examples: Examples, name: AnomalyName) -> tuple[Example, ...]:
+    """The examples of a class a reason quotes: its first EXAMPLES_IN_REASON."""
+    return tuple((examples.get(name) or ())[:EXAMPLES_IN_REASON])
+
+
+def _example_text(examples: Examples, name: AnomalyName) -> str:
     """', e.g. msg_id 7 at p0@12 (read-back: 9), …' for the first examples of a class, or ''."""
     rows = examples.get(name) or ()
     if not rows:
         return ""
-    shown = [_example_one(r) for r in rows[:EXAMPLES_IN_REASON]]
+    shown = [_example_one(r) for r in _shown(examples, name)]
     more = ", …" if len(rows) > EXAMPLES_IN_REASON else ""
     return "; e.g. " + ", ".join(shown) + more
 
@@ -161,14 +220,15 @@ def _example_one(example: Example) -> str:
 
 
 def _isr_exception_finding(
-    rule: str, what: str, guarantee: Guarantee, evidence: LossContext, kind: str
+    hit: _Hit, rule: str, guarantee: Guarantee, evidence: LossContext
 ) -> Finding:
     """Allowed only if, for every partition hit, a sample before the last fault showed an ISR
     of one replica there; a hit whose partition is unknown needs one in any partition."""
     before_us = _last_fault_start_us(evidence.events)
-    hit = evidence.partitions.get(kind) or {"unknown": 1}  # no facts: nothing narrows it
+    # No facts: nothing narrows it.
+    partitions = evidence.partitions.get(hit.subject) or {"unknown": 1}
     shrinks, missing = [], []
-    for partition in sorted(hit):
+    for partition in sorted(partitions):
         scope = None if partition == "unknown" else {int(partition)}
         shrunk = _isr_shrunk_sample(evidence.events, scope, before_us)
         if shrunk is None:
@@ -177,15 +237,16 @@ def _isr_exception_finding(
             ts_us, p, isr = shrunk
             shrinks.append(f"p{p} ISR {isr} at t={(ts_us - evidence.origin_us) / 1e6:.1f} s")
     if missing:
-        return Finding(
-            f"{VIOLATION_PREFIX}{rule}: {what}; no leader/ISR sample before the last fault shows "
+        return hit.finding(
+            Verdict.VIOLATION,
+            f"{rule}: {hit.what}; no leader/ISR sample before the last fault shows "
             f"an ISR of one replica for {', '.join(missing)}, so the exception does not apply: "
             f"{guarantee.citation}",
-            violation=True,
         )
-    return Finding(
-        f"{what}; allowed because the ISR had shrunk to the leader before the fault "
-        f"({'; '.join(shrinks)}): {guarantee.citation}"
+    return hit.finding(
+        None,
+        f"{hit.what}; allowed because the ISR had shrunk to the leader before the fault "
+        f"({'; '.join(shrinks)}): {guarantee.citation}",
     )
 
 
@@ -212,59 +273,69 @@ def _isr_shrunk_sample(
     return None
 
 
-def judge_duplicates(
-    counts: Mapping[str, int], examples: Examples, guarantee: Guarantee
-) -> list[Finding]:
+def judge_duplicates(counts: Counts, examples: Examples, guarantee: Guarantee) -> list[Finding]:
     """Duplicates of acknowledged messages: a violation with idempotence on, a counted legal
     anomaly otherwise. Duplicates of failed or indeterminate sends are always allowed."""
     findings = []
-    if duplicated := counts["duplicated"]:
-        ids = _example_text(examples, "duplicated")
-        what = f"{duplicated} duplicated ({anomaly('duplicated').meaning}{ids})"
+    name = AnomalyName.DUPLICATED
+    if duplicated := counts[name]:
+        ids = _example_text(examples, name)
+        what = f"{duplicated} duplicated ({anomaly(name).meaning}{ids})"
+        citation = guarantee.duplicates_citation
         if guarantee.duplicates == FORBIDDEN:
-            reason = f"{VIOLATION_PREFIX}duplicates: {what}; {guarantee.duplicates_citation}"
-            findings.append(Finding(reason, violation=True))
+            verdict, detail = Verdict.VIOLATION, f"duplicates: {what}; {citation}"
         else:
-            findings.append(Finding(f"{what}; allowed: {guarantee.duplicates_citation}"))
-    if unacked := counts["duplicated_unacked"]:
-        ids = _example_text(examples, "duplicated_unacked")
-        findings.append(
-            Finding(
-                f"{unacked} {anomaly('duplicated_unacked').label} "
-                f"({anomaly('duplicated_unacked').meaning}{ids}): the idempotence guarantee "
-                "covers acknowledged messages only"
-            )
+            verdict, detail = Verdict.PASS, f"{what}; allowed: {citation}"
+        findings.append(Finding(name, verdict, detail, _shown(examples, name)))
+    unacked_name = AnomalyName.DUPLICATED_UNACKED
+    if unacked := counts[unacked_name]:
+        entry, ids = anomaly(unacked_name), _example_text(examples, unacked_name)
+        detail = (
+            f"{unacked} {entry.label} ({entry.meaning}{ids}): the idempotence guarantee "
+            "covers acknowledged messages only"
         )
+        findings.append(Finding(unacked_name, Verdict.PASS, detail, _shown(examples, unacked_name)))
     return findings
 
 
-def judge_order(
-    counts: Mapping[str, int], examples: Examples, guarantee: Guarantee
-) -> list[Finding]:
+def judge_order(counts: Counts, examples: Examples, guarantee: Guarantee) -> list[Finding]:
     """Reordering is a violation when order is guaranteed, a counted legal anomaly otherwise."""
-    reordered = counts["reordered"]
+    name = AnomalyName.REORDERED
+    reordered = counts[name]
     if reordered == 0:
         return []
-    ids = _example_text(examples, "reordered")
+    ids = _example_text(examples, name)
     what = f"{reordered} reordered (read order differs from send order per key{ids})"
+    quoted = _shown(examples, name)
     if guarantee.order == "guaranteed":
-        reason = f"{VIOLATION_PREFIX}reordering: {what}; {guarantee.order_citation}"
-        return [Finding(reason, violation=True)]
-    return [Finding(f"{what}; allowed: {guarantee.order_citation}")]
+        detail = f"reordering: {what}; {guarantee.order_citation}"
+        return [Finding(name, Verdict.VIOLATION, detail, quoted)]
+    return [Finding(name, Verdict.PASS, f"{what}; allowed: {guarantee.order_citation}", quoted)]
 
 
-def legal_anomaly_notes(counts: Mapping[str, int]) -> list[Finding]:
-    """Anomalies the doc calls legal, or that say more about the harness than about Kafka."""
-    notes = ("expired", "moved", "failed_present", "indeterminate_present", "phantom")
+# Anomalies the doc calls legal, or that say more about the harness than about Kafka: noted.
+LEGAL_ANOMALIES: Final = (
+    AnomalyName.EXPIRED,
+    AnomalyName.MOVED,
+    AnomalyName.FAILED_PRESENT,
+    AnomalyName.INDETERMINATE_PRESENT,
+    AnomalyName.PHANTOM,
+)
+
+
+def legal_anomaly_notes(counts: Counts) -> list[Finding]:
+    """A note per non-zero LEGAL_ANOMALIES class: its count, label and meaning."""
     return [
-        Finding(f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}")
-        for name in notes
+        Finding(
+            name, Verdict.PASS, f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}"
+        )
+        for name in LEGAL_ANOMALIES
         if counts[name] > 0
     ]
 
 
 def judge_consumers(
-    counts: Mapping[str, int], examples: Examples, config: CellConfig, events: RunEvidence
+    counts: Counts, examples: Examples, config: CellConfig, events: RunEvidence
 ) -> list[Finding]:
     """What the consumer group processed, judged by its commit mode (CONSUMER_DELIVERY):
     nothing for a run without a group. A group that never caught up leaves the messages past
@@ -273,48 +344,56 @@ def judge_consumers(
         return []
     rule = CONSUMER_DELIVERY.get(str(config.consumer_commit))
     if rule is None:
-        return [Finding(f"unknown consumer commit mode {config.consumer_commit!r}", unknown=True)]
+        detail = f"unknown consumer commit mode {config.consumer_commit!r}"
+        return [Finding(None, Verdict.UNKNOWN, detail)]
     end = events.consumers
     if end is None:
-        return [
-            Finding("no consumers event: where the group's commits ended is unknown", unknown=True)
-        ]
+        detail = "no consumers event: where the group's commits ended is unknown"
+        return [Finding(None, Verdict.UNKNOWN, detail)]
     if end.journal_errors:
         errors = "; ".join(end.journal_errors)
-        return [Finding(f"a consumer's journal is incomplete: {errors}", unknown=True)]
+        return [Finding(None, Verdict.UNKNOWN, f"a consumer's journal is incomplete: {errors}")]
+    unprocessed = AnomalyName.CONSUMER_UNPROCESSED
     findings = [
-        _consumer_finding("consumer_unprocessed", rule.unprocessed, counts, examples, rule),
-        _consumer_finding("consumer_reprocessed", rule.reprocessed, counts, examples, rule),
+        _consumer_finding(unprocessed, rule.unprocessed, counts, examples, rule),
+        _consumer_finding(
+            AnomalyName.CONSUMER_REPROCESSED, rule.reprocessed, counts, examples, rule
+        ),
     ]
     if not end.caught_up and rule.unprocessed == FORBIDDEN:
+        unjudged = counts[unprocessed] == 0
         findings.append(
             Finding(
+                unprocessed,
+                Verdict.UNKNOWN if unjudged else Verdict.PASS,
                 f"the consumer group did not catch up within its time (committed "
                 f"{end.committed}, end offsets {end.end_offsets}): messages past "
                 "its committed offsets were never judged",
-                unknown=counts["consumer_unprocessed"] == 0,
             )
         )
     return findings
 
 
 def _consumer_finding(
-    name: str, rule: str, counts: Mapping[str, int], examples: Examples, delivery: DeliveryRule
+    name: AnomalyName, rule: str, counts: Counts, examples: Examples, delivery: DeliveryRule
 ) -> Finding:
     """One consumer class judged against its rule under the group's commit mode."""
     count, label = counts[name], anomaly(name).label
     what = (
         f"consumer group: {count} {label} ({anomaly(name).meaning}{_example_text(examples, name)})"
     )
+    quoted = _shown(examples, name)
     if count == 0 or rule == ALLOWED:
         verb = "allowed" if count else rule
-        return Finding(f"{what}; {verb}: {delivery.citation}")
-    if name == "consumer_unprocessed" and counts["offset_divergent"]:
-        return Finding(
-            f"{what}; the log was rewritten under the group ({counts['offset_divergent']} "
+        return Finding(name, Verdict.PASS, f"{what}; {verb}: {delivery.citation}", quoted)
+    diverged = counts[AnomalyName.OFFSET_DIVERGENT]
+    if name == AnomalyName.CONSUMER_UNPROCESSED and diverged:
+        detail = (
+            f"{what}; the log was rewritten under the group ({diverged} "
             f"offsets diverged), which moves records past committed offsets: {delivery.citation}"
         )
-    return Finding(f"{VIOLATION_PREFIX}{label}: {what}; {delivery.citation}", violation=True)
+        return Finding(name, Verdict.PASS, detail, quoted)
+    return Finding(name, Verdict.VIOLATION, f"{label}: {what}; {delivery.citation}", quoted)
 
 
 def run_origin_us(result: RunResult, events: Events) -> float:

@@ -3,14 +3,13 @@ a cell, a finding, and the cell statistics' types."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.judge.guarantees import (
-    Guarantee,
-)
+from analysis.judge.guarantees import Guarantee
+from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
@@ -94,11 +93,56 @@ class CellVerdict:
     guarantee: Guarantee | None = None
 
 
+# What a finding is about: an anomaly class, the loss figure, or None for the run's own record
+# (a consumer group's end, the transactions' outcomes).
+Subject = AnomalyName | CountName | None
+# The verdicts a finding can give, most severe first: a repetition gets the first any of its
+# findings gives (EXPECTED-LOSS only from the loss figure's finding, when loss is allowed).
+FINDING_SEVERITY: Final = (
+    Verdict.VIOLATION,
+    Verdict.UNKNOWN,
+    Verdict.KNOWN_BUG,
+    Verdict.EXPECTED_LOSS,
+    Verdict.PASS,
+)
+
+
 @dataclass(frozen=True)
 class Finding:
-    """One checker's conclusion about a repetition: a reason, and whether it is a violation."""
+    """One checker's conclusion about a repetition: what it is about, the verdict it alone
+    would give the repetition, its words, and the examples those words quote.
 
-    reason: str
-    violation: bool = False
-    known_bug: bool = False
-    unknown: bool = False  # it cannot be judged, so neither can the repetition pass
+    `reason` is the sentence every report shows: VIOLATION_PREFIX then the detail for a
+    violation, the detail alone otherwise.
+    """
+
+    anomaly: Subject
+    verdict: Verdict
+    detail: str
+    examples: tuple[Example, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.verdict not in FINDING_SEVERITY:
+            raise ValueError(f"a finding cannot be {self.verdict}: that is a cell's verdict")
+
+    @property
+    def reason(self) -> str:
+        """The detail, prefixed with VIOLATION_PREFIX when it is a violation."""
+        return f"{VIOLATION_PREFIX}{self.detail}" if self.violation else self.detail
+
+    @property
+    def violation(self) -> bool:
+        """It breaks the documented guarantee."""
+        return self.verdict == Verdict.VIOLATION
+
+    @property
+    def unknown(self) -> bool:
+        """It cannot be judged, so neither can the repetition pass."""
+        return self.verdict == Verdict.UNKNOWN
+
+
+def most_severe(findings: Iterable[Finding]) -> Verdict:
+    """The verdict of a repetition from its findings: the most severe any gives (PASS for
+    none)."""
+    given = {f.verdict for f in findings}
+    return next((v for v in FINDING_SEVERITY if v in given), Verdict.PASS)

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from analysis.model.anomalies import anomaly
+from analysis.judge.outcomes import Finding, Verdict
+from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
+from analysis.model.results import Example
 from harness.platform.versions import KafkaVersion
 from harness.rundir.config import CellConfig
 
 __all__ = [
     "TXN_KNOWN_BUGS",
-    "TxnFinding",
     "TxnKnownBug",
     "transaction_breaches",
     "transaction_findings",
@@ -56,20 +57,11 @@ TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transac
 
 
 @dataclass(frozen=True)
-class TxnFinding:
-    """One transactional conclusion: a reason, and whether it is a violation or a known bug."""
-
-    reason: str
-    violation: bool = False
-    known_bug: bool = False
-
-
-@dataclass(frozen=True)
 class TxnKnownBug:
     """A transactional bug of some Kafka releases, by the anomaly it produces."""
 
     reference: str
-    anomaly: str  # the anomaly class it explains
+    anomaly: AnomalyName  # the anomaly class it explains
     mechanism: str
     fixed_in: str
     first_affected: str | None
@@ -99,7 +91,7 @@ def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
 TXN_KNOWN_BUGS: Final[tuple[TxnKnownBug, ...]] = (
     TxnKnownBug(
         reference="KAFKA-17754",
-        anomaly="aborted_read",
+        anomaly=AnomalyName.ABORTED_READ,
         mechanism="a delayed produce or transaction marker of an earlier transaction is applied "
         "after the producer moved on, so an aborted write becomes part of a later committed "
         "transaction (server-side defense: KIP-890, transaction version 2 in 4.0)",
@@ -131,42 +123,60 @@ def transaction_breaches(
 
 def transaction_findings(
     config: CellConfig,
-    counts: Mapping[str, int],
+    counts: Counts,
     events: RunEvidence,
-    examples: Mapping[str, Sequence[Any]] | None = None,
+    examples: Mapping[str, Sequence[Example]] | None = None,
     *,
     loss_is_violation: bool,
-) -> list[TxnFinding]:
+) -> list[Finding]:
     """The findings of a transactional repetition (see the module docstring); `examples` are
-    the run's (analysis.model.results.Example, with `txn`), quoted in the reasons."""
+    the run's (with `txn`), quoted in the reasons."""
     if not is_transactional(config, counts):
         return []
     examples = examples or {}
-    findings = [*_aborted_findings(config, counts, events, _shown(examples, "aborted_read"))]
+    findings = _aborted_findings(config, counts, events, examples)
     if hidden := int(counts.get("txn_committed_hidden", 0)):
-        reason = (
-            f"forbidden hidden commits: {hidden} committed messages are in the log "
+        detail = (
+            f"hidden commits: {hidden} committed messages are in the log "
             f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
         )
-        findings.append(TxnFinding(reason, violation=True))
-    torn, lost = counts.get("torn_transaction", 0), counts.get("committed_lost", 0)
-    if torn or lost:
-        what = (
-            f"{lost} {anomaly('committed_lost').label} ({anomaly('committed_lost').meaning}), "
-            f"{torn} {anomaly('torn_transaction').label}{_shown(examples, 'torn_transaction')}"
-        )
-        if loss_is_violation:
-            reason = f"forbidden torn or lost transactions: {what}; {ATOMIC_CITATION}"
-            findings.append(TxnFinding(reason, violation=True))
-        else:
-            findings.append(TxnFinding(f"{what}; allowed with the loss: {DURABLE_CITATION}"))
-    findings.append(TxnFinding(_summary(counts)))
+        findings.append(Finding(None, Verdict.VIOLATION, detail))
+    if finding := _torn_or_lost_finding(counts, examples, loss_is_violation=loss_is_violation):
+        findings.append(finding)
+    findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
 
 
-def _shown(examples: Mapping[str, Sequence[Any]], name: str, most: int = 3) -> str:
-    """' (e.g. txn 4: msg_id 21 at p0@7, ...)' for the first examples of a class, or ''."""
-    rows = list(examples.get(name) or ())[:most]
+def _torn_or_lost_finding(
+    counts: Counts, examples: Mapping[str, Sequence[Example]], *, loss_is_violation: bool
+) -> Finding | None:
+    """Committed transactions lost or torn: judged as the loss of their messages is (None when
+    there is none). Torn transactions are lost ones too, so the finding is committed_lost's."""
+    lost_name, torn_name = AnomalyName.COMMITTED_LOST, AnomalyName.TORN_TRANSACTION
+    torn, lost = counts.get(torn_name, 0), counts.get(lost_name, 0)
+    if not (torn or lost):
+        return None
+    quoted = _quoted(examples, torn_name)
+    what = (
+        f"{lost} {anomaly(lost_name).label} ({anomaly(lost_name).meaning}), "
+        f"{torn} {anomaly(torn_name).label}{_shown(quoted)}"
+    )
+    if loss_is_violation:
+        detail = f"torn or lost transactions: {what}; {ATOMIC_CITATION}"
+        return Finding(lost_name, Verdict.VIOLATION, detail, quoted)
+    detail = f"{what}; allowed with the loss: {DURABLE_CITATION}"
+    return Finding(lost_name, Verdict.PASS, detail, quoted)
+
+
+def _quoted(
+    examples: Mapping[str, Sequence[Example]], name: AnomalyName, most: int = 3
+) -> tuple[Example, ...]:
+    """The first `most` examples of a class, the ones a reason quotes."""
+    return tuple(examples.get(name) or ())[:most]
+
+
+def _shown(rows: Sequence[Example]) -> str:
+    """' (e.g. txn 4: msg_id 21 at p0@7, ...)' for the examples quoted, or ''."""
     if not rows:
         return ""
     shown = ", ".join(
@@ -176,32 +186,39 @@ def _shown(examples: Mapping[str, Sequence[Any]], name: str, most: int = 3) -> s
 
 
 def _aborted_findings(
-    config: CellConfig, counts: Mapping[str, int], events: RunEvidence, shown: str
-) -> list[TxnFinding]:
-    aborted = int(counts.get("aborted_read", 0))
+    config: CellConfig,
+    counts: Counts,
+    events: RunEvidence,
+    examples: Mapping[str, Sequence[Example]],
+) -> list[Finding]:
+    """Aborted reads: a violation, or a known bug whose pattern the run shows; a note when no
+    aborted message reached the log, so that nothing was tested."""
+    name = AnomalyName.ABORTED_READ
+    aborted = int(counts.get(name, 0))
     if not aborted:
         if counts.get("txn_aborted", 0) and not counts.get("txn_aborted_in_log", 0):
-            return [
-                TxnFinding(
-                    "no message of an aborted transaction reached the log: read_committed had "
-                    "nothing to filter, so aborted reads were not tested"
-                )
-            ]
+            detail = (
+                "no message of an aborted transaction reached the log: read_committed had "
+                "nothing to filter, so aborted reads were not tested"
+            )
+            return [Finding(name, Verdict.PASS, detail)]
         return []
-    what = f"{aborted} {anomaly('aborted_read').label} ({anomaly('aborted_read').meaning}){shown}"
+    quoted = _quoted(examples, name)
+    what = f"{aborted} {anomaly(name).label} ({anomaly(name).meaning}){_shown(quoted)}"
     for bug in TXN_KNOWN_BUGS:
-        if bug.anomaly != "aborted_read" or not bug.affects(config.kafka_version):
+        if bug.anomaly != name or not bug.affects(config.kafka_version):
             continue
         if evidence := bug.evidence(events):
-            reason = (
+            detail = (
                 f"known bug {bug.reference} of Kafka {config.kafka_version} (fixed in "
                 f"{bug.fixed_in}): {bug.mechanism}; {what}; {evidence}"
             )
-            return [TxnFinding(reason, known_bug=True)]
-    return [TxnFinding(f"forbidden aborted reads: {what}; {ABORTED_CITATION}", violation=True)]
+            return [Finding(name, Verdict.KNOWN_BUG, detail, quoted)]
+    detail = f"aborted reads: {what}; {ABORTED_CITATION}"
+    return [Finding(name, Verdict.VIOLATION, detail, quoted)]
 
 
-def _summary(counts: Mapping[str, int]) -> str:
+def _summary(counts: Counts) -> str:
     """The transactions by outcome, as a note."""
     return (
         f"transactions: {counts.get('txn_committed', 0)} committed, "

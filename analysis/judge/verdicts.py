@@ -28,9 +28,16 @@ from analysis.judge.guarantees import (
     guarantee_for,
 )
 from analysis.judge.history import partition_histories
-from analysis.judge.outcomes import CellVerdict, Events, Finding, RepetitionVerdict, Verdict
+from analysis.judge.outcomes import (
+    CellVerdict,
+    Events,
+    RepetitionVerdict,
+    Subject,
+    Verdict,
+    most_severe,
+)
 from analysis.judge.transactions import transaction_findings
-from analysis.model.anomalies import COUNT_NAMES, loss_of
+from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, loss_of
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult, RunStatus
 from harness.rundir.config import CellConfig
@@ -80,18 +87,22 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         )
     counts = _read_counts(result.counts)
     guarantee = guarantee_for(result.config)
-    loss, acked = loss_of(counts), counts["acked"]
+    loss, acked = loss_of(counts), counts[CountName.ACKED]
     unknown = RepetitionVerdict(Verdict.UNKNOWN, (), guarantee, run_dir, repetition, loss, acked)
     if breaches := contract_breaches(result, events):
         return dataclasses.replace(unknown, reasons=tuple(breaches))
     if acked == 0:
         reason = (
-            f"no message was acknowledged (sent {counts['sent']}, failed {counts['failed']}, "
-            f"indeterminate {counts['indeterminate']}): nothing to judge"
+            f"no message was acknowledged (sent {counts[CountName.SENT]}, failed "
+            f"{counts[CountName.FAILED]}, indeterminate {counts[CountName.INDETERMINATE]}): "
+            "nothing to judge"
         )
         return dataclasses.replace(unknown, reasons=(reason,))
     examples = result.examples
-    partitions = {"loss": result.loss_by_partition, "divergence": result.divergence_by_partition}
+    partitions: dict[Subject, Mapping[str, int]] = {
+        CountName.LOSS: result.loss_by_partition,
+        AnomalyName.OFFSET_DIVERGENT: result.divergence_by_partition,
+    }
     evidence = LossContext(
         events,
         run_origin_us(result, events),
@@ -108,19 +119,16 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
-        *(
-            Finding(f.reason, f.violation, f.known_bug)
-            for f in transaction_findings(
-                result.config,
-                {**result.counts, **counts},
-                events,
-                examples,
-                loss_is_violation=loss_finding.violation,
-            )
+        *transaction_findings(
+            result.config,
+            {**result.counts, **counts},
+            events,
+            examples,
+            loss_is_violation=loss_finding.violation,
         ),
     ]
     return RepetitionVerdict(
-        verdict=_repetition_outcome(findings, loss),
+        verdict=most_severe(findings),
         reasons=tuple(
             f.reason for f in sorted(findings, key=lambda f: (not f.violation, not f.unknown))
         ),
@@ -131,18 +139,6 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         acked=acked,
         violations=tuple(f.reason for f in findings if f.violation),
     )
-
-
-def _repetition_outcome(findings: Sequence[Finding], loss: int) -> Verdict:
-    """VIOLATION if any finding is one, else UNKNOWN if one could not be judged, else KNOWN-BUG
-    if a known bug explains a loss, else EXPECTED-LOSS if anything was lost, else PASS."""
-    if any(f.violation for f in findings):
-        return Verdict.VIOLATION
-    if any(f.unknown for f in findings):
-        return Verdict.UNKNOWN
-    if any(f.known_bug for f in findings):
-        return Verdict.KNOWN_BUG
-    return Verdict.EXPECTED_LOSS if loss > 0 else Verdict.PASS
 
 
 def _guarantee_or_none(config: CellConfig) -> Guarantee | None:

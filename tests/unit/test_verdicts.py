@@ -21,6 +21,8 @@ from analysis.judge.guarantees import (
 from analysis.judge.outcomes import CellVerdict, Verdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import COUNT_NAMES, anomaly
+from analysis.model.evidence import RunEvidence
+from analysis.model.results import RunResult
 from harness.rundir.config import CellConfig, ConfigError
 from harness.rundir.events import load_events
 from tests.unit.results_json import typed
@@ -1307,3 +1309,58 @@ def test_the_terminal_verdict_table_sums_its_counts_under_the_registry_labels() 
     assert verdict_table(cells) == [
         ("cell", "2", "2,990", "5", "3", "2", "1", "4", "0.17%", str(cells[0].verdict))
     ]
+
+
+def test_a_finding_says_what_it_is_about_and_its_reason_is_derived_from_it() -> None:
+    from analysis.judge.outcomes import VIOLATION_PREFIX, Finding
+    from analysis.model.anomalies import AnomalyName
+    from analysis.model.results import Example
+
+    quoted = (Example(7, 0, 12),)
+    broken = Finding(AnomalyName.DUPLICATED, Verdict.VIOLATION, "duplicates: 1 duplicated", quoted)
+    assert broken.reason == f"{VIOLATION_PREFIX}duplicates: 1 duplicated"
+    assert (broken.violation, broken.unknown, broken.examples) == (True, False, quoted)
+    noted = Finding(AnomalyName.MOVED, Verdict.PASS, "1 moved: read elsewhere")
+    assert noted.reason == noted.detail
+    with pytest.raises(ValueError, match="NOT-PROVOKED"):
+        Finding(None, Verdict.NOT_PROVOKED, "a cell's verdict, never a finding's")
+
+
+def test_a_repetition_gets_the_most_severe_verdict_of_its_findings() -> None:
+    from analysis.judge.outcomes import Finding, most_severe
+
+    def of(*verdicts: Verdict) -> Verdict:
+        return most_severe(Finding(None, v, str(v)) for v in verdicts)
+
+    assert of() == Verdict.PASS
+    assert of(Verdict.PASS, Verdict.EXPECTED_LOSS) == Verdict.EXPECTED_LOSS
+    assert of(Verdict.EXPECTED_LOSS, Verdict.KNOWN_BUG) == Verdict.KNOWN_BUG
+    assert of(Verdict.KNOWN_BUG, Verdict.UNKNOWN, Verdict.PASS) == Verdict.UNKNOWN
+    assert of(Verdict.UNKNOWN, Verdict.VIOLATION) == Verdict.VIOLATION
+
+
+def test_findings_carry_their_class_and_the_examples_their_reason_quotes() -> None:
+    from analysis.model.anomalies import AnomalyName, CountName
+
+    rows = [{"msg_id": i, "partition": 0, "offset": i, "reads": 2} for i in range(7)]
+    res = result(CP, duplicated=7, examples={"duplicated": rows})
+    typed_result = typed(res)
+    (finding,) = findings.judge_duplicates(
+        _read_counts(typed_result), typed_result.examples, guarantee_for(CP)
+    )
+    assert (finding.anomaly, finding.verdict) == (AnomalyName.DUPLICATED, Verdict.VIOLATION)
+    assert [e.msg_id for e in finding.examples] == [0, 1, 2, 3, 4]
+    assert "msg_id 4 at p0@4, …" in finding.reason
+    lossless = findings.judge_loss(
+        _read_counts(typed_result),
+        typed_result.examples,
+        guarantee_for(CP),
+        findings.LossContext(RunEvidence(Path()), 0.0, {}),
+    )
+    assert (lossless.anomaly, lossless.verdict) == (CountName.LOSS, Verdict.PASS)
+
+
+def _read_counts(res: RunResult) -> dict[str, int]:
+    """A typed result's counts, as the judge reads them."""
+    assert res.counts is not None
+    return dict(res.counts)
