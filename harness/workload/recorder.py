@@ -169,6 +169,12 @@ class RecorderStats:
     failed: int = 0
     indeterminate: int = 0
 
+    @classmethod
+    def of(cls, journal: AckJournal) -> RecorderStats:
+        """Sends so far and outcomes journalled so far, from a journal's counters."""
+        counts = journal.counts
+        return cls(journal.sent_upto, counts["ok"], counts["failed"], counts["indeterminate"])
+
 
 class Recorder:
     """Sends the workload to `topic` and journals every delivery report.
@@ -220,10 +226,7 @@ class Recorder:
     @property
     def stats(self) -> RecorderStats:
         """Sends so far and outcomes journalled so far."""
-        counts = self.journal.counts
-        return RecorderStats(
-            self.journal.sent_upto, counts["ok"], counts["failed"], counts["indeterminate"]
-        )
+        return RecorderStats.of(self.journal)
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Send until the duration/count is reached or `stop` is set, then settle every send.

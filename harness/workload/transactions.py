@@ -188,10 +188,7 @@ class TransactionalRecorder:
     @property
     def stats(self) -> RecorderStats:
         """Sends so far and outcomes journalled so far (per message, as delivered)."""
-        counts = self.journal.counts
-        return RecorderStats(
-            self.journal.sent_upto, counts["ok"], counts["failed"], counts["indeterminate"]
-        )
+        return RecorderStats.of(self.journal)
 
     def start(self) -> None:
         """Create the client and register the transactional id (init_transactions)."""
