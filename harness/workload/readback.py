@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from harness.rundir.records import READBACK_SCHEMA
-from harness.waiting import poll_until
+from harness.waiting import Deadline, WaitTimeout, poll_until
 from harness.workload.recorder import decode_value
 
 
@@ -43,6 +43,7 @@ def read_back(
     """Read all of `topic` into `out` (readback.parquet); read_committed skips the records of
     aborted transactions and stops at the last stable offset."""
     started = time.monotonic()
+    deadline = Deadline.after(timeout_s)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -54,10 +55,10 @@ def read_back(
         }
     )
     try:
-        low, high = _watermarks(consumer, topic, partitions)
+        low, high = _watermarks(consumer, topic, partitions, deadline)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         ends: dict[int, int] = {}
-        rows, complete = _consume(consumer, high, started + timeout_s, ends)
+        rows, complete = _consume(consumer, high, deadline, ends)
     finally:
         consumer.close()
     table = pa.Table.from_pylist(rows, schema=READBACK_SCHEMA)
@@ -65,7 +66,8 @@ def read_back(
     return Readback(table.num_rows, low, high, complete, time.monotonic() - started, ends)
 
 
-# Errors of a partition whose metadata has not reached this client yet (a topic just created).
+# Errors of a partition whose metadata has not reached this client yet (a topic just created,
+# a leader just elected): asked again until the read-back's time is up.
 RETRIABLE: Final = frozenset(
     {
         KafkaError._UNKNOWN_PARTITION,
@@ -76,11 +78,13 @@ RETRIABLE: Final = frozenset(
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
-WATERMARK_WAIT_S: Final = 30.0
 
 
-def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, dict]:
-    """Each partition's (low, high) watermarks, retrying while its metadata is not known yet."""
+def _watermarks(
+    consumer: Consumer, topic: str, partitions: int, deadline: Deadline
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Each partition's (low, high) watermarks, asked again while the partition is not known
+    yet (RETRIABLE) until `deadline`; then that KafkaException is raised, as any other at once."""
     low, high = {}, {}
     for p in range(partitions):
 
@@ -89,12 +93,15 @@ def _watermarks(consumer: Consumer, topic: str, partitions: int) -> tuple[dict, 
                 TopicPartition(topic, p), timeout=10, cached=False
             )
 
-        low[p], high[p] = poll_until(
-            watermarks,
-            WATERMARK_WAIT_S,
-            f"the watermarks of {topic}-{p}",
-            retry_on=_retriable,
-        )
+        try:
+            low[p], high[p] = poll_until(
+                watermarks,
+                deadline.remaining(),
+                f"the watermarks of {topic}-{p}",
+                retry_on=_retriable,
+            )
+        except WaitTimeout as timeout:
+            raise timeout.last_error or timeout from None
     return low, high
 
 
@@ -104,13 +111,13 @@ def _retriable(exc: Exception) -> bool:
 
 
 def _consume(
-    consumer: Consumer, high: dict[int, int], deadline: float, ends: dict[int, int]
+    consumer: Consumer, high: dict[int, int], deadline: Deadline, ends: dict[int, int]
 ) -> tuple[list, bool]:
     """The records up to each partition's end, and whether every end was reached; `ends` gets
     the offset at which each partition reported its end."""
     pending = {p for p, hw in high.items() if hw > 0}
     rows = []
-    while pending and time.monotonic() < deadline:
+    while pending and not deadline.passed():
         for msg in consumer.consume(num_messages=5000, timeout=1.0):
             error = msg.error()
             if error is not None:
