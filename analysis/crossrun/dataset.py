@@ -20,7 +20,7 @@ import pyarrow.dataset as ds
 
 from analysis.crossrun.summary import SETTINGS
 from analysis.judge.outcomes import CellVerdict
-from analysis.model.anomalies import COUNT_NAMES
+from analysis.model.anomalies import COUNT_NAMES, CountName
 from analysis.model.results import RunResult
 from harness.rundir import layout
 
@@ -43,7 +43,7 @@ RESULTS_SCHEMA: Final = pa.schema(
         ("status", pa.string()),
         ("verdict", pa.string()),
         *((name, pa.int64()) for name in COUNT_NAMES),
-        ("loss", pa.int64()),
+        (CountName.LOSS, pa.int64()),
         ("loss_rate", pa.float64()),
         ("sensitivity_passed", pa.bool_()),
         ("started_at_us", pa.int64()),
@@ -83,7 +83,7 @@ def write_dataset(
 def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:
     """The dataset row of one repetition."""
     counts = result.counts or {}
-    acked = counts.get("acked")
+    acked = counts.get(CountName.ACKED)
     started, ended = _timing(Path(result.run_dir))
     config = result.config
     return {
@@ -98,7 +98,7 @@ def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:
         "status": result.status.value,
         "verdict": verdict,
         **{name: counts.get(name) for name in COUNT_NAMES},
-        "loss": result.loss,
+        CountName.LOSS: result.loss,
         "loss_rate": result.loss / acked if result.loss is not None and acked else None,
         "sensitivity_passed": None if result.sensitivity is None else result.sensitivity.passed,
         "started_at_us": started,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.model.availability import Availability
+from harness.rundir.records import Status
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class CellPrice:
             "repetitions": self.repetitions,
             "longest_partition_gap_s": self.longest_partition_gap_s,
             "longest_gap_s": self.longest_gap_s,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
+            Status.FAILED: self.failed,
+            Status.INDETERMINATE: self.indeterminate,
             "first_ack_after_heal_s": self.first_ack_after_heal_s,
             "heals_without_ack": self.heals_without_ack,
             "unmeasured": list(self.unmeasured),

@@ -17,6 +17,7 @@ from itertools import combinations
 from typing import Final, TypeGuard
 
 from analysis.judge.outcomes import CellVerdict
+from analysis.model.anomalies import CountName
 from analysis.model.results import RunResult
 from harness.rundir.config import CellConfig
 
@@ -206,7 +207,7 @@ def _loss_of_acked(result: RunResult) -> tuple[int, int] | None:
     """(loss, acked) of a repetition with counts and something acked; None otherwise, and for
     counts that are not whole numbers within 0 <= loss <= acked (a malformed results.json)."""
     loss = result.loss
-    acked = None if result.counts is None else result.counts.get("acked")
+    acked = None if result.counts is None else result.counts.get(CountName.ACKED)
     if not (_is_count(loss) and _is_count(acked)) or not 0 <= loss <= acked or acked == 0:
         return None
     return loss, acked

@@ -29,12 +29,13 @@ from analysis.checks.attribution import attribute
 from analysis.checks.availability import price_of_safety
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG
 from analysis.checks.messages import RunFacts, RunInput, check_run
-from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, loss_of
+from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import (
     CONTRACT_KEYS,
+    TIMELINE_ANOMALIES,
     Example,
     RunResult,
     RunStatus,
@@ -45,7 +46,6 @@ from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
-TIMELINE_ANOMALIES = ("missing", "duplicated")  # per second of send time, in the timeline
 # Spark's tasks run analysis.checks in Python workers, which Spark starts as PYSPARK_PYTHON
 # (default: whatever "python3" is on PATH): unless told otherwise, use this interpreter, which
 # has the checker and its libraries. A remote cluster needs PYSPARK_PYTHON set to its own.
@@ -358,7 +358,7 @@ def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
         epoch_s=epoch_s,
         **{
             key: int(row.get(key, 0))
-            for key in ("sent", *STATUSES, *TIMELINE_ANOMALIES, *TIMELINE_COUNTS)
+            for key in (CountName.SENT, *STATUSES, *TIMELINE_ANOMALIES, *TIMELINE_COUNTS)
         },
         ack_latency_p50_ms=row.get("ack_latency_p50_ms"),
         ack_latency_p99_ms=row.get("ack_latency_p99_ms"),

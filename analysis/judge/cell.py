@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import TypeGuard, cast
 
 from analysis.judge.outcomes import CellStats, CountStats
-from analysis.model.anomalies import COUNT_NAMES, LOSS_CLASSES, loss_of
+from analysis.model.anomalies import (
+    COUNT_NAMES,
+    LOSS_CLASSES,
+    AnomalyName,
+    CountKey,
+    CountName,
+    loss_of,
+)
 from analysis.model.results import RunResult
 
 
@@ -18,12 +25,12 @@ def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
     line all read it.
     """
     rows = [
-        {**counts, "loss": loss_of(counts)}
+        {**counts, CountName.LOSS: loss_of(counts)}
         for counts in (r.counts for r in results_of_cell)
         if isinstance(counts, Mapping) and all(_is_count(counts.get(n)) for n in LOSS_CLASSES)
     ]
     stats: dict[str, CountStats] = {}
-    for name in (*COUNT_NAMES, "loss"):
+    for name in (*COUNT_NAMES, CountName.LOSS):
         values = [v for v in (row.get(name) for row in rows) if _is_count(v)]
         if values:
             total = sum(values)
@@ -32,8 +39,8 @@ def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
         repetitions=len(results_of_cell),
         counted=len(rows),
         counts=stats,
-        loss_rate=_rate(rows, "loss"),
-        divergence_rate=_rate(rows, "offset_divergent"),
+        loss_rate=_rate(rows, CountName.LOSS),
+        divergence_rate=_rate(rows, AnomalyName.OFFSET_DIVERGENT),
     )
 
 
@@ -42,10 +49,11 @@ def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _rate(rows: Sequence[Mapping[str, object]], name: str) -> float | None:
+def _rate(rows: Sequence[Mapping[str, object]], name: CountKey) -> float | None:
     """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
-    usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get("acked"))]
-    acked = sum(cast(int, r["acked"]) for r in usable)
+    acked_name = CountName.ACKED
+    usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get(acked_name))]
+    acked = sum(cast(int, r[acked_name]) for r in usable)
     if acked == 0:
         return None
     return sum(cast(int, r[name]) for r in usable) / acked

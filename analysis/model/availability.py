@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.rundir.records import Status
+
 
 class AvailabilityError(ValueError):
     """The run directory cannot be measured; the message names the file and the problem."""
@@ -55,9 +57,9 @@ class PartitionAvailability:
     def as_json(self) -> dict[str, Any]:
         """The results.json form."""
         return {
-            "ok": self.ok,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
+            Status.OK: self.ok,
+            Status.FAILED: self.failed,
+            Status.INDETERMINATE: self.indeterminate,
             "longest_gap_s": self.longest_gap.seconds,
             "longest_gap": self.longest_gap.as_json(),
         }
@@ -132,9 +134,9 @@ class Availability:
             "workload_start_us": self.workload_start_us,
             "workload_end_us": self.workload_end_us,
             "window_from_events": self.window_from_events,
-            "ok": self.ok,
-            "failed": self.failed,
-            "indeterminate": self.indeterminate,
+            Status.OK: self.ok,
+            Status.FAILED: self.failed,
+            Status.INDETERMINATE: self.indeterminate,
             "failed_without_partition": self.failed_without_partition,
             "indeterminate_without_partition": self.indeterminate_without_partition,
             "longest_gap_s": None if self.longest_gap is None else self.longest_gap.seconds,

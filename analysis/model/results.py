@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName
+from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, CountName
 from analysis.model.attribution import Attribution
 from analysis.model.availability import Availability
 from harness.rundir.config import CellConfig
@@ -188,7 +188,7 @@ class RunResult:
             },
             "timeline": [asdict(second) for second in self.timeline],
             "error": self.error,
-            "loss": self.loss,
+            CountName.LOSS: self.loss,
             "loss_by_partition": dict(self.loss_by_partition),
             "divergence_by_partition": dict(self.divergence_by_partition),
             "contract": None if self.contract is None else dict(self.contract),

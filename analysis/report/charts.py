@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import matplotlib
@@ -23,9 +23,11 @@ from matplotlib.patches import Patch
 
 from analysis.judge.findings import run_origin_us
 from analysis.judge.outcomes import Events, Verdict
+from analysis.model.anomalies import AnomalyName
 from analysis.model.availability import Availability
-from analysis.model.results import RunResult, TimelineSecond
+from analysis.model.results import MISSING, TIMELINE_ANOMALIES, RunResult, TimelineSecond
 from analysis.report.marks import FaultWindow, LeaderChange, fault_windows, leader_changes
+from harness.rundir.records import Status
 
 __all__ = [
     "CHART_RC",
@@ -49,15 +51,17 @@ VERDICT_COLOURS: Final = {
 }
 INK: Final = "#24292f"  # lines and dots that are data, not a verdict
 LEADER_LABEL_HEIGHTS: Final = (0.89, 0.8, 0.71)  # axes fraction, below the fault labels
-SERIES_COLOURS: Final = {
-    "ok": "#4c9f70",
-    "failed": "#d1242f",
-    "indeterminate": "#d4a72c",
+# Each series of the timeline by its TimelineSecond field: sends by Status, the anomaly
+# series, the latency lines, and the marks.
+SERIES_COLOURS: Final[Mapping[str, str]] = {
+    Status.OK: "#4c9f70",
+    Status.FAILED: "#d1242f",
+    Status.INDETERMINATE: "#d4a72c",
     "p50": "#0969da",
     "p99": "#8250df",
     "fault": "#fb8f44",
-    "missing": "#6e0b13",
-    "duplicated": "#bf3989",
+    MISSING: "#6e0b13",
+    AnomalyName.DUPLICATED: "#bf3989",
     "leader": "#24292f",
     "stall": "#57606a",
     "recovery": "#1a7f37",
@@ -155,20 +159,20 @@ def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
     """Stacked bars of ok / failed / indeterminate sends per second."""
     t = _series(timeline, "t_s")
     bottom = [0.0] * len(t)
-    for name in ("ok", "failed", "indeterminate"):
-        values = [0.0 if v != v else v for v in _series(timeline, name)]  # NaN → 0
+    for status in Status:
+        values = [0.0 if v != v else v for v in _series(timeline, status)]  # NaN → 0
         ax.bar(
             t,
             values,
             width=1.0,
             bottom=bottom,
             align="edge",
-            color=SERIES_COLOURS[name],
+            color=SERIES_COLOURS[status],
             linewidth=0,
-            label=name,
+            label=str(status),
         )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    for name in ("missing", "duplicated"):
+    for name in TIMELINE_ANOMALIES:
         values = [0.0 if v != v else v for v in _series(timeline, name)]
         if any(values):
             ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
@@ -317,11 +321,9 @@ def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) 
     """One legend above both plots, so it never hides data; `priced` adds the price marks,
     `consumed` the consumer group's."""
     handles = [
-        Patch(color=SERIES_COLOURS["ok"], label="ok"),
-        Patch(color=SERIES_COLOURS["failed"], label="failed"),
-        Patch(color=SERIES_COLOURS["indeterminate"], label="indeterminate"),
-        Patch(color=SERIES_COLOURS["missing"], label="acked, later missing"),
-        Patch(color=SERIES_COLOURS["duplicated"], label="acked, duplicated"),
+        *(Patch(color=SERIES_COLOURS[status], label=str(status)) for status in Status),
+        Patch(color=SERIES_COLOURS[MISSING], label="acked, later missing"),
+        Patch(color=SERIES_COLOURS[AnomalyName.DUPLICATED], label="acked, duplicated"),
         Line2D([], [], color=SERIES_COLOURS["p50"], label="ack latency p50"),
         Line2D([], [], color=SERIES_COLOURS["p99"], label="ack latency p99"),
         Patch(color=SERIES_COLOURS["fault"], alpha=0.3, label="fault window"),

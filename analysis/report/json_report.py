@@ -11,6 +11,7 @@ from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
 from analysis.judge.verdicts import exit_code
+from analysis.model.anomalies import CountName
 from analysis.model.results import RunResult
 from analysis.report.matrix import price_of
 from analysis.report.provenance import ProvenanceView
@@ -122,8 +123,8 @@ def _cell_json(
                 "run_dir": r.run_dir,
                 "verdict": r.verdict.value,
                 "reasons": list(r.reasons),
-                "loss": r.loss,
-                "acked": r.acked,
+                CountName.LOSS: r.loss,
+                CountName.ACKED: r.acked,
                 "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
                 **_availability_json(r.run_dir, results_by_run),
             }

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.outcomes import CellVerdict
-from analysis.model.anomalies import LOSS_CLASSES, loss_of
+from analysis.model.anomalies import LOSS_CLASSES, CountName, loss_of
 from analysis.model.results import RunResult
 from analysis.report.charts import (
     INK,
@@ -92,7 +92,7 @@ def _rep_loss_span(
     for rep in cell.repetitions:
         result = results_by_run.get(rep.run_dir)
         counts = (result.counts if result is not None else None) or {}
-        acked = counts.get("acked") or 0
+        acked = counts.get(CountName.ACKED) or 0
         if acked and all(isinstance(counts.get(name), int) for name in LOSS_CLASSES):
             rates.append(100 * loss_of(dict(counts)) / acked)
     return (min(rates), max(rates)) if rates else (0.0, 0.0)
