@@ -5,6 +5,8 @@ what it waited for once the time is up; `wait_for` is the same loop answering No
 (for callers that raise their own error, or that may be told to stop waiting). A check that
 raises an error the caller names as retriable counts as "not yet". `Deadline` is the clock
 of loops that are not waits: a workload that runs for a duration, a queue read within a grace.
+
+Standard library only: harness/platform/engine.py waits with it before the virtualenv exists.
 """
 
 from __future__ import annotations

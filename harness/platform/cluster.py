@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ import docker
 import docker.errors
 import docker.models.containers
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, TopicMetadata
 
 from harness.platform.node import (
     KafkaNode,
@@ -62,6 +62,7 @@ from harness.platform.versions import (
     VersionError,
 )
 from harness.settings import Settings, load_settings
+from harness.waiting import Deadline, WaitTimeout, poll_until, wait_for
 
 # Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
@@ -156,7 +157,7 @@ class KafkaCluster:
         self._network = client.networks.create(
             self.network_name, driver="bridge", labels=self.labels
         )
-        started = time.monotonic()
+        deadline = Deadline.after(ready_timeout_s)
         try:
             plans = plan_nodes(topology, self.cluster_id, ports, self.broker_config, self.host)
             for plan in plans:
@@ -165,14 +166,16 @@ class KafkaCluster:
             for node in self.ensemble:
                 node.container.start()
             if self.ensemble:
-                for _ in _poll(ready_timeout_s, "ZooKeeper to serve", self._describe_failure):
-                    if all(node.zookeeper_serving() for node in self.ensemble):
-                        break
+                _wait(
+                    lambda: all(node.zookeeper_serving() for node in self.ensemble),
+                    ready_timeout_s,
+                    "ZooKeeper to serve",
+                    self._describe_failure,
+                )
             for node in self.all_nodes:
                 if node.role is not Role.ZOOKEEPER:
                     node.container.start()
-            remaining = max(5.0, ready_timeout_s - (time.monotonic() - started))
-            self.wait_ready(timeout_s=remaining)
+            self.wait_ready(timeout_s=max(5.0, deadline.remaining()))
         except BaseException:
             self.close()
             raise
@@ -263,15 +266,16 @@ class KafkaCluster:
         moment after it exists (metadata reaches brokers one by one): that is retried until
         `timeout_s` passes, then raised as ClusterError.
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            meta = self.metadata(topic, max(0.5, deadline - time.monotonic())).topics[topic]
-            lagging = (
-                meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-            )
-            if not lagging or time.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
+        deadline = Deadline.after(timeout_s)
+        answers: list[TopicMetadata] = []
+
+        def known() -> bool:
+            answers.append(self.metadata(topic, max(0.5, deadline.remaining())).topics[topic])
+            error = answers[-1].error
+            return error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+
+        wait_for(known, timeout_s, interval_s=0.1)
+        meta = answers[-1]  # known, or still lagging when the time ran out
         if meta.error is not None:
             raise ClusterError(f"topic {topic}: {meta.error}")
         return [
@@ -339,23 +343,34 @@ class KafkaCluster:
     def wait_full_isr(self, topic: str, timeout_s: float = 60.0) -> float:
         """Wait until every partition has a leader and ISR == replicas; return seconds waited."""
         started = time.monotonic()
-        for _ in _poll(timeout_s, f"full ISR on {topic}"):
-            with contextlib.suppress(KafkaException, ClusterError, KeyError):
-                states = self.partition_states(topic, timeout_s=2.0)
-                if states and all(
-                    s.leader is not None and set(s.isr) == set(s.replicas) for s in states
-                ):
-                    return time.monotonic() - started
-        raise AssertionError("unreachable")
+
+        def full() -> bool:
+            states = self.partition_states(topic, timeout_s=2.0)
+            return bool(states) and all(
+                s.leader is not None and set(s.isr) == set(s.replicas) for s in states
+            )
+
+        # Metadata is briefly unreadable or incomplete while brokers start or lead anew.
+        _wait(
+            full,
+            timeout_s,
+            f"full ISR on {topic}",
+            not_yet=(KafkaException, ClusterError, KeyError),
+        )
+        return time.monotonic() - started
 
     def wait_ready(self, timeout_s: float = 120.0) -> float:
         """Wait until all brokers registered and an RF=brokers topic has a full ISR."""
         started = time.monotonic()
-        for _ in _poll(timeout_s, f"{self.brokers} brokers to register", self._describe_failure):
-            with contextlib.suppress(KafkaException):
-                if len(self.metadata(timeout_s=2.0).brokers) == self.brokers:
-                    break
-        remaining = max(5.0, timeout_s - (time.monotonic() - started))
+        deadline = Deadline.after(timeout_s)
+        _wait(
+            lambda: len(self.metadata(timeout_s=2.0).brokers) == self.brokers,
+            timeout_s,
+            f"{self.brokers} brokers to register",
+            self._describe_failure,
+            not_yet=(KafkaException,),  # no broker answers yet
+        )
+        remaining = max(5.0, deadline.remaining())
         if READY_TOPIC not in self.metadata().topics:
             futures = self.admin().create_topics([NewTopic(READY_TOPIC, 1, self.brokers)])
             with contextlib.suppress(KafkaException):  # already created by an earlier attempt
@@ -404,14 +419,21 @@ class KafkaCluster:
         self.close()
 
 
-def _poll(timeout_s: float, what: str, describe=None, interval_s: float = 0.25) -> Iterator[None]:
-    """Yield until the caller breaks; raise ClusterError naming `what` once `timeout_s` passed."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        yield
-        time.sleep(interval_s)
-    detail = f"\n{describe()}" if describe else ""
-    raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {what}.{detail}")
+def _wait(
+    check: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    describe: Callable[[], str] | None = None,
+    not_yet: tuple[type[Exception], ...] = (),
+) -> None:
+    """poll_until `check` holds, an error of a `not_yet` type counting as not yet; the timeout
+    raised as ClusterError, which the cluster's callers catch."""
+    try:
+        poll_until(
+            check, timeout_s, what, describe=describe, retry_on=lambda e: isinstance(e, not_yet)
+        )
+    except WaitTimeout as exc:
+        raise ClusterError(str(exc)) from exc
 
 
 def _silent_logger():

@@ -15,11 +15,12 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from harness.waiting import wait_for  # standard library only, as this module
 
 DOCKERD_LOG = Path(os.environ.get("KCHAOS_DOCKERD_LOG", "/var/log/kafka-chaos-dockerd.log"))
 READY_TIMEOUT_S = 60.0
@@ -212,11 +213,8 @@ def ensure_engine(*, timeout_s: float = READY_TIMEOUT_S) -> str:
     if shutil.which("dockerd") is None:
         _install_docker_io()
     _start_dockerd()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if engine_answers():
-            return "started"
-        time.sleep(0.5)
+    if wait_for(engine_answers, timeout_s, interval_s=0.5):
+        return "started"
     raise EngineUnavailable(
         f"dockerd was started but did not answer within {timeout_s:.0f} s. "
         f"Fix: read {DOCKERD_LOG} for the reason."

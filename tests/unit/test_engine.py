@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import pytest
 
+from harness import waiting
 from harness.platform import engine
 
 
@@ -50,9 +51,20 @@ def test_as_root_without_engine_dockerd_is_started_and_awaited(monkeypatch):
     monkeypatch.setattr(engine, "_is_debian_like", lambda: True)
     monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(engine, "_start_dockerd", lambda: started.append(True))
-    monkeypatch.setattr(engine.time, "sleep", lambda s: None)
+    monkeypatch.setattr(waiting.time, "sleep", lambda s: None)
     assert engine.ensure_engine() == "started"
     assert started == [True]
+
+
+def test_a_started_dockerd_that_never_answers_names_its_log(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine, "engine_answers", lambda: False)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(engine, "_is_debian_like", lambda: True)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(engine, "_start_dockerd", lambda: None)
+    with pytest.raises(engine.EngineUnavailable, match=r"did not answer within 0 s\. Fix: read"):
+        engine.ensure_engine(timeout_s=0)
 
 
 def test_main_exits_non_zero_with_the_message(monkeypatch, capsys):

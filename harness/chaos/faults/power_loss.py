@@ -25,6 +25,7 @@ from harness.limits import (
     optional_param_number,
 )
 from harness.rundir.segments import read_checkpoint, surviving_length
+from harness.waiting import wait_for
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -70,11 +71,8 @@ class PowerLoss(Fault[PowerLossParams]):
 
 def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
     """Wait until the killed container stopped: no process may write while we cut."""
-    deadline = time.monotonic() + timeout_s
-    while node.state() == "running":
-        if time.monotonic() > deadline:
-            raise FaultError(f"{node.hostname} still runs {timeout_s:.0f} s after SIGKILL")
-        time.sleep(0.05)
+    if not wait_for(lambda: node.state() != "running", timeout_s, interval_s=0.05):
+        raise FaultError(f"{node.hostname} still runs {timeout_s:.0f} s after SIGKILL")
 
 
 def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict[str, int | str]]:

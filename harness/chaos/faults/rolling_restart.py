@@ -9,7 +9,6 @@ thread; healing stops it between steps and starts whatever is still down.
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -17,6 +16,7 @@ from pydantic import Field
 from harness.chaos.faults.base import Fault, FaultParams
 from harness.chaos.faults.stop import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
+from harness.waiting import wait_for
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -64,15 +64,18 @@ class RollingRestart(Fault[RollingRestartParams]):
 
     def _wait_rejoined(self, node: KafkaNode, timeout_s: float) -> None:
         """Until `node` is in the ISR of every partition it replicates (or halt/timeout)."""
-        deadline = time.monotonic() + timeout_s
-        while not self._halt.is_set() and time.monotonic() < deadline:
-            try:
-                states = self.ctx.cluster.partition_states(self.ctx.topic)
-                if all(node.node_id in s.isr for s in states if node.node_id in s.replicas):
-                    return
-            except Exception:  # metadata is briefly unavailable while nodes restart
-                pass
-            self._halt.wait(0.5)
+        wait_for(
+            lambda: self._halt.is_set() or self._rejoined(node),
+            timeout_s,
+            interval_s=0.5,
+            retry_on=lambda exc: True,  # metadata is briefly unavailable while nodes restart
+            pause=self._halt.wait,  # a heal ends the wait at once
+        )
+
+    def _rejoined(self, node: KafkaNode) -> bool:
+        """True when `node` is in the ISR of every partition of the topic it replicates."""
+        states = self.ctx.cluster.partition_states(self.ctx.topic)
+        return all(node.node_id in s.isr for s in states if node.node_id in s.replicas)
 
     def detail(self) -> dict[str, Any]:
         """Which nodes were restarted before the heal, and whether that was all of them."""
