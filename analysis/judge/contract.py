@@ -4,12 +4,10 @@ sensitivity probe) proves nothing; each breach makes it UNKNOWN."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from analysis.judge.outcomes import Events
 from analysis.judge.transactions import transaction_breaches
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import RunResult
+from analysis.model.results import Contract, RunResult
 from harness.rundir.events import FaultFailed, HarnessError
 from harness.rundir.records import STATUSES
 
@@ -90,7 +88,7 @@ def _journal_breaches(result: RunResult, events: RunEvidence) -> list[str]:
     return breaches + _tally_breaches(contract, events)
 
 
-def _tally_breaches(contract: Mapping[str, int], events: RunEvidence) -> list[str]:
+def _tally_breaches(contract: Contract, events: RunEvidence) -> list[str]:
     """The recorder's own tally of delivery reports must equal the journal's rows per status."""
     tallies = events.tallies
     if not tallies:

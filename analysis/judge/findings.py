@@ -27,7 +27,7 @@ from analysis.judge.outcomes import (
 )
 from analysis.model.anomalies import LOSS_CLASSES, AnomalyName, CountName, Counts, anomaly, loss_of
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import Example, RunResult
+from analysis.model.results import Example, PartitionCounts, RunResult
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 
@@ -40,7 +40,7 @@ class LossContext:
     events: RunEvidence
     origin_us: float
     # The loss figure and offset_divergent → partition → count ("unknown": no partition).
-    partitions: Mapping[Subject, Mapping[str, int]]
+    partitions: Mapping[Subject, PartitionCounts]
     config: CellConfig | None = None
     run_dir: str = ""
     histories: Mapping[int, PartitionHistory] | None = None

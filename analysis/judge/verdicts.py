@@ -39,7 +39,7 @@ from analysis.judge.outcomes import (
 from analysis.judge.transactions import transaction_findings
 from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, loss_of
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import RunResult, RunStatus
+from analysis.model.results import PartitionCounts, RunResult, RunStatus
 from harness.rundir.config import CellConfig
 
 __all__ = [
@@ -99,7 +99,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         )
         return dataclasses.replace(unknown, reasons=(reason,))
     examples = result.examples
-    partitions: dict[Subject, Mapping[str, int]] = {
+    partitions: dict[Subject, PartitionCounts] = {
         CountName.LOSS: result.loss_by_partition,
         AnomalyName.OFFSET_DIVERGENT: result.divergence_by_partition,
     }

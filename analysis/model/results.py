@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, CountName
+from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, CountName, Counts
 from analysis.model.attribution import Attribution
 from analysis.model.availability import Availability
 from harness.rundir.config import CellConfig
@@ -19,9 +19,11 @@ from harness.rundir.records import STATUSES
 __all__ = [
     "CONTRACT_KEYS",
     "TIMELINE_ANOMALIES",
+    "Contract",
     "Example",
     "ExampleRow",
     "ExampleRows",
+    "PartitionCounts",
     "RunResult",
     "RunStatus",
     "Sensitivity",
@@ -35,6 +37,10 @@ CONTRACT_KEYS: Final = (
     "unknown_statuses",
     *(f"reported_{s}" for s in STATUSES),
 )
+# A run's contract facts: CONTRACT_KEYS → count.
+Contract = Mapping[str, int]
+# Messages of one kind per acked partition: the partition as text ("unknown": none) → count.
+PartitionCounts = Mapping[str, int]
 
 
 # A check's example before it is typed: at least the fields EXAMPLE_FIELDS names for its class.
@@ -151,14 +157,14 @@ class RunResult:
     config: CellConfig
     axes: Mapping[str, str]
     status: RunStatus
-    counts: Mapping[str, int] | None = None  # COUNT_NAMES of analysis.model.anomalies
+    counts: Counts | None = None  # COUNT_NAMES of analysis.model.anomalies
     examples: Mapping[str, tuple[Example, ...]] = field(default_factory=dict)
     timeline: tuple[TimelineSecond, ...] = ()
     error: str | None = None
     loss: int | None = None  # the one loss figure: sum of the counts that count as loss
-    loss_by_partition: Mapping[str, int] = field(default_factory=dict)  # "unknown": none
-    divergence_by_partition: Mapping[str, int] = field(default_factory=dict)
-    contract: Mapping[str, int] | None = None  # CONTRACT_KEYS: facts checked before judging
+    loss_by_partition: PartitionCounts = field(default_factory=dict)
+    divergence_by_partition: PartitionCounts = field(default_factory=dict)
+    contract: Contract | None = None  # facts checked before judging
     sensitivity: Sensitivity | None = None
     attribution: Attribution | None = None  # where missing messages still are
     availability: Availability | None = None  # the price of safety (analysis.checks.availability)

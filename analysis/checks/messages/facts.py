@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.model.evidence import RunEvidence
-from analysis.model.results import ExampleRows, Sensitivity
+from analysis.model.results import ExampleRows, PartitionCounts, Sensitivity
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class RunFacts:
 
     seconds: dict[int, dict[str, Any]]  # epoch second of send → timeline entry
     counts: dict[str, int]  # the send counts always; read and every anomaly class when complete
-    contract: dict[str, int]  # analysis.model.results.CONTRACT_KEYS
-    loss_by_partition: dict[str, int] = field(default_factory=dict)  # "unknown": no partition
-    divergence_by_partition: dict[str, int] = field(default_factory=dict)
+    contract: dict[str, int]  # CONTRACT_KEYS of analysis.model.results
+    loss_by_partition: PartitionCounts = field(default_factory=dict)
+    divergence_by_partition: PartitionCounts = field(default_factory=dict)
     examples: ExampleRows = field(default_factory=dict)
     missing: list[tuple[int | None, int | None, int | None]] = field(default_factory=list)
     sensitivity: Sensitivity | None = None  # the probe's outcome
