@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from analysis.model.attribution import (
     MAX_EXAMPLES,
@@ -136,7 +137,12 @@ def _load(run: RunEvidence, wanted: set[int]) -> tuple[_Evidence, int]:
 
 
 def _read_broker(
-    run_dir: Path, broker: int, kept: dict, topic: str, wanted: set[int], evidence: _Evidence
+    run_dir: Path,
+    broker: int,
+    kept: Mapping[str, Any],
+    topic: str,
+    wanted: set[int],
+    evidence: _Evidence,
 ) -> None:
     """Add one broker's kept segments to the evidence; a broker not (fully) kept taints all."""
     folder = layout.segments_dir(run_dir, broker)

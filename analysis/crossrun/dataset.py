@@ -53,7 +53,9 @@ RESULTS_SCHEMA: Final = pa.schema(
 )
 
 
-def dataset_rows(results: Sequence[RunResult], cells: Sequence[CellVerdict]) -> list[dict]:
+def dataset_rows(
+    results: Sequence[RunResult], cells: Sequence[CellVerdict]
+) -> list[dict[str, Any]]:
     """One row per repetition in RESULTS_SCHEMA's columns."""
     verdict_of = {r.run_dir: r.verdict.value for c in cells for r in c.repetitions}
     return [_row(result, verdict_of.get(result.run_dir)) for result in results]

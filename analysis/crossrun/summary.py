@@ -91,11 +91,17 @@ class LossRateSpread:
     max: float
 
 
+# A group's settings: (setting, value) in SETTINGS order, values as _text shows them.
+Configuration = tuple[tuple[str, str], ...]
+# What groups repetitions: (configuration, fault, Kafka version).
+GroupKey = tuple[Configuration, str, str]
+
+
 @dataclass(frozen=True)
 class GroupSummary:
     """One configuration × fault × version over all its repetitions, from any experiment."""
 
-    configuration: tuple[tuple[str, str], ...]  # (setting, value) in SETTINGS order
+    configuration: Configuration
     fault: str
     kafka_version: str
     experiments: tuple[str, ...]
@@ -140,7 +146,7 @@ def cross_run_summary(
 ) -> CrossRunSummary:
     """Group every repetition by configuration, fault and Kafka version, and compare groups."""
     verdict_of = {r.run_dir: r.verdict.value for c in cells for r in c.repetitions}
-    grouped: dict[tuple, list[RunResult]] = defaultdict(list)
+    grouped: dict[GroupKey, list[RunResult]] = defaultdict(list)
     for result in results:
         grouped[_group_key(result.config)].append(result)
     groups = tuple(
@@ -163,19 +169,19 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _group_key(config: CellConfig) -> tuple:
+def _group_key(config: CellConfig) -> GroupKey:
     """(configuration, fault, version) of a repetition's config."""
     configuration = tuple((name, _text(getattr(config, name))) for name in SETTINGS)
     return configuration, _text(config.fault_class), _text(config.kafka_version)
 
 
-def _order(item: tuple[tuple, list[RunResult]]) -> tuple:
+def _order(item: tuple[GroupKey, list[RunResult]]) -> tuple[str, str, Configuration]:
     """Groups by fault, then version, then configuration."""
     (configuration, fault, version), _ = item
     return fault, version, configuration
 
 
-def _group(key: tuple, members: list[RunResult], verdict_of: Mapping[str, str]) -> GroupSummary:
+def _group(key: GroupKey, members: list[RunResult], verdict_of: Mapping[str, str]) -> GroupSummary:
     """The summary of one group's repetitions."""
     configuration, fault, version = key
     counts = [pair for pair in map(_loss_of_acked, members) if pair is not None]
