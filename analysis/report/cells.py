@@ -17,21 +17,29 @@ from analysis.judge.outcomes import (
     RepetitionVerdict,
     Verdict,
 )
-from analysis.model.attribution import Attribution
+from analysis.model.anomalies import LOSS_CLASSES, AnomalyName
+from analysis.model.attribution import Attribution, Place
 from analysis.model.results import RunResult, Sensitivity
 from analysis.report.charts import timeline_svg
 from analysis.report.marks import fault_windows
 from analysis.report.matrix import availability_text
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
-    ATTRIBUTION_PHRASES,
-    EXAMPLE_CLASSES,
-    EXAMPLE_ROWS,
-    _dash,
     config_summary,
     css_class,
     slug,
 )
+
+# The classes whose examples a repetition's table shows, and how many of each.
+EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, AnomalyName.OFFSET_DIVERGENT)
+EXAMPLE_ROWS: Final = 20
+# How each place of analysis.checks.attribution reads in a sentence.
+ATTRIBUTION_PHRASES: Final = {
+    Place.ON_NO_DISK: "on no broker's disk (Kafka lost them)",
+    Place.ON_DISK_NOT_SERVED: "on a broker's disk, yet not read back",
+    Place.SEGMENTS_UNAVAILABLE: "cannot say (segments not kept or not readable)",
+    Place.NOT_EXAMINED: "not examined (beyond the bound)",
+}
 
 # ---------------------------------------------------------------------------------------------
 # Cells and repetitions
@@ -239,3 +247,8 @@ def _worth_drawing(cell: CellVerdict, results_by_run: Mapping[str, RunResult]) -
         return rep.verdict == Verdict.PASS, -((result.loss or 0) if result else 0), rep.repetition
 
     return {rep.run_dir for rep in sorted(cell.repetitions, key=rank)[:MAX_TIMELINES_PER_CELL]}
+
+
+def _dash(value: object) -> object:
+    """The value, or an em dash for None."""
+    return "—" if value is None else value

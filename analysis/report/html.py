@@ -19,13 +19,11 @@ from analysis.model.results import RunResult
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
-from analysis.report.matrix import matrix_row
+from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
 from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import SummaryView, summary_view
 from analysis.report.views import (
-    MATRIX_COUNTS,
-    PRICE_LABELS,
     css_class,
     verdict_counts,
     verdict_summary,

@@ -10,12 +10,10 @@ from analysis.judge.outcomes import CellVerdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import COUNT_LABELS
 from analysis.model.results import RunResult
-from analysis.report.matrix import MatrixValue, price_of, price_texts
+from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, MatrixValue, price_of, price_texts
 from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
-    MATRIX_COUNTS,
-    PRICE_LABELS,
     config_summary,
     format_rate,
     format_stat,

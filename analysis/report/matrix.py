@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from analysis.crossrun.price import CellPrice, cell_price
 from analysis.judge.findings import run_origin_us
@@ -12,17 +13,51 @@ from analysis.judge.outcomes import (
     CellVerdict,
     Events,
 )
+from analysis.model.anomalies import ANOMALIES, ANOMALY_NAMES, CountKey, CountName
 from analysis.model.availability import Availability, HealRecovery
 from analysis.model.results import RunResult
 from analysis.report.views import (
-    ANOMALIES,
-    MATRIX_COUNTS,
-    SERIOUS,
     config_parts,
     css_class,
     format_rate,
     slug,
     stat_parts,
+)
+
+# The matrix: sends, the one loss figure, then every anomaly class of the registry.
+MATRIX_COUNTS: Final[tuple[CountKey, ...]] = (
+    CountName.SENT,
+    CountName.ACKED,
+    CountName.LOSS,
+    *ANOMALY_NAMES,
+)
+# The matrix's counts shown loudly when non-zero (the serious ones in red): the loss figure
+# and the anomaly classes.
+FLAGGED: Final[frozenset[CountKey]] = frozenset({CountName.LOSS, *ANOMALY_NAMES})
+SERIOUS: Final[frozenset[CountKey]] = frozenset(
+    {CountName.LOSS, *(a.name for a in ANOMALIES if a.serious)}
+)
+# The price of safety beside the counts (analysis.checks.availability): (label, what it means).
+PRICE_LABELS: Final = (
+    (
+        "partition stall (s)",
+        "longest time one partition went without an acknowledged send, from the delivery "
+        "reports' arrival times (max over partitions and repetitions)",
+    ),
+    (
+        "topic stall (s)",
+        "longest time no partition acknowledged anything (max over repetitions)",
+    ),
+    (
+        "failed sends",
+        "sends refused with a definite error, summed over repetitions (below: indeterminate "
+        "sends, whose outcome is unknown)",
+    ),
+    (
+        "first ack after heal (s)",
+        "time from a heal until every partition had acknowledged a send again (max over heals "
+        "during the workload and repetitions)",
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -62,7 +97,7 @@ def matrix_row(
     for name in MATRIX_COUNTS:
         stat = cell.stats.counts.get(name)
         level = ""
-        if name in ANOMALIES and stat is not None and stat.max > 0:
+        if name in FLAGGED and stat is not None and stat.max > 0:
             level = "serious" if name in SERIOUS else "notable"
         value, spread = stat_parts(stat, cell.stats.counted)
         values.append(MatrixValue(value, spread, level))

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from analysis.report.safe import PartFailure, safely
-from analysis.report.views import NOT_RECORDED
 from harness.rundir.provenance import RunProvenance
+
+NOT_RECORDED: Final = "not recorded"  # what a line says when the run did not record it
 
 # ---------------------------------------------------------------------------------------------
 # Provenance

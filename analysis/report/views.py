@@ -1,14 +1,14 @@
-"""What the renderings show, as typed view models: the matrix rows, each cell with its
-repetitions, and the provenance of the runs; plus the formatting they share.
+"""The words and figures every rendering formats alike: counts and rates, the configuration,
+the one-line outcome, verdict tallies, ids and CSS classes.
 
-HTML, Markdown and report.json all read these, so a figure or a word is formatted once.
+HTML, Markdown and report.json all read these (and the typed views of matrix.py, cells.py,
+provenance.py and summary_view.py), so a figure or a word is formatted once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final
 
 from analysis.judge.outcomes import (
     CellVerdict,
@@ -16,66 +16,8 @@ from analysis.judge.outcomes import (
     Verdict,
 )
 from analysis.judge.verdicts import exit_code
-from analysis.model.anomalies import ANOMALIES as ANOMALY_REGISTRY
-from analysis.model.anomalies import (
-    ANOMALY_NAMES,
-    LOSS_CLASSES,
-    AnomalyName,
-    CountKey,
-    CountName,
-)
-from analysis.model.attribution import Place
 from analysis.report.charts import percent
 from harness.rundir.config import CellConfig
-
-# The matrix: sends, the one loss figure, then every anomaly class of the registry.
-MATRIX_COUNTS: Final[tuple[CountKey, ...]] = (
-    CountName.SENT,
-    CountName.ACKED,
-    CountName.LOSS,
-    *ANOMALY_NAMES,
-)
-# The matrix's counts shown loudly when non-zero (the serious ones in red): the loss figure
-# and the anomaly classes.
-ANOMALIES: Final[frozenset[CountKey]] = frozenset({CountName.LOSS, *ANOMALY_NAMES})
-SERIOUS: Final[frozenset[CountKey]] = frozenset(
-    {CountName.LOSS, *(a.name for a in ANOMALY_REGISTRY if a.serious)}
-)
-EXAMPLE_CLASSES: Final = (*LOSS_CLASSES, AnomalyName.OFFSET_DIVERGENT)
-EXAMPLE_ROWS: Final = 20
-NOT_RECORDED: Final = "not recorded"
-# How each place of analysis.checks.attribution reads in a sentence.
-ATTRIBUTION_PHRASES: Final = {
-    Place.ON_NO_DISK: "on no broker's disk (Kafka lost them)",
-    Place.ON_DISK_NOT_SERVED: "on a broker's disk, yet not read back",
-    Place.SEGMENTS_UNAVAILABLE: "cannot say (segments not kept or not readable)",
-    Place.NOT_EXAMINED: "not examined (beyond the bound)",
-}
-
-
-# The price of safety beside the counts (analysis.checks.availability): (label, what it means).
-PRICE_LABELS: Final = (
-    (
-        "partition stall (s)",
-        "longest time one partition went without an acknowledged send, from the delivery "
-        "reports' arrival times (max over partitions and repetitions)",
-    ),
-    (
-        "topic stall (s)",
-        "longest time no partition acknowledged anything (max over repetitions)",
-    ),
-    (
-        "failed sends",
-        "sends refused with a definite error, summed over repetitions (below: indeterminate "
-        "sends, whose outcome is unknown)",
-    ),
-    (
-        "first ack after heal (s)",
-        "time from a heal until every partition had acknowledged a send again (max over heals "
-        "during the workload and repetitions)",
-    ),
-)
-
 
 # ---------------------------------------------------------------------------------------------
 # Formatting shared by the renderings
@@ -168,8 +110,3 @@ def slug(cell: CellVerdict) -> str:
 def css_class(verdict: Verdict) -> str:
     """The CSS class of a verdict badge."""
     return "v-" + verdict.value.lower()
-
-
-def _dash(value: object) -> object:
-    """The value, or an em dash for None."""
-    return "—" if value is None else value
