@@ -43,7 +43,8 @@ __all__ = [
 
 class AnomalyName(StrEnum):
     """An anomaly class's name, as results.json spells it; ANOMALIES has one entry per member,
-    in this order."""
+    in this order (a new class is a member here and its entry there: tests/unit/test_anomalies.py
+    holds the two in step)."""
 
     LOST = "lost"
     UNSEEN = "unseen"
