@@ -26,6 +26,8 @@ from typing import Final
 
 import pyspark
 
+from harness.waiting import WaitTimeout, poll_until
+
 __all__ = ["ClusterError", "ClusterReport", "StandaloneCluster", "compare_with_local"]
 
 HOST: Final = "127.0.0.1"
@@ -190,20 +192,27 @@ class StandaloneCluster:
             return None
 
     def _wait_for(self, ready, what: str) -> None:
-        """Poll the master until ready(state); ClusterError if a daemon exits or time runs out."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
+        """Poll the master until ready(state); ClusterError if a daemon exits or time runs out
+        (the timeout's message ends with every daemon's log tail)."""
+
+        def master_ready() -> bool:
             if ready(self._master_state()):
-                return
+                return True
             for daemon in self._daemons:
                 if daemon.process.poll() is not None:
                     raise ClusterError(
                         f"Spark {daemon.name} exited with {daemon.process.returncode} while "
                         f"waiting for {what}; its log ({daemon.log}) ends:\n{daemon.log_tail()}"
                     )
-            time.sleep(0.25)
-        tails = "\n".join(f"--- {d.name}\n{d.log_tail()}" for d in self._daemons)
-        raise ClusterError(f"timed out after {START_TIMEOUT_S:.0f} s waiting for {what}\n{tails}")
+            return False
+
+        def tails() -> str:
+            return "\n".join(f"--- {d.name}\n{d.log_tail()}" for d in self._daemons)
+
+        try:
+            poll_until(master_ready, START_TIMEOUT_S, what, describe=tails)
+        except WaitTimeout as exc:
+            raise ClusterError(str(exc)) from exc
 
 
 def _stop_group(process: subprocess.Popen) -> None:

@@ -44,6 +44,7 @@ from harness.rundir.events import (
     now_us,
 )
 from harness.rundir.records import CommitMode
+from harness.waiting import Deadline, wait_for
 from harness.workload.consumer_member import (
     ASSIGNED,
     CONTEXT,
@@ -220,19 +221,22 @@ class ConsumerGroup:
         self._forwarder.start()
         for member in self.members:
             member.start()
-        deadline = time.monotonic() + self.READY_TIMEOUT_S
-        while sum(m.counters[ASSIGNED] for m in self.members) < self.partitions:
-            self.check()
-            if dead := [m.hostname for m in self.members if m.state() == "exited"]:
-                raise ConsumerCrash(f"{', '.join(dead)} ended while joining the group")
-            if time.monotonic() > deadline:
-                raise ConsumerCrash(
-                    f"the consumer group did not get all {self.partitions} partitions within "
-                    f"{self.READY_TIMEOUT_S:g} s"
-                )
-            time.sleep(0.1)
+        if not wait_for(self._joined, self.READY_TIMEOUT_S, interval_s=0.1):
+            raise ConsumerCrash(
+                f"the consumer group did not get all {self.partitions} partitions within "
+                f"{self.READY_TIMEOUT_S:g} s"
+            )
         pids = [m.process.pid for m in self.members]
         self.events.write(PhaseEvent(phase="consumers-ready", pids=pids, group=self.group_id))
+
+    def _joined(self) -> bool:
+        """True once the members hold every partition; ConsumerCrash when one ended."""
+        if sum(m.counters[ASSIGNED] for m in self.members) >= self.partitions:
+            return True
+        self.check()
+        if dead := [m.hostname for m in self.members if m.state() == "exited"]:
+            raise ConsumerCrash(f"{', '.join(dead)} ended while joining the group")
+        return False
 
     def check(self) -> None:
         """Record, once each, member processes that ended by themselves (consumer_crashed)."""
@@ -267,13 +271,18 @@ class ConsumerGroup:
         probe = Consumer(
             {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "log_level": 3}
         )
+        committed: dict[int, int] = {}
+        ends: dict[int, int] = {}
+
+        def caught_up() -> bool:
+            nonlocal committed, ends
+            self.check()
+            committed, ends = self._positions(probe)
+            return all(committed.get(p, -1) >= end for p, end in ends.items())
+
         try:
-            while True:
-                self.check()
-                committed, ends = self._positions(probe)
-                done = all(committed.get(p, -1) >= end for p, end in ends.items())
-                if done or time.monotonic() - started > timeout_s or stop.wait(0.5):
-                    return CatchUp(done, round(time.monotonic() - started, 3), committed, ends)
+            done = bool(wait_for(caught_up, timeout_s, interval_s=0.5, pause=stop.wait))
+            return CatchUp(done, round(time.monotonic() - started, 3), committed, ends)
         finally:
             probe.close()
 
@@ -319,22 +328,21 @@ class ConsumerGroup:
 
     def _collect_last(self) -> None:
         """Take the last reports of processes that just ended (waiting briefly for them)."""
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(
-            (m.index, m.starts - 1) not in self._reports
-            for m in self.members
-            if m.process is not None
-        ):
-            self._drain(0.2)
+        wait_for(self._all_reported, 2.0, interval_s=0.2, pause=self._drain)
         self.check()
 
+    def _all_reported(self) -> bool:
+        """True when every member's last process has reported its end."""
+        return all(
+            (m.index, m.starts - 1) in self._reports for m in self.members if m.process is not None
+        )
+
     def _drain(self, wait_s: float = 0.0) -> None:
-        deadline = time.monotonic() + wait_s
+        """Take every member's report on the queue, waiting up to `wait_s` in all for more."""
+        deadline = Deadline.after(wait_s)
         while True:
             try:
-                member, start, error = self.outcomes.get(
-                    timeout=max(0.0, deadline - time.monotonic())
-                )
+                member, start, error = self.outcomes.get(timeout=deadline.remaining())
             except Exception:  # queue.Empty, or a torn message from a killed member
                 return
             self._reports.add((member, start))

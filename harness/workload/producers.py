@@ -19,7 +19,6 @@ import logging
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
@@ -28,6 +27,7 @@ from typing import Any, Protocol
 
 from harness.rundir.events import EventLog, PhaseEvent, ProducerCrashed, RecorderTally
 from harness.rundir.records import Status
+from harness.waiting import Deadline, wait_for
 from harness.workload.journal import (
     AckJournal,
     JournalError,
@@ -266,26 +266,33 @@ class ProducerFleet:
         with sigint_ignored():  # inherited through exec: a Ctrl-C during imports is ignored
             for process in self._processes:
                 process.start()
-        deadline = time.monotonic() + self.READY_TIMEOUT_S
-        while not all(counters[READY] for counters in self._counters):
-            self._collect(0.0)
-            if self.crashes:
-                raise ProducerCrash(self.problem())
-            if time.monotonic() > deadline:
-                raise ProducerCrash(f"producers not ready within {self.READY_TIMEOUT_S:g} s")
-            wait([p.sentinel for p in self._processes], timeout=0.1)
+        if not wait_for(self._ready, self.READY_TIMEOUT_S, interval_s=0.1, pause=self._until_exit):
+            raise ProducerCrash(f"producers not ready within {self.READY_TIMEOUT_S:g} s")
         pids = [process.pid for process in self._processes]
         self.events.write(PhaseEvent(phase="producers-ready", pids=pids))
+
+    def _ready(self) -> bool:
+        """True once every producer has its client; ProducerCrash as soon as one crashed."""
+        if all(counters[READY] for counters in self._counters):
+            return True
+        self._collect(0.0)
+        if self.crashes:
+            raise ProducerCrash(self.problem())
+        return False
+
+    def _until_exit(self, seconds: float) -> None:
+        """Sleep up to `seconds`, waking at once when a producer process ends."""
+        wait([p.sentinel for p in self._processes], timeout=seconds)
 
     def run(self, stop: threading.Event) -> RecorderStats:
         """Let every producer send; return once all ended (`stop`: within STOP_GRACE_S)."""
         self._go.set()
-        deadline = float("inf")
+        grace = Deadline.after(None)  # until `stop`: then STOP_GRACE_S
         while running := [p for p in self._processes if p.exitcode is None]:
             if stop.is_set() and not self._stop.is_set():
                 self._stop.set()
-                deadline = time.monotonic() + self.STOP_GRACE_S
-            if time.monotonic() > deadline:
+                grace = Deadline.after(self.STOP_GRACE_S)
+            if grace.passed():
                 break
             wait([p.sentinel for p in running], timeout=0.2)
             self._collect(0.0)
@@ -329,10 +336,10 @@ class ProducerFleet:
     def _end_all(self) -> None:
         """Stop the producers, then SIGTERM and SIGKILL any that outlive the grace."""
         self._stop.set()
-        deadline = time.monotonic() + self.STOP_GRACE_S
+        grace = Deadline.after(self.STOP_GRACE_S)
         for process in self._processes:
             if process.pid is not None:
-                process.join(timeout=max(0.0, deadline - time.monotonic()))
+                process.join(timeout=grace.remaining())
         for process in self._processes:
             if process.pid is not None and process.exitcode is None:
                 log.warning("producer %s did not stop in time: terminating it", process.name)
@@ -358,10 +365,11 @@ class ProducerFleet:
                 self._crashed(index, process, f"failed: {outcome.error}", outcome.error)
 
     def _drain(self, wait_s: float) -> None:
-        deadline = time.monotonic() + wait_s
+        """Take every outcome on the queue, waiting up to `wait_s` in all for more."""
+        deadline = Deadline.after(wait_s)
         while True:
             try:
-                outcome = self._outcomes.get(timeout=max(0.0, deadline - time.monotonic()))
+                outcome = self._outcomes.get(timeout=deadline.remaining())
             except Exception:  # queue.Empty; also a torn message from a killed producer
                 return
             self.outcomes[outcome.index] = outcome

@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from harness.rundir.records import Status
+from harness.waiting import wait_for
 from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
 
 log = logging.getLogger("kafka_chaos.recorder")
@@ -328,9 +329,8 @@ class Recorder:
 
     def _drain(self, timeout_s: float) -> int:
         """Serve reports until nothing is outstanding or `timeout_s` passed; the count left."""
-        deadline = time.monotonic() + timeout_s
-        while len(self.producer) and time.monotonic() < deadline:
-            self._poll(0.1)
+        # Serving reports is the pause between two looks at what is outstanding.
+        wait_for(lambda: not len(self.producer), timeout_s, interval_s=0.1, pause=self._poll)
         return len(self.producer)
 
     def _settle(self, flush_s: float) -> None:

@@ -46,6 +46,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
+from harness.waiting import wait_for
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
 from harness.workload.recorder import (
     DeliveryTally,
@@ -353,16 +354,19 @@ class TransactionalRecorder:
             finally:
                 ended.set()
 
+        def interrupted(seconds: float) -> bool:
+            """Wait up to `seconds` for the call to return; True when the run was interrupted
+            meanwhile and the call has still not returned."""
+            return not ended.wait(seconds) and self._stop.is_set()
+
         threading.Thread(target=call, name="send-offsets", daemon=True).start()
-        deadline = time.monotonic() + self.END_TIMEOUT_S + self.STUCK_AFTER_S
-        while not ended.wait(0.2):
-            if self._stop.is_set() or time.monotonic() >= deadline:
-                waited = self.END_TIMEOUT_S + self.STUCK_AFTER_S
-                raise ClientStuck(
-                    f"send_offsets_to_transaction did not return (timeout {self.END_TIMEOUT_S:g} "
-                    f"s, waited up to {waited:g} s): the client is abandoned as stuck "
-                    "(librdkafka issues #5456, #5511)"
-                )
+        waited = self.END_TIMEOUT_S + self.STUCK_AFTER_S
+        if not wait_for(ended.is_set, waited, interval_s=0.2, pause=interrupted):
+            raise ClientStuck(
+                f"send_offsets_to_transaction did not return (timeout {self.END_TIMEOUT_S:g} "
+                f"s, waited up to {waited:g} s): the client is abandoned as stuck "
+                "(librdkafka issues #5456, #5511)"
+            )
         if raised:
             raise raised[0]
 
