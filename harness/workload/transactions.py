@@ -46,7 +46,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
-from harness.waiting import wait_for
+from harness.waiting import Deadline, wait_for
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
 from harness.workload.recorder import (
     DeliveryTally,
@@ -215,13 +215,13 @@ class TransactionalRecorder:
     def run(self, stop: threading.Event) -> RecorderStats:
         """Send transactions until the duration or count is reached or `stop` is set."""
         w = self.workload
-        deadline = time.monotonic() + w.duration_s if w.duration_s else float("inf")
+        duration = Deadline.after(w.duration_s or None)  # no duration: the count ends it
         limit = w.count if w.count else 1 << 62
         interval = 1.0 / w.rate if w.rate else 0.0
         started, msg_id, txn = time.monotonic(), 0, 0
         self._stop = stop
         try:
-            while msg_id < limit and not stop.is_set() and time.monotonic() < deadline:
+            while msg_id < limit and not stop.is_set() and not duration.passed():
                 size = min(self.plan.size, limit - msg_id)
                 msg_id, fatal = self._transaction(txn, msg_id, size, started, interval, stop)
                 txn += 1

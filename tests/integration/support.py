@@ -20,6 +20,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from harness import waiting
 from harness.rundir.layout import JournalFiles
 from harness.rundir.records import ACK_SCHEMA
 from harness.rundir.streams import read_stream
@@ -30,12 +31,7 @@ Record = tuple[bytes | None, bytes | None]  # (key, value)
 
 def poll_until(condition: Callable[[], T], timeout_s: float) -> T | None:
     """Poll `condition` until it returns something truthy (returned), or None after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.25)
-    return None
+    return waiting.wait_for(condition, timeout_s, interval_s=0.25)
 
 
 def first_event_us(run_dir: Path, event_type: str) -> int:
@@ -106,14 +102,16 @@ def _high_watermark(consumer: Consumer, partition: TopicPartition, timeout_s: fl
         KafkaError._UNKNOWN_PARTITION,
         KafkaError._UNKNOWN_TOPIC,
     }
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return consumer.get_watermark_offsets(partition, timeout=5, cached=False)[1]
-        except KafkaException as exc:
-            if exc.args[0].code() not in lagging or time.monotonic() > deadline:
-                raise
-            time.sleep(0.25)
+    try:
+        low_high = waiting.poll_until(
+            lambda: consumer.get_watermark_offsets(partition, timeout=5, cached=False),
+            timeout_s,
+            f"the watermarks of {partition.topic}-{partition.partition}",
+            retry_on=lambda exc: isinstance(exc, KafkaException) and exc.args[0].code() in lagging,
+        )
+    except waiting.WaitTimeout as timeout:
+        raise timeout.last_error or timeout from None
+    return low_high[1]
 
 
 def high_watermarks(bootstrap: str, topic: str, partitions: int = 3) -> list[int]:
