@@ -1,5 +1,7 @@
-"""Reading the Arrow IPC stream files the harness's journals write (producer, consumer and
-transaction journals), the one way: every complete batch, and nothing of a torn tail."""
+"""The Arrow IPC stream files of the harness's journals (producer, consumer and transaction
+journals), written and read the one way: `StreamWriter` appends batches, each in the OS's hands
+when `write` returns, so a SIGKILL of the writer loses no written batch; `read_stream`
+reads every complete batch and nothing of a torn tail."""
 
 from __future__ import annotations
 
@@ -8,6 +10,46 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyarrow import ipc
+
+
+class StreamWriter:
+    """An Arrow IPC stream file for `schema`, opened (truncated) at once, appended batch by
+    batch and closed once.
+
+    pa.OSFile is unbuffered: a batch reaches the OS when `write` returns, with nothing left to
+    flush. The first failure to write or close is kept in `error`; a failed write may leave a
+    torn message, after which nothing appended would be readable, so every later write is a
+    no-op that answers False. Opening raises (there is no journal to keep an error in).
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.path = path
+        self.error: str | None = None
+        self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), schema)
+        self._closed = False
+
+    def write(self, batch: pa.RecordBatch) -> bool:
+        """Append `batch`; False (and `error` set, if this write failed) when it was not
+        written: after an earlier failure, or once closed."""
+        if self.error is not None or self._closed:
+            return False
+        try:
+            self._writer.write_batch(batch)
+        except Exception as exc:
+            self.error = f"writing {self.path.name} failed: {type(exc).__name__}: {exc}"
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the file once; a failure to close is kept in `error` like a write's (the first
+        error stays)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        except Exception as exc:
+            self.error = self.error or f"closing {self.path.name} failed: {exc}"
 
 
 def read_stream(path: Path, schema: pa.Schema) -> pa.Table:

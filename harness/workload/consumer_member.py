@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 
 from harness.rundir import layout
 from harness.rundir.events import now_us
 from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
+from harness.rundir.streams import StreamWriter
 from harness.workload.processes import child_setup
 
 log = logging.getLogger("kafka_chaos.consumers")
@@ -78,14 +78,13 @@ def consumer_config(task: ConsumerTask) -> dict[str, Any]:
 
 
 class _Journal:
-    """A member's two Arrow streams; each batch reaches the OS when `write` returns (OSFile is
-    unbuffered), so it survives a SIGKILL of the process."""
+    """A member's two Arrow streams (StreamWriter: each batch survives a SIGKILL of the process
+    once written). A batch that cannot be written raises: the member must not go on processing
+    what it cannot journal."""
 
     def __init__(self, run_dir: Path, files: layout.ConsumerFiles):
-        self._processed = ipc.new_stream(
-            pa.OSFile(str(run_dir / files.processed), "wb"), PROCESSED_SCHEMA
-        )
-        self._commits = ipc.new_stream(pa.OSFile(str(run_dir / files.commits), "wb"), COMMIT_SCHEMA)
+        self._processed = StreamWriter(run_dir / files.processed, PROCESSED_SCHEMA)
+        self._commits = StreamWriter(run_dir / files.commits, COMMIT_SCHEMA)
 
     def processed(self, rows: list[tuple[int | None, int, int]], member: int) -> None:
         """Journal (msg_id, partition, offset) rows as processed now: this is the processing."""
@@ -103,7 +102,7 @@ class _Journal:
             ],
             schema=PROCESSED_SCHEMA,
         )
-        self._processed.write_batch(batch)
+        _append(self._processed, batch)
 
     def commits(self, outcomes: list[tuple[int, int, str]], member: int) -> None:
         """Journal (partition, next offset, outcome) of one commit attempt."""
@@ -121,11 +120,20 @@ class _Journal:
             ],
             schema=COMMIT_SCHEMA,
         )
-        self._commits.write_batch(batch)
+        _append(self._commits, batch)
 
     def close(self) -> None:
+        """Close both streams; raise the first failure either had (the member reports it)."""
         self._processed.close()
         self._commits.close()
+        if error := self._processed.error or self._commits.error:
+            raise OSError(error)
+
+
+def _append(stream: StreamWriter, batch: pa.RecordBatch) -> None:
+    """Write `batch` to `stream`, or raise OSError with the stream's first failure."""
+    if not stream.write(batch):
+        raise OSError(stream.error or f"{stream.path.name} is closed")
 
 
 def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None:

@@ -33,7 +33,6 @@ from typing import Any, Final, Protocol, cast
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 
 from harness.rundir import layout
 from harness.rundir.events import now_us
@@ -44,6 +43,7 @@ from harness.rundir.records import (
     STATUSES,
     Status,
 )
+from harness.rundir.streams import StreamWriter
 
 log = logging.getLogger("kafka_chaos.journal")
 
@@ -132,40 +132,6 @@ def error_status(classify: Callable[[Any], str], error: Any) -> str:
     return Status.FAILED.value if failed else Status.INDETERMINATE.value
 
 
-class _Stream:
-    """An Arrow IPC stream file that remembers its first write error and then stops writing.
-
-    A failed write may leave a torn message, after which nothing appended is readable.
-    """
-
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path = path
-        self.error: str | None = None
-        self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), schema)
-        self._closed = False
-
-    def write(self, batch: pa.RecordBatch) -> bool:
-        """Append `batch`; False (and `error` set) when it was not written."""
-        if self.error is not None or self._closed:
-            return False
-        try:
-            self._writer.write_batch(batch)
-        except Exception as exc:
-            self.error = f"writing {self.path.name} failed: {type(exc).__name__}: {exc}"
-            return False
-        return True
-
-    def close(self) -> None:
-        """Close the file once; a failure to close is recorded in `error` like a write's."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close()
-        except Exception as exc:
-            self.error = self.error or f"closing {self.path.name} failed: {exc}"
-
-
 def write_meta(run_dir: Path, slot: ProducerSlot, keys: int) -> None:
     """Write the journal's meta file: a journal that has one can be finalized."""
     (run_dir / slot.files.meta).write_text(json.dumps(slot.meta(keys)))
@@ -213,8 +179,8 @@ class AckJournal:
         self.indeterminate: list[Report] = []
         self._pages: deque[Page] = deque()  # committed, waiting for the writer
         self._last_checkpoint = -1
-        self._sends = _Stream(run_dir / files.sends, CHECKPOINT_SCHEMA)
-        self._acks = _Stream(run_dir / files.acks, ACK_SCHEMA)
+        self._sends = StreamWriter(run_dir / files.sends, CHECKPOINT_SCHEMA)
+        self._acks = StreamWriter(run_dir / files.acks, ACK_SCHEMA)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ack-journal", daemon=True)

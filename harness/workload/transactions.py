@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
-from harness.rundir.streams import read_stream
+from harness.rundir.streams import StreamWriter, read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
 from harness.waiting import Deadline, wait_for
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
@@ -107,9 +106,13 @@ class TransactionJournal:
 
     def __init__(self, path: Path):
         self.path = path
-        self.error: str | None = None
         self.outcomes: Counter[str] = Counter()
-        self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), TRANSACTION_SCHEMA)
+        self._stream = StreamWriter(path, TRANSACTION_SCHEMA)
+
+    @property
+    def error(self) -> str | None:
+        """The first failure to write or close the stream, or None."""
+        return self._stream.error
 
     def write(
         self, txn: int, first: int, messages: int, intent: Intent, outcome: TxnOutcome,
@@ -124,17 +127,11 @@ class TransactionJournal:
             "intent": [intent.value], "outcome": [outcome.value], "error": [error],
             "begin_ts_us": [begin_us], "end_ts_us": [now_us()],
         }  # fmt: skip
-        try:
-            self._writer.write_batch(pa.record_batch(row, schema=TRANSACTION_SCHEMA))
-        except Exception as exc:
-            self.error = f"writing {self.path.name} failed: {type(exc).__name__}: {exc}"
+        self._stream.write(pa.record_batch(row, schema=TRANSACTION_SCHEMA))
 
     def close(self) -> str | None:
         """Close the stream; the first error, or None."""
-        try:
-            self._writer.close()
-        except Exception as exc:
-            self.error = self.error or f"closing {self.path.name} failed: {exc}"
+        self._stream.close()
         return self.error
 
 

@@ -1,0 +1,137 @@
+"""The journals' Arrow streams (harness/rundir/streams.py): one writer that keeps its first
+error, one reader that leaves a torn tail out; and the journals that use them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.rundir import layout
+from harness.rundir.records import CHECKPOINT_SCHEMA, COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.streams import StreamWriter, read_stream
+from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
+from harness.workload.consumer_member import _Journal
+from harness.workload.transactions import TransactionJournal
+
+
+def batch(*sent: int) -> pa.RecordBatch:
+    return pa.record_batch(
+        [pa.array(sent, pa.int64()), pa.array([7] * len(sent), pa.int64())],
+        schema=CHECKPOINT_SCHEMA,
+    )
+
+
+class FailingWriter:
+    """An Arrow stream writer on a full disk."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self.writes += 1
+        raise OSError(28, "No space left on device")
+
+    def close(self) -> None:
+        raise OSError(5, "Input/output error")
+
+
+def test_what_is_written_is_read_back(tmp_path: Path) -> None:
+    writer = StreamWriter(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)
+    assert writer.write(batch(1, 2)) and writer.write(batch(3))
+    # Each batch is in the OS's hands when write returns: readable before the close.
+    assert read_stream(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)["sent_upto"].to_pylist() == [
+        1,
+        2,
+        3,
+    ]
+    writer.close()
+    assert writer.error is None
+    assert read_stream(tmp_path / "s.arrow", CHECKPOINT_SCHEMA).num_rows == 3
+
+
+def test_a_missing_or_empty_stream_reads_as_no_rows(tmp_path: Path) -> None:
+    assert read_stream(tmp_path / "none.arrow", CHECKPOINT_SCHEMA).num_rows == 0
+    (tmp_path / "empty.arrow").write_bytes(b"")
+    table = read_stream(tmp_path / "empty.arrow", CHECKPOINT_SCHEMA)
+    assert table.num_rows == 0 and table.schema == CHECKPOINT_SCHEMA
+
+
+@pytest.mark.property
+@given(cut=st.integers(min_value=1, max_value=200))
+def test_a_torn_tail_is_left_out_and_every_whole_batch_read(tmp_path_factory, cut: int) -> None:
+    """A writer killed mid-batch: whatever number of bytes of the file survive, the reader
+    returns exactly the batches that are whole in them, never an error."""
+    folder = tmp_path_factory.mktemp("torn")
+    path = folder / "s.arrow"
+    writer = StreamWriter(path, CHECKPOINT_SCHEMA)
+    sizes = []
+    for n in range(5):
+        writer.write(batch(n))
+        sizes.append(path.stat().st_size)
+    data = path.read_bytes()
+    kept = max(0, len(data) - cut)
+    path.write_bytes(data[:kept])
+    whole = sum(1 for size in sizes if size <= kept)
+    assert read_stream(path, CHECKPOINT_SCHEMA)["sent_upto"].to_pylist() == list(range(whole))
+
+
+def test_the_first_write_error_is_kept_and_later_writes_are_no_ops(tmp_path: Path) -> None:
+    writer = StreamWriter(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)
+    assert writer.write(batch(1))
+    failing = FailingWriter()
+    writer._writer = failing
+    assert not writer.write(batch(2)) and not writer.write(batch(3))
+    assert failing.writes == 1
+    assert writer.error == "writing s.arrow failed: OSError: [Errno 28] No space left on device"
+    writer.close()  # the close fails too: the first error stays
+    assert writer.error.startswith("writing s.arrow failed")
+
+
+def test_a_close_failure_is_kept_and_the_file_closed_once(tmp_path: Path) -> None:
+    writer = StreamWriter(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)
+    writer._writer = FailingWriter()
+    writer.close()
+    assert writer.error == "closing s.arrow failed: [Errno 5] Input/output error"
+    writer.close()
+    assert not writer.write(batch(1))
+
+
+def test_a_closed_writer_writes_nothing(tmp_path: Path) -> None:
+    writer = StreamWriter(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)
+    writer.close()
+    assert not writer.write(batch(1)) and writer.error is None
+
+
+# --- the journals on it ----------------------------------------------------------------------
+
+
+def test_the_transaction_journal_reports_its_first_error_on_close(tmp_path: Path) -> None:
+    journal = TransactionJournal(tmp_path / layout.TRANSACTIONS_JOURNAL)
+    journal.write(0, 0, 2, Intent.COMMIT, TxnOutcome.COMMITTED, None, 1)
+    journal._stream._writer = FailingWriter()
+    journal.write(1, 2, 2, Intent.ABORT, TxnOutcome.ABORTED, None, 2)
+    journal.write(2, 4, 2, Intent.COMMIT, TxnOutcome.UNKNOWN, "fatal", 3)
+    assert journal.outcomes == {"committed": 1, "aborted": 1, "unknown": 1}
+    assert journal.close() == (
+        f"writing {layout.TRANSACTIONS_JOURNAL} failed: OSError: [Errno 28] No space left on device"
+    )
+    rows = read_stream(tmp_path / layout.TRANSACTIONS_JOURNAL, TRANSACTION_SCHEMA).to_pylist()
+    assert [row["txn"] for row in rows] == [0]
+
+
+def test_a_consumer_journal_that_cannot_write_stops_its_member(tmp_path: Path) -> None:
+    files = layout.consumer_journal(0, 0)
+    journal = _Journal(tmp_path, files)
+    journal.processed([(1, 0, 10)], member=0)
+    journal.commits([(0, 11, "ok")], member=0)
+    journal._processed._writer = FailingWriter()
+    with pytest.raises(OSError, match="No space left on device"):
+        journal.processed([(2, 0, 11)], member=0)
+    with pytest.raises(OSError, match="No space left on device"):
+        journal.close()  # the member's finally reports it (as its first error, if none yet)
+    assert read_stream(tmp_path / files.processed, PROCESSED_SCHEMA)["msg_id"].to_pylist() == [1]
+    assert read_stream(tmp_path / files.commits, COMMIT_SCHEMA)["offset"].to_pylist() == [11]
