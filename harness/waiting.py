@@ -55,6 +55,7 @@ class Deadline:
 
 
 def _never(exc: Exception) -> bool:
+    """The default retry_on: no error is "not yet"."""
     return False
 
 
