@@ -20,7 +20,7 @@ from analysis.judge.verdicts import judge_repetition
 from analysis.model.results import RunResult
 from harness.rundir.events import load_events
 from tests.unit.generated_runs import OK, GeneratedRun, expected_counts, runs, write_run_dir
-from tests.unit.test_verdicts import CP as VERDICT_CP
+from tests.unit.verdict_runs import CP as VERDICT_CP
 
 pytestmark = pytest.mark.property
 

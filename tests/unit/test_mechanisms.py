@@ -16,7 +16,7 @@ from analysis.judge.outcomes import Verdict
 from analysis.judge.verdicts import exit_code
 from harness.rundir import layout
 from tests.unit.results_json import typed
-from tests.unit.test_verdicts import (
+from tests.unit.verdict_runs import (
     AP,
     CP,
     MIN1,

@@ -62,7 +62,7 @@ def test_a_checker_blind_to_the_tail_fails_its_sensitivity_check(
 
 
 def test_a_failed_sensitivity_check_makes_the_repetition_unknown() -> None:
-    from tests.unit.test_verdicts import clean_cp, raw_judge, readback_event, tally_event
+    from tests.unit.verdict_runs import clean_cp, raw_judge, readback_event, tally_event
 
     res = {**clean_cp(), "sensitivity": {"removed": 4, "found": 3, "passed": False}}
     v = raw_judge(res, [readback_event(True), tally_event(990)])
@@ -82,7 +82,7 @@ def test_on_an_empty_read_back_the_probe_does_not_apply_and_never_passes(tmp_pat
 
 
 def test_total_loss_under_cp_is_a_violation_not_a_failed_probe() -> None:
-    from tests.unit.test_verdicts import clean_cp, raw_judge, readback_event, tally_event
+    from tests.unit.verdict_runs import clean_cp, raw_judge, readback_event, tally_event
 
     res = clean_cp()
     acked = res["counts"]["acked"]

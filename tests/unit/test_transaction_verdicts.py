@@ -10,7 +10,7 @@ from analysis.judge import verdicts
 from analysis.judge.outcomes import Verdict
 from analysis.judge.transactions import TXN_KNOWN_BUGS
 from tests.unit.results_json import typed
-from tests.unit.test_verdicts import CP, T0_US, fault, healthy_events, result
+from tests.unit.verdict_runs import CP, T0_US, fault, healthy_events, result
 
 TXN = {**CP, "transactions": True, "kafka_version": "4.3.1"}
 CLEAN_TXN = {
