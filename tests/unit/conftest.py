@@ -6,6 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis.engine.reconcile import spark_session
+from tests.unit.report_runs import crafted, rendered  # noqa: F401  (fixtures, by name)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

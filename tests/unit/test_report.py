@@ -1,4 +1,5 @@
-"""Render HTML/Markdown/JSON/JUnit from crafted results and events; no Docker, no Spark."""
+"""The report on crafted results: HTML, Markdown, report.json and JUnit, each rendering
+read back; no Docker, no Spark."""
 
 from __future__ import annotations
 
@@ -11,226 +12,30 @@ from typing import Any
 
 import pytest
 
-from analysis import pipeline
-from analysis.crossrun.summary import cross_run_summary
-from analysis.judge import verdicts
-from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Verdict
-from analysis.model.anomalies import ANOMALY_NAMES
-from analysis.model.availability import Availability, Gap, HealRecovery, PartitionAvailability
-from analysis.model.results import RunResult
-from analysis.report import cells as cells_module
-from analysis.report import html as html_module
-from analysis.report import json_report as json_module
-from analysis.report import junit as junit_module
-from analysis.report import markdown as markdown_module
-from analysis.report import render
+from analysis.judge.outcomes import VERDICT_MEANING, Verdict
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.json_report import SCHEMA_VERSION
 from analysis.report.junit import repetition_seconds, write_junit
 from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
-from analysis.report.safe import PartFailure
 from harness.rundir import layout
 from harness.rundir.provenance import (
-    BrokerImageUsed,
-    Provenance,
     RunProvenance,
     read_provenance,
 )
-from kafka_chaos import cli
-from kafka_chaos.commands import report as report_command
+from tests.unit.report_runs import (
+    AP,
+    CP,
+    PROVENANCE,
+    RUNS,
+    events_with_fault_and_leader_change,
+    healthy_events,
+    judge_all,
+    priced,
+    result,
+    us,
+)
 from tests.unit.results_json import typed
-
-T0_S = 1_700_000_000.0
-CP = {
-    "acks": "all",
-    "min_insync_replicas": 2,
-    "unclean_leader_election": False,
-    "enable_idempotence": True,
-    "max_in_flight": 5,
-    "replication_factor": 3,
-    "partitions": 2,
-    "fault_class": "leader-kill",
-    "kafka_version": "3.9.0",
-}
-AP = {
-    **CP,
-    "acks": "1",
-    "min_insync_replicas": 1,
-    "enable_idempotence": False,
-    "fault_class": "leader-partition",
-}
-ZERO = dict.fromkeys(ANOMALY_NAMES, 0)
-
-
-def timeline(seconds: int = 20) -> list[dict[str, Any]]:
-    """A per-second timeline with a dip and a latency spike around t=8..11."""
-    points = []
-    for t in range(seconds):
-        hurt = 8 <= t <= 11
-        points.append(
-            {
-                "t_s": t,
-                "epoch_s": T0_S + t,
-                "sent": 100,
-                "ok": 40 if hurt else 100,
-                "failed": 10 if hurt else 0,
-                "indeterminate": 50 if hurt else 0,
-                "ack_latency_p50_ms": 900.0 if hurt else 4.0,
-                "ack_latency_p99_ms": None if t == 9 else (4000.0 if hurt else 12.0),
-            }
-        )
-    return points
-
-
-def result(cell: str, config: dict[str, Any], rep: int, **counts: int) -> dict[str, Any]:
-    """A complete repetition of 2000 sends with the given anomaly counts."""
-    all_counts = {
-        "sent": 2000,
-        "acked": 1900,
-        "failed": 40,
-        "indeterminate": 60,
-        "read": 1950,
-        **ZERO,
-        **counts,
-    }
-    examples = {}
-    if counts.get("lost"):
-        examples["lost"] = [
-            {"msg_id": 1000 + i, "partition": 0, "offset": 500 + i} for i in range(counts["lost"])
-        ]
-    if counts.get("offset_divergent"):
-        examples["offset_divergent"] = [
-            {"msg_id": 77, "partition": 1, "offset": 300, "readback_msg_id_at_offset": 1234}
-        ]
-    return {
-        "run_dir": f"runs/chaos/ts/{cell}/{rep}",
-        "experiment": "chaos",
-        "cell": cell,
-        "repetition": rep,
-        "status": "complete",
-        "error": None,
-        "axes": {},
-        "config": config,
-        "counts": all_counts,
-        "loss": all_counts["lost"] + all_counts["unseen"],
-        "loss_by_partition": {"0": counts["lost"]} if counts.get("lost") else {},
-        "divergence_by_partition": {"1": 1} if counts.get("offset_divergent") else {},
-        "contract": {
-            "repeated_msg_ids": 0,
-            "unknown_statuses": 0,
-            "reported_ok": 1900,
-            "reported_failed": 40,
-            "reported_indeterminate": 60,
-        },
-        "examples": examples,
-        "sensitivity": {"removed": 5, "found": 5, "passed": True},
-        "attribution": attribution(all_counts["lost"] + all_counts["unseen"]),
-        "timeline": timeline(),
-    }
-
-
-def attribution(loss: int) -> dict[str, Any]:
-    """All but one missing message on no disk, the last one on a disk past the watermark."""
-    on_disk = min(loss, 1)
-    counts = {"on_no_disk": loss - on_disk, "on_disk_not_served": on_disk}
-    counts |= {"segments_unavailable": 0, "not_examined": 0}
-    note = "a truncated replica's message is on_no_disk"
-    return {"counts": counts, "examples": [], "note": note, "beyond_served": on_disk}
-
-
-def judge_all(results: list[dict[str, Any]], events: dict[str, Any]) -> list[CellVerdict]:
-    """verdicts.judge_all of crafted results.json objects."""
-    return verdicts.judge_all([typed(r) for r in results], events)
-
-
-PROVENANCE = Provenance(
-    experiment="chaos",
-    git_revision="0123abcd" * 5,
-    command_line=("kafka-chaos", "run", "experiments/chaos file.yaml", "--quiet"),
-    seed=42,
-    images=(
-        BrokerImageUsed(
-            tag="kafka-chaos/kafka:4.3.1-abc", image_id="sha256:feed", kafka_version="4.3.1"
-        ),
-    ),
-    confluent_kafka_version="2.12.0",
-    librdkafka_version="2.12.1",
-    cores=2,
-    memory_bytes=8 * 2**30,
-    started_at_us=1,
-)
-RUNS = (
-    RunProvenance("runs/chaos/ts", PROVENANCE),
-    RunProvenance("runs/old/ts", None, "no provenance.json: the run was made by an older harness"),
-)
-
-
-def us(t_s: float) -> int:
-    """Epoch microseconds of t_s seconds into the run."""
-    return int((T0_S + t_s) * 1e6)
-
-
-def healthy_events() -> list[dict[str, Any]]:
-    """A complete read-back and a recorder tally agreeing with result()'s journal."""
-    reports = {"ok": 1900, "failed": 40, "indeterminate": 60}
-    return [
-        {"type": "readback", "ts_us": us(30), "complete": True, "high_watermarks": {"0": 1}},
-        {"type": "recorder_tally", "ts_us": us(29), "reports": reports, "journal_error": None},
-    ]
-
-
-def events_with_fault_and_leader_change() -> list[dict[str, Any]]:
-    """A leader kill of node 1 from t=8 to t=12; partition 0 moves from leader 1 to 2."""
-
-    def sample(t: float, leader0: int, isr0: list[int]) -> dict[str, Any]:
-        return {
-            "type": "sample",
-            "ts_us": us(t),
-            "controller": 3,
-            "partitions": [
-                {"partition": 0, "leader": leader0, "isr": isr0},
-                {"partition": 1, "leader": 2, "isr": [1, 2, 3]},
-            ],
-        }
-
-    return [
-        *healthy_events(),
-        {"type": "phase", "ts_us": us(0), "phase": "workload-start"},
-        sample(1, 1, [1, 2, 3]),
-        sample(7, 1, [1, 2, 3]),
-        {
-            "type": "fault_start",
-            "ts_us": us(8),
-            "fault_id": 1,
-            "fault": "kill",
-            "target": "leader",
-            "nodes": [1],
-            "detail": {},
-        },
-        sample(9, 2, [2, 3]),
-        {"type": "fault_end", "ts_us": us(12), "fault_id": 1, "fault": "kill", "nodes": [1]},
-        sample(13, 2, [2, 3, 1]),
-    ]
-
-
-@pytest.fixture
-def crafted() -> tuple[list[CellVerdict], list[RunResult], dict[str, list[dict[str, Any]]]]:
-    """Two cells: AP (2 reps, one lost data: EXPECTED-LOSS) and CP (diverged: VIOLATION)."""
-    results = [
-        result("ap-leader-partition", AP, 0),
-        result("ap-leader-partition", AP, 1, lost=3),
-        result("cp-leader-kill", CP, 0, offset_divergent=1, moved=1),
-    ]
-    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results}
-    return judge_all(results, events), [typed(r) for r in results], events
-
-
-@pytest.fixture
-def rendered(crafted: Any, tmp_path: Path) -> ReportPaths:
-    """The report of the crafted cells."""
-    cells, results, events = crafted
-    return render_report(cells, results, events, RUNS, tmp_path / "report", "Chaos report")
 
 
 def test_crafted_cells_have_the_expected_verdicts(crafted: Any) -> None:
@@ -457,35 +262,6 @@ def test_provenance_is_read_from_each_experiment_run_root(tmp_path: Path) -> Non
     assert runs[2].provenance is None and "no provenance.json" in (runs[2].problem or "")
 
 
-def priced(result: RunResult, stall_s: float, failed: int, recovery_s: float | None) -> RunResult:
-    """The result with availability figures: partition 0 stalls `stall_s` from t=8, the topic
-    half as long, and every partition acks again `recovery_s` after the heal at t=12."""
-
-    def gap(seconds: float) -> Gap:
-        return Gap(us(8), us(8 + seconds), 8.0, 8.0 + seconds)
-
-    availability = Availability(
-        workload_start_us=us(0),
-        workload_end_us=us(20),
-        window_from_events=True,
-        ok=1900,
-        failed=failed,
-        indeterminate=60,
-        failed_without_partition=0,
-        indeterminate_without_partition=60,
-        longest_gap=gap(stall_s / 2),
-        partitions=(
-            PartitionAvailability(0, 900, failed, 0, gap(stall_s)),
-            PartitionAvailability(1, 1000, 0, 0, gap(0.5)),
-        ),
-        heals=(
-            HealRecovery(1, "kill", us(12), 12.0, True, 0.01, {0: recovery_s, 1: 0.01}),
-            HealRecovery(2, "kill", us(25), 25.0, False, None, {0: None, 1: None}),
-        ),
-    )
-    return replace(result, availability=availability)
-
-
 def test_every_rendering_shows_the_price_of_safety(crafted: Any, tmp_path: Path) -> None:
     cells, results, events = crafted
     ap0, ap1, cp = results
@@ -556,162 +332,3 @@ def test_a_group_run_draws_its_lag_on_a_right_hand_axis(tmp_path: Path) -> None:
     text = html.read_text()
     assert text.count("group lag (records)") == 1  # the axis, on the grouped run's timeline only
     assert text.count("group lag (right axis)") == 1  # and its legend entry
-
-
-# ---------------------------------------------------------------------------------------------
-# Check-safe: a part that fails shows its error in place, and the rest is written
-
-
-def test_a_chart_that_fails_shows_its_error_in_place_and_the_rest_is_written(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*_args: Any, **_kwargs: Any) -> None:
-        raise ValueError("'xerr' must not contain negative values")
-
-    monkeypatch.setattr(html_module, "loss_probability_svg", broken)
-    cells, results, events = crafted
-    summary = cross_run_summary(results, cells)
-    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report", summary)
-    html = paths.html.read_text()
-    assert "the loss probability chart failed: ValueError: &#39;xerr&#39; must not" in html
-    assert 'id="summary"' in html and html.count('<section class="cell') == 2  # the rest stands
-    assert html.count('aria-label="timeline of') == 3 and 'aria-label="loss by' in html
-    assert paths.failures == ()  # the page itself rendered
-    assert len(json.loads(paths.json.read_text())["cells"]) == 2
-
-
-def test_a_rendering_that_fails_is_written_as_a_stub_naming_the_error(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def broken(*_args: Any, **_kwargs: Any) -> None:
-        raise RuntimeError("markdown broke")
-
-    monkeypatch.setattr(render, "render_markdown", broken)
-    cells, results, events = crafted
-    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
-    assert [f.part for f in paths.failures] == ["report.md"]
-    assert "RuntimeError: markdown broke" in paths.markdown.read_text()
-    assert paths.html.read_text().count('<section class="cell') == 2
-    assert len(json.loads(paths.json.read_text())["cells"]) == 2
-
-
-def _raising(message: str, only: str | None = None, at: int = 0) -> Any:
-    """A stand-in that raises RuntimeError(message), for every call or only when `only` is in
-    its argument number `at` (as text); other calls go to `real`, set on it before use."""
-
-    def stand_in(*args: Any, **kwargs: Any) -> Any:
-        if only is None or only in str(args[at]):
-            raise RuntimeError(message)
-        return stand_in.real(*args, **kwargs)  # type: ignore[attr-defined]
-
-    return stand_in
-
-
-def test_a_timeline_that_fails_shows_its_error_in_its_repetition(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    broken = _raising("no such axis", only="rep-1", at=2)  # timeline_svg(result, events, salt)
-    broken.real = cells_module.timeline_svg
-    monkeypatch.setattr(cells_module, "timeline_svg", broken)
-    cells, results, events = crafted
-    html = render_report(cells, results, events, RUNS, tmp_path, "Chaos report").html.read_text()
-    assert html.count('class="part-failed"') == 1
-    assert "the timeline of chaos/ap-leader-partition/rep-1 failed: RuntimeError: no such" in html
-    assert html.count('aria-label="timeline of') == 2  # the other repetitions' timelines
-
-
-def test_a_cell_that_fails_keeps_its_name_and_error_in_every_file(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for module, name in [
-        (html_module, "cell_view"),
-        (markdown_module, "_markdown_cell"),
-        (json_module, "_cell_json"),
-        (junit_module, "_testcase"),
-    ]:
-        broken = _raising("bad cell", only="cp-leader-kill")
-        broken.real = getattr(module, name)
-        monkeypatch.setattr(module, name, broken)
-    cells, results, events = crafted
-    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
-    assert paths.failures == ()
-    html = paths.html.read_text()
-    assert "cell cp-leader-kill failed: RuntimeError: bad cell" in html
-    assert 'id="cell-chaos-ap-leader-partition"' in html  # the other cell, in full
-    markdown = paths.markdown.read_text()
-    assert "### cp-leader-kill\n\ncell cp-leader-kill failed: RuntimeError: bad cell" in markdown
-    assert "### ap-leader-partition: EXPECTED-LOSS" in markdown
-    ap, cp_cell = json.loads(paths.json.read_text())["cells"]
-    assert (cp_cell["verdict"], cp_cell["error"]) == (
-        "VIOLATION",
-        "cell cp-leader-kill failed: RuntimeError: bad cell (the rest of the report stands)",
-    )
-    assert ap["repetitions"] and "error" not in ap
-    suite = ET.parse(write_junit(cells, events, tmp_path / "junit.xml")).getroot()
-    assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("3", "1", "0")
-    (error,) = suite.iter("error")
-    assert error.get("type") == "report" and "bad cell" in (error.get("message") or "")
-
-
-def test_a_summary_that_failed_is_shown_in_its_place(crafted: Any, tmp_path: Path) -> None:
-    cells, results, events = crafted
-    failure = PartFailure("the cross-run summary", "ZeroDivisionError: division by zero")
-    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report", failure)
-    html = paths.html.read_text()
-    assert 'id="summary"' in html
-    assert "the cross-run summary failed: ZeroDivisionError: division by zero" in html
-    assert json.loads(paths.json.read_text())["summary"] == {"error": str(failure)}
-
-
-def test_a_report_folder_that_cannot_be_made_is_a_failure_per_file_not_a_crash(
-    crafted: Any, tmp_path: Path
-) -> None:
-    (tmp_path / "a-file").write_text("")
-    out = tmp_path / "a-file" / "report"
-    cells, results, events = crafted
-    paths = render_report(cells, results, events, RUNS, out, "Chaos report")
-    assert [(f.part, f.unwritten) for f in paths.failures] == [
-        ("report.html", out / "report.html"),
-        ("report.md", out / "report.md"),
-        ("report.json", out / "report.json"),
-    ]
-    assert all("NotADirectoryError" in f.error for f in paths.failures)
-
-
-def _analyse_without_spark(
-    monkeypatch: pytest.MonkeyPatch, crafted: Any, tmp_path: Path
-) -> list[str]:
-    """Make `kafka-chaos report` analyse the crafted results without Java or Spark; return its
-    argv's run pattern."""
-    _, results, events = crafted
-    monkeypatch.setattr(report_command, "require_java", lambda: True)
-    monkeypatch.setattr(pipeline, "find_runs", lambda patterns: [Path(r.run_dir) for r in results])
-    monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master: results)
-    monkeypatch.setattr(pipeline, "write_results", lambda results: None)
-    monkeypatch.setattr(pipeline, "read_evidence_by_run", lambda results: events)
-    monkeypatch.setattr(pipeline, "read_provenance", lambda run_dirs: list(RUNS))
-    return [str(tmp_path / "runs")]
-
-
-def test_report_exits_on_the_verdicts_when_a_rendering_fails(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
-    runs = _analyse_without_spark(monkeypatch, crafted, tmp_path)
-    monkeypatch.setattr(render, "render_html", _raising("template broke"))
-    out = tmp_path / "out"
-    assert cli.main(["report", *runs, "--out", str(out)]) == 1  # the crafted VIOLATION
-    assert "report.html failed: RuntimeError: template broke" in capsys.readouterr().err
-    assert "template broke" in (out / "report.html").read_text()
-    assert (out / "report.md").read_text().count("\n### ") == 2
-    assert len(json.loads((out / "report.json").read_text())["cells"]) == 2
-    assert ET.parse(out / "junit.xml").getroot().get("tests") == "3"
-
-
-def test_report_exits_2_only_when_nothing_can_be_written(
-    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
-    runs = _analyse_without_spark(monkeypatch, crafted, tmp_path)
-    (tmp_path / "a-file").write_text("")
-    out = tmp_path / "a-file" / "out"
-    assert cli.main(["report", *runs, "--out", str(out)]) == 2
-    assert f"error: no report file could be written under {out}" in capsys.readouterr().err
