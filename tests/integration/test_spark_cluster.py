@@ -11,7 +11,7 @@ import pytest
 
 from analysis.engine.reconcile import find_runs
 from analysis.engine.spark_cluster import StandaloneCluster, compare_with_local
-from tests.unit.test_reconcile import EVENTS, SCENARIOS, write_run
+from tests.unit.reconcile_runs import EVENTS, SCENARIOS, write_run
 from tests.unit.test_sensitivity import three_partitions
 
 

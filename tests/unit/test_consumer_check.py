@@ -18,7 +18,7 @@ from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
-from tests.unit.test_reconcile import T0_US, in_order, read, sent, write_run
+from tests.unit.reconcile_runs import T0_US, in_order, read, sent, write_run
 from tests.unit.verdict_runs import CP, judge_repetition, result
 
 NO_ACKS = consumer_check.AckedOffsets(*(np.array([], dtype=np.int64) for _ in range(3)))

@@ -13,7 +13,7 @@ from analysis.checks.messages import RunInput, classes
 from analysis.engine.reconcile import reconcile
 from analysis.judge.outcomes import Verdict
 from analysis.model.results import Sensitivity
-from tests.unit.test_reconcile import read, sent, write_run
+from tests.unit.reconcile_runs import read, sent, write_run
 
 
 def three_partitions(n: int) -> tuple[list[dict], list[dict]]:

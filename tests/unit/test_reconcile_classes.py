@@ -1,0 +1,154 @@
+"""Each anomaly class on the reconciled scenarios: what counts as lost, unseen, duplicated,
+moved, divergent, expired, reordered or phantom, and the one loss figure."""
+
+from __future__ import annotations
+
+from analysis.model.results import Example
+from tests.unit.reconcile_runs import (
+    counts,
+    example_ids,
+)
+
+
+def test_clean_run_counts_nothing(results: dict) -> None:
+    result = results[("clean", 0)]
+    assert result.status == "complete" and result.error is None
+    assert result.counts == counts(6, 6, 6)
+    assert all(examples == () for examples in result.examples.values())
+
+
+def test_lost_needs_a_later_offset_read(results: dict) -> None:
+    result = results[("lost", 0)]
+    assert result.counts == counts(4, 4, 3, lost=1)
+    assert result.examples["lost"] == (Example(3, partition=0, offset=2),)
+    assert result.examples["lost"][0].as_json("lost") == {
+        "msg_id": 3,
+        "partition": 0,
+        "offset": 2,
+        "readback_msg_id_at_offset": None,
+    }
+
+
+def test_unseen_is_beyond_the_last_offset_read_or_unlocated(results: dict) -> None:
+    result = results[("unseen", 0)]
+    assert result.counts == counts(5, 5, 3, unseen=2)
+    assert result.examples["unseen"] == (Example(4, partition=0, offset=3), Example(5))
+
+
+def test_duplicated_counts_ids_read_twice(results: dict) -> None:
+    result = results[("duplicated", 0)]
+    assert result.counts == counts(3, 3, 4, duplicated=1)
+    assert result.examples["duplicated"] == (Example(2, partition=0, offset=1, reads=2),)
+    assert result.examples["duplicated"][0].as_json("duplicated") == {
+        "msg_id": 2,
+        "partition": 0,
+        "offset": 1,
+        "reads": 2,
+    }
+
+
+def test_offset_divergent_names_the_record_now_at_the_offset(results: dict) -> None:
+    result = results[("offset_divergent", 0)]
+    assert result.counts == counts(4, 4, 3, lost=1, offset_divergent=1)
+    expected = Example(2, partition=0, offset=1, readback_msg_id_at_offset=3)
+    assert result.examples["offset_divergent"] == (expected,)
+    assert result.examples["lost"] == (expected,)
+
+
+def test_moved_is_read_elsewhere_than_acked(results: dict) -> None:
+    result = results[("moved", 0)]
+    assert result.counts == counts(3, 3, 3, moved=1)
+    assert result.examples["moved"] == (Example(2, partition=0, offset=1),)
+
+
+def test_failed_present(results: dict) -> None:
+    result = results[("failed_present", 0)]
+    assert result.counts == counts(2, 1, 2, failed=1, failed_present=1)
+    assert example_ids(result, "failed_present") == [2]
+    assert result.examples["failed_present"][0].offset == 1
+
+
+def test_indeterminate_present_and_never_lost(results: dict) -> None:
+    result = results[("indeterminate_present", 0)]
+    assert result.counts == counts(3, 1, 2, indeterminate=2, indeterminate_present=1)
+    assert example_ids(result, "indeterminate_present") == [2]
+
+
+def test_reordered_per_key_in_read_order(results: dict) -> None:
+    result = results[("reordered", 0)]
+    assert result.counts == counts(6, 6, 6, reordered=1)
+    assert result.examples["reordered"] == (
+        Example(2, partition=0, offset=2, key="k", key_seq=1, max_key_seq_before=2),
+    )
+
+
+def test_phantom_counts_records_of_unknown_or_unparsed_ids(results: dict) -> None:
+    result = results[("phantom", 0)]
+    # 99 read twice is a phantom, never a duplicate: only acknowledged ids count as duplicated
+    assert result.counts == counts(2, 2, 5, phantom=3)
+    assert example_ids(result, "phantom") == [99, None]
+    assert result.examples["phantom"][1] == Example(None, partition=0, offset=3, reads=1)
+
+
+def test_one_loss_figure_counts_each_missing_message_once(results: dict) -> None:
+    result = results[("ap_cut", 0)]
+    # Worked by hand: acked 1..8; read 1, 2, 7, 8 at 0..3. Missing: 3 (p0@2, now 7) and
+    # 4 (p0@3, now 8) are lost; 5 and 6 (p0@4, p0@5) lie beyond the last offset read: unseen.
+    assert result.counts == counts(8, 8, 4, lost=2, unseen=2, offset_divergent=2)
+    assert result.loss == 4 == result.counts["lost"] + result.counts["unseen"]
+    assert result.loss_by_partition == {"0": 4}
+    assert example_ids(result, "offset_divergent") == [3, 4]
+
+
+def test_rewritten_last_offset_read_is_lost_not_unseen(results: dict) -> None:
+    result = results[("last_offset_rewritten", 0)]
+    assert result.counts == counts(3, 3, 2, lost=1, offset_divergent=1)
+    assert example_ids(result, "lost") == [2]
+
+
+def test_one_record_read_twice_is_not_a_duplicate(results: dict) -> None:
+    assert results[("record_read_twice", 0)].counts == counts(3, 3, 3)
+
+
+def test_duplicates_of_unacknowledged_sends_are_counted_apart(results: dict) -> None:
+    result = results[("unacked_duplicates", 0)]
+    assert result.counts == counts(
+        3, 1, 6, failed=1, indeterminate=1, duplicated=1, duplicated_unacked=2,
+        failed_present=1, indeterminate_present=1,
+    )  # fmt: skip
+    assert example_ids(result, "duplicated") == [1]
+    assert example_ids(result, "duplicated_unacked") == [2, 3]
+
+
+def test_order_is_judged_per_partition(results: dict) -> None:
+    assert results[("order_per_partition", 0)].counts["reordered"] == 0
+
+
+def test_acked_below_the_log_start_offset_expired_not_lost(results: dict) -> None:
+    result = results[("retention", 0)]
+    assert result.counts == counts(7, 7, 2, expired=3, lost=1, unseen=1)
+    assert example_ids(result, "expired") == [1, 2, 3]
+    assert example_ids(result, "lost") == [5]
+    assert example_ids(result, "unseen") == [7]  # p1 was never read
+    assert result.loss == 2
+
+
+def test_contract_facts_are_counted(results: dict) -> None:
+    contract = results[("broken_contract", 0)].contract
+    assert contract == {
+        "repeated_msg_ids": 1,
+        "unidentified_rows": 2,
+        "unknown_statuses": 1,
+        "reported_ok": 3,
+        "reported_failed": 2,
+        "reported_indeterminate": 0,
+    }
+    assert results[("clean", 0)].contract["repeated_msg_ids"] == 0
+
+
+def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> None:
+    result = results[("acks0", 0)]
+    assert result.counts == counts(6, 6, 4, lost=1, unseen=1)
+    assert example_ids(result, "lost") == [2]
+    assert example_ids(result, "unseen") == [6]
+    assert result.examples["lost"][0].offset is None
