@@ -9,6 +9,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,16 +92,8 @@ class _Journal:
         if not rows:
             return
         msg_id, partition, offset = zip(*rows, strict=True)
-        n = len(rows)
-        batch = pa.record_batch(
-            [
-                pa.array(msg_id, pa.int64()),
-                pa.array(partition, pa.int32()),
-                pa.array(offset, pa.int64()),
-                pa.repeat(pa.scalar(member, pa.int32()), n),
-                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
-            ],
-            schema=PROCESSED_SCHEMA,
+        batch = _stamped(
+            PROCESSED_SCHEMA, member, msg_id=msg_id, partition=partition, offset=offset
         )
         _append(self._processed, batch)
 
@@ -109,17 +102,7 @@ class _Journal:
         if not outcomes:
             return
         partition, offset, outcome = zip(*outcomes, strict=True)
-        n = len(outcomes)
-        batch = pa.record_batch(
-            [
-                pa.array(partition, pa.int32()),
-                pa.array(offset, pa.int64()),
-                pa.repeat(pa.scalar(member, pa.int32()), n),
-                pa.repeat(pa.scalar(now_us(), pa.int64()), n),
-                pa.array(outcome, pa.string()),
-            ],
-            schema=COMMIT_SCHEMA,
-        )
+        batch = _stamped(COMMIT_SCHEMA, member, partition=partition, offset=offset, outcome=outcome)
         _append(self._commits, batch)
 
     def close(self) -> None:
@@ -128,6 +111,14 @@ class _Journal:
         self._commits.close()
         if error := self._processed.error or self._commits.error:
             raise OSError(error)
+
+
+def _stamped(schema: pa.Schema, member: int, **columns: Sequence[Any]) -> pa.RecordBatch:
+    """`columns` as one batch of `schema`, its `consumer` column `member` and its `ts_us` column
+    now on every row (a journal row is stamped when it is written)."""
+    n = len(next(iter(columns.values())))
+    stamps = {"consumer": [member] * n, "ts_us": [now_us()] * n}
+    return pa.RecordBatch.from_pydict({**columns, **stamps}, schema=schema)
 
 
 def _append(stream: StreamWriter, batch: pa.RecordBatch) -> None:
