@@ -224,7 +224,8 @@ class Nemesis:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_id = 1
-        self._t0 = 0.0
+        # The clock of `resolved`'s t_s: from start(), or from here for steps acted on directly.
+        self._t0 = time.monotonic()
         self._previous_done = 0.0  # monotonic time the previous step finished acting
         self._leaders_before: dict[int, int | None] = {}
 
@@ -253,6 +254,19 @@ class Nemesis:
                 self._leaders_before = self._leaders()
         finally:
             self.heal_active()
+
+    def act(self, step: Step) -> ActiveFault | None:
+        """Inject `step` now, in the calling thread, as the schedule's next step: for a caller
+        that drives the faults itself instead of `start` (the pytest plugin). None when it
+        failed, recorded in `errors` and events as a scheduled step's failure is."""
+        self.steps.append(step)
+        return self._inject(len(self.steps) - 1, step)
+
+    def heal(self, active: ActiveFault) -> None:
+        """Heal one fault now (nothing when it is no longer active)."""
+        if active in self.active:
+            self._named = {k: v for k, v in self._named.items() if v is not active}
+            self._heal(active)
 
     def _act(self, index: int, step: Step, t0: float) -> None:
         """Inject the step's fault; heal it after duration_s, or leave it open under its name."""

@@ -231,19 +231,23 @@ TOPIC_OWNED_KEYS = {
     "min.insync.replicas": "use topic.min_insync_replicas",
     "unclean.leader.election.enable": "use topic.unclean_leader_election",
 }
+# librdkafka's names (aliases too) of the settings the producer section holds as fields.
+PRODUCER_KEY_FIELDS = {
+    "acks": "acks",
+    "request.required.acks": "acks",
+    "enable.idempotence": "enable_idempotence",
+    "max.in.flight.requests.per.connection": "max_in_flight",
+    "max.in.flight": "max_in_flight",
+    "retries": "retries",
+    "message.send.max.retries": "retries",
+    "linger.ms": "linger_ms",
+    "queue.buffering.max.ms": "linger_ms",
+    "request.timeout.ms": "request_timeout_ms",
+    "message.timeout.ms": "message_timeout_ms",
+    "delivery.timeout.ms": "message_timeout_ms",
+}
 PRODUCER_OWNED_KEYS = {
-    "acks": "use producer.acks",
-    "request.required.acks": "use producer.acks",
-    "enable.idempotence": "use producer.enable_idempotence",
-    "max.in.flight.requests.per.connection": "use producer.max_in_flight",
-    "max.in.flight": "use producer.max_in_flight",
-    "retries": "use producer.retries",
-    "message.send.max.retries": "use producer.retries",
-    "linger.ms": "use producer.linger_ms",
-    "queue.buffering.max.ms": "use producer.linger_ms",
-    "request.timeout.ms": "use producer.request_timeout_ms",
-    "message.timeout.ms": "use producer.message_timeout_ms",
-    "delivery.timeout.ms": "use producer.message_timeout_ms",
+    **{key: f"use producer.{field}" for key, field in PRODUCER_KEY_FIELDS.items()},
     "bootstrap.servers": "the harness points the producer at the cluster it starts; remove it",
     "metadata.broker.list": "the harness points the producer at the cluster it starts; remove it",
 }

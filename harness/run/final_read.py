@@ -1,22 +1,24 @@
 """The last phase of a repetition: after the final heal, wait (bounded) for a full ISR, then
 read every partition to its high watermark (both isolation levels for transactional runs) and
-record what the read-back reached."""
+record what the read-back reached (`read_back_topic` does it for any topic and run directory)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone
-from harness.workload.readback import read_back
+from harness.workload.readback import Readback, read_back
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
     from harness.run.runner import Progress, Repetition, RepetitionSummary
 
-__all__ = ["read_back_all"]
+__all__ = ["read_back_all", "read_back_topic"]
 
 TOPIC = layout.TOPIC
 log = logging.getLogger("kafka_chaos")
@@ -31,27 +33,51 @@ def read_back_all(
 ) -> None:
     """Wait (bounded) for a full ISR everywhere, then read every partition to its HW."""
     spec = repetition.cell.spec
-    progress.phase("waiting for full ISR")
+    result = read_back_topic(
+        cluster,
+        TOPIC,
+        spec.topic.partitions,
+        repetition.run_dir,
+        events,
+        full_isr_timeout_s=spec.faults.final_heal_timeout_s,
+        transactional=spec.workload.transactions is not None,
+        phase=progress.phase,
+    )
+    summary.read, summary.readback_complete = result.records, result.complete
+
+
+def read_back_topic(
+    cluster: KafkaCluster,
+    topic: str,
+    partitions: int,
+    run_dir: Path,
+    events: EventLog,
+    *,
+    full_isr_timeout_s: float,
+    transactional: bool = False,
+    phase: Callable[[str], None] = lambda name: None,
+) -> Readback:
+    """The final read of any topic into `run_dir`: wait up to `full_isr_timeout_s` for a full
+    ISR, read every partition to its HW (both isolation levels when `transactional`) and write
+    the `readback` event; `phase` hears each phase as it begins."""
+    phase("waiting for full ISR")
     started = time.monotonic()
     full_isr = True
     try:
-        cluster.wait_full_isr(TOPIC, timeout_s=spec.faults.final_heal_timeout_s)
+        cluster.wait_full_isr(topic, timeout_s=full_isr_timeout_s)
     except Exception as exc:
         full_isr = False
         log.warning("no full ISR after heal: %s", exc)
     waited = time.monotonic() - started
-    progress.phase("read-back")
+    phase("read-back")
     events.write(PhaseEvent(phase="readback-start"))
     extra: dict[str, Any] = {}
     isolation = "read_uncommitted"
-    if spec.workload.transactions is not None:
+    if transactional:
         # Both views of the log: what read_committed may see (readback.parquet, judged) and
         # everything written (the evidence telling a hidden record from a missing one).
         uncommitted = read_back(
-            cluster.bootstrap_servers,
-            TOPIC,
-            spec.topic.partitions,
-            repetition.run_dir / layout.READBACK_UNCOMMITTED,
+            cluster.bootstrap_servers, topic, partitions, run_dir / layout.READBACK_UNCOMMITTED
         )
         isolation = "read_committed"
         extra["uncommitted"] = {
@@ -62,9 +88,9 @@ def read_back_all(
         }
     result = read_back(
         cluster.bootstrap_servers,
-        TOPIC,
-        spec.topic.partitions,
-        repetition.run_dir / layout.READBACK,
+        topic,
+        partitions,
+        run_dir / layout.READBACK,
         isolation=isolation,
     )
     extra["isolation"] = isolation
@@ -82,4 +108,4 @@ def read_back_all(
             **extra,
         )
     )
-    summary.read, summary.readback_complete = result.records, result.complete
+    return result

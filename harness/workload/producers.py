@@ -441,8 +441,16 @@ def close_and_tally(journal: AckJournal, recorder: Recorder | None, events: Even
     Never raises: it runs in `finally`, where the workload's own exception must survive.
     The analysis compares the tally with acked.parquet's reported rows, status by status.
     """
+    return close_with_tally(journal, recorder.tally if recorder is not None else None, events)
+
+
+def close_with_tally(
+    journal: AckJournal, tally: DeliveryTally | None, events: EventLog
+) -> str | None:
+    """Close the journal, then record `tally` (the delivery reports its callback counted; None:
+    none) beside the journal's error, as `close_and_tally` does for any client's journal."""
     error = close_journal(journal)
-    tally = recorder.tally if recorder is not None else DeliveryTally()
+    tally = tally if tally is not None else DeliveryTally()
     with contextlib.suppress(Exception):
         events.write(RecorderTally(reports=tally.as_dict(), journal_error=error))
     return error
