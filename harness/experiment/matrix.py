@@ -283,6 +283,9 @@ def _label(value: Any, position: int) -> str:
         return str(int(value))
     if isinstance(value, str | int | float):
         return str(value)
+    if isinstance(value, dict) and isinstance(value.get("kind"), str) and not value.get("argv"):
+        # A client (librdkafka, java:3.8.0) reads as its kind and version.
+        return "-".join(str(part) for part in (value["kind"], value.get("version")) if part)
     return f"v{position + 1}"  # structured values have no short form; named variants read better
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES
+from harness.experiment.clients import java_durability, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
 from harness.experiment.problems import spec_error
@@ -22,6 +23,7 @@ __all__ = [
     "REPETITION_OVERHEAD_S",
     "WallTime",
     "cell_config",
+    "client_durability",
     "fault_class",
     "producer_settings",
     "schedule_for",
@@ -118,13 +120,13 @@ def cell_config(
 ) -> CellConfig:
     """The flat `config` of spec.json for this cell, its fault steps and the Kafka that ran."""
     spec = cell.spec
+    acks, idempotent = client_durability(spec)
     return CellConfig(
-        acks=spec.producer.acks,
+        acks=acks,
         min_insync_replicas=spec.topic.min_insync_replicas,
         unclean_leader_election=spec.topic.unclean_leader_election,
         # A transactional producer is idempotent whatever producer.enable_idempotence says.
-        enable_idempotence=spec.producer.enable_idempotence
-        or spec.workload.transactions is not None,
+        enable_idempotence=idempotent,
         max_in_flight=spec.producer.max_in_flight,
         replication_factor=spec.topic.replication_factor,
         partitions=spec.topic.partitions,
@@ -146,7 +148,23 @@ def _optional_config(spec: Experiment) -> dict[str, Any]:
         optional |= {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
     if workload.transactions is not None:
         optional["transactions"] = True
+    if workload.client.kind != "librdkafka":
+        optional["client"] = workload.client.label
     return optional
+
+
+def client_durability(spec: Experiment) -> tuple[str, bool]:
+    """(acks, idempotence) the cell's producer runs with: the producer section's for the
+    librdkafka recorder (a transactional producer is idempotent whatever it says) and for a
+    command (given them in its producer.config); the Java client's own defaults resolved for
+    the settings the file left out."""
+    client = spec.workload.client
+    if client.kind == "java" and client.version:
+        return java_durability(
+            java_producer_settings(spec.producer, client.version), client.version
+        )
+    idempotent = spec.producer.enable_idempotence or spec.workload.transactions is not None
+    return spec.producer.acks, idempotent
 
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:

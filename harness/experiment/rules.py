@@ -122,6 +122,26 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
         yield "workload.count", reason
 
 
+def _client_rules(spec: Experiment) -> Iterator[Problem]:
+    client, workload = spec.workload.client, spec.workload
+    if client.kind == "librdkafka":
+        return
+    if workload.transactions is not None:
+        reason = (
+            f"transactions run on the librdkafka client only so far (this cell's is {client.label})"
+            "; Fix: drop workload.transactions or use client: librdkafka"
+        )
+        yield "workload.client", reason
+    if workload.producers != 1:
+        reason = (
+            f"a {client.kind} client runs as one producer process so far; "
+            "Fix: set workload.producers: 1"
+        )
+        yield "workload.producers", reason
+    if client.kind == "command" and workload.duration_s is None and workload.count is None:
+        yield "workload.count", "a command client needs workload.count or duration_s"
+
+
 def _transaction_rules(spec: Experiment) -> Iterator[Problem]:
     transactions = spec.workload.transactions
     if transactions is None:
@@ -392,6 +412,7 @@ def rule_problems(spec: Experiment) -> list[Problem]:
         _producer_rules,
         _workload_rules,
         _transaction_rules,
+        _client_rules,
         _fault_rules,
     )
     return [problem for rule in rules for problem in rule(spec)]

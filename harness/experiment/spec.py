@@ -25,6 +25,7 @@ from pydantic import (
 
 from harness.chaos.conditions import Condition, parse_condition
 from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams
+from harness.experiment.clients import ClientField, ClientSpec
 from harness.experiment.fields import (
     BOUND_TARGET,
     HEAL,
@@ -211,6 +212,8 @@ class WorkloadSpec(_Section):
     # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
     consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)
     transactions: TransactionsSpec | None = None  # None: plain sends, no transactions
+    # Which client sends (harness.experiment.clients): librdkafka, java:<version>, or a command.
+    client: ClientField = Field(default_factory=ClientSpec)
 
 
 class FaultStep(_Section):

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone
-from harness.workload.readback import Readback, read_back
+from harness.workload.clients import value_decoder
+from harness.workload.readback import Decoder, Readback, read_back
+from harness.workload.recorder import decode_value
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
@@ -42,6 +44,7 @@ def read_back_all(
         full_isr_timeout_s=spec.faults.final_heal_timeout_s,
         transactional=spec.workload.transactions is not None,
         phase=progress.phase,
+        decode=value_decoder(spec.workload.client, spec.workload.keys),
     )
     summary.read, summary.readback_complete = result.records, result.complete
 
@@ -56,6 +59,7 @@ def read_back_topic(
     full_isr_timeout_s: float,
     transactional: bool = False,
     phase: Callable[[str], None] = lambda name: None,
+    decode: Decoder = decode_value,
 ) -> Readback:
     """The final read of any topic into `run_dir`: wait up to `full_isr_timeout_s` for a full
     ISR, read every partition to its HW (both isolation levels when `transactional`) and write
@@ -92,6 +96,7 @@ def read_back_topic(
         partitions,
         run_dir / layout.READBACK,
         isolation=isolation,
+        decode=decode,
     )
     extra["isolation"] = isolation
     extra["end_offsets"] = result.end_offsets

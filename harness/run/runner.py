@@ -21,7 +21,13 @@ from typing import Any, Protocol
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.chaos.nemesis import Nemesis, heal_all
 from harness.experiment.matrix import Cell
-from harness.experiment.plan import cell_config, producer_settings, schedule_for, topic_settings
+from harness.experiment.plan import (
+    cell_config,
+    client_durability,
+    producer_settings,
+    schedule_for,
+    topic_settings,
+)
 from harness.experiment.spec import Experiment
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
@@ -41,6 +47,8 @@ from harness.rundir.events import (
     now_us,
 )
 from harness.rundir.records import CommitMode
+from harness.workload.clients import client_program
+from harness.workload.clients.command import CommandProducer
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
@@ -405,6 +413,13 @@ def _senders(
     if spec.workload.transactions is not None:
         plan = transaction_plan(spec, repetition.seed)
         return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
+    if spec.workload.client.kind != "librdkafka":
+        client = spec.workload.client
+        expected = client_durability(spec)
+        program = client_program(
+            client, spec.producer, workload, bootstrap, TOPIC, run_dir, expected
+        )
+        return CommandProducer(program, workload, run_dir)
     if spec.workload.producers == 1:
         return LocalRecorder(workload, bootstrap, TOPIC, config, run_dir)
     tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)

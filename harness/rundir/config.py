@@ -62,6 +62,7 @@ class CellConfig(BaseModel):
     consumers: int | None = None  # members of the consumer group; None: the run had none
     consumer_commit: str | None = None  # harness.rundir.records.CommitMode
     transactions: bool | None = None  # the workload ran transactions (workload.transactions)
+    client: str | None = None  # the producer's client when not librdkafka: "java 3.8.0", ...
 
     @field_validator("acks", mode="before")
     @classmethod

@@ -33,6 +33,9 @@ class EventType(StrEnum):
     SAMPLE = "sample"  # controller, partitions: [{partition, leader, isr}]
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error
+    # client, config: {key: value}, idempotent: the producer settings a client program ran
+    # with, its own defaults resolved, as it printed them (workload.client java or command)
+    CLIENT_CONFIG = "client_config"
     HARNESS_ERROR = "harness_error"  # error
     # producer, pid, exitcode, error: a producer process (workload.producers > 1) that died or
     # failed before it finished; its journal is still merged into acked.parquet
@@ -164,6 +167,15 @@ class RecorderTally(_Event):
     transactions: dict[str, int] | None = None  # transactional runs: outcomes
 
 
+class ClientConfig(_Event):
+    """The settings a client program's producer ran with, defaults resolved (as it said)."""
+
+    type: Literal[EventType.CLIENT_CONFIG] = EventType.CLIENT_CONFIG
+    client: str = ""  # e.g. "java 3.8.0"
+    config: dict[str, str] = {}
+    idempotent: bool | None = None  # None: the client could not tell
+
+
 class HarnessError(_Event):
     """The harness failed the repetition (the run is UNKNOWN)."""
 
@@ -232,6 +244,7 @@ Event = Annotated[
     | Sample
     | ReadbackDone
     | RecorderTally
+    | ClientConfig
     | HarnessError
     | ProducerCrashed
     | SegmentsKept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -15,6 +16,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from harness.rundir.records import READBACK_SCHEMA
 from harness.waiting import Deadline, WaitTimeout, poll_until
 from harness.workload.recorder import decode_value
+
+# (msg_id, key_seq) of a record value; Nones for a value that names no message.
+Decoder = Callable[[bytes | None], tuple[int | None, int | None]]
 
 
 @dataclass(frozen=True)
@@ -39,9 +43,11 @@ def read_back(
     out: Path,
     timeout_s: float = 120.0,
     isolation: str = "read_uncommitted",
+    decode: Decoder = decode_value,
 ) -> Readback:
     """Read all of `topic` into `out` (readback.parquet); read_committed skips the records of
-    aborted transactions and stops at the last stable offset."""
+    aborted transactions and stops at the last stable offset. `decode` reads each value's
+    message id and key sequence (the client's value format)."""
     started = time.monotonic()
     deadline = Deadline.after(timeout_s)
     consumer = Consumer(
@@ -58,7 +64,7 @@ def read_back(
         low, high = _watermarks(consumer, topic, partitions, deadline)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         ends: dict[int, int] = {}
-        rows, complete = _consume(consumer, high, deadline, ends)
+        rows, complete = _consume(consumer, high, deadline, ends, decode)
     finally:
         consumer.close()
     table = pa.Table.from_pylist(rows, schema=READBACK_SCHEMA)
@@ -111,7 +117,11 @@ def _retriable(exc: Exception) -> bool:
 
 
 def _consume(
-    consumer: Consumer, high: dict[int, int], deadline: Deadline, ends: dict[int, int]
+    consumer: Consumer,
+    high: dict[int, int],
+    deadline: Deadline,
+    ends: dict[int, int],
+    decode: Decoder = decode_value,
 ) -> tuple[list, bool]:
     """The records up to each partition's end, and whether every end was reached; `ends` gets
     the offset at which each partition reported its end."""
@@ -129,7 +139,7 @@ def _consume(
             partition, offset = msg.partition(), msg.offset()
             if partition is None or offset is None:  # a record always has both
                 continue
-            msg_id, key_seq = decode_value(msg.value())
+            msg_id, key_seq = decode(msg.value())
             key = msg.key()
             rows.append(
                 {

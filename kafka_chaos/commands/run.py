@@ -64,11 +64,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if not args.no_report and not require_java():
         return EXIT_ERROR
+    from harness.workload.clients.java import JavaBuildError
+
     try:
         ensure_engine()
-        # Every image before any cluster: a missing build tool fails here, not mid-experiment.
+        # Every image and client before any cluster: a missing build tool fails here, not
+        # mid-experiment.
         images = _images_for(args, settings, cells)
-    except (EngineUnavailable, ImageError) as exc:
+        _build_clients(settings, cells)
+    except (EngineUnavailable, ImageError, JavaBuildError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     root = experiment_root(args.runs_dir or settings.runs_dir, experiment, args.shard)
@@ -108,6 +112,19 @@ def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
                 version, image=ref, settings=settings, log=lambda line: print(line, file=sys.stderr)
             )
     return images
+
+
+def _build_clients(settings: Settings, cells) -> None:
+    """Build (or find cached) the Java recorder of every Java client version of `cells`."""
+    from harness.workload.clients.java import java_client
+
+    versions = sorted(
+        {c.spec.workload.client.version for c in cells if c.spec.workload.client.kind == "java"}
+    )
+    for version in versions:
+        if version:
+            print(f"Java client {version}: building or found cached", file=sys.stderr)
+            java_client(version, settings)
 
 
 def _run_with_progress(args, experiment, cells, root, images, run_experiment):

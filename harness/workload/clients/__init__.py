@@ -1,0 +1,99 @@
+"""The workload's clients other than the in-process librdkafka recorder: a program (the Java
+recorder built on demand, or any command speaking the verifiable-client protocol) run as the
+producer, read line by line into the run's journal.
+
+`client_program` turns a cell's `workload.client` into the program to run; `CommandProducer`
+(command.py) runs it as the runner's `Producing`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from harness.experiment.clients import ClientSpec, java_producer_settings
+from harness.experiment.fields import Scalar
+from harness.experiment.spec import ProducerSpec
+from harness.workload.clients.command import ClientProgram
+from harness.workload.clients.java import java_client
+from harness.workload.clients.protocol import ValueFormat, decode_with
+from harness.workload.readback import Decoder
+from harness.workload.recorder import Workload, decode_value
+
+__all__ = ["PRODUCER_PROPERTIES", "client_program", "properties_text", "value_decoder"]
+
+PRODUCER_PROPERTIES = "producer.properties"  # the client's producer settings, in the run dir
+# The names the command's placeholders get for a command client (the producer settings use
+# Java's names, as kafkatest's --producer.config files do).
+_NAMING_VERSION = "4.3.1"
+
+
+def properties_text(settings: dict[str, Scalar]) -> str:
+    """A Java properties file of `settings` (booleans in lower case, as Kafka parses them)."""
+    lines = []
+    for key, value in settings.items():
+        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        lines.append(f"{key}={text}")
+    return "\n".join(lines) + "\n"
+
+
+def _bounded(value: float | None) -> str:
+    """A number for a client argument; -1 (the verifiable clients' 'no limit') for None."""
+    if value is None:
+        return "-1"
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def client_program(
+    client: ClientSpec,
+    producer: ProducerSpec,
+    workload: Workload,
+    bootstrap: str,
+    topic: str,
+    run_dir: Path,
+    expected: tuple[str, bool] | None = None,
+) -> ClientProgram:
+    """The program that sends `workload` for `client` (java or command), its producer settings
+    written to run_dir/producer.properties; builds the Java recorder if not cached. `expected`
+    is the (acks, idempotence) the cell is judged by, checked against what the client says."""
+    version = client.version if client.kind == "java" and client.version else _NAMING_VERSION
+    settings = java_producer_settings(producer, version)
+    config_file = run_dir / PRODUCER_PROPERTIES
+    config_file.write_text(properties_text(settings))
+    count = workload.count
+    if count is None and workload.rate and workload.duration_s:
+        count = int(workload.rate * workload.duration_s)
+    if client.kind == "java" and client.version:
+        argv = [
+            *java_client(client.version).argv(),
+            "--bootstrap-server", bootstrap,
+            "--topic", topic,
+            "--producer.config", str(config_file),
+            "--message-bytes", str(workload.message_bytes),
+            "--keys", str(workload.keys),
+            "--max-messages", _bounded(workload.count),
+            "--duration-s", _bounded(workload.duration_s),
+            "--throughput", _bounded(workload.rate),
+        ]  # fmt: skip
+        return ClientProgram(
+            argv, ValueFormat.KAFKA_CHAOS, client.label, stops_itself=True, expected=expected
+        )
+    values = {
+        "bootstrap": bootstrap,
+        "topic": topic,
+        "count": _bounded(count),
+        "rate": _bounded(workload.rate),
+        "duration_s": _bounded(workload.duration_s),
+        "keys": str(workload.keys),
+        "message_bytes": str(workload.message_bytes),
+        "producer_config": str(config_file),
+    }
+    fmt = ValueFormat(client.values)
+    return ClientProgram(client.fill(values), fmt, client.label, expected=expected)
+
+
+def value_decoder(client: ClientSpec, keys: int) -> Decoder:
+    """How the read-back reads the message id from a record `client` wrote."""
+    if client.kind == "command" and client.values == ValueFormat.VERIFIABLE:
+        return partial(decode_with, ValueFormat.VERIFIABLE, keys=keys)
+    return decode_value

@@ -1,0 +1,66 @@
+"""What a client's send error says about the write: `failed` (the broker refused it, or it never
+left the client: not in the log) or `indeterminate` (it may or may not be in the log: never
+counted as a loss).
+
+An error the harness does not know is indeterminate: a guess of `failed` could turn a write
+that reached the log into an unexplained record (docs/kafka-reliability.md, judgement rules:
+prefer UNKNOWN to a guess). Java names its errors by exception class; librdkafka-based
+clients by error code name (confluent_kafka.KafkaError), which the librdkafka recorder
+classifies the same way (recorder.INDETERMINATE).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from confluent_kafka import KafkaError
+
+from harness.rundir.records import Status
+from harness.workload.recorder import INDETERMINATE
+
+__all__ = ["JAVA_FAILED", "status_of_error"]
+
+_ERRORS = "org.apache.kafka.common.errors."
+# Java send errors where the write is known not to be in the log: refused by the client before
+# it was sent, or by the partition leader before the append (the last attempt's answer; a
+# retried earlier attempt that did land shows up as failed_present, never as a loss).
+JAVA_FAILED: Final = frozenset(
+    _ERRORS + name
+    for name in (
+        "RecordTooLargeException",
+        "RecordBatchTooLargeException",
+        "SerializationException",
+        "InvalidTopicException",
+        "TopicAuthorizationException",
+        "ClusterAuthorizationException",
+        "InvalidRecordException",
+        "CorruptRecordException",
+        "NotEnoughReplicasException",
+        "NotLeaderForPartitionException",
+        "NotLeaderOrFollowerException",
+        "UnknownTopicOrPartitionException",
+        "InvalidRequiredAcksException",
+        "UnsupportedVersionException",
+        "UnsupportedForMessageFormatException",
+        "InvalidProducerEpochException",
+        "ProducerFencedException",
+    )
+)
+# librdkafka's error names (KafkaError._MSG_TIMED_OUT is "_MSG_TIMED_OUT") that the librdkafka
+# recorder journals as indeterminate.
+_LIBRDKAFKA_INDETERMINATE: Final = frozenset(KafkaError(code).name() for code in INDETERMINATE)
+_LIBRDKAFKA_NAMES: Final = frozenset(
+    name
+    for name in dir(KafkaError)
+    if not name.startswith("__") and isinstance(getattr(KafkaError, name), int)
+)
+
+
+def status_of_error(name: str) -> str:
+    """`failed` or `indeterminate` for a send error named `name` (a Java exception class, a
+    librdkafka error code name, or any other text a client printed)."""
+    if name in JAVA_FAILED:
+        return Status.FAILED.value
+    if name in _LIBRDKAFKA_NAMES and name not in _LIBRDKAFKA_INDETERMINATE:
+        return Status.FAILED.value
+    return Status.INDETERMINATE.value

@@ -1,0 +1,252 @@
+// kafka-chaos's Java recorder: sends the workload with the Java client (kafka-clients at the
+// version it was compiled against) and prints one JSON object a line on stdout, in the
+// verifiable-client protocol (docs/clients.md): startup_complete, effective_config,
+// producer_send_success / producer_send_error for every send's callback, progress (sends so
+// far), shutdown_complete. Written against the API every kafka-clients release since 0.10
+// has; what changed between releases (close, the idempotence flag) goes through reflection.
+//
+// Arguments: --bootstrap-server B --topic T --producer.config FILE --message-bytes N --keys K
+// --id-base I --key-prefix P [--max-messages N] [--duration-s S] [--throughput R]
+// SIGTERM stops sending; the sends in flight then get at most --close-s seconds.
+
+import java.io.BufferedWriter;
+import java.io.FileInputStream;
+import java.io.OutputStreamWriter;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class KafkaChaosProducer {
+    private static final int HEAD_BYTES = 29; // "%015d:%012d:", as harness/workload/recorder.py
+    private static final long PROGRESS_EVERY_NS = 200_000_000L;
+
+    private final BufferedWriter out =
+            new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
+    private final AtomicBoolean stopped = new AtomicBoolean();
+    private final Map<String, String> args = new HashMap<>();
+
+    public static void main(String[] argv) throws Exception {
+        new KafkaChaosProducer().run(argv);
+    }
+
+    private void run(String[] argv) throws Exception {
+        for (int i = 0; i + 1 < argv.length; i += 2) {
+            args.put(argv[i], argv[i + 1]);
+        }
+        Properties props = new Properties();
+        try (FileInputStream in = new FileInputStream(arg("--producer.config", null))) {
+            props.load(in);
+        }
+        props.put("bootstrap.servers", arg("--bootstrap-server", null));
+        props.put("key.serializer", ByteArraySerializer.class.getName());
+        props.put("value.serializer", ByteArraySerializer.class.getName());
+        final Thread main = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopped.set(true);
+            try {
+                main.join(); // the JVM exits once the sends in flight are reported
+            } catch (InterruptedException ignored) {
+                // exiting anyway
+            }
+        }));
+        KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
+        startFlusher();
+        emit("{\"name\":\"startup_complete\"}");
+        emit("{\"name\":\"effective_config\",\"config\":" + effectiveConfig(props)
+                + ",\"idempotent\":" + idempotent(producer) + "}");
+        flush();
+        long sent = send(producer);
+        close(producer, Long.parseLong(arg("--close-s", "30")));
+        synchronized (this) {
+            emit("{\"name\":\"progress\",\"sent\":" + sent + "}");
+            emit("{\"name\":\"shutdown_complete\"}");
+            flush();
+        }
+    }
+
+    private String arg(String name, String fallback) {
+        String value = args.get(name);
+        if (value == null && fallback == null) {
+            throw new IllegalArgumentException("missing argument " + name);
+        }
+        return value == null ? fallback : value;
+    }
+
+    /** Sends until the count, the duration or a stop; returns how many were handed over. */
+    private long send(KafkaProducer<byte[], byte[]> producer) throws Exception {
+        String topic = arg("--topic", null);
+        long max = Long.parseLong(arg("--max-messages", "-1"));
+        double duration = Double.parseDouble(arg("--duration-s", "-1"));
+        double rate = Double.parseDouble(arg("--throughput", "-1"));
+        int size = Integer.parseInt(arg("--message-bytes", "100"));
+        long keys = Long.parseLong(arg("--keys", "16"));
+        long base = Long.parseLong(arg("--id-base", "0"));
+        String prefix = arg("--key-prefix", "");
+        long start = System.nanoTime();
+        long end = duration > 0 ? start + (long) (duration * 1e9) : Long.MAX_VALUE;
+        long lastProgress = start;
+        long i = 0;
+        while (!stopped.get() && (max < 0 || i < max)) {
+            long now = System.nanoTime();
+            if (now >= end) {
+                break;
+            }
+            if (rate > 0) {
+                long due = start + (long) (i * 1e9 / rate);
+                if (due > now) {
+                    TimeUnit.NANOSECONDS.sleep(Math.min(due - now, 50_000_000L));
+                    continue;
+                }
+            }
+            long id = base + i;
+            byte[] key = (prefix + "k" + (i % keys)).getBytes(StandardCharsets.UTF_8);
+            byte[] value = value(id, i / keys, size);
+            String head = new String(value, 0, HEAD_BYTES, StandardCharsets.US_ASCII);
+            final long sentNs = System.nanoTime();
+            try {
+                producer.send(new ProducerRecord<>(topic, key, value), reporter(topic, head, sentNs));
+            } catch (Exception e) { // refused before it entered the client: never written
+                report(topic, head, sentNs, null, e);
+            }
+            i++;
+            if (now - lastProgress >= PROGRESS_EVERY_NS) {
+                lastProgress = now;
+                synchronized (this) {
+                    emit("{\"name\":\"progress\",\"sent\":" + i + "}");
+                    flush();
+                }
+            }
+        }
+        return i;
+    }
+
+    private static byte[] value(long id, long keySeq, int size) {
+        byte[] value = new byte[Math.max(size, HEAD_BYTES)];
+        Arrays.fill(value, (byte) '.');
+        byte[] head = String.format("%015d:%012d:", id, keySeq).getBytes(StandardCharsets.US_ASCII);
+        System.arraycopy(head, 0, value, 0, HEAD_BYTES);
+        return value;
+    }
+
+    private Callback reporter(String topic, String head, long sentNs) {
+        return (metadata, exception) -> report(topic, head, sentNs, metadata, exception);
+    }
+
+    private synchronized void report(
+            String topic, String head, long sentNs, RecordMetadata metadata, Exception e) {
+        long latencyUs = (System.nanoTime() - sentNs) / 1000;
+        String common = "\"topic\":" + quote(topic) + ",\"value\":" + quote(head)
+                + ",\"latency_us\":" + latencyUs;
+        try {
+            if (e == null) {
+                emit("{\"name\":\"producer_send_success\"," + common + ",\"partition\":"
+                        + metadata.partition() + ",\"offset\":" + metadata.offset() + "}");
+            } else {
+                emit("{\"name\":\"producer_send_error\"," + common + ",\"exception\":"
+                        + quote(e.getClass().getName()) + ",\"message\":" + quote(String.valueOf(e.getMessage()))
+                        + "}");
+            }
+        } catch (Exception ignored) {
+            // stdout gone: the harness sees the run end without shutdown_complete
+        }
+    }
+
+    /** close(Duration) where the client has it (2.2+), else close(long, TimeUnit). */
+    private static void close(KafkaProducer<byte[], byte[]> producer, long seconds) throws Exception {
+        try {
+            Class<?> duration = Class.forName("java.time.Duration");
+            Method of = duration.getMethod("ofSeconds", long.class);
+            producer.getClass().getMethod("close", duration).invoke(producer, of.invoke(null, seconds));
+        } catch (NoSuchMethodException e) {
+            producer.getClass().getMethod("close", long.class, TimeUnit.class)
+                    .invoke(producer, seconds, TimeUnit.SECONDS);
+        }
+    }
+
+    /** The producer's configuration with the client's defaults resolved, as JSON strings. */
+    private static String effectiveConfig(Properties props) {
+        Map<String, ?> values;
+        try {
+            java.lang.reflect.Constructor<ProducerConfig> make =
+                    ProducerConfig.class.getDeclaredConstructor(Map.class);
+            make.setAccessible(true);
+            values = make.newInstance(new HashMap<Object, Object>(props)).values();
+        } catch (Exception e) {
+            values = new HashMap<>();
+        }
+        StringBuilder json = new StringBuilder("{");
+        for (Map.Entry<String, ?> entry : new TreeMap<>(values).entrySet()) {
+            if (json.length() > 1) {
+                json.append(',');
+            }
+            json.append(quote(entry.getKey())).append(':').append(quote(String.valueOf(entry.getValue())));
+        }
+        return json.append('}').toString();
+    }
+
+    /** Whether the producer runs idempotent (it has a transaction manager: 0.11+), or null. */
+    private static String idempotent(KafkaProducer<byte[], byte[]> producer) {
+        try {
+            Field manager = KafkaProducer.class.getDeclaredField("transactionManager");
+            manager.setAccessible(true);
+            return String.valueOf(manager.get(producer) != null);
+        } catch (Exception e) {
+            return "null";
+        }
+    }
+
+    /** Hands what the callbacks printed to the harness every 100 ms, sends or not. */
+    private void startFlusher() {
+        Thread flusher = new Thread(() -> {
+            while (true) {
+                try {
+                    TimeUnit.MILLISECONDS.sleep(100);
+                    synchronized (this) {
+                        flush();
+                    }
+                } catch (Exception e) {
+                    return;
+                }
+            }
+        }, "kafka-chaos-flusher");
+        flusher.setDaemon(true);
+        flusher.start();
+    }
+
+    private void emit(String line) throws Exception {
+        out.write(line);
+        out.write('\n');
+    }
+
+    private void flush() throws Exception {
+        out.flush();
+    }
+
+    private static String quote(String text) {
+        StringBuilder quoted = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                quoted.append('\\').append(c);
+            } else if (c < 0x20) {
+                quoted.append(String.format("\\u%04x", (int) c));
+            } else {
+                quoted.append(c);
+            }
+        }
+        return quoted.append('"').toString();
+    }
+}
