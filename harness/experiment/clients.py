@@ -16,6 +16,7 @@ file gives and otherwise keeps the client's own defaults (which differ by releas
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -40,8 +41,12 @@ PLACEHOLDERS = (
     "keys",
     "message_bytes",
     "producer_config",  # a properties file with the producer settings (Java names)
+    # kafka_tools_classpath:<version>: the classpath of Kafka's tools at that release, with
+    # its VerifiableProducer (org.apache.kafka.tools.VerifiableProducer), built on demand
+    "kafka_tools_classpath",
 )
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_WITH_VERSION = frozenset({"kafka_tools_classpath"})
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]*))?\}")
 
 
 def _short_form(value: Any) -> Any:
@@ -63,6 +68,7 @@ class ClientSpec(BaseModel):
     # How the command's record values name their message: the verifiable clients' counter
     # (`[prefix.]<n>`), or the harness's own `<msg_id>:<key_seq>:` head.
     values: Literal["verifiable", "kafka-chaos"] = "verifiable"
+    name: str | None = Field(None, min_length=1, max_length=60)  # how reports name a command
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> ClientSpec:
@@ -78,14 +84,9 @@ class ClientSpec(BaseModel):
         if self.kind == "command":
             if not self.argv:
                 raise ValueError("a command client needs argv: [program, arguments...]")
-            unknown = sorted(
-                {m for arg in self.argv for m in _PLACEHOLDER.findall(arg)} - set(PLACEHOLDERS)
-            )
-            if unknown:
-                raise ValueError(
-                    f"unknown placeholder {{{unknown[0]}}} in argv; known: "
-                    + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
-                )
+            for arg in self.argv:
+                for name, argument in _PLACEHOLDER.findall(arg):
+                    _check_placeholder(name, argument)
         elif self.argv is not None:
             raise ValueError(f"a {self.kind} client takes no argv (only command does)")
         return self
@@ -96,15 +97,46 @@ class ClientSpec(BaseModel):
         if self.kind == "java":
             return f"java {self.version}"
         if self.kind == "command" and self.argv:
-            return f"command {self.argv[0].rsplit('/', 1)[-1]}"
+            return f"command {self.name or self.argv[0].rsplit('/', 1)[-1]}"
         return self.kind
 
-    def fill(self, values: dict[str, str]) -> list[str]:
-        """A command client's argv with its placeholders filled from `values`."""
-        return [
-            _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), arg)
+    def tools_versions(self) -> set[str]:
+        """The Kafka releases whose tools a command's argv names ({kafka_tools_classpath:v})."""
+        return {
+            argument
             for arg in self.argv or []
-        ]
+            for name, argument in _PLACEHOLDER.findall(arg)
+            if name in _WITH_VERSION and argument
+        }
+
+    def fill(self, values: dict[str, str], versioned: Callable[[str, str], str]) -> list[str]:
+        """A command client's argv with its placeholders filled: plain ones from `values`, a
+        `{name:version}` one by `versioned(name, version)`."""
+
+        def filled(match: re.Match[str]) -> str:
+            name, argument = match.group(1), match.group(2)
+            if name in _WITH_VERSION and argument:
+                return versioned(name, argument)
+            return values.get(name, match.group(0))
+
+        return [_PLACEHOLDER.sub(filled, arg) for arg in self.argv or []]
+
+
+def _check_placeholder(name: str, argument: str) -> None:
+    """ValueError naming the problem when `{name}` or `{name:argument}` is not one the harness
+    fills in."""
+    known = ", ".join(
+        f"{{{p}:<version>}}" if p in _WITH_VERSION else f"{{{p}}}" for p in PLACEHOLDERS
+    )
+    if name not in PLACEHOLDERS:
+        raise ValueError(f"unknown placeholder {{{name}}} in argv; known: {known}")
+    if name in _WITH_VERSION:
+        try:
+            KafkaVersion.parse(argument)
+        except VersionError as exc:
+            raise ValueError(f"{{{name}:{argument}}}: {exc}") from None
+    elif argument:
+        raise ValueError(f"{{{name}}} takes no argument (got {{{name}:{argument}}})")
 
 
 ClientField = Annotated[ClientSpec, BeforeValidator(_short_form)]

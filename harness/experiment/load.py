@@ -159,7 +159,7 @@ def parse_experiment(data: Any, source: str = "<dict>") -> Experiment:
 def override(experiment: Experiment, path: str, value: Any, origin: str) -> Experiment:
     """`experiment` with the dotted `path` set to `value` (e.g. from the command line `origin`),
     validated as if the file said so; SpecError naming `origin` when the result is invalid."""
-    raw = experiment.model_dump()
+    raw = experiment.model_dump(exclude_unset=True)  # unset stays unset (clients.py)
     apply_override(raw, path, value)
     source = experiment._source
     try:

@@ -389,7 +389,8 @@ def expand(experiment: Experiment) -> list[Cell]:
     axes, problems = _parse_matrix(experiment.matrix)
     if problems:
         raise spec_error(source, problems, "invalid matrix")
-    base = experiment.model_dump(exclude={"matrix"})
+    # Unset fields stay unset in every cell: a Java client keeps its own defaults for them.
+    base = experiment.model_dump(exclude={"matrix"}, exclude_unset=True)
     axis_names = _shown_axis_names(axes)
     cells: list[Cell] = []
     failures = []

@@ -115,16 +115,17 @@ def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
 
 
 def _build_clients(settings: Settings, cells) -> None:
-    """Build (or find cached) the Java recorder of every Java client version of `cells`."""
-    from harness.workload.clients.java import java_client
+    """Build (or find cached) the Java recorder of every Java client version of `cells`, and
+    the Kafka tools their commands name."""
+    from harness.workload.clients.java import java_client, tools_classpath
 
-    versions = sorted(
-        {c.spec.workload.client.version for c in cells if c.spec.workload.client.kind == "java"}
-    )
-    for version in versions:
-        if version:
-            print(f"Java client {version}: building or found cached", file=sys.stderr)
-            java_client(version, settings)
+    clients = [cell.spec.workload.client for cell in cells]
+    for version in sorted({c.version for c in clients if c.kind == "java" and c.version}):
+        print(f"Java client {version}: building or found cached", file=sys.stderr)
+        java_client(version, settings)
+    for version in sorted({v for c in clients for v in c.tools_versions()}):
+        print(f"Kafka tools {version}: resolving or found cached", file=sys.stderr)
+        tools_classpath(version, settings)
 
 
 def _run_with_progress(args, experiment, cells, root, images, run_experiment):

@@ -15,7 +15,7 @@ from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.spec import ProducerSpec
 from harness.workload.clients.command import ClientProgram
-from harness.workload.clients.java import java_client
+from harness.workload.clients.java import java_client, tools_classpath
 from harness.workload.clients.protocol import ValueFormat, decode_with
 from harness.workload.readback import Decoder
 from harness.workload.recorder import Workload, decode_value
@@ -89,7 +89,8 @@ def client_program(
         "producer_config": str(config_file),
     }
     fmt = ValueFormat(client.values)
-    return ClientProgram(client.fill(values), fmt, client.label, expected=expected)
+    argv = client.fill(values, lambda name, version: tools_classpath(version))
+    return ClientProgram(argv, fmt, client.label, expected=expected)
 
 
 def value_decoder(client: ClientSpec, keys: int) -> Decoder:
