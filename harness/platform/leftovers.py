@@ -1,10 +1,11 @@
 """Removing what clusters left behind: containers and networks labelled by this harness, whose
-owning process is gone (or every one, or one process's own)."""
+owning process is gone (or every one, or one process's own, or one cluster's)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
 import docker
 import docker.errors
@@ -22,20 +23,33 @@ def remove_leftovers(
     `owner`, also those of that process (the harness's own, after an interrupt).
     """
     settings = settings or load_settings()
-    client = docker.from_env()
     pid_label = f"{settings.label}.pid"
 
     def reapable(labels: dict[str, str] | None) -> bool:
         pid = (labels or {}).get(pid_label)
         return all_owners or (owner is not None and pid == str(owner)) or not _owner_alive(pid)
 
+    return _remove_labelled(settings.label, reapable)
+
+
+def remove_cluster(cluster_id: str, settings: Settings | None = None) -> int:
+    """Remove every container and network of one cluster, by its id's label (what its `close`
+    could not reach, e.g. a container an interrupt created unseen); return the count."""
+    settings = settings or load_settings()
+    return _remove_labelled(f"{settings.label}={cluster_id}", lambda labels: True)
+
+
+def _remove_labelled(label: str, reapable: Callable[[dict[str, str] | None], bool]) -> int:
+    """Remove the containers and networks matching the `label` filter whose labels are
+    `reapable`; return the count."""
+    client = docker.from_env()
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": settings.label}):
+    for container in client.containers.list(all=True, filters={"label": label}):
         if reapable(container.labels):
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
                 removed += 1
-    for network in client.networks.list(filters={"label": settings.label}):
+    for network in client.networks.list(filters={"label": label}):
         if reapable(network.attrs.get("Labels")):
             with contextlib.suppress(docker.errors.APIError):
                 network.remove()
