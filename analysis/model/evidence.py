@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.rundir.events import (
+    ClientConfig,
     ConsumersDone,
     FaultEnd,
     FaultFailed,
@@ -83,6 +84,11 @@ class RunEvidence:
     def harness_errors(self) -> list[HarnessError]:
         """Every error that failed the repetition."""
         return self.events.of(HarnessError)
+
+    @property
+    def client_config(self) -> ClientConfig | None:
+        """The settings the producer's client ran with, defaults resolved (None: not recorded)."""
+        return _last(self.events.of(ClientConfig))
 
     @property
     def samples(self) -> list[Sample]:

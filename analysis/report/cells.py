@@ -19,6 +19,7 @@ from analysis.judge.outcomes import (
 )
 from analysis.model.anomalies import LOSS_CLASSES, AnomalyName
 from analysis.model.attribution import Attribution, Place
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult, Sensitivity
 from analysis.report.charts import timeline_svg
 from analysis.report.marks import fault_windows
@@ -79,6 +80,7 @@ class RepetitionView:
     attribution: AttributionView | None
     examples: tuple[ExampleRow, ...]
     availability: str | None = None  # availability_text
+    client: str | None = None  # client_text: the producer's settings with defaults resolved
     timeline_skipped: bool = False  # not drawn: the cell has more than MAX_TIMELINES_PER_CELL
 
 
@@ -197,7 +199,31 @@ def _repetition_view(
         attribution=attribution_view(result.attribution if result else None),
         examples=_examples(result),
         availability=availability_text(result, events),
+        client=client_text(events),
     )
+
+
+# The settings that decide durability, shown first; the rest of a client's settings follow.
+_DURABILITY_KEYS: Final = (
+    "acks",
+    "enable.idempotence",
+    "retries",
+    "max.in.flight.requests.per.connection",
+    "delivery.timeout.ms",
+    "request.timeout.ms",
+    "linger.ms",
+)
+
+
+def client_text(events: Events) -> str | None:
+    """`<client> ran with acks=..., ...` from the run's client_config event (the durability
+    settings, the client's own defaults resolved); None when the run recorded none."""
+    config = RunEvidence.coerce(events).client_config
+    if config is None:
+        return None
+    shown = [f"{key}={config.config[key]}" for key in _DURABILITY_KEYS if key in config.config]
+    idempotent = "" if config.idempotent is None else f" (idempotent: {config.idempotent})"
+    return f"{config.client} ran with {', '.join(shown) or 'no settings recorded'}{idempotent}"
 
 
 def guarantee_view(guarantee: Guarantee | None) -> GuaranteeView | None:

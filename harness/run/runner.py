@@ -47,7 +47,7 @@ from harness.rundir.events import (
     now_us,
 )
 from harness.rundir.records import CommitMode
-from harness.workload.clients import client_program
+from harness.workload.clients import client_program, librdkafka_config
 from harness.workload.clients.command import CommandProducer
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.finalize import finalize
@@ -307,6 +307,8 @@ def _workload_and_faults(
         spec.workload.keys,
     )
     senders = _senders(repetition, workload, ctx.cluster.bootstrap_servers, events)
+    if spec.workload.client.kind == "librdkafka":  # a program reports its own settings
+        events.write(librdkafka_config(producer_settings(spec), client_durability(spec)[1]))
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
     stop = threading.Event()

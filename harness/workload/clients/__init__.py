@@ -11,16 +11,28 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import confluent_kafka
+
 from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.spec import ProducerSpec
+from harness.rundir.events import ClientConfig
 from harness.workload.clients.command import ClientProgram
 from harness.workload.clients.java import java_client, tools_classpath
 from harness.workload.clients.protocol import ValueFormat, decode_with
 from harness.workload.readback import Decoder
 from harness.workload.recorder import Workload, decode_value
 
-__all__ = ["PRODUCER_PROPERTIES", "client_program", "properties_text", "value_decoder"]
+__all__ = [
+    "PRODUCER_PROPERTIES",
+    "client_program",
+    "librdkafka_config",
+    "properties_text",
+    "value_decoder",
+]
+# librdkafka's defaults (CONFIGURATION.md) for the durability settings the producer section
+# may leave to it; the recorder is always given the others.
+_LIBRDKAFKA_DEFAULTS = {"retries": "2147483647"}
 
 PRODUCER_PROPERTIES = "producer.properties"  # the client's producer settings, in the run dir
 # The names the command's placeholders get for a command client (the producer settings use
@@ -98,3 +110,17 @@ def value_decoder(client: ClientSpec, keys: int) -> Decoder:
     if client.kind == "command" and client.values == ValueFormat.VERIFIABLE:
         return partial(decode_with, ValueFormat.VERIFIABLE, keys=keys)
     return decode_value
+
+
+def librdkafka_config(settings: dict[str, Scalar], idempotent: bool) -> ClientConfig:
+    """The client_config event of the librdkafka recorder: the settings it was given, and
+    librdkafka's defaults for the durability settings it was not."""
+    given = {
+        key: properties_text({key: value}).strip().split("=", 1)[1]
+        for key, value in settings.items()
+    }
+    return ClientConfig(
+        client=f"librdkafka {confluent_kafka.libversion()[0]}",
+        config={**_LIBRDKAFKA_DEFAULTS, **given},
+        idempotent=idempotent,
+    )
