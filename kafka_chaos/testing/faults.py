@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.nemesis import ActiveFault, Nemesis
 from harness.experiment.fields import BOUND_TARGET, HEAL
 from harness.limits import shown
@@ -38,8 +39,9 @@ def step_document(
     params: Mapping[str, Any] | None,
     duration_s: float | None,
 ) -> dict[str, Any]:
-    """The `faults.schedule` step an inject call stands for; ChaosUsageError for what only a
-    schedule has (heal steps and @name targets: the handle does their job)."""
+    """The `faults.schedule` step an inject call stands for; ChaosUsageError for what only an
+    experiment has (heal steps and @name targets: the handle does their job; faults on the
+    harness's consumer group)."""
     call = call_text(fault, target, partition, params, duration_s)
     if fault == HEAL:
         raise ChaosUsageError(f"{call}: heal a fault with the handle inject() returned: .heal()")
@@ -47,6 +49,11 @@ def step_document(
         raise ChaosUsageError(
             f"{call}: @name targets bind nodes across schedule steps; keep the handle instead "
             "(its .nodes are the broker ids it hit) and target node:<id>"
+        )
+    if fault in FAULT_TYPES and FAULT_TYPES[fault].acts_on_consumers:
+        raise ChaosUsageError(
+            f"{call}: {fault} acts on the members of the harness's own consumer group "
+            "(workload.consumers of an experiment file), which a test's run does not have"
         )
     step: dict[str, Any] = {"fault": fault, "target": target, "partition": partition}
     if params is not None:
