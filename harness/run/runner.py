@@ -47,8 +47,7 @@ from harness.rundir.events import (
     now_us,
 )
 from harness.rundir.records import CommitMode
-from harness.workload.clients import client_program, librdkafka_config
-from harness.workload.clients.command import CommandProducer
+from harness.workload.clients import client_senders, librdkafka_config
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
@@ -416,12 +415,10 @@ def _senders(
         plan = transaction_plan(spec, repetition.seed)
         return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
     if spec.workload.client.kind != "librdkafka":
-        client = spec.workload.client
-        expected = client_durability(spec)
-        program = client_program(
-            client, spec.producer, workload, bootstrap, TOPIC, run_dir, expected
-        )
-        return CommandProducer(program, workload, run_dir)
+        return client_senders(
+            spec.workload.client, spec.producer, workload, spec.workload.producers,
+            (bootstrap, TOPIC), run_dir, client_durability(spec),
+        )  # fmt: skip
     if spec.workload.producers == 1:
         return LocalRecorder(workload, bootstrap, TOPIC, config, run_dir)
     tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import confluent_kafka
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -50,7 +51,7 @@ def run_file(tmp_path: Path, experiment: dict) -> Path:
 def test_java_and_librdkafka_agree_on_pass_under_leader_kill(tmp_path: Path):
     root, _ = run_experiment("clients", tmp_path)
     cells = cells_of(root)
-    assert set(cells) == {"client=librdkafka", "client=java-3.8.0"}
+    assert set(cells) == {"client=librdkafka", "client=java-3.8.0", "client=java-4.3.1-x2"}
     for name, cell in cells.items():
         assert cell["verdict"] == "PASS", (name, cell)
         result = results_of(root, name)
@@ -61,6 +62,13 @@ def test_java_and_librdkafka_agree_on_pass_under_leader_kill(tmp_path: Path):
     assert config["config"]["acks"] == "-1"
     [spec] = (root / "client=java-3.8.0").rglob("spec.json")
     assert json.loads(spec.read_text())["config"]["client"] == "java 3.8.0"
+    # two Java producer processes: one summed tally, each producer's ids and keys its own
+    [tally] = [e for e in events_of(root, "client=java-4.3.1-x2") if e["type"] == "recorder_tally"]
+    assert [p["reports"]["ok"] > 2000 for p in tally["producers"]] == [True, True]
+    [acked] = (root / "client=java-4.3.1-x2").rglob("acked.parquet")
+    table = pq.read_table(acked, columns=["producer", "key"]).to_pylist()
+    assert {row["key"].split("-")[0] for row in table} == {"p0", "p1"}
+    assert {row["producer"] for row in table} == {0, 1}
 
 
 def _command(name: str, argv: list[str], **extra) -> dict:

@@ -58,11 +58,14 @@ def test_other_clients_refuse_what_they_cannot_do_yet():
     with pytest.raises(SpecError) as raised:
         parse_experiment({
             "name": "x",
-            "workload": {"client": "java:3.8.0", "producers": 2, "transactions": {}},
+            "workload": {"client": "java:3.8.0", "transactions": {}},
         })  # fmt: skip
-    text = str(raised.value)
-    assert "transactions run on the librdkafka client only" in text
-    assert "workload.producers: 1" in text
+    assert "transactions run on the librdkafka client only" in str(raised.value)
+    with pytest.raises(SpecError) as raised:
+        parse_experiment({
+            "name": "x", "workload": {"client": {"kind": "command", "argv": ["x"]}, "producers": 2}
+        })  # fmt: skip
+    assert "message ids would collide" in str(raised.value)
 
 
 def test_placeholders_fill_and_tools_versions():

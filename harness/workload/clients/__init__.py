@@ -17,15 +17,19 @@ from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.spec import ProducerSpec
 from harness.rundir.events import ClientConfig
-from harness.workload.clients.command import ClientProgram
+from harness.workload.clients.command import ClientProgram, CommandProducer
+from harness.workload.clients.fleet import CommandFleet
 from harness.workload.clients.java import java_client, tools_classpath
 from harness.workload.clients.protocol import ValueFormat, decode_with
+from harness.workload.journal import SOLE, ProducerSlot
+from harness.workload.producers import share_of
 from harness.workload.readback import Decoder
 from harness.workload.recorder import Workload, decode_value
 
 __all__ = [
     "PRODUCER_PROPERTIES",
     "client_program",
+    "client_senders",
     "librdkafka_config",
     "properties_text",
     "value_decoder",
@@ -64,6 +68,7 @@ def client_program(
     topic: str,
     run_dir: Path,
     expected: tuple[str, bool] | None = None,
+    slot: ProducerSlot = SOLE,
 ) -> ClientProgram:
     """The program that sends `workload` for `client` (java or command), its producer settings
     written to run_dir/producer.properties; builds the Java recorder if not cached. `expected`
@@ -86,6 +91,8 @@ def client_program(
             "--max-messages", _bounded(workload.count),
             "--duration-s", _bounded(workload.duration_s),
             "--throughput", _bounded(workload.rate),
+            "--id-base", str(slot.id_base),
+            "--key-prefix", slot.key_prefix,
         ]  # fmt: skip
         return ClientProgram(
             argv, ValueFormat.KAFKA_CHAOS, client.label, stops_itself=True, expected=expected
@@ -124,3 +131,27 @@ def librdkafka_config(settings: dict[str, Scalar], idempotent: bool) -> ClientCo
         config={**_LIBRDKAFKA_DEFAULTS, **given},
         idempotent=idempotent,
     )
+
+
+def client_senders(
+    client: ClientSpec,
+    producer: ProducerSpec,
+    workload: Workload,
+    producers: int,
+    endpoint: tuple[str, str],
+    run_dir: Path,
+    expected: tuple[str, bool] | None = None,
+) -> CommandProducer | CommandFleet:
+    """The runner's `Producing` for a program client: one CommandProducer, or a CommandFleet of
+    `producers`, each with its slot and share of `workload` (the total). `endpoint` is
+    (bootstrap, topic)."""
+    bootstrap, topic = endpoint
+    if producers == 1:
+        program = client_program(client, producer, workload, bootstrap, topic, run_dir, expected)
+        return CommandProducer(program, workload, run_dir)
+    members = []
+    for index in range(producers):
+        slot, share = ProducerSlot(index), share_of(workload, index, producers)
+        program = client_program(client, producer, share, bootstrap, topic, run_dir, expected, slot)
+        members.append(CommandProducer(program, share, run_dir, slot))
+    return CommandFleet(members)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from harness.rundir.events import ClientConfig, EventLog
+from harness.rundir.events import ClientConfig, EventLog, RecorderTally
 from harness.rundir.records import Status
 from harness.workload.clients.errors import status_of_error
 from harness.workload.clients.protocol import (
@@ -40,8 +40,7 @@ from harness.workload.clients.protocol import (
     journal_value,
     parse_line,
 )
-from harness.workload.journal import AckJournal, JournalError
-from harness.workload.producers import close_with_tally
+from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
 from harness.workload.recorder import DeliveryTally, RecorderStats, Workload
 
 log = logging.getLogger("kafka_chaos.client")
@@ -139,13 +138,16 @@ class CommandProducer:
     end of the workload, close(events) journals the rest and says what went wrong, if anything.
     """
 
-    def __init__(self, program: ClientProgram, workload: Workload, run_dir: Path):
+    def __init__(
+        self, program: ClientProgram, workload: Workload, run_dir: Path, slot: ProducerSlot = SOLE
+    ):
         self.program = program
         self.workload = workload
         self.run_dir = run_dir
+        self.log_path = run_dir / (CLIENT_LOG if slot.index is None else f"client-{slot.index}.log")
         self.tally = DeliveryTally()
         self.journal = AckJournal(
-            run_dir, workload.keys, lambda error: status_of_error(error.name())
+            run_dir, workload.keys, lambda error: status_of_error(error.name()), slot
         )
         self.reading = _Reading()
         self.process: subprocess.Popen[bytes] | None = None
@@ -166,7 +168,7 @@ class CommandProducer:
         SIGKILL after term_s), or its time is up: the workload's duration for a program that
         does not stop by itself (SIGTERM, as kafkatest ends a verifiable producer, then up to
         grace_s to report its last sends), that plus grace_s for one that does."""
-        with (self.run_dir / CLIENT_LOG).open("ab") as stderr:
+        with (self.log_path).open("ab") as stderr:
             self.process = subprocess.Popen(
                 _dying_with_parent(self.program.argv),
                 stdout=subprocess.PIPE,
@@ -286,17 +288,17 @@ class CommandProducer:
         if self.killed:
             return (
                 f"the client ({program.label}) did not exit after SIGTERM and was killed "
-                f"before it reported every send{_log_tail(self.run_dir / CLIENT_LOG)}"
+                f"before it reported every send{_log_tail(self.log_path)}"
             )
         if process.returncode != 0 and not self.terminated:
             return (
                 f"the client ({program.label}) exited with status {process.returncode} "
-                f"after {reading.lines} lines{_log_tail(self.run_dir / CLIENT_LOG)}"
+                f"after {reading.lines} lines{_log_tail(self.log_path)}"
             )
         if not reading.shutdown:
             return (
                 f"the client ({program.label}) exited without shutdown_complete after "
-                f"{reading.lines} lines{_log_tail(self.run_dir / CLIENT_LOG)}"
+                f"{reading.lines} lines{_log_tail(self.log_path)}"
             )
         return None
 
@@ -319,25 +321,37 @@ class CommandProducer:
             "set both in the producer section"
         )
 
-    def close(self, events: EventLog) -> Exception | None:
-        """Stop the program if it still runs, close the journal and write the tally and the
-        client's effective settings; the error to raise after the read-back, or None."""
+    def finish(self) -> tuple[str | None, str | None]:
+        """Stop the program if it still runs and close the journal: (the journal's error, why
+        the run is incomplete), each None when all is well. Never raises."""
         self._terminate(self.program.term_s)
-        error = close_with_tally(self.journal, self.tally, events)
+        return close_journal(self.journal), self.problem()
+
+    def config_event(self) -> ClientConfig | None:
+        """The client_config event of the settings the client said it ran with, if it did."""
         effective = self.reading.effective
-        if effective is not None:
-            with contextlib.suppress(Exception):
-                events.write(
-                    ClientConfig(
-                        client=self.program.label,
-                        config=effective.config,
-                        idempotent=effective.idempotent,
-                    )
-                )
-        if error is not None:
-            return JournalError(error)
-        problem = self.problem()
-        return ClientError(problem) if problem else None
+        if effective is None:
+            return None
+        return ClientConfig(
+            client=self.program.label, config=effective.config, idempotent=effective.idempotent
+        )
+
+    def close(self, events: EventLog) -> Exception | None:
+        """`finish`, then write the tally and the client's settings; the error to raise after
+        the read-back, or None."""
+        journal_error, problem = self.finish()
+        with contextlib.suppress(Exception):
+            events.write(RecorderTally(reports=self.tally.as_dict(), journal_error=journal_error))
+            if (config := self.config_event()) is not None:
+                events.write(config)
+        return run_error(journal_error, problem)
+
+
+def run_error(journal_error: str | None, problem: str | None) -> Exception | None:
+    """The exception that makes the repetition incomplete: the journal's, else the client's."""
+    if journal_error is not None:
+        return JournalError(journal_error)
+    return ClientError(problem) if problem else None
 
 
 def _time_limit_s(workload: Workload) -> float | None:
