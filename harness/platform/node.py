@@ -8,9 +8,11 @@ import io
 import json
 import os
 import tarfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -26,6 +28,26 @@ from harness.platform.topology import (
 
 # Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+
+UNPAUSE_TIMEOUT_S = 15.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def thaw_cgroup(container_id: str, root: Path | None = None) -> bool:
+    """Thaw a container's freezer cgroup by hand (cgroup v1 freezer.state, v2 cgroup.freeze);
+    True when one was found and written. Only for a local engine run as root."""
+    root = root or CGROUP_ROOT
+    thawed = False
+    patterns = (f"freezer/**/*{container_id}*/freezer.state", f"**/*{container_id}*/cgroup.freeze")
+    for pattern in patterns:
+        for path in root.glob(pattern):
+            try:
+                path.write_text("THAWED" if path.name == "freezer.state" else "0")
+                thawed = True
+            except OSError:
+                continue
+    return thawed
 
 
 @dataclass
@@ -85,9 +107,32 @@ class KafkaNode:
                     raise
                 time.sleep(0.2 * (attempt + 1))
 
-    def unpause(self) -> None:
-        """Thaw a paused node."""
-        self.docker.unpause()
+    def unpause(self, timeout_s: float = UNPAUSE_TIMEOUT_S) -> None:
+        """Thaw a paused node. When the engine does not answer within `timeout_s` (seen on a
+        2-core machine under load: `docker unpause` hung with the freezer cgroup FROZEN),
+        thaw the container's freezer cgroup directly, then wait as long again for the engine:
+        a fault must heal whatever the engine does."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def unpause() -> None:
+            try:
+                self.docker.unpause()
+            except BaseException as exc:  # handed to the caller's thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=unpause, name=f"unpause-{self.hostname}", daemon=True).start()
+        if not done.wait(timeout_s):
+            thawed = thaw_cgroup(self.docker.id)
+            if not done.wait(timeout_s) and not thawed:
+                raise TimeoutError(
+                    f"docker unpause of {self.hostname} did not return in {2 * timeout_s:g} s "
+                    "and its freezer cgroup could not be thawed directly"
+                )
+        if failure:
+            raise failure[0]
 
     def exec(self, argv: list[str]) -> tuple[int, str]:
         """Run `argv` inside the node; return exit code and combined output."""
