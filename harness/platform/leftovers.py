@@ -11,6 +11,7 @@ import docker
 import docker.errors
 import docker.models.containers
 
+from harness.platform.node import thaw_cgroup
 from harness.settings import Settings, load_settings
 
 
@@ -46,6 +47,9 @@ def _remove_labelled(label: str, reapable: Callable[[dict[str, str] | None], boo
     removed = 0
     for container in client.containers.list(all=True, filters={"label": label}):
         if reapable(container.labels):
+            if getattr(container, "status", None) == "paused":
+                # A frozen process cannot be killed: removing it hangs (Docker on cgroup v1).
+                thaw_cgroup(container.id)
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)
                 removed += 1
