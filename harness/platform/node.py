@@ -11,7 +11,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
@@ -60,6 +60,12 @@ class KafkaNode:
     container: docker.models.containers.Container
     host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
     role: Role = Role.COMBINED
+    # Pause and exec take turns: an exec racing a pause leaves its process in the frozen
+    # cgroup, and the engine's unpause then hangs (reproduced with Docker 20.10 on cgroup v1:
+    # the sampler's controller probe, an exec, against a pause fault on the same node).
+    _engine_turn: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
 
     @property
     def hostname(self) -> str:
@@ -100,7 +106,8 @@ class KafkaNode:
         """
         for attempt in range(attempts):
             try:
-                self.docker.pause()
+                with self._engine_turn:
+                    self.docker.pause()
                 return
             except docker.errors.APIError as exc:
                 if "unable to freeze" not in str(exc) or attempt == attempts - 1:
@@ -136,7 +143,8 @@ class KafkaNode:
 
     def exec(self, argv: list[str]) -> tuple[int, str]:
         """Run `argv` inside the node; return exit code and combined output."""
-        result = self.docker.exec_run(argv)
+        with self._engine_turn:
+            result = self.docker.exec_run(argv)
         return result.exit_code, result.output.decode(errors="replace")
 
     def read_files(self, path: str) -> dict[str, tuple[tarfile.TarInfo, bytes]]:

@@ -1,0 +1,51 @@
+"""A node's pause and exec take turns (harness/platform/node.py): an exec racing a pause left
+its process in the frozen cgroup and hung the engine's unpause (Docker 20.10, cgroup v1)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+from harness.platform.node import KafkaNode
+from harness.platform.topology import Role
+
+
+class RecordingContainer:
+    """Records when each exec and pause ran; an exec takes 0.2 s, as a real one does."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []
+        self.exec_started = threading.Event()
+
+    def exec_run(self, argv: list[str]) -> SimpleNamespace:
+        started = time.monotonic()
+        self.exec_started.set()
+        time.sleep(0.2)
+        self.spans.append(("exec", started, time.monotonic()))
+        return SimpleNamespace(exit_code=0, output=b"")
+
+    def pause(self) -> None:
+        now = time.monotonic()
+        self.spans.append(("pause", now, now))
+
+
+def test_a_pause_waits_for_the_exec_in_progress() -> None:
+    container = RecordingContainer()
+    node = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
+    probe = threading.Thread(target=node.exec, args=(["true"],))
+    probe.start()
+    assert container.exec_started.wait(5)
+    node.pause()
+    probe.join(5)
+    (exec_span,) = [span for span in container.spans if span[0] == "exec"]
+    (pause_span,) = [span for span in container.spans if span[0] == "pause"]
+    assert pause_span[1] >= exec_span[2]
+
+
+def test_nodes_still_compare_by_their_fields() -> None:
+    container = RecordingContainer()
+    first = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
+    second = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
+    assert first == second
+    assert "_engine_turn" not in repr(first)
