@@ -141,8 +141,10 @@ def kafka_chaos_clusters(pytestconfig: pytest.Config) -> Iterator[ChaosSession]:
         session.close()
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A second net: clusters are removed even if the fixture's teardown never ran."""
+    """A second net: clusters are removed even if the fixture's teardown never ran. Last:
+    after pytest's own teardown of the fixtures (an interrupted session's), which heals."""
     chaos_session = session.config.stash.get(SESSION_KEY, None)
     if chaos_session is not None:
         chaos_session.close()

@@ -24,7 +24,7 @@ from harness.chaos.faults import FaultContext
 from harness.chaos.nemesis import Nemesis, Step, heal_all
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
-from harness.experiment.plan import topic_settings
+from harness.experiment.plan import client_durability, producer_settings, topic_settings
 from harness.experiment.problems import SpecError
 from harness.experiment.spec import Experiment
 from harness.run.evidence import segments_event
@@ -35,6 +35,7 @@ from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, HarnessError, PhaseEvent, SegmentsKept, now_us
 from harness.settings import load_settings
+from harness.workload.clients import librdkafka_config
 from harness.workload.finalize import finalize
 from kafka_chaos.testing.clusters import LiveCluster
 from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
@@ -193,6 +194,8 @@ class Chaos:
             message_bytes=spec.workload.message_bytes,
             offsets_known=spec.producer.acks != "0",
         )
+        # What the test's client ran with, as the harness records its own librdkafka recorder.
+        self.events.write(librdkafka_config(producer_settings(spec), client_durability(spec)[1]))
         self.events.write(PhaseEvent(phase="producers-ready", pids=[os.getpid()]))
         self.events.write(PhaseEvent(phase="workload-start"))
         return self._journal

@@ -69,9 +69,14 @@ def test_a_fault_on_an_unknown_target_is_refused(kafka_chaos):
         kafka_chaos.inject("pause", target="node:7")
 """
 
-# A test interrupted (Ctrl-C) while a broker is paused.
+# A failing test, then one interrupted (Ctrl-C) while a broker is paused.
 INTERRUPTED_TEST = """
 import os
+
+
+def test_failing_after_a_fault(kafka_chaos):
+    kafka_chaos.inject("pause", target="follower")
+    assert False, "the user's assertion"
 
 
 def test_interrupted_while_a_broker_is_paused(kafka_chaos):
@@ -97,7 +102,7 @@ def test_the_plugin_is_installed_as_a_pytest11_entry_point() -> None:
 
 def _pid(output: str) -> str:
     """The pid the user's test printed: the label of the containers its session created."""
-    found = re.search(r"\bPID (\d+)", output)
+    found = re.search(r"PID (\d+)", output)
     assert found, output[-3000:]
     return found.group(1)
 
@@ -136,14 +141,19 @@ def test_a_users_producer_is_judged_through_a_leader_kill(
     assert results["sensitivity"]["passed"] is True
 
 
-def test_an_interrupted_test_is_healed_and_its_cluster_removed(
+def test_a_failed_or_interrupted_test_is_healed_and_its_cluster_removed(
     pytester: pytest.Pytester, broker_image: str
 ) -> None:
     pytester.makepyfile(test_interrupted=INTERRUPTED_TEST)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=600)
     assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(failed=1)
     output = result.stdout.str()
     assert _containers_of(_pid(output)) == []
+    # The failed test's report names its run directory.
+    result.stdout.fnmatch_lines(["*- kafka-chaos -*", "run directory: */kafka-chaos/base/0"])
+    (failed_events,) = _run_files(pytester, "test_failing_after*", layout.EVENTS)
+    assert '"type": "fault_end"' in failed_events.read_text()
     (events,) = _run_files(pytester, "test_interrupted*", layout.EVENTS)
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     healed = [e for e in lines if e["type"] == "fault_end"]
