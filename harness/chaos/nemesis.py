@@ -29,6 +29,7 @@ from harness.chaos.faults import (
     consumer_members,
 )
 from harness.platform.node import KafkaNode
+from harness.platform.sidecar import remove_helpers
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (
     ConditionMet,
@@ -182,6 +183,11 @@ def heal_all(ctx: FaultContext) -> list[str]:
             node.exec(["sh", "-c", RESIDUE_CLEANUP])
         except Exception as exc:  # heal the others even if one node misbehaves
             actions.append(f"{node.hostname}: heal failed: {exc}")
+    try:  # helpers a fault's own heal never stopped (the harness was interrupted)
+        if removed := remove_helpers(ctx.cluster):
+            actions.append(f"removed {removed} helper container(s)")
+    except Exception as exc:
+        actions.append(f"helpers: removal failed: {exc}")
     return actions
 
 

@@ -41,6 +41,7 @@ from harness.platform.node import (
     KafkaNode,
     vote_if_running,
 )
+from harness.platform.sidecar import remove_helpers
 from harness.platform.topology import (
     CLIENT_PORT,
     READY_TOPIC,
@@ -401,6 +402,9 @@ class KafkaCluster:
     def close(self) -> None:
         """Remove every container and the network, whatever state they are in."""
         client = docker.from_env()
+        # Helpers first: each lives in a node's network namespace (harness/platform/sidecar.py).
+        with contextlib.suppress(Exception):
+            remove_helpers(self)
         for node in self.all_nodes:
             # Any state: also a node whose start an interrupt cut short (no container object
             # yet); what the engine created anyway is reaped by label. A paused node is thawed

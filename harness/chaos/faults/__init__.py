@@ -29,6 +29,7 @@ from harness.chaos.faults.partition import Partition
 from harness.chaos.faults.pause import Pause
 from harness.chaos.faults.power_loss import PowerLoss
 from harness.chaos.faults.rolling_restart import RollingRestart
+from harness.chaos.faults.shape import Delay, Duplicate, Reorder
 from harness.chaos.faults.slow import Slow
 from harness.chaos.faults.stop import Stop
 
@@ -37,6 +38,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     fault.name: fault
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
+        *(Delay, Reorder, Duplicate),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )
 }

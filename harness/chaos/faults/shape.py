@@ -1,0 +1,208 @@
+"""Delayed, reordered and duplicated packets, shaped in userspace (no netem needed).
+
+Each faulted node gets a helper container in its network namespace running the shaper
+(harness/chaos/shaper): iptables' NFQUEUE hands it the node's outgoing packets to the chosen
+peers, and it lets them go late, out of order or twice. Works on any broker image (the helper
+brings iptables and Python) and on kernels without the netem qdisc, as these are.
+
+The target's *outgoing* packets are shaped, as netem shapes egress: a delayed leader answers
+its clients late and fetches from its followers late; its incoming packets are untouched.
+TCP hides reordering and duplicates inside one connection (it retransmits, reorders and
+discards); across connections, e.g. a produce request and a later EndTxn on another, the
+order in which requests reach the broker does change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
+
+from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.limits import at_most, param_number, shown
+
+if TYPE_CHECKING:
+    from harness.platform.sidecar import Sidecar
+
+SHAPER_PACKAGE = Path(__file__).resolve().parent.parent / "shaper"
+MAX_DELAY_MS = 60_000
+INTERFACE = "eth0"
+Peer = Literal["all", "brokers", "controllers", "clients"]
+PEERS = ("all", "brokers", "controllers", "clients")
+TO_MEANING = (
+    "whose packets from the target are shaped: all, or a list of brokers, controllers "
+    "(the metadata quorum: KRaft controllers or ZooKeeper servers), clients (everything "
+    "outside the cluster)"
+)
+
+
+def _peer_list(value: Any) -> Any:
+    """`to` as a list without repeats: one peer kind, or a non-empty list of them."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"must be one of {', '.join(PEERS)} or a list of them")
+    for peer in value:
+        if peer not in PEERS:
+            raise ValueError(f"unknown peer {shown(peer)}; choose from {', '.join(PEERS)}")
+    if "all" in value and len(value) > 1:
+        raise ValueError("all already covers every peer; give it alone")
+    return list(dict.fromkeys(value))
+
+
+To = Annotated[list[Peer], BeforeValidator(_peer_list), Field(description=TO_MEANING)]
+Milliseconds = Annotated[
+    param_number,
+    Field(ge=0, description="milliseconds"),
+    at_most(MAX_DELAY_MS, "a minute, beyond every client and broker timeout", "ms"),
+]
+Percent = Annotated[param_number, Field(gt=0, le=100, description="share of packets, %")]
+
+
+class DelayParams(FaultParams):
+    """How late the target's packets leave, and to whom."""
+
+    delay_ms: Annotated[Milliseconds, Field(description="added to every packet, ms")] = 100
+    jitter_ms: Annotated[
+        Milliseconds, Field(description="uniform spread around delay_ms, ± ms (order is kept)")
+    ] = 0
+    to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
+
+
+class ReorderParams(FaultParams):
+    """Which share of the target's packets overtake the rest, which are held."""
+
+    percent: Annotated[
+        Percent, Field(description="packets sent at once, ahead of held ones, %")
+    ] = 25
+    delay_ms: Annotated[
+        Milliseconds, Field(description="how long the other packets are held, ms")
+    ] = 50
+    to: To = ["all"]  # noqa: RUF012
+
+
+class DuplicateParams(FaultParams):
+    """Which share of the target's packets are sent twice."""
+
+    percent: Annotated[Percent, Field(description="packets sent twice, %")] = 10
+    to: To = ["all"]  # noqa: RUF012
+
+
+def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
+    """The shaper's Shape fields (harness/chaos/shaper/policy.py) for a step's params."""
+    if isinstance(params, DelayParams):
+        return {"delay_ms": float(params.delay_ms), "jitter_ms": float(params.jitter_ms)}
+    if isinstance(params, ReorderParams):
+        return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
+    if isinstance(params, DuplicateParams):
+        return {"duplicate_percent": float(params.percent)}
+    raise TypeError(f"fault {fault} is not shaped in userspace")
+
+
+def match_rules(
+    peers: list[str], own: str, addresses: dict[str, str], brokers: set[str], quorum: set[str]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """(matches, skips): the iptables matches for the packets from node `own` to `peers`.
+
+    `addresses` maps every node's name to its address; `brokers` and `quorum` name the
+    brokers and the metadata quorum's nodes (a combined KRaft node is both). Clients are
+    whoever is not a node, so shaping them means letting the nodes not chosen through first
+    (skips) and shaping the rest of the interface."""
+    out = ["-o", INTERFACE]
+    if "all" in peers:
+        return [out], []
+    others = {name: ip for name, ip in addresses.items() if name != own}
+    chosen: set[str] = set()
+    if "brokers" in peers:
+        chosen |= {name for name in others if name in brokers}
+    if "controllers" in peers:
+        chosen |= {name for name in others if name in quorum}
+    if "clients" in peers:
+        skips = [[*out, "-d", ip] for name, ip in sorted(others.items()) if name not in chosen]
+        return [out], skips
+    return [[*out, "-d", others[name]] for name in sorted(chosen)], []
+
+
+class _Shaped(Fault[Any]):
+    """The shared inject and heal of the faults shaped by a helper in each target's namespace."""
+
+    helper_site = HelperSite.SIDECAR
+
+    def inject(self) -> dict[str, Any]:
+        from harness.platform.sidecar import Sidecar
+
+        cluster = self.ctx.cluster
+        addresses = {node.hostname: node.ip(cluster.network_name) for node in cluster.all_nodes}
+        brokers = {node.hostname for node in cluster.nodes}
+        quorum = {node.hostname for node in [*cluster.quorum, *cluster.ensemble]}
+        self._sidecars: list[Sidecar] = []
+        self._figures: dict[str, Any] = {}
+        rules: dict[str, Any] = {}
+        try:
+            for node in self.nodes:
+                matches, skips = match_rules(
+                    self.params.to, node.hostname, addresses, brokers, quorum
+                )
+                plan = self._plan(matches, skips)
+                sidecar = Sidecar(cluster, node, SHAPER_PACKAGE, "shaper.main", plan, "shaper")
+                rules[node.hostname] = sidecar.start()["rules"]
+                self._sidecars.append(sidecar)
+        except Exception as exc:
+            self.heal()
+            raise FaultError(str(exc)) from exc
+        return {**self.params.model_dump(), "shaper": "nfqueue", "rules": rules}
+
+    def _plan(self, matches: list[list[str]], skips: list[list[str]]) -> str:
+        """The shaper's plan (harness/chaos/shaper/main.py) as its JSON argument."""
+        # A queue number of its own: two shaped faults on one node must not share a queue.
+        queue = self.ctx.rng.randrange(1, 65_000)
+        return json.dumps({
+            "queue": queue,
+            "chain": f"KCHAOS_Q{queue}",
+            "matches": matches,
+            "skips": skips,
+            "shape": shape_of(self.name, self.params),
+            "seed": self.ctx.rng.randrange(1 << 30),
+        })  # fmt: skip
+
+    def heal(self) -> None:
+        problems = []
+        for sidecar in getattr(self, "_sidecars", []):
+            said = sidecar.stop()
+            figures = next((line["figures"] for line in said if "figures" in line), None)
+            self._figures[sidecar.where] = figures
+            if figures is None:
+                problems.append(f"{sidecar.where}: the shaper ended without its figures")
+        self._sidecars = []
+        if problems:
+            raise FaultError("; ".join(problems))
+
+    def detail(self) -> dict[str, Any]:
+        """What each node's shaper did: packets shaped, dropped, duplicated, hold times."""
+        return {"shaper": getattr(self, "_figures", {})}
+
+
+class Delay(_Shaped):
+    """The target's packets to params.to leave params.delay_ms late (± params.jitter_ms)."""
+
+    name = "delay"
+    Params = DelayParams
+    class_kinds = ("delay",)
+
+
+class Reorder(_Shaped):
+    """params.percent of the target's packets overtake the rest, held params.delay_ms."""
+
+    name = "reorder"
+    Params = ReorderParams
+    class_kinds = ("reorder",)
+
+
+class Duplicate(_Shaped):
+    """params.percent of the target's packets to params.to are sent twice."""
+
+    name = "duplicate"
+    Params = DuplicateParams
+    class_kinds = ("duplicate",)

@@ -1,0 +1,208 @@
+"""The shaper program: `python3 -m shaper.main '<plan as JSON>'` in a helper container that
+shares a node's network namespace (standard library only).
+
+It binds its NFQUEUE, puts its rules in a chain of its own (jumped to first from OUTPUT, each
+NFQUEUE rule with --queue-bypass so packets pass untouched if this program dies), prints one
+line `{"ready": ...}`, shapes packets until SIGTERM, then removes its rules, lets every held
+packet go, and prints one line `{"figures": ...}` with what it did. A failure prints
+`{"error": ...}` and exits 1. Everything else it prints is not for the harness.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .nfqueue import Packet, Queue
+from .policy import Policy, Shape
+
+IPT = ["iptables", "-w"]
+# Copies the shaper sends carry this mark, so its own rules let them pass.
+DUPLICATE_MARK = 0x4B435153
+SO_MARK = 36
+HOLDS_KEPT = 1_000_000  # hold times kept for the percentiles (a long fault keeps the first)
+
+
+@dataclass
+class Plan:
+    """What one shaper does: its queue and chain, which packets, and their shape."""
+
+    queue: int
+    chain: str
+    matches: list[list[str]]  # iptables matches of the packets shaped (e.g. -o eth0 -d IP)
+    skips: list[list[str]]  # matches of packets let through first (clients: not the nodes)
+    shape: Shape
+    seed: int | None = None
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        raw = json.loads(text)
+        return cls(
+            int(raw["queue"]),
+            str(raw["chain"]),
+            [list(map(str, m)) for m in raw["matches"]],
+            [list(map(str, m)) for m in raw.get("skips", [])],
+            Shape(**raw["shape"]),
+            raw.get("seed"),
+        )
+
+    def rules(self) -> list[list[str]]:
+        """The chain's rules, in order, as arguments after `iptables -A <chain>`."""
+        target = ["-j", "NFQUEUE", "--queue-num", str(self.queue), "--queue-bypass"]
+        return [
+            ["-m", "mark", "--mark", hex(DUPLICATE_MARK), "-j", "RETURN"],
+            *([*skip, "-j", "RETURN"] for skip in self.skips),
+            *([*match, *target] for match in self.matches),
+        ]
+
+
+@dataclass
+class Figures:
+    """What the shaper did, printed when it ends."""
+
+    seen: int = 0
+    dropped: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    holds_ms: list[float] = field(default_factory=list)
+
+    def add_hold(self, seconds: float) -> None:
+        if len(self.holds_ms) < HOLDS_KEPT:
+            self.holds_ms.append(seconds * 1000.0)
+
+    def summary(self) -> dict[str, Any]:
+        holds = sorted(self.holds_ms)
+
+        def pct(q: float) -> float | None:
+            return round(holds[min(len(holds) - 1, int(q * len(holds)))], 3) if holds else None
+
+        return {
+            "packets": self.seen,
+            "dropped": self.dropped,
+            "duplicated": self.duplicated,
+            "reordered": self.reordered,
+            "hold_ms_p50": pct(0.50),
+            "hold_ms_p99": pct(0.99),
+            "hold_ms_max": round(holds[-1], 3) if holds else None,
+        }
+
+
+def iptables(*args: str) -> None:
+    subprocess.run([*IPT, *args], check=True, capture_output=True, text=True)
+
+
+def install(plan: Plan) -> None:
+    """The plan's chain, filled, jumped to first from OUTPUT (replacing any stale one)."""
+    remove(plan)
+    iptables("-N", plan.chain)
+    for rule in plan.rules():
+        iptables("-A", plan.chain, *rule)
+    iptables("-I", "OUTPUT", "1", "-j", plan.chain)
+
+
+def remove(plan: Plan) -> None:
+    """No trace of the plan's chain (nothing happens when there is none)."""
+    for args in (["-D", "OUTPUT", "-j", plan.chain], ["-F", plan.chain], ["-X", plan.chain]):
+        subprocess.run([*IPT, *args], capture_output=True)
+
+
+class Shaper:
+    """Holds each queued packet as the policy decides and gives its verdict when due."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.policy = Policy(plan.shape, plan.seed)
+        self.queue = Queue(plan.queue, copy_payload=plan.shape.needs_payload)
+        self.held: list[tuple[float, int, Packet, bool, float]] = []
+        self.figures = Figures()
+        self.sequence = 0
+        self.copies: socket.socket | None = None
+        if plan.shape.needs_payload:
+            self.copies = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+            self.copies.setsockopt(socket.SOL_SOCKET, SO_MARK, DUPLICATE_MARK)
+
+    def run(self, stopping: list[bool]) -> None:
+        """Shape until `stopping[0]` turns true."""
+        while not stopping[0]:
+            wait = 0.2
+            if self.held:
+                wait = min(wait, max(0.0, self.held[0][0] - time.monotonic()))
+            try:
+                select.select([self.queue], [], [], wait)
+            except InterruptedError:
+                continue
+            self.take(time.monotonic())
+            self.release(time.monotonic())
+
+    def take(self, now: float) -> None:
+        for packet in self.queue.read():
+            self.figures.seen += 1
+            decision = self.policy.decide(now)
+            if decision.drop:
+                self.figures.dropped += 1
+                self.queue.verdict(packet.packet_id, accept=False)
+                continue
+            self.figures.reordered += decision.reordered
+            self.sequence += 1
+            entry = (decision.release_at, self.sequence, packet, decision.duplicate, now)
+            heapq.heappush(self.held, entry)
+
+    def release(self, now: float, everything: bool = False) -> None:
+        while self.held and (everything or self.held[0][0] <= now):
+            _, _, packet, duplicate, arrived = heapq.heappop(self.held)
+            self.queue.verdict(packet.packet_id, accept=True)
+            self.figures.add_hold(time.monotonic() - arrived)
+            if duplicate and self.copies is not None and len(packet.payload) >= 20:
+                destination = socket.inet_ntoa(packet.payload[16:20])
+                try:
+                    self.copies.sendto(packet.payload, (destination, 0))
+                    self.figures.duplicated += 1
+                except OSError:
+                    pass  # a copy that cannot be sent is a packet not duplicated
+
+    def finish(self) -> None:
+        """Let everything held go (the rules are gone by now), then unbind."""
+        self.take(time.monotonic())
+        self.release(time.monotonic(), everything=True)
+        self.queue.close()
+
+
+def say(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    stopping = [False]
+
+    def stop(*_: object) -> None:
+        stopping[0] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        plan = Plan.from_json(argv[1])
+        shaper = Shaper(plan)
+        install(plan)
+    except Exception as exc:  # the harness reads this line as the reason
+        say(error=f"{type(exc).__name__}: {exc}")
+        return 1
+    say(ready={"queue": plan.queue, "chain": plan.chain, "rules": plan.rules()})
+    try:
+        shaper.run(stopping)
+    finally:
+        remove(plan)
+        shaper.finish()
+        say(figures=shaper.figures.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,176 @@
+"""Helper containers that share a node's network namespace and run one program of the harness.
+
+A helper runs from the project's JRE base image (Debian with iptables and Python), whatever
+image the broker runs: that is how a stock broker image without iptables still gets network
+faults. It carries the cluster's labels, so the cluster's removal and the leftovers sweep
+find it like a node. Its program speaks in JSON lines on stdout: one `ready` (or `error`)
+line when it acts, and whatever it reports when SIGTERM ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import docker
+import docker.errors
+
+from harness.platform.image import base_tag
+from harness.waiting import wait_for
+
+if TYPE_CHECKING:
+    from harness.platform.cluster import KafkaCluster
+    from harness.platform.node import KafkaNode
+
+PROGRAM_DIR = "/opt/kafka-chaos"
+HELPER_LABEL_SUFFIX = ".helper"  # after the settings' label: the helper's program, e.g. shaper
+_numbers = itertools.count(1)
+
+
+class SidecarError(RuntimeError):
+    """A helper container could not start, act or stop; the message names the node and why."""
+
+
+def helper_image(cluster: KafkaCluster) -> str:
+    """The helper image's tag; SidecarError naming the fix when it is not on this engine."""
+    tag = base_tag(cluster.settings.compose_dir)
+    try:
+        docker.from_env().images.get(tag)
+    except docker.errors.ImageNotFound:
+        raise SidecarError(
+            f"the helper image {tag} (the project's JRE base) is not on this Docker engine; "
+            "build it with `kafka-chaos image` (it is built with the broker image)"
+        ) from None
+    return tag
+
+
+def package_archive(package: Path) -> bytes:
+    """A tar of the Python package at `package` (its .py files), rooted at its name."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(package.glob("*.py")):
+            tar.add(path, arcname=f"{package.name}/{path.name}")
+    return buffer.getvalue()
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects among `text`'s lines (other lines are not for the harness)."""
+    found = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                found.append(value)
+    return found
+
+
+@dataclass
+class Sidecar:
+    """One helper container in `node`'s network namespace running `python3 -m <module>`."""
+
+    cluster: KafkaCluster
+    node: KafkaNode
+    package: Path  # the program's package, copied into the container
+    module: str  # run as `python3 -m <module> <argument>`
+    argument: str
+    kind: str  # what the helper is, in its name and label (e.g. shaper)
+    container: Any = None
+    said: list[dict[str, Any]] = field(default_factory=list)
+
+    def start(self, timeout_s: float = 20.0) -> dict[str, Any]:
+        """Start the helper and wait for its `ready` line; return what it said there."""
+        settings = self.cluster.settings
+        client = docker.from_env()
+        self.container = client.containers.create(
+            helper_image(self.cluster),
+            ["python3", "-m", self.module, self.argument],
+            name=f"{self.node.docker.name}-{self.kind}-{next(_numbers)}",
+            working_dir=PROGRAM_DIR,
+            network_mode=f"container:{self.node.docker.id}",
+            cap_add=["NET_ADMIN", "NET_RAW"],
+            labels={
+                **self.cluster.labels,
+                settings.label + HELPER_LABEL_SUFFIX: self.kind,
+            },
+            detach=True,
+        )
+        self.container.put_archive(PROGRAM_DIR, package_archive(self.package))
+        self.container.start()
+
+        def answered() -> bool:
+            self._read_output()
+            return any("ready" in line or "error" in line for line in self.said) or (
+                self._state() not in ("running", "created")
+            )
+
+        if not wait_for(answered, timeout_s, interval_s=0.05):
+            self.remove()
+            raise SidecarError(f"{self.where}: no answer from the {self.kind} in {timeout_s:.0f} s")
+        for line in self.said:
+            if "ready" in line:
+                return dict(line["ready"])
+        reason = next((str(line["error"]) for line in self.said if "error" in line), None)
+        tail = reason or self._logs()[-400:].strip() or "it exited without a word"
+        self.remove()
+        raise SidecarError(f"{self.where}: the {self.kind} did not start: {tail}")
+
+    def stop(self, timeout_s: int = 10) -> list[dict[str, Any]]:
+        """SIGTERM, wait for the program to end, remove the container; its JSON lines."""
+        if self.container is None:
+            return self.said
+        with contextlib.suppress(docker.errors.APIError):
+            self.container.stop(timeout=timeout_s)
+        self._read_output()
+        self.remove()
+        return self.said
+
+    def remove(self) -> None:
+        """Remove the container, whatever its state (idempotent)."""
+        if self.container is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                self.container.remove(force=True)
+            self.container = None
+
+    @property
+    def where(self) -> str:
+        return self.node.hostname
+
+    def _state(self) -> str:
+        try:
+            self.container.reload()
+            return str(self.container.status)
+        except docker.errors.APIError:
+            return "gone"
+
+    def _logs(self) -> str:
+        with contextlib.suppress(docker.errors.APIError):
+            return self.container.logs(stdout=True, stderr=True).decode(errors="replace")
+        return ""
+
+    def _read_output(self) -> None:
+        with contextlib.suppress(docker.errors.APIError):
+            out = self.container.logs(stdout=True, stderr=False).decode(errors="replace")
+            self.said = json_lines(out)
+
+
+def remove_helpers(cluster: KafkaCluster) -> int:
+    """Stop and remove every helper container of `cluster`; return the count."""
+    label = cluster.settings.label
+    client = docker.from_env()
+    removed = 0
+    for container in client.containers.list(
+        all=True, filters={"label": [f"{label}={cluster.cluster_id}", label + HELPER_LABEL_SUFFIX]}
+    ):
+        # SIGTERM first: a shaper then removes its rules and lets its held packets go.
+        with contextlib.suppress(docker.errors.APIError):
+            container.stop(timeout=5)
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+            removed += 1
+    return removed
