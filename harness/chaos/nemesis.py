@@ -29,7 +29,6 @@ from harness.chaos.faults import (
     consumer_members,
 )
 from harness.platform.node import KafkaNode
-from harness.platform.sidecar import remove_helpers
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (
     ConditionMet,
@@ -184,7 +183,7 @@ def heal_all(ctx: FaultContext) -> list[str]:
         except Exception as exc:  # heal the others even if one node misbehaves
             actions.append(f"{node.hostname}: heal failed: {exc}")
     try:  # helpers a fault's own heal never stopped (the harness was interrupted)
-        if removed := remove_helpers(ctx.cluster):
+        if removed := ctx.cluster.remove_helpers():
             actions.append(f"removed {removed} helper container(s)")
     except Exception as exc:
         actions.append(f"helpers: removal failed: {exc}")

@@ -399,12 +399,16 @@ class KafkaCluster:
                 paths.append(path)
         return paths
 
+    def remove_helpers(self) -> int:
+        """Stop and remove the helper containers in the nodes' namespaces; return the count."""
+        return remove_helpers(self)
+
     def close(self) -> None:
         """Remove every container and the network, whatever state they are in."""
         client = docker.from_env()
         # Helpers first: each lives in a node's network namespace (harness/platform/sidecar.py).
         with contextlib.suppress(Exception):
-            remove_helpers(self)
+            self.remove_helpers()
         for node in self.all_nodes:
             # Any state: also a node whose start an interrupt cut short (no container object
             # yet); what the engine created anyway is reaped by label. A paused node is thawed

@@ -52,8 +52,7 @@ def test_the_rules_shape_exactly_the_packets_to_the_chosen_peers(cluster, data):
         if name == own:
             continue  # its own traffic stays on lo
         wanted = "all" in peers or (
-            ("brokers" in peers and name in brokers)
-            or ("controllers" in peers and name in quorum)
+            ("brokers" in peers and name in brokers) or ("controllers" in peers and name in quorum)
         )
         assert shaped(ip, matches, skips) == wanted, (name, peers)
     assert shaped(CLIENT, matches, skips) == ("all" in peers or "clients" in peers)

@@ -87,9 +87,14 @@ class FakeNode:
         return 0, ""
 
 
+def fake_cluster(nodes: list[FakeNode], helpers: int = 0) -> SimpleNamespace:
+    """A cluster of `nodes` with `helpers` helper containers left by faults never healed."""
+    return SimpleNamespace(all_nodes=nodes, remove_helpers=lambda: helpers)
+
+
 def test_heal_all_brings_each_node_back_then_runs_every_fault_types_cleanup():
     nodes = [FakeNode(1, "running"), FakeNode(2, "paused"), FakeNode(3, "exited")]
-    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(all_nodes=nodes)))
+    actions = heal_all(SimpleNamespace(cluster=fake_cluster(nodes)))
     assert actions == ["unpause kafka-2", "start kafka-3"]
     cleanup = ["sh", "-c", RESIDUE_CLEANUP]
     assert [node.calls for node in nodes] == [[cleanup], ["unpause", cleanup], ["start", cleanup]]
@@ -101,10 +106,15 @@ def test_heal_all_also_brings_back_zookeeper_servers_and_controllers():
         FakeNode(101, "paused", Role.CONTROLLER),
         FakeNode(1, "running", Role.BROKER),
     ]
-    actions = heal_all(SimpleNamespace(cluster=SimpleNamespace(all_nodes=nodes)))
+    actions = heal_all(SimpleNamespace(cluster=fake_cluster(nodes)))
     assert actions == ["start zookeeper-1", "unpause controller-101"]
 
 
 def test_fault_events_name_broker_ids_apart_from_other_nodes():
     nodes = [FakeNode(1, "running", Role.ZOOKEEPER), FakeNode(2, "running", Role.BROKER)]
     assert _faulted(nodes) == {"nodes": [2], "hosts": ["zookeeper-1", "kafka-2"]}
+
+
+def test_heal_all_removes_the_helpers_a_fault_left_and_says_so():
+    actions = heal_all(SimpleNamespace(cluster=fake_cluster([FakeNode(1, "running")], helpers=2)))
+    assert actions == ["removed 2 helper container(s)"]

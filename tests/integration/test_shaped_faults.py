@@ -1,0 +1,164 @@
+"""The shaped network faults (delay, reorder, duplicate) on real brokers, judged by their effect.
+
+Each effect is measured outside the shaper: the produce latency a client sees, and the TCP
+counters of the peer that receives the shaped packets (out-of-order segments queued,
+duplicate segments answered with a D-SACK). After heal the effect is gone and no helper
+container or rule is left.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+import docker
+import pytest
+from confluent_kafka import Producer
+
+from harness.chaos.faults import FAULT_TYPES, FaultContext
+from harness.chaos.nemesis import heal_all
+from harness.platform.cluster import KafkaCluster
+from harness.platform.node import KafkaNode
+from harness.platform.sidecar import HELPER_LABEL_SUFFIX
+
+pytestmark = pytest.mark.integration
+
+
+def fault(cluster: KafkaCluster, topic: str, name: str, node: KafkaNode, **params):
+    ctx = FaultContext(cluster, topic, random.Random(11))
+    return FAULT_TYPES[name](ctx, [node], FAULT_TYPES[name].parse_params(params))
+
+
+def produce_latencies_ms(producer: Producer, topic: str, n: int = 15, size: int = 100) -> list:
+    """The acknowledgement latency of `n` sends to partition 0, one at a time, in ms."""
+    latencies = []
+    outcomes: list = []
+    for _ in range(n):
+        started = time.monotonic()
+        producer.produce(
+            topic, b"x" * size, partition=0, on_delivery=lambda e, m: outcomes.append(e)
+        )
+        producer.flush(30)
+        latencies.append((time.monotonic() - started) * 1000)
+    assert outcomes == [None] * n, outcomes
+    return latencies
+
+
+def leader_of_0(cluster: KafkaCluster, topic: str) -> KafkaNode:
+    return cluster.node(cluster.partition_states(topic)[0].leader)
+
+
+def follower_of_0(cluster: KafkaCluster, topic: str) -> KafkaNode:
+    state = cluster.partition_states(topic)[0]
+    return cluster.node(next(r for r in state.replicas if r != state.leader))
+
+
+def tcp_ext(node: KafkaNode, counter: str) -> int:
+    """One TcpExt counter of the node's network namespace (/proc/net/netstat)."""
+    _, text = node.exec(["cat", "/proc/net/netstat"])
+    names, values = (line.split() for line in text.splitlines() if line.startswith("TcpExt:"))
+    return int(values[names.index(counter)])
+
+
+def helpers_left(cluster: KafkaCluster) -> list:
+    label = cluster.settings.label
+    return docker.from_env().containers.list(
+        all=True, filters={"label": [f"{label}={cluster.cluster_id}", label + HELPER_LABEL_SUFFIX]}
+    )
+
+
+def shaper_chains(node: KafkaNode) -> list[str]:
+    _, rules = node.exec(["iptables", "-w", "-S"])
+    return [line for line in rules.splitlines() if "KCHAOS_Q" in line]
+
+
+def producer(cluster: KafkaCluster, acks: str) -> Producer:
+    return Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": acks,
+                     "linger.ms": 0, "log_level": 0})  # fmt: skip
+
+
+def test_a_delay_to_clients_is_the_latency_a_client_sees_and_heal_ends_it(cluster, topic):
+    client = producer(cluster, "all")
+    before = statistics.median(produce_latencies_ms(client, topic))
+    leader = leader_of_0(cluster, topic)
+    delay = fault(cluster, topic, "delay", leader, delay_ms=300, to="clients")
+    detail = delay.inject()
+    assert detail["shaper"] == "nfqueue" and leader.hostname in detail["rules"]
+    during = statistics.median(produce_latencies_ms(client, topic))
+    delay.heal()
+    after = statistics.median(produce_latencies_ms(client, topic))
+    assert 250 <= during - before <= 700, (before, during)
+    assert after - before < 100, (before, after)
+    figures = delay.detail()["shaper"][leader.hostname]
+    assert figures["packets"] > 0 and 295 <= figures["hold_ms_p50"] <= 450, figures
+    assert helpers_left(cluster) == [] and shaper_chains(leader) == []
+
+
+def test_a_delay_to_brokers_slows_replication_but_not_a_leader_only_ack(cluster, topic):
+    leader = leader_of_0(cluster, topic)
+    acks_1, acks_all = producer(cluster, "1"), producer(cluster, "all")
+    before_1 = statistics.median(produce_latencies_ms(acks_1, topic))
+    before_all = statistics.median(produce_latencies_ms(acks_all, topic))
+    delay = fault(cluster, topic, "delay", leader, delay_ms=300, to=["brokers"])
+    delay.inject()
+    try:
+        during_1 = statistics.median(produce_latencies_ms(acks_1, topic))
+        during_all = statistics.median(produce_latencies_ms(acks_all, topic))
+    finally:
+        delay.heal()
+    assert during_1 - before_1 < 100, (before_1, during_1)  # clients' packets are not held
+    assert during_all - before_all >= 250, (before_all, during_all)  # followers' fetches are
+
+
+def _replicate_while(cluster: KafkaCluster, topic: str, seconds: float) -> None:
+    """Produce big records to partition 0 for `seconds` (multi-segment fetch responses)."""
+    client = producer(cluster, "all")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for _ in range(20):
+            client.produce(topic, random.randbytes(20_000), partition=0)
+        client.flush(30)
+
+
+@pytest.mark.parametrize(
+    "name,params,counter",
+    [
+        ("reorder", {"percent": 50, "delay_ms": 30, "to": "brokers"}, "TCPOFOQueue"),
+        ("duplicate", {"percent": 50, "to": "brokers"}, "TCPDSACKOldSent"),
+    ],
+)
+def test_reordered_and_duplicated_segments_reach_the_follower(
+    cluster, topic, name, params, counter
+):
+    leader, follower = leader_of_0(cluster, topic), follower_of_0(cluster, topic)
+    quiet_start = tcp_ext(follower, counter)
+    _replicate_while(cluster, topic, 4)
+    unshaped = tcp_ext(follower, counter) - quiet_start
+    shaped = fault(cluster, topic, name, leader, **params)
+    shaped.inject()
+    start = tcp_ext(follower, counter)
+    try:
+        _replicate_while(cluster, topic, 4)
+    finally:
+        shaped.heal()
+    seen = tcp_ext(follower, counter) - start
+    figures = shaped.detail()["shaper"][leader.hostname]
+    assert seen > max(10, 3 * unshaped), (counter, unshaped, seen, figures)
+    key = "reordered" if name == "reorder" else "duplicated"
+    assert figures[key] > 0, figures
+
+
+def test_the_final_heal_removes_a_shaper_whose_heal_never_ran(cluster, topic):
+    client = producer(cluster, "all")
+    before = statistics.median(produce_latencies_ms(client, topic, n=5))
+    leader = leader_of_0(cluster, topic)
+    ctx = FaultContext(cluster, topic, random.Random(3))
+    delay = FAULT_TYPES["delay"]
+    delay(ctx, [leader], delay.parse_params({"delay_ms": 400})).inject()
+    assert len(helpers_left(cluster)) == 1
+    actions = heal_all(ctx)  # as after Ctrl-C: the fault object is gone, its helper is not
+    assert any("helper" in action for action in actions), actions
+    assert helpers_left(cluster) == [] and shaper_chains(leader) == []
+    after = statistics.median(produce_latencies_ms(client, topic, n=5))
+    assert after - before < 100, (before, after)
