@@ -179,7 +179,7 @@ def heal_all(ctx: FaultContext) -> list[str]:
                 node.start()
                 actions.append(f"start {node.hostname}")
             # One exec per node: each costs ~0.2 s, and the cleanups never fail.
-            node.exec(["sh", "-c", RESIDUE_CLEANUP])
+            node.net_exec(["sh", "-c", RESIDUE_CLEANUP])
         except Exception as exc:  # heal the others even if one node misbehaves
             actions.append(f"{node.hostname}: heal failed: {exc}")
     try:  # helpers a fault's own heal never stopped (the harness was interrupted)

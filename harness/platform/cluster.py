@@ -41,7 +41,7 @@ from harness.platform.node import (
     KafkaNode,
     vote_if_running,
 )
-from harness.platform.sidecar import remove_helpers
+from harness.platform.sidecar import NETWORK_TOOLS, ToolsHelper, remove_helpers
 from harness.platform.topology import (
     CLIENT_PORT,
     READY_TOPIC,
@@ -177,10 +177,20 @@ class KafkaCluster:
                 if node.role is not Role.ZOOKEEPER:
                     node.container.start()
             self.wait_ready(timeout_s=max(5.0, deadline.remaining()))
+            self._choose_network_tools()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _choose_network_tools(self) -> None:
+        """Where the nodes' network commands run: in the nodes when their image has iptables
+        and tc, else in a helper per node (any broker image then gets network faults)."""
+        probe = " && ".join(f"command -v {tool}" for tool in NETWORK_TOOLS)
+        code, _ = self.nodes[0].exec(["sh", "-c", probe])
+        if code != 0:
+            for node in self.all_nodes:
+                node.network_tools = ToolsHelper(self, node)
 
     def _add(self, node: KafkaNode) -> None:
         """File a created node under its role(s)."""

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import docker
 import docker.errors
@@ -50,6 +51,12 @@ def thaw_cgroup(container_id: str, root: Path | None = None) -> bool:
     return thawed
 
 
+class NetworkTools(Protocol):
+    """Runs a command in a node's network namespace (see KafkaNode.net_exec)."""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]: ...
+
+
 @dataclass
 class KafkaNode:
     """One container of the cluster (a broker, a controller or a ZooKeeper server);
@@ -66,6 +73,10 @@ class KafkaNode:
     _engine_turn: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
+    # Where the harness's network commands (iptables, tc) run when the node's image lacks
+    # them: a helper in the node's network namespace (harness/platform/sidecar.py); None runs
+    # them in the node itself.
+    network_tools: NetworkTools | None = field(default=None, repr=False, compare=False)
 
     @property
     def hostname(self) -> str:
@@ -146,6 +157,18 @@ class KafkaNode:
         with self._engine_turn:
             result = self.docker.exec_run(argv)
         return result.exit_code, result.output.decode(errors="replace")
+
+    def net_exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run `argv` in the node's network namespace with the harness's network tools (in the
+        node, or in its network-tools helper when its image has none); code and output."""
+        if self.network_tools is not None:
+            return self.network_tools.exec(argv)
+        return self.exec(argv)
+
+    def started_at(self) -> str:
+        """When the container last started: a new value means a new network namespace."""
+        self.docker.reload()
+        return str(self.docker.attrs.get("State", {}).get("StartedAt", ""))
 
     def read_files(self, path: str) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
         """The regular files under `path` (works on a stopped container): archive name ->

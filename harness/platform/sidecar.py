@@ -159,6 +159,46 @@ class Sidecar:
             self.said = json_lines(out)
 
 
+NETWORK_TOOLS = ("iptables", "tc")  # what the faults run in a node's network namespace
+
+
+@dataclass
+class ToolsHelper:
+    """A helper idling in a node's network namespace, where the harness runs iptables and tc
+    for a node whose image lacks them (a stock broker image). Made on first use, and made
+    again when the node has restarted since (a restarted container has a new namespace)."""
+
+    cluster: KafkaCluster
+    node: KafkaNode
+    container: Any = None
+    node_started_at: str = ""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        """Run `argv` in the node's network namespace; exit code and combined output."""
+        self._ensure()
+        result = self.container.exec_run(argv)
+        return result.exit_code, result.output.decode(errors="replace")
+
+    def _ensure(self) -> None:
+        started_at = self.node.started_at()
+        if self.container is not None and started_at == self.node_started_at:
+            return
+        if self.container is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                self.container.remove(force=True)
+        settings = self.cluster.settings
+        self.container = docker.from_env().containers.run(
+            helper_image(self.cluster),
+            ["sleep", "infinity"],
+            name=f"{self.node.docker.name}-tools-{next(_numbers)}",
+            network_mode=f"container:{self.node.docker.id}",
+            cap_add=["NET_ADMIN", "NET_RAW"],
+            labels={**self.cluster.labels, settings.label + HELPER_LABEL_SUFFIX: "tools"},
+            detach=True,
+        )
+        self.node_started_at = started_at
+
+
 def remove_helpers(cluster: KafkaCluster) -> int:
     """Stop and remove every helper container of `cluster`; return the count."""
     label = cluster.settings.label

@@ -20,6 +20,8 @@ class FakeNode:
         wanted = [part.split()[-1] for part in script.split(" && ")]
         return (0 if all(tool in self.present for tool in wanted) else 1), ""
 
+    net_exec = exec  # the node's network namespace: the node itself, in these fakes
+
 
 def test_faults_without_tools_ask_nothing():
     node = FakeNode(set())

@@ -86,6 +86,8 @@ class FakeNode:
         self.calls.append(argv)
         return 0, ""
 
+    net_exec = exec  # the node's network namespace: the node itself, in these fakes
+
 
 def fake_cluster(nodes: list[FakeNode], helpers: int = 0) -> SimpleNamespace:
     """A cluster of `nodes` with `helpers` helper containers left by faults never healed."""

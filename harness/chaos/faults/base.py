@@ -169,8 +169,9 @@ def _param_problem(fault: type[Fault], error: Any) -> str:
 
 
 def run_in(node: KafkaNode, argv: list[str]) -> str:
-    """Run `argv` in `node`; raise FaultError with its output when it fails."""
-    code, out = node.exec(argv)
+    """Run `argv` in `node`'s network namespace with the harness's network tools (see
+    KafkaNode.net_exec); raise FaultError with its output when it fails."""
+    code, out = node.net_exec(argv)
     if code != 0:
         raise FaultError(f"kafka-{node.node_id}: `{' '.join(argv)}` exited {code}: {out.strip()}")
     return out
@@ -190,7 +191,7 @@ def check_tools(node: KafkaNode, faults: list[type[Fault]], image: str) -> None:
     needed = sorted({tool for fault in in_broker for tool in fault.tools})
     if not needed:
         return
-    code, _ = node.exec(["sh", "-c", " && ".join(f"command -v {tool}" for tool in needed)])
+    code, _ = node.net_exec(["sh", "-c", " && ".join(f"command -v {tool}" for tool in needed)])
     if code != 0:
         kinds = ", ".join(sorted({fault.name for fault in in_broker if fault.tools}))
         raise FaultError(

@@ -36,9 +36,9 @@ class SlowParams(FaultParams):
 
 def netem_available(node: KafkaNode) -> bool:
     """Whether this kernel has the netem qdisc, found by trying it on a dummy-free probe."""
-    code, _ = node.exec(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"])
+    code, _ = node.net_exec(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"])
     if code == 0:
-        node.exec(["tc", "qdisc", "del", "dev", "lo", "root"])
+        node.net_exec(["tc", "qdisc", "del", "dev", "lo", "root"])
     return code == 0
 
 
@@ -76,4 +76,4 @@ class Slow(Fault[SlowParams]):
     def heal(self) -> None:
         for node in self.nodes:
             if node.state() == "running":
-                node.exec(REMOVE_QDISC)
+                node.net_exec(REMOVE_QDISC)
