@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         # Every image and client before any cluster: a missing build tool fails here, not
         # mid-experiment.
         images = _images_for(args, settings, cells)
-        _ensure_helper_image(settings, cells)
+        _ensure_helper_image(args, settings, cells)
         _build_clients(settings, cells)
     except (EngineUnavailable, ImageError, JavaBuildError) as exc:
         print(exc, file=sys.stderr)
@@ -115,24 +115,26 @@ def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
     return images
 
 
-def _ensure_helper_image(settings: Settings, cells) -> None:
-    """The helper containers' image (the JRE base), when a cell has a fault run by a helper
-    in a node's network namespace: a prebuilt broker image does not bring it."""
+def _ensure_helper_image(args: argparse.Namespace, settings: Settings, cells) -> None:
+    """The helper containers' image (the JRE base) when a cell needs it: a fault run by a
+    helper in a node's network namespace, or network faults on a prebuilt broker image (which
+    may lack iptables and tc); the locally built broker image brings it anyway."""
     import docker
 
     from harness.chaos.faults import FAULT_TYPES, HelperSite
     from harness.platform.image import ensure_base
 
-    names = {
-        name
+    def sites(cell) -> set[HelperSite]:
+        faults = cell.spec.faults
+        names = [step.fault for step in faults.schedule]
+        names += faults.generate.faults if faults.generate else []
+        return {FAULT_TYPES[name].helper_site for name in names if name in FAULT_TYPES}
+
+    if any(
+        HelperSite.SIDECAR in sites(cell)
+        or (_image_key(args, cell)[0] and HelperSite.BROKER_CONTAINER in sites(cell))
         for cell in cells
-        for name in [
-            *(step.fault for step in cell.spec.faults.schedule),
-            *(cell.spec.faults.generate.faults if cell.spec.faults.generate else []),
-        ]
-    }
-    fault_types = [FAULT_TYPES[name] for name in names if name in FAULT_TYPES]  # not `heal`
-    if any(fault.helper_site is HelperSite.SIDECAR for fault in fault_types):
+    ):
         ensure_base(docker.from_env(), settings, lambda line: print(line, file=sys.stderr))
 
 
