@@ -30,6 +30,10 @@ Figures (`Availability`):
 - per heal (`HealRecovery`): seconds from the heal to the first ok ack at or after it, on any
   partition and on each partition, and to the moment every partition had acknowledged again;
   None when none came before the recording ended.
+- produce latency (`Latency`: ack time minus send time of ok sends, nearest-rank p50 and p99)
+  per fault (`FaultLatency`: the sends made from its injection, the fault_start's
+  `injected_us`, to its heal, the fault_end's `ts_us`, or to the window's end without one),
+  and of the sends made outside every fault: what a delay fault cost a client, measured.
 
 Pure: reads acked.parquet (four columns, vectorised, no per-row Python) and events.jsonl.
 """
@@ -49,8 +53,10 @@ import pyarrow.parquet as pq
 from analysis.model.availability import (
     Availability,
     AvailabilityError,
+    FaultLatency,
     Gap,
     HealRecovery,
+    Latency,
     PartitionAvailability,
 )
 from analysis.model.evidence import RunEvidence
@@ -131,7 +137,47 @@ def availability_of(evidence: RunEvidence) -> Availability:
         longest_gap=None if window is None else window.gap(all_acks),
         partitions=partitions,
         heals=tuple(_recoveries(evidence, all_acks, by_partition, window)),
+        **_latencies(evidence, rows, window),
     )
+
+
+def latency_of(latency_us: np.ndarray) -> Latency:
+    """Count and nearest-rank p50/p99 (ms) of the latencies in `latency_us` (any order)."""
+    if not len(latency_us):
+        return Latency(0, None, None)
+    ordered = np.sort(latency_us)
+
+    def rank(q: float) -> float:
+        return float(ordered[max(0, int(np.ceil(q * len(ordered))) - 1)]) / 1000.0
+
+    return Latency(len(ordered), rank(0.50), rank(0.99))
+
+
+def _latencies(evidence: RunEvidence, rows: _Rows, window: _Window | None) -> dict:
+    """`fault_latency` and `latency_outside_faults` of Availability (module docstring)."""
+    timed = rows.ok & rows.has_ack & (rows.send_us > 0)
+    send_us = rows.send_us[timed]
+    latency_us = rows.ack_us[timed] - send_us
+    healed = {e.fault_id: e.ts_us for e in evidence.fault_ends if e.ts_us is not None}
+    end_of_run = window.end_us if window is not None else (_last(send_us) or 0)
+    outside = np.ones(len(send_us), dtype=bool)
+    faults = []
+    for start in evidence.fault_starts:
+        begin = start.injected_us or start.ts_us
+        if begin is None:
+            continue
+        end = healed.get(start.fault_id, end_of_run)
+        inside = (send_us >= begin) & (send_us < end)
+        outside &= ~inside
+        faults.append(
+            FaultLatency(
+                start.fault_id, start.fault or "", begin, end, latency_of(latency_us[inside])
+            )
+        )
+    return {
+        "fault_latency": tuple(faults),
+        "latency_outside_faults": latency_of(latency_us[outside]) if len(send_us) else None,
+    }
 
 
 def price_of_safety(evidence: RunEvidence) -> tuple[Availability | None, str | None]:

@@ -107,6 +107,42 @@ class HealRecovery:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """The produce latency (ack time minus send time) of the ok sends made in an interval:
+    how many, and the nearest-rank 50th and 99th percentiles in ms (None without sends)."""
+
+    sends: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form."""
+        return {"sends": self.sends, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms}
+
+
+@dataclass(frozen=True)
+class FaultLatency:
+    """The latency of the sends made while one fault was in force (from its injection to its
+    heal, or to the workload's end when it was never healed)."""
+
+    fault_id: int | None
+    fault: str
+    start_us: int
+    end_us: int
+    latency: Latency
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form."""
+        return {
+            "fault_id": self.fault_id,
+            "fault": self.fault,
+            "start_us": self.start_us,
+            "end_us": self.end_us,
+            **self.latency.as_json(),
+        }
+
+
+@dataclass(frozen=True)
 class Availability:
     """The price of safety of one repetition (module docstring: what each figure means)."""
 
@@ -121,6 +157,9 @@ class Availability:
     longest_gap: Gap | None  # no partition acknowledged anything; None without a window
     partitions: tuple[PartitionAvailability, ...] = ()
     heals: tuple[HealRecovery, ...] = ()
+    # Produce latency while each fault was in force, and of the sends made outside every fault.
+    fault_latency: tuple[FaultLatency, ...] = ()
+    latency_outside_faults: Latency | None = None
 
     @property
     def longest_partition_gap(self) -> PartitionAvailability | None:
@@ -144,4 +183,12 @@ class Availability:
             "longest_partition_gap_s": None if worst is None else worst.longest_gap.seconds,
             "partitions": {str(p.partition): p.as_json() for p in self.partitions},
             "heals": [heal.as_json() for heal in self.heals],
+            "latency": {
+                "outside_faults": (
+                    None
+                    if self.latency_outside_faults is None
+                    else self.latency_outside_faults.as_json()
+                ),
+                "faults": [fault.as_json() for fault in self.fault_latency],
+            },
         }

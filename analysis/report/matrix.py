@@ -14,7 +14,7 @@ from analysis.judge.outcomes import (
     Events,
 )
 from analysis.model.anomalies import ANOMALIES, ANOMALY_NAMES, CountKey, CountName
-from analysis.model.availability import Availability, HealRecovery
+from analysis.model.availability import Availability, HealRecovery, Latency
 from analysis.model.results import RunResult
 from analysis.report.views import (
     config_parts,
@@ -183,7 +183,27 @@ def availability_text(result: RunResult | None, events: Events) -> str | None:
     for heal in a.heals:
         if heal.during_workload:
             parts.append(f"after the heal at t={t(heal.heal_us)} s {_recovery(heal)}")
+    parts.extend(_latency_texts(a))
     return "price of safety: " + "; ".join(parts)
+
+
+def _latency_texts(a: Availability) -> list[str]:
+    """Produce latency during each fault that saw sends, beside the latency outside faults."""
+    outside = a.latency_outside_faults
+    if not a.fault_latency or outside is None:
+        return []
+
+    def ms(latency: Latency) -> str:
+        return f"p50 {latency.p50_ms:,.0f} ms, p99 {latency.p99_ms:,.0f} ms"
+
+    texts = [
+        f"sends during {f.fault} (fault {f.fault_id}) acked in {ms(f.latency)}"
+        for f in a.fault_latency
+        if f.latency.sends
+    ]
+    if outside.sends:
+        texts.append(f"outside every fault in {ms(outside)}")
+    return texts
 
 
 def _recovery(heal: HealRecovery) -> str:
