@@ -181,7 +181,7 @@ class ToolsHelper:
 
     def _ensure(self) -> None:
         started_at = self.node.started_at()
-        if self.container is not None and started_at == self.node_started_at:
+        if started_at == self.node_started_at and self._running():
             return
         if self.container is not None:
             with contextlib.suppress(docker.errors.APIError):
@@ -197,6 +197,17 @@ class ToolsHelper:
             detach=True,
         )
         self.node_started_at = started_at
+
+    def _running(self) -> bool:
+        """Whether the helper is still there and running (the final heal removes helpers)."""
+        if self.container is None:
+            return False
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            self.container = None
+            return False
+        return self.container.status == "running"
 
 
 def remove_helpers(cluster: KafkaCluster) -> int:
