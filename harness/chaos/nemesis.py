@@ -296,7 +296,7 @@ class Nemesis:
             if step.as_ is not None:
                 self.bindings[step.as_] = nodes
                 self._led[step.as_] = _led_by(roles, nodes)
-            fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params)
+            fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params, partition)
             active = ActiveFault(fault_id, step, fault)
             self.active.append(active)
             if step.as_ is not None and step.duration_s is None:

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         # Every image and client before any cluster: a missing build tool fails here, not
         # mid-experiment.
         images = _images_for(args, settings, cells)
-        _ensure_helper_image(args, settings, cells)
+        _prepare_faults(args, settings, cells)
         _build_clients(settings, cells)
     except (EngineUnavailable, ImageError, JavaBuildError) as exc:
         print(exc, file=sys.stderr)
@@ -115,21 +115,31 @@ def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
     return images
 
 
-def _ensure_helper_image(args: argparse.Namespace, settings: Settings, cells) -> None:
-    """The helper containers' image (the JRE base) when a cell needs it: a fault run by a
+def _fault_types(cell) -> list:
+    """The fault types a cell's schedule or generator may inject (heal steps are none)."""
+    from harness.chaos.faults import FAULT_TYPES
+
+    faults = cell.spec.faults
+    names = [step.fault for step in faults.schedule]
+    names += faults.generate.faults if faults.generate else []
+    return [FAULT_TYPES[name] for name in names if name in FAULT_TYPES]
+
+
+def _prepare_faults(args: argparse.Namespace, settings: Settings, cells) -> None:
+    """What the cells' faults need built before any cluster (Fault.prepare), and the helper
+    containers' image (the JRE base) when a cell needs it: a fault run by a
     helper in a node's network namespace, or network faults on a prebuilt broker image (which
     may lack iptables and tc); the locally built broker image brings it anyway."""
     import docker
 
-    from harness.chaos.faults import FAULT_TYPES, HelperSite
+    from harness.chaos.faults import HelperSite
     from harness.platform.image import ensure_base
 
     def sites(cell) -> set[HelperSite]:
-        faults = cell.spec.faults
-        names = [step.fault for step in faults.schedule]
-        names += faults.generate.faults if faults.generate else []
-        return {FAULT_TYPES[name].helper_site for name in names if name in FAULT_TYPES}
+        return {fault.helper_site for fault in _fault_types(cell)}
 
+    for fault in {t for cell in cells for t in _fault_types(cell)}:
+        fault.prepare(settings)
     if any(
         HelperSite.SIDECAR in sites(cell)
         or (_image_key(args, cell)[0] and HelperSite.BROKER_CONTAINER in sites(cell))

@@ -28,6 +28,7 @@ from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
 from harness.chaos.faults.pause import Pause
 from harness.chaos.faults.power_loss import PowerLoss
+from harness.chaos.faults.reassign import Reassign
 from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.chaos.faults.shape import Delay, Duplicate, Reorder
 from harness.chaos.faults.slow import Slow
@@ -38,7 +39,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     fault.name: fault
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
-        *(Delay, Reorder, Duplicate),
+        *(Delay, Reorder, Duplicate, Reassign),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )
 }

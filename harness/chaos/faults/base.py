@@ -82,6 +82,7 @@ class HelperSite(StrEnum):
     SIDECAR = "sidecar"  # a helper container sharing the broker's network namespace
     FUSE_MOUNT = "fuse-mount"  # a file system layered under the broker's log directory
     CLIENT_PROCESS = "client-process"  # the workload's own processes (signals to consumers)
+    ADMIN_CLIENT = "admin-client"  # the cluster's admin API, from a program beside the harness
 
 
 class Fault(ABC, Generic[P]):
@@ -101,13 +102,25 @@ class Fault(ABC, Generic[P]):
     # rather than on nodes.
     acts_on_consumers: ClassVar[bool] = False
 
-    def __init__(self, ctx: FaultContext, nodes: list[KafkaNode], params: P | None = None):
+    def __init__(
+        self,
+        ctx: FaultContext,
+        nodes: list[KafkaNode],
+        params: P | None = None,
+        partition: int = 0,
+    ):
         self.ctx = ctx
         self.nodes = nodes
+        self.partition = partition  # the step's partition of the topic (its `partition:`)
         if params is not None and not isinstance(params, self.Params):
             raise TypeError(f"fault {self.name} takes {self.Params.__name__}, not {params!r}")
         # Without params (tests, tools): the type's defaults, as an experiment file gets them.
         self.params: P = self.Params() if params is None else params  # type: ignore[assignment]
+
+    @classmethod
+    def prepare(cls, settings: Any) -> None:
+        """Build what this type needs before any cluster starts (nothing by default); raise
+        an error naming the fix when it cannot be built here."""
 
     @classmethod
     def parse_params(cls, raw: Any) -> FaultParams:

@@ -1,22 +1,12 @@
-"""Java clients built on demand: kafka-clients (or kafka-tools, for Kafka's own verifiable
-clients) at any released version, resolved from Maven Central with Maven, and the harness's
-Java recorder compiled against it; both cached under the cache directory, keyed by version
-and by the recorder's source, so a second run starts at once.
-
-The build runs on this machine's JDK (`javac`, `java`): the clients run beside the harness,
-as the librdkafka recorder does, and reach the brokers through the same bootstrap address.
-"""
+"""The harness's Java recorder (java/KafkaChaosProducer.java) compiled on demand against
+kafka-clients at any released version (harness/platform/java.py builds and caches it)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.platform.java import JavaBuildError, compiled_classpath, java_tool, tools_classpath
 from harness.settings import Settings
 
 __all__ = ["JAVA_DIR", "JavaBuildError", "JavaClient", "java_client", "tools_classpath"]
@@ -24,11 +14,6 @@ __all__ = ["JAVA_DIR", "JavaBuildError", "JavaClient", "java_client", "tools_cla
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"
 RECORDER_CLASS = "KafkaChaosProducer"
-_MAVEN_TIMEOUT_S = 600
-
-
-class JavaBuildError(RuntimeError):
-    """A Java client cannot be built here; the message names the problem and the fix."""
 
 
 @dataclass(frozen=True)
@@ -40,103 +25,9 @@ class JavaClient:
 
     def argv(self) -> list[str]:
         """`java -cp ... KafkaChaosProducer`: the recorder's arguments go after it."""
-        return [_tool("java"), "-cp", self.classpath, RECORDER_CLASS]
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise JavaBuildError(
-            f"{name} is not installed, and the Java client needs a JDK 17 or later. "
-            "Fix: apt-get install openjdk-17-jdk-headless (or put a JDK's bin on PATH), then rerun."
-        )
-    return path
-
-
-def _resolve(artifact: str, version: str, out: Path) -> str:
-    """The classpath of org.apache.kafka:`artifact`:`version` and its runtime dependencies
-    (downloaded by Maven into its local repository); JavaBuildError if Maven cannot."""
-    mvn = _tool("mvn")
-    result = subprocess.run(
-        [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(JAVA_DIR / "pom.xml"),
-            f"-Dkafka.version={version}",
-            f"-Dkafka.artifact={artifact}",
-            "-Dmdep.includeScope=runtime",
-            f"-Dmdep.outputFile={out}",
-            "dependency:build-classpath",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=_MAVEN_TIMEOUT_S,
-    )
-    if result.returncode != 0 or not out.is_file():
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
-        raise JavaBuildError(
-            f"Maven could not resolve org.apache.kafka:{artifact}:{version}:\n{tail}\n"
-            "Fix: pick a released version (e.g. client: java:3.8.0) and check that Maven "
-            "Central is reachable."
-        )
-    return out.read_text().strip()
-
-
-def _cache_entry(settings: Settings, name: str) -> Path:
-    return settings.cache_dir / "java" / name
-
-
-def _publish(build: Path, entry: Path) -> None:
-    """Move a finished build into place; a concurrent build that got there first wins."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(build, entry)
-    except OSError:
-        if not entry.is_dir():
-            raise
+        return [java_tool("java"), "-cp", self.classpath, RECORDER_CLASS]
 
 
 def java_client(version: str, settings: Settings | None = None) -> JavaClient:
     """The harness's Java recorder compiled against kafka-clients `version` (cached)."""
-    settings = settings or Settings()
-    source = RECORDER_SOURCE.read_bytes()
-    digest = hashlib.sha256(source + (JAVA_DIR / "pom.xml").read_bytes()).hexdigest()[:12]
-    entry = _cache_entry(settings, f"recorder-{version}-{digest}")
-    if not (entry / "classpath.txt").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
-            build = Path(tmp) / "entry"
-            (build / "classes").mkdir(parents=True)
-            classpath = _resolve("kafka-clients", version, build / "deps.txt")
-            compiled = subprocess.run(
-                [_tool("javac"), "-nowarn", "-cp", classpath, "-d", str(build / "classes"),
-                 str(RECORDER_SOURCE)],
-                capture_output=True, text=True, check=False, timeout=_MAVEN_TIMEOUT_S,
-            )  # fmt: skip
-            if compiled.returncode != 0:
-                raise JavaBuildError(
-                    f"the Java recorder does not compile against kafka-clients {version}:\n"
-                    f"{compiled.stderr.strip()[-1500:]}\n"
-                    "Fix: pick another client version, or report this with the output above."
-                )
-            (build / "classpath.txt").write_text(f"{entry / 'classes'}{os.pathsep}{classpath}")
-            _publish(build, entry)
-    return JavaClient(version, (entry / "classpath.txt").read_text().strip())
-
-
-def tools_classpath(version: str, settings: Settings | None = None) -> str:
-    """The classpath of Kafka's tools at `version` (VerifiableProducer, VerifiableConsumer)."""
-    settings = settings or Settings()
-    entry = _cache_entry(settings, f"tools-{version}")
-    if not (entry / "classpath.txt").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
-            build = Path(tmp) / "entry"
-            build.mkdir()
-            classpath = _resolve("kafka-tools", version, build / "deps.txt")
-            (build / "classpath.txt").write_text(classpath)
-            _publish(build, entry)
-    return (entry / "classpath.txt").read_text().strip()
+    return JavaClient(version, compiled_classpath(RECORDER_SOURCE, version, settings))

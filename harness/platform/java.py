@@ -1,0 +1,128 @@
+"""Java programs built on demand: kafka-clients (or kafka-tools, for Kafka's own verifiable
+clients) at any released version, resolved from Maven Central with Maven, and a program of the
+harness compiled against it; both cached under the cache directory, keyed by version and by
+the program's source, so a second run starts at once.
+
+The build runs on this machine's JDK (`javac`, `java`); the programs run beside the harness and
+reach the brokers through the same bootstrap address as every client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from harness.settings import Settings
+
+__all__ = ["POM", "JavaBuildError", "compiled_classpath", "java_tool", "tools_classpath"]
+
+POM = Path(__file__).resolve().parent / "java" / "pom.xml"
+_MAVEN_TIMEOUT_S = 600
+
+
+class JavaBuildError(RuntimeError):
+    """A Java program cannot be built here; the message names the problem and the fix."""
+
+
+def java_tool(name: str) -> str:
+    """The path of the JDK's `name` (java, javac, mvn); JavaBuildError naming the fix."""
+    path = shutil.which(name)
+    if path is None:
+        raise JavaBuildError(
+            f"{name} is not installed, and the Java client needs a JDK 17 or later. "
+            "Fix: apt-get install openjdk-17-jdk-headless (or put a JDK's bin on PATH), then rerun."
+        )
+    return path
+
+
+def _resolve(artifact: str, version: str, out: Path) -> str:
+    """The classpath of org.apache.kafka:`artifact`:`version` and its runtime dependencies
+    (downloaded by Maven into its local repository); JavaBuildError if Maven cannot."""
+    mvn = java_tool("mvn")
+    result = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            f"-Dkafka.version={version}",
+            f"-Dkafka.artifact={artifact}",
+            "-Dmdep.includeScope=runtime",
+            f"-Dmdep.outputFile={out}",
+            "dependency:build-classpath",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=_MAVEN_TIMEOUT_S,
+    )
+    if result.returncode != 0 or not out.is_file():
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
+        raise JavaBuildError(
+            f"Maven could not resolve org.apache.kafka:{artifact}:{version}:\n{tail}\n"
+            "Fix: pick a released version (e.g. client: java:3.8.0) and check that Maven "
+            "Central is reachable."
+        )
+    return out.read_text().strip()
+
+
+def _cache_entry(settings: Settings, name: str) -> Path:
+    return settings.cache_dir / "java" / name
+
+
+def _publish(build: Path, entry: Path) -> None:
+    """Move a finished build into place; a concurrent build that got there first wins."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(build, entry)
+    except OSError:
+        if not entry.is_dir():
+            raise
+
+
+def compiled_classpath(source: Path, version: str, settings: Settings | None = None) -> str:
+    """The classpath of the program in `source` compiled against kafka-clients `version`
+    (cached; a build of the same source and version is a lookup)."""
+    settings = settings or Settings()
+    digest = hashlib.sha256(source.read_bytes() + POM.read_bytes()).hexdigest()[:12]
+    entry = _cache_entry(settings, f"{source.stem}-{version}-{digest}")
+    if not (entry / "classpath.txt").is_file():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
+            build = Path(tmp) / "entry"
+            (build / "classes").mkdir(parents=True)
+            classpath = _resolve("kafka-clients", version, build / "deps.txt")
+            compiled = subprocess.run(
+                [java_tool("javac"), "-nowarn", "-cp", classpath, "-d", str(build / "classes"),
+                 str(source)],
+                capture_output=True, text=True, check=False, timeout=_MAVEN_TIMEOUT_S,
+            )  # fmt: skip
+            if compiled.returncode != 0:
+                raise JavaBuildError(
+                    f"{source.name} does not compile against kafka-clients {version}:\n"
+                    f"{compiled.stderr.strip()[-1500:]}\n"
+                    "Fix: pick another client version, or report this with the output above."
+                )
+            (build / "classpath.txt").write_text(f"{entry / 'classes'}{os.pathsep}{classpath}")
+            _publish(build, entry)
+    return (entry / "classpath.txt").read_text().strip()
+
+
+def tools_classpath(version: str, settings: Settings | None = None) -> str:
+    """The classpath of Kafka's tools at `version` (VerifiableProducer, VerifiableConsumer)."""
+    settings = settings or Settings()
+    entry = _cache_entry(settings, f"tools-{version}")
+    if not (entry / "classpath.txt").is_file():
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
+            build = Path(tmp) / "entry"
+            build.mkdir()
+            classpath = _resolve("kafka-tools", version, build / "deps.txt")
+            (build / "classpath.txt").write_text(classpath)
+            _publish(build, entry)
+    return (entry / "classpath.txt").read_text().strip()
