@@ -12,6 +12,7 @@ from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import CountName
+from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult
 from analysis.report.matrix import price_of
 from analysis.report.provenance import ProvenanceView
@@ -127,6 +128,7 @@ def _cell_json(
                 CountName.ACKED: r.acked,
                 "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
                 **_availability_json(r.run_dir, results_by_run),
+                "client": _client_json(r.run_dir),
             }
             for r in cell.repetitions
         ],
@@ -134,6 +136,18 @@ def _cell_json(
     if results_by_run is not None:
         data["price_of_safety"] = price_of(cell, results_by_run).as_json()
     return data
+
+
+def _client_json(run_dir: str) -> dict[str, Any] | None:
+    """The repetition's producer client and the settings it ran with, defaults resolved (its
+    client_config event); None when the run recorded none or cannot be read."""
+    try:
+        config = RunEvidence.read(run_dir).client_config
+    except (OSError, ValueError):
+        return None
+    if config is None:
+        return None
+    return {"client": config.client, "config": dict(config.config), "idempotent": config.idempotent}
 
 
 def _availability_json(
