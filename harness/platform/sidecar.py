@@ -16,7 +16,7 @@ import json
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import docker
 import docker.errors
@@ -25,19 +25,30 @@ from harness.platform.image import base_tag
 from harness.waiting import wait_for
 
 if TYPE_CHECKING:
-    from harness.platform.cluster import KafkaCluster
     from harness.platform.node import KafkaNode
+    from harness.settings import Settings
 
 PROGRAM_DIR = "/opt/kafka-chaos"
 HELPER_LABEL_SUFFIX = ".helper"  # after the settings' label: the helper's program, e.g. shaper
 _numbers = itertools.count(1)
 
 
+class HelperOwner(Protocol):
+    """What a helper needs of its cluster (harness.platform.cluster.KafkaCluster is one):
+    its settings, its id and the labels its containers carry."""
+
+    settings: Settings
+    cluster_id: str
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+
 class SidecarError(RuntimeError):
     """A helper container could not start, act or stop; the message names the node and why."""
 
 
-def helper_image(cluster: KafkaCluster) -> str:
+def helper_image(cluster: HelperOwner) -> str:
     """The helper image's tag; SidecarError naming the fix when it is not on this engine."""
     tag = base_tag(cluster.settings.compose_dir)
     try:
@@ -74,7 +85,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 class Sidecar:
     """One helper container in `node`'s network namespace running `python3 -m <module>`."""
 
-    cluster: KafkaCluster
+    cluster: HelperOwner
     node: KafkaNode
     package: Path  # the program's package, copied into the container
     module: str  # run as `python3 -m <module> <argument>`
@@ -168,7 +179,7 @@ class ToolsHelper:
     for a node whose image lacks them (a stock broker image). Made on first use, and made
     again when the node has restarted since (a restarted container has a new namespace)."""
 
-    cluster: KafkaCluster
+    cluster: HelperOwner
     node: KafkaNode
     container: Any = None
     node_started_at: str = ""
@@ -210,7 +221,7 @@ class ToolsHelper:
         return self.container.status == "running"
 
 
-def remove_helpers(cluster: KafkaCluster) -> int:
+def remove_helpers(cluster: HelperOwner) -> int:
     """Stop and remove every helper container of `cluster`; return the count."""
     label = cluster.settings.label
     client = docker.from_env()
