@@ -18,7 +18,7 @@ from harness.workload.recorder import decode_value
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
-    from harness.run.runner import Progress, Repetition, RepetitionSummary
+    from harness.run.repetition import Progress, Repetition, RepetitionSummary
 
 __all__ = ["read_back_all", "read_back_topic"]
 

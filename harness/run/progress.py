@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.chaos.nemesis import Nemesis
-from harness.run.runner import RepetitionSummary
+from harness.run.repetition import RepetitionSummary
 from harness.workload.recorder import RecorderStats
 
 

@@ -13,10 +13,10 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.chaos.nemesis import Nemesis, heal_all
@@ -37,6 +37,7 @@ from harness.run.evidence import segments_event
 from harness.run.final_read import read_back_all
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
+from harness.run.repetition import Progress, Repetition, RepetitionSummary
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import (
@@ -65,44 +66,6 @@ LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
 # The harness error of a repetition stopped by SIGINT or SIGTERM.
 INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
-
-
-class Progress(Protocol):
-    """Where the runner reports what it is doing (a live display, or plain lines for CI)."""
-
-    def cell_started(self, index: int, total: int, cell: str, repetition: int) -> None: ...
-    def phase(self, name: str) -> None: ...
-    def watch(self, stats: RecorderStats | None, nemesis: Nemesis | None) -> None: ...
-    def cell_finished(self, summary: RepetitionSummary) -> None: ...
-
-
-@dataclass(frozen=True)
-class Repetition:
-    """One repetition of one cell: its index, seed and run directory."""
-
-    cell: Cell
-    index: int
-    seed: int
-    run_dir: Path
-
-
-@dataclass
-class RepetitionSummary:
-    """What the harness itself saw of one repetition (the verdict is the analysis' job)."""
-
-    run_dir: Path
-    cell: str
-    repetition: int
-    sent: int = 0
-    ok: int = 0
-    failed: int = 0
-    indeterminate: int = 0
-    read: int = 0
-    readback_complete: bool = False
-    fault_errors: list[str] = field(default_factory=list)
-    error: str | None = None
-    # What each step acted on and when (the nemesis' record), kept in spec.json.
-    resolved_schedule: list[dict[str, Any]] = field(default_factory=list)
 
 
 def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
