@@ -162,3 +162,21 @@ def test_the_final_heal_removes_a_shaper_whose_heal_never_ran(cluster, topic):
     assert helpers_left(cluster) == [] and shaper_chains(leader) == []
     after = statistics.median(produce_latencies_ms(client, topic, n=5))
     assert after - before < 100, (before, after)
+
+
+def test_loss_to_clients_only_cuts_clients_off_and_leaves_the_brokers_linked(cluster, topic):
+    from tests.integration.test_faults import connects, reachable_alone
+
+    node, peer = cluster.nodes[0], cluster.nodes[1]
+    assert reachable_alone(node.host_port)
+    loss = fault(cluster, topic, "loss", node, percent=100, to="clients")
+    loss.inject()
+    try:
+        assert not reachable_alone(node.host_port)
+        assert connects(node, peer) and connects(peer, node)
+    finally:
+        loss.heal()
+    assert reachable_alone(node.host_port)
+    figures = loss.detail()["shaper"][node.hostname]
+    assert figures["dropped"] > 0 and figures["dropped"] == figures["packets"], figures
+    assert helpers_left(cluster) == []

@@ -347,7 +347,7 @@ def test_param_defaults_are_filled_in():
     # As spec.json writes them: defaults filled in, optional params nobody set left out.
     assert [s.model_dump()["params"] for s in schedule_for(cell, 0)] == [
         {"mode": "from-brokers"},
-        {"percent": 30},
+        {"percent": 30, "to": ["all"]},
         {"rate_kbit": 256},
         {"timeout_s": 60},
     ]

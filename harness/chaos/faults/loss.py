@@ -1,4 +1,10 @@
-"""A lossy network: each packet of the target dropped at random (iptables statistic match)."""
+"""A lossy network: each packet of the target dropped at random.
+
+To and from everyone (`to: all`, the default): iptables' statistic match on the interface, both
+directions. To chosen peers (`to: [brokers, controllers, clients]`): the target's outgoing
+packets to them, dropped by the userspace shaper in a helper container (shape.py), as the
+other shaped faults do.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pydantic import Field
 
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite
+from harness.chaos.faults.shape import DropParams, PeerDrop, To
 from harness.limits import param_number
 
 
@@ -17,10 +24,12 @@ class LossParams(FaultParams):
     percent: Annotated[
         param_number, Field(ge=1, le=100, description="share of packets dropped, 1 to 100 %")
     ] = 30
+    to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
 
 
 class Loss(Fault[LossParams]):
-    """Random packet loss of params.percent (default 30) on the target's interface."""
+    """Random packet loss of params.percent (default 30): on the target's interface, or of
+    its packets to params.to only."""
 
     name = "loss"
     Params = LossParams
@@ -31,11 +40,24 @@ class Loss(Fault[LossParams]):
 
     def inject(self) -> dict[str, Any]:
         percent = float(self.params.percent)
+        if self.params.to != ["all"]:
+            params = DropParams(percent=self.params.percent, to=self.params.to)
+            self._peers = PeerDrop(self.ctx, self.nodes, params, self.partition)
+            return self._peers.inject()
         for node in self.nodes:
             netfilter.apply(node, netfilter.random_drop_rules(percent / 100.0))
         return {"percent": percent}
 
     def heal(self) -> None:
+        peers = getattr(self, "_peers", None)
+        if peers is not None:
+            peers.heal()
+            return
         for node in self.nodes:
             if node.state() == "running":
                 netfilter.flush(node)
+
+    def detail(self) -> dict[str, Any]:
+        """With peers: what the shaper dropped (packets seen, dropped)."""
+        peers = getattr(self, "_peers", None)
+        return {} if peers is None else peers.detail()

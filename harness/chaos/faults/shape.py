@@ -90,6 +90,13 @@ class DuplicateParams(FaultParams):
     to: To = ["all"]  # noqa: RUF012
 
 
+class DropParams(FaultParams):
+    """Which share of the target's packets to `to` are dropped (the `loss` fault with peers)."""
+
+    percent: Percent = 30
+    to: To = ["all"]  # noqa: RUF012
+
+
 def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
     """The shaper's Shape fields (harness/chaos/shaper/policy.py) for a step's params."""
     if isinstance(params, DelayParams):
@@ -98,6 +105,8 @@ def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
     if isinstance(params, DuplicateParams):
         return {"duplicate_percent": float(params.percent)}
+    if isinstance(params, DropParams):
+        return {"drop_percent": float(params.percent)}
     raise TypeError(f"fault {fault} is not shaped in userspace")
 
 
@@ -206,3 +215,12 @@ class Duplicate(_Shaped):
     name = "duplicate"
     Params = DuplicateParams
     class_kinds = ("duplicate",)
+
+
+class PeerDrop(_Shaped):
+    """params.percent of the target's packets to params.to dropped by the shaper: how the
+    `loss` fault (loss.py) drops packets to chosen peers only. Not in the registry."""
+
+    name = "loss"
+    Params = DropParams
+    class_kinds = ("loss",)
