@@ -8,7 +8,7 @@ from typing import Any
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
-from tests.unit.test_spec import doc, rejects, step
+from tests.unit.spec_documents import doc, rejects, step
 
 GROUP = {"rate": 100, "duration_s": 30, "consumers": 3, "consumer_commit": "before-process"}
 
@@ -87,7 +87,7 @@ def test_a_run_without_a_group_keeps_its_config_as_before():
 
 def test_the_shipped_experiment_crosses_three_modes_with_two_faults():
     from harness.experiment.load import load_experiment
-    from tests.unit.test_spec import EXPERIMENTS
+    from tests.unit.spec_documents import EXPERIMENTS
 
     cells = expand(load_experiment(EXPERIMENTS / "consumer-commit-modes.yaml"))
     modes = {cell.spec.workload.consumer_commit for cell in cells}

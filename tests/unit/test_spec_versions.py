@@ -7,7 +7,7 @@ import pytest
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, schedule_for
-from tests.unit.test_spec import doc, one_cell, rejects
+from tests.unit.spec_documents import doc, one_cell, rejects
 
 
 def kafka(**fields) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
-from tests.unit.test_spec import doc, rejects, step
+from tests.unit.spec_documents import doc, rejects, step
 
 TXN = {"rate": 100, "duration_s": 30, "transactions": {"size": 4, "abort_every": 3}}
 
