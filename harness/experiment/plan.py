@@ -15,6 +15,7 @@ from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
 from harness.experiment.problems import spec_error
 from harness.experiment.rules import rule_problems
+from harness.experiment.soak import expand_repeats
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig
@@ -36,8 +37,11 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
     steps: list[FaultStep] = []
     clock = 0.0  # when the previous fault is healed; the next one starts after it
     low, high = plan.duration_s
+    mean_gap_s = plan.mean_gap_s
     while True:
-        at_s = round(clock + rng.expovariate(1.0 / plan.mean_interval_s), 3)
+        # duty_cycle 1 leaves no gap to draw; with mean_interval_s the draws are as they were.
+        gap_s = rng.expovariate(1.0 / mean_gap_s) if mean_gap_s > 0 else 0.0
+        at_s = round(clock + gap_s, 3)
         kind = rng.choice(plan.faults)
         target = rng.choice(plan.targets)
         duration_s = min(max(round(rng.uniform(low, high), 3), low), high)
@@ -52,13 +56,16 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
 
 def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
     """The cell's fault steps in the order they run: the explicit schedule in file order
-    (validation keeps its start times ordered), or one generated from seed."""
+    (validation keeps its start times ordered) with each `every_s` step expanded into its
+    repetitions, placed by start time; or one generated from seed. spec.json lists these."""
     faults = cell.spec.faults
-    if faults.generate is None:
+    if faults.generate is None and not any(step.repeats for step in faults.schedule):
         return list(faults.schedule)
     horizon_s = workload_duration_s(cell.spec.workload)
     if horizon_s is None:  # parse_experiment refuses this; guards hand-built cells
         raise spec_error(cell.spec._source, rule_problems(cell.spec))
+    if faults.generate is None:
+        return expand_repeats(faults.schedule, horizon_s)
     return _generated(faults.generate, horizon_s, random.Random(seed))
 
 

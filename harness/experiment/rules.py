@@ -19,6 +19,7 @@ from harness.experiment.fields import (
     ZOOKEEPER_TARGET,
 )
 from harness.experiment.problems import Problem
+from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
 from harness.platform.versions import (
@@ -294,7 +295,8 @@ def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
     last_at = 0.0
     for index, step in enumerate(spec.faults.schedule):
         where = f"faults.schedule[{index}]"
-        if step.at_s is not None:
+        # A repeated step's repetitions are placed by their start times (soak.py), not here.
+        if step.at_s is not None and not step.repeats:
             if step.at_s < last_at:
                 reason = (
                     f"starts at {step.at_s:g} s, before the previous step's {last_at:g} s; steps "
@@ -368,7 +370,8 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
             "workload.rate together with workload.count"
         )
         yield where, reason
-    elif plan.duration_s[0] >= horizon:
+    yield from duty_problems(plan, horizon)
+    if horizon is not None and plan.duration_s[0] >= horizon:
         reason = (
             f"the shortest fault ({plan.duration_s[0]:g} s) does not fit in the workload "
             f"({horizon:g} s); shorten the faults or lengthen the workload"
@@ -399,6 +402,7 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
     for index, step in enumerate(faults.schedule):
         yield from _step_rules(spec, index, step)
     yield from _sequence_rules(spec)
+    yield from repeat_problems(spec)
     if faults.generate is not None:
         yield from _generator_rules(spec, faults.generate)
     yield from _format_rules(spec)

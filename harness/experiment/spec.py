@@ -223,7 +223,8 @@ class FaultStep(_Section):
     `after` condition holds (at most `timeout_s`), then acts: injects `fault` on `target` and
     heals it `duration_s` later, or leaves it active without a duration (until the step
     `fault: heal, target: "@name"`, or the final heal). `as` binds the resolved nodes to a
-    name that later steps target as `@name` and conditions read.
+    name that later steps target as `@name` and conditions read. With `every_s` the step
+    repeats for the workload's whole duration (soak.py expands it into plain steps).
     """
 
     model_config = ConfigDict(populate_by_name=True)
@@ -236,6 +237,9 @@ class FaultStep(_Section):
     as_: Annotated[str | None, AfterValidator(check_binding), Field(alias="as")] = None
     after: Annotated[str | None, AfterValidator(check_condition)] = None
     timeout_s: Seconds = Field(60, gt=0)  # how long `after` may take before the step fails
+    # Injected again at at_s + k * every_s while that is before the workload's end, each
+    # repetition healed after duration_s: a soak schedule (rules in soak.py).
+    every_s: Annotated[Seconds | None, Field(gt=0)] = None
     # Typed by `fault`'s own model; SerializeAsAny dumps that model's fields into spec.json.
     params: SerializeAsAny[FaultParams] = Field(default_factory=NoParams, validate_default=True)
 
@@ -285,6 +289,11 @@ class FaultStep(_Section):
         return None if self.after is None else parse_condition(self.after)
 
     @property
+    def repeats(self) -> bool:
+        """True for a step with `every_s`, which stands for all its repetitions."""
+        return self.every_s is not None
+
+    @property
     def end_s(self) -> float | None:
         """Seconds after the workload start at which this fault is healed, when planned so."""
         if self.at_s is None or self.duration_s is None:
@@ -293,13 +302,35 @@ class FaultStep(_Section):
 
 
 class FaultGenerator(_Section):
-    """A random schedule: exponential gaps, uniform kinds, targets and durations."""
+    """A random schedule: exponential gaps, uniform kinds, targets and durations.
 
-    mean_interval_s: Seconds = Field(gt=0)
+    The gaps (from one fault's heal to the next fault) have the mean `mean_interval_s`, or
+    the mean that keeps a fault in force `duty_cycle` of the time on average (one of the two:
+    a rule in soak.py).
+    """
+
+    mean_interval_s: Annotated[Seconds | None, Field(gt=0)] = None
+    duty_cycle: Annotated[
+        optional_number,
+        at_least(0, exclusive=True),
+        at_most(1, "the fraction of the workload's time a fault is in force"),
+    ] = None
     faults: list[FaultName] = Field(min_length=1)
     targets: list[Target] = Field(min_length=1)
     duration_s: tuple[Seconds, Seconds]
     partition: PartitionIndex = 0
+
+    @property
+    def mean_gap_s(self) -> float:
+        """The mean gap between a heal and the next fault: mean_interval_s, or what duty_cycle
+        makes it, mean duration x (1 - duty_cycle) / duty_cycle, so that the mean duration
+        over the mean duration plus the mean gap is duty_cycle (0 for 1: back to back)."""
+        if self.mean_interval_s is not None:
+            return self.mean_interval_s
+        if self.duty_cycle is None:
+            raise ValueError("faults.generate needs mean_interval_s or duty_cycle")
+        low, high = self.duration_s
+        return (low + high) / 2 * (1 - self.duty_cycle) / self.duty_cycle
 
     @field_validator("duration_s")
     @classmethod
