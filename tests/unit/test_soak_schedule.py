@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
-from harness.experiment.plan import fault_class, schedule_for
+from harness.experiment.plan import cell_config, fault_class, schedule_for
 from harness.experiment.soak import MAX_SCHEDULED_FAULTS, repetition_starts
 from harness.experiment.spec import FaultStep
 from harness.rundir.events import EventType
@@ -277,3 +277,22 @@ def test_a_full_duty_cycle_puts_the_faults_back_to_back():
     assert steps[0].at_s == 0
     assert all(abs(after.at_s - before.end_s) < 1e-9 for before, after in itertools.pairwise(steps))
 
+
+# --- experiments/soak.yaml ----------------------------------------------------------------------
+
+
+def test_the_soak_experiment_repeats_its_faults_for_an_hour_in_cp_and_ap():
+    cells = expand(load_experiment(EXPERIMENTS / "soak.yaml"))
+    assert [cell.name for cell in cells] == ["config=cp", "config=ap"]
+    for cell in cells:
+        assert cell.spec.workload.duration_s == 3600
+        steps = schedule_for(cell, 0)
+        assert all(s.end_s is not None and s.at_s < 3600 for s in steps)
+        kinds = {s.fault for s in steps}
+        assert kinds == {"kill", "pause", "partition"} and len(steps) == 12 + 12 + 6
+        for before, after in itertools.pairwise(steps):
+            assert after.at_s >= before.end_s  # the lines never overlap: each fault in full
+    cp, ap = (cell_config(cell, schedule_for(cell, 0)) for cell in cells)
+    assert (cp.acks, cp.min_insync_replicas, cp.unclean_leader_election) == ("all", 2, False)
+    assert cp.enable_idempotence and cp.fault_class == "mixed"
+    assert (ap.acks, ap.unclean_leader_election, ap.enable_idempotence) == ("1", True, False)
