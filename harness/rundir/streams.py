@@ -1,11 +1,12 @@
 """The Arrow IPC stream files of the harness's journals (producer, consumer and transaction
 journals), written and read the one way: `StreamWriter` appends batches, each in the OS's hands
 when `write` returns, so a SIGKILL of the writer loses no written batch; `read_stream`
-reads every complete batch and nothing of a torn tail."""
+reads every complete batch and nothing of a torn tail, `iter_stream` the same batch by batch."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -64,3 +65,28 @@ def read_stream(path: Path, schema: pa.Schema) -> pa.Table:
         for batch in ipc.open_stream(pa.memory_map(str(path))):
             batches.append(batch)
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def iter_stream(path: Path, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The batches `read_stream` reads, one at a time, for a journal too large to hold whole.
+
+    The file is read, not memory-mapped, so what stays resident is the batch being used. A
+    torn last batch ends the iteration, as it ends `read_stream`; a stream of another schema
+    raises pa.ArrowInvalid, as `read_stream` does."""
+    if not path.exists() or not path.stat().st_size:
+        return
+    with pa.OSFile(str(path)) as source:
+        try:
+            reader = ipc.open_stream(source)
+        except (pa.ArrowInvalid, OSError):  # the header never reached the disk
+            return
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowInvalid, OSError):  # a torn tail: the writer died mid-batch
+                return
+            if not batch.schema.equals(schema):
+                raise pa.ArrowInvalid(f"{path.name} holds {batch.schema}, not {schema}")
+            yield batch

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.rundir import layout
 from harness.rundir.records import CHECKPOINT_SCHEMA, COMMIT_SCHEMA, PROCESSED_SCHEMA
-from harness.rundir.streams import StreamWriter, read_stream
+from harness.rundir.streams import StreamWriter, iter_stream, read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
 from harness.workload.consumer_member import _Journal
 from harness.workload.transactions import TransactionJournal
@@ -77,6 +77,34 @@ def test_a_torn_tail_is_left_out_and_every_whole_batch_read(tmp_path_factory, cu
     path.write_bytes(data[:kept])
     whole = sum(1 for size in sizes if size <= kept)
     assert read_stream(path, CHECKPOINT_SCHEMA)["sent_upto"].to_pylist() == list(range(whole))
+
+
+@pytest.mark.property
+@given(cut=st.integers(min_value=0, max_value=2000))
+def test_batch_by_batch_reads_what_the_whole_reader_reads(tmp_path_factory, cut: int) -> None:
+    """iter_stream (finalize's reader) and read_stream agree on a stream cut anywhere: the
+    same batches, the torn one left out, never an error."""
+    path = tmp_path_factory.mktemp("cut") / "s.arrow"
+    writer = StreamWriter(path, CHECKPOINT_SCHEMA)
+    for n in range(6):
+        writer.write(batch(*range(n * 10, n * 10 + n)))
+    writer.close()
+    path.write_bytes(path.read_bytes()[:cut])
+    batches = list(iter_stream(path, CHECKPOINT_SCHEMA))
+    whole = read_stream(path, CHECKPOINT_SCHEMA)
+    assert pa.Table.from_batches(batches, schema=CHECKPOINT_SCHEMA).equals(whole)
+    assert [b.num_rows for b in batches] == list(range(len(batches)))  # as written
+
+
+def test_batch_by_batch_reading_of_another_schema_raises_as_the_whole_reader(tmp_path) -> None:
+    writer = StreamWriter(tmp_path / "s.arrow", COMMIT_SCHEMA)
+    writer.write(pa.RecordBatch.from_pylist([{"partition": 0}], schema=COMMIT_SCHEMA))
+    writer.close()
+    assert list(iter_stream(tmp_path / "none.arrow", CHECKPOINT_SCHEMA)) == []
+    with pytest.raises(pa.ArrowInvalid):
+        read_stream(tmp_path / "s.arrow", CHECKPOINT_SCHEMA)
+    with pytest.raises(pa.ArrowInvalid):
+        list(iter_stream(tmp_path / "s.arrow", CHECKPOINT_SCHEMA))
 
 
 def test_the_first_write_error_is_kept_and_later_writes_are_no_ops(tmp_path: Path) -> None:
