@@ -4,6 +4,7 @@ rules, their expansion against an oracle, and how the nemesis runs the repetitio
 from __future__ import annotations
 
 import itertools
+import json
 import statistics
 from typing import Any
 
@@ -16,6 +17,10 @@ from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
 from harness.experiment.soak import MAX_SCHEDULED_FAULTS, repetition_starts
 from harness.experiment.spec import FaultStep
+from harness.platform.image import BrokerImage
+from harness.run.repetition import Repetition
+from harness.run.runner import write_spec
+from harness.rundir import layout
 from harness.rundir.events import EventType
 from tests.unit.spec_documents import EXPERIMENTS, doc, one_cell, rejects
 from tests.unit.test_schedule import FakeCluster, run
@@ -296,3 +301,17 @@ def test_the_soak_experiment_repeats_its_faults_for_an_hour_in_cp_and_ap():
     assert (cp.acks, cp.min_insync_replicas, cp.unclean_leader_election) == ("all", 2, False)
     assert cp.enable_idempotence and cp.fault_class == "mixed"
     assert (ap.acks, ap.unclean_leader_election, ap.enable_idempotence) == ("1", True, False)
+
+
+def test_spec_json_lists_the_repetitions_as_plain_steps(tmp_path):
+    cp = expand(load_experiment(EXPERIMENTS / "soak.yaml"))[0]
+    image = BrokerImage("kafka-chaos:4.3.1", "sha256:0", "4.3.1", "cached", 0.0)
+    write_spec(Repetition(cp, 0, 42, tmp_path), image, schedule_for(cp, 42), {})
+    schedule = json.loads((tmp_path / layout.SPEC).read_text())["schedule"]
+    assert len(schedule) == 30 and not any("every_s" in step for step in schedule)
+    assert [(s["at_s"], s["fault"], s["target"], s["duration_s"]) for s in schedule[:4]] == [
+        (60, "kill", "leader", 20),
+        (135, "partition", "leader", 20),
+        (210, "pause", "follower", 15),
+        (360, "kill", "leader", 20),
+    ]
