@@ -27,8 +27,9 @@ from pyspark.sql import SparkSession
 
 from analysis.checks.attribution import attribute
 from analysis.checks.availability import price_of_safety
-from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG
+from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consumer_journals
 from analysis.checks.messages import RunFacts, RunInput, check_run
+from analysis.engine.shards import SHARD_ROWS, check_sharded, shard_count
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
@@ -44,6 +45,7 @@ from analysis.model.results import (
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
+from harness.rundir.transactions import read_transactions
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
 # Spark's tasks run analysis.checks in Python workers, which Spark starts as PYSPARK_PYTHON
@@ -111,19 +113,39 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
     return sorted(found)
 
 
-def reconcile(spark: SparkSession, run_dirs: Sequence[Path]) -> list[RunResult]:
-    """One result per run dir, in order, from one Spark job; a failing run becomes "error"."""
+def reconcile(
+    spark: SparkSession, run_dirs: Sequence[Path], shard_rows: int = SHARD_ROWS
+) -> list[RunResult]:
+    """One result per run dir, in order; a failing run becomes "error". Runs up to `shard_rows`
+    acked rows (and runs with transactions or a consumer group) are checked whole, one Spark
+    task each, in one job; larger ones in shards (analysis.engine.shards)."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    answers = _check_all(spark, [r for r in runs if r.status != RunStatus.ERROR])
+    inputs = [(r.run_id, _input_of(r, shard_rows)) for r in runs if r.status != RunStatus.ERROR]
+    sharded = [(run_id, run) for run_id, run in inputs if _shardable(run)]
+    whole = [(run_id, run) for run_id, run in inputs if not _shardable(run)]
+    answers = _check_all(spark, whole)
+    for run_id, run in sharded:
+        answer = check_sharded(spark, [(run_id, run)])[run_id]
+        answers[run_id] = _answered(run, answer.facts, answer.error)
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
-def reconcile_in_process(run_dirs: Sequence[Path]) -> list[RunResult]:
-    """What `reconcile` answers, computed in this process without Spark (the same task body
-    per run): for a handful of runs, tests, and checking the Spark path against."""
+def reconcile_in_process(run_dirs: Sequence[Path], shard_rows: int = SHARD_ROWS) -> list[RunResult]:
+    """What `reconcile` answers, computed in this process without Spark, every run whole (the
+    same task body per run): for a handful of runs, tests, and checking the Spark path."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    answers = dict(_checked((r.run_id, _input_of(r))) for r in runs if r.status != RunStatus.ERROR)
+    answers = dict(
+        _checked((r.run_id, _input_of(r, shard_rows))) for r in runs if r.status != RunStatus.ERROR
+    )
     return [_result(run, answers.get(run.run_id)) for run in runs]
+
+
+def _shardable(run: RunInput) -> bool:
+    """Whether a run is checked in shards: it has more than one, and neither transactions nor a
+    consumer group, whose checks take the whole run's messages (they stay whole-run)."""
+    if run.shards <= 1:
+        return False
+    return read_transactions(run.run_dir) is None and not has_consumer_journals(run.run_dir)
 
 
 def _inspect(run_id: int, run_dir: Path) -> _RunDir:
@@ -199,23 +221,23 @@ def _readable_as(actual: pa.DataType, wanted: pa.DataType) -> bool:
     return actual == wanted
 
 
-def _check_all(spark: SparkSession, runs: list[_RunDir]) -> dict[int, _Answer]:
+def _check_all(spark: SparkSession, inputs: list[tuple[int, RunInput]]) -> dict[int, _Answer]:
     """The answer of every run from one Spark job, one task per run; a run whose check raised
     gets the error's first line instead of facts, and the others are unaffected."""
-    if not runs:
+    if not inputs:
         return {}
-    inputs = [(r.run_id, _input_of(r)) for r in runs]
     outcomes = spark.sparkContext.parallelize(inputs, len(inputs)).map(_checked).collect()
     return dict(outcomes)
 
 
-def _input_of(run: _RunDir) -> RunInput:
+def _input_of(run: _RunDir, shard_rows: int) -> RunInput:
     """What the checker needs of an inspected run."""
     return RunInput(
         run_dir=run.run_dir,
         complete=run.status == RunStatus.COMPLETE,
         unlocated_acks=run.config.acks not in ("1", "all"),
         log_start=run.log_start_offsets,
+        shards=shard_count(_acked_rows(run.run_dir), shard_rows),
         evidence=run.evidence,
     )
 
@@ -236,17 +258,29 @@ class _Answer:
 def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
     """(run id, its answer): the body of one Spark task. Never raises."""
     run_id, run = task
-    availability, availability_error = price_of_safety(run.evidence)
-    priced = _Answer(None, availability=availability, availability_error=availability_error)
     try:
         facts = check_run(run)
     except Exception as exc:
-        return run_id, replace(priced, error=f"{type(exc).__name__}: {_first_line(exc)}")
-    if not run.complete:
-        return run_id, replace(priced, facts=facts)
+        return run_id, _answered(run, None, f"{type(exc).__name__}: {_first_line(exc)}")
+    return run_id, _answered(run, facts, None)
+
+
+def _acked_rows(run_dir: Path) -> int:
+    """The rows of a run's acked.parquet, from its footer."""
+    return pq.ParquetFile(run_dir / layout.ACKED).metadata.num_rows
+
+
+def _answered(run: RunInput, facts: RunFacts | None, error: str | None) -> _Answer:
+    """A run's answer from its checked facts (None, and `error`, when the check raised): with
+    the price of safety and, for a complete run, where its missing messages still are."""
+    availability, availability_error = price_of_safety(run.evidence)
+    priced = _Answer(None, availability=availability, availability_error=availability_error)
+    if facts is None:
+        return replace(priced, error=error)
+        return replace(priced, facts=facts)
     attribution = _attribution(run.evidence, facts.missing, _all_counts(facts))
     # The missing list (up to 100,000 rows) has served its purpose: it stays on the executor.
-    return run_id, replace(priced, facts=replace(facts, missing=[]), attribution=attribution)
+    return replace(priced, facts=replace(facts, missing=[]), attribution=attribution)
 
 
 def _all_counts(facts: RunFacts) -> dict[str, int]:

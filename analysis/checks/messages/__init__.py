@@ -33,7 +33,12 @@ from analysis.checks.messages.examples import by_partition, examples_of, identit
 from analysis.checks.messages.facts import RunFacts, RunInput
 from analysis.checks.messages.index import Index, Messages, Progress, messages_of
 from analysis.checks.messages.probe import run_probe
-from analysis.checks.messages.timeline import add_anomaly_seconds, send_facts, status_counts
+from analysis.checks.messages.timeline import (
+    add_anomaly_seconds,
+    anomaly_seconds,
+    send_facts,
+    status_counts,
+)
 from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
 from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
@@ -64,7 +69,7 @@ def check_run(run: RunInput) -> RunFacts:
     }
     counts[AnomalyName.REORDERED] = len(reordered["offset"])
     contract |= identity_facts(messages)
-    add_anomaly_seconds(seconds, found, messages)
+    add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
     sensitivity = run_probe(index, run, messages, classes.loss_mask(found))
     if txns is not None:

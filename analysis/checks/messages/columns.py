@@ -30,6 +30,11 @@ NO_ID = np.iinfo(np.int64).max  # a missing holder id
 CODE = {status: code for code, status in enumerate(STATUSES, start=1)}
 
 
+# The columns of acked.parquet and readback.parquet the checker reads.
+ACKED_COLUMNS = ("msg_id", "status", "partition", "offset", "error", "send_ts_us", "ack_ts_us")
+READBACK_COLUMNS = ("msg_id", "key", "key_seq", "partition", "offset")
+
+
 def ints(column: pa.ChunkedArray, fill: int) -> tuple[np.ndarray, np.ndarray]:
     """(values with nulls as fill, validity) of an integer column, as int64 numpy arrays."""
     valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
@@ -65,8 +70,11 @@ class Acked:
     @classmethod
     def read(cls, path: Path) -> Acked:
         """The columns the checker uses, cast to the harness's types."""
-        columns = ["msg_id", "status", "partition", "offset", "error", "send_ts_us", "ack_ts_us"]
-        table = pq.read_table(path, columns=columns)
+        return cls.of(pq.read_table(path, columns=list(ACKED_COLUMNS)))
+
+    @classmethod
+    def of(cls, table: pa.Table) -> Acked:
+        """The arrays of a table holding ACKED_COLUMNS (rows in any order)."""
         msg_id, identified = ints(table["msg_id"], NO_ID)
         index = pc.index_in(table["status"].cast(pa.string()), value_set=pa.array(STATUSES))
         error = table["error"].cast(pa.string())
@@ -105,8 +113,11 @@ class Reads:
     def read(cls, path: Path) -> Reads:
         """The records of readback.parquet, each (partition, offset) once: the consumer may read
         one record twice (a retried fetch), and that is one record, never a Kafka duplicate."""
-        columns = ["msg_id", "key", "key_seq", "partition", "offset"]
-        table = pq.read_table(path, columns=columns)
+        return cls.of(pq.read_table(path, columns=list(READBACK_COLUMNS)))
+
+    @classmethod
+    def of(cls, table: pa.Table) -> Reads:
+        """The distinct records of a table holding READBACK_COLUMNS (rows in any order)."""
         partition, _ = ints(table["partition"], NULL)
         offset, _ = ints(table["offset"], NULL)
         slot = slot_of(partition, offset)
@@ -126,6 +137,13 @@ class Reads:
             key_seq=key_seq[keep],
             has_seq=has_seq[keep],
         )
+
+
+def shard_of(msg_id: np.ndarray, shards: int) -> np.ndarray:
+    """The shard of each message key (msg_id, NO_ID for the message without one) when a run is
+    reconciled in `shards` shards: msg_id mod shards, and shard 0 for NO_ID. Sequential ids
+    spread evenly; the Spark side computes the same (analysis.engine.shards)."""
+    return np.where(msg_id == NO_ID, 0, msg_id % max(shards, 1))
 
 
 def distinct(ordered: np.ndarray) -> np.ndarray:

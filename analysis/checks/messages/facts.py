@@ -18,6 +18,9 @@ class RunInput:
     complete: bool  # readback.parquet exists: without it only the send timeline is computed
     unlocated_acks: bool  # acks allow an ok without an offset (acks=0): the send-time proof
     log_start: dict[int, int] = field(default_factory=dict)  # partition → log-start offset
+    # How many shards the run is reconciled in (analysis.engine.shards); the probe hides each
+    # partition's last healthy record per shard, so one run gives one answer either way.
+    shards: int = 1
     # Its events, parsed once (read here when the caller did not hand them over).
     evidence: RunEvidence = None  # type: ignore[assignment]
 

@@ -22,6 +22,15 @@ from analysis.checks.messages.facts import RunInput
 
 
 @dataclass
+class Holders:
+    """Per acked row (file order): whether a record of the run sits at its acked slot, and that
+    record's msg_id (NO_ID when none, or when the record has none)."""
+
+    held: np.ndarray
+    held_by: np.ndarray
+
+
+@dataclass
 class Index:
     """The joins of a complete run, computed once and shared by the run and its probe.
 
@@ -33,15 +42,19 @@ class Index:
     unidentified: int  # the key of the message without a msg_id (sorts last)
     acked_order: np.ndarray  # acked row indices sorted by key
     acked_key: np.ndarray  # the key index of each sorted acked row
-    acked_holder: np.ndarray  # per sorted acked row: record index at its acked slot, or -1
+    acked_holder: np.ndarray  # per sorted acked row: index of the record at its slot here, or -1
+    acked_held: np.ndarray  # per sorted acked row: a record of the run is at its acked slot
+    acked_held_by: np.ndarray  # per sorted acked row: that record's msg_id, NO_ID if none
     read_order: np.ndarray  # record indices sorted by key, then slot
     read_key: np.ndarray  # the key index of each sorted record
     acked: Acked
     reads: Reads
 
     @classmethod
-    def build(cls, acked: Acked, reads: Reads) -> Index:
-        """Sort both sides by message key and find the record at each acked slot."""
+    def build(cls, acked: Acked, reads: Reads, holders: Holders | None = None) -> Index:
+        """Sort both sides by message key and find the record at each acked slot: among
+        `reads`, or, for a shard of a run (analysis.checks.messages.shard), as `holders` says
+        (the run's records at the slots, found by a join over the whole run)."""
         highest = max(
             max_of(acked.msg_id[acked.identified]), max_of(reads.msg_id[reads.identified])
         )
@@ -56,12 +69,16 @@ class Index:
         at = np.minimum(np.searchsorted(reads.slot, slot), max(reads.n - 1, 0))
         found = located & (reads.slot[at] == slot) if reads.n else np.zeros(len(slot), bool)
         holder = np.where(found, at, -1)
+        if holders is None:
+            holders = Holders(holder >= 0, _ids_at(reads, holder))
         return cls(
             keys=keys,
             unidentified=unidentified,
             acked_order=acked_order,
             acked_key=np.searchsorted(keys, acked_ids[acked_order]),
             acked_holder=holder[acked_order],
+            acked_held=holders.held[acked_order],
+            acked_held_by=holders.held_by[acked_order],
             read_order=read_order,
             read_key=np.searchsorted(keys, read_ids[read_order]),
             acked=acked,
@@ -92,10 +109,10 @@ def messages_of(index: Index, hidden: np.ndarray | None) -> Messages:
     read-back (None: none hidden)."""
     acked, n = index.acked, len(index.keys)
     order, key = index.acked_order, index.acked_key
-    holder_at = index.acked_holder
-    if hidden is not None:
-        holder_at = np.where(gather(hidden, holder_at, True), -1, holder_at)
-    holder_id = _record_ids(index, holder_at)
+    held, holder_id = index.acked_held, index.acked_held_by
+    if hidden is not None:  # a hidden record holds no slot
+        masked = gather(hidden, index.acked_holder, False)
+        held, holder_id = held & ~masked, np.where(masked, NO_ID, holder_id)
     kept = index.read_order if hidden is None else index.read_order[~hidden[index.read_order]]
     kept_key = index.read_key if hidden is None else index.read_key[~hidden[index.read_order]]
     reads_of = np.bincount(kept_key, minlength=n)
@@ -113,7 +130,7 @@ def messages_of(index: Index, hidden: np.ndarray | None) -> Messages:
         partition=_reduce(np.maximum, acked.partition[order], key, n, NULL),
         offset=_reduce(np.maximum, acked.offset[order], key, n, NULL),
         send_ts=_reduce(np.maximum, acked.send_ts[order], key, n, NONE_TS),
-        slot_read=_reduce(np.maximum, (holder_at >= 0).astype(np.int8), key, n, 0) > 0,
+        slot_read=_reduce(np.maximum, held.astype(np.int8), key, n, 0) > 0,
         holder=holder,
         holds_self=np.where(holder == NO_ID, msg_id == NO_ID, holder == msg_id),
         reads=reads_of,
@@ -121,9 +138,8 @@ def messages_of(index: Index, hidden: np.ndarray | None) -> Messages:
     )
 
 
-def _record_ids(index: Index, record: np.ndarray) -> np.ndarray:
+def _ids_at(reads: Reads, record: np.ndarray) -> np.ndarray:
     """The msg_id of each record index (NO_ID for a record without one, or for index -1)."""
-    reads = index.reads
     return np.where(
         gather(reads.identified, record, False), gather(reads.msg_id, record, NO_ID), NO_ID
     )

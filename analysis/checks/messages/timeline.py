@@ -91,14 +91,23 @@ def _latency_percentiles(acked: Acked, width: int, first: int) -> dict[str, list
 
 
 def add_anomaly_seconds(
-    seconds: dict[int, dict[str, Any]], classes: Masks, messages: Messages
+    seconds: dict[int, dict[str, Any]], anomalies: dict[int, dict[str, int]]
 ) -> None:
-    """Add to each timeline second the acked messages sent then and later missing or duplicated
-    (TIMELINE_ANOMALIES)."""
+    """Add to each timeline second its entry of `anomaly_seconds` (seconds without sends, which
+    the timeline does not chart, are left out)."""
+    for second, row in anomalies.items():
+        if second in seconds:
+            seconds[second].update(row)
+
+
+def anomaly_seconds(classes: Masks, messages: Messages) -> dict[int, dict[str, int]]:
+    """Per epoch second of send: the acked messages sent then and later missing or duplicated
+    (TIMELINE_ANOMALIES), only the nonzero counts."""
+    out: dict[int, dict[str, int]] = {}
     duplicated = AnomalyName.DUPLICATED
     for what, mask in ((MISSING, loss_mask(classes)), (duplicated, classes[duplicated])):
         timed = mask & (messages.send_ts != NONE_TS)
         values, counts = np.unique(messages.send_ts[timed] // 1_000_000, return_counts=True)
         for second, count in zip(values.tolist(), counts.tolist(), strict=True):
-            if second in seconds:
-                seconds[second][what] = count
+            out.setdefault(second, {})[what] = count
+    return out
