@@ -23,10 +23,10 @@ from harness.experiment.spec import FaultStep
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
-from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal
 from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, read_all
+from tests.unit.finalized import finalized
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ def test_every_delivery_report_reaches_acked_parquet_across_leader_kills(
 ):
     caplog.set_level(logging.WARNING, logger="kafka_chaos.journal")
     journal, recorder = run_under_kills(cluster, topic, tmp_path, seed=repetition)
-    acked = finalize(tmp_path).to_pylist()
+    acked = finalized(tmp_path).to_pylist()
     cluster.wait_full_isr(topic, timeout_s=90)
     records = read_all(cluster.bootstrap_servers, topic, 3)
 

@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal
 from harness.workload.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, high_watermarks, poll_until, read_all
+from tests.unit.finalized import finalized
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def record(cluster, topic, run_dir, acks: str):
     )
     stats = recorder.run(threading.Event())
     journal.close()
-    return stats, recorder.tally.as_dict(), finalize(run_dir).to_pylist()
+    return stats, recorder.tally.as_dict(), finalized(run_dir).to_pylist()
 
 
 def located(cluster, topic) -> dict[int, tuple[int, int]]:

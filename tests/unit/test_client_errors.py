@@ -14,7 +14,6 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA
-from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal
 from harness.workload.producers import ProducerFleet, producer_tasks
 from harness.workload.recorder import (
@@ -26,6 +25,7 @@ from harness.workload.recorder import (
     status_of,
 )
 from harness.workload.transactions import TransactionalRecorder, TransactionPlan
+from tests.unit.finalized import finalized
 
 UNKNOWN_TOPIC = KafkaError(KafkaError._UNKNOWN_TOPIC, "Unknown topic")
 
@@ -93,7 +93,7 @@ def run_refusing(tmp_path: Path, count: int, refuse: set[int], error: Exception,
     recorder.REFUSED_BACKOFF_S = 0.0
     stats = recorder.run(threading.Event())
     journal.close()
-    finalize(tmp_path)
+    finalized(tmp_path)
     return stats, recorder, pq.read_table(tmp_path / layout.ACKED)
 
 
@@ -174,7 +174,7 @@ def test_a_refused_send_aborts_its_transaction_and_the_next_one_goes_on(tmp_path
     assert recorder.close(events) is None
     stats = recorder.stats  # as the runner reads them: once the journal is closed
     events.close()
-    finalize(tmp_path)
+    finalized(tmp_path)
     # msg 3 went out, msg 4 was refused: transaction 1 ends there, aborted though meant to
     # commit; transaction 2 starts at msg 5. Every msg_id is journalled once.
     assert client.calls.count("abort") == 1 and client.calls.count("commit") == 4
@@ -212,7 +212,7 @@ def test_producer_processes_whose_client_refuses_every_send_journal_each_as_fail
         events.close()
     assert error is None and fleet.crashes == {}
     assert (stats.sent, stats.ok, stats.failed) == (24, 0, 24)
-    acked = finalize(tmp_path)
+    acked = finalized(tmp_path)
     assert acked.num_rows == 24
     assert set(acked["status"].to_pylist()) == {"failed"}
     assert set(acked["error"].to_pylist()) == {"MSG_SIZE_TOO_LARGE"}

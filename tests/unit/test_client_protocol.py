@@ -27,8 +27,8 @@ from harness.workload.clients.protocol import (
     decode_with,
     parse_line,
 )
-from harness.workload.finalize import finalize
 from harness.workload.recorder import Workload
+from tests.unit.finalized import finalized
 
 pytestmark = pytest.mark.property
 
@@ -188,7 +188,7 @@ def test_every_clients_output_journals_to_the_same_rows(client: str, tmp_path: P
     producer = CommandProducer(program, Workload(None, None, 2, 100, 16), tmp_path)
     producer.run(threading.Event())
     assert producer.close(EventLog(tmp_path / layout.EVENTS)) is None
-    table = finalize(tmp_path).select(["msg_id", "status", "partition", "offset"])
+    table = finalized(tmp_path).select(["msg_id", "status", "partition", "offset"])
     assert table.to_pylist() == [
         {"msg_id": 0, "status": "ok", "partition": 2, "offset": 0},
         {"msg_id": 1, "status": "indeterminate", "partition": None, "offset": None},

@@ -13,7 +13,6 @@ from confluent_kafka import KafkaError, Message
 from harness.rundir import layout
 from harness.rundir.events import EventLog, FaultStart, PhaseEvent, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
-from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal, JournalError, parse_ids
 from harness.workload.producers import close_and_tally
 from harness.workload.recorder import (
@@ -23,6 +22,7 @@ from harness.workload.recorder import (
     encode_value,
     status_of,
 )
+from tests.unit.finalized import finalized
 
 
 class FakeError:
@@ -76,7 +76,7 @@ def test_finalize_derives_keys_and_marks_sends_without_report_indeterminate(tmp_
     report(journal, 1, FakeError("MSG_SIZE_TOO_LARGE"), partition=-1, offset=-1001)
     report(journal, 2, FakeError("_MSG_TIMED_OUT"), partition=1, offset=-1001)
     journal.close()
-    rows = {r["msg_id"]: r for r in finalize(tmp_path).to_pylist()}
+    rows = {r["msg_id"]: r for r in finalized(tmp_path).to_pylist()}
     assert sorted(rows) == [0, 1, 2, 3]
     assert (rows[0]["status"], rows[0]["partition"], rows[0]["offset"]) == ("ok", 2, 7)
     assert rows[0]["send_ts_us"] == 1_700_000_000_000_000 - 2000
@@ -103,7 +103,7 @@ def test_offsets_are_dropped_when_the_broker_gives_none(tmp_path):
     journal.sent_upto = 1
     report(journal, 0, offset=5)
     journal.close()
-    assert finalize(tmp_path).column("offset").to_pylist() == [None]
+    assert finalized(tmp_path).column("offset").to_pylist() == [None]
 
 
 def test_journal_survives_a_torn_tail(tmp_path):
@@ -119,7 +119,7 @@ def test_journal_survives_a_torn_tail(tmp_path):
     # A crash mid-write leaves a partial last batch: simulate by cutting the file.
     data = (tmp_path / layout.JOURNAL_ACKS).read_bytes()
     (tmp_path / layout.JOURNAL_ACKS).write_bytes(data[: len(data) - 40])
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     assert table.num_rows >= 1000
     assert table.filter(pc.equal(table["status"], "ok")).num_rows == 1000
 
@@ -153,7 +153,7 @@ def test_one_commit_stamps_every_report_it_holds_and_keeps_errors_apart(tmp_path
     journal.commit(5_000_000_000)
     assert journal.delivered == journal.failed == journal.indeterminate == []
     journal.close()
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert [r["ack_ts_us"] for r in rows] == [5_000_000] * 3
     assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
     assert [r["offset"] for r in rows] == [10, None, 11]
@@ -246,7 +246,7 @@ def test_an_acked_report_without_offset_keeps_its_page(tmp_path):
     journal, tally = journal_of(tmp_path, 3), DeliveryTally()
     serve(journal, tally, [real(0, offset=5), real(1, offset=None), real(2, offset=6)])
     journal.close()
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert [(r["status"], r["offset"], r["partition"]) for r in rows] == [
         ("ok", 5, 0),
         ("ok", None, 0),
@@ -265,7 +265,7 @@ def test_real_error_reports_without_offset_or_partition_are_all_journalled(tmp_p
         [real(0, timed_out, partition=None, latency=None), real(1, refused), real(2, offset=9)],
     )
     journal.close()
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     rows = table.to_pylist()
     assert [(r["status"], r["error"], r["partition"], r["offset"]) for r in rows] == [
         ("indeterminate", "_MSG_TIMED_OUT", None, None),
@@ -280,7 +280,7 @@ def test_none_latency_and_none_partition_on_acks_become_nulls(tmp_path):
     journal, tally = journal_of(tmp_path, 2), DeliveryTally()
     serve(journal, tally, [real(0, partition=None, offset=3, latency=None), real(1, offset=4)])
     journal.close()
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert (rows[0]["partition"], rows[0]["offset"], rows[0]["status"]) == (None, 3, "ok")
     assert rows[1]["send_ts_us"] == STAMP_NS // 1000 - 2000
     assert journal.counts == tally.as_dict()
@@ -292,7 +292,7 @@ def test_reports_whose_value_is_not_ours_are_kept_with_what_they_know(tmp_path):
     empty = Message(topic="t", partition=2, offset=9, error=KafkaError(KafkaError._MSG_TIMED_OUT))
     serve(journal, tally, [real(0, offset=7), stranger, empty, real(1, offset=10)])
     journal.close()
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     rows = table.to_pylist()
     assert table.num_rows == 4  # two sends, two reports that name no send
     strays = {r["partition"]: r for r in rows if r["msg_id"] is None}
@@ -314,7 +314,7 @@ def test_mixed_report_classes_in_one_page(tmp_path):
     ]
     serve(journal, tally, reports)
     journal.close()
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert [(r["msg_id"], r["status"], r["offset"]) for r in rows] == [
         (0, "ok", 1),
         (1, "ok", 2),
@@ -339,7 +339,7 @@ def test_a_page_whose_decode_raises_is_decoded_report_by_report(tmp_path):
         ],
     )
     journal.close()
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     rows = {r["msg_id"]: r for r in table.to_pylist()}
     assert (rows[0]["offset"], rows[1]["offset"], rows[2]["offset"]) == (1, None, None)
     assert rows[2]["partition"] == 0 and rows[3]["offset"] == 1
@@ -359,7 +359,7 @@ def test_error_reports_whose_error_cannot_be_read_stay_reports(tmp_path):
     on_delivery(too_large, real(1, too_large, partition=None))
     journal.commit(STAMP_NS)
     journal.close()
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     rows = table.to_pylist()
     assert (rows[0]["status"], rows[0]["error"]) == ("indeterminate", "unknown error")
     assert (rows[1]["status"], rows[1]["error"]) == ("failed", "MSG_SIZE_TOO_LARGE")
@@ -380,7 +380,7 @@ def test_many_pages_through_the_callback_match_the_tally(tmp_path):
         if page % 7 == 0:
             journal.flush()
     journal.close()
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     assert table.num_rows == 3000 and journal.error is None
     assert reported_by_status(table) == tally.as_dict() == journal.counts
     assert tally.indeterminate == len(range(0, 3000, 37))
@@ -406,7 +406,7 @@ def test_a_write_failure_surfaces_from_close(tmp_path):
         journal.close()
     assert "1 delivery reports not written" in str(raised.value)
     assert journal.counts["ok"] == 1 and tally.ok == 2  # the analysis sees the gap too
-    assert reported_by_status(finalize(tmp_path))["ok"] == 1
+    assert reported_by_status(finalized(tmp_path))["ok"] == 1
 
 
 def test_a_page_that_cannot_be_decoded_at_all_is_kept_and_reported(tmp_path, monkeypatch):

@@ -12,7 +12,6 @@ from harness.experiment.problems import SpecError
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_STRIDE
-from harness.workload.finalize import finalize
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, key_of
 from harness.workload.producers import ProducerFleet, share_of, summed_stats, summed_tally
 from harness.workload.recorder import (
@@ -23,6 +22,7 @@ from harness.workload.recorder import (
     encode_value,
     status_of,
 )
+from tests.unit.finalized import finalized
 from tests.unit.test_journal import FakeMessage
 
 
@@ -91,7 +91,7 @@ def test_finalize_merges_every_producers_journal(tmp_path):
     journal_for(tmp_path, ProducerSlot(0), keys=2, acked=[0, 1, 2], sent=4)
     journal_for(tmp_path, ProducerSlot(1), keys=2, acked=[0, 2], sent=3)
     journal_for(tmp_path, ProducerSlot(2), keys=2, acked=[], sent=0)  # sent nothing
-    table = finalize(tmp_path)
+    table = finalized(tmp_path)
     on_disk = pq.read_table(tmp_path / layout.ACKED)
     assert on_disk.schema.names == [*ACKED_SCHEMA.names, PRODUCER_COLUMN]
     # Readers that select ACKED_SCHEMA's columns by name see the one-producer schema.
@@ -119,7 +119,7 @@ def test_finalize_merges_every_producers_journal(tmp_path):
 
 def test_finalize_of_one_producer_has_no_producer_column(tmp_path):
     journal_for(tmp_path, SOLE, keys=2, acked=[0, 1], sent=2)
-    assert finalize(tmp_path).schema.equals(ACKED_SCHEMA)
+    assert finalized(tmp_path).schema.equals(ACKED_SCHEMA)
 
 
 def test_a_producer_that_never_journalled_leaves_its_meta_and_no_rows(tmp_path):
@@ -127,7 +127,7 @@ def test_a_producer_that_never_journalled_leaves_its_meta_and_no_rows(tmp_path):
 
     journal_for(tmp_path, ProducerSlot(0), keys=1, acked=[0], sent=1)
     write_meta(tmp_path, ProducerSlot(1), 1)  # the fleet writes it before the process starts
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert [(r["msg_id"], r[PRODUCER_COLUMN]) for r in rows] == [(0, 0)]
 
 

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.records import NO_REPORT
-from harness.workload.finalize import finalize
 from harness.workload.recorder import decode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.journal import MAX_CHOSEN_ID, ChaosJournal
+from tests.unit.finalized import finalized
 
 
 class Report:
@@ -86,7 +86,7 @@ def test_every_report_reaches_acked_parquet_with_its_status(tmp_path: Path) -> N
     (tally,) = [e for e in events if e["type"] == "recorder_tally"]
     assert tally["reports"] == {"ok": 3, "failed": 1, "indeterminate": 1}
     assert tally["journal_error"] is None
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert [r["status"] for r in rows] == [*statuses, "indeterminate"]
     assert rows[-1]["error"] == NO_REPORT
     assert [r["offset"] for r in rows[:3]] == [0, 1, 2]
@@ -97,7 +97,7 @@ def test_offsets_are_not_recorded_under_acks_0(tmp_path: Path) -> None:
     journal = new_journal(tmp_path, offsets_known=False)
     journal.on_delivery(None, Report(journal.message().value, 0, 7))
     closed(journal, tmp_path)
-    assert finalize(tmp_path).to_pylist()[0]["offset"] is None
+    assert finalized(tmp_path).to_pylist()[0]["offset"] is None
 
 
 def test_reports_after_close_are_counted_not_journalled(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_chosen_ids_finalize_to_one_row_each_below_the_highest(
         if status is not None:
             journal.on_delivery(ERRORS[status], Report(value, 0, msg_id, ERRORS[status]))
     closed(journal, run_dir)
-    rows = {r["msg_id"]: r for r in finalize(run_dir).to_pylist()}
+    rows = {r["msg_id"]: r for r in finalized(run_dir).to_pylist()}
     assert sorted(rows) == list(range(max(outcomes) + 1))
     for msg_id, row in rows.items():
         status = outcomes.get(msg_id)
@@ -186,6 +186,6 @@ def test_producer_threads_share_one_journal(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     closed(journal, tmp_path)
-    rows = finalize(tmp_path).to_pylist()
+    rows = finalized(tmp_path).to_pylist()
     assert len(rows) == 2000
     assert {r["status"] for r in rows} == {"ok"}
