@@ -1,17 +1,27 @@
-"""The full read-back: every partition from the log start to the high watermark."""
+"""The full read-back: every partition from the log start to the high watermark, written to
+readback.parquet as it is read (a row group every ROW_GROUP_RECORDS records), so memory does
+not grow with the topic."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from harness.rundir.records import READBACK_SCHEMA
 from harness.waiting import Deadline, WaitTimeout, poll_until
@@ -19,6 +29,8 @@ from harness.workload.recorder import decode_value
 
 # (msg_id, key_seq) of a record value; Nones for a value that names no message.
 Decoder = Callable[[bytes | None], tuple[int | None, int | None]]
+# Records of readback.parquet held in memory before they are written as one row group.
+ROW_GROUP_RECORDS: Final = 200_000
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,10 @@ def read_back(
 ) -> Readback:
     """Read all of `topic` into `out` (readback.parquet); read_committed skips the records of
     aborted transactions and stops at the last stable offset. `decode` reads each value's
-    message id and key sequence (the client's value format)."""
+    message id and key sequence (the client's value format).
+
+    The records go to a file beside `out`, renamed to `out` once all are written: when the
+    read raises, `out` is not written (the run has no read-back, as for a read never made)."""
     started = time.monotonic()
     deadline = Deadline.after(timeout_s)
     consumer = Consumer(
@@ -61,15 +76,68 @@ def read_back(
         }
     )
     try:
-        low, high = _watermarks(consumer, topic, partitions, deadline)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        ends: dict[int, int] = {}
-        rows, complete = _consume(consumer, high, deadline, ends, decode)
+        with _replaced(out) as partial, RecordSink(partial) as sink:
+            low, high = _watermarks(consumer, topic, partitions, deadline)
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+            ends: dict[int, int] = {}
+            complete = _consume(consumer, high, deadline, ends, sink, decode)
     finally:
         consumer.close()
-    table = pa.Table.from_pylist(rows, schema=READBACK_SCHEMA)
-    pq.write_table(table, out)
-    return Readback(table.num_rows, low, high, complete, time.monotonic() - started, ends)
+    return Readback(sink.records, low, high, complete, time.monotonic() - started, ends)
+
+
+@contextlib.contextmanager
+def _replaced(out: Path) -> Iterator[Path]:
+    """A path beside `out` to write in its stead: renamed to `out` when the block ends, removed
+    when it raises (so a file named `out` is always whole)."""
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        yield partial
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(out)
+
+
+class RecordSink:
+    """readback.parquet (READBACK_SCHEMA) written as records arrive: batches are held until
+    they make `row_group` records, then written as one row group. Closing writes what is held;
+    a sink that got no record closes as a file of the schema and no rows."""
+
+    def __init__(self, path: Path, row_group: int | None = None):
+        self._writer = pq.ParquetWriter(str(path), READBACK_SCHEMA)
+        self._row_group = row_group or ROW_GROUP_RECORDS
+        self._held: list[pa.RecordBatch] = []
+        self._held_records = 0
+        self.records = 0  # added so far
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Take `batch` (READBACK_SCHEMA); write a row group once enough are held."""
+        self._held.append(batch)
+        self._held_records += batch.num_rows
+        self.records += batch.num_rows
+        if self._held_records >= self._row_group:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        table = pa.Table.from_batches(self._held, schema=READBACK_SCHEMA)
+        self._writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self._held, self._held_records = [], 0
+
+    def close(self) -> None:
+        """Write what is held (the schema alone if nothing ever was) and close the file."""
+        if self._held_records or not self.records:
+            self._write_held()
+        self._writer.close()
+
+    def __enter__(self) -> RecordSink:
+        return self
+
+    def __exit__(self, error_type: type[BaseException] | None, *rest: object) -> None:
+        if error_type is None:
+            self.close()
+        else:  # the file is dropped: only let go of it
+            self._writer.close()
 
 
 # Errors of a partition whose metadata has not reached this client yet (a topic just created,
@@ -121,13 +189,14 @@ def _consume(
     high: dict[int, int],
     deadline: Deadline,
     ends: dict[int, int],
+    sink: RecordSink,
     decode: Decoder = decode_value,
-) -> tuple[list, bool]:
-    """The records up to each partition's end, and whether every end was reached; `ends` gets
-    the offset at which each partition reported its end."""
+) -> bool:
+    """Add the records up to each partition's end to `sink`, batch by batch; whether every end
+    was reached. `ends` gets the offset at which each partition reported its end."""
     pending = {p for p, hw in high.items() if hw > 0}
-    rows = []
     while pending and not deadline.passed():
+        records: list[Message] = []
         for msg in consumer.consume(num_messages=5000, timeout=1.0):
             error = msg.error()
             if error is not None:
@@ -139,18 +208,27 @@ def _consume(
             partition, offset = msg.partition(), msg.offset()
             if partition is None or offset is None:  # a record always has both
                 continue
-            msg_id, key_seq = decode(msg.value())
-            key = msg.key()
-            rows.append(
-                {
-                    "msg_id": msg_id,
-                    "key": key.decode(errors="replace") if key else None,
-                    "key_seq": key_seq,
-                    "partition": partition,
-                    "offset": offset,
-                    "ts_us": msg.timestamp()[1] * 1000,
-                }
-            )
+            records.append(msg)
             if offset >= high[partition] - 1:
                 pending.discard(partition)
-    return rows, not pending
+        if records:
+            sink.add(_batch(records, decode))
+    return not pending
+
+
+def _batch(records: list[Message], decode: Decoder) -> pa.RecordBatch:
+    """readback.parquet's rows of consumed records (each with a partition and an offset),
+    built column by column."""
+    ids, key_seqs = zip(*(decode(msg.value()) for msg in records), strict=True)
+    keys = [key.decode(errors="replace") if (key := msg.key()) else None for msg in records]
+    return pa.record_batch(
+        [
+            pa.array(ids, pa.int64()),
+            pa.array(keys, pa.string()),
+            pa.array(key_seqs, pa.int64()),
+            pa.array([msg.partition() for msg in records], pa.int32()),
+            pa.array([msg.offset() for msg in records], pa.int64()),
+            pa.array([msg.timestamp()[1] * 1000 for msg in records], pa.int64()),
+        ],
+        schema=READBACK_SCHEMA,
+    )
