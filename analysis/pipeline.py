@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from analysis.checks.messages.facts import SHARD_ROWS
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
@@ -54,9 +55,11 @@ def analyse(
     master: str | None = None,
     title: str = "kafka-chaos report",
     junit: Path | None = None,
+    shard_rows: int = SHARD_ROWS,
 ) -> Analysis:
     """Reconcile every run under `patterns` (one Spark job), judge each cell, and write all
-    reports, the results dataset and the cross-run summary to `out_dir`."""
+    reports, the results dataset and the cross-run summary to `out_dir`. Runs above
+    `shard_rows` acked rows are reconciled in shards (analysis.engine.shards)."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
         raise NoRunsFound(
@@ -64,7 +67,7 @@ def analyse(
             "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
             "experiment first (make run)."
         )
-    results = reconcile_runs(run_dirs, master)
+    results = reconcile_runs(run_dirs, master, shard_rows)
     write_results(results)
     events = read_evidence_by_run(results)
     cells = judge_all(results, events)

@@ -29,7 +29,8 @@ from analysis.checks.attribution import attribute
 from analysis.checks.availability import price_of_safety
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consumer_journals
 from analysis.checks.messages import RunFacts, RunInput, check_run
-from analysis.engine.shards import SHARD_ROWS, check_sharded, shard_count
+from analysis.checks.messages.facts import SHARD_ROWS
+from analysis.engine.shards import check_sharded, shard_count
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
@@ -400,12 +401,14 @@ def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
     )
 
 
-def reconcile_runs(run_dirs: Sequence[Path], master: str | None = None) -> list[RunResult]:
+def reconcile_runs(
+    run_dirs: Sequence[Path], master: str | None = None, shard_rows: int = SHARD_ROWS
+) -> list[RunResult]:
     """`reconcile` in a session of its own (stopped after), or in the caller's active one."""
     owns_session = SparkSession.getActiveSession() is None
     spark = spark_session(master)
     try:
-        return reconcile(spark, run_dirs)
+        return reconcile(spark, run_dirs, shard_rows)
     finally:
         if owns_session:
             spark.stop()

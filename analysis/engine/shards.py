@@ -11,10 +11,11 @@ and everything that spans shards is a Spark operation that spills to disk:
   nearest-rank percentile the whole-run check takes);
 - the order check, a window over each partition's records of one key in offset order.
 
-Then each shard's acked rows and records meet in one Python task (a cogroup), which runs the
-whole-run message check on them (analysis.checks.messages.shard.check_shard) and returns its
-facts; the driver merges a run's shards. A task's memory grows with `shard_rows`, not with the
-run.
+Then the acked rows (with their holders) and the records are spread by shard over as many
+tasks: a task holds whole shards and runs the whole-run message check on them
+(analysis.checks.messages.shard.check_shard); the order check's records are spread by partition
+and key the same way. The driver merges a run's answers. A task's memory grows with
+`shard_rows`, not with the run.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from __future__ import annotations
 import math
 import pickle
 import resource
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.checks.messages.columns import (
@@ -38,22 +42,28 @@ from analysis.checks.messages.columns import (
     Acked,
     Reads,
 )
-from analysis.checks.messages.facts import RunFacts, RunInput
+from analysis.checks.messages.facts import SHARD_ROWS, RunFacts, RunInput
 from analysis.checks.messages.index import Holders, Progress
-from analysis.checks.messages.shard import Reordering, SendFacts, ShardFacts, check_shard, merge
+from analysis.checks.messages.shard import (
+    Reordering,
+    SendFacts,
+    ShardFacts,
+    check_order,
+    check_shard,
+    merge,
+    merge_orders,
+)
 from analysis.checks.messages.timeline import LATENCY_PERCENTILES
 from analysis.model.anomalies import STATUS_COUNTS, CountName
 from harness.rundir import layout
 from harness.rundir.records import NO_REPORT, STATUSES
 
-# Acked rows per shard: a task holds about this many rows and their records, some hundreds of
-# bytes each in numpy, so well under 2 GB; runs with fewer rows are checked whole.
-SHARD_ROWS = 2_000_000
-
 US_PER_S = 1_000_000
 _ACKED_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint"}
 _READ_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint", "key_seq": "bigint"}
-_FACTS_SCHEMA = "run long, shard long, facts binary, peak_rss_kb long"
+_CONTRACT_KEYS = ("unknown_statuses", *(f"reported_{s}" for s in STATUSES))
+_FACTS_SCHEMA = "facts binary, peak_rss_kb long"
+_SIDE, _ACKED, _RECORD = "side", 0, 1  # which file a row of the shards' frame comes from
 
 
 def shard_count(acked_rows: int, shard_rows: int = SHARD_ROWS) -> int:
@@ -93,18 +103,36 @@ def _check_one(spark: SparkSession, run_id: int, run: RunInput) -> ShardedAnswer
     send = _send_facts(acked)
     if not run.complete:
         return ShardedAnswer(RunFacts(send.seconds, send.counts, send.contract))
-    records = _records_frame(spark, run_id, run)
+    # Made distinct once (a shuffle), then read by the progress, order and shard jobs; kept on
+    # disk where it does not fit in the executor's storage memory.
+    records = _records_frame(spark, run_id, run).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _checked_shards(run, acked, records, send)
+    finally:
+        records.unpersist()
+
+
+def _checked_shards(
+    run: RunInput, acked: DataFrame, records: DataFrame, send: SendFacts
+) -> ShardedAnswer:
+    """A complete run's facts from its acked rows, distinct records and send facts."""
     progress = _progress(acked, records, run.unlocated_acks)
-    reordering = _reordering(records)
+    reordering = _reordering(records, run.shards)
     held = records.select(
         "partition", "offset", F.col("msg_id").alias("held_by"), F.lit(True).alias("held")
     )
     acked_held = acked.join(held, ["partition", "offset"], "left").fillna({"held": False})
-    task = _shard_task(run, progress)
+    # Both sides in one frame, spread by shard: a task holds whole shards (one, or a few whose
+    # hashes meet), which is all check_shard needs. mapInArrow streams a task's rows to Python
+    # without the sort and per-group framing of a grouped or cogrouped UDF (measured: most of
+    # the job's time).
+    both = acked_held.withColumn(_SIDE, F.lit(_ACKED)).unionByName(
+        records.drop("key").withColumn(_SIDE, F.lit(_RECORD)),  # keys serve the order check only
+        allowMissingColumns=True,
+    )
     out = (
-        acked_held.groupBy("run", "shard")
-        .cogroup(records.groupBy("run", "shard"))
-        .applyInArrow(task, schema=_FACTS_SCHEMA)
+        both.repartition(run.shards, "shard")
+        .mapInArrow(_shard_task(run, progress), schema=_FACTS_SCHEMA)
         .collect()
     )
     shards: list[ShardFacts] = [pickle.loads(row["facts"]) for row in out]
@@ -181,25 +209,30 @@ def _send_facts(acked: DataFrame) -> SendFacts:
         ).alias("latency_us"),
     )
     tallies = _tallies(F.col("code"), F.col("reported"))
-    totals = rows.agg(F.count(F.lit(1)).alias(CountName.SENT), *tallies).first()
-    timed = rows.filter(F.col("send_ts_us").isNotNull()).withColumn(
-        "second", F.floor(F.col("send_ts_us") / F.lit(US_PER_S)).cast("bigint")
-    )
     percentiles = [
         F.expr(f"percentile_disc({p}) WITHIN GROUP (ORDER BY latency_us)").alias(name)
         for name, p in LATENCY_PERCENTILES.items()
     ]
-    seconds = timed.groupBy("second").agg(
-        F.count(F.lit(1)).alias(CountName.SENT), *tallies, *percentiles
+    # One pass: rows without a send time are the group of second null, in the totals only.
+    by_second = (
+        rows.withColumn("second", F.floor(F.col("send_ts_us") / F.lit(US_PER_S)).cast("bigint"))
+        .groupBy("second")
+        .agg(F.count(F.lit(1)).alias(CountName.SENT), *tallies, *percentiles)
+        .collect()
     )
+    totals = {
+        name: sum(int(row[name] or 0) for row in by_second)
+        for name in (CountName.SENT, *STATUSES, *_CONTRACT_KEYS)
+    }
     return SendFacts(
-        seconds={int(r["second"]): _second_entry(r.asDict()) for r in seconds.collect()},
-        counts={CountName.SENT: int(totals[CountName.SENT])}
-        | {name: int(totals[status]) for status, name in STATUS_COUNTS.items()},
-        contract={
-            key: int(totals[key])
-            for key in ("unknown_statuses", *(f"reported_{s}" for s in STATUSES))
+        seconds={
+            int(r["second"]): _second_entry(r.asDict())
+            for r in by_second
+            if r["second"] is not None
         },
+        counts={str(CountName.SENT): totals[CountName.SENT]}
+        | {str(name): totals[status] for status, name in STATUS_COUNTS.items()},
+        contract={key: totals[key] for key in _CONTRACT_KEYS},
     )
 
 
@@ -214,9 +247,11 @@ def _tallies(code: Column, reported: Column) -> list[Column]:
     return counted
 
 
-def _second_entry(row: dict) -> dict:
+def _second_entry(row: dict) -> dict[str, Any]:
     """A timeline entry as send_facts writes it: int counts, latency percentiles in ms."""
-    entry = {name: int(value) for name, value in row.items() if name not in LATENCY_PERCENTILES}
+    entry: dict[str, Any] = {
+        name: int(value) for name, value in row.items() if name not in LATENCY_PERCENTILES
+    }
     entry.pop("second")
     for name in LATENCY_PERCENTILES:
         value = row[name]
@@ -224,57 +259,58 @@ def _second_entry(row: dict) -> dict:
     return entry
 
 
-def _reordering(records: DataFrame) -> Reordering:
-    """The order check of the whole read-back (classes.reordered): per partition and key, the
-    records read after a higher key_seq, counted, with the lowest msg_ids' example rows."""
-    earlier = (
-        Window.partitionBy("partition", "key")
-        .orderBy("offset")
-        .rowsBetween(Window.unboundedPreceding, -1)
-    )
-    late = (
+def _reordering(records: DataFrame, tasks: int) -> Reordering:
+    """The order check of the whole read-back: the records with a key sequence, spread by
+    partition and key over `tasks` tasks (every record of one partition and key in one task),
+    each task's records checked by check_order, the answers merged."""
+    out = (
         records.filter(F.col("key_seq").isNotNull())
-        .withColumn("max_key_seq_before", F.max("key_seq").over(earlier))
-        .filter(F.col("key_seq") < F.col("max_key_seq_before"))
+        .repartition(tasks, "partition", "key")
+        .mapInArrow(_order_task, schema="order binary")
+        .collect()
     )
-    count = late.count()
-    first = late.orderBy(
-        F.coalesce(F.col("msg_id"), F.lit(NO_ID)), F.col("partition"), F.col("offset")
-    ).limit(20)
-    fields = ("msg_id", "partition", "offset", "key", "key_seq", "max_key_seq_before")
-    examples = [{f: _plain(row[f]) for f in fields} for row in first.collect()]
-    return Reordering(count, examples)
+    return merge_orders(pickle.loads(row["order"]) for row in out)
 
 
-def _plain(value: object) -> object:
-    """A Spark row value as the whole-run check writes it (ints as int, None kept)."""
-    return int(value) if isinstance(value, int) else value
+def _order_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One task's records in, its pickled Reordering out (nothing for a task without rows)."""
+    parts = list(batches)
+    records = pa.Table.from_batches(parts) if parts else None
+    if records is not None and records.num_rows:
+        reordering = check_order(Reads.of(records.select(list(READBACK_COLUMNS))))
+        yield pa.RecordBatch.from_pydict({"order": [pickle.dumps(reordering)]})
 
 
 def _shard_task(
     run: RunInput, progress: Progress
-) -> Callable[[tuple, pa.Table, pa.Table], pa.Table]:
-    """The cogroup's function: one shard's acked rows (with their holders) and records in,
-    its pickled ShardFacts and the worker's peak memory out."""
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function of a task holding whole shards: their acked rows (with holders) and records
+    in, their pickled ShardFacts and the worker's peak memory out."""
 
-    def task(key: tuple, acked: pa.Table, records: pa.Table) -> pa.Table:
-        held = acked["held"].to_numpy(zero_copy_only=False).astype(bool)
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = list(batches)
+        if not parts:  # a task no shard hashed to
+            return
+        rows = pa.Table.from_batches(parts)
+        side = rows[_SIDE]
+        acked = rows.filter(pc.equal(side, _ACKED))
+        records = rows.filter(pc.equal(side, _RECORD))
+        del rows, side
+        held = acked["held"].fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         held_by = acked["held_by"].fill_null(NO_ID).to_numpy(zero_copy_only=False)
         facts = check_shard(
             Acked.of(acked.select(list(ACKED_COLUMNS))),
-            Reads.of(records.select(list(READBACK_COLUMNS))),
+            Reads.of(_keyless(records).select(list(READBACK_COLUMNS))),
             Holders(held, held_by.astype(np.int64)),
             run,
             progress,
         )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return pa.table(
-            {
-                "run": [key[0].as_py()],
-                "shard": [key[1].as_py()],
-                "facts": [pickle.dumps(facts)],
-                "peak_rss_kb": [peak],
-            }
-        )
+        yield pa.RecordBatch.from_pydict({"facts": [pickle.dumps(facts)], "peak_rss_kb": [peak]})
 
     return task
+
+
+def _keyless(records: pa.Table) -> pa.Table:
+    """The records with a null key column (the shards' frame carries none)."""
+    return records.append_column("key", pa.nulls(records.num_rows, pa.string()))

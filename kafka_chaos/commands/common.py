@@ -74,3 +74,28 @@ def load_experiment(path: Path, args: argparse.Namespace):
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return None
+
+
+def add_shard_rows(parser: argparse.ArgumentParser) -> None:
+    """--shard-rows: above how many acked rows a run is reconciled in shards."""
+    from analysis.checks.messages.facts import SHARD_ROWS
+
+    parser.add_argument(
+        "--shard-rows",
+        type=_positive,
+        default=SHARD_ROWS,
+        metavar="N",
+        help=f"reconcile runs of more than N acked rows in shards of N, with bounded memory per "
+        f"Spark task; smaller runs whole, which is faster (default {SHARD_ROWS:,})",
+    )
+
+
+def _positive(text: str) -> int:
+    """A whole number above 0, else argparse's error naming the value and the fix."""
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rows above 0")
+    return value

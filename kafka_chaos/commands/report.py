@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.checks.messages.facts import SHARD_ROWS
 from harness.rundir import layout
 from harness.settings import Settings
-from kafka_chaos.commands.common import EXIT_ERROR, KNOWN_BUG_HELP, require_java
+from kafka_chaos.commands.common import EXIT_ERROR, KNOWN_BUG_HELP, add_shard_rows, require_java
 
 NAME = "report"
 HELP = "reconcile and judge run directories (any number)"
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     parser.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
     parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+    add_shard_rows(parser)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             "kafka-chaos report",
             args.junit,
             known_bug_fails=args.fail_on_known_bug,
+            shard_rows=args.shard_rows,
         )
     except NoRunsFound as exc:
         print(exc, file=sys.stderr)
@@ -54,6 +57,7 @@ def analyse_and_print(
     junit: Path | None = None,
     *,
     known_bug_fails: bool = False,
+    shard_rows: int = SHARD_ROWS,
 ) -> int:
     """Run the analysis, print the verdict table and the report paths; return the exit code
     (1 for a KNOWN-BUG cell too when `known_bug_fails`)."""
@@ -67,7 +71,7 @@ def analyse_and_print(
 
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
-    result = analyse(patterns, out, master=master, title=title, junit=junit)
+    result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:
         table.add_column(column, justify="left" if column in ("cell", "verdict") else "right")

@@ -49,13 +49,31 @@ def examples_of(
     for name, mask in classes.items():
         chosen = np.flatnonzero(mask)[:MAX_EXAMPLES]  # messages are in msg_id order
         examples[name] = [_message_example(name, messages, reads, i) for i in chosen.tolist()]
+    examples[AnomalyName.REORDERED] = reordered_examples(reordered, reads)
+    return examples
+
+
+def reordered_examples(reordered: dict[str, np.ndarray], reads: Reads) -> list[ExampleRow]:
+    """The example rows of the first MAX_EXAMPLES records read out of order, by msg_id (none
+    last), partition and offset (`example_order`)."""
     order = np.lexsort((reordered["offset"], reordered["partition"], reordered["msg_id"]))
-    examples[AnomalyName.REORDERED] = [
+    return [
         {f: value_of(reordered[f][i]) for f in EXAMPLE_FIELDS[AnomalyName.REORDERED] if f != "key"}
         | {"key": reads.key[int(reordered["record"][i])].as_py()}
         for i in order[:MAX_EXAMPLES].tolist()
     ]
-    return examples
+
+
+def example_order(row: ExampleRow) -> tuple[bool, int, int, int]:
+    """The order examples are chosen in: lowest msg_id first (none last), then partition and
+    offset (None as -1: a message's row names at most one location)."""
+    msg_id = row["msg_id"]
+    return (
+        msg_id is None,
+        0 if msg_id is None else msg_id,
+        -1 if row.get("partition") is None else row["partition"],
+        -1 if row.get("offset") is None else row["offset"],
+    )
 
 
 def _message_example(name: AnomalyName, m: Messages, reads: Reads, i: int) -> ExampleRow:

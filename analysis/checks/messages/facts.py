@@ -9,6 +9,11 @@ from typing import Any
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import ExampleRows, PartitionCounts, Sensitivity
 
+# Acked rows per shard when a large run is reconciled in shards (analysis.engine.shards): a
+# task holds about this many rows and their records, some hundreds of bytes each in numpy, so
+# well under 2 GB; runs with no more rows are checked whole.
+SHARD_ROWS = 2_000_000
+
 
 @dataclass(frozen=True)
 class RunInput:

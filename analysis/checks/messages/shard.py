@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +27,11 @@ from analysis.checks.messages.examples import (
     MAX_EXAMPLES,
     MAX_MISSING,
     by_partition,
+    example_order,
     examples_of,
     identity_facts,
     missing_of,
+    reordered_examples,
 )
 from analysis.checks.messages.facts import RunFacts, RunInput
 from analysis.checks.messages.index import Holders, Index, Progress, messages_of
@@ -85,7 +87,7 @@ def check_shard(
     messages = messages_of(index, hidden=None)
     found = classes.classify(messages, progress, run.log_start)
     loss = classes.loss_mask(found)
-    counts = {CountName.READ: reads.n} | {
+    counts: dict[str, int] = {CountName.READ: reads.n} | {
         name: classes.weight(name, mask, messages) for name, mask in found.items()
     }
     examples = examples_of(found, messages, reads, NO_REORDERING)
@@ -110,7 +112,7 @@ def merge(send: SendFacts, shards: Sequence[ShardFacts], reordering: Reordering)
     counts = _added([send.counts, *(s.counts for s in shards)])
     counts[AnomalyName.REORDERED] = reordering.count
     examples = _lowest_examples([s.examples for s in shards])
-    examples[AnomalyName.REORDERED] = reordering.examples[:MAX_EXAMPLES]
+    examples[AnomalyName.REORDERED] = _lowest(reordering.examples, MAX_EXAMPLES, example_order)
     probe = sum((s.probe for s in shards), ProbeTally(0, 0, 0))
     return RunFacts(
         seconds=seconds,
@@ -119,9 +121,7 @@ def merge(send: SendFacts, shards: Sequence[ShardFacts], reordering: Reordering)
         loss_by_partition=_added(s.loss_by_partition for s in shards),
         divergence_by_partition=_added(s.divergence_by_partition for s in shards),
         examples=examples,
-        missing=_lowest(
-            (row for s in shards for row in s.missing), MAX_MISSING, key=lambda row: row[0]
-        ),
+        missing=_lowest((row for s in shards for row in s.missing), MAX_MISSING, _missing_order),
         sensitivity=probe.sensitivity,
     )
 
@@ -148,19 +148,31 @@ def _lowest_examples(parts: Sequence[ExampleRows]) -> ExampleRows:
     names = {name for part in parts for name in part}
     return {
         name: _lowest(
-            (row for part in parts for row in part.get(name, ())),
-            MAX_EXAMPLES,
-            key=lambda row: row["msg_id"],
+            (row for part in parts for row in part.get(name, ())), MAX_EXAMPLES, example_order
         )
         for name in names
     }
 
 
-def _lowest(rows: Iterable[Any], n: int, key: Any) -> list[Any]:
-    """The n rows with the lowest key(row), a None key after every number, in that order."""
+def _missing_order(row: tuple[int | None, int | None, int | None]) -> tuple[bool, int]:
+    """A missing message's place in the list: by msg_id, the one without last."""
+    return row[0] is None, 0 if row[0] is None else row[0]
 
-    def order(row: Any) -> tuple[bool, int]:
-        value = key(row)
-        return value is None, 0 if value is None else value
 
-    return heapq.nsmallest(n, rows, key=order)
+def _lowest(rows: Iterable[Any], n: int, key: Callable[[Any], Any]) -> list[Any]:
+    """The n lowest rows by key, in that order."""
+    return heapq.nsmallest(n, rows, key=key)
+
+
+def check_order(reads: Reads) -> Reordering:
+    """The order check (classes.reordered) over records holding every record of each of their
+    (partition, key) pairs: a group of the run's records, or the whole read-back."""
+    reordered = classes.reordered(reads)
+    return Reordering(len(reordered["offset"]), reordered_examples(reordered, reads))
+
+
+def merge_orders(parts: Iterable[Reordering]) -> Reordering:
+    """The order check of a run from those of its groups: counts added, lowest examples kept."""
+    parts = list(parts)
+    examples = (row for part in parts for row in part.examples)
+    return Reordering(sum(p.count for p in parts), _lowest(examples, MAX_EXAMPLES, example_order))

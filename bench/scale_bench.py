@@ -1,0 +1,152 @@
+"""Reconcile one synthetic run of growing size in shards, and print what it costs: seconds,
+the peak memory of the largest task, and the ratio to a single-process Arrow reference measured
+on the same files in the same run; beside it, the whole-run check (one task) up to --whole-max.
+
+    .venv/bin/python bench/scale_bench.py [--sizes 1000000,10000000,30000000,100000000]
+        [--shard-rows 2000000] [--whole-max 30000000] [--master local[2]]
+
+The runs are bench/reconcile_bench.py's (about 0.1 % of messages in each anomaly class: lost,
+duplicated, reordered, failed, indeterminate, phantoms, offsets rewritten, an unseen tail),
+written chunk by chunk to --tmp and removed after each size. Python workers are not reused
+(spark.python.worker.reuse=false), so each shard task's peak resident memory is its own; the
+whole-run figure is a fresh process checking the run, as its one task would. Targets on a
+2-core machine: 10M within 2x the reference; sharded time linear in rows from 10M to 100M
+(within 15 %); peak task memory flat across sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconcile_bench import arrow_reference, task_peak_mb, write_runs
+
+from analysis.checks.messages import RunInput
+from analysis.engine.reconcile import reconcile, spark_session
+from analysis.engine.shards import SHARD_ROWS, check_sharded, shard_count
+
+TARGET_ROWS, TARGET_RATIO, LINEAR_TOLERANCE = 10_000_000, 2.0, 0.15
+
+
+@dataclass(frozen=True)
+class Size:
+    """One size's figures."""
+
+    rows: int
+    shards: int
+    sharded_s: float
+    task_peak_mb: float
+    reference_s: float
+    whole_s: float | None
+    whole_peak_mb: float | None
+    agree: bool
+
+
+def measure(spark, rows: int, shard_rows: int, whole_max: int, tmp: Path) -> Size:
+    """Write one run of `rows`, reconcile it in shards (and whole, up to whole_max), time the
+    reference, and check the sharded counts against the reference's."""
+    root = Path(tempfile.mkdtemp(prefix=f"scale-bench-{rows}-", dir=tmp))
+    try:
+        (run_dir,) = write_runs(root, rows, 1)
+        shards = shard_count(rows, shard_rows)
+        run = RunInput(run_dir, complete=True, unlocated_acks=False, shards=shards)
+        started = time.perf_counter()
+        answer = check_sharded(spark, [(0, run)])[0]
+        sharded_s = time.perf_counter() - started
+        if answer.facts is None:
+            raise RuntimeError(f"the sharded check failed: {answer.error}")
+        started = time.perf_counter()
+        reference = arrow_reference(run_dir)
+        reference_s = time.perf_counter() - started
+        whole_s = whole_peak = None
+        if rows <= whole_max:
+            started = time.perf_counter()
+            reconcile(spark, [run_dir], shard_rows=max(rows, 1) * 2)
+            whole_s = time.perf_counter() - started
+            whole_peak = task_peak_mb(run_dir)
+        counts = answer.facts.counts
+        agree = (
+            counts.get("lost", 0) + counts.get("unseen", 0) == reference["missing"]
+            and counts.get("duplicated", 0) == reference["duplicated"]
+            and counts.get("offset_divergent", 0) == reference["offset_divergent"]
+        )
+        peak_mb = answer.peak_rss_kb / 1024
+        return Size(rows, shards, sharded_s, peak_mb, reference_s, whole_s, whole_peak, agree)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sizes and print the table, then each target with met or MISSED."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000,30000000,100000000")
+    parser.add_argument("--shard-rows", type=int, default=SHARD_ROWS)
+    parser.add_argument("--whole-max", type=int, default=30_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    args = parser.parse_args(argv)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.python.worker.reuse=false pyspark-shell"
+    spark = spark_session(args.master)
+    measure(spark, 300_000, 100_000, 0, args.tmp)  # warm-up: JIT, Python workers, file cache
+    print(
+        f"master {args.master}, default driver and executor memory, shard rows {args.shard_rows:,}"
+    )
+    print(
+        f"{'rows':>12} {'shards':>6} {'sharded s':>10} {'task MB':>8} {'arrow s':>8} "
+        f"{'ratio':>6} {'whole s':>8} {'whole MB':>9} {'counts':>7}"
+    )
+    sizes = []
+    for rows in (int(s) for s in args.sizes.split(",")):
+        s = measure(spark, rows, args.shard_rows, args.whole_max, args.tmp)
+        sizes.append(s)
+        print(
+            f"{s.rows:>12,} {s.shards:>6} {s.sharded_s:>10.1f} {s.task_peak_mb:>8,.0f} "
+            f"{s.reference_s:>8.1f} {s.sharded_s / s.reference_s:>5.1f}x "
+            f"{_cell(s.whole_s, '.1f'):>8} {_cell(s.whole_peak_mb, ',.0f'):>9} "
+            f"{'agree' if s.agree else 'DIFFER':>7}",
+            flush=True,
+        )
+    spark.stop()
+    _targets(sizes)
+    return 0 if all(s.agree for s in sizes) else 1
+
+
+def _targets(sizes: list[Size]) -> None:
+    """Print each target the sizes measured, met or MISSED."""
+    by_rows = {s.rows: s for s in sizes}
+    if (ten := by_rows.get(TARGET_ROWS)) is not None:
+        ratio = ten.sharded_s / ten.reference_s
+        print(f"10M within {TARGET_RATIO:.0f}x the reference: {ratio:.1f}x {_met(ratio <= 2)}")
+    big = [s for s in sizes if s.rows >= TARGET_ROWS]
+    if len(big) >= 2:
+        low, high = big[0], big[-1]
+        per_row = (high.sharded_s / high.rows) / (low.sharded_s / low.rows)
+        print(
+            f"time linear from {low.rows:,} to {high.rows:,} rows (per-row time ratio within "
+            f"{LINEAR_TOLERANCE:.0%}): {per_row:.2f} {_met(abs(per_row - 1) <= LINEAR_TOLERANCE)}"
+        )
+    peaks = [s.task_peak_mb for s in sizes if s.shards > 1]
+    if len(peaks) >= 2:
+        spread = max(peaks) / min(peaks)
+        print(
+            "peak task memory flat across sharded sizes: "
+            f"max/min {spread:.2f} {_met(spread <= 1.25)}"
+        )
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
