@@ -20,11 +20,13 @@ and key the same way. The driver merges a run's answers. A task's memory grows w
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import resource
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,6 +66,10 @@ _READ_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint", "k
 _CONTRACT_KEYS = ("unknown_statuses", *(f"reported_{s}" for s in STATUSES))
 _FACTS_SCHEMA = "facts binary, peak_rss_kb long"
 _SIDE, _ACKED, _RECORD = "side", 0, 1  # which file a row of the shards' frame comes from
+_TASK = "task"
+# What check_shard reads of each side (the error, ack time and key serve other checks).
+_SHARD_ACKED = ("msg_id", "status", "partition", "offset", "send_ts_us", "held", "held_by")
+_SHARD_RECORDS = ("msg_id", "key_seq", "partition", "offset")
 
 
 def shard_count(acked_rows: int, shard_rows: int = SHARD_ROWS) -> int:
@@ -122,22 +128,40 @@ def _checked_shards(
         "partition", "offset", F.col("msg_id").alias("held_by"), F.lit(True).alias("held")
     )
     acked_held = acked.join(held, ["partition", "offset"], "left").fillna({"held": False})
-    # Both sides in one frame, spread by shard: a task holds whole shards (one, or a few whose
-    # hashes meet), which is all check_shard needs. mapInArrow streams a task's rows to Python
+    # Both sides in one frame, one shard per task: mapInArrow streams a task's rows to Python
     # without the sort and per-group framing of a grouped or cogrouped UDF (measured: most of
-    # the job's time).
-    both = acked_held.withColumn(_SIDE, F.lit(_ACKED)).unionByName(
-        records.drop("key").withColumn(_SIDE, F.lit(_RECORD)),  # keys serve the order check only
-        allowMissingColumns=True,
-    )
+    # the job's time). Only the columns check_shard reads travel.
+    acked_side = acked_held.select(*_SHARD_ACKED, "shard", F.lit(_ACKED).alias(_SIDE))
+    records_side = records.select(*_SHARD_RECORDS, "shard", F.lit(_RECORD).alias(_SIDE))
+    both = acked_side.unionByName(records_side, allowMissingColumns=True)
     out = (
-        both.repartition(run.shards, "shard")
+        both.withColumn(_TASK, _task_label(run.shards))
+        .repartition(run.shards, _TASK)
         .mapInArrow(_shard_task(run, progress), schema=_FACTS_SCHEMA)
         .collect()
     )
     shards: list[ShardFacts] = [pickle.loads(row["facts"]) for row in out]
     peak = max((int(row["peak_rss_kb"]) for row in out), default=0)
     return ShardedAnswer(merge(send, shards, reordering), peak_rss_kb=peak)
+
+
+def _task_label(shards: int) -> Column:
+    """Per row, a number whose Spark partitioning hash sends its shard to the task of the same
+    index, so that no task holds two shards. Spark spreads `repartition(n, column)` by
+    pmod(hash(column), n), and hash() is that same Murmur3: the first numbers landing on each
+    index are found by asking it."""
+    spark = SparkSession.getActiveSession()
+    assert spark is not None, "a Spark session is active while a run is checked"
+    probe = spark.range(0, 64 * shards).select(
+        "id", F.pmod(F.hash("id"), F.lit(shards)).alias("task")
+    )
+    first: dict[int, int] = {}
+    for row in probe.collect():
+        first.setdefault(int(row["task"]), int(row["id"]))
+    labels = [first.get(s, s) for s in range(shards)]  # 64 per task: none missing in practice
+    # Longs, as spark.range's ids: the hash of an int differs from the hash of the same long.
+    array = F.array(*[F.lit(label).cast("bigint") for label in labels])
+    return F.element_at(array, (F.col("shard") + 1).cast("int"))
 
 
 def _shard_expr(shards: int) -> Column:
@@ -288,29 +312,56 @@ def _shard_task(
     in, their pickled ShardFacts and the worker's peak memory out."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        parts = list(batches)
-        if not parts:  # a task no shard hashed to
+        _reset_peak_memory()
+        acked_parts, record_parts = [], []
+        for batch in batches:  # each batch split as it arrives: the task keeps one copy
+            side = batch.column(_SIDE)
+            acked_parts.append(batch.filter(pc.equal(side, _ACKED)).select(list(_SHARD_ACKED)))
+            record_parts.append(batch.filter(pc.equal(side, _RECORD)).select(_SHARD_RECORDS))
+        if not acked_parts:  # a task without rows
             return
-        rows = pa.Table.from_batches(parts)
-        side = rows[_SIDE]
-        acked = rows.filter(pc.equal(side, _ACKED))
-        records = rows.filter(pc.equal(side, _RECORD))
-        del rows, side
+        acked = pa.Table.from_batches(acked_parts).combine_chunks()
+        records = pa.Table.from_batches(record_parts).combine_chunks()
+        del acked_parts, record_parts
         held = acked["held"].fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
         held_by = acked["held_by"].fill_null(NO_ID).to_numpy(zero_copy_only=False)
         facts = check_shard(
-            Acked.of(acked.select(list(ACKED_COLUMNS))),
-            Reads.of(_keyless(records).select(list(READBACK_COLUMNS))),
+            Acked.of(_with_nulls(acked, ACKED_COLUMNS)),
+            Reads.of(_with_nulls(records, READBACK_COLUMNS)),
             Holders(held, held_by.astype(np.int64)),
             run,
             progress,
         )
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = _peak_memory_kb()
         yield pa.RecordBatch.from_pydict({"facts": [pickle.dumps(facts)], "peak_rss_kb": [peak]})
 
     return task
 
 
-def _keyless(records: pa.Table) -> pa.Table:
-    """The records with a null key column (the shards' frame carries none)."""
-    return records.append_column("key", pa.nulls(records.num_rows, pa.string()))
+def _with_nulls(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The table's `columns`, null (as strings) where the shards' frame did not carry one."""
+    n = table.num_rows
+    return pa.table(
+        {c: table[c] if c in table.column_names else pa.nulls(n, pa.string()) for c in columns}
+    )
+
+
+_STATUS = Path("/proc/self/status")
+
+
+def _reset_peak_memory() -> None:
+    """Start this process's peak resident memory afresh (Linux: clear_refs 5), so a Python
+    worker Spark forked or reused reports the task's own peak; nothing where unsupported."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_memory_kb() -> int:
+    """This process's peak resident memory since the reset, kB (VmHWM), else ru_maxrss."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

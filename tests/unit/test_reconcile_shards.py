@@ -153,7 +153,7 @@ def test_shard_count_bounds_the_rows_per_shard(rows: int, shard_rows: int) -> No
 
 # A Spark job per run per example: a fortieth of the profile's budget (5 in CI).
 @settings(max_examples=max(5, settings.default.max_examples // 40))
-@given(st.lists(runs(max_partitions=3), min_size=1, max_size=5), st.integers(1, 6))
+@given(st.lists(runs(max_partitions=3), min_size=1, max_size=3), st.integers(1, 6))
 def test_the_sharded_spark_job_gives_the_whole_runs_results(
     spark, batch: list[GeneratedRun], shard_rows: int
 ) -> None:
