@@ -36,6 +36,8 @@ bench: venv engine image
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
 	$(BIN)/python bench/availability_bench.py
+	$(BIN)/python bench/recording_bench.py
+	$(BIN)/python bench/scale_bench.py --sizes 1000000,10000000 --whole-max 10000000
 
 # The reconciliation on a Spark standalone cluster (master + 2 workers on 127.0.0.1, from
 # pyspark's jars), compared with local mode; RUNS is any run directory or a parent of many.

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,17 +71,34 @@ class _RunDir:
     evidence: RunEvidence = field(default_factory=lambda: RunEvidence(Path()))  # parsed once
 
 
+LOG4J_CONFIG = Path(__file__).with_name("log4j") / "log4j2.properties"
+SPARK_LOG_ENV = "KCHAOS_SPARK_LOG"
+
+
+def spark_log_path() -> Path:
+    """Where the JVM of a session this process starts writes its log: $KCHAOS_SPARK_LOG, else
+    kafka-chaos-spark.log in the temporary directory."""
+    chosen = os.environ.get(SPARK_LOG_ENV)
+    return Path(chosen) if chosen else Path(tempfile.gettempdir()) / "kafka-chaos-spark.log"
+
+
 def spark_session(
     master: str | None = None, app_name: str = "kafka-chaos-reconcile"
 ) -> SparkSession:
     """A quiet SparkSession on master, else $KCHAOS_SPARK_MASTER, else Spark's default (local[*]).
 
-    Without an explicit master none is set, so spark-submit's --master still wins.
+    Without an explicit master none is set, so spark-submit's --master still wins. A JVM this
+    call starts logs to `spark_log_path()`, errors also to the terminal (the WARN lines Spark
+    prints at start would otherwise reach a run's output).
     """
+    log_options = (
+        f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} -Dkchaos.spark.log={spark_log_path()}"
+    )
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions", log_options)
     )
     chosen = master or os.environ.get(MASTER_ENV)
     if chosen:

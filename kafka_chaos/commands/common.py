@@ -64,6 +64,10 @@ def load_experiment(path: Path, args: argparse.Namespace):
         experiment = load(path)
         if getattr(args, "repetitions", None) is not None:
             experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
+        if getattr(args, "duration_s", None) is not None:
+            experiment = override(
+                experiment, "workload.duration_s", args.duration_s, "--duration-s"
+            )
         # These replace each cell's image when it runs; checked here like the file's own.
         for flag, path_in_file in (("kafka_version", "kafka.version"), ("image", "kafka.image")):
             if getattr(args, flag, None) is not None:

@@ -8,7 +8,7 @@ import pytest
 
 from harness.experiment.load import load_experiment, override
 from harness.experiment.matrix import expand
-from harness.experiment.plan import REPETITION_OVERHEAD_S, wall_time
+from harness.experiment.plan import REPETITION_OVERHEAD_S, schedule_for, wall_time
 from harness.experiment.problems import SpecError
 from harness.settings import REPO_ROOT
 from kafka_chaos.cli import main
@@ -34,6 +34,7 @@ def no_engine(monkeypatch):
         (["--repetitions", "20000"], ("at most 10,000", "(set by --repetitions)")),
         (["--kafka-version", "banana"], ("kafka.version", "Kafka release", "--kafka-version")),
         (["--image", ""], ("kafka.image", "empty", "(set by --image)")),
+        (["--duration-s", "0"], ("workload.duration_s", "(set by --duration-s)")),
     ],
 )
 def test_a_bad_override_exits_2_before_anything_starts(no_engine, capsys, flags, fragments):
@@ -48,6 +49,22 @@ def test_an_override_is_applied_and_keeps_the_source():
     assert experiment.repetitions == 3
     assert experiment._source == str(DEFAULT)
     assert len(expand(experiment)) == 6  # the matrix survives the round trip
+
+
+def test_a_shorter_soak_keeps_its_repeated_faults_inside_the_new_duration():
+    soak = REPO_ROOT / "experiments" / "soak.yaml"
+    short = override(load_experiment(soak), "workload.duration_s", 600, "--duration-s")
+    (cell, *_) = expand(short)
+    assert cell.spec.workload.duration_s == 600
+    steps = schedule_for(cell, short.seed)
+    # kill at 60 and 360, cut-off at 135, pause at 210 and 510: every start before 600 s
+    assert sorted((s.at_s, s.fault) for s in steps) == [
+        (60, "kill"),
+        (135, "partition"),
+        (210, "pause"),
+        (360, "kill"),
+        (510, "pause"),
+    ]
 
 
 def test_an_override_names_its_origin():
