@@ -22,23 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.checks.messages import RunInput, check_run
-from analysis.checks.messages.columns import (
-    ACKED_COLUMNS,
-    NO_ID,
-    READBACK_COLUMNS,
-    Acked,
-    Reads,
-)
+from analysis.checks.messages.columns import ACKED_COLUMNS, NO_ID, READBACK_COLUMNS, Acked, Reads
 from analysis.checks.messages.examples import MAX_EXAMPLES, example_order
 from analysis.checks.messages.facts import RunFacts
 from analysis.checks.messages.index import Holders, Index, Progress
-from analysis.checks.messages.shard import (
-    Reordering,
-    SendFacts,
-    check_shard,
-    merge,
-    merge_orders,
-)
+from analysis.checks.messages.shard import Reordering, SendFacts, check_shard, merge, merge_orders
 from analysis.checks.messages.timeline import send_facts
 from analysis.engine.reconcile import reconcile, reconcile_in_process
 from analysis.engine.shards import shard_count
