@@ -24,7 +24,14 @@ from analysis.model.anomalies import COUNT_NAMES, CountName
 from analysis.model.results import RunResult
 from harness.rundir import layout
 
-__all__ = ["DATASET_DIR", "PARTITION_COLUMNS", "RESULTS_SCHEMA", "dataset_rows", "write_dataset"]
+__all__ = [
+    "DATASET_DIR",
+    "PARTITION_COLUMNS",
+    "RESULTS_SCHEMA",
+    "dataset_rows",
+    "results_partitioning",
+    "write_dataset",
+]
 
 DATASET_DIR: Final = "results"  # under the report folder
 PARTITION_COLUMNS: Final = ("experiment", "kafka_version")
@@ -68,18 +75,21 @@ def write_dataset(
     root = Path(out_dir) / DATASET_DIR
     shutil.rmtree(root, ignore_errors=True)
     table = pa.Table.from_pylist(dataset_rows(results, cells), schema=RESULTS_SCHEMA)
-    partitioning = ds.partitioning(
-        pa.schema([RESULTS_SCHEMA.field(name) for name in PARTITION_COLUMNS]), flavor="hive"
-    )
     ds.write_dataset(
         table,
         root,
         format="parquet",
-        partitioning=partitioning,
+        partitioning=results_partitioning(),
         basename_template="part-{i}.parquet",
         existing_data_behavior="overwrite_or_ignore",
     )
     return root
+
+
+def results_partitioning() -> ds.Partitioning:
+    """The dataset's folders: experiment=<name>/kafka_version=<v>/ (Hive style)."""
+    fields = [RESULTS_SCHEMA.field(name) for name in PARTITION_COLUMNS]
+    return ds.partitioning(pa.schema(fields), flavor="hive")
 
 
 def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.checks.messages.facts import SHARD_ROWS
 from harness.rundir import layout
 from harness.settings import Settings
 from kafka_chaos.commands.common import EXIT_ERROR, KNOWN_BUG_HELP, add_shard_rows, require_java
+
+if TYPE_CHECKING:
+    from analysis.report.publish import Destination
 
 NAME = "report"
 HELP = "reconcile and judge run directories (any number)"
@@ -20,33 +25,59 @@ HELP = "reconcile and judge run directories (any number)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The runs, where the report goes, the Spark master, the JUnit file."""
     parser.add_argument("runs", nargs="+", help="run directories or globs (any parent works)")
-    parser.add_argument("--out", type=Path, help="report folder (default reports/latest)")
+    parser.add_argument(
+        "--out",
+        help="report folder, local or a URI such as s3a://bucket/reports/nightly "
+        "(default reports/latest)",
+    )
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     parser.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
     parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
     add_shard_rows(parser)
+    add_results_to(parser)
+
+
+def add_results_to(parser: argparse.ArgumentParser) -> None:
+    """--results-to: a shared results dataset this report's rows are added to."""
+    parser.add_argument(
+        "--results-to",
+        metavar="URI",
+        help="also add the results dataset's rows to the dataset at URI (a folder, "
+        "s3a://bucket/prefix, gs://..., hdfs://...); reporting the same runs again replaces "
+        "their rows",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when every verdict is consistent, 1 on a violation, 2 when nothing to judge."""
     from analysis.pipeline import NoRunsFound
+    from analysis.report.publish import DestinationError, destination, is_uri
 
     if not require_java():
         return EXIT_ERROR
-    out = args.out or settings.reports_dir / "latest"
-    try:
-        return analyse_and_print(
-            args.runs,
-            out,
-            args.master or settings.spark_master,
-            "kafka-chaos report",
-            args.junit,
-            known_bug_fails=args.fail_on_known_bug,
-            shard_rows=args.shard_rows,
-        )
-    except NoRunsFound as exc:
+    out = args.out or str(settings.reports_dir / "latest")
+    try:  # before Spark starts: a destination nobody can write fails in a second
+        published = destination(out) if is_uri(out) else None
+        lake = destination(args.results_to) if args.results_to else None
+    except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
+    with tempfile.TemporaryDirectory(prefix="kafka-chaos-report-") as staging:
+        try:
+            return analyse_and_print(
+                args.runs,
+                Path(staging) if published else Path(out),
+                args.master or settings.spark_master,
+                "kafka-chaos report",
+                args.junit,
+                known_bug_fails=args.fail_on_known_bug,
+                shard_rows=args.shard_rows,
+                published=published,
+                lake=lake,
+            )
+        except NoRunsFound as exc:
+            print(exc, file=sys.stderr)
+            return EXIT_ERROR
 
 
 def analyse_and_print(
@@ -58,9 +89,13 @@ def analyse_and_print(
     *,
     known_bug_fails: bool = False,
     shard_rows: int = SHARD_ROWS,
+    published: Destination | None = None,
+    lake: Destination | None = None,
 ) -> int:
-    """Run the analysis, print the verdict table and the report paths; return the exit code
-    (1 for a KNOWN-BUG cell too when `known_bug_fails`)."""
+    """Run the analysis into `out`, copy that folder to `published` and add the results
+    dataset's rows to `lake` where given, print the verdict table and where the report is;
+    return the exit code (1 for a KNOWN-BUG cell too when `known_bug_fails`; 2 when no report
+    file could be written or published)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -79,16 +114,51 @@ def analyse_and_print(
         table.add_row(*(escape(value) for value in row))
     console = Console(width=160)
     console.print(table)
-    console.print(f"HTML report: {result.html}")
-    console.print(f"Markdown:    {result.markdown}")
-    console.print(f"JUnit XML:   {result.junit}")
-    console.print(f"Dataset:     {result.dataset} (Parquet, one row per repetition)")
     for failure in result.failures:  # shown in place in the report too; the verdicts stand
         print(f"warning: {failure}", file=sys.stderr)
     if not result.written:  # verdicts nobody can read: a harness error, whatever they say
         print(f"error: no report file could be written under {out}", file=sys.stderr)
         return EXIT_ERROR
+    try:
+        shown = _publish(out, result.dataset, published, lake)
+    except OSError as exc:
+        print(f"error: the report could not be published: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for label, path in (
+        ("HTML report", result.html),
+        ("Markdown", result.markdown),
+        ("JUnit XML", result.junit),
+        ("Dataset", result.dataset),
+    ):
+        note = " (Parquet, one row per repetition)" if label == "Dataset" else ""
+        console.print(f"{label + ':':<12} {shown(path)}{note}", soft_wrap=True)
+    if lake is not None:
+        console.print(f"Results:     {lake.uri} (rows added)", soft_wrap=True)
     return exit_code(result.cells, known_bug_fails=known_bug_fails)
+
+
+def _publish(
+    out: Path, dataset: Path, published: Destination | None, lake: Destination | None
+) -> Callable[[Path], str]:
+    """Copy `out` to `published` and add `dataset` to `lake` where given; return how a report
+    file's path is shown (its URI once published)."""
+    from analysis.report.publish import append_results, publish_folder
+
+    if lake is not None:
+        append_results(dataset, lake)
+    if published is None:
+        return str
+    publish_folder(out, published)
+
+    def shown(path: Path) -> str:
+        inside = path.resolve().is_relative_to(out.resolve())
+        return (
+            published.child(path.resolve().relative_to(out.resolve()).as_posix())
+            if inside
+            else str(path)
+        )
+
+    return shown
 
 
 def unfinished_runs(patterns: Sequence[str]) -> list[Path]:

@@ -18,7 +18,7 @@ from kafka_chaos.commands.common import (
     log_to,
     require_java,
 )
-from kafka_chaos.commands.report import analyse_and_print
+from kafka_chaos.commands.report import add_results_to, analyse_and_print
 
 NAME = "run"
 HELP = "run an experiment file end to end, then report"
@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     parser.add_argument("--master", help="Spark master for the analysis")
     parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+    add_results_to(parser)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -66,6 +67,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)
         return EXIT_OK
     if not args.no_report and not require_java():
+        return EXIT_ERROR
+    from analysis.report.publish import DestinationError, destination
+
+    try:  # before any cluster: a results store nobody can write fails now, not in an hour
+        lake = destination(args.results_to) if args.results_to and not args.no_report else None
+    except DestinationError as exc:
+        print(exc, file=sys.stderr)
         return EXIT_ERROR
     from harness.workload.clients.java import JavaBuildError
 
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         args.master or settings.spark_master,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
         known_bug_fails=args.fail_on_known_bug,
+        lake=lake,
     )
     return EXIT_ERROR if harness_failed and code == EXIT_OK else code
 
