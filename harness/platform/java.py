@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.settings import Settings
@@ -85,11 +86,16 @@ def _publish(build: Path, entry: Path) -> None:
             raise
 
 
-def compiled_classpath(source: Path, version: str, settings: Settings | None = None) -> str:
-    """The classpath of the program in `source` compiled against kafka-clients `version`
-    (cached; a build of the same source and version is a lookup)."""
+def compiled_classpath(
+    source: Path, version: str, settings: Settings | None = None, companions: Sequence[Path] = ()
+) -> str:
+    """The classpath of the program in `source` (with the classes of `companions` beside it)
+    compiled against kafka-clients `version` (cached; a build of the same sources and version
+    is a lookup)."""
     settings = settings or Settings()
-    digest = hashlib.sha256(source.read_bytes() + POM.read_bytes()).hexdigest()[:12]
+    sources = [source, *companions]
+    content = b"".join(path.read_bytes() for path in sources) + POM.read_bytes()
+    digest = hashlib.sha256(content).hexdigest()[:12]
     entry = _cache_entry(settings, f"{source.stem}-{version}-{digest}")
     if not (entry / "classpath.txt").is_file():
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +105,7 @@ def compiled_classpath(source: Path, version: str, settings: Settings | None = N
             classpath = _resolve("kafka-clients", version, build / "deps.txt")
             compiled = subprocess.run(
                 [java_tool("javac"), "-nowarn", "-cp", classpath, "-d", str(build / "classes"),
-                 str(source)],
+                 *map(str, sources)],
                 capture_output=True, text=True, check=False, timeout=_MAVEN_TIMEOUT_S,
             )  # fmt: skip
             if compiled.returncode != 0:

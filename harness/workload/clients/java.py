@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.platform.java import JavaBuildError, compiled_classpath, java_tool, tools_classpath
+from harness.platform.versions import Feature, KafkaVersion, supports
 from harness.settings import Settings
 
 __all__ = ["JAVA_DIR", "JavaBuildError", "JavaClient", "java_client", "tools_classpath"]
@@ -14,6 +15,9 @@ __all__ = ["JAVA_DIR", "JavaBuildError", "JavaClient", "java_client", "tools_cla
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"
 RECORDER_CLASS = "KafkaChaosProducer"
+# Compiled with the recorder for a client that has transactions (0.11+): its transactional
+# mode (--transaction-size).
+TRANSACTIONS_SOURCE = JAVA_DIR / "TransactionalSends.java"
 
 
 @dataclass(frozen=True)
@@ -30,4 +34,7 @@ class JavaClient:
 
 def java_client(version: str, settings: Settings | None = None) -> JavaClient:
     """The harness's Java recorder compiled against kafka-clients `version` (cached)."""
-    return JavaClient(version, compiled_classpath(RECORDER_SOURCE, version, settings))
+    transactional = supports(KafkaVersion.parse(version), Feature.TRANSACTIONS)
+    companions = [TRANSACTIONS_SOURCE] if transactional else []
+    classpath = compiled_classpath(RECORDER_SOURCE, version, settings, companions)
+    return JavaClient(version, classpath)

@@ -4,9 +4,12 @@
 // producer_send_success / producer_send_error for every send's callback, progress (sends so
 // far), shutdown_complete. Written against the API every kafka-clients release since 0.10
 // has; what changed between releases (close, the idempotence flag) goes through reflection.
+// With --transaction-size the sends go in transactions (TransactionalSends.java, compiled
+// with this file), each also ending in a transaction_end line.
 //
 // Arguments: --bootstrap-server B --topic T --producer.config FILE --message-bytes N --keys K
 // --id-base I --key-prefix P [--max-messages N] [--duration-s S] [--throughput R]
+// [--transaction-size N --partitions P [--offsets-group G]]
 // SIGTERM stops sending; the sends in flight then get at most --close-s seconds.
 
 import java.io.BufferedWriter;
@@ -25,6 +28,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
@@ -36,17 +40,29 @@ public final class KafkaChaosProducer {
 
     private final BufferedWriter out =
             new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
-    private final AtomicBoolean stopped = new AtomicBoolean();
+    final AtomicBoolean stopped = new AtomicBoolean();
     private final Map<String, String> args = new HashMap<>();
+    private long lastProgressNs = System.nanoTime();
+    private final long keys;
+    private final long idBase;
+    private final String keyPrefix;
+    private final int messageBytes;
 
     public static void main(String[] argv) throws Exception {
-        new KafkaChaosProducer().run(argv);
+        new KafkaChaosProducer(argv).run();
     }
 
-    private void run(String[] argv) throws Exception {
+    KafkaChaosProducer(String[] argv) {
         for (int i = 0; i + 1 < argv.length; i += 2) {
             args.put(argv[i], argv[i + 1]);
         }
+        keys = Long.parseLong(arg("--keys", "16"));
+        idBase = Long.parseLong(arg("--id-base", "0"));
+        keyPrefix = arg("--key-prefix", "");
+        messageBytes = Integer.parseInt(arg("--message-bytes", "100"));
+    }
+
+    private void run() throws Exception {
         Properties props = new Properties();
         try (FileInputStream in = new FileInputStream(arg("--producer.config", null))) {
             props.load(in);
@@ -69,8 +85,14 @@ public final class KafkaChaosProducer {
         emit("{\"name\":\"effective_config\",\"config\":" + effectiveConfig(props)
                 + ",\"idempotent\":" + idempotent(producer) + "}");
         flush();
-        long sent = send(producer);
-        close(producer, Long.parseLong(arg("--close-s", "30")));
+        long closeS = Long.parseLong(arg("--close-s", "30"));
+        long sent;
+        if (args.containsKey("--transaction-size")) {
+            sent = transactions(props, producer, closeS);
+        } else {
+            sent = send(producer);
+            close(producer, closeS);
+        }
         synchronized (this) {
             emit("{\"name\":\"progress\",\"sent\":" + sent + "}");
             emit("{\"name\":\"shutdown_complete\"}");
@@ -78,7 +100,26 @@ public final class KafkaChaosProducer {
         }
     }
 
-    private String arg(String name, String fallback) {
+    /**
+     * Sends in transactions (TransactionalSends, compiled beside this class for a client that
+     * has them: 0.11+); by reflection, so that this file alone compiles against older clients.
+     */
+    private long transactions(Properties props, KafkaProducer<byte[], byte[]> producer, long closeS)
+            throws Exception {
+        Class<?> sends = Class.forName("TransactionalSends");
+        java.lang.reflect.Constructor<?> make = sends.getDeclaredConstructor(
+                KafkaChaosProducer.class, Properties.class, Producer.class, long.class);
+        make.setAccessible(true);
+        Method run = sends.getDeclaredMethod("run");
+        run.setAccessible(true);
+        try {
+            return (Long) run.invoke(make.newInstance(this, props, producer, closeS));
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        }
+    }
+
+    String arg(String name, String fallback) {
         String value = args.get(name);
         if (value == null && fallback == null) {
             throw new IllegalArgumentException("missing argument " + name);
@@ -92,13 +133,8 @@ public final class KafkaChaosProducer {
         long max = Long.parseLong(arg("--max-messages", "-1"));
         double duration = Double.parseDouble(arg("--duration-s", "-1"));
         double rate = Double.parseDouble(arg("--throughput", "-1"));
-        int size = Integer.parseInt(arg("--message-bytes", "100"));
-        long keys = Long.parseLong(arg("--keys", "16"));
-        long base = Long.parseLong(arg("--id-base", "0"));
-        String prefix = arg("--key-prefix", "");
         long start = System.nanoTime();
         long end = duration > 0 ? start + (long) (duration * 1e9) : Long.MAX_VALUE;
-        long lastProgress = start;
         long i = 0;
         while (!stopped.get() && (max < 0 || i < max)) {
             long now = System.nanoTime();
@@ -112,26 +148,42 @@ public final class KafkaChaosProducer {
                     continue;
                 }
             }
-            long id = base + i;
-            byte[] key = (prefix + "k" + (i % keys)).getBytes(StandardCharsets.UTF_8);
-            byte[] value = value(id, i / keys, size);
-            String head = new String(value, 0, HEAD_BYTES, StandardCharsets.US_ASCII);
-            final long sentNs = System.nanoTime();
-            try {
-                producer.send(new ProducerRecord<>(topic, key, value), reporter(topic, head, sentNs));
-            } catch (Exception e) { // refused before it entered the client: never written
-                report(topic, head, sentNs, null, e);
-            }
+            sendOne(producer, topic, null, i);
             i++;
-            if (now - lastProgress >= PROGRESS_EVERY_NS) {
-                lastProgress = now;
-                synchronized (this) {
-                    emit("{\"name\":\"progress\",\"sent\":" + i + "}");
-                    flush();
-                }
-            }
+            progress(i);
         }
         return i;
+    }
+
+    /**
+     * Sends the i-th message (to `partition`, or where the client puts it), its outcome reported
+     * by its callback; returns the exception of a send the client refused before it entered the
+     * client (reported as an error at once: never written), or null.
+     */
+    Exception sendOne(Producer<byte[], byte[]> producer, String topic, Integer partition, long i) {
+        byte[] key = (keyPrefix + "k" + (i % keys)).getBytes(StandardCharsets.UTF_8);
+        byte[] value = value(idBase + i, i / keys, messageBytes);
+        String head = new String(value, 0, HEAD_BYTES, StandardCharsets.US_ASCII);
+        final long sentNs = System.nanoTime();
+        try {
+            producer.send(new ProducerRecord<>(topic, partition, key, value), reporter(topic, head, sentNs));
+            return null;
+        } catch (Exception e) { // refused before it entered the client: never written
+            report(topic, head, sentNs, null, e);
+            return e;
+        }
+    }
+
+    /** A progress line (sends so far) at most every PROGRESS_EVERY_NS. */
+    void progress(long sent) throws Exception {
+        long now = System.nanoTime();
+        if (now - lastProgressNs >= PROGRESS_EVERY_NS) {
+            lastProgressNs = now;
+            synchronized (this) {
+                emit("{\"name\":\"progress\",\"sent\":" + sent + "}");
+                flush();
+            }
+        }
     }
 
     private static byte[] value(long id, long keySeq, int size) {
@@ -166,7 +218,7 @@ public final class KafkaChaosProducer {
     }
 
     /** close(Duration) where the client has it (2.2+), else close(long, TimeUnit). */
-    private static void close(KafkaProducer<byte[], byte[]> producer, long seconds) throws Exception {
+    static void close(Producer<byte[], byte[]> producer, long seconds) throws Exception {
         try {
             Class<?> duration = Class.forName("java.time.Duration");
             Method of = duration.getMethod("ofSeconds", long.class);
@@ -227,16 +279,16 @@ public final class KafkaChaosProducer {
         flusher.start();
     }
 
-    private void emit(String line) throws Exception {
+    void emit(String line) throws Exception {
         out.write(line);
         out.write('\n');
     }
 
-    private void flush() throws Exception {
+    void flush() throws Exception {
         out.flush();
     }
 
-    private static String quote(String text) {
+    static String quote(String text) {
         StringBuilder quoted = new StringBuilder("\"");
         for (char c : text.toCharArray()) {
             if (c == '"' || c == '\\') {
