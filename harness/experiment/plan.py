@@ -164,8 +164,11 @@ def client_durability(spec: Experiment) -> tuple[str, bool]:
     """(acks, idempotence) the cell's producer runs with: the producer section's for the
     librdkafka recorder (a transactional producer is idempotent whatever it says) and for a
     command (given them in its producer.config); the Java client's own defaults resolved for
-    the settings the file left out."""
+    the settings the file left out (a transactional Java producer is given acks=all and
+    idempotence)."""
     client = spec.workload.client
+    if client.kind == "java" and client.version and spec.workload.transactions is not None:
+        return "all", True  # what the transactional recorder is given (acks=all, idempotence)
     if client.kind == "java" and client.version:
         return java_durability(
             java_producer_settings(spec.producer, client.version), client.version

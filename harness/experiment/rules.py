@@ -127,11 +127,19 @@ def _client_rules(spec: Experiment) -> Iterator[Problem]:
     client, workload = spec.workload.client, spec.workload
     if client.kind == "librdkafka":
         return
-    if workload.transactions is not None:
+    if workload.transactions is not None and client.kind == "command":
         reason = (
-            f"transactions run on the librdkafka client only so far (this cell's is {client.label})"
-            "; Fix: drop workload.transactions or use client: librdkafka"
+            f"transactions run on the librdkafka and java clients only (this cell's is "
+            f"{client.label}); Fix: drop workload.transactions or use client: librdkafka or java"
         )
+        yield "workload.client", reason
+    java_version = client.version if client.kind == "java" and client.version else None
+    if (
+        workload.transactions is not None
+        and java_version is not None
+        and (lacking := lacks(KafkaVersion.parse(java_version), Feature.TRANSACTIONS))
+    ):
+        reason = f"the java client {java_version}: {lacking} Fix: use java:0.11.0.0 or later"
         yield "workload.client", reason
     if workload.producers != 1 and client.kind == "command":
         reason = (

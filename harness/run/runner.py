@@ -49,6 +49,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CommitMode
 from harness.workload.clients import client_senders, librdkafka_config
+from harness.workload.clients.transactional import java_transactions
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
@@ -376,6 +377,11 @@ def _senders(
     config, run_dir = producer_settings(spec), repetition.run_dir
     if spec.workload.transactions is not None:
         plan = transaction_plan(spec, repetition.seed)
+        if spec.workload.client.kind == "java":
+            return java_transactions(
+                spec.workload.client, spec.producer, workload, plan, (bootstrap, TOPIC), run_dir,
+                client_durability(spec),
+            )  # fmt: skip
         return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
     if spec.workload.client.kind != "librdkafka":
         return client_senders(

@@ -116,16 +116,16 @@ class TransactionJournal:
 
     def write(
         self, txn: int, first: int, messages: int, intent: Intent, outcome: TxnOutcome,
-        error: str | None, begin_us: int,
+        error: str | None, begin_us: int, end_us: int | None = None,
     ) -> None:  # fmt: skip
-        """Append the row of one ended transaction."""
+        """Append the row of one ended transaction (ended at `end_us`, else now)."""
         self.outcomes[outcome.value] += 1
         if self.error is not None:
             return
         row = {
             "txn": [txn], "first_msg_id": [first], "messages": [messages],
             "intent": [intent.value], "outcome": [outcome.value], "error": [error],
-            "begin_ts_us": [begin_us], "end_ts_us": [now_us()],
+            "begin_ts_us": [begin_us], "end_ts_us": [now_us() if end_us is None else end_us],
         }  # fmt: skip
         self._stream.write(pa.record_batch(row, schema=TRANSACTION_SCHEMA))
 

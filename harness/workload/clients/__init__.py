@@ -69,12 +69,14 @@ def client_program(
     run_dir: Path,
     expected: tuple[str, bool] | None = None,
     slot: ProducerSlot = SOLE,
+    overrides: dict[str, Scalar] | None = None,
 ) -> ClientProgram:
     """The program that sends `workload` for `client` (java or command), its producer settings
-    written to run_dir/producer.properties; builds the Java recorder if not cached. `expected`
-    is the (acks, idempotence) the cell is judged by, checked against what the client says."""
+    (then `overrides`) written to run_dir/producer.properties; builds the Java recorder if not
+    cached. `expected` is the (acks, idempotence) the cell is judged by, checked against what
+    the client says."""
     version = client.version if client.kind == "java" and client.version else _NAMING_VERSION
-    settings = java_producer_settings(producer, version)
+    settings = {**java_producer_settings(producer, version), **(overrides or {})}
     config_file = run_dir / PRODUCER_PROPERTIES
     config_file.write_text(properties_text(settings))
     count = workload.count

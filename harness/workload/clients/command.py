@@ -29,6 +29,7 @@ from harness.rundir.records import Status
 from harness.workload.clients.errors import status_of_error
 from harness.workload.clients.protocol import (
     EffectiveConfig,
+    Line,
     Progress,
     SendError,
     SendSuccess,
@@ -168,15 +169,18 @@ class CommandProducer:
         SIGKILL after term_s), or its time is up: the workload's duration for a program that
         does not stop by itself (SIGTERM, as kafkatest ends a verifiable producer, then up to
         grace_s to report its last sends), that plus grace_s for one that does."""
+        feed = self._stdin_feed()
         with (self.log_path).open("ab") as stderr:
             self.process = subprocess.Popen(
                 _dying_with_parent(self.program.argv),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE,
                 env={**os.environ, **self.program.env},
                 start_new_session=True,  # Ctrl-C reaches the harness, which stops it
             )
+        if feed is not None and self.process.stdin is not None:
+            threading.Thread(target=feed, args=(self.process.stdin,), daemon=True).start()
         reader = threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True)
         reader.start()
         program, limit = self.program, _time_limit_s(self.workload)
@@ -191,6 +195,18 @@ class CommandProducer:
         reader.join()
         self.journal.flush()
         return self.stats
+
+    def _stdin_feed(self) -> Callable[[IO[bytes]], None] | None:
+        """What writes the program's stdin while it runs, on a thread of its own; None: the
+        program gets no input."""
+        return None
+
+    def _other_line(self, line: Line) -> None:
+        """A line of a kind the plain producer does not use (a subclass may)."""
+
+    def tally_event(self, journal_error: str | None) -> RecorderTally:
+        """The recorder_tally event: the client's own count per status."""
+        return RecorderTally(reports=self.tally.as_dict(), journal_error=journal_error)
 
     def _terminate(self, wait_s: float) -> None:
         """SIGTERM the program's session, then SIGKILL it if it has not exited in `wait_s`."""
@@ -226,6 +242,7 @@ class CommandProducer:
         """The function that journals one line (bound once: it runs for every send)."""
         journal, tally, reading = self.journal, self.tally, self.reading
         fmt, keys, base = self.program.values, self.workload.keys, journal.slot.id_base
+        other = self._other_line
 
         def report(
             value: bytes | None, failure: ErrorReport | None, where, latency_us
@@ -266,6 +283,8 @@ class CommandProducer:
                     reading.shutdown = True
                 case Violation():
                     reading.violations.append(line)
+                case _:
+                    other(line)
 
         return apply
 
@@ -341,7 +360,7 @@ class CommandProducer:
         the read-back, or None."""
         journal_error, problem = self.finish()
         with contextlib.suppress(Exception):
-            events.write(RecorderTally(reports=self.tally.as_dict(), journal_error=journal_error))
+            events.write(self.tally_event(journal_error))
             if (config := self.config_event()) is not None:
                 events.write(config)
         return run_error(journal_error, problem)

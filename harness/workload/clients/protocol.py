@@ -4,8 +4,9 @@ recorder all speak it; docs/clients.md).
 
 Each line becomes one typed `Line`: a send's outcome (`SendSuccess`, `SendError`), a client
 event the harness uses (`StartupComplete`, `EffectiveConfig`, `Progress`, `ShutdownComplete`,
-`ToolData`), an event it ignores (`OtherLine`: any other `name`), or a `Violation` saying why
-the line breaks the protocol (not JSON, not an object, no name, a send without its fields).
+`ToolData`, `TransactionEnd`), an event it ignores (`OtherLine`: any other `name`), or a
+`Violation` saying why the line breaks the protocol (not JSON, not an object, no name, a send
+without its fields).
 Parsing never raises: a client that breaks the protocol gets a verdict with the reason.
 
 Record values are read by a `ValueFormat`: the harness's own (`<msg_id>:<key_seq>:` ...) or
@@ -17,8 +18,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
+from harness.rundir.transactions import Intent, TxnOutcome
 from harness.workload.recorder import VALUE_HEAD_BYTES, decode_value, encode_value
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "ShutdownComplete",
     "StartupComplete",
     "ToolData",
+    "TransactionEnd",
     "ValueFormat",
     "Violation",
     "decode_with",
@@ -113,6 +116,22 @@ class ToolData:
 
 
 @dataclass(frozen=True)
+class TransactionEnd:
+    """transaction_end (the harness's extension): a transaction of the transactional Java
+    recorder ended; its `messages` sends from `first_msg_id` on, what the plan meant and what
+    it became (the Java client's contract), the errors on the way, its times (epoch us)."""
+
+    transaction: int
+    first_msg_id: int
+    messages: int
+    intent: Intent
+    outcome: TxnOutcome
+    error: str | None
+    begin_ts_us: int
+    end_ts_us: int
+
+
+@dataclass(frozen=True)
 class ShutdownComplete:
     """shutdown_complete: the client has reported every send it will report."""
 
@@ -140,9 +159,11 @@ Line = (
     | Progress
     | ToolData
     | ShutdownComplete
+    | TransactionEnd
     | OtherLine
     | Violation
 )
+_E = TypeVar("_E", Intent, TxnOutcome)
 _SHOWN = 200  # characters of a broken line kept as evidence
 
 
@@ -203,7 +224,33 @@ def _typed(name: str, data: dict[str, Any]) -> Line:
             return ToolData(_optional_whole(data, "sent"), _optional_whole(data, "acked"))
         case "shutdown_complete":
             return ShutdownComplete()
+        case "transaction_end":
+            return _transaction_end(data)
     return OtherLine(name)
+
+
+def _transaction_end(data: dict[str, Any]) -> TransactionEnd:
+    error = data.get("error")
+    if error is not None and not isinstance(error, str):
+        raise _Missing("a string or null `error`")
+    return TransactionEnd(
+        _whole(data, "transaction"),
+        _whole(data, "first_msg_id"),
+        _whole(data, "messages"),
+        _member(Intent, data, "intent"),
+        _member(TxnOutcome, data, "outcome"),
+        error,
+        _whole(data, "begin_ts_us"),
+        _whole(data, "end_ts_us"),
+    )
+
+
+def _member(kind: type[_E], data: dict[str, Any], key: str) -> _E:
+    """The member of `kind` a line's `key` names (its value, e.g. `commit`)."""
+    value = data.get(key)
+    if not isinstance(value, str) or value not in kind._value2member_map_:
+        raise _Missing(f"`{key}` one of {', '.join(m.value for m in kind)}")
+    return kind(value)
 
 
 def _value(data: dict[str, Any]) -> bytes | None:
