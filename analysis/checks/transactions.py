@@ -8,7 +8,9 @@ A transactional run (harness.rundir.transactions) sends transaction t as the msg
   transaction with an unknown outcome, or with no journalled outcome at all, as indeterminate:
   never judged as loss, never as an aborted read.
 - `check`: over the messages as read with read_committed (readback.parquet), the anomaly
-  classes of analysis.model.anomalies: `aborted_read` (messages), `committed_lost` and
+  classes of analysis.model.anomalies: `aborted_read` (messages: an aborted message in the
+  read-back, or one a consumer of the group processed while the run went on, its consumers
+  reading with read_committed too), `committed_lost` and
   `torn_transaction` (transactions); and the facts beside them (`txn_*` counts), which use the
   read_uncommitted read-back: a committed message missing from read_committed but in the log is
   `txn_committed_hidden` (held back by the last stable offset, not lost from the log); an
@@ -119,6 +121,8 @@ class MessageView:
     read_partition: np.ndarray  # where it was first read, -1 if never
     read_offset: np.ndarray
     expired: np.ndarray  # acked below its partition's log-start offset (never loss)
+    # times the consumer group processed it during the run (all 0 in a run without a group)
+    consumed: np.ndarray
 
 
 def read_uncommitted_ids(run_dir: Path) -> np.ndarray | None:
@@ -164,7 +168,8 @@ def _classes(
     committed = txns.outcome == COMMITTED
     lost = committed & (absent > 0)
     torn = committed & (shown > 0) & (absent > 0)
-    aborted_read = (outcome == ABORTED) & visible
+    # Seen at the end (the read-back) or while the transaction was open (a consumer).
+    aborted_read = (outcome == ABORTED) & mine & ((reads > 0) | (m.consumed > 0))
     counts: dict[str, int] = {
         AnomalyName.ABORTED_READ: int(np.count_nonzero(aborted_read)),
         AnomalyName.COMMITTED_LOST: int(np.count_nonzero(lost)),
@@ -198,7 +203,9 @@ def _first_missing(
 
 
 def _example(m: MessageView, i: int, txn: int, *, read: bool) -> ExampleRow:
-    """Message i of transaction txn: where it was first read (read), else where acked."""
+    """Message i of transaction txn: where it was first read (read, and the read-back holds
+    it), else where acked; with the times the read-back and the consumers held it."""
+    read &= bool(m.reads[i] > 0)
     partition = m.read_partition[i] if read else m.partition[i]
     offset = m.read_offset[i] if read else m.offset[i]
     return {
@@ -206,6 +213,7 @@ def _example(m: MessageView, i: int, txn: int, *, read: bool) -> ExampleRow:
         "partition": None if partition < 0 else int(partition),
         "offset": None if offset < 0 else int(offset),
         "reads": int(m.reads[i]),
+        "consumed": int(m.consumed[i]),
         "txn": txn,
     }
 
@@ -238,7 +246,7 @@ def _probe(
     reads = m.reads.copy()
     reads[first_of] = 0
     outcome = gather(txns.outcome, at, UNKNOWN)
-    shown = np.flatnonzero((outcome == ABORTED) & in_log & (m.reads == 0))
+    shown = np.flatnonzero((outcome == ABORTED) & in_log & (m.reads == 0) & (m.consumed == 0))
     shown = shown[(shown % PROBE_ONE_IN == 0) | (shown == shown.max(initial=-1))]
     reads[shown] = 1
     probed, _ = _classes(txns, m, at, reads)

@@ -212,10 +212,11 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     Anomaly(
         AnomalyName.ABORTED_READ,
         "aborted read",
-        "a message of an aborted transaction returned by the read_committed read-back",
+        "a message of an aborted transaction returned by the read_committed read-back, or "
+        "processed during the run by a consumer of the group (read_committed too)",
         serious=True,
         at_acked_offset=False,
-        example_fields=TXN_READ_LOCATION,
+        example_fields=(*TXN_READ_LOCATION, "consumed"),
         check=Check.TRANSACTIONS,
     ),
     Anomaly(

@@ -8,12 +8,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analysis.checks import messages as checker
 from analysis.checks.messages import RunInput
 from harness.chaos.coordinators import java_string_hash, partition_for
 from harness.rundir import layout
-from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
+from harness.rundir.records import ACKED_SCHEMA, PROCESSED_SCHEMA, READBACK_SCHEMA
+from harness.rundir.streams import StreamWriter
 from harness.rundir.transactions import TRANSACTION_SCHEMA
 
 T0_US = 1_700_000_000_000_000
@@ -159,3 +162,46 @@ def test_a_producer_killed_inside_its_first_transaction_is_judged(tmp_path: Path
     for name in ("aborted_read", "committed_lost", "torn_transaction", "lost", "unseen"):
         assert counts[name] == 0, name
     assert facts.sensitivity is not None and not facts.sensitivity.applies
+
+
+def write_processed(run_dir: Path, consumed: list[int]) -> None:
+    """A consumer group member's processed journal holding `consumed`, in that order."""
+    rows = [
+        {"msg_id": m, "partition": location(m)[0], "offset": location(m)[1], "consumer": 0,
+         "ts_us": T0_US + m}
+        for m in consumed
+    ]  # fmt: skip
+    writer = StreamWriter(run_dir / layout.consumer_journal(0, 0).processed, PROCESSED_SCHEMA)
+    writer.write(pa.RecordBatch.from_pylist(rows, schema=PROCESSED_SCHEMA))
+    writer.close()
+
+
+ABORTED = [m for m in range(SENT - 1) if OUTCOMES[m // SIZE] == "aborted"]
+
+
+@pytest.mark.property
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.integers(0, SENT + 3), max_size=12),
+    st.sets(st.sampled_from(ABORTED)),
+)
+def test_an_aborted_message_a_consumer_processed_during_the_run_is_an_aborted_read(
+    tmp_path_factory: pytest.TempPathFactory, consumed: list[int], read_back: set[int]
+) -> None:
+    run_dir = write_txn_run(
+        tmp_path_factory.mktemp("run"), [*COMMITTED, *read_back], list(range(SENT))
+    )
+    write_processed(run_dir, consumed)
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    # The oracle: an aborted message seen at the end or by a consumer while the run went on.
+    seen = {m for m in ABORTED if m in read_back or m in consumed}
+    assert facts.counts["aborted_read"] == len(seen)
+    examples = facts.examples["aborted_read"]
+    assert {e["msg_id"] for e in examples} == seen
+    for example in examples:
+        assert example["consumed"] == consumed.count(example["msg_id"])
+        held = example["msg_id"] in read_back
+        assert example["reads"] == int(held)
+    assert facts.sensitivity is not None and facts.sensitivity.passed

@@ -26,6 +26,7 @@ from analysis.checks.consumers import (
     ConsumerFacts,
     consumer_facts,
     has_consumer_journals,
+    processed_table,
 )
 from analysis.checks.messages import classes
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Acked, Reads
@@ -111,8 +112,21 @@ def _transaction_facts(
         read_partition=_at_first_read(reads.partition, m.first_read),
         read_offset=_at_first_read(reads.offset, m.first_read),
         expired=expired,
+        consumed=_times_consumed(run, m.msg_id),
     )
     return transactions.check(txns, view, read_uncommitted_ids(run.run_dir))
+
+
+def _times_consumed(run: RunInput, msg_id: np.ndarray) -> np.ndarray:
+    """How many times the run's consumer group processed each message (ascending msg_id), 0
+    for all in a run without consumers; processed ids not among the messages are left out."""
+    consumed = np.zeros(len(msg_id), dtype=np.int64)
+    if not has_consumer_journals(run.run_dir) or not len(msg_id):
+        return consumed
+    ids = processed_table(run.run_dir)["msg_id"].drop_null().to_numpy().astype(np.int64)
+    at = np.minimum(np.searchsorted(msg_id, ids), len(msg_id) - 1)
+    np.add.at(consumed, at[msg_id[at] == ids], 1)
+    return consumed
 
 
 def _at_first_read(column: np.ndarray, first_read: np.ndarray) -> np.ndarray:
