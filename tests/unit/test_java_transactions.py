@@ -165,6 +165,11 @@ def test_java_with_transactions_is_accepted_command_and_old_java_are_refused():
         with pytest.raises(SpecError) as raised:
             parse_experiment({"name": "x", "workload": {"client": client, "transactions": {}}})
         assert says in str(raised.value)
+    # librdkafka's bound on message.timeout.ms by the transaction timeout is not Java's
+    short = {"transactions": {"timeout_ms": 10_000}}
+    parse_experiment({"name": "x", "workload": {"client": "java:3.8.0", **short}})
+    with pytest.raises(SpecError, match=r"librdkafka requires producer\.message_timeout_ms"):
+        parse_experiment({"name": "x", "workload": short})
 
 
 # A program speaking the protocol as the Java recorder does in transactions: it reads each
