@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from harness.run import evidence
 from harness.run.evidence import keep_segments, missing_acked, segments_event
 from harness.rundir.layout import segments_dir
-from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
+from harness.rundir.records import ACKED_SCHEMA, PRODUCER_ID_STRIDE, READBACK_SCHEMA
 
 LOG_DIR = "/var/lib/kafka/data"
 
@@ -140,3 +144,31 @@ def test_segments_event_never_raises(tmp_path: Path):
     failing = FakeBroker(2, {}, fail=True)
     event = segments_event([failing], "chaos", 1, write_run(tmp_path / "r", [1], []))
     assert event["brokers"]["2"]["skipped"].startswith("error:")
+
+
+# msg_ids of up to 4 producers (producer p's i-th send is p * STRIDE + i).
+producer_id = st.tuples(st.integers(0, 3), st.integers(0, 40)).map(
+    lambda p: p[0] * PRODUCER_ID_STRIDE + p[1]
+)
+
+
+@pytest.mark.property
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(producer_id, max_size=30),
+    st.lists(st.one_of(st.none(), st.just(-1), producer_id), max_size=30),
+    st.integers(1, 7),
+)
+def test_missing_acked_in_batches_matches_a_set_oracle(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    acked: list[int],
+    read: list[int | None],
+    batch_rows: int,
+) -> None:
+    monkeypatch.setattr(evidence, "_BATCH_ROWS", batch_rows)
+    run_dir = write_run(tmp_path_factory.mktemp("run"), acked, read)
+    # The oracle: every ok row whose id the read-back lacks (a repeated ok id counts each time).
+    assert missing_acked(run_dir) == sum(1 for i in acked if i not in set(read))
