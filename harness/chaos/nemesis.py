@@ -234,6 +234,11 @@ class Nemesis:
         self._previous_done = 0.0  # monotonic time the previous step finished acting
         self._leaders_before: dict[int, int | None] = {}
 
+    @property
+    def injected(self) -> int:
+        """How many faults the nemesis has started to inject so far (each gets an id)."""
+        return self._next_id - 1
+
     def start(self, t0: float) -> None:
         self._t0 = self._previous_done = t0
         self._thread = threading.Thread(target=self._run, args=(t0,), name="nemesis", daemon=True)

@@ -66,7 +66,9 @@ def fault_errors(nemesis: Nemesis) -> str | None:
 
 class PlainProgress:
     """One line per cell and phase, and while the workload runs a status line every
-    `status_every_s` (acks/s over that time, outcomes, fault errors, faults in force): quiet
+    `status_every_s` (acks/s over that time, outcomes, faults injected so far and the steps
+    that failed, faults in force; a fault shorter than the interval is seldom caught in force,
+    so the count says the faults come): quiet
     enough for CI logs, and an hour-long run still says how it is going."""
 
     def __init__(
@@ -100,7 +102,10 @@ class PlainProgress:
         self._next_status = self.clock() + self.status_every_s
         status = f"acks/s {self._acks.update(stats):,.0f}; sent/ok/failed/indet. {outcomes(stats)}"
         if nemesis is not None:
-            status += f"; fault errors {fault_errors(nemesis) or 0}; in force: {in_force(nemesis)}"
+            status += (
+                f"; faults so far {nemesis.injected}, errors {fault_errors(nemesis) or 0}; "
+                f"in force: {in_force(nemesis)}"
+            )
         self._say(status)
 
     def cell_finished(self, summary: RepetitionSummary) -> None:

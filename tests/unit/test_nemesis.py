@@ -42,7 +42,9 @@ def nemesis_at(tmp_path) -> tuple[Nemesis, EventLog]:
 
 def test_an_injection_failure_is_a_fault_error_of_stage_inject(tmp_path):
     nemesis, events = nemesis_at(tmp_path)
+    assert nemesis.injected == 0
     assert nemesis._inject(0, step()) is None
+    assert nemesis.injected == 1  # an attempt counts: it got a fault id
     events.close()
     (event,) = load_events(tmp_path)
     assert event["type"] == EventType.FAULT_ERROR

@@ -21,8 +21,11 @@ class FakeClock:
         return self.now
 
 
-def nemesis(errors: tuple[str, ...] | list[str] = (), **in_force: list[str]) -> Any:
-    """What the displays read of a nemesis: its active faults (fault, target, hosts), errors."""
+def nemesis(
+    errors: tuple[str, ...] | list[str] = (), injected: int = 0, **in_force: list[str]
+) -> Any:
+    """What the displays read of a nemesis: its active faults (fault, target, hosts), errors
+    and how many faults it injected."""
     active = [
         SimpleNamespace(
             step=SimpleNamespace(fault=fault.split(" ")[0], target=fault.split(" ")[1]),
@@ -30,7 +33,7 @@ def nemesis(errors: tuple[str, ...] | list[str] = (), **in_force: list[str]) -> 
         )
         for fault, hosts in in_force.items()
     ]
-    return SimpleNamespace(active=active, errors=list(errors))
+    return SimpleNamespace(active=active, errors=list(errors), injected=injected)
 
 
 def stats(ok: int, failed: int = 0) -> RecorderStats:
@@ -50,14 +53,14 @@ def test_plain_progress_says_how_a_long_run_goes_once_an_interval():
     clock, out = FakeClock(), io.StringIO()
     progress = PlainProgress(out, status_every_s=60, clock=clock)
     progress.cell_started(1, 2, "config=cp", 0)
-    faults = nemesis(**{"kill leader": ["kafka-1"]})
+    faults = nemesis(injected=3, **{"kill leader": ["kafka-1"]})
     for second in range(1, 121):  # the runner watches twice a second; once a second here
         clock.now += 1
         progress.watch(stats(ok=5_000 * second), faults)
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and lines[0].endswith("[1/2 config=cp rep 0] start")
     assert "acks/s 5,000; sent/ok/failed/indet. 300,005 / 300,000 / 0 / 2" in lines[1]
-    assert lines[1].endswith("fault errors 0; in force: kill leader → kafka-1")
+    assert lines[1].endswith("faults so far 3, errors 0; in force: kill leader → kafka-1")
     assert "600,000 / 0 / 2" in lines[2]
 
 
@@ -70,7 +73,7 @@ def test_plain_progress_names_the_fault_errors_and_no_fault_in_force():
     progress.watch(None, nemesis())  # nothing sends yet: no status
     progress.watch(stats(ok=10, failed=4), nemesis(["a", "step 3 (kill leader): inject: x"]))
     status = out.getvalue().splitlines()[-1]
-    assert "fault errors 2 (last: step 3 (kill leader): inject: x); in force: none" in status
+    assert "so far 0, errors 2 (last: step 3 (kill leader): inject: x); in force: none" in status
     assert "/ 4 / 2" in status
 
 
