@@ -58,6 +58,7 @@ from harness.workload.processes import forward_logs, sigint_ignored
 # In the harness
 
 log = logging.getLogger("kafka_chaos.consumers")
+READER_WAIT_S = 5.0  # for the catch-up's reader to reach the ends of the partitions behind
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,35 @@ class CatchUp:
     waited_s: float
     committed: dict[int, int]  # partition → next offset the group would read (-1: none)
     end_offsets: dict[int, int]  # partition → high watermark
+
+
+def nothing_readable(
+    reader: Any, topic: str, starts: dict[int, int], timeout_s: float = READER_WAIT_S
+) -> bool:
+    """True when `reader` (a read_committed consumer with enable.partition.eof), placed at
+    each partition's offset in `starts`, reaches every one's end before it is given a record:
+    what lies there is transaction markers and aborted records only. False at the first
+    record, for a partition without a committed offset (< 0), or when no end was reached
+    within `timeout_s`."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    if any(offset < 0 for offset in starts.values()):
+        return False
+    reader.assign([TopicPartition(topic, p, offset) for p, offset in starts.items()])
+    waiting, deadline = set(starts), Deadline.after(timeout_s)
+    try:
+        while waiting and not deadline.passed():
+            message = reader.poll(min(0.5, deadline.remaining()))
+            if message is None:
+                continue
+            error = message.error()
+            if error is None:
+                return False  # a record the group has not committed past
+            if error.code() == KafkaError._PARTITION_EOF:
+                waiting.discard(message.partition())
+        return not waiting
+    finally:
+        reader.unassign()
 
 
 class ConsumerGroup:
@@ -263,13 +293,25 @@ class ConsumerGroup:
             )
 
     def catch_up(self, timeout_s: float, stop: threading.Event) -> CatchUp:
-        """Wait until the committed offset of every partition reaches its high watermark, at
-        most `timeout_s` (or until `stop`, an interrupt); where they stood then."""
+        """Wait until the committed offset of every partition reaches its high watermark, or
+        nothing a read_committed consumer could read lies past it (in a transactional run the
+        last offsets are a transaction marker, and aborted records: the group never commits
+        them), at most `timeout_s` (or until `stop`, an interrupt); where they stood then."""
         from confluent_kafka import Consumer
 
         started = time.monotonic()
         probe = Consumer(
             {"bootstrap.servers": self.bootstrap, "group.id": self.group_id, "log_level": 3}
+        )
+        reader = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"{self.group_id}-reader",  # assigned, never joins or commits
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                "log_level": 3,
+            }
         )
         committed: dict[int, int] = {}
         ends: dict[int, int] = {}
@@ -278,13 +320,16 @@ class ConsumerGroup:
             nonlocal committed, ends
             self.check()
             committed, ends = self._positions(probe)
-            return all(committed.get(p, -1) >= end for p, end in ends.items())
+            behind = {p: committed.get(p, -1) for p, end in ends.items()}
+            behind = {p: at for p, at in behind.items() if at < ends[p]}
+            return not behind or nothing_readable(reader, self.topic, behind)
 
         try:
             done = bool(wait_for(caught_up, timeout_s, interval_s=0.5, pause=stop.wait))
             return CatchUp(done, round(time.monotonic() - started, 3), committed, ends)
         finally:
             probe.close()
+            reader.close()
 
     def _positions(self, probe: Any) -> tuple[dict[int, int], dict[int, int]]:
         """(committed offset, high watermark) of every partition; empty on a broker error."""
