@@ -93,8 +93,15 @@ def _lake_rows(bucket: str) -> list[dict]:
 
 
 def test_report_to_s3a_and_a_shared_lake(
-    spark: SparkSession, s3_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    s3_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    staging = tmp_path / "tmp"  # the report's staging folders go here, and must be gone after
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
     write_run(tmp_path, "cp", *in_order(3), repetition=0)
     write_run(tmp_path, "cp", *in_order(3), repetition=1)
     runs = str(tmp_path / "runs" / "exp" / "*" / "cp")
@@ -139,7 +146,7 @@ def test_report_to_s3a_and_a_shared_lake(
         ("cp", 0, 3),
         ("cp", 1, 3),
     ]
-    assert not list(Path(tempfile.gettempdir()).glob("kafka-chaos-report-*"))
+    assert not list(staging.iterdir())
 
 
 def test_an_unreachable_store_fails_before_spark_with_the_fix(
