@@ -3,15 +3,17 @@ the peak memory of the largest task, and the ratio to a single-process Arrow ref
 on the same files in the same run; beside it, the whole-run check (one task) up to --whole-max.
 
     .venv/bin/python bench/scale_bench.py [--sizes 1000000,10000000,30000000,100000000]
-        [--shard-rows 2000000] [--whole-max 30000000] [--master local[2]]
+        [--shard-rows 2000000] [--whole-max 30000000] [--master local[2] | --standalone 2]
 
 The runs are bench/reconcile_bench.py's (about 0.1 % of messages in each anomaly class: lost,
 duplicated, reordered, failed, indeterminate, phantoms, offsets rewritten, an unseen tail),
 written chunk by chunk to --tmp and removed after each size. Python workers are not reused
 (spark.python.worker.reuse=false), so each shard task's peak resident memory is its own; the
-whole-run figure is a fresh process checking the run, as its one task would. Targets on a
-2-core machine: 10M within 2x the reference; sharded time linear in rows from 10M to 100M
-(within 15 %); peak task memory flat across sizes.
+whole-run figure is a fresh process checking the run, as its one task would. --standalone N
+starts a standalone Spark cluster of N one-core workers on 127.0.0.1 (pyspark's own jars,
+analysis/engine/spark_cluster.py; default executor memory) and reconciles there instead.
+Targets on a 2-core machine: 10M within 2x the reference; sharded time linear in rows from 10M
+to 100M (within 15 %); peak task memory flat across sizes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from reconcile_bench import arrow_reference, task_peak_mb, write_runs
 from analysis.checks.messages import RunInput
 from analysis.engine.reconcile import reconcile, spark_session
 from analysis.engine.shards import SHARD_ROWS, check_sharded, shard_count
+from analysis.engine.spark_cluster import StandaloneCluster
 
 TARGET_ROWS, TARGET_RATIO, LINEAR_TOLERANCE = 10_000_000, 2.0, 0.15
 
@@ -104,10 +107,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-max", type=int, default=30_000_000)
     parser.add_argument("--reference-max", type=int, default=30_000_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--standalone", type=int, metavar="N", help="N one-core workers instead")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args(argv)
     os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.python.worker.reuse=false pyspark-shell"
-    spark = spark_session(args.master)
+    if not args.standalone:
+        return _run(args, args.master)
+    with StandaloneCluster(workers=args.standalone) as cluster:
+        args.master = f"{cluster.master_url} ({args.standalone} one-core workers)"
+        return _run(args, cluster.master_url)
+
+
+def _run(args: argparse.Namespace, master: str) -> int:
+    """Measure every size on `master` and print the table and the targets."""
+    spark = spark_session(master)
     measure(spark, 300_000, 100_000, 0, 0, args.tmp)  # warm-up: JIT, Python workers, file cache
     print(f"master {args.master}, default memory settings, shard rows {args.shard_rows:,}")
     print(
