@@ -13,6 +13,7 @@ import pytest
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.records import CommitMode
+from harness.workload import consumers
 from harness.workload.consumer_member import ASSIGNED, ConsumerCrash
 from harness.workload.consumers import ConsumerGroup
 from harness.workload.producers import READY, ProducerCrash, ProducerFleet
@@ -136,6 +137,9 @@ def _positions(group: ConsumerGroup, monkeypatch, answers: list[tuple[dict, dict
 
     monkeypatch.setattr(group, "_positions", positions)
     monkeypatch.setattr(group, "check", lambda: None)
+    # Behind means behind here: the reader finds records past the committed offsets (the
+    # reader's own walk is tests/unit/test_consumer_catch_up.py).
+    monkeypatch.setattr(consumers, "nothing_readable", lambda *args, **kwargs: False)
     return asked
 
 
