@@ -141,9 +141,11 @@ def assert_clean_interrupt(terminal: Terminal, code: int, seconds: float) -> Non
     # shutdown hooks, which remove its temporary directories: on a loaded 2-core machine those
     # once took longer than the harness's own 10 s (CI, the analysis moment). The harness's
     # exit is held to EXIT_BOUND_S above; the JVM's to JVM_LEAVES_S.
-    left = poll_until(lambda: not terminal.session_processes(), JVM_LEAVES_S)
-    assert left, (
-        f"still running {JVM_LEAVES_S:g} s after the harness: {terminal.session_processes()}"
+    poll_until(
+        lambda: not terminal.session_processes(),
+        JVM_LEAVES_S,
+        "no process left in the harness's session",
+        describe=lambda: f"still running: {terminal.session_processes()}",
     )
     assert "Traceback" not in terminal.output, terminal.output[-3000:]
 
