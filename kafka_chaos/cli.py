@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -103,6 +104,7 @@ def _interrupted(settings: Settings) -> int:
     """After SIGINT/SIGTERM: reap this process's containers and networks, say what is kept."""
     INTERRUPTS.stop.set()  # from here on a signal only says that the cleanup still runs
     removed = _remove_own_containers(settings)
+    _stop_own_children()
     what = INTERRUPTS.signal.name if INTERRUPTS.signal else "interrupt"
     print(
         f"{what}: faults healed, containers and networks removed"
@@ -116,6 +118,21 @@ def _interrupted(settings: Settings) -> int:
             file=sys.stderr,
         )
     return INTERRUPTS.exit_code
+
+
+def _stop_own_children() -> None:
+    """SIGTERM every process this one started that is still running (Linux /proc; nothing
+    elsewhere). Spark's JVM leaves by itself when its stdin closes, except when the interrupt
+    lands while it starts: its gateway then waits for a driver that never comes, for good."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The fields after the command's closing parenthesis: state, then the parent pid.
+            parent = stat.read_text().rpartition(")")[2].split()[1]
+            if parent == me:
+                os.kill(int(stat.parent.name), signal.SIGTERM)
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to signal
 
 
 def _remove_own_containers(settings: Settings) -> int:

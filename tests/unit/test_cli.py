@@ -143,3 +143,19 @@ def test_plan_lists_every_repetition_with_its_seed_and_run_dir(tmp_path):
     first = plan[0]
     assert first["repetition"] == 0 and first["seed"] == experiment.seed
     assert first["run_dir"] == str(tmp_path / first["cell"] / "0")
+
+
+def test_an_interrupt_stops_the_processes_the_harness_started():
+    # In a process of its own: here it would stop the test session's Spark JVM too.
+    import subprocess
+    import sys
+
+    script = (
+        "import signal, subprocess, sys\n"
+        "from kafka_chaos.cli import _stop_own_children\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "_stop_own_children()\n"
+        "sys.exit(0 if child.wait(10) == -signal.SIGTERM else 1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, check=False)
+    assert done.returncode == 0
