@@ -288,7 +288,8 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
     LossRow(
         acks=frozenset({"all"}),
         min_insync=MIN_INSYNC_1,
-        faults=("leader-kill", "leader-stop", "leader-power-loss"),
+        # A broker halts when its only log directory fails (disk-error): a leader kill.
+        faults=("leader-kill", "leader-stop", "leader-power-loss", "leader-disk-error"),
         loss=FORBIDDEN_UNLESS_ISR_SHRANK,
         citation="acks=all, min.insync=1, leader kill: "
         "“none, unless the ISR had already shrunk to the leader”",
@@ -310,9 +311,11 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
             "controller-kill",
             "controller-stop",
             "controller-power-loss",
+            "controller-disk-error",
             "node-kill",
             "node-stop",
             "node-power-loss",
+            "node-disk-error",
             "all-stop",
         ),
         loss=FORBIDDEN_UNLESS_ISR_SHRANK,

@@ -140,7 +140,7 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
             return (
                 f"replicas {list(stopped[0].nodes)} stopped cleanly at "
                 f"{context.t(stopped[0].ts_us)}; the ISR was {list(alone[-1].isr)} at "
-                f"{context.t(alone[-1].ts_us)} when fault {hit.fault_id} (power-loss) hit it at "
+                f"{context.t(alone[-1].ts_us)} when fault {hit.fault_id} ({hit.fault}) hit it at "
                 f"{context.t(hit.ts_us)}"
             )
     return ""

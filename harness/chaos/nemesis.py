@@ -28,6 +28,7 @@ from harness.chaos.faults import (
     FaultParams,
     consumer_members,
 )
+from harness.platform import disk_layer
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (
@@ -180,6 +181,8 @@ def heal_all(ctx: FaultContext) -> list[str]:
                 actions.append(f"start {node.hostname}")
             # One exec per node: each costs ~0.2 s, and the cleanups never fail.
             node.net_exec(["sh", "-c", RESIDUE_CLEANUP])
+            if node.disk_layered:  # its disk faults' modes off
+                node.exec(disk_layer.HEAL)
         except Exception as exc:  # heal the others even if one node misbehaves
             actions.append(f"{node.hostname}: heal failed: {exc}")
     try:  # helpers a fault's own heal never stopped (the harness was interrupted)

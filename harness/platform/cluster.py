@@ -37,6 +37,7 @@ import docker.models.containers
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, TopicMetadata
 
+from harness.platform import disk_layer
 from harness.platform.node import (
     KafkaNode,
     vote_if_running,
@@ -44,6 +45,7 @@ from harness.platform.node import (
 from harness.platform.sidecar import NETWORK_TOOLS, ToolsHelper, remove_helpers
 from harness.platform.topology import (
     CLIENT_PORT,
+    LOG_DIR,
     READY_TOPIC,
     ClusterError,
     NodePlan,
@@ -89,6 +91,9 @@ class KafkaCluster:
     zookeeper_nodes: int = 1  # ZooKeeper servers, zookeeper mode
     quorum: list[KafkaNode] = field(default_factory=list)  # the KRaft controllers
     ensemble: list[KafkaNode] = field(default_factory=list)  # the ZooKeeper servers
+    # The chaosfs binary (harness.platform.diskfs) to mount under every Kafka node's log
+    # directory, for the disk faults (harness.platform.disk_layer); None: no layer.
+    disk_layer: Path | None = None
     _network = None
     _admin: AdminClient | None = None
 
@@ -222,6 +227,8 @@ class KafkaCluster:
         ports = {}
         if plan.host_port:
             ports = {f"{CLIENT_PORT}/tcp": (publish_address(self.host), plan.host_port)}
+        layered = self.disk_layer is not None and plan.role is not Role.ZOOKEEPER
+        options = disk_layer.create_options(client, self.image, LOG_DIR) if layered else {}
         container = client.containers.create(
             self.image,
             name=f"kchaos-{self.tag}-{plan.hostname}",
@@ -233,11 +240,17 @@ class KafkaCluster:
             networking_config={
                 self.network_name: client.api.create_endpoint_config(aliases=[plan.hostname])
             },
-            cap_add=["NET_ADMIN"],
+            cap_add=["NET_ADMIN", "SYS_ADMIN"] if layered else ["NET_ADMIN"],
             labels=self.labels,
             detach=True,
+            **options,
         )
-        return KafkaNode(plan.node_id, plan.host_port, container, self.host, plan.role)
+        node = KafkaNode(plan.node_id, plan.host_port, container, self.host, plan.role)
+        if layered:
+            assert self.disk_layer is not None
+            disk_layer.install(container, self.disk_layer)
+            node.disk_dir = disk_layer.DISK_DIR
+        return node
 
     def admin(self) -> AdminClient:
         """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""

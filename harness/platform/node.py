@@ -77,10 +77,18 @@ class KafkaNode:
     # them: a helper in the node's network namespace (harness/platform/sidecar.py); None runs
     # them in the node itself.
     network_tools: NetworkTools | None = field(default=None, repr=False, compare=False)
+    # Where the log data lies in the container's own file system, readable when it is stopped:
+    # LOG_DIR, or the disk below the disk layer's mount (harness/platform/disk_layer.py).
+    disk_dir: str = LOG_DIR
 
     @property
     def hostname(self) -> str:
         return hostname_of(self.role, self.node_id)
+
+    @property
+    def disk_layered(self) -> bool:
+        """Whether the node's log directory is a disk layer's mount (the disk faults' site)."""
+        return self.disk_dir != LOG_DIR
 
     @property
     def address(self) -> str:

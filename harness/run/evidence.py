@@ -22,7 +22,6 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.platform.topology import LOG_DIR
 from harness.rundir import layout
 from harness.rundir.records import PRODUCER_ID_STRIDE, Status
 
@@ -34,6 +33,7 @@ class SegmentSource(Protocol):
     """A broker whose files can be read as a tar stream (a `harness.platform.cluster.KafkaNode`)."""
 
     node_id: int
+    disk_dir: str  # the log directory as the container's own file system holds it
 
     def archive(self, path: str) -> Iterator[bytes] | None: ...
 
@@ -152,7 +152,7 @@ def _copy_broker(
     try:
         for partition in range(partitions):
             name = f"{topic}-{partition}"
-            stream = node.archive(f"{LOG_DIR}/{name}")
+            stream = node.archive(f"{node.disk_dir}/{name}")
             if stream is None:  # not a replica of this partition
                 continue
             copy.partitions.append(name)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
+from harness.chaos.faults import FAULT_TYPES, FaultContext, HelperSite, check_tools
 from harness.chaos.nemesis import Nemesis, heal_all
 from harness.experiment.matrix import Cell
 from harness.experiment.plan import (
@@ -28,7 +28,7 @@ from harness.experiment.plan import (
     schedule_for,
     topic_settings,
 )
-from harness.experiment.spec import Experiment
+from harness.experiment.spec import Experiment, FaultStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
@@ -158,6 +158,17 @@ def _effective_defaults(version: str | None) -> dict[str, str] | None:
     return broker_defaults(KafkaVersion.parse(version)).as_properties()
 
 
+def _disk_layer(steps: list[FaultStep]) -> Path | None:
+    """The chaosfs binary when a step's fault acts through the disk layer, else None (the
+    layer costs every write a trip through FUSE: only experiments with disk faults pay it)."""
+    faults = [FAULT_TYPES[step.fault] for step in steps if not step.heals]
+    if not any(fault.helper_site is HelperSite.FUSE_MOUNT for fault in faults):
+        return None
+    from harness.platform.diskfs import chaosfs_binary
+
+    return chaosfs_binary()
+
+
 def run_repetition(
     repetition: Repetition, image: BrokerImage, progress: Progress
 ) -> RepetitionSummary:
@@ -176,6 +187,7 @@ def run_repetition(
         mode=spec.kafka.effective_mode() or Mode.KRAFT,
         version=image.kafka_version or spec.kafka.version,
         zookeeper_nodes=spec.kafka.zookeeper_nodes,
+        disk_layer=_disk_layer(steps),
     )
     try:
         progress.phase("starting cluster")

@@ -40,6 +40,7 @@ class FakeBroker:
     node_id: int
     dirs: dict[str, dict[str, bytes]]
     fail: bool = False
+    disk_dir: str = LOG_DIR
     asked: list[str] = field(default_factory=list)
 
     def archive(self, path: str) -> Iterator[bytes] | None:

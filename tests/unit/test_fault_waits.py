@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.chaos.faults.base import FaultError
-from harness.chaos.faults.power_loss import _wait_until_down
+from harness.chaos.faults.power_loss import wait_until_down
 from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.platform.topology import PartitionState
 
@@ -30,13 +30,13 @@ class _Node:
 
 def test_power_loss_waits_until_the_killed_node_stopped() -> None:
     node = _Node(["running", "running", "exited", "unexpected"])
-    _wait_until_down(node)
+    wait_until_down(node)
     assert next(node.states) == "unexpected"
 
 
 def test_power_loss_gives_up_when_the_node_still_runs() -> None:
     with pytest.raises(FaultError, match="kafka-2 still runs 0 s after SIGKILL"):
-        _wait_until_down(_Node(["running"] * 10), timeout_s=0)
+        wait_until_down(_Node(["running"] * 10), timeout_s=0)
 
 
 class _Cluster:

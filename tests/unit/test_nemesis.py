@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, heal_all
 from harness.experiment.spec import FaultStep
+from harness.platform import disk_layer
 from harness.platform.topology import Role, hostname_of
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
@@ -68,10 +69,13 @@ def test_a_heal_failure_is_a_fault_error_of_stage_heal(tmp_path):
 class FakeNode:
     """A node in `state` that records what the final heal does to it."""
 
-    def __init__(self, node_id: int, state: str, role: Role = Role.COMBINED):
+    def __init__(
+        self, node_id: int, state: str, role: Role = Role.COMBINED, disk_layered: bool = False
+    ):
         self.node_id, self._state, self.calls = node_id, state, []
         self.role = role
         self.hostname = hostname_of(role, node_id)
+        self.disk_layered = disk_layered
 
     def state(self) -> str:
         return self._state
@@ -102,6 +106,16 @@ def test_heal_all_brings_each_node_back_then_runs_every_fault_types_cleanup():
     assert actions == ["unpause kafka-2", "start kafka-3"]
     cleanup = ["sh", "-c", RESIDUE_CLEANUP]
     assert [node.calls for node in nodes] == [[cleanup], ["unpause", cleanup], ["start", cleanup]]
+
+
+def test_heal_all_turns_the_disk_faults_off_in_the_nodes_with_a_disk_layer_only():
+    nodes = [FakeNode(1, "running", disk_layered=True), FakeNode(2, "exited")]
+    heal_all(SimpleNamespace(cluster=fake_cluster(nodes)))
+    cleanup = ["sh", "-c", RESIDUE_CLEANUP]
+    assert nodes[0].calls == [cleanup, disk_layer.HEAL]
+    assert nodes[1].calls == ["start", cleanup]
+    # In the node itself (the control socket is in its file system), and never a failure.
+    assert disk_layer.HEAL[:2] == ["sh", "-c"] and disk_layer.CONTROL in disk_layer.HEAL[2]
 
 
 def test_heal_all_also_brings_back_zookeeper_servers_and_controllers():

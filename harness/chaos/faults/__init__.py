@@ -23,6 +23,7 @@ from harness.chaos.faults.consumer import (
     consumer_members,
     is_consumer_target,
 )
+from harness.chaos.faults.disk import DiskFull, FsyncError, LoseUnsynced, SlowDisk, TornWrite
 from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
@@ -40,6 +41,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
         *(Delay, Reorder, Duplicate, Reassign),
+        *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )
 }

@@ -61,7 +61,7 @@ class PowerLoss(Fault[PowerLossParams]):
         lost_after_ms = None if window_s is None else int((time.time() - window_s) * 1000)
         lost = {}
         for node in self.nodes:
-            _wait_until_down(node)
+            wait_until_down(node)
             lost[node.hostname] = lose_unflushed(node, lost_after_ms)
         return {"signal": "SIGKILL", "page_cache": "lost", "window_s": window_s, "lost": lost}
 
@@ -69,7 +69,7 @@ class PowerLoss(Fault[PowerLossParams]):
         start_stopped(self.nodes)
 
 
-def _wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
+def wait_until_down(node: KafkaNode, timeout_s: float = 10.0) -> None:
     """Wait until the killed container stopped: no process may write while we cut."""
     if not wait_for(lambda: node.state() != "running", timeout_s, interval_s=0.05):
         raise FaultError(f"{node.hostname} still runs {timeout_s:.0f} s after SIGKILL")
@@ -80,12 +80,9 @@ def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict
 
     Returns, per partition that lost data, the bytes and batches before and after the cut.
     """
-    # Here, not at the top: the cluster module loads the Docker SDK, and the fault registry
-    # must load without it (the analysis reads the fault kinds).
-    from harness.platform.topology import LOG_DIR
-
-    files = node.read_files(LOG_DIR)
-    root = LOG_DIR.rstrip("/").rsplit("/", 1)[-1]  # archive names start with "data/"
+    log_dir = node.disk_dir  # where the data lies while the node is stopped
+    files = node.read_files(log_dir)
+    root = log_dir.rstrip("/").rsplit("/", 1)[-1]  # archive names start with the folder's name
     checkpoint = files.get(f"{root}/{CHECKPOINT}")
     recovery = read_checkpoint(checkpoint[1].decode()) if checkpoint else {}
     cut: dict[str, tuple[tarfile.TarInfo, bytes]] = {}
@@ -111,6 +108,6 @@ def lose_unflushed(node: KafkaNode, lost_after_ms: int | None) -> dict[str, dict
                 "bytes_after": kept,
             }
     if cut:
-        parent = LOG_DIR.rstrip("/").rsplit("/", 1)[0]
+        parent = log_dir.rstrip("/").rsplit("/", 1)[0]
         node.write_files(parent, cut)
     return report
