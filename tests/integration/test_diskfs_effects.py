@@ -1,0 +1,476 @@
+"""chaosfs through a real FUSE mount on this host: each fault's effect on real files.
+
+These need root and /dev/fuse (as CI has), not Docker: chaosfs serves a backing dir of the
+test's own at a mount point beside it, the test works on files through the mount with plain
+system calls, and reads the backing dir directly to see what a crash left on "disk".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import mmap
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.platform import diskfs
+from harness.platform.diskfs import DiskLayerError, chaosfs_binary
+from harness.settings import Settings
+
+SERVE_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+DELAY_MS = 200
+
+
+@pytest.fixture(scope="session")
+def binary() -> Path:
+    """The chaosfs binary (built once); fails, never skips, where FUSE is missing."""
+    if not Path("/dev/fuse").exists():
+        pytest.fail(
+            "/dev/fuse is missing: these tests mount chaosfs, a FUSE file system. "
+            "Fix: modprobe fuse (or run the container with --device /dev/fuse), as root."
+        )
+    return chaosfs_binary()
+
+
+def mounted(path: Path) -> bool:
+    """Whether `path` is a mount point now (from /proc/self/mounts)."""
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == str(path) for line in mounts)
+
+
+class ChaosFS:
+    """A running `chaosfs serve` of base/disk (backing) at base/data (mount)."""
+
+    def __init__(self, binary: Path, base: Path):
+        self.binary = binary
+        self.disk = base / "disk"
+        self.data = base / "data"
+        self.socket = base / "ctl.sock"
+        self.log = base / "chaosfs.log"
+        self.disk.mkdir(exist_ok=True)
+        self.data.mkdir(exist_ok=True)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start serving; returns once chaosfs said it serves the mount."""
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [self.binary, "serve", "--backing", self.disk, "--mount", self.data,
+                 "--control", self.socket],
+                stdout=subprocess.PIPE, stderr=log,
+            )  # fmt: skip
+        line = self._first_line(SERVE_TIMEOUT_S)
+        if line != f"chaosfs: serving {self.data}\n".encode():
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(
+                f"chaosfs did not report serving within {SERVE_TIMEOUT_S} s "
+                f"(exit {self.proc.returncode}); stdout {line!r}; "
+                f"stderr: {self.log.read_text(errors='replace')}"
+            )
+
+    def _first_line(self, timeout_s: float) -> bytes:
+        """The first stdout line, or what came before EOF or the timeout."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        got = b""
+        while b"\n" not in got:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            got += chunk
+        return got
+
+    def stop(self) -> None:
+        """SIGTERM; it must exit 0 and leave nothing mounted (else it is unmounted lazily)."""
+        if self.proc is None:
+            return
+        problems = []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                problems.append(f"did not exit within {STOP_TIMEOUT_S} s of SIGTERM")
+        if self.proc.returncode != 0:
+            problems.append(f"exited {self.proc.returncode}")
+        if mounted(self.data):
+            subprocess.run(["umount", "-l", str(self.data)], check=False)
+            problems.append("left its mount behind")
+        self.proc = None
+        if problems:
+            pytest.fail(f"chaosfs {'; '.join(problems)}: {self.log.read_text(errors='replace')}")
+
+    def ctl(self, *command: str) -> tuple[int, dict]:
+        """`chaosfs ctl COMMAND`: its exit code and its JSON reply."""
+        done = subprocess.run(
+            [self.binary, "ctl", "--control", self.socket, *command],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}
+
+    def ok(self, *command: str) -> dict:
+        """The reply of a command that must succeed."""
+        code, reply = self.ctl(*command)
+        assert code == 0 and reply["ok"] is True, (command, code, reply)
+        return reply
+
+
+@pytest.fixture
+def fs(binary: Path, tmp_path: Path) -> Iterator[ChaosFS]:
+    """A fresh chaosfs mount, stopped (and checked unmounted) after the test."""
+    mount = ChaosFS(binary, tmp_path)
+    mount.start()
+    try:
+        yield mount
+    finally:
+        mount.stop()
+
+
+@contextlib.contextmanager
+def opened(path: Path, flags: int = os.O_RDWR | os.O_CREAT) -> Iterator[int]:
+    """A descriptor of `path`, closed afterwards even if close fails (EIO after a crash)."""
+    fd = os.open(path, flags, 0o644)
+    try:
+        yield fd
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def fails_with(code: int, call, *args) -> None:
+    """`call(*args)` raises OSError with errno `code`."""
+    with pytest.raises(OSError) as raised:
+        call(*args)
+    assert raised.value.errno == code, f"{call.__name__}: {raised.value!r}"
+
+
+def tear(tail: int) -> int:
+    """The documented torn length of an unsynced tail: half, minus 1 on a sector multiple."""
+    keep = tail // 2 if tail > 0 else 0
+    return keep - 1 if keep > 0 and keep % 512 == 0 else keep
+
+
+def test_passthrough(fs: ChaosFS) -> None:
+    payload = os.urandom(1 << 20)
+    (fs.data / "topic-0").mkdir()
+    with opened(fs.data / "topic-0" / "00000.log") as fd:
+        for start in range(0, len(payload), 65536):
+            os.write(fd, payload[start : start + 65536])
+        os.pwrite(fd, b"patched", 100)
+    expected = payload[:100] + b"patched" + payload[107:]
+    assert (fs.disk / "topic-0" / "00000.log").read_bytes() == expected
+    assert (fs.data / "topic-0" / "00000.log").read_bytes() == expected
+
+    # An index as Kafka keeps one: preallocated, written through a shared mapping.
+    with opened(fs.data / "topic-0" / "00000.index") as fd:
+        os.ftruncate(fd, 10 * 4096)
+        with mmap.mmap(fd, 10 * 4096) as mapped:
+            mapped[0:16] = b"offset+position!"
+            mapped[4096 * 9 : 4096 * 9 + 4] = b"last"
+            mapped.flush()
+    index = (fs.disk / "topic-0" / "00000.index").read_bytes()
+    assert len(index) == 10 * 4096 and index[:16] == b"offset+position!"
+    assert index[4096 * 9 : 4096 * 9 + 4] == b"last"
+
+    os.rename(fs.data / "topic-0" / "00000.log", fs.data / "topic-0" / "00000.log.deleted")
+    assert sorted(os.listdir(fs.data / "topic-0")) == ["00000.index", "00000.log.deleted"]
+    assert sorted(os.listdir(fs.disk / "topic-0")) == ["00000.index", "00000.log.deleted"]
+    os.unlink(fs.data / "topic-0" / "00000.log.deleted")
+    assert os.listdir(fs.disk / "topic-0") == ["00000.index"]
+    assert fs.ok("status")["writes"] >= 16
+
+
+def test_crash_drops_unsynced_writes(fs: ChaosFS) -> None:
+    (fs.disk / "untouched").write_bytes(b"written before the mount")
+    with (
+        opened(fs.data / "segment.log") as seg,
+        opened(fs.data / "fresh.log") as fresh,
+        opened(fs.data / "synced.log") as synced,
+        opened(fs.data / "leader.index") as index,
+    ):
+        os.write(seg, b"A" * 6000)
+        os.fsync(seg)
+        os.write(seg, b"B" * 3000)  # appended, not synced
+        os.pwrite(seg, b"C" * 100, 1000)  # overwritten in place, inside the synced part
+        os.pwrite(seg, b"D" * 100, 1050)  # and again, overlapping the first
+        os.write(fresh, b"N" * 500)  # created, never synced
+        os.write(synced, b"S" * 700)
+        os.fsync(synced)  # synced after its last write
+        os.ftruncate(index, 8192)
+        with mmap.mmap(index, 8192) as mapped:
+            mapped[0:8] = b"entry-01"
+            mapped.flush()  # msync: an fsync of the index
+            mapped[8:16] = b"entry-02"  # dirty, written back by close(), never synced
+        os.close(os.dup(index))  # a close flushes the dirty page to chaosfs
+        assert (fs.disk / "leader.index").read_bytes()[8:16] == b"entry-02"
+        assert (fs.disk / "segment.log").stat().st_size == 9000  # write-through
+
+        reply = fs.ok("crash")
+        assert (fs.disk / "segment.log").read_bytes() == b"A" * 6000
+        assert (fs.disk / "fresh.log").read_bytes() == b""
+        assert (fs.disk / "synced.log").read_bytes() == b"S" * 700
+        assert (fs.disk / "untouched").read_bytes() == b"written before the mount"
+        assert (fs.disk / "leader.index").read_bytes() == b"entry-01" + bytes(8192 - 8)
+        files = {f["path"]: f for f in reply["files"]}
+        assert set(files) == {"segment.log", "fresh.log", "leader.index"}
+        assert files["segment.log"] == {
+            "path": "segment.log", "synced_size": 6000, "size_before": 9000,
+            "size_after": 6000, "restored_bytes": 200,
+        }  # fmt: skip
+        assert files["fresh.log"] == {
+            "path": "fresh.log", "synced_size": 0, "size_before": 500, "size_after": 0,
+            "restored_bytes": 0,
+        }  # fmt: skip
+        assert files["leader.index"]["size_after"] == 8192
+        assert files["leader.index"]["restored_bytes"] > 0
+        assert reply["torn"] is False and reply["dropped_bytes"] == 3000 + 500
+
+        # Crashed: every request that reaches chaosfs fails, and changes nothing.
+        fails_with(errno.EIO, os.write, seg, b"late")
+        fails_with(errno.EIO, os.fsync, synced)
+        fails_with(errno.EIO, os.open, fs.data / "synced.log", os.O_RDONLY)
+        fails_with(errno.EIO, os.open, fs.data / "new.log", os.O_RDWR | os.O_CREAT)
+        fails_with(errno.EIO, os.listdir, fs.data)
+        fails_with(errno.EIO, os.mkdir, fs.data / "dir")
+        assert (fs.disk / "segment.log").read_bytes() == b"A" * 6000
+        assert not (fs.disk / "new.log").exists()
+    status = fs.ok("status")
+    assert status["mode"]["crashed"] is True and status["tracked_files"] == 0
+    assert status["failed_ops"] >= 6
+
+
+def test_crash_torn_keeps_half_the_tail(fs: ChaosFS) -> None:
+    with opened(fs.data / "even.log") as even, opened(fs.data / "odd.log") as odd:
+        os.write(even, b"s" * 1000)
+        os.fsync(even)
+        tail = os.urandom(2048)  # half of it is 1024 bytes, two sectors: 1023 stay
+        os.write(even, tail)
+        os.pwrite(even, b"X" * 10, 0)
+        odd_tail = os.urandom(3001)  # 1500 stay
+        os.write(odd, odd_tail)
+        reply = fs.ok("crash", "torn")
+    assert tear(2048) == 1023
+    assert (fs.disk / "even.log").read_bytes() == b"s" * 1000 + tail[:1023]
+    assert (fs.disk / "odd.log").read_bytes() == odd_tail[:1500]
+    files = {f["path"]: f for f in reply["files"]}
+    assert reply["torn"] is True
+    assert files["even.log"]["size_after"] == 2023 and files["odd.log"]["size_after"] == 1500
+    assert (2023 - 1000) % 512 != 0
+
+
+def test_rollback_reaches_a_renamed_file(fs: ChaosFS) -> None:
+    (fs.data / "partition-0").mkdir()
+    with opened(fs.data / "partition-0" / "7.log") as fd:
+        os.write(fd, b"durable")
+        os.fsync(fd)
+        os.write(fd, b" and lost")
+        os.pwrite(fd, b"D", 0)
+    os.rename(fs.data / "partition-0" / "7.log", fs.data / "partition-0" / "7.log.deleted")
+    reply = fs.ok("crash")
+    assert (fs.disk / "partition-0" / "7.log.deleted").read_bytes() == b"durable"
+    assert [f["path"] for f in reply["files"]] == ["partition-0/7.log.deleted"]
+
+
+def test_fsync_error(fs: ChaosFS) -> None:
+    with opened(fs.data / "kept.log") as kept, opened(fs.data / "lost.log") as lost:
+        os.write(kept, b"kept")
+        os.write(lost, b"lost")
+        fs.ok("set", "fsync-error", "on")
+        fails_with(errno.EIO, os.fsync, kept)
+        fails_with(errno.EIO, os.fsync, lost)
+        assert fs.ok("status")["failed_ops"] == 2
+        fs.ok("set", "fsync-error", "off")
+        os.fsync(kept)
+        fs.ok("crash")
+    assert (fs.disk / "kept.log").read_bytes() == b"kept"
+    assert (fs.disk / "lost.log").read_bytes() == b""  # its failed fsync made nothing durable
+
+
+def test_disk_full(fs: ChaosFS) -> None:
+    with opened(fs.data / "full.log") as fd:
+        os.write(fd, b"x" * 4096)
+        reply = fs.ok("set", "disk-full", "on")
+        assert reply["mode"]["disk_full"] is True
+        fails_with(errno.ENOSPC, os.write, fd, b"append")
+        fails_with(errno.ENOSPC, os.ftruncate, fd, 8192)
+        assert os.pwrite(fd, b"inside", 100) == 6  # allocated blocks can still be overwritten
+        fails_with(errno.ENOSPC, os.open, fs.data / "new.log", os.O_RDWR | os.O_CREAT)
+        fails_with(errno.ENOSPC, os.mkdir, fs.data / "dir")
+        stats = os.statvfs(fs.data)
+        assert stats.f_bfree == 0 and stats.f_bavail == 0
+        reply = fs.ok("heal")
+        assert reply["mode"] == {
+            "fsync_error": False, "disk_full": False, "write_delay_ms": 0,
+            "fsync_delay_ms": 0, "crashed": False,
+        }  # fmt: skip
+        os.write(fd, b"append")
+        assert os.statvfs(fs.data).f_bavail > 0
+    content = (fs.disk / "full.log").read_bytes()
+    assert content == b"x" * 100 + b"inside" + b"x" * 3990 + b"append"
+    assert not (fs.disk / "new.log").exists()
+
+
+def timed(call, *args) -> float:
+    """Seconds `call(*args)` took."""
+    start = time.monotonic()
+    call(*args)
+    return time.monotonic() - start
+
+
+def test_slow_disk(fs: ChaosFS) -> None:
+    with opened(fs.data / "slow.log") as fd:
+        fs.ok("set", "write-delay", str(DELAY_MS))
+        assert timed(os.write, fd, b"slow") >= DELAY_MS / 1000
+        fs.ok("set", "write-delay", "0")
+        assert timed(os.write, fd, b"fast") < DELAY_MS / 1000
+        fs.ok("set", "fsync-delay", str(DELAY_MS))
+        assert timed(os.fsync, fd) >= DELAY_MS / 1000
+        fs.ok("set", "fsync-delay", "0")
+        assert timed(os.fsync, fd) < DELAY_MS / 1000
+    assert (fs.disk / "slow.log").read_bytes() == b"slowfast"
+
+
+def test_ctl_errors(fs: ChaosFS, tmp_path: Path) -> None:
+    code, reply = fs.ctl("explode")
+    assert code == 1 and reply["ok"] is False
+    assert "explode" in reply["error"] and "accepted:" in reply["error"]
+    assert "crash torn" in reply["error"] and "set write-delay MS" in reply["error"]
+    code, reply = fs.ctl("set", "write-delay", "fast")
+    assert code == 1 and "0..60000" in reply["error"]
+    missing = subprocess.run(
+        [fs.binary, "ctl", "--control", tmp_path / "none.sock", "status"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "cannot reach" in missing.stderr
+
+
+# The property: random pwrite/ftruncate/fsync on 1-3 files, then a crash, against an oracle.
+# Contents are patterns of any length (not mostly short, as random binaries are), and
+# offsets often repeat a few places, so overwrites of synced bytes overlap one another.
+def pattern(length: int, seed: int) -> bytes:
+    """`length` bytes that differ from their neighbours and from other seeds' patterns."""
+    return bytes((seed + 7 * n) % 251 for n in range(length))
+
+
+CONTENT = st.builds(pattern, st.integers(1, 3000), st.integers(0, 250))
+FILE = st.none() | st.builds(pattern, st.integers(0, 8000), st.integers(0, 250))
+OFFSETS = st.sampled_from([0, 100, 511, 1000, 4096]) | st.integers(0, 9000)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("pwrite"), st.integers(0, 2), OFFSETS, CONTENT),
+        st.tuples(st.just("truncate"), st.integers(0, 2), st.integers(0, 12000)),
+        st.tuples(st.just("fsync"), st.integers(0, 2)),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    initial=st.lists(FILE, min_size=1, max_size=3),
+    ops=OPS,
+    torn=st.booleans(),
+)
+def test_crash_matches_oracle(
+    binary: Path, tmp_path_factory: pytest.TempPathFactory, initial, ops, torn: bool
+) -> None:
+    """Each file ends as the oracle says: its bytes at its last fsync (b"" if the test
+    created it and never synced it), plus for a torn crash the documented part of its tail."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp(), prefix="oracle-"))
+    mount = ChaosFS(binary, base)
+    current: list[bytearray] = []
+    synced: list[bytes] = []
+    for i, content in enumerate(initial):
+        if content is not None:  # on the disk before the mount: durable
+            (mount.disk / f"f{i}").write_bytes(content)
+        current.append(bytearray(content or b""))
+        synced.append(bytes(content or b""))
+    mount.start()
+    try:
+        fds = [
+            os.open(mount.data / f"f{i}", os.O_RDWR | os.O_CREAT, 0o644)
+            for i in range(len(initial))
+        ]
+        for op in ops:
+            i = op[1] % len(fds)
+            if op[0] == "pwrite":
+                offset, data = op[2], op[3]
+                os.pwrite(fds[i], data, offset)
+                current[i].extend(bytes(max(0, offset + len(data) - len(current[i]))))
+                current[i][offset : offset + len(data)] = data
+            elif op[0] == "truncate":
+                os.ftruncate(fds[i], op[2])
+                del current[i][op[2] :]
+                current[i].extend(bytes(op[2] - len(current[i])))
+            else:
+                os.fsync(fds[i])
+                synced[i] = bytes(current[i])
+        for i in range(len(fds)):
+            assert (mount.disk / f"f{i}").read_bytes() == current[i], "not write-through"
+        mount.ok(*(["crash", "torn"] if torn else ["crash"]))
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    finally:
+        mount.stop()
+    for i in range(len(initial)):
+        want = synced[i]
+        if torn:
+            keep = tear(len(current[i]) - len(want))
+            want += bytes(current[i][len(want) : len(want) + keep])
+        assert (mount.disk / f"f{i}").read_bytes() == want, f"f{i}"
+    shutil.rmtree(base)
+
+
+# The build function.
+
+
+def test_binary_is_cached(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_build(*args, **kwargs):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(diskfs.subprocess, "run", no_build)
+    assert chaosfs_binary() == binary
+    assert binary.parent.parent == Settings().cache_dir / "diskfs"
+
+
+def test_build_failure_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "diskfs"
+    shutil.copytree(diskfs.SOURCE, broken)
+    with open(broken / "main.go", "a") as main:
+        main.write("\nthis is not Go\n")
+    monkeypatch.setattr(diskfs, "SOURCE", broken)
+    with pytest.raises(DiskLayerError, match=r"(?s)does not build.*main\.go.*Fix:"):
+        chaosfs_binary(Settings(cache_dir=tmp_path / "cache"))
+    assert not list((tmp_path / "cache" / "diskfs").glob("chaosfs-*"))
+
+
+def test_missing_go_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diskfs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(diskfs, "_FALLBACK_GO", tmp_path / "no-go")
+    with pytest.raises(DiskLayerError, match="install Go"):
+        diskfs.go_tool()
