@@ -195,9 +195,12 @@ def test_passthrough(fs: ChaosFS) -> None:
     os.rename(fs.data / "topic-0" / "00000.log", fs.data / "topic-0" / "00000.log.deleted")
     assert sorted(os.listdir(fs.data / "topic-0")) == ["00000.index", "00000.log.deleted"]
     assert sorted(os.listdir(fs.disk / "topic-0")) == ["00000.index", "00000.log.deleted"]
+    assert fs.ok("status")["tracked_files"] == 1  # the log; the index was synced by msync
     os.unlink(fs.data / "topic-0" / "00000.log.deleted")
     assert os.listdir(fs.disk / "topic-0") == ["00000.index"]
-    assert fs.ok("status")["writes"] >= 16
+    status = fs.ok("status")
+    assert status["writes"] >= 16 and status["fsyncs"] >= 1
+    assert status["tracked_files"] == 0 and status["unsynced_bytes"] == 0  # unlinked: forgotten
 
 
 def test_crash_drops_unsynced_writes(fs: ChaosFS) -> None:
@@ -286,8 +289,17 @@ def test_rollback_reaches_a_renamed_file(fs: ChaosFS) -> None:
         os.write(fd, b" and lost")
         os.pwrite(fd, b"D", 0)
     os.rename(fs.data / "partition-0" / "7.log", fs.data / "partition-0" / "7.log.deleted")
+    # A checkpoint as Kafka writes one: a synced temporary file renamed over the old one.
+    with opened(fs.data / "checkpoint") as old, opened(fs.data / "checkpoint.tmp") as new:
+        os.write(old, b"old, unsynced")
+        os.write(new, b"new")
+        os.fsync(new)
+    assert fs.ok("status")["tracked_files"] == 2
+    os.rename(fs.data / "checkpoint.tmp", fs.data / "checkpoint")
+    assert fs.ok("status")["tracked_files"] == 1  # the replaced file is gone for good
     reply = fs.ok("crash")
     assert (fs.disk / "partition-0" / "7.log.deleted").read_bytes() == b"durable"
+    assert (fs.disk / "checkpoint").read_bytes() == b"new"
     assert [f["path"] for f in reply["files"]] == ["partition-0/7.log.deleted"]
 
 

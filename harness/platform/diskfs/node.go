@@ -7,6 +7,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // node is a loopback node whose file handles and size changes go through the tracker.
@@ -23,6 +24,8 @@ var (
 	_ fs.NodeTmpfiler       = (*node)(nil)
 	_ fs.NodeSetattrer      = (*node)(nil)
 	_ fs.NodeCopyFileRanger = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
 )
 
 // newNode is the LoopbackRoot's NewNode: every node of the mount is a chaosfs node.
@@ -132,6 +135,40 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 		out.Bfree, out.Bavail = 0, 0
 	}
 	return errno
+}
+
+// Unlink removes a name; the tracker forgets the file if that was its last name.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	gone, last := lastName(filepath.Join(n.backingPath(), name))
+	errno := n.LoopbackNode.Unlink(ctx, name)
+	if errno == 0 && last {
+		n.c.tracker.Forget(gone)
+	}
+	return errno
+}
+
+// Rename renames as the loopback does; a file it replaces is forgotten by the tracker if
+// that was its last name (an exchange replaces nothing).
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	var gone fileKey
+	var last bool
+	if dir, ok := newParent.(*node); ok && flags&unix.RENAME_EXCHANGE == 0 {
+		gone, last = lastName(filepath.Join(dir.backingPath(), newName))
+	}
+	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	if errno == 0 && last {
+		n.c.tracker.Forget(gone)
+	}
+	return errno
+}
+
+// lastName is the key of the regular file at path, and whether path is its only name.
+func lastName(path string) (fileKey, bool) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileKey{}, false
+	}
+	return keyOf(&st), st.Nlink == 1
 }
 
 // target is how a size change reaches the file: through the handle it came with, else by

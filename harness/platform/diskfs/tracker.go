@@ -139,7 +139,12 @@ func (t *Tracker) Modify(key fileKey, src source, off, length int64, op func(fd 
 }
 
 // Synced forgets the file after a successful fsync: what it holds now is durable.
-func (t *Tracker) Synced(key fileKey) {
+func (t *Tracker) Synced(key fileKey) { t.Forget(key) }
+
+// Forget stops tracking the file and closes the tracker's descriptor: after a sync, or
+// when its last name is removed (nobody can see it after a crash, and its journal would
+// hold memory and keep the inode alive).
+func (t *Tracker) Forget(key fileKey) {
 	t.mu.Lock()
 	r, ok := t.files[key]
 	delete(t.files, key)
