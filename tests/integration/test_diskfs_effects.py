@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from harness.platform import diskfs
 from harness.platform.diskfs import DiskLayerError, chaosfs_binary
 from harness.settings import Settings
+from harness.waiting import poll_until
 
 SERVE_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -301,6 +303,41 @@ def test_rollback_reaches_a_renamed_file(fs: ChaosFS) -> None:
     assert (fs.disk / "partition-0" / "7.log.deleted").read_bytes() == b"durable"
     assert (fs.disk / "checkpoint").read_bytes() == b"new"
     assert [f["path"] for f in reply["files"]] == ["partition-0/7.log.deleted"]
+
+
+def test_crash_during_concurrent_writes(fs: ChaosFS) -> None:
+    """No write lands between the rollback and the crashed state: writers racing the crash
+    either finish before it (and are rolled back) or fail."""
+    synced = b"durable\n" * 64
+    started = threading.Barrier(5)
+
+    def writer(name: str, failures: list[int]) -> None:
+        with opened(fs.data / name) as fd:
+            os.write(fd, synced)
+            os.fsync(fd)
+            started.wait()
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"unsynced record\n")
+                    os.pwrite(fd, b"X", 3)
+            failures.append(1)
+
+    failures: list[int] = []
+    threads = [threading.Thread(target=writer, args=(f"w{i}", failures)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    poll_until(
+        lambda: fs.ok("status")["tracked_files"] == 4, 30, "every writer to write unsynced",
+        interval_s=0.01,
+    )  # fmt: skip
+    reply = fs.ok("crash")
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(failures) == 4, "a writer did not see the crash"
+    for i in range(4):
+        assert (fs.disk / f"w{i}").read_bytes() == synced, f"w{i}"
+    assert len(reply["files"]) == 4
 
 
 def test_fsync_error(fs: ChaosFS) -> None:
