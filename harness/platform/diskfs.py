@@ -72,8 +72,10 @@ def _build(out: Path) -> None:
     env = {**os.environ, "CGO_ENABLED": "0"}
     # Use the toolchain at hand, never download another one.
     env.setdefault("GOTOOLCHAIN", "local")
+    # -buildvcs=false: the binary needs no VCS stamp, and stamping fails where git is
+    # missing or the checkout belongs to another user.
     result = subprocess.run(
-        [go_tool(), "build", "-trimpath", "-o", str(out), "."],
+        [go_tool(), "build", "-trimpath", "-buildvcs=false", "-o", str(out), "."],
         cwd=SOURCE, env=env, capture_output=True, text=True, check=False,
         timeout=_BUILD_TIMEOUT_S,
     )  # fmt: skip
