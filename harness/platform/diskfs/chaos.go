@@ -13,9 +13,10 @@ import (
 // chaosFS is the state of one chaosfs mount: the backing dir, the faults, the tracked
 // files, and the gate that keeps mutations and a crash apart.
 //
-// Every operation that changes the backing dir holds gate shared, and checks `crashed`
-// inside it; a crash holds it exclusively while it rolls back and sets `crashed`, so no
-// write lands between the rollback and the crashed state.
+// Every operation that changes the backing dir or what a crash would undo (a writeback
+// pass, `sync`) holds gate shared, and checks `crashed` inside it; a crash holds it
+// exclusively while it rolls back and sets `crashed`, so no write lands and nothing is
+// written back between the rollback and the crashed state.
 type chaosFS struct {
 	backing string
 	faults  Faults
@@ -23,8 +24,12 @@ type chaosFS struct {
 	tracker *Tracker
 }
 
-func newChaosFS(backing string) *chaosFS {
-	return &chaosFS{backing: backing, tracker: NewTracker()}
+// newChaosFS is the state of a mount of `backing` whose files are written back once dirty
+// for writebackS seconds (0: never), dated by `clock`.
+func newChaosFS(backing string, writebackS int64, clock Clock) *chaosFS {
+	c := &chaosFS{backing: backing, tracker: NewTracker(clock)}
+	c.faults.writebackS.Store(writebackS)
+	return c
 }
 
 // enter lets a mutating operation in: false once crashed (the caller answers EIO).
@@ -59,12 +64,68 @@ func pause(ms int64) {
 	}
 }
 
+// writebackEvery is how often the writeback pass runs, so a file is written back between
+// the writeback age and one second more after its first unsynced change (Linux checks
+// every dirty_writeback_centisecs, 5 s by default).
+const writebackEvery = time.Second
+
+// writebackLoop runs a writeback pass every writebackEvery until stop is closed.
+func (c *chaosFS) writebackLoop(stop <-chan struct{}) {
+	tick := time.NewTicker(writebackEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			c.writeback()
+		}
+	}
+}
+
+// writeback is one writeback pass: every tracked file dirty for at least the writeback
+// age counts as synced (see Tracker.WriteBack); it answers how many. Nothing is written
+// back while the age is 0, nor once crashed (see whileLive).
+func (c *chaosFS) writeback() (files int) {
+	age := c.faults.writebackS.Load()
+	if age == 0 {
+		return 0
+	}
+	c.whileLive(func() {
+		files, _ = c.tracker.WriteBack(time.Duration(age) * time.Second)
+		c.faults.writtenBack.Add(int64(files))
+	})
+	return files
+}
+
+// syncAll is `sync`: every tracked file counts as synced now (see Tracker.SyncAll). It
+// answers ok false once crashed: there is no machine left to sync.
+func (c *chaosFS) syncAll() (files int, synced int64, ok bool) {
+	ok = c.whileLive(func() { files, synced = c.tracker.SyncAll() })
+	return files, synced, ok
+}
+
+// whileLive runs fn holding the gate shared unless crashed, and answers whether it ran:
+// for chaosfs's own changes to what a crash would undo (a writeback pass, `sync`), which so
+// happen wholly before a crash or not at all. They are no file operation, so unlike enter
+// it counts no failed one.
+func (c *chaosFS) whileLive(fn func()) bool {
+	c.gate.RLock()
+	defer c.gate.RUnlock()
+	if c.faults.crashed.Load() {
+		return false
+	}
+	fn()
+	return true
+}
+
 // crash rolls back every tracked file (torn: keeping half of each unsynced tail), then
 // fails every later operation. It then asks the kernel to drop the rolled-back files'
 // cached pages, so reads reach chaosfs (and fail) instead of the pre-crash cache.
 func (c *chaosFS) crash(torn bool) CrashReport {
 	c.gate.Lock()
 	report, inodes := c.tracker.RollbackAll(torn, c.backing)
+	report.WritebackS = c.faults.writebackS.Load()
 	c.faults.crashed.Store(true)
 	c.gate.Unlock()
 	// Best effort and in the background: dropping an mmapped page may make the kernel write

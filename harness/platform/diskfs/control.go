@@ -15,22 +15,28 @@ import (
 // maxDelayMS bounds the slow-disk delays: a minute per operation is already a hung disk.
 const maxDelayMS = 60_000
 
-// accepted lists the control commands, for error replies and usage.
-const accepted = `accepted: "status", "crash", "crash torn", "set fsync-error on|off", ` +
-	`"set disk-full on|off", "set write-delay MS", "set fsync-delay MS" (MS 0..60000), "heal"`
+// maxWritebackS bounds the writeback age: an hour is already "never" for a chaos run.
+const maxWritebackS = 3600
 
-// Faults is the injected fault state and the counters, read by every operation without a
-// lock (atomics), written by the control socket.
+// accepted lists the control commands, for error replies and usage.
+const accepted = `accepted: "status", "sync", "crash", "crash torn", "set fsync-error on|off", ` +
+	`"set disk-full on|off", "set write-delay MS", "set fsync-delay MS" (MS 0..60000), ` +
+	`"set writeback-s S" (S 0..3600, 0: never), "heal"`
+
+// Faults is the injected fault state, the writeback age and the counters, read by every
+// operation without a lock (atomics), written by the control socket.
 type Faults struct {
 	fsyncError   atomic.Bool
 	diskFull     atomic.Bool
 	writeDelayMS atomic.Int64
 	fsyncDelayMS atomic.Int64
 	crashed      atomic.Bool
+	writebackS   atomic.Int64 // a file dirty this long is written back; 0: never
 
-	writes atomic.Int64 // WRITE requests performed
-	fsyncs atomic.Int64 // file FSYNCs that succeeded (and marked the file synced)
-	failed atomic.Int64 // operations failed by an injected fault (EIO, ENOSPC)
+	writes      atomic.Int64 // WRITE requests performed
+	fsyncs      atomic.Int64 // file FSYNCs that succeeded (and marked the file synced)
+	failed      atomic.Int64 // operations failed by an injected fault (EIO, ENOSPC)
+	writtenBack atomic.Int64 // files the writeback passes marked synced
 }
 
 // Mode is the fault state as the control socket reports it.
@@ -40,6 +46,7 @@ type Mode struct {
 	WriteDelayMS int64 `json:"write_delay_ms"`
 	FsyncDelayMS int64 `json:"fsync_delay_ms"`
 	Crashed      bool  `json:"crashed"`
+	WritebackS   int64 `json:"writeback_s"`
 }
 
 // Mode is a snapshot of the fault state.
@@ -47,7 +54,7 @@ func (f *Faults) Mode() Mode {
 	return Mode{
 		FsyncError: f.fsyncError.Load(), DiskFull: f.diskFull.Load(),
 		WriteDelayMS: f.writeDelayMS.Load(), FsyncDelayMS: f.fsyncDelayMS.Load(),
-		Crashed: f.crashed.Load(),
+		Crashed: f.crashed.Load(), WritebackS: f.writebackS.Load(),
 	}
 }
 
@@ -59,11 +66,12 @@ func (f *Faults) fail(errno syscall.Errno) syscall.Errno {
 
 // command is one parsed control line.
 type command struct {
-	verb string // status, crash, set, heal
-	torn bool   // crash torn
-	knob string // set: fsync-error, disk-full, write-delay, fsync-delay
-	on   bool   // set fsync-error|disk-full
-	ms   int64  // set write-delay|fsync-delay
+	verb    string // status, sync, crash, set, heal
+	torn    bool   // crash torn
+	knob    string // set: fsync-error, disk-full, write-delay, fsync-delay, writeback-s
+	on      bool   // set fsync-error|disk-full
+	ms      int64  // set write-delay|fsync-delay
+	seconds int64  // set writeback-s
 }
 
 // parseCommand parses a control line; the error names the problem and the accepted forms.
@@ -73,7 +81,8 @@ func parseCommand(line string) (command, error) {
 		return command{}, fmt.Errorf("empty command; %s", accepted)
 	}
 	switch cmd := (command{verb: words[0]}); {
-	case len(words) == 1 && (cmd.verb == "status" || cmd.verb == "heal" || cmd.verb == "crash"):
+	case len(words) == 1 && (cmd.verb == "status" || cmd.verb == "sync" || cmd.verb == "heal" ||
+		cmd.verb == "crash"):
 		return cmd, nil
 	case len(words) == 2 && cmd.verb == "crash" && words[1] == "torn":
 		cmd.torn = true
@@ -100,6 +109,13 @@ func parseSet(knob, value string) (command, error) {
 				knob, maxDelayMS, value, accepted)
 		}
 		cmd.ms = ms
+	case "writeback-s":
+		seconds, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || seconds < 0 || seconds > maxWritebackS {
+			return command{}, fmt.Errorf("set writeback-s takes seconds 0..%d, not %q; %s",
+				maxWritebackS, value, accepted)
+		}
+		cmd.seconds = seconds
 	default:
 		return command{}, fmt.Errorf("unknown setting %q; %s", knob, accepted)
 	}
@@ -121,6 +137,14 @@ type statusReply struct {
 	Writes        int64 `json:"writes"`
 	Fsyncs        int64 `json:"fsyncs"`
 	FailedOps     int64 `json:"failed_ops"`
+	WrittenBack   int64 `json:"written_back"`
+}
+
+// syncReply answers sync: the files that became durable and their unsynced bytes.
+type syncReply struct {
+	OK          bool  `json:"ok"`
+	SyncedFiles int   `json:"synced_files"`
+	SyncedBytes int64 `json:"synced_bytes"`
 }
 
 // errorReply answers a command that could not be carried out.
@@ -142,10 +166,17 @@ func (c *chaosFS) execute(line string) any {
 		return statusReply{
 			OK: true, Mode: f.Mode(), TrackedFiles: files, UnsyncedBytes: unsynced,
 			Writes: f.writes.Load(), Fsyncs: f.fsyncs.Load(), FailedOps: f.failed.Load(),
+			WrittenBack: f.writtenBack.Load(),
 		}
+	case "sync":
+		files, synced, ok := c.syncAll()
+		if !ok {
+			return errorReply{Error: "crashed: there is nothing left to sync"}
+		}
+		return syncReply{OK: true, SyncedFiles: files, SyncedBytes: synced}
 	case "crash":
 		return c.crash(cmd.torn)
-	case "heal":
+	case "heal": // the faults only: the writeback age is no fault
 		f.fsyncError.Store(false)
 		f.diskFull.Store(false)
 		f.writeDelayMS.Store(0)
@@ -168,6 +199,8 @@ func (c *chaosFS) set(cmd command) {
 		f.writeDelayMS.Store(cmd.ms)
 	case "fsync-delay":
 		f.fsyncDelayMS.Store(cmd.ms)
+	case "writeback-s":
+		f.writebackS.Store(cmd.seconds)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCommand(t *testing.T) {
@@ -18,6 +19,9 @@ func TestParseCommand(t *testing.T) {
 		"set disk-full off":     {verb: "set", knob: "disk-full"},
 		"set write-delay 200":   {verb: "set", knob: "write-delay", ms: 200},
 		"set fsync-delay 60000": {verb: "set", knob: "fsync-delay", ms: 60000},
+		"sync":                  {verb: "sync"},
+		"set writeback-s 0":     {verb: "set", knob: "writeback-s"},
+		"set writeback-s 3600":  {verb: "set", knob: "writeback-s", seconds: 3600},
 	}
 	for line, want := range good {
 		if got, err := parseCommand(line); err != nil || got != want {
@@ -27,6 +31,7 @@ func TestParseCommand(t *testing.T) {
 	bad := []string{
 		"", "explode", "crash now", "status please", "set", "set disk-full", "set disk-full yes",
 		"set write-delay -1", "set write-delay 60001", "set write-delay 2s", "set colour red",
+		"sync now", "set writeback-s -1", "set writeback-s 3601", "set writeback-s 30s",
 	}
 	for _, line := range bad {
 		_, err := parseCommand(line)
@@ -51,7 +56,7 @@ func reply(t *testing.T, c *chaosFS, line string) map[string]any {
 }
 
 func TestExecuteSetsAndHeals(t *testing.T) {
-	c := newChaosFS(t.TempDir())
+	c := newChaosFS(t.TempDir(), 0, time.Now)
 	for _, line := range []string{"set fsync-error on", "set disk-full on", "set write-delay 5", "set fsync-delay 7"} {
 		if r := reply(t, c, line); r["ok"] != true {
 			t.Fatalf("%s: %v", line, r)
@@ -72,7 +77,7 @@ func TestExecuteSetsAndHeals(t *testing.T) {
 
 func TestStatusAndCrash(t *testing.T) {
 	dir := t.TempDir()
-	c := newChaosFS(dir)
+	c := newChaosFS(dir, 0, time.Now)
 	tg := backingFile(t, dir, "f", []byte("0123456789"))
 	if _, err := c.tracker.Write(tg.key, tg.src, []byte("ab"), 4); err != nil {
 		t.Fatal(err)
@@ -125,7 +130,7 @@ func TestControlSocketRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	c := newChaosFS(dir)
+	c := newChaosFS(dir, 0, time.Now)
 	go c.serveControl(l)
 	if _, err := listenControl(socket); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("a live socket was taken over: %v", err)

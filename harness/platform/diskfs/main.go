@@ -2,17 +2,31 @@
 // directory and injects disk faults: lost unsynced writes on a crash (whole or torn),
 // failing fsync, a full disk, a slow disk. A control socket switches the faults.
 //
-//	chaosfs serve --backing DIR --mount DIR --control SOCKET
+//	chaosfs serve --backing DIR --mount DIR --control SOCKET [--writeback-s S]
 //	chaosfs ctl --control SOCKET COMMAND [ARGS...]
 //
 // Writes go through to the backing dir at once; what a crash must undo (the size each
-// file had at its last fsync and the pre-images of the synced bytes overwritten since) is
-// kept in memory beside it, and applied by `crash`.
+// file had when it last became durable and the pre-images of the durable bytes overwritten
+// since) is kept in memory beside it, and applied by `crash`.
+//
+// A file's content becomes durable as on Linux: by fsync or fdatasync (or each write of an
+// O_SYNC or O_DSYNC handle); by `ctl sync`, sync(2) for every file; or by writeback: a pass
+// every second writes back (counts synced) each file whose first unsynced change is at
+// least the writeback age old (--writeback-s, default 30 s as Linux's
+// dirty_expire_centisecs; `set writeback-s` at run time; 0: never). So a crash drops the
+// unsynced writes of the files whose first unsynced change is younger than the writeback
+// age (or up to a second older), and with an age of 0 every write not fsynced. Nothing is written back once crashed.
 //
 // Limitations: metadata operations (create, rename, unlink, mkdir) are durable at once, and
-// directory fsync has no effect; a crash only rolls back file contents. Pre-images are kept
-// in memory. Data already in the kernel's page cache of files that were not rolled back may
-// still be read after a crash; every request that reaches chaosfs fails.
+// directory fsync has no effect; a crash only rolls back file contents. Writeback goes by
+// age alone and takes a whole file at once: Linux also writes back early (memory pressure,
+// dirty_background_ratio) and may have written part of a file's pages when the power goes,
+// so a real crash can keep more than chaosfs does. A file's writeback clock starts at its
+// first content change, not at its creation as Linux's may. Writes that sit in the
+// kernel's page cache over the mount (mmapped pages) reach chaosfs, and start its clock,
+// only when the kernel writes them back. Pre-images are kept in memory. Data already in
+// the kernel's page cache of files that were not rolled back may still be read after a
+// crash; every request that reaches chaosfs fails.
 package main
 
 import (
@@ -24,7 +38,7 @@ import (
 )
 
 const usageText = `usage:
-  chaosfs serve --backing DIR --mount DIR --control SOCKET
+  chaosfs serve --backing DIR --mount DIR --control SOCKET [--writeback-s S]
   chaosfs ctl --control SOCKET COMMAND [ARGS...]
 commands: ` + accepted + "\n"
 

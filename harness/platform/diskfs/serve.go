@@ -23,42 +23,71 @@ import (
 // in the backing dir directly is seen at once.
 const cacheTimeout = time.Second
 
+// defaultWritebackS is Linux's default dirty_expire_centisecs (30 s): how long a real
+// machine leaves a file's unsynced writes in memory before writing them back.
+const defaultWritebackS = 30
+
+// serveConfig is what `chaosfs serve` is asked to do.
+type serveConfig struct {
+	backing, mount, control string
+	writebackS              int64 // seconds a file stays dirty before it is written back; 0: never
+}
+
 // serveMain mounts the file system and serves it until SIGTERM or SIGINT.
 func serveMain(args []string, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	backing := flags.String("backing", "", "the directory that holds the data")
-	mount := flags.String("mount", "", "the (empty) directory to mount the file system on")
-	control := flags.String("control", "", "the unix socket to take commands on")
-	if err := flags.Parse(args); err != nil {
+	cfg, ok := parseServe(args, stderr)
+	if !ok {
 		return 2
 	}
-	if *backing == "" || *mount == "" || *control == "" || flags.NArg() > 0 {
-		fmt.Fprint(stderr, "chaosfs serve: --backing, --mount and --control are required\n"+usageText)
-		return 2
-	}
-	if err := serve(*backing, *mount, *control, stdout); err != nil {
+	if err := serve(cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "chaosfs serve: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// serve mounts `backing` at `mount`, answers commands on `control`, prints the serving
-// line once the mount is usable, and unmounts on SIGTERM or SIGINT.
-func serve(backing, mount, control string, stdout io.Writer) error {
-	root, err := resolveDir(backing)
+// parseServe parses serve's flags; false (the problem printed to stderr) for a usage error.
+func parseServe(args []string, stderr io.Writer) (serveConfig, bool) {
+	flags := flag.NewFlagSet("serve", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	var cfg serveConfig
+	flags.StringVar(&cfg.backing, "backing", "", "the directory that holds the data")
+	flags.StringVar(&cfg.mount, "mount", "", "the (empty) directory to mount the file system on")
+	flags.StringVar(&cfg.control, "control", "", "the unix socket to take commands on")
+	flags.Int64Var(&cfg.writebackS, "writeback-s", defaultWritebackS,
+		"write a file back (count it synced) once dirty this many seconds, 0..3600; 0: never")
+	if err := flags.Parse(args); err != nil {
+		return cfg, false
+	}
+	if cfg.backing == "" || cfg.mount == "" || cfg.control == "" || flags.NArg() > 0 {
+		fmt.Fprint(stderr, "chaosfs serve: --backing, --mount and --control are required\n"+usageText)
+		return cfg, false
+	}
+	if cfg.writebackS < 0 || cfg.writebackS > maxWritebackS {
+		fmt.Fprintf(stderr, "chaosfs serve: --writeback-s takes seconds 0..%d, not %d\n",
+			maxWritebackS, cfg.writebackS)
+		return cfg, false
+	}
+	return cfg, true
+}
+
+// serve mounts cfg.backing at cfg.mount, answers commands on cfg.control, writes dirty
+// files back as they age, prints the serving line once the mount is usable, and unmounts
+// on SIGTERM or SIGINT.
+func serve(cfg serveConfig, stdout io.Writer) error {
+	root, err := resolveDir(cfg.backing)
 	if err != nil {
 		return err
 	}
-	listener, err := listenControl(control)
+	listener, err := listenControl(cfg.control)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(control)
+	defer os.Remove(cfg.control)
 	defer listener.Close()
 
-	c := newChaosFS(root)
+	c := newChaosFS(root, cfg.writebackS, time.Now)
+	mount := cfg.mount
 	server, err := mountFS(c, mount)
 	if err != nil {
 		return err
@@ -66,6 +95,9 @@ func serve(backing, mount, control string, stdout io.Writer) error {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go c.serveControl(listener)
+	stop := make(chan struct{})
+	defer close(stop)
+	go c.writebackLoop(stop)
 	fmt.Fprintf(stdout, "chaosfs: serving %s\n", mount)
 
 	served := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
@@ -49,12 +50,24 @@ func (s source) open() (*os.File, error) {
 	return os.OpenFile(p, os.O_RDWR|unix.O_CLOEXEC, 0)
 }
 
-// record is one tracked file: the tracker's descriptor and the file's journal.
+// record is one tracked file: the tracker's descriptor, the file's journal, and when it
+// became dirty.
 type record struct {
 	file    *os.File
 	journal *Journal
 	inode   *fs.Inode
+	// dirty is the time of the file's first unsynced change since it was last synced or
+	// written back (zero: none yet, as for a file that was only created): the writeback
+	// age is counted from it, as Linux counts an inode's dirtied_when.
+	dirty time.Time
 }
+
+// Clock answers the current time. The tracker reads it at a file's first unsynced change
+// and at each writeback pass, and only compares its answers with one another, so tests can
+// pass a fake clock and advance it instead of sleeping. time.Now is the real one. A
+// writeback pass reads it outside the tracker's lock, so it must be safe for concurrent
+// use (as time.Now is; a test's fake clock is advanced by the test's one goroutine).
+type Clock func() time.Time
 
 // Tracker holds the journals of the files mutated since their last sync. Its methods are
 // safe for concurrent use; each mutation runs under its lock so the pre-image and the
@@ -62,10 +75,13 @@ type record struct {
 type Tracker struct {
 	mu    sync.Mutex
 	files map[fileKey]*record
+	clock Clock
 }
 
-// NewTracker is a tracker with no file tracked.
-func NewTracker() *Tracker { return &Tracker{files: map[fileKey]*record{}} }
+// NewTracker is a tracker with no file tracked, dating dirty files by `clock`.
+func NewTracker(clock Clock) *Tracker {
+	return &Tracker{files: map[fileKey]*record{}, clock: clock}
+}
 
 // get is the record of key, tracking the file from `src` at this, its first mutation since
 // its last sync: its current content counts as synced. The caller holds t.mu.
@@ -90,8 +106,19 @@ func (t *Tracker) get(key fileKey, src source) (*record, error) {
 	return r, nil
 }
 
+// dirtied is the record of key as get answers it, dated dirty now unless it was dirty
+// already: for every mutation of the file's content or size. The caller holds t.mu.
+func (t *Tracker) dirtied(key fileKey, src source) (*record, error) {
+	r, err := t.get(key, src)
+	if err == nil && r.dirty.IsZero() {
+		r.dirty = t.clock()
+	}
+	return r, err
+}
+
 // Track makes a just-created file tracked (empty, synced size 0), so a crash before its
-// first fsync leaves it empty.
+// first fsync leaves it empty. It is not dirty until its first write: its creation is
+// durable at once (see the package comment) and its empty content has nothing to lose.
 func (t *Tracker) Track(key fileKey, src source) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -103,7 +130,7 @@ func (t *Tracker) Track(key fileKey, src source) error {
 func (t *Tracker) Write(key fileKey, src source, p []byte, off int64) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, err := t.get(key, src)
+	r, err := t.dirtied(key, src)
 	if err != nil {
 		return 0, err
 	}
@@ -114,7 +141,7 @@ func (t *Tracker) Write(key fileKey, src source, p []byte, off int64) (int, erro
 func (t *Tracker) Truncate(key fileKey, src source, size int64) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, err := t.get(key, src)
+	r, err := t.dirtied(key, src)
 	if err != nil {
 		return err
 	}
@@ -127,7 +154,7 @@ func (t *Tracker) Truncate(key fileKey, src source, size int64) error {
 func (t *Tracker) Modify(key fileKey, src source, off, length int64, op func(fd int) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, err := t.get(key, src)
+	r, err := t.dirtied(key, src)
 	if err != nil {
 		return err
 	}
@@ -154,6 +181,44 @@ func (t *Tracker) Forget(key fileKey) {
 	}
 }
 
+// SyncAll is sync(2) for the tracked files: each counts as synced now (what it holds is
+// durable, its pre-images are dropped) and is untracked. It answers how many files that
+// was and the bytes that became durable (as Stats counts them). Nothing of the backing
+// dir is synced: durability here is the tracker's alone.
+func (t *Tracker) SyncAll() (files int, synced int64) {
+	return t.release(func(*record) bool { return true })
+}
+
+// WriteBack is one pass of the kernel's writeback: every file dirty for at least `age` by
+// the tracker's clock counts as synced and is untracked (its next change starts a new
+// clock). It answers how many files that was and the bytes that became durable. Like
+// Linux it writes back whole files (inodes), never part of one.
+func (t *Tracker) WriteBack(age time.Duration) (files int, synced int64) {
+	now := t.clock()
+	return t.release(func(r *record) bool {
+		return !r.dirty.IsZero() && now.Sub(r.dirty) >= age
+	})
+}
+
+// release untracks every file for which `durable` holds, as a sync of each would, and
+// answers their count and unsynced bytes. The descriptors are closed after the lock.
+func (t *Tracker) release(durable func(*record) bool) (files int, synced int64) {
+	var done []*record
+	t.mu.Lock()
+	for key, r := range t.files {
+		if durable(r) {
+			synced += r.journal.Unsynced()
+			done = append(done, r)
+			delete(t.files, key)
+		}
+	}
+	t.mu.Unlock()
+	for _, r := range done {
+		r.file.Close()
+	}
+	return len(done), synced
+}
+
 // Stats is the number of tracked files and the bytes a crash would drop now.
 func (t *Tracker) Stats() (files int, unsynced int64) {
 	t.mu.Lock()
@@ -173,11 +238,13 @@ type FileReport struct {
 	RestoredBytes int64  `json:"restored_bytes"`
 }
 
-// CrashReport is the reply to `crash`: every file rolled back, and the unsynced tail bytes
-// dropped in all (the restored pre-images are counted per file).
+// CrashReport is the reply to `crash`: every file rolled back, the unsynced tail bytes
+// dropped in all (the restored pre-images are counted per file), and the writeback age that
+// was in force, which says how old the dropped writes can have been.
 type CrashReport struct {
 	OK           bool         `json:"ok"`
 	Torn         bool         `json:"torn"`
+	WritebackS   int64        `json:"writeback_s"` // the writeback age in force (0: none)
 	Files        []FileReport `json:"files"`
 	DroppedBytes int64        `json:"dropped_bytes"`
 	Error        string       `json:"error,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ func readBacking(t *testing.T, path string) []byte {
 func TestRollbackReachesARenamedFile(t *testing.T) {
 	dir := t.TempDir()
 	tg := backingFile(t, dir, "segment.log", []byte("synced"))
-	tr := NewTracker()
+	tr := NewTracker(time.Now)
 	if _, err := tr.Write(tg.key, tg.src, []byte("unsynced tail"), 6); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestRollbackReachesARenamedFile(t *testing.T) {
 func TestUnlinkedFilesAreSkipped(t *testing.T) {
 	dir := t.TempDir()
 	tg := backingFile(t, dir, "gone", []byte("x"))
-	tr := NewTracker()
+	tr := NewTracker(time.Now)
 	if _, err := tr.Write(tg.key, tg.src, []byte("more"), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestUnlinkedFilesAreSkipped(t *testing.T) {
 func TestSyncedFilesAreUntouched(t *testing.T) {
 	dir := t.TempDir()
 	tg := backingFile(t, dir, "synced", []byte("old"))
-	tr := NewTracker()
+	tr := NewTracker(time.Now)
 	if err := tr.Truncate(tg.key, tg.src, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestSyncedFilesAreUntouched(t *testing.T) {
 func TestCreatedFilesEmptyOnCrash(t *testing.T) {
 	dir := t.TempDir()
 	tg := backingFile(t, dir, "new", nil)
-	tr := NewTracker()
+	tr := NewTracker(time.Now)
 	if err := tr.Track(tg.key, tg.src); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestCreatedFilesEmptyOnCrash(t *testing.T) {
 func TestModifyPreservesPunchedHoles(t *testing.T) {
 	dir := t.TempDir()
 	tg := backingFile(t, dir, "holes", bytes.Repeat([]byte{'d'}, 8192))
-	tr := NewTracker()
+	tr := NewTracker(time.Now)
 	punch := func(fd int) error {
 		return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 4096)
 	}
