@@ -34,6 +34,7 @@ from harness.waiting import poll_until
 SERVE_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 DELAY_MS = 200
+WRITEBACK_TIMEOUT_S = 10.0
 
 
 @pytest.fixture(scope="session")
@@ -54,10 +55,14 @@ def mounted(path: Path) -> bool:
 
 
 class ChaosFS:
-    """A running `chaosfs serve` of base/disk (backing) at base/data (mount)."""
+    """A running `chaosfs serve` of base/disk (backing) at base/data (mount).
 
-    def __init__(self, binary: Path, base: Path):
+    Nothing is written back unless a test asks (writeback_s 0), so what a crash keeps
+    depends on the test's fsyncs alone, never on how long it took; None: serve's default."""
+
+    def __init__(self, binary: Path, base: Path, writeback_s: int | None = 0):
         self.binary = binary
+        self.writeback_s = writeback_s
         self.disk = base / "disk"
         self.data = base / "data"
         self.socket = base / "ctl.sock"
@@ -68,10 +73,11 @@ class ChaosFS:
 
     def start(self) -> None:
         """Start serving; returns once chaosfs said it serves the mount."""
+        writeback = [] if self.writeback_s is None else ["--writeback-s", str(self.writeback_s)]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "serve", "--backing", self.disk, "--mount", self.data,
-                 "--control", self.socket],
+                 "--control", self.socket, *writeback],
                 stdout=subprocess.PIPE, stderr=log,
             )  # fmt: skip
         line = self._first_line(SERVE_TIMEOUT_S)
@@ -370,13 +376,67 @@ def test_disk_full(fs: ChaosFS) -> None:
         reply = fs.ok("heal")
         assert reply["mode"] == {
             "fsync_error": False, "disk_full": False, "write_delay_ms": 0,
-            "fsync_delay_ms": 0, "crashed": False,
+            "fsync_delay_ms": 0, "crashed": False, "writeback_s": 0,
         }  # fmt: skip
         os.write(fd, b"append")
         assert os.statvfs(fs.data).f_bavail > 0
     content = (fs.disk / "full.log").read_bytes()
     assert content == b"x" * 100 + b"inside" + b"x" * 3990 + b"append"
     assert not (fs.disk / "new.log").exists()
+
+
+def test_sync_makes_earlier_writes_durable(fs: ChaosFS) -> None:
+    with opened(fs.data / "a.log") as a, opened(fs.data / "b.log") as b:
+        os.write(a, b"A" * 5000)
+        os.write(b, b"B" * 100)
+        os.fsync(b)
+        os.pwrite(b, b"b" * 10, 0)  # over synced bytes: a pre-image the sync drops
+        status = fs.ok("status")
+        assert status["tracked_files"] == 2 and status["unsynced_bytes"] == 5000 + 10
+        assert fs.ok("sync") == {"ok": True, "synced_files": 2, "synced_bytes": 5010}
+        status = fs.ok("status")
+        assert status["tracked_files"] == 0 and status["unsynced_bytes"] == 0
+        os.write(a, b"late")  # after the sync: lost
+        os.pwrite(b, b"X" * 10, 50)
+        reply = fs.ok("crash")
+    assert (fs.disk / "a.log").read_bytes() == b"A" * 5000
+    assert (fs.disk / "b.log").read_bytes() == b"b" * 10 + b"B" * 90
+    assert sorted(f["path"] for f in reply["files"]) == ["a.log", "b.log"]
+    assert reply["writeback_s"] == 0
+    code, reply = fs.ctl("sync")
+    assert code == 1 and "crashed" in reply["error"]
+
+
+def test_writeback_makes_old_writes_durable(fs: ChaosFS) -> None:
+    """With a writeback age of 1 s, a file left alone that long survives a crash; one
+    written just before it does not (the age counts from its first write, not from its
+    creation, which came before the other file was written back)."""
+    assert fs.ok("set", "writeback-s", "1")["mode"]["writeback_s"] == 1
+    with opened(fs.data / "old.log") as old, opened(fs.data / "young.log") as young:
+        start = time.monotonic()
+        os.write(old, b"old enough")
+        poll_until(
+            lambda: fs.ok("status")["written_back"] >= 1, WRITEBACK_TIMEOUT_S,
+            "old.log to be written back", interval_s=0.05,
+        )  # fmt: skip
+        assert time.monotonic() - start >= 1.0, "written back before it was 1 s old"
+        os.write(young, b"too young")
+        reply = fs.ok("crash")
+    assert (fs.disk / "old.log").read_bytes() == b"old enough"
+    assert (fs.disk / "young.log").read_bytes() == b""
+    assert [f["path"] for f in reply["files"]] == ["young.log"]
+    assert reply["writeback_s"] == 1 and fs.ok("status")["written_back"] == 1
+
+
+def test_writeback_age_defaults_to_linux(binary: Path, tmp_path: Path) -> None:
+    mount = ChaosFS(binary, tmp_path, writeback_s=None)
+    mount.start()
+    try:
+        assert mount.ok("status")["mode"]["writeback_s"] == 30  # dirty_expire_centisecs
+        code, reply = mount.ctl("set", "writeback-s", "3601")
+        assert code == 1 and "0..3600" in reply["error"]
+    finally:
+        mount.stop()
 
 
 def timed(call, *args) -> float:
