@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from harness.chaos.faults import FAULT_TYPES, is_consumer_target
+from harness.chaos.faults import FAULT_TYPES, HelperSite, is_consumer_target
 from harness.experiment.fields import (
     BOUND_TARGET,
     CONSUMER_TARGET,
@@ -259,12 +259,30 @@ def _consumer_target_rules(
             yield target_at, reason
 
 
+def _disk_target_rules(faults: list[str], targets: list[str], target_at: str) -> Iterator[Problem]:
+    """The disk faults act through the disk layer under Kafka nodes' log directories, which
+    ZooKeeper servers do not get."""
+    on_disk = [
+        f
+        for f in faults
+        if f in FAULT_TYPES and FAULT_TYPES[f].helper_site is HelperSite.FUSE_MOUNT
+    ]
+    for target in targets:
+        if on_disk and (target == "zookeeper" or ZOOKEEPER_TARGET.match(target)):
+            reason = (
+                f"{on_disk[0]} acts on a Kafka node's log directory; ZooKeeper servers have no "
+                f"disk layer: target a broker or a KRaft controller, not {shown(target)}"
+            )
+            yield target_at, reason
+
+
 def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Problem]:
     where = f"faults.schedule[{index}]"
     if not step.heals:
         yield from _consumer_target_rules(
             spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
         )
+        yield from _disk_target_rules([step.fault], [step.target], f"{where}.target")
     yield from _target_rules(spec, step.target, step.partition, where)
     if not step.heals:
         fault = FAULT_TYPES[step.fault]
@@ -368,6 +386,7 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
     yield from _consumer_target_rules(
         spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
     )
+    yield from _disk_target_rules(list(plan.faults), list(plan.targets), f"{where}.targets")
     for target in dict.fromkeys(plan.targets):
         if BOUND_TARGET.match(target):
             yield f"{where}.targets", f"{target}: a generated schedule binds no names"

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,18 @@ def select_shard(cells: Sequence[Cell], shard: tuple[int, int] | None) -> list[C
         return list(cells)
     index, count = shard
     return [cell for position, cell in enumerate(cells) if position % count == index - 1]
+
+
+def select_cells(cells: Sequence[Cell], patterns: Sequence[str] | None) -> list[Cell]:
+    """The cells whose name matches one of the glob `patterns` (all cells when none given),
+    in file order; ValueError naming the cells there are when a pattern matches none."""
+    if not patterns:
+        return list(cells)
+    unmatched = [p for p in patterns if not any(fnmatchcase(c.name, p) for c in cells)]
+    if unmatched:
+        names = ", ".join(cell.name for cell in cells)
+        raise ValueError(f"--cells {unmatched[0]!r} matches no cell; the cells are: {names}")
+    return [cell for cell in cells if any(fnmatchcase(cell.name, p) for p in patterns)]
 
 
 def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, int] | None) -> Path:

@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The experiment file and what the command line overrides of it."""
     parser.add_argument("experiment", type=Path)
     parser.add_argument("--shard", type=_shard, help="run only shard i of n of the cells (i/n)")
+    parser.add_argument(
+        "--cells",
+        action="append",
+        metavar="GLOB",
+        help="run only the cells whose name matches (repeatable), e.g. 'scenario=last-replica*'",
+    )
     parser.add_argument("--image", help="prebuilt broker image, e.g. apache/kafka:4.3.1")
     parser.add_argument("--kafka-version", help="Kafka version of the locally built image")
     parser.add_argument("--runs-dir", type=Path, help="where run directories go (default runs/)")
@@ -57,12 +63,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.matrix import expand
     from harness.platform.engine import EngineUnavailable, ensure_engine
     from harness.platform.image import ImageError
-    from harness.run.runner import experiment_root, run_experiment, select_shard
+    from harness.run.runner import experiment_root, run_experiment, select_cells, select_shard
 
     experiment = load_experiment(args.experiment, args)
     if experiment is None:
         return EXIT_ERROR
-    cells = select_shard(expand(experiment), args.shard)
+    try:
+        chosen = select_cells(expand(experiment), args.cells)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ERROR
+    cells = select_shard(chosen, args.shard)
     if not cells:
         print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)
         return EXIT_OK

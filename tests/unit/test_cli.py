@@ -10,7 +10,7 @@ from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
 from harness.platform.cluster import KafkaCluster
 from harness.platform.topology import ClusterError
-from harness.run.runner import select_shard
+from harness.run.runner import select_cells, select_shard
 from harness.settings import REPO_ROOT
 from kafka_chaos.cli import main
 
@@ -57,6 +57,24 @@ def test_shards_partition_the_cells():
     names = [c.name for shard in shards for c in shard]
     assert sorted(names) == sorted(c.name for c in cells)
     assert all(shards)
+
+
+def test_cells_select_by_glob_in_file_order_and_a_glob_matching_none_names_the_cells():
+    cells = expand(load_experiment(REPO_ROOT / "experiments" / "disk-faults.yaml"))
+    chosen = select_cells(cells, ["*all-lose-unsynced", "fsync=every-message__*torn*"])
+    assert [c.name for c in chosen] == [
+        "fsync=default__fault=all-lose-unsynced",
+        "fsync=every-message__fault=all-lose-unsynced",
+        "fsync=every-message__fault=all-torn-write",
+    ]
+    assert select_cells(cells, None) == cells
+    with pytest.raises(ValueError, match="'nope' matches no cell; the cells are: fsync=default"):
+        select_cells(cells, ["*lose*", "nope"])
+
+
+def test_a_cells_glob_matching_none_exits_2_before_any_cluster(capsys):
+    assert main(["run", "experiments/quick.yaml", "--cells", "no-such-cell"]) == 2
+    assert "matches no cell" in capsys.readouterr().err
 
 
 def test_port_in_use_is_named_before_anything_starts():

@@ -228,6 +228,20 @@ def test_node_target_beyond_brokers():
     )
 
 
+@pytest.mark.parametrize("fault", ["lose-unsynced", "torn-write", "disk-full", "slow-disk"])
+def test_disk_faults_refuse_zookeeper_servers_which_have_no_disk_layer(fault: str):
+    zookeeper = {"version": "3.9.1", "mode": "zookeeper", "brokers": 3}
+    for target in ("zookeeper", "zookeeper:1"):
+        rejects(
+            doc(kafka=zookeeper, faults={"schedule": [step(fault=fault, target=target)]}),
+            "faults.schedule[0].target",
+            "no disk layer",
+        )
+    generated = {"generate": {"faults": [fault], "targets": ["zookeeper"], "duration_s": [5, 9]}}
+    rejects(doc(kafka=zookeeper, faults=generated), "faults.generate.targets", "no disk layer")
+    one_cell(doc(kafka=zookeeper, faults={"schedule": [step(fault=fault, target="leader")]}))
+
+
 def test_leader_partition_beyond_topic():
     rejects(doc(faults={"schedule": [step(partition=3)]}), "faults.schedule[0].partition", "0..2")
 
