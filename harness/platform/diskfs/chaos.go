@@ -119,7 +119,7 @@ func (c *chaosFS) whileLive(fn func()) bool {
 	return true
 }
 
-// crash rolls back every tracked file (torn: keeping half of each unsynced tail), then
+// crash rolls back every tracked file (torn: tearing each one's last write), then
 // fails every later operation. It then asks the kernel to drop the rolled-back files'
 // cached pages, so reads reach chaosfs (and fail) instead of the pre-crash cache.
 func (c *chaosFS) crash(torn bool) CrashReport {

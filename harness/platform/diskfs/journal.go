@@ -2,7 +2,7 @@ package main
 
 import "fmt"
 
-// sectorSize is the unit a disk writes atomically; a torn write never ends on its boundary.
+// sectorSize is the unit a disk writes atomically; a torn write is never cut on its boundary.
 const sectorSize = 512
 
 // File is all a Journal needs of a file: positional reads and writes, truncation and size.
@@ -21,13 +21,16 @@ type preimage struct {
 	data []byte
 }
 
-// span names a saved byte range; a second overwrite of the very same range saves nothing.
+// span names a byte range: a saved one (a second overwrite of the very same range saves
+// nothing), or the last write past the synced size.
 type span struct{ off, length int64 }
 
 // Journal records what a crash must undo in one file since its last sync: the size the file
-// had then (synced) and the pre-images of the synced bytes overwritten since. Every mutation
-// of the file must go through it while it exists (the FUSE layer guarantees this), so its
-// cached size stays exact. A Journal is not safe for concurrent use.
+// had then (synced), the pre-images of the synced bytes overwritten since, and the last write
+// since that ended past the synced size (the one a torn crash tears). Every mutation of the
+// file must go through it while it exists (the FUSE layer guarantees this), so its cached
+// size stays exact. A sync (fsync, `sync`, writeback) drops the journal, and all it records
+// with it: the next mutation tracks the file afresh. A Journal is not safe for concurrent use.
 type Journal struct {
 	file       File
 	synced     int64
@@ -35,6 +38,7 @@ type Journal struct {
 	images     []preimage
 	saved      map[span]struct{}
 	imageBytes int64
+	last       span // the last write that ended past synced; length 0: none since the sync
 }
 
 // Outcome is what a rollback did to one file.
@@ -71,14 +75,19 @@ func (j *Journal) Unsynced() int64 {
 }
 
 // Write writes p at off after saving the synced bytes it overwrites; appends past the
-// synced size need no pre-image, so Kafka's appends cost nothing extra.
+// synced size need no pre-image, so Kafka's appends cost nothing extra. A write that ends
+// past the synced size becomes the last write (its written part), which a torn crash tears.
 func (j *Journal) Write(p []byte, off int64) (int, error) {
 	if err := j.Preserve(off, int64(len(p))); err != nil {
 		return 0, err
 	}
 	n, err := j.file.WriteAt(p, off)
-	if n > 0 && off+int64(n) > j.size {
-		j.size = off + int64(n)
+	if n > 0 {
+		end := off + int64(n)
+		j.size = max(j.size, end)
+		if end > j.synced {
+			j.last = span{off, int64(n)}
+		}
 	}
 	return n, err
 }
@@ -133,8 +142,9 @@ func (j *Journal) Refresh() error {
 
 // Rollback makes the file hold what it held at its last sync: the pre-images are written
 // back newest first (so each byte ends with its oldest, synced value), then the file is cut
-// to its synced size. A torn rollback keeps TearLength of the unsynced tail, as a write that
-// was half-way to the disk when the power went. The journal must not be used afterwards.
+// to its synced size. A torn rollback cuts it at TornCut instead: the power went in the middle
+// of the last write past the synced size, after everything before it had reached the disk.
+// The journal must not be used afterwards.
 func (j *Journal) Rollback(torn bool) (Outcome, error) {
 	before, err := j.file.Size()
 	if err != nil {
@@ -149,22 +159,38 @@ func (j *Journal) Rollback(torn bool) (Outcome, error) {
 		out.Restored += int64(len(img.data))
 	}
 	if torn {
-		out.After += TearLength(before - j.synced)
+		out.After = TornCut(j.synced, before, j.last)
 	}
 	if err := j.file.Truncate(out.After); err != nil {
 		return out, err
 	}
-	j.images, j.saved, j.imageBytes, j.size = nil, nil, 0, out.After
+	j.images, j.saved, j.imageBytes, j.size, j.last = nil, nil, 0, out.After, span{}
 	return out, nil
 }
 
-// TearLength is how much of an unsynced tail of `tail` bytes a torn crash keeps: half of it,
-// one byte less when that half is a whole number of sectors, so the cut never falls on a
-// sector boundary. A tail of 0 or less (the file did not grow) keeps nothing.
-func TearLength(tail int64) int64 {
-	tear := max(tail, 0) / 2
-	if tear > 0 && tear%sectorSize == 0 {
-		tear--
+// TornCut is the size a torn crash leaves a file that had `synced` bytes at its last sync
+// and `before` bytes at the crash, when `last` is its last write since the sync that ended
+// past `synced` (length 0: none). That write was in flight when the power went: the part of
+// it past the synced size, from start = max(last.off, synced) to its end, keeps its first
+// half, so the file is cut at start + (end-start)/2, clamped to [synced, before] (synced
+// wins when the file shrank below it); a cut past start on a multiple of the sector size is
+// one byte less, so a torn write never ends on a sector boundary. The unsynced tail before
+// the last write stays (it was written back), the rest of that write and anything after it
+// (a later extending truncate) is lost. Without such a write (only synced bytes were
+// overwritten, or the file grew by extending truncates alone) the file is cut to its synced
+// size, as by a plain crash.
+//
+// So in an append-only file the cut falls strictly inside the last append when that has 4
+// bytes or more, and when it has 2 or 3 unless its middle is a sector boundary (then, as an
+// append of 1 byte, it is lost whole).
+func TornCut(synced, before int64, last span) int64 {
+	if last.length <= 0 {
+		return synced
 	}
-	return tear
+	start, end := max(last.off, synced), last.off+last.length
+	cut := max(synced, min(start+(end-start)/2, before))
+	if cut > start && cut%sectorSize == 0 {
+		cut--
+	}
+	return cut
 }

@@ -17,6 +17,20 @@
 // unsynced writes of the files whose first unsynced change is younger than the writeback
 // age (or up to a second older), and with an age of 0 every write not fsynced. Nothing is written back once crashed.
 //
+// `crash torn` is a power loss in the middle of a write: in each file, the write in flight
+// is the last one since the file's last sync that ended past its synced size, and every
+// write before it reached the disk. So the unsynced tail before that write stays, the write
+// keeps the first half of its unsynced part (one byte less when that half would end on a
+// 512-byte sector boundary), and the rest of it and anything after it (a later extending
+// truncate) is lost; overwritten synced bytes get their synced values back. A file with no
+// such write (grown by extending truncates alone, or not grown) is rolled back as by a plain
+// crash. A write here is a WRITE request: the kernel sends a write(2) as one, but splits it
+// into pieces of at most 128 KiB, and (as recent Linux does, 6.18 among them) at the end of
+// its first page when it starts inside a page the kernel has not cached whole; then its
+// last piece is the one cut in its middle, still inside the write(2). Kafka appends one
+// record batch per write(2), so the cut falls inside its last batch: a torn batch for its
+// recovery to find.
+//
 // Limitations: metadata operations (create, rename, unlink, mkdir) are durable at once, and
 // directory fsync has no effect; a crash only rolls back file contents. Writeback goes by
 // age alone and takes a whole file at once: Linux also writes back early (memory pressure,
@@ -24,9 +38,9 @@
 // so a real crash can keep more than chaosfs does. A file's writeback clock starts at its
 // first content change, not at its creation as Linux's may. Writes that sit in the
 // kernel's page cache over the mount (mmapped pages) reach chaosfs, and start its clock,
-// only when the kernel writes them back. Pre-images are kept in memory. Data already in
-// the kernel's page cache of files that were not rolled back may still be read after a
-// crash; every request that reaches chaosfs fails.
+// only when the kernel writes them back. Pre-images are kept in memory. Data already in the
+// kernel's page cache of files that were not rolled back may still be read after a crash;
+// every request that reaches chaosfs fails.
 package main
 
 import (

@@ -250,8 +250,8 @@ type CrashReport struct {
 	Error        string       `json:"error,omitempty"`
 }
 
-// RollbackAll rolls every tracked file back to its last sync (torn: keeping part of its
-// tail) and forgets them all. Files unlinked since are skipped: nobody can see them. Paths
+// RollbackAll rolls every tracked file back to its last sync (torn: keeping its unsynced
+// tail up to the middle of its last write, see TornCut) and forgets them all. Files unlinked since are skipped: nobody can see them. Paths
 // are relative to `root` (the backing dir). It also answers the kernel inodes whose cache
 // should be dropped. The caller must exclude every other mutation meanwhile.
 func (t *Tracker) RollbackAll(torn bool, root string) (CrashReport, []*fs.Inode) {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,10 +108,47 @@ func TestCreatedFilesEmptyOnCrash(t *testing.T) {
 	if _, err := tr.Write(tg.key, tg.src, bytes.Repeat([]byte{'a'}, 3000), 0); err != nil {
 		t.Fatal(err)
 	}
+	report, _ := tr.RollbackAll(false, dir)
+	if got := readBacking(t, filepath.Join(dir, "new")); len(got) != 0 || report.Files[0].SizeAfter != 0 {
+		t.Fatalf("created file holds %d bytes after a crash: %+v", len(got), report)
+	}
+}
+
+func TestTornCrashTearsEachFilesLastWrite(t *testing.T) {
+	dir := t.TempDir()
+	created := backingFile(t, dir, "created", nil)
+	grown := backingFile(t, dir, "grown", []byte("synced"))
+	patched := backingFile(t, dir, "patched", []byte("0123456789"))
+	tr := NewTracker(time.Now)
+	if err := tr.Track(created.key, created.src); err != nil {
+		t.Fatal(err)
+	}
+	write(t, tr, created, strings.Repeat("a", 2000), 0)
+	write(t, tr, created, strings.Repeat("b", 1000), 2000)
+	write(t, tr, grown, " written", 6)
+	tr.Synced(grown.key) // its write is durable: no write past its synced size since
+	if err := tr.Truncate(grown.key, grown.src, 4096); err != nil {
+		t.Fatal(err)
+	}
+	write(t, tr, patched, "ab", 4) // inside the synced part: restored, nothing to tear
 	report, _ := tr.RollbackAll(true, dir)
-	// torn: 1500 bytes of the 3000-byte tail stay
-	if got := readBacking(t, filepath.Join(dir, "new")); len(got) != 1500 || report.Files[0].SizeAfter != 1500 {
-		t.Fatalf("created file holds %d bytes after a torn crash: %+v", len(got), report)
+	// created: its last write torn; grown: grown by a truncate alone, lost whole.
+	want := map[string]string{
+		"created": strings.Repeat("a", 2000) + strings.Repeat("b", 500),
+		"grown":   "synced written",
+		"patched": "0123456789",
+	}
+	for name := range want {
+		if got := readBacking(t, filepath.Join(dir, name)); string(got) != want[name] {
+			t.Errorf("%s holds %d bytes after a torn crash, want %d", name, len(got), len(want[name]))
+		}
+	}
+	sizes := []int64{}
+	for _, f := range report.Files {
+		sizes = append(sizes, f.SizeAfter)
+	}
+	if !report.OK || !report.Torn || fmt.Sprint(sizes) != "[2500 14 10]" {
+		t.Fatalf("report %+v", report)
 	}
 }
 
