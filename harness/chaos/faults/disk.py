@@ -4,9 +4,10 @@ directory: harness/platform/disk_layer.py).
 - lose-unsynced: the real power loss. Every write the node did not fsync is undone on its disk,
   then the node is SIGKILLed: it restarts from what an fsync had made durable, where the
   `power-loss` fault only models that from the recovery-point checkpoint.
-- torn-write: the same power loss, but each file keeps half of its unsynced tail, cut inside
-  a 512-byte sector: writeback was half-way when the power went, so the last batch on disk is
-  torn and Kafka's recovery has to find and drop it.
+- torn-write: the same power loss, but the kernel had written back each file's unsynced
+  writes except the last, which was in flight: its first half reached the disk (never ending
+  on a 512-byte sector boundary). Kafka appends a record batch a write, so each segment ends in
+  a torn batch that its recovery has to find and drop.
 - fsync-error: fsync fails with EIO while the fault lasts (Kafka takes its log directory
   offline; with its only log directory gone a broker halts).
 - disk-full: writes that need new space fail with ENOSPC while the fault lasts.
@@ -84,7 +85,8 @@ class LoseUnsynced(_OnDisk):
 
 
 class TornWrite(LoseUnsynced):
-    """Power loss with writeback half-way: each file keeps half its unsynced tail, torn."""
+    """Power loss with the last write in flight: each file keeps its unsynced writes but the
+    second half of the last one."""
 
     name = "torn-write"
     crash_command = ("crash", "torn")
