@@ -108,6 +108,24 @@ def test_a_loss_where_the_node_only_followed_is_a_violation_naming_the_roles():
     assert "no documented mechanism explains this loss" in violation
 
 
+def test_a_loss_during_a_reassignment_names_the_reassignment_as_the_mechanism():
+    moved = start(10, [1], fault="reassign", target="leader")
+    rep = judged({**AP, "fault_class": "leader-reassign"}, [moved], p0=40)
+    assert rep.verdict == Verdict.EXPECTED_LOSS
+    (reason,) = [r for r in rep.reasons if "40 of" in r]
+    assert (
+        "p0: acks=1 truncation during a reassignment (fault 1 (reassign) moving p0's replicas "
+        "off node(s) [1] at t=10.0 s): fault 1 (reassign) hit node 1, leader of p0" in reason
+    )
+    rep = judged({**CP, "fault_class": "leader-reassign"}, [moved], p0=40)
+    assert rep.verdict == Verdict.VIOLATION
+    (violation,) = rep.violations
+    assert "no documented mechanism explains this loss during a reassignment (fault 1" in violation
+    # Without a reassignment, nothing is said of one.
+    rep = judged({**AP, "fault_class": "leader-pause"}, [start(10, [1])], p0=40)
+    assert not any("reassignment" in r for r in rep.reasons)
+
+
 def test_a_partition_no_fault_touched_cannot_lose():
     rep = judged({**AP, "fault_class": "node-pause"}, [start(10, [3], partitions=ROLES[:1])], p1=3)
     assert rep.verdict == Verdict.VIOLATION
