@@ -119,7 +119,9 @@ def _hit(event: FaultStart, partition: Mapping[str, Any]) -> FaultHit | None:
     """The fault_start `event` as a hit on `partition` (a snapshot entry); None if it missed."""
     replicas = set(partition.get("replicas") or ())
     nodes = tuple(n for n in event.nodes if n in replicas)
-    if event.whole_cluster:
+    # Runs recorded before the nemesis marked every fault on all brokers as whole_cluster: a
+    # target naming every broker says the same.
+    if event.whole_cluster or event.target in ("all", "brokers"):
         role = WHOLE
     elif not nodes:
         return None

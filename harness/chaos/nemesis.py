@@ -158,6 +158,16 @@ def _coordinator(ctx: FaultContext, target: str) -> int:
     return coordinator_of(ctx.cluster, topic, key)
 
 
+def _whole_cluster(ctx: FaultContext, step: Step, nodes: Sequence[KafkaNode]) -> bool:
+    """Whether the step hit every broker (by its type, or because its target resolved to all
+    of them): the analysis then judges each partition by the "all" column, not by the role
+    the partition's replicas had (a power loss of every broker is not a leader's power loss)."""
+    if FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
+        return True
+    hit = {n.node_id for n in nodes if n.role.is_broker}
+    return bool(hit) and hit == {n.node_id for n in ctx.cluster.nodes}
+
+
 def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
     """The event fields naming faulted nodes: `nodes` the broker ids (what the analysis reads
     leaders and ISRs against), `hosts` every node's name, controllers and ZooKeeper too."""
@@ -326,7 +336,7 @@ class Nemesis:
                 partition=partition,
                 # What the analysis keys the guarantee on, per partition, with `partitions`.
                 class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
-                whole_cluster=FAULT_TYPES[step.fault].hits_whole_cluster(step.params),
+                whole_cluster=_whole_cluster(self.ctx, step, nodes),
                 **({"as": step.as_} if step.as_ else {}),
                 **({"open": True} if step.duration_s is None else {}),
                 **_faulted(nodes),

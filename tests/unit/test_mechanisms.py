@@ -355,6 +355,18 @@ def test_a_whole_cluster_fault_hits_every_partition_as_all():
     assert {h.fault_class for p in histories.values() for h in p.hits} == {"all-power-loss"}
 
 
+def test_a_fault_targeting_all_brokers_hits_every_partition_as_all_in_older_runs_too():
+    """A run of before the nemesis marked target-all faults whole_cluster: a power loss of
+    every broker was judged a leader's power loss, and its allowed loss a violation."""
+    event = start(3, [1, 2, 3], fault="lose-unsynced", class_kind="power-loss", target="all")
+    histories = partition_histories([event])
+    assert histories is not None
+    assert {h.fault_class for p in histories.values() for h in p.hits} == {"all-power-loss"}
+    config = {**CP, "fault_class": "all-power-loss"}
+    rep = judged(config, [event], p0=300, p1=20)
+    assert rep.verdict == Verdict.EXPECTED_LOSS, rep.reasons
+
+
 def test_no_history_without_the_roles_snapshot():
     event = {k: v for k, v in start(3, [1]).items() if k != "partitions"}
     assert partition_histories([event]) is None
