@@ -115,16 +115,25 @@ def control(node: KafkaNode, *command: str) -> dict[str, Any]:
     has no layer, chaosfs does not answer or refuses."""
     argv = [BINARY, "ctl", "--control", CONTROL, *command]
     code, out = node.exec(argv)
-    lines = [line for line in out.splitlines() if line.startswith("{")]
-    reply: dict[str, Any] = {}
-    if lines:
-        try:
-            reply = json.loads(lines[-1])
-        except json.JSONDecodeError:
-            reply = {}
+    if code == 0 and not out.strip() and command[0] != "crash":
+        # Seen once while a controller started: exit 0, no output through the engine's exec.
+        # Every command but the crash is idempotent, so asking again is safe.
+        code, out = node.exec(argv)
+    reply = _reply(out)
     if code != 0 or not reply.get("ok"):
         raise DiskLayerError(
             f"{node.hostname}: `{shlex.join(command)}` on its disk layer failed "
             f"(exit {code}): {reply.get('error') or out.strip()[-500:]}"
         )
     return reply
+
+
+def _reply(out: str) -> dict[str, Any]:
+    """The last JSON object line of ctl's output ({} when there is none)."""
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return {}
+    return {}

@@ -166,6 +166,24 @@ def test_slow_disk_params_out_of_range_are_refused_naming_the_param(params, prob
         SlowDisk.parse_params(params)
 
 
+class SilentOnce(FakeNode):
+    """A layer whose first answer arrives empty with exit 0 (seen once through docker exec)."""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        code, out = super().exec(argv)
+        return (0, "") if len(self.calls) == 1 else (code, out)
+
+
+def test_an_empty_answer_is_asked_again_except_for_a_crash_which_must_not_run_twice():
+    node = SilentOnce()
+    assert disk_layer.control(node, "sync") == {"ok": True}
+    assert node.calls == [("sync",), ("sync",)]
+    node = SilentOnce()
+    with pytest.raises(disk_layer.DiskLayerError, match="`crash` on its disk layer failed"):
+        disk_layer.control(node, "crash")
+    assert node.calls == [("crash",)]
+
+
 def test_the_other_disk_faults_take_no_params():
     for kind in ("lose-unsynced", "torn-write", "fsync-error", "disk-full"):
         with pytest.raises(ValueError, match="takes no params"):
