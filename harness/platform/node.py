@@ -239,7 +239,13 @@ class KafkaNode:
             return None
         if code != 0:
             return None
-        data = json.loads(out).get("data", json.loads(out))
+        try:
+            document = json.loads(out)
+        except json.JSONDecodeError:
+            # Read while Kafka replaced the file: seen empty through the disk layer (a random
+            # nemesis' `controller` target then failed its fault). Another node's vote serves.
+            return None
+        data = document.get("data", document)
         leader = data.get("leaderId", -1)
         return (data.get("leaderEpoch", -1), leader) if leader >= 0 else None
 
