@@ -242,8 +242,8 @@ class KafkaNode:
         try:
             document = json.loads(out)
         except json.JSONDecodeError:
-            # Read while Kafka replaced the file: seen empty through the disk layer (a random
-            # nemesis' `controller` target then failed its fault). Another node's vote serves.
+            # Seen once: exit 0 and no output through the engine's exec (a random nemesis'
+            # `controller` target then failed its fault). Another node's vote serves.
             return None
         data = document.get("data", document)
         leader = data.get("leaderId", -1)
