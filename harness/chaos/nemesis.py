@@ -4,8 +4,8 @@ Steps run in order. Targets are resolved when a step acts (the leader of a parti
 not at plan time); a step may bind what it resolved to a name (`as:`) that later steps target
 (`@name`) or wait on (`after:` conditions), and a fault without a duration stays active until
 a heal step names it. Every start, end and condition goes to events.jsonl, with the leader
-and ISR of every partition at each injection (the roles the analysis judges by). `heal_all`
-runs in `finally`, also after Ctrl-C.
+and ISR of every partition at each injection (the roles the analysis judges by). The final
+heal (harness.chaos.heal) runs in `finally`, also after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from harness.chaos.conditions import ClusterView, Condition
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import (
     FAULT_TYPES,
-    RESIDUE_CLEANUP,
     Fault,
     FaultContext,
     FaultError,
     FaultParams,
     consumer_members,
 )
-from harness.platform import disk_layer
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (
@@ -159,13 +157,11 @@ def _coordinator(ctx: FaultContext, target: str) -> int:
 
 
 def _whole_cluster(ctx: FaultContext, step: Step, nodes: Sequence[KafkaNode]) -> bool:
-    """Whether the step hit every broker (by its type, or because its target resolved to all
-    of them): the analysis then judges each partition by the "all" column, not by the role
-    the partition's replicas had (a power loss of every broker is not a leader's power loss)."""
-    if FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
-        return True
+    """Whether the step hit every broker, by its type or its resolved target: each partition
+    is then judged by the "all" column (a power loss of all is not its leader's power loss)."""
     hit = {n.node_id for n in nodes if n.role.is_broker}
-    return bool(hit) and hit == {n.node_id for n in ctx.cluster.nodes}
+    every = bool(hit) and hit == {n.node_id for n in ctx.cluster.nodes}
+    return every or FAULT_TYPES[step.fault].hits_whole_cluster(step.params)
 
 
 def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
@@ -175,32 +171,6 @@ def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
         "nodes": [n.node_id for n in nodes if n.role.is_broker],
         "hosts": [n.hostname for n in nodes],
     }
-
-
-def heal_all(ctx: FaultContext) -> list[str]:
-    """Bring every node back: start, unpause, then every fault type's cleanup; return actions."""
-    actions = []
-    for node in ctx.cluster.all_nodes:  # ZooKeeper servers and controllers too
-        try:
-            state = node.state()
-            if state == "paused":
-                node.unpause()
-                actions.append(f"unpause {node.hostname}")
-            elif state != "running":
-                node.start()
-                actions.append(f"start {node.hostname}")
-            # One exec per node: each costs ~0.2 s, and the cleanups never fail.
-            node.net_exec(["sh", "-c", RESIDUE_CLEANUP])
-            if node.disk_layered:  # its disk faults' modes off
-                node.exec(disk_layer.HEAL)
-        except Exception as exc:  # heal the others even if one node misbehaves
-            actions.append(f"{node.hostname}: heal failed: {exc}")
-    try:  # helpers a fault's own heal never stopped (the harness was interrupted)
-        if removed := ctx.cluster.remove_helpers():
-            actions.append(f"removed {removed} helper container(s)")
-    except Exception as exc:
-        actions.append(f"helpers: removal failed: {exc}")
-    return actions
 
 
 def _led_by(roles: dict[str, Any], nodes: Sequence[KafkaNode]) -> list[int]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, HelperSite, check_tools
-from harness.chaos.nemesis import Nemesis, heal_all
+from harness.chaos.heal import heal_all
+from harness.chaos.nemesis import Nemesis
 from harness.experiment.matrix import Cell
 from harness.experiment.plan import (
     cell_config,

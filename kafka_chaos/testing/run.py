@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness.chaos.faults import FaultContext
-from harness.chaos.nemesis import Nemesis, Step, heal_all
+from harness.chaos.heal import heal_all
+from harness.chaos.nemesis import Nemesis, Step
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
 from harness.experiment.plan import client_durability, producer_settings, topic_settings

@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
-from harness.chaos.nemesis import heal_all
+from harness.chaos.heal import heal_all
 from harness.platform.cluster import KafkaCluster
 from harness.platform.sidecar import HELPER_LABEL_SUFFIX
 from tests.integration.support import wait_until

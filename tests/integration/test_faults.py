@@ -17,7 +17,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
-from harness.chaos.nemesis import Nemesis, heal_all, resolve_target
+from harness.chaos.heal import heal_all
+from harness.chaos.nemesis import Nemesis, resolve_target
 from harness.experiment.spec import FaultStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode

@@ -18,7 +18,8 @@ from collections import Counter
 import pytest
 
 from harness.chaos.faults import FaultContext
-from harness.chaos.nemesis import Nemesis, heal_all
+from harness.chaos.heal import heal_all
+from harness.chaos.nemesis import Nemesis
 from harness.experiment.spec import FaultStep
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext
-from harness.chaos.nemesis import heal_all
+from harness.chaos.heal import heal_all
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode
 from harness.platform.sidecar import HELPER_LABEL_SUFFIX

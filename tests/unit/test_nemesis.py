@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.chaos.faults import RESIDUE_CLEANUP
-from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, _whole_cluster, heal_all
+from harness.chaos.heal import heal_all
+from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, _whole_cluster
 from harness.experiment.spec import FaultStep
 from harness.platform import disk_layer
 from harness.platform.topology import Role, hostname_of
