@@ -1,5 +1,5 @@
 """The disk faults' parameters and their conversation with the disk layer, on fake nodes (the
-layer's effect on real files: tests/integration/test_diskfs_effects.py; on a broker:
+layer's effect on real files: tests/integration/diskfs/; on a broker:
 tests/integration/test_disk_faults.py)."""
 
 from __future__ import annotations
