@@ -4,8 +4,9 @@
 #   JVM/launcher ones) becomes a server.properties line, as in the official apache/kafka
 #   image: name without the prefix, lower-cased, '___' -> '-', '__' -> '_', '_' -> '.'.
 #   CLUSTER_ID formats the KRaft storage on first start when the properties have
-#   process.roles (KRaft, 3.3+); restarts keep the formatted log dirs. Without process.roles
-#   the broker runs in ZooKeeper mode (zookeeper.connect).
+#   process.roles (KRaft, 3.3+), with KCHAOS_FORMAT_ARGS added to the storage tool's format
+#   command (e.g. --initial-controllers for a KIP-853 dynamic quorum); restarts keep the
+#   formatted log dirs. Without process.roles the broker runs in ZooKeeper mode.
 # - zookeeper: a ZooKeeper server (releases before 4.0 carry its jar) with a zoo.cfg rendered
 #   from ZOO_MY_ID and ZOO_SERVERS ("server.1=zookeeper-1:2888:3888 server.2=..."; empty for
 #   a standalone server), as in the official zookeeper image.
@@ -106,9 +107,10 @@ formatted() {
 # Only KRaft nodes (process.roles) have storage to format; ZooKeeper-mode brokers have none.
 if [[ -n ${CLUSTER_ID:-} ]] && grep -q '^process\.roles=' "$PROPERTIES" && ! formatted; then
   # A short-lived tool: the C1 compiler alone starts fastest.
+  # shellcheck disable=SC2086
   java $(cds storage-tool) -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $LOG4J -cp "$CLASSPATH" \
     kafka.tools.StorageTool format \
-    --cluster-id "$CLUSTER_ID" --config "$PROPERTIES" --ignore-formatted
+    --cluster-id "$CLUSTER_ID" --config "$PROPERTIES" --ignore-formatted ${KCHAOS_FORMAT_ARGS:-}
 fi
 
 # exec: the JVM becomes PID 1, so `docker kill` is a SIGKILL of the broker itself and

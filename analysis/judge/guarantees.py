@@ -208,6 +208,15 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         citation="faults on the metadata quorum alone: “None of the loss mechanisms in this "
         "table applies” (treated as forbidden, like no fault)",
     ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        # The active controller removed from the voters (remove-controller, dedicated
+        # controllers only): its role is `controller`, which elsewhere may be a broker.
+        faults=("controller-quorum-change",),
+        loss=FORBIDDEN,
+        citation="a change of the controller quorum's voters is a fault on the metadata quorum "
+        "alone: “None of the loss mechanisms in this table applies” (treated as forbidden)",
+    ),
     # acks=1: the leader alone acknowledges.
     LossRow(
         acks=frozenset({"1"}),

@@ -30,6 +30,7 @@ __all__ = [
 LEADER: Final = "leader"
 FOLLOWER: Final = "follower"
 WHOLE: Final = "all"  # a fault on every broker, whatever the partition
+QUORUM_CHANGE: Final = "quorum-change"  # the class kind of remove-controller
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ class PartitionHistory:
     hits: tuple[FaultHit, ...]
     leader_changes: tuple[LeaderChange, ...]
     samples: tuple[IsrSample, ...]
+    # Changes of the KRaft quorum's voters during the run (remove-controller): they move no
+    # replica, so they are no hit, but a loss near one names it.
+    quorum_changes: tuple[FaultHit, ...] = ()
 
     def leader_hits(self) -> tuple[FaultHit, ...]:
         """The faults that hit this partition's leader (or every broker), in time order."""
@@ -159,12 +163,29 @@ def partition_histories(
     for change in leader_changes(evidence):
         changes.setdefault(change.partition, []).append(change)
     known = set(hits) | set(samples) | set(changes)
+    quorum = tuple(_quorum_change(event) for event in starts if event.class_kind == QUORUM_CHANGE)
     return {
         p: PartitionHistory(
-            p, tuple(hits.get(p, ())), tuple(changes.get(p, ())), tuple(samples.get(p, ()))
+            p,
+            tuple(hits.get(p, ())),
+            tuple(changes.get(p, ())),
+            tuple(samples.get(p, ())),
+            quorum,
         )
         for p in sorted(known)
     }
+
+
+def _quorum_change(event: FaultStart) -> FaultHit:
+    """A change of the quorum's voters as a hit on the controllers it named."""
+    return FaultHit(
+        fault_id=event.fault_id or 0,
+        fault=event.fault or "",
+        kind=QUORUM_CHANGE,
+        role="controllers",
+        nodes=tuple(event.nodes),
+        ts_us=_ts(event),
+    )
 
 
 def partition_fault_class(hits: Iterable[FaultHit]) -> str:

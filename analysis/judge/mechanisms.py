@@ -258,27 +258,38 @@ def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -
     leader_hit = _leader_hit_text(history, context)
     if config.acks == "1" and leader_hit:
         return (
-            f"acks=1 truncation{_during_reassignment(history, context)}: {leader_hit}; what it "
-            "acknowledged before its followers copied it was truncated once another replica led"
+            f"acks=1 truncation{_during_membership_change(history, context)}: {leader_hit}; "
+            "what it acknowledged before its followers copied it was truncated once another "
+            "replica led"
         )
     if config.unclean_leader_election:
         return f"unclean.leader.election.enable=true while faults hit several replicas of p{p}"
     return leader_hit or f"fault class {cls} of p{p}"
 
 
-def _during_reassignment(history: PartitionHistory, context: _Context) -> str:
+def _during_membership_change(history: PartitionHistory, context: _Context) -> str:
     """' during a reassignment (...)' when a reassign fault moved this partition's replicas,
-    naming it and when; '' otherwise. A reassignment hands leadership over and changes the
-    replica set and ISR while writes go on: the membership change is part of the mechanism."""
+    and/or ' during a controller quorum change (...)' when the run changed the KRaft quorum's
+    voters, naming each and when; '' otherwise. A reassignment hands leadership over and
+    changes the replica set and ISR while writes go on, a quorum change moves the metadata
+    log's leadership: the membership change is part of the mechanism."""
     moves = [h for h in history.hits if h.kind == "reassign"]
-    if not moves:
-        return ""
-    listed = ", ".join(
-        f"fault {h.fault_id} ({h.fault}) moving p{history.partition}'s replicas off node(s) "
-        f"{list(h.nodes)} at {context.t(h.ts_us)}"
-        for h in moves
-    )
-    return f" during a reassignment ({listed})"
+    text = ""
+    if moves:
+        listed = ", ".join(
+            f"fault {h.fault_id} ({h.fault}) moving p{history.partition}'s replicas off node(s) "
+            f"{list(h.nodes)} at {context.t(h.ts_us)}"
+            for h in moves
+        )
+        text += f" during a reassignment ({listed})"
+    if history.quorum_changes:
+        listed = ", ".join(
+            f"fault {h.fault_id} ({h.fault}) taking controller(s) {list(h.nodes)} out of the "
+            f"voters at {context.t(h.ts_us)}"
+            for h in history.quorum_changes
+        )
+        text += f" during a controller quorum change ({listed})"
+    return text
 
 
 def _isr_alone(history: PartitionHistory) -> tuple[IsrSample, FaultHit] | None:
@@ -334,7 +345,8 @@ def judge_partition(
     )
     reason = (
         f"p{p} ({cls}: {roles or 'no fault hit its replicas'}): no documented mechanism "
-        f"explains this {what}{_during_reassignment(history, context)}; {guarantee.citation}"
+        f"explains this {what}{_during_membership_change(history, context)}; "
+        f"{guarantee.citation}"
     )
     return PartitionJudgement(p, cls, "violation", reason)
 

@@ -128,6 +128,12 @@ def resolve_target(
         if controller is None:
             raise FaultError("no active controller to target")
         return [cluster.node(controller)]
+    if target == "controller-follower":
+        active = cluster.active_controller()
+        standby = [node for node in cluster.quorum if node.node_id != active]
+        if not standby:
+            raise FaultError("no KRaft controller other than the active one to target")
+        return [ctx.rng.choice(standby)]
     p = int(step.partition) if partition is None else partition
     state = cluster.partition_states(ctx.topic)[p]
     if target == "leader" and state.leader is None:

@@ -36,6 +36,7 @@ TARGET_ROLES: tuple[str, ...] = (
     "out-of-sync",  # the partition's replicas outside the ISR
     "successor",  # the follower Kafka elects next: the first in-sync one in assignment order
     "controller",  # the active controller, in every mode
+    "controller-follower",  # a KRaft controller other than the active one, chosen with the seed
     "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
     "zookeeper",  # every ZooKeeper server (zookeeper mode)
     "brokers",  # every broker, as `all`
@@ -48,6 +49,8 @@ TARGET_ROLES: tuple[str, ...] = (
     "group-coordinator",
 )
 COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
+# The targets a change of the quorum's voters (remove-controller) may name: one controller.
+QUORUM_TARGETS: tuple[str, ...] = ("controller", "controller-follower")
 Scalar = str | int | float | bool
 HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
 # Targets that name replicas of the step's partition, resolved when the step acts.

@@ -95,6 +95,8 @@ def _target_role(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None)
     role = "consumer" if role.startswith("consumer") else _TARGET_ROLE.get(role, role)
     if role == "controllers" and mode is not Mode.KRAFT_DEDICATED:
         role = "all"  # combined nodes: the controllers are every broker
+    if role == "controller-follower":  # one standby controller: a broker in kraft mode
+        role = "controllers" if mode is Mode.KRAFT_DEDICATED else "node"
     return role
 
 

@@ -19,6 +19,7 @@ from harness.experiment.fields import (
     ZOOKEEPER_TARGET,
 )
 from harness.experiment.problems import Problem
+from harness.experiment.quorum import dynamic_quorum_problems, quorum_fault_problems
 from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
@@ -41,6 +42,8 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
     if kafka.zookeeper_nodes != 1 and kafka.effective_mode() not in (Mode.ZOOKEEPER, None):
         reason = f"applies to kafka.mode zookeeper only (this cell runs {kafka.effective_mode()})"
         yield "kafka.zookeeper_nodes", reason
+    if kafka.quorum == "dynamic":
+        yield from dynamic_quorum_problems(spec)
     if not kafka.version:
         return  # a prebuilt image of an unknown version: nothing to check it against
     version = KafkaVersion.parse(kafka.version)
@@ -199,7 +202,7 @@ def _target_rules(
         count = spec.kafka.zookeeper_nodes
         reason = f"{shown(target)} does not exist: kafka.zookeeper_nodes is {count}"
         yield f"{where}.target", reason
-    if target == "controllers" and mode is Mode.ZOOKEEPER:
+    if target in ("controllers", "controller-follower") and mode is Mode.ZOOKEEPER:
         reason = "zookeeper mode has one elected controller: target `controller` or `zookeeper`"
         yield f"{where}.target", reason
     node = NODE_TARGET.match(target)
@@ -283,6 +286,9 @@ def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Probl
             spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
         )
         yield from _disk_target_rules([step.fault], [step.target], f"{where}.target")
+        yield from quorum_fault_problems(
+            spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
+        )
     yield from _target_rules(spec, step.target, step.partition, where)
     if not step.heals:
         fault = FAULT_TYPES[step.fault]
@@ -387,6 +393,9 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
         spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
     )
     yield from _disk_target_rules(list(plan.faults), list(plan.targets), f"{where}.targets")
+    yield from quorum_fault_problems(
+        spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
+    )
     for target in dict.fromkeys(plan.targets):
         if BOUND_TARGET.match(target):
             yield f"{where}.targets", f"{target}: a generated schedule binds no names"

@@ -109,6 +109,9 @@ class KafkaSpec(_Section):
     # the brokers; zookeeper: a ZooKeeper ensemble plus the brokers. None: by version.
     mode: Literal["kraft", "kraft-dedicated", "zookeeper"] | None = None
     zookeeper_nodes: Literal[1, 3] = 1  # ZooKeeper servers, zookeeper mode only
+    # static: controller.quorum.voters; dynamic (KIP-853, 3.9+, kraft-dedicated): controllers
+    # formatted with their voter set, so remove-controller can change it.
+    quorum: Literal["static", "dynamic"] = "static"
     brokers: whole = Field(3, ge=3, le=5)
     broker_config: ConfigMap = Field(default_factory=dict)
 

@@ -89,6 +89,7 @@ class KafkaCluster:
     version: str | None = None
     controllers: int = 3  # controller-only nodes, kraft-dedicated mode
     zookeeper_nodes: int = 1  # ZooKeeper servers, zookeeper mode
+    dynamic_quorum: bool = False  # KIP-853 (topology.Topology.dynamic_quorum)
     quorum: list[KafkaNode] = field(default_factory=list)  # the KRaft controllers
     ensemble: list[KafkaNode] = field(default_factory=list)  # the ZooKeeper servers
     # The chaosfs binary (harness.platform.diskfs) to mount under every Kafka node's log
@@ -107,6 +108,7 @@ class KafkaCluster:
                 self.brokers,
                 self.controllers,
                 self.zookeeper_nodes,
+                self.dynamic_quorum,
             )
         except (ValueError, VersionError) as exc:
             modes = ", ".join(mode.value for mode in Mode)

@@ -17,6 +17,7 @@ from harness.platform.versions import (
     Feature,
     KafkaVersion,
     Mode,
+    lacks,
     mode_refusal,
     supports,
 )
@@ -76,6 +77,20 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+def directory_id(cluster_id: str, node_id: int) -> str:
+    """The metadata directory id (a Kafka Uuid) node `node_id` of cluster `cluster_id` is
+    formatted with in a dynamic quorum: derived from both, so the harness knows every voter's
+    id without reading a disk. Never led by '-' (see new_cluster_id), and a version-5 UUID is
+    never one of the ids Kafka reserves (the first hundred)."""
+    salt = 0
+    while True:
+        raw = uuid.uuid5(uuid.NAMESPACE_OID, f"{cluster_id}/{node_id}/{salt}").bytes
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+        salt += 1
+
+
 def free_host_ports(count: int) -> list[int]:
     """`count` distinct TCP ports on 127.0.0.1 that nothing listens on right now."""
     sockets = []
@@ -118,9 +133,19 @@ class Topology:
     brokers: int = 3
     controllers: int = 3  # controller-only nodes (kraft-dedicated)
     zookeeper_nodes: int = 1  # ZooKeeper servers (zookeeper mode)
+    # KIP-853: controllers formatted with their voter set (--initial-controllers) and found
+    # through controller.quorum.bootstrap.servers, so controllers can be removed and added.
+    dynamic_quorum: bool = False
 
     def refusal(self) -> str | None:
         """None when this shape can run, else what is wrong and the fix."""
+        if self.dynamic_quorum and self.mode is not Mode.KRAFT_DEDICATED:
+            return (
+                f"a dynamic quorum needs dedicated controllers, not {self.mode} mode. "
+                "Fix: kafka.mode kraft-dedicated, or kafka.quorum static."
+            )
+        if self.dynamic_quorum and (missing := lacks(self.version, Feature.DYNAMIC_QUORUM)):
+            return f"{missing} Fix: kafka.version 3.9.0 or later, or kafka.quorum static."
         if self.brokers < 1:
             return f"{self.brokers} brokers: a cluster needs at least one. Fix: brokers >= 1."
         if self.mode is Mode.KRAFT_DEDICATED and self.controllers not in (1, 3, 5):
@@ -149,6 +174,27 @@ class Topology:
         return ",".join(
             f"{i}@{hostname_of(role, i)}:{CONTROLLER_PORT}" for i in self.controller_ids()
         )
+
+    def quorum_env(self, cluster_id: str, controller_id: int | None = None) -> dict[str, str]:
+        """How a KRaft node finds the quorum: the static voter list, or in a dynamic quorum
+        the controllers' addresses and, for controller `controller_id`, the voter set its
+        storage is formatted with (the entrypoint adds KCHAOS_FORMAT_ARGS to the format)."""
+        if not self.dynamic_quorum:
+            return {"KAFKA_CONTROLLER_QUORUM_VOTERS": self.voters()}
+        ids = self.controller_ids()
+        env = {
+            "KAFKA_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS": ",".join(
+                f"{hostname_of(Role.CONTROLLER, i)}:{CONTROLLER_PORT}" for i in ids
+            )
+        }
+        if controller_id is not None:
+            voters = ",".join(
+                f"{i}@{hostname_of(Role.CONTROLLER, i)}:{CONTROLLER_PORT}:"
+                f"{directory_id(cluster_id, i)}"
+                for i in ids
+            )
+            env["KCHAOS_FORMAT_ARGS"] = f"--initial-controllers {voters}"
+        return env
 
     def zookeeper_connect(self) -> str:
         """zookeeper.connect: every ZooKeeper server's client address."""
@@ -292,7 +338,7 @@ def mode_broker_env(
             "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
             "EXTERNAL:PLAINTEXT",
             "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
+            **topology.quorum_env(cluster_id),
         }
     return _with_extra(env, extra)
 
@@ -308,7 +354,7 @@ def controller_env(
         "KAFKA_LISTENERS": f"CONTROLLER://:{CONTROLLER_PORT}",
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
+        **topology.quorum_env(cluster_id, node_id),
         "KAFKA_LOG_DIRS": LOG_DIR,
     }
     return _with_extra(env, extra)

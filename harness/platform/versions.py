@@ -69,6 +69,7 @@ class Feature(StrEnum):
     LEADER_EPOCH = "leader-epoch log truncation"
     RECORD_BATCH_V2 = "v2 record batches (message format 2)"
     ELR = "eligible leader replicas"
+    DYNAMIC_QUORUM = "a dynamic KRaft controller quorum (controllers added and removed)"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ FEATURES: dict[Feature, Span] = {
     Feature.LEADER_EPOCH: Span(_v("0.11.0.0"), None, "KIP-101 (0.11.0), KAFKA-1211"),
     Feature.RECORD_BATCH_V2: Span(_v("0.11.0.0"), None, "KIP-98 (0.11.0): message format v2"),
     Feature.ELR: Span(_v("4.0.0"), None, "KIP-966 (preview 4.0, default for new clusters 4.1)"),
+    Feature.DYNAMIC_QUORUM: Span(_v("3.9.0"), None, "KIP-853 (3.9)"),
 }
 
 

@@ -201,6 +201,7 @@ def run_repetition(
         mode=spec.kafka.effective_mode() or Mode.KRAFT,
         version=image.kafka_version or spec.kafka.version,
         zookeeper_nodes=spec.kafka.zookeeper_nodes,
+        dynamic_quorum=spec.kafka.quorum == "dynamic",
         disk_layer=_disk_layer(steps),
     )
     try:

@@ -119,6 +119,11 @@ def has_type(name: str) -> Callable[[list[dict]], bool]:
     return lambda events: any(e.get("type") == name for e in events)
 
 
+def has_faults(count: int) -> Callable[[list[dict]], bool]:
+    """Whether `count` faults have started."""
+    return lambda events: sum(e.get("type") == "fault_start" for e in events) >= count
+
+
 def start_run(runs_dir: Path, experiment: str, *extra: str, **kwargs) -> Terminal:
     argv = [*CLI, "run", str(HERE / "experiments" / experiment), "--runs-dir", str(runs_dir)]
     return Terminal([*argv, "--quiet", *extra], **kwargs)
@@ -220,14 +225,16 @@ def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
         terminal.close()
 
 
-def test_sigterm_in_a_fault_exits_143(tmp_path: Path):
-    terminal = in_the_fault(tmp_path)
+def test_sigterm_in_a_disk_and_a_network_fault_heals_both_and_exits_143(tmp_path: Path):
+    terminal = start_run(tmp_path, "interrupt-disk.yaml", "--no-report")
     try:
+        wait_for(terminal, tmp_path, has_faults(2), "both faults", timeout_s=180)
         terminal.process.terminate()
         code, seconds = terminal.wait_exit(60)
         assert code == 143, terminal.output[-3000:]
         assert seconds <= EXIT_BOUND_S and labelled_leftovers() == []
-        assert has_type("fault_end")(events_in(tmp_path))
+        ended = [e["fault"] for e in events_in(tmp_path) if e["type"] == "fault_end"]
+        assert sorted(ended) == ["partition", "slow-disk"], ended
     finally:
         terminal.close()
 

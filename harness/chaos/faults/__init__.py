@@ -29,6 +29,7 @@ from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
 from harness.chaos.faults.pause import Pause
 from harness.chaos.faults.power_loss import PowerLoss
+from harness.chaos.faults.quorum import RemoveController
 from harness.chaos.faults.reassign import Reassign
 from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.chaos.faults.shape import Delay, Duplicate, Reorder
@@ -40,7 +41,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     fault.name: fault
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
-        *(Delay, Reorder, Duplicate, Reassign),
+        *(Delay, Reorder, Duplicate, Reassign, RemoveController),
         *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )

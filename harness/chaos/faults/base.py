@@ -101,6 +101,9 @@ class Fault(ABC, Generic[P]):
     # True for a fault on the consumer group's members (target `consumer` or `consumer-<i>`)
     # rather than on nodes.
     acts_on_consumers: ClassVar[bool] = False
+    # True for a change of the KRaft quorum's membership, which a dynamic quorum alone allows
+    # (kafka.quorum dynamic); it targets one dedicated controller.
+    needs_dynamic_quorum: ClassVar[bool] = False
 
     def __init__(
         self,

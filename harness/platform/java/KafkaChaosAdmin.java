@@ -4,15 +4,19 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 
 /**
  * The harness's admin actions that librdkafka's admin API lacks, one per run:
@@ -24,16 +28,21 @@ import org.apache.kafka.common.TopicPartitionInfo;
  * is in progress and its replica set is IDS, and prints one JSON line:
  * {"reassigned": {"before": [...], "after": [...], "isr": [...], "ms": N}}, or
  * {"error": "..."} with exit status 1.
+ *
+ *   quorum BOOTSTRAP
+ *   remove-voter BOOTSTRAP ID DIRECTORY_ID TIMEOUT_MS
+ *   add-voter BOOTSTRAP ID DIRECTORY_ID HOST PORT TIMEOUT_MS
+ *
+ * describe the KRaft quorum, or change its voter set (KIP-853, a dynamic quorum, Kafka 3.9+):
+ * the change is asked again until the leader takes it (it refuses one while another is in
+ * flight, or a new voter that has not caught up as an observer) and then waited for until
+ * the quorum shows it. Each prints {"quorum": {"leader": N, "epoch": N, "voters": [...],
+ * "observers": [...]}, "ms": N}, a replica as {"id": N, "directory": "...", "end": N}.
  */
 public final class KafkaChaosAdmin {
     public static void main(String[] args) {
         try {
-            if (args.length != 6 || !args[0].equals("reassign")) {
-                throw new IllegalArgumentException(
-                    "usage: reassign BOOTSTRAP TOPIC PARTITION IDS TIMEOUT_MS");
-            }
-            System.out.println(reassign(args[1], args[2], Integer.parseInt(args[3]),
-                ids(args[4]), Long.parseLong(args[5])));
+            System.out.println(run(args));
         } catch (Exception e) {
             Throwable cause = e instanceof ExecutionException && e.getCause() != null
                 ? e.getCause() : e;
@@ -43,13 +52,102 @@ public final class KafkaChaosAdmin {
         }
     }
 
-    static String reassign(String bootstrap, String topic, int partition, List<Integer> target,
-                           long timeoutMs) throws Exception {
+    static String run(String[] args) throws Exception {
+        String command = args.length > 0 ? args[0] : "";
+        if (command.equals("reassign") && args.length == 6) {
+            return reassign(args[1], args[2], Integer.parseInt(args[3]), ids(args[4]),
+                Long.parseLong(args[5]));
+        }
+        if (command.equals("quorum") && args.length == 2) {
+            try (Admin admin = admin(args[1])) {
+                return "{\"quorum\": " + quorum(admin) + ", \"ms\": 0}";
+            }
+        }
+        if (command.equals("remove-voter") && args.length == 5) {
+            return changeVoters(args[1], Integer.parseInt(args[2]), Uuid.fromString(args[3]),
+                null, Long.parseLong(args[4]));
+        }
+        if (command.equals("add-voter") && args.length == 7) {
+            RaftVoterEndpoint endpoint =
+                new RaftVoterEndpoint("CONTROLLER", args[4], Integer.parseInt(args[5]));
+            return changeVoters(args[1], Integer.parseInt(args[2]), Uuid.fromString(args[3]),
+                endpoint, Long.parseLong(args[6]));
+        }
+        throw new IllegalArgumentException("usage: reassign BOOTSTRAP TOPIC PARTITION IDS "
+            + "TIMEOUT_MS | quorum BOOTSTRAP | remove-voter BOOTSTRAP ID DIRECTORY_ID TIMEOUT_MS"
+            + " | add-voter BOOTSTRAP ID DIRECTORY_ID HOST PORT TIMEOUT_MS");
+    }
+
+    static Admin admin(String bootstrap) {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        return Admin.create(props);
+    }
+
+    /** Adds (endpoint given) or removes voter ID, asking again until the leader takes it. */
+    static String changeVoters(String bootstrap, int id, Uuid directory,
+                               RaftVoterEndpoint endpoint, long timeoutMs) throws Exception {
         long started = System.currentTimeMillis();
-        try (Admin admin = Admin.create(props)) {
+        String last = "";
+        try (Admin admin = admin(bootstrap)) {
+            boolean asked = false;
+            while (true) {
+                if (!asked) {
+                    try {
+                        if (endpoint == null) {
+                            admin.removeRaftVoter(id, directory).all().get();
+                        } else {
+                            admin.addRaftVoter(id, directory, Set.of(endpoint)).all().get();
+                        }
+                        asked = true;
+                    } catch (ExecutionException e) {
+                        last = e.getCause().getClass().getSimpleName() + ": "
+                            + e.getCause().getMessage();
+                    }
+                }
+                if (asked) {
+                    QuorumInfo info = admin.describeMetadataQuorum().quorumInfo().get();
+                    boolean voter = info.voters().stream().anyMatch(r -> r.replicaId() == id);
+                    if (voter == (endpoint != null)) {
+                        return "{\"quorum\": " + quorum(info) + ", \"ms\": "
+                            + (System.currentTimeMillis() - started) + "}";
+                    }
+                }
+                if (System.currentTimeMillis() - started > timeoutMs) {
+                    throw new IllegalStateException((endpoint == null ? "removing" : "adding")
+                        + " voter " + id + " did not complete in " + timeoutMs + " ms"
+                        + (last.isEmpty() ? "" : " (last refusal: " + last + ")"));
+                }
+                Thread.sleep(250);
+            }
+        }
+    }
+
+    static String quorum(Admin admin) throws Exception {
+        return quorum(admin.describeMetadataQuorum().quorumInfo().get());
+    }
+
+    static String quorum(QuorumInfo info) {
+        return "{\"leader\": " + info.leaderId() + ", \"epoch\": " + info.leaderEpoch()
+            + ", \"voters\": " + replicas(info.voters()) + ", \"observers\": "
+            + replicas(info.observers()) + "}";
+    }
+
+    static String replicas(List<QuorumInfo.ReplicaState> states) {
+        List<String> out = new ArrayList<>();
+        for (QuorumInfo.ReplicaState state : states) {
+            out.add("{\"id\": " + state.replicaId() + ", \"directory\": "
+                + quoted(state.replicaDirectoryId().toString()) + ", \"end\": "
+                + state.logEndOffset() + "}");
+        }
+        return out.toString();
+    }
+
+    static String reassign(String bootstrap, String topic, int partition, List<Integer> target,
+                           long timeoutMs) throws Exception {
+        long started = System.currentTimeMillis();
+        try (Admin admin = admin(bootstrap)) {
             TopicPartition tp = new TopicPartition(topic, partition);
             List<Integer> before = replicas(describe(admin, topic, partition));
             admin.alterPartitionReassignments(

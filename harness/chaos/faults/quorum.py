@@ -1,0 +1,112 @@
+"""Membership change of the KRaft controller quorum (KIP-853: a dynamic quorum, Kafka 3.9+,
+dedicated controllers): a controller taken out of the voter set through the admin API while
+the workload runs, and added back at heal.
+
+The removed controller keeps running and goes on fetching the metadata log as an observer,
+which is what lets the heal add it back: the quorum's leader only takes a new voter that has
+caught up. Removing the active controller makes it resign once the change is committed, and
+the remaining voters elect a leader among themselves. Of three controllers, one removed
+leaves a quorum of two, where one more controller down stops every metadata change (ISR
+changes, leader elections) until the heal.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.limits import at_most, param_number
+
+
+class RemoveControllerParams(FaultParams):
+    """How long each voter change may take."""
+
+    timeout_s: Annotated[
+        param_number,
+        Field(gt=0, description="seconds the removal, and the heal's addition, may take"),
+        at_most(600, "10 minutes, longer than any shipped workload", "s"),
+    ] = 60
+
+
+class RemoveController(Fault[RemoveControllerParams]):
+    """The targeted KRaft controller removed from the voter set, added back at heal."""
+
+    name = "remove-controller"
+    Params = RemoveControllerParams
+    helper_site = HelperSite.ADMIN_CLIENT
+    class_kinds = ("quorum-change",)
+    needs_dynamic_quorum = True
+
+    @classmethod
+    def prepare(cls, settings: Any) -> None:
+        """The admin program, built before any cluster starts."""
+        from harness.platform.admin import admin_classpath
+
+        admin_classpath(settings)
+
+    def inject(self) -> dict[str, Any]:
+        from harness.platform.admin import AdminError, quorum, remove_voter
+        from harness.platform.topology import Role, directory_id
+
+        cluster = self.ctx.cluster
+        if not cluster.dynamic_quorum:
+            raise FaultError("remove-controller needs a dynamic quorum: set kafka.quorum dynamic")
+        controllers = [node for node in self.nodes if node.role is Role.CONTROLLER]
+        if len(controllers) != 1:
+            raise FaultError(
+                "remove-controller takes out one dedicated KRaft controller: target "
+                "`controller` or `controller-follower`"
+            )
+        node = controllers[0]
+        try:
+            before = quorum(cluster)
+            after = remove_voter(
+                cluster,
+                node.node_id,
+                directory_id(cluster.cluster_id, node.node_id),
+                float(self.params.timeout_s),
+            )
+        except AdminError as exc:
+            raise FaultError(f"remove-controller of {node.hostname}: {exc}") from exc
+        self._removed: int | None = node.node_id
+        return {
+            "controller": node.node_id,
+            "voters_before": before.voter_ids,
+            "leader_before": before.leader,
+            "voters_after": after.voter_ids,
+            "leader_after": after.leader,
+            "completed_ms": after.ms,
+        }
+
+    def heal(self) -> None:
+        from harness.platform.admin import AdminError, add_voter
+        from harness.platform.topology import CONTROLLER_PORT, directory_id
+
+        node_id = getattr(self, "_removed", None)
+        if node_id is None:
+            return
+        cluster = self.ctx.cluster
+        node = cluster.node(node_id)
+        try:
+            after = add_voter(
+                cluster,
+                node_id,
+                directory_id(cluster.cluster_id, node_id),
+                node.hostname,
+                CONTROLLER_PORT,
+                float(self.params.timeout_s),
+            )
+        except AdminError as exc:
+            raise FaultError(f"adding {node.hostname} back to the quorum: {exc}") from exc
+        self._restored = {
+            "voters_restored": after.voter_ids,
+            "leader_restored": after.leader,
+            "restored_ms": after.ms,
+        }
+        self._removed = None
+
+    def detail(self) -> dict[str, Any]:
+        """The voter set restored at heal and how long adding the controller back took."""
+        return getattr(self, "_restored", {})
