@@ -14,7 +14,7 @@ run: venv engine image
 
 # pytest exits 5 when it collected no test: that must fail, never pass quietly.
 test: venv engine image
-	$(BIN)/python -m pytest -ra tests; rc=$$?; \
+	$(BIN)/python -m pytest -ra --durations=25 tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 unit: venv

@@ -177,13 +177,15 @@ def partition_histories(
 
 
 def _quorum_change(event: FaultStart) -> FaultHit:
-    """A change of the quorum's voters as a hit on the controllers it named."""
+    """A change of the quorum's voters as a hit on the controllers it named (`hosts`, as
+    controller-<id>: `nodes` lists brokers only)."""
+    ids = [int(host.rsplit("-", 1)[1]) for host in event.hosts if host.startswith("controller-")]
     return FaultHit(
         fault_id=event.fault_id or 0,
         fault=event.fault or "",
         kind=QUORUM_CHANGE,
         role="controllers",
-        nodes=tuple(event.nodes),
+        nodes=tuple(ids or event.nodes),
         ts_us=_ts(event),
     )
 

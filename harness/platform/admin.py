@@ -9,13 +9,17 @@ AdminError naming the partition and why.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from harness.platform.java import compiled_classpath, java_tool
+from harness.platform.topology import CONTROLLER_PORT
 from harness.settings import Settings
 
 if TYPE_CHECKING:
@@ -26,6 +30,11 @@ if TYPE_CHECKING:
 ADMIN_CLIENT_VERSION = "3.9.1"
 ADMIN_SOURCE = Path(__file__).resolve().parent / "java" / "KafkaChaosAdmin.java"
 ADMIN_CLASS = "KafkaChaosAdmin"
+ADMIN_DIR = "/tmp/kafka-chaos-admin"  # where the classes go inside a broker's container
+KAFKA_LIBS = "/opt/kafka/libs/*"  # the broker image's Kafka jars (its KAFKA_HOME)
+# How the quorum commands reach the quorum: through the brokers, which forward voter changes
+# to the active controller, or straight to the controllers.
+Via = Literal["brokers", "controllers"]
 
 
 class AdminError(RuntimeError):
@@ -54,6 +63,8 @@ class QuorumState:
     voters: tuple[tuple[int, str, int], ...]
     observers: tuple[tuple[int, str, int], ...]
     ms: int = 0
+    refusals: int = 0  # how often the leader refused the change before it took it
+    last_refusal: str = ""
 
     @property
     def voter_ids(self) -> list[int]:
@@ -89,46 +100,61 @@ def reassign(
     raise AdminError(f"{topic}-{partition}: reassignment to {replicas} failed: {reason}")
 
 
-def quorum(cluster: KafkaCluster, timeout_s: float = 30) -> QuorumState:
+def quorum(cluster: KafkaCluster, via: Via = "controllers", timeout_s: float = 30) -> QuorumState:
     """The quorum as described now; AdminError when it cannot be described."""
-    return _quorum_call(cluster, ["quorum"], timeout_s, "describing the quorum")
+    return _quorum_call(cluster, ["quorum"], via, timeout_s, "describing the quorum")
 
 
 def remove_voter(
-    cluster: KafkaCluster, node_id: int, directory: str, timeout_s: float
+    cluster: KafkaCluster, node_id: int, directory: str, via: Via, timeout_s: float
 ) -> QuorumState:
     """Take controller `node_id` (metadata directory `directory`) out of the voter set and
     wait until the quorum shows it; AdminError when that does not happen in time."""
     argv = ["remove-voter", str(node_id), directory, str(int(timeout_s * 1000))]
-    return _quorum_call(cluster, argv, timeout_s, f"removing voter {node_id}")
+    return _quorum_call(cluster, argv, via, timeout_s, f"removing voter {node_id}")
 
 
 def add_voter(
-    cluster: KafkaCluster, node_id: int, directory: str, host: str, port: int, timeout_s: float
+    cluster: KafkaCluster,
+    node_id: int,
+    directory: str,
+    endpoint: tuple[str, int],
+    via: Via,
+    timeout_s: float,
 ) -> QuorumState:
-    """Add controller `node_id` (reached at `host`:`port` on the CONTROLLER listener) to the
-    voter set and wait until the quorum shows it; the leader only takes an observer that has
-    caught up, so this asks until it does. AdminError when that does not happen in time."""
+    """Add controller `node_id` (reached at `endpoint`, host and port of its CONTROLLER
+    listener) to the voter set and wait until the quorum shows it; the leader only takes an
+    observer that has caught up, so this asks until it does. AdminError when that does not
+    happen in time."""
+    host, port = endpoint
     argv = ["add-voter", str(node_id), directory, host, str(port), str(int(timeout_s * 1000))]
-    return _quorum_call(cluster, argv, timeout_s, f"adding voter {node_id}")
+    return _quorum_call(cluster, argv, via, timeout_s, f"adding voter {node_id}")
 
 
 def _quorum_call(
-    cluster: KafkaCluster, argv: list[str], timeout_s: float, action: str
+    cluster: KafkaCluster, argv: list[str], via: Via, timeout_s: float, action: str
 ) -> QuorumState:
-    """Run one of the program's quorum commands; its answer as a QuorumState."""
+    """Run one of the program's quorum commands `via` the brokers (from this machine, as
+    kafka-metadata-quorum --bootstrap-server) or the controllers (inside a broker's container,
+    where their names resolve, as --bootstrap-controller); its answer as a QuorumState."""
     command, rest = argv[0], argv[1:]
-    full = [
-        java_tool("java"), "-cp", admin_classpath(cluster.settings), ADMIN_CLASS, command,
-        cluster.bootstrap_servers, *rest,
-    ]  # fmt: skip
     try:
-        done = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s + 30)
+        if via == "brokers":
+            full = [
+                java_tool("java"), "-cp", admin_classpath(cluster.settings), ADMIN_CLASS,
+                command, cluster.bootstrap_servers, *rest,
+            ]  # fmt: skip
+            done = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s + 30)
+            code, output, errors = done.returncode, done.stdout, done.stderr
+        else:
+            controllers = ",".join(f"{n.hostname}:{CONTROLLER_PORT}" for n in cluster.quorum)
+            code, output = _inside(cluster, [command, f"controllers={controllers}", *rest])
+            errors = output
     except subprocess.TimeoutExpired:
         raise AdminError(f"{action}: the admin program did not answer in time") from None
-    answer = _answer(done.stdout)
+    answer = _answer(output)
     if "quorum" not in answer:
-        reason = answer.get("error") or done.stderr.strip()[-500:] or f"exit {done.returncode}"
+        reason = answer.get("error") or errors.strip()[-500:] or f"exit {code}"
         raise AdminError(f"{action} failed: {reason}")
     state = answer["quorum"]
 
@@ -141,7 +167,26 @@ def _quorum_call(
         replicas("voters"),
         replicas("observers"),
         int(answer.get("ms", 0)),
+        int(answer.get("refusals", 0)),
+        str(answer.get("last_refusal", "")),
     )
+
+
+def _inside(cluster: KafkaCluster, argv: list[str]) -> tuple[int, str]:
+    """Run the admin program in the first running broker's container, on the image's own
+    Java and Kafka libraries (the program's classes copied in once); exit code and output."""
+    node = next((n for n in cluster.nodes if n.state() == "running"), None)
+    if node is None:
+        raise AdminError("no broker is running to run the admin program in")
+    classes = Path(admin_classpath(cluster.settings).split(os.pathsep)[0])
+    code, _ = node.exec(["test", "-f", f"{ADMIN_DIR}/{ADMIN_CLASS}.class"])
+    if code != 0:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            archive.add(classes, arcname=Path(ADMIN_DIR).name)
+        if not node.docker.put_archive(str(Path(ADMIN_DIR).parent), buffer.getvalue()):
+            raise AdminError(f"{node.hostname}: could not copy the admin program in")
+    return node.exec(["java", "-cp", f"{ADMIN_DIR}:{KAFKA_LIBS}", ADMIN_CLASS, *argv])
 
 
 def _answer(stdout: str) -> dict:

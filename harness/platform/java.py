@@ -19,7 +19,14 @@ from pathlib import Path
 
 from harness.settings import Settings
 
-__all__ = ["POM", "JavaBuildError", "compiled_classpath", "java_tool", "tools_classpath"]
+__all__ = [
+    "POM",
+    "JavaBuildError",
+    "compiled_classpath",
+    "java_tool",
+    "library_classpath",
+    "tools_classpath",
+]
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
 _MAVEN_TIMEOUT_S = 600
@@ -40,8 +47,8 @@ def java_tool(name: str) -> str:
     return path
 
 
-def _resolve(artifact: str, version: str, out: Path) -> str:
-    """The classpath of org.apache.kafka:`artifact`:`version` and its runtime dependencies
+def _resolve(artifact: str, version: str, out: Path, group: str = "org.apache.kafka") -> str:
+    """The classpath of `group`:`artifact`:`version` and its runtime dependencies
     (downloaded by Maven into its local repository); JavaBuildError if Maven cannot."""
     mvn = java_tool("mvn")
     result = subprocess.run(
@@ -53,6 +60,7 @@ def _resolve(artifact: str, version: str, out: Path) -> str:
             str(POM),
             f"-Dkafka.version={version}",
             f"-Dkafka.artifact={artifact}",
+            f"-Dlib.group={group}",
             "-Dmdep.includeScope=runtime",
             f"-Dmdep.outputFile={out}",
             "dependency:build-classpath",
@@ -65,7 +73,7 @@ def _resolve(artifact: str, version: str, out: Path) -> str:
     if result.returncode != 0 or not out.is_file():
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
         raise JavaBuildError(
-            f"Maven could not resolve org.apache.kafka:{artifact}:{version}:\n{tail}\n"
+            f"Maven could not resolve {group}:{artifact}:{version}:\n{tail}\n"
             "Fix: pick a released version (e.g. client: java:3.8.0) and check that Maven "
             "Central is reachable."
         )
@@ -121,14 +129,22 @@ def compiled_classpath(
 
 def tools_classpath(version: str, settings: Settings | None = None) -> str:
     """The classpath of Kafka's tools at `version` (VerifiableProducer, VerifiableConsumer)."""
+    return library_classpath("org.apache.kafka", "kafka-tools", version, settings, "tools")
+
+
+def library_classpath(
+    group: str, artifact: str, version: str, settings: Settings | None = None, name: str = ""
+) -> str:
+    """The classpath of `group`:`artifact`:`version` with its runtime dependencies (jars in
+    Maven's local repository), resolved once and cached as `name` (default: the artifact)."""
     settings = settings or Settings()
-    entry = _cache_entry(settings, f"tools-{version}")
+    entry = _cache_entry(settings, f"{name or artifact}-{version}")
     if not (entry / "classpath.txt").is_file():
         entry.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
             build = Path(tmp) / "entry"
             build.mkdir()
-            classpath = _resolve("kafka-tools", version, build / "deps.txt")
+            classpath = _resolve(artifact, version, build / "deps.txt", group)
             (build / "classpath.txt").write_text(classpath)
             _publish(build, entry)
     return (entry / "classpath.txt").read_text().strip()

@@ -225,16 +225,18 @@ def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
         terminal.close()
 
 
-def test_sigterm_in_a_disk_and_a_network_fault_heals_both_and_exits_143(tmp_path: Path):
-    terminal = start_run(tmp_path, "interrupt-disk.yaml", "--no-report")
+def test_sigterm_in_disk_quorum_and_network_faults_heals_each_and_exits_143(tmp_path: Path):
+    terminal = start_run(tmp_path, "interrupt-faults.yaml", "--no-report")
     try:
-        wait_for(terminal, tmp_path, has_faults(2), "both faults", timeout_s=180)
+        wait_for(terminal, tmp_path, has_faults(3), "the three faults", timeout_s=180)
         terminal.process.terminate()
         code, seconds = terminal.wait_exit(60)
         assert code == 143, terminal.output[-3000:]
         assert seconds <= EXIT_BOUND_S and labelled_leftovers() == []
         ended = [e["fault"] for e in events_in(tmp_path) if e["type"] == "fault_end"]
-        assert sorted(ended) == ["partition", "slow-disk"], ended
+        assert sorted(ended) == ["partition", "remove-controller", "slow-disk"], ended
+        failed = [e for e in events_in(tmp_path) if e["type"] == "fault_failed"]
+        assert failed == [], failed
     finally:
         terminal.close()
 

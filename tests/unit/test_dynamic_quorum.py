@@ -161,17 +161,22 @@ def test_remove_controller_is_an_admin_action_with_bounded_params():
     fault = FAULT_TYPES["remove-controller"]
     assert fault.helper_site is HelperSite.ADMIN_CLIENT and fault.needs_dynamic_quorum
     assert fault.class_kinds == ("quorum-change",)
-    assert fault.parse_params({}).model_dump() == {"timeout_s": 60}
-    for bad, problem in [({"timeout_s": 0}, "params.timeout_s"), ({"timeout_s": 601}, "10 minutes"),
-                         ({"mode": "drop"}, "it takes timeout_s")]:  # fmt: skip
+    assert fault.parse_params({}).model_dump() == {"via": "controllers", "timeout_s": 60}
+    refused = [
+        ({"timeout_s": 0}, "params.timeout_s"),
+        ({"timeout_s": 601}, "10 minutes"),
+        ({"mode": "drop"}, "it takes via, timeout_s"),
+        ({"via": "zookeeper"}, "params.via"),
+    ]
+    for bad, problem in refused:
         with pytest.raises(ValueError, match=problem):
             fault.parse_params(bad)
 
 
 def test_a_loss_during_a_quorum_change_names_it():
     change = start(
-        12, [102], fault="remove-controller", class_kind="quorum-change", target="controller",
-        fault_id=2, partitions=ROLES,
+        12, [], fault="remove-controller", class_kind="quorum-change", target="controller",
+        fault_id=2, partitions=ROLES, hosts=["controller-102"],
     )  # fmt: skip
     kill = start(10, [1], fault="kill")
     rep = judged({**CP, "fault_class": "mixed"}, [kill, change], p0=40)

@@ -4,7 +4,10 @@ local S3-compatible server (moto's, from PyPI) with real Spark."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,12 +145,42 @@ def test_report_to_s3a_and_a_shared_lake(
         main(["report", runs, "--results-to", lake, "--out", str(tmp_path / "r3")]) == UNKNOWN_EXIT
     )
     rows = _lake_rows(s3_server)
-    assert [(r["cell"], r["repetition"], r["acked"]) for r in rows] == [
-        ("ap", 0, 4),
-        ("cp", 0, 3),
-        ("cp", 1, 3),
-    ]
+    expected = [("ap", 0, 4), ("cp", 0, 3), ("cp", 1, 3)]
+    assert [(r["cell"], r["repetition"], r["acked"]) for r in rows] == expected
     assert not list(staging.iterdir())
+    # A Spark of the data team's own reads the lake through S3A, set up as spark-s3a prints.
+    assert main(["spark-s3a"]) == 0
+    arguments = shlex.split(capsys.readouterr().out)
+    assert arguments[0] == "--jars" and "hadoop-aws-" in arguments[1]
+    assert _spark_submit_reads(arguments, lake, tmp_path) == [list(row) for row in expected]
+
+
+READ_LAKE = """
+import json, sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+rows = spark.read.parquet(sys.argv[1]).select("cell", "repetition", "acked").collect()
+print("ROWS " + json.dumps(sorted([list(row) for row in rows])))
+spark.stop()
+"""
+
+
+def _spark_submit_reads(arguments: list[str], lake: str, folder: Path) -> list[list]:
+    """The lake's (cell, repetition, acked) rows as pyspark's spark-submit reads them with
+    `arguments` in a JVM of its own."""
+    import pyspark
+
+    submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    script = folder / "read_lake.py"
+    script.write_text(READ_LAKE)
+    done = subprocess.run(
+        [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", *arguments,
+         str(script), lake],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    found = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
+    assert done.returncode == 0 and found, done.stderr[-3000:]
+    return json.loads(found[0].removeprefix("ROWS "))
 
 
 def test_an_unreachable_store_fails_before_spark_with_the_fix(

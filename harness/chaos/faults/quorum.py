@@ -12,7 +12,7 @@ changes, leader elections) until the heal.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -21,8 +21,16 @@ from harness.limits import at_most, param_number
 
 
 class RemoveControllerParams(FaultParams):
-    """How long each voter change may take."""
+    """Which way the voter changes reach the quorum, and how long each may take."""
 
+    via: Annotated[
+        Literal["controllers", "brokers"],
+        Field(
+            description="ask the controllers themselves (kafka-metadata-quorum "
+            "--bootstrap-controller) or the brokers, which forward to the active controller "
+            "(--bootstrap-server)"
+        ),
+    ] = "controllers"
     timeout_s: Annotated[
         param_number,
         Field(gt=0, description="seconds the removal, and the heal's addition, may take"),
@@ -60,12 +68,14 @@ class RemoveController(Fault[RemoveControllerParams]):
                 "`controller` or `controller-follower`"
             )
         node = controllers[0]
+        via = self.params.via
         try:
-            before = quorum(cluster)
+            before = quorum(cluster, via)
             after = remove_voter(
                 cluster,
                 node.node_id,
                 directory_id(cluster.cluster_id, node.node_id),
+                via,
                 float(self.params.timeout_s),
             )
         except AdminError as exc:
@@ -78,6 +88,7 @@ class RemoveController(Fault[RemoveControllerParams]):
             "voters_after": after.voter_ids,
             "leader_after": after.leader,
             "completed_ms": after.ms,
+            **_refusals(after),
         }
 
     def heal(self) -> None:
@@ -94,8 +105,8 @@ class RemoveController(Fault[RemoveControllerParams]):
                 cluster,
                 node_id,
                 directory_id(cluster.cluster_id, node_id),
-                node.hostname,
-                CONTROLLER_PORT,
+                (node.hostname, CONTROLLER_PORT),
+                self.params.via,
                 float(self.params.timeout_s),
             )
         except AdminError as exc:
@@ -104,9 +115,17 @@ class RemoveController(Fault[RemoveControllerParams]):
             "voters_restored": after.voter_ids,
             "leader_restored": after.leader,
             "restored_ms": after.ms,
+            **_refusals(after, "restore_"),
         }
         self._removed = None
 
     def detail(self) -> dict[str, Any]:
         """The voter set restored at heal and how long adding the controller back took."""
         return getattr(self, "_restored", {})
+
+
+def _refusals(state: Any, prefix: str = "") -> dict[str, Any]:
+    """How often the quorum's leader refused the change before taking it, and why (last)."""
+    if not state.refusals:
+        return {}
+    return {f"{prefix}refusals": state.refusals, f"{prefix}last_refusal": state.last_refusal}

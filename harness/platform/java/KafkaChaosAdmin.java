@@ -33,11 +33,15 @@ import org.apache.kafka.common.Uuid;
  *   remove-voter BOOTSTRAP ID DIRECTORY_ID TIMEOUT_MS
  *   add-voter BOOTSTRAP ID DIRECTORY_ID HOST PORT TIMEOUT_MS
  *
- * describe the KRaft quorum, or change its voter set (KIP-853, a dynamic quorum, Kafka 3.9+):
+ * describe the KRaft quorum, or change its voter set (KIP-853, a dynamic quorum, Kafka 3.9+);
+ * BOOTSTRAP "controllers=HOST:PORT,..." talks to the controllers themselves
+ * (bootstrap.controllers, as kafka-metadata-quorum --bootstrap-controller does), any other
+ * BOOTSTRAP to brokers, which forward the voter changes to the active controller:
  * the change is asked again until the leader takes it (it refuses one while another is in
  * flight, or a new voter that has not caught up as an observer) and then waited for until
  * the quorum shows it. Each prints {"quorum": {"leader": N, "epoch": N, "voters": [...],
- * "observers": [...]}, "ms": N}, a replica as {"id": N, "directory": "...", "end": N}.
+ * "observers": [...]}, "ms": N}, a replica as {"id": N, "directory": "...", "end": N}; a
+ * change adds how often it was refused and the last refusal ("refusals", "last_refusal").
  */
 public final class KafkaChaosAdmin {
     public static void main(String[] args) {
@@ -80,7 +84,11 @@ public final class KafkaChaosAdmin {
 
     static Admin admin(String bootstrap) {
         Properties props = new Properties();
-        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        if (bootstrap.startsWith("controllers=")) {
+            props.put("bootstrap.controllers", bootstrap.substring("controllers=".length()));
+        } else {
+            props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        }
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         return Admin.create(props);
     }
@@ -90,6 +98,7 @@ public final class KafkaChaosAdmin {
                                RaftVoterEndpoint endpoint, long timeoutMs) throws Exception {
         long started = System.currentTimeMillis();
         String last = "";
+        int refusals = 0;
         try (Admin admin = admin(bootstrap)) {
             boolean asked = false;
             while (true) {
@@ -104,6 +113,7 @@ public final class KafkaChaosAdmin {
                     } catch (ExecutionException e) {
                         last = e.getCause().getClass().getSimpleName() + ": "
                             + e.getCause().getMessage();
+                        refusals++;
                     }
                 }
                 if (asked) {
@@ -111,7 +121,8 @@ public final class KafkaChaosAdmin {
                     boolean voter = info.voters().stream().anyMatch(r -> r.replicaId() == id);
                     if (voter == (endpoint != null)) {
                         return "{\"quorum\": " + quorum(info) + ", \"ms\": "
-                            + (System.currentTimeMillis() - started) + "}";
+                            + (System.currentTimeMillis() - started) + ", \"refusals\": "
+                            + refusals + ", \"last_refusal\": " + quoted(last) + "}";
                     }
                 }
                 if (System.currentTimeMillis() - started > timeoutMs) {
