@@ -9,6 +9,7 @@ AdminError naming the partition and why.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -65,6 +66,7 @@ class QuorumState:
     ms: int = 0
     refusals: int = 0  # how often the leader refused the change before it took it
     last_refusal: str = ""
+    before: QuorumState | None = None  # for a voter change: the quorum when it was asked
 
     @property
     def voter_ids(self) -> list[int]:
@@ -156,19 +158,24 @@ def _quorum_call(
     if "quorum" not in answer:
         reason = answer.get("error") or errors.strip()[-500:] or f"exit {code}"
         raise AdminError(f"{action} failed: {reason}")
-    state = answer["quorum"]
+    before = _state(answer["before"]) if "before" in answer else None
+    return dataclasses.replace(
+        _state(answer["quorum"]),
+        ms=int(answer.get("ms", 0)),
+        refusals=int(answer.get("refusals", 0)),
+        last_refusal=str(answer.get("last_refusal", "")),
+        before=before,
+    )
+
+
+def _state(state: dict) -> QuorumState:
+    """One quorum description of the program's answer."""
 
     def replicas(key: str) -> tuple[tuple[int, str, int], ...]:
         return tuple((int(r["id"]), str(r["directory"]), int(r["end"])) for r in state[key])
 
     return QuorumState(
-        int(state["leader"]),
-        int(state["epoch"]),
-        replicas("voters"),
-        replicas("observers"),
-        int(answer.get("ms", 0)),
-        int(answer.get("refusals", 0)),
-        str(answer.get("last_refusal", "")),
+        int(state["leader"]), int(state["epoch"]), replicas("voters"), replicas("observers")
     )
 
 
@@ -179,14 +186,16 @@ def _inside(cluster: KafkaCluster, argv: list[str]) -> tuple[int, str]:
     if node is None:
         raise AdminError("no broker is running to run the admin program in")
     classes = Path(admin_classpath(cluster.settings).split(os.pathsep)[0])
-    code, _ = node.exec(["test", "-f", f"{ADMIN_DIR}/{ADMIN_CLASS}.class"])
+    # Named by the build (source digest and client version): a changed program is copied anew.
+    inside = f"{ADMIN_DIR}/{classes.parent.name}"
+    code, _ = node.exec(["test", "-f", f"{inside}/{ADMIN_CLASS}.class"])
     if code != 0:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
-            archive.add(classes, arcname=Path(ADMIN_DIR).name)
+            archive.add(classes, arcname=f"{Path(ADMIN_DIR).name}/{classes.parent.name}")
         if not node.docker.put_archive(str(Path(ADMIN_DIR).parent), buffer.getvalue()):
             raise AdminError(f"{node.hostname}: could not copy the admin program in")
-    return node.exec(["java", "-cp", f"{ADMIN_DIR}:{KAFKA_LIBS}", ADMIN_CLASS, *argv])
+    return node.exec(["java", "-cp", f"{inside}:{KAFKA_LIBS}", ADMIN_CLASS, *argv])
 
 
 def _answer(stdout: str) -> dict:

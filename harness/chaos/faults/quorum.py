@@ -55,7 +55,7 @@ class RemoveController(Fault[RemoveControllerParams]):
         admin_classpath(settings)
 
     def inject(self) -> dict[str, Any]:
-        from harness.platform.admin import AdminError, quorum, remove_voter
+        from harness.platform.admin import AdminError, remove_voter
         from harness.platform.topology import Role, directory_id
 
         cluster = self.ctx.cluster
@@ -68,19 +68,18 @@ class RemoveController(Fault[RemoveControllerParams]):
                 "`controller` or `controller-follower`"
             )
         node = controllers[0]
-        via = self.params.via
         try:
-            before = quorum(cluster, via)
             after = remove_voter(
                 cluster,
                 node.node_id,
                 directory_id(cluster.cluster_id, node.node_id),
-                via,
+                self.params.via,
                 float(self.params.timeout_s),
             )
         except AdminError as exc:
             raise FaultError(f"remove-controller of {node.hostname}: {exc}") from exc
         self._removed: int | None = node.node_id
+        before = after.before or after
         return {
             "controller": node.node_id,
             "voters_before": before.voter_ids,

@@ -7,11 +7,14 @@ import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 
+import org.apache.kafka.clients.admin.AddRaftVoterOptions;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeMetadataQuorumOptions;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.RaftVoterEndpoint;
+import org.apache.kafka.clients.admin.RemoveRaftVoterOptions;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -41,9 +44,11 @@ import org.apache.kafka.common.Uuid;
  * flight, or a new voter that has not caught up as an observer) and then waited for until
  * the quorum shows it. Each prints {"quorum": {"leader": N, "epoch": N, "voters": [...],
  * "observers": [...]}, "ms": N}, a replica as {"id": N, "directory": "...", "end": N}; a
- * change adds how often it was refused and the last refusal ("refusals", "last_refusal").
+ * change adds the quorum before it ("before"), how often it was refused and the last
+ * refusal ("refusals", "last_refusal").
  */
 public final class KafkaChaosAdmin {
+    static final int CALL_MS = 10_000; // each voter-change or describe call, asked again after
     public static void main(String[] args) {
         try {
             System.out.println(run(args));
@@ -64,7 +69,7 @@ public final class KafkaChaosAdmin {
         }
         if (command.equals("quorum") && args.length == 2) {
             try (Admin admin = admin(args[1])) {
-                return "{\"quorum\": " + quorum(admin) + ", \"ms\": 0}";
+                return "{\"quorum\": " + quorum(admin, 30_000) + ", \"ms\": 0}";
             }
         }
         if (command.equals("remove-voter") && args.length == 5) {
@@ -93,50 +98,84 @@ public final class KafkaChaosAdmin {
         return Admin.create(props);
     }
 
-    /** Adds (endpoint given) or removes voter ID, asking again until the leader takes it. */
+    /**
+     * Adds (endpoint given) or removes voter ID, asking again until the leader takes it, and
+     * returns once the quorum shows the change. Every call has its own short timeout and a
+     * failed one is asked again: while the leader changes (it resigns when it removes itself)
+     * a call may find no node to go to, or go to one that no longer leads.
+     */
     static String changeVoters(String bootstrap, int id, Uuid directory,
                                RaftVoterEndpoint endpoint, long timeoutMs) throws Exception {
         long started = System.currentTimeMillis();
         String last = "";
         int refusals = 0;
         try (Admin admin = admin(bootstrap)) {
+            String before = quorum(admin, timeoutMs);
             boolean asked = false;
             while (true) {
                 if (!asked) {
                     try {
                         if (endpoint == null) {
-                            admin.removeRaftVoter(id, directory).all().get();
+                            admin.removeRaftVoter(id, directory,
+                                new RemoveRaftVoterOptions().timeoutMs(CALL_MS)).all().get();
                         } else {
-                            admin.addRaftVoter(id, directory, Set.of(endpoint)).all().get();
+                            admin.addRaftVoter(id, directory, Set.of(endpoint),
+                                new AddRaftVoterOptions().timeoutMs(CALL_MS)).all().get();
                         }
                         asked = true;
                     } catch (ExecutionException e) {
-                        last = e.getCause().getClass().getSimpleName() + ": "
-                            + e.getCause().getMessage();
+                        last = reason(e);
                         refusals++;
                     }
                 }
-                if (asked) {
-                    QuorumInfo info = admin.describeMetadataQuorum().quorumInfo().get();
-                    boolean voter = info.voters().stream().anyMatch(r -> r.replicaId() == id);
-                    if (voter == (endpoint != null)) {
-                        return "{\"quorum\": " + quorum(info) + ", \"ms\": "
-                            + (System.currentTimeMillis() - started) + ", \"refusals\": "
-                            + refusals + ", \"last_refusal\": " + quoted(last) + "}";
-                    }
+                QuorumInfo info = describeOrNull(admin);
+                boolean voter = info != null
+                    && info.voters().stream().anyMatch(r -> r.replicaId() == id);
+                if (info != null && voter == (endpoint != null)) {
+                    return "{\"before\": " + before + ", \"quorum\": " + quorum(info)
+                        + ", \"ms\": "
+                        + (System.currentTimeMillis() - started) + ", \"refusals\": "
+                        + refusals + ", \"last_refusal\": " + quoted(last) + "}";
                 }
                 if (System.currentTimeMillis() - started > timeoutMs) {
                     throw new IllegalStateException((endpoint == null ? "removing" : "adding")
-                        + " voter " + id + " did not complete in " + timeoutMs + " ms"
-                        + (last.isEmpty() ? "" : " (last refusal: " + last + ")"));
+                        + " voter " + id + " did not complete in " + timeoutMs + " ms after "
+                        + refusals + " refusal(s)"
+                        + (last.isEmpty() ? "" : " (last: " + last + ")"));
                 }
                 Thread.sleep(250);
             }
         }
     }
 
-    static String quorum(Admin admin) throws Exception {
-        return quorum(admin.describeMetadataQuorum().quorumInfo().get());
+    /** The quorum as described, asked again until it answers or TIMEOUT_MS pass. */
+    static String quorum(Admin admin, long timeoutMs) throws Exception {
+        long started = System.currentTimeMillis();
+        while (true) {
+            try {
+                return quorum(admin.describeMetadataQuorum(
+                    new DescribeMetadataQuorumOptions().timeoutMs(CALL_MS)).quorumInfo().get());
+            } catch (ExecutionException e) {
+                if (System.currentTimeMillis() - started > timeoutMs) {
+                    throw e;
+                }
+                Thread.sleep(250);
+            }
+        }
+    }
+
+    static QuorumInfo describeOrNull(Admin admin) throws InterruptedException {
+        try {
+            return admin.describeMetadataQuorum(
+                new DescribeMetadataQuorumOptions().timeoutMs(CALL_MS)).quorumInfo().get();
+        } catch (ExecutionException e) {
+            return null;
+        }
+    }
+
+    static String reason(ExecutionException e) {
+        Throwable cause = e.getCause() != null ? e.getCause() : e;
+        return cause.getClass().getSimpleName() + ": " + cause.getMessage();
     }
 
     static String quorum(QuorumInfo info) {
