@@ -325,7 +325,7 @@ def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
     """What only the order of steps decides: start times, names bound before use, heals."""
     bound: dict[str, int] = {}  # name → the step that bound it
     open_faults: set[str] = set()  # names whose fault has no duration and is not healed yet
-    last_at = 0.0
+    last_at, held = 0.0, None  # held: (step, end) of the last step healed after duration_s
     for index, step in enumerate(spec.faults.schedule):
         where = f"faults.schedule[{index}]"
         # A repeated step's repetitions are placed by their start times (soak.py), not here.
@@ -336,7 +336,20 @@ def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
                     "run in file order: list them in the order they happen"
                 )
                 yield f"{where}.at_s", reason
+            elif held is not None and step.at_s < held[1]:
+                reason = (
+                    f"starts at {step.at_s:g} s, while step {held[0]} is in force until "
+                    f"{held[1]:g} s: a step with duration_s is healed before the next one "
+                    f"starts, so this one would start late. For faults in force at once, bind "
+                    f"step {held[0]} with `as: name`, leave out its duration_s and end it with "
+                    "a later step {fault: heal, target: \"@name\"}"
+                )
+                yield f"{where}.at_s", reason
             last_at = max(last_at, step.at_s)
+        if not step.heals and not step.repeats and step.end_s is not None:
+            held = (index, step.end_s)
+        elif not step.heals:
+            held = None
         used = [step.bound_target] if step.bound_target else []
         used += [step.partition_binding] if step.partition_binding else []
         used += list(step.condition.names) if step.condition else []

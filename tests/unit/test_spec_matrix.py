@@ -7,6 +7,8 @@ import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
@@ -219,6 +221,24 @@ def test_start_times_out_of_file_order_are_refused():
         doc(faults={"schedule": [step(at_s=12), step(at_s=2, fault="pause")]}),
         "faults.schedule[1].at_s",
         "steps run in file order",
+    )
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 10)), min_size=2, max_size=5))
+def test_a_step_starting_while_the_one_before_is_in_force_is_refused_with_the_fix(timed):
+    """Oracle: steps run one after another, each healed after its duration_s, so a start time
+    inside the previous step's [at_s, at_s + duration_s) is refused; one in order is not."""
+    starts = sorted(at for at, _ in timed)
+    lengths = [length for _, length in timed]
+    steps = [step(at_s=at, duration_s=n) for at, n in zip(starts, lengths, strict=True)]
+    overlapping = [i for i in range(1, len(steps)) if starts[i] < starts[i - 1] + lengths[i - 1]]
+    data = doc(workload={"duration_s": 60}, faults={"schedule": steps})
+    if not overlapping:
+        one_cell(data)
+        return
+    first = overlapping[0]
+    rejects(
+        data, f"faults.schedule[{first}].at_s", f"while step {first - 1} is in force", "as: name"
     )
 
 
