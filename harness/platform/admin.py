@@ -66,6 +66,8 @@ class QuorumState:
     ms: int = 0
     refusals: int = 0  # how often the leader refused the change before it took it
     last_refusal: str = ""
+    # Admin clients started afresh after one found no node to describe the quorum with.
+    new_clients: int = 0
     before: QuorumState | None = None  # for a voter change: the quorum when it was asked
 
     @property
@@ -164,6 +166,7 @@ def _quorum_call(
         ms=int(answer.get("ms", 0)),
         refusals=int(answer.get("refusals", 0)),
         last_refusal=str(answer.get("last_refusal", "")),
+        new_clients=int(answer.get("new_clients", 0)),
         before=before,
     )
 

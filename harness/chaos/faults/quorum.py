@@ -124,7 +124,11 @@ class RemoveController(Fault[RemoveControllerParams]):
 
 
 def _refusals(state: Any, prefix: str = "") -> dict[str, Any]:
-    """How often the quorum's leader refused the change before taking it, and why (last)."""
-    if not state.refusals:
-        return {}
-    return {f"{prefix}refusals": state.refusals, f"{prefix}last_refusal": state.last_refusal}
+    """How often the quorum's leader refused the change before taking it, and why (last);
+    how many admin clients had to be started afresh to see the quorum again."""
+    found: dict[str, Any] = {}
+    if state.refusals:
+        found |= {f"{prefix}refusals": state.refusals, f"{prefix}last_refusal": state.last_refusal}
+    if state.new_clients:
+        found[f"{prefix}new_clients"] = state.new_clients
+    return found

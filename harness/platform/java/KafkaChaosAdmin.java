@@ -1,3 +1,4 @@
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -108,8 +109,11 @@ public final class KafkaChaosAdmin {
                                RaftVoterEndpoint endpoint, long timeoutMs) throws Exception {
         long started = System.currentTimeMillis();
         String last = "";
+        String seen = "";
         int refusals = 0;
-        try (Admin admin = admin(bootstrap)) {
+        int fresh = 0;
+        Admin admin = admin(bootstrap);
+        try {
             String before = quorum(admin, timeoutMs);
             boolean asked = false;
             while (true) {
@@ -128,12 +132,25 @@ public final class KafkaChaosAdmin {
                         refusals++;
                     }
                 }
-                QuorumInfo info = describeOrNull(admin);
+                QuorumInfo info = null;
+                try {
+                    info = admin.describeMetadataQuorum(new DescribeMetadataQuorumOptions()
+                        .timeoutMs(CALL_MS)).quorumInfo().get();
+                    seen = "leader " + info.leaderId() + ", voters " + ids(info);
+                } catch (ExecutionException e) {
+                    seen = "describe failed: " + reason(e);
+                    // Seen with bootstrap.controllers once the active controller removed
+                    // itself: the client found no node to ask for as long as it lived. A new
+                    // client bootstraps its view of the quorum afresh.
+                    admin.close(Duration.ZERO);
+                    admin = admin(bootstrap);
+                    fresh++;
+                }
                 boolean voter = info != null
                     && info.voters().stream().anyMatch(r -> r.replicaId() == id);
                 if (info != null && voter == (endpoint != null)) {
                     return "{\"before\": " + before + ", \"quorum\": " + quorum(info)
-                        + ", \"ms\": "
+                        + ", \"new_clients\": " + fresh + ", \"ms\": "
                         + (System.currentTimeMillis() - started) + ", \"refusals\": "
                         + refusals + ", \"last_refusal\": " + quoted(last) + "}";
                 }
@@ -141,10 +158,13 @@ public final class KafkaChaosAdmin {
                     throw new IllegalStateException((endpoint == null ? "removing" : "adding")
                         + " voter " + id + " did not complete in " + timeoutMs + " ms after "
                         + refusals + " refusal(s)"
-                        + (last.isEmpty() ? "" : " (last: " + last + ")"));
+                        + (last.isEmpty() ? "" : " (last: " + last + ")") + "; quorum last seen: "
+                        + seen + "; " + fresh + " new client(s)");
                 }
                 Thread.sleep(250);
             }
+        } finally {
+            admin.close(Duration.ZERO);
         }
     }
 
@@ -164,13 +184,10 @@ public final class KafkaChaosAdmin {
         }
     }
 
-    static QuorumInfo describeOrNull(Admin admin) throws InterruptedException {
-        try {
-            return admin.describeMetadataQuorum(
-                new DescribeMetadataQuorumOptions().timeoutMs(CALL_MS)).quorumInfo().get();
-        } catch (ExecutionException e) {
-            return null;
-        }
+    static List<Integer> ids(QuorumInfo info) {
+        List<Integer> ids = new ArrayList<>();
+        info.voters().forEach(r -> ids.add(r.replicaId()));
+        return ids;
     }
 
     static String reason(ExecutionException e) {
