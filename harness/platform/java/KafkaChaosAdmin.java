@@ -50,6 +50,9 @@ import org.apache.kafka.common.Uuid;
  */
 public final class KafkaChaosAdmin {
     static final int CALL_MS = 10_000; // each voter-change or describe call, asked again after
+    // A describe while a change settles: short, since a client that finds no node to ask
+    // stays so (a new one is started, below).
+    static final int DESCRIBE_MS = 3_000;
     public static void main(String[] args) {
         try {
             System.out.println(run(args));
@@ -135,7 +138,7 @@ public final class KafkaChaosAdmin {
                 QuorumInfo info = null;
                 try {
                     info = admin.describeMetadataQuorum(new DescribeMetadataQuorumOptions()
-                        .timeoutMs(CALL_MS)).quorumInfo().get();
+                        .timeoutMs(DESCRIBE_MS)).quorumInfo().get();
                     seen = "leader " + info.leaderId() + ", voters " + ids(info);
                 } catch (ExecutionException e) {
                     seen = "describe failed: " + reason(e);
