@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 
 __all__ = [
     "MAX_DURATION_S",
@@ -128,4 +128,9 @@ optional_number = Annotated[float | None, BeforeValidator(_strict_number)]
 # Fault params keep a number as written (30 stays 30 in spec.json, as it always was).
 param_number = Annotated[int | float, BeforeValidator(_strict_number)]
 optional_param_number = Annotated[int | float | None, BeforeValidator(_strict_number)]
+# Seconds a fault waits for one admin action (a reassignment, a voter change) to complete; each
+# field adds what it waits for with Field(description=...).
+admin_wait_s = Annotated[
+    param_number, Field(gt=0), at_most(600, "10 minutes, longer than any shipped workload", "s")
+]
 optional_whole = Annotated[int | None, BeforeValidator(_strict_whole)]

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
-from harness.limits import at_most, param_number
+from harness.limits import admin_wait_s
 
 
 class RemoveControllerParams(FaultParams):
@@ -32,9 +32,7 @@ class RemoveControllerParams(FaultParams):
         ),
     ] = "controllers"
     timeout_s: Annotated[
-        param_number,
-        Field(gt=0, description="seconds the removal, and the heal's addition, may take"),
-        at_most(600, "10 minutes, longer than any shipped workload", "s"),
+        admin_wait_s, Field(description="seconds the removal, and the heal's addition, may take")
     ] = 60
 
 

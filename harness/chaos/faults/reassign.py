@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
-from harness.limits import at_most, param_number
+from harness.limits import admin_wait_s
 
 ReassignMode = Literal["drop", "move"]
 
@@ -27,9 +27,7 @@ class ReassignParams(FaultParams):
         ReassignMode, Field(description="drop the targets from the replica set, or move them")
     ] = "drop"
     timeout_s: Annotated[
-        param_number,
-        Field(gt=0, description="seconds each reassignment may take to complete"),
-        at_most(600, "10 minutes, longer than any shipped workload", "s"),
+        admin_wait_s, Field(description="seconds each reassignment may take to complete")
     ] = 60
 
 
