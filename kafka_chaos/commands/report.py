@@ -24,7 +24,12 @@ HELP = "reconcile and judge run directories (any number)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The runs, where the report goes, the Spark master, the JUnit file."""
-    parser.add_argument("runs", nargs="+", help="run directories or globs (any parent works)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        help="run directories or globs (any parent works), local or a URI such as "
+        "s3a://bucket/runs/* (copied to a local mirror under the cache folder first)",
+    )
     parser.add_argument(
         "--out",
         help="report folder, local or a URI such as s3a://bucket/reports/nightly "
@@ -52,6 +57,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when every verdict is consistent, 1 on a violation, 2 when nothing to judge."""
     from analysis.pipeline import NoRunsFound
     from analysis.report.publish import DestinationError, destination, is_uri
+    from analysis.report.remote_runs import stage_runs
 
     if not require_java():
         return EXIT_ERROR
@@ -59,13 +65,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:  # before Spark starts: a destination nobody can write fails in a second
         published = destination(out) if is_uri(out) else None
         lake = destination(args.results_to) if args.results_to else None
+        runs = stage_runs(args.runs, settings.cache_dir)
     except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     with tempfile.TemporaryDirectory(prefix="kafka-chaos-report-") as staging:
         try:
             return analyse_and_print(
-                args.runs,
+                runs,
                 Path(staging) if published else Path(out),
                 args.master or settings.spark_master,
                 "kafka-chaos report",

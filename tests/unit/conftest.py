@@ -1,7 +1,9 @@
 """Fixtures shared by the unit tests."""
 
+import os
 from collections.abc import Iterator
 
+import pyarrow.fs as pafs
 import pytest
 from pyspark.sql import SparkSession
 
@@ -24,3 +26,26 @@ def spark() -> Iterator[SparkSession]:
     session = spark_session("local[2]", app_name="kafka-chaos-unit-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 with a bucket 'lake'; the AWS variables point at it."""
+    from moto import server  # a dev dependency: missing, the test fails rather than skips
+
+    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s3 = pafs.S3FileSystem(
+        endpoint_override=os.environ["AWS_ENDPOINT_URL"], allow_bucket_creation=True
+    )
+    s3.create_dir("lake")
+    yield "lake"
+    moto.stop()

@@ -5,11 +5,9 @@ local S3-compatible server (moto's, from PyPI) with real Spark."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -63,29 +61,6 @@ def test_a_file_is_not_a_folder(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(DestinationError, match="is a file, not a folder"):
         destination((tmp_path / "f").as_uri())
-
-
-@pytest.fixture
-def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 with a bucket 'lake'; the AWS variables point at it."""
-    from moto import server  # a dev dependency: missing, the test fails rather than skips
-
-    moto = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-    }.items():
-        monkeypatch.setenv(name, value)
-    s3 = pafs.S3FileSystem(
-        endpoint_override=os.environ["AWS_ENDPOINT_URL"], allow_bucket_creation=True
-    )
-    s3.create_dir("lake")
-    yield "lake"
-    moto.stop()
 
 
 def _lake_rows(bucket: str) -> list[dict]:

@@ -1,0 +1,142 @@
+"""Run directories read from a URI: which run directories a pattern selects (a hypothesis
+property against Python's own glob on the same tree), what is copied and what is not, and
+`kafka-chaos report s3a://...` end to end against moto's S3 server with real Spark."""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.report.publish import DestinationError
+from analysis.report.remote_runs import local_mirror, select_run_dirs, stage_runs
+from harness.rundir import layout
+from kafka_chaos.cli import main
+from tests.unit.reconcile_runs import in_order, write_run
+
+UNKNOWN_EXIT = 2
+NAMES = ("a", "b", "ab", ".h", "c1")
+name = st.sampled_from(NAMES)
+pattern_name = st.sampled_from([*NAMES, "*", "?", "a*", "[ab]", "[!a]*", ".*", "**", "*1"])
+
+
+def _glob_oracle(root: Path, pattern: list[str]) -> set[str]:
+    """The run directories local `kafka-chaos report` finds: every folder holding spec.json at
+    or under a match of glob.glob(recursive=True)."""
+    found = set()
+    for match in glob.glob(os.path.join(root, *pattern), recursive=True):
+        if Path(match).is_dir():
+            for spec in [Path(match) / layout.SPEC, *Path(match).rglob(layout.SPEC)]:
+                if spec.is_file():
+                    found.add(spec.parent.as_posix())
+    return found
+
+
+@pytest.mark.property
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(name, min_size=0, max_size=4), min_size=1, max_size=6),
+    st.lists(pattern_name, min_size=1, max_size=4),
+)
+def test_a_pattern_selects_the_run_directories_a_local_glob_selects(
+    run_dirs: list[list[str]], pattern: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for parts in run_dirs:
+            (root.joinpath(*parts)).mkdir(parents=True, exist_ok=True)
+            (root.joinpath(*parts) / layout.SPEC).write_text("{}")
+        listing = pafs.LocalFileSystem().get_file_info(
+            pafs.FileSelector(root.as_posix(), recursive=True)
+        )
+        files = {info.path: info for info in listing if info.type == pafs.FileType.File}
+        selected = select_run_dirs("/".join([root.as_posix(), *pattern]), files)
+        assert set(selected) == _glob_oracle(root, pattern)
+        assert selected == sorted(selected)
+
+
+def _journal_of(run_dir: Path) -> None:
+    """The journal files a recorder leaves beside acked.parquet."""
+    for part in layout.JOURNAL.meta, layout.JOURNAL.sends, layout.JOURNAL.acks:
+        (run_dir / part).write_text("journal")
+
+
+def test_staging_copies_runs_and_roots_but_not_finalized_journals(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = write_run(store, "cp", *in_order(3))
+    _journal_of(done)
+    crashed = write_run(store, "ap", *in_order(2))
+    _journal_of(crashed)
+    (crashed / layout.ACKED).unlink()  # a harness that died before finalize: keep the journal
+    root = layout.experiment_run_root(done)
+    (root / layout.PROVENANCE).write_text("{}")
+    (root / layout.HARNESS_LOG).write_text("log")
+    cache = tmp_path / "cache"
+    uri = (store / "runs" / "exp").as_uri() + "/*"
+    staged = stage_runs([uri, "kept/as/is"], cache)
+    mirror = [local_mirror(cache, "file://", p.as_posix()) for p in (crashed, done)]
+    assert staged == [str(m) for m in mirror] + ["kept/as/is"]
+    copied_done, copied_crashed = mirror[1], mirror[0]
+    assert (copied_done / layout.ACKED).read_bytes() == (done / layout.ACKED).read_bytes()
+    assert (copied_done / layout.JOURNAL.meta).is_file()
+    assert not (copied_done / layout.JOURNAL.sends).exists()
+    assert not (copied_done / layout.JOURNAL.acks).exists()
+    assert (copied_crashed / layout.JOURNAL.acks).read_text() == "journal"
+    assert (layout.experiment_run_root(copied_done) / layout.PROVENANCE).read_text() == "{}"
+    assert not list(cache.rglob("*.partial"))
+    # The same runs staged again copy nothing: the copies keep the store's size and mtime.
+    before = {p: p.stat().st_ino for p in cache.rglob("*") if p.is_file()}
+    stage_runs([uri], cache)
+    assert {p: p.stat().st_ino for p in cache.rglob("*") if p.is_file()} == before
+
+
+def test_a_uri_with_no_run_directory_names_it_and_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    uri = (tmp_path / "empty").as_uri() + "/*"
+    with pytest.raises(DestinationError, match=r"no run directory under .*empty/\*.*Fix:"):
+        stage_runs([uri], tmp_path / "cache")
+
+
+def test_report_reads_runs_from_s3a_as_it_reads_them_locally(
+    spark,
+    s3_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    local = tmp_path / "local"
+    for repetition in (0, 1):
+        write_run(local, "cp", *in_order(3), repetition=repetition)
+    write_run(local, "ap", *in_order(5))
+    s3 = pafs.S3FileSystem(endpoint_override=os.environ["AWS_ENDPOINT_URL"])
+    pafs.copy_files(
+        (local / "runs").as_posix(),
+        f"{s3_server}/nightly/runs",
+        source_filesystem=pafs.LocalFileSystem(),
+        destination_filesystem=s3,
+    )
+    monkeypatch.setenv("KCHAOS_CACHE_DIR", str(tmp_path / "cache"))
+    # Crafted runs carry no fault events: UNKNOWN, exit 2, whichever way they are read.
+    assert main(["report", str(local / "runs"), "--out", str(tmp_path / "a")]) == UNKNOWN_EXIT
+    from_disk = capsys.readouterr().out
+    uri = f"s3a://{s3_server}/nightly/runs/exp/*"
+    assert main(["report", uri, "--out", str(tmp_path / "b")]) == UNKNOWN_EXIT
+    from_store = capsys.readouterr().out
+    assert _table(from_store) == _table(from_disk) and "cp" in _table(from_disk)
+    copies = tmp_path / "cache" / "runs" / "s3" / s3_server / "nightly" / "runs"
+    assert sorted(p.parent.name for p in copies.rglob(layout.SPEC)) == ["0", "0", "1"]
+    missing = f"s3a://{s3_server}/nothing/*"
+    assert main(["report", missing, "--out", str(tmp_path / "c")]) == UNKNOWN_EXIT
+    assert f"no run directory under {missing}" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def _table(printed: str) -> str:
+    """The verdict table of a report's output (the lines before the report's paths)."""
+    return printed.split("HTML report:")[0]
