@@ -92,8 +92,8 @@ WHY_PRODUCERS = (
 )
 MAX_CONSUMERS = 16
 WHY_CONSUMERS = (
-    "each consumer is an OS process with its own librdkafka client; a group larger than the "
-    "topic's partitions leaves members idle anyway"
+    "each consumer is an OS process with its own client (a JVM with the Java client); a group "
+    "larger than the topic's partitions leaves members idle anyway"
 )
 WHY_PROCESSING = (
     "a member processes batches of up to 500 messages between polls, and librdkafka drops it "

@@ -51,6 +51,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CommitMode
 from harness.workload.clients import client_senders, librdkafka_config
+from harness.workload.clients.java import group_member
 from harness.workload.clients.transactional import java_transactions
 from harness.workload.consumers import CatchUp, ConsumerGroup
 from harness.workload.finalize import finalize
@@ -386,6 +387,7 @@ def _consumer_group(
         repetition.run_dir,
         events,
         spec.workload.consumer_processing_ms,
+        group_member(spec.workload.client),
     )
 
 

@@ -233,6 +233,7 @@ class ConsumersDone(_Event):
     processing_ms: float | None = None
     journal_errors: list[str] = []
     crashes: list[Any] = []
+    client: str = "librdkafka"  # the members' client: librdkafka, or "java <version>"
 
 
 Event = Annotated[

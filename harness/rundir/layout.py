@@ -90,6 +90,30 @@ def consumer_journal(member: int, start: int) -> ConsumerFiles:
     return ConsumerFiles(f"{stem}-processed.arrows", f"{stem}-commits.arrows")
 
 
+# A member on the Java client (harness/workload/clients/java_member.py) journals each start in
+# two files of JSON arrays first, consumer-c<c>-r<k>-processed.jsonl and -commits.jsonl (its
+# stderr in consumer-c<c>-r<k>.log); the harness writes the Arrow streams above from them once
+# the start has ended.
+JAVA_CONSUMER_PROCESSED_GLOB: Final = "consumer-c*-r*-processed.jsonl"
+
+
+def java_consumer_journal(member: int, start: int) -> ConsumerFiles:
+    """The JSON-lines journal files of Java consumer `member`'s `start`-th process."""
+    stem = f"consumer-c{member}-r{start}"
+    return ConsumerFiles(f"{stem}-processed.jsonl", f"{stem}-commits.jsonl")
+
+
+def java_consumer_log(member: int, start: int) -> str:
+    """The log file of Java consumer `member`'s `start`-th process."""
+    return f"consumer-c{member}-r{start}.log"
+
+
+def java_consumer_start(name: str) -> tuple[int, int]:
+    """(member, start) of a Java consumer journal file's name (java_consumer_journal's)."""
+    stem = name.split("-")  # consumer, c<c>, r<k>, processed.jsonl
+    return int(stem[1][1:]), int(stem[2][1:])
+
+
 def segments_dir(run_dir: str | Path, broker: int) -> Path:
     """Where a repetition keeps broker `broker`'s segment copies."""
     return Path(run_dir) / SEGMENTS / f"{SEGMENTS_BROKER_PREFIX}{broker}"

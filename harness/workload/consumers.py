@@ -45,6 +45,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CommitMode
 from harness.waiting import Deadline, wait_for
+from harness.workload.clients.java_member import JavaMember, JavaMemberProcess, convert_journals
 from harness.workload.consumer_member import (
     ASSIGNED,
     CONTEXT,
@@ -97,6 +98,14 @@ class ConsumerMember:
         """Start a new process for this member (its next start), joining the group."""
         task = self.group.task(self.index, self.starts)
         self.starts += 1
+        self.ended_on_purpose = False
+        if self.group.java is not None:  # the Java client's member, a program of its own
+            self.counters = [0, 0]
+            self.process = JavaMemberProcess(
+                self.group.java, task, self.counters, self.group.outcomes
+            )
+            self.process.start()
+            return
         self.counters = CONTEXT.RawArray("q", 2)
         self.process = CONTEXT.Process(
             target=consume,
@@ -104,7 +113,6 @@ class ConsumerMember:
             name=f"consumer-{self.index}",
             daemon=True,
         )
-        self.ended_on_purpose = False
         with sigint_ignored():
             self.process.start()
 
@@ -202,8 +210,10 @@ class ConsumerGroup:
         run_dir: Path,
         events: EventLog,
         processing_ms: float = 0.0,
+        java: JavaMember | None = None,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.java = java  # the Java client's member program; None: librdkafka members
         self.commit, self.run_dir, self.events = CommitMode(commit), run_dir, events
         self.processing_s = processing_ms / 1000
         self.group_id = f"kchaos-group-{os.getpid()}-{now_us()}"
@@ -212,6 +222,7 @@ class ConsumerGroup:
         self.outcomes, self.logs = CONTEXT.Queue(), CONTEXT.Queue()
         self.errors: dict[tuple[int, int], str] = {}  # (member, start) → its reported failure
         self.crashes: list[str] = []
+        self.conversion_error: str | None = None  # Java members' journals not converted
         self._seen_exits: set[tuple[int, int]] = set()
         self._reports: set[tuple[int, int]] = set()  # (member, start) that reported its end
         self._forwarder = threading.Thread(
@@ -365,6 +376,12 @@ class ConsumerGroup:
             self._collect_last()
         except Exception as exc:
             log.error("ending the consumer processes failed: %r", exc)
+        if self.java is not None:
+            try:
+                convert_journals(self.run_dir)
+            except Exception as exc:  # the analysis then finds no journal: UNKNOWN, not a crash
+                self.conversion_error = f"the Java members' journals: {exc!r}"
+                log.error("converting the Java members' journals failed: %r", exc)
         with contextlib.suppress(Exception):
             self.logs.put(None)
             self._forwarder.join(timeout=5)
@@ -399,6 +416,7 @@ class ConsumerGroup:
         final = self._final_committed()
         ends = catch_up.end_offsets if catch_up else {}
         errors = [f"consumer-{m} (start {s}): {e}" for (m, s), e in self.errors.items()]
+        errors += [self.conversion_error] if self.conversion_error else []
         return {
             "commit": self.commit.value,
             "members": len(self.members),
@@ -411,6 +429,7 @@ class ConsumerGroup:
             "committed": {str(p): o for p, o in final.items()},
             "journal_errors": errors,
             "crashes": list(self.crashes),
+            "client": "librdkafka" if self.java is None else f"java {self.java.version}",
         }
 
     def _final_committed(self) -> dict[int, int]:

@@ -109,10 +109,12 @@ def analyse_and_print(
 
     from analysis.judge.verdicts import exit_code
     from analysis.pipeline import VERDICT_COLUMNS, analyse, verdict_table
+    from harness.workload.clients.java_member import convert_journals
     from harness.workload.finalize import finalize
 
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
+        convert_journals(run_dir)  # and its Java consumers' journals unconverted
     result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:

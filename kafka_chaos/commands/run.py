@@ -174,12 +174,20 @@ def _prepare_faults(args: argparse.Namespace, settings: Settings, cells) -> None
 def _build_clients(settings: Settings, cells) -> None:
     """Build (or find cached) the Java recorder of every Java client version of `cells`, and
     the Kafka tools their commands name."""
-    from harness.workload.clients.java import java_client, tools_classpath
+    from harness.workload.clients.java import java_client, java_member, tools_classpath
 
     clients = [cell.spec.workload.client for cell in cells]
     for version in sorted({c.version for c in clients if c.kind == "java" and c.version}):
         print(f"Java client {version}: building or found cached", file=sys.stderr)
         java_client(version, settings)
+    grouped = {
+        cell.spec.workload.client.version
+        for cell in cells
+        if cell.spec.workload.client.kind == "java" and cell.spec.workload.consumers
+    }
+    for version in sorted(v for v in grouped if v):
+        print(f"Java consumer {version}: building or found cached", file=sys.stderr)
+        java_member(version, settings)
     for version in sorted({v for c in clients for v in c.tools_versions()}):
         print(f"Kafka tools {version}: resolving or found cached", file=sys.stderr)
         tools_classpath(version, settings)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from analysis.checks.consumers import processed_table
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.platform.cluster import KafkaCluster
 from harness.rundir import layout
@@ -94,7 +95,9 @@ def test_coordinators_match_what_the_brokers_say(
 def test_java_transactions_under_a_leader_kill(tmp_path: Path) -> None:
     """The transactional workload on the Java client (3.8.0), offsets sent to the group, the
     leader of partition 0 killed: PASS, committed messages read back, aborted ones invisible to
-    read_committed, every transaction journalled with the plan's intent."""
+    read_committed, every transaction journalled with the plan's intent; a group of Java
+    members, one killed and started again, processed the committed messages and no aborted
+    one."""
     run_dir, events = judged_transactional(run_experiment("java-transactions", tmp_path)[0])
     rows = pq.read_table(run_dir / layout.TRANSACTIONS).to_pylist()
     assert len(rows) >= 6  # ~4 s before the kill, ~12 s of failover, what follows
@@ -115,3 +118,12 @@ def test_java_transactions_under_a_leader_kill(tmp_path: Path) -> None:
     assert config["config"]["transactional.id"] == TRANSACTIONAL_ID
     [tally] = [e for e in events if e["type"] == "recorder_tally"]
     assert sum(tally["transactions"].values()) == len(rows)
+    # The group ran on the Java client too, member 0 killed and started again, and processed
+    # every committed message the read-back holds, none of the aborted ones.
+    [group] = [e for e in events if e["type"] == "consumers"]
+    assert group["client"] == "java 3.8.0" and group["caught_up"] is True, group
+    assert group["starts"] == {"consumer-0": 2, "consumer-1": 1}
+    assert group["journal_errors"] == [] and group["crashes"] == [], group
+    processed = set(processed_table(run_dir)["msg_id"].to_pylist())
+    assert (run_dir / layout.java_consumer_journal(0, 1).processed).is_file()
+    assert ids["committed"] & read <= processed and not ids["aborted"] & processed

@@ -6,11 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.experiment.clients import ClientSpec
 from harness.platform.java import JavaBuildError, compiled_classpath, java_tool, tools_classpath
 from harness.platform.versions import Feature, KafkaVersion, supports
 from harness.settings import Settings
+from harness.workload.clients.java_member import JavaMember
 
-__all__ = ["JAVA_DIR", "JavaBuildError", "JavaClient", "java_client", "tools_classpath"]
+__all__ = [
+    "JAVA_DIR",
+    "JavaBuildError",
+    "JavaClient",
+    "group_member",
+    "java_client",
+    "java_member",
+    "tools_classpath",
+]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"
@@ -18,6 +28,10 @@ RECORDER_CLASS = "KafkaChaosProducer"
 # Compiled with the recorder for a client that has transactions (0.11+): its transactional
 # mode (--transaction-size).
 TRANSACTIONS_SOURCE = JAVA_DIR / "TransactionalSends.java"
+# The consumer-group member (workload.consumers with a Java client), built on its own: only
+# runs with a group need it.
+MEMBER_SOURCE = JAVA_DIR / "KafkaChaosConsumer.java"
+MEMBER_CLASS = "KafkaChaosConsumer"
 
 
 @dataclass(frozen=True)
@@ -38,3 +52,19 @@ def java_client(version: str, settings: Settings | None = None) -> JavaClient:
     companions = [TRANSACTIONS_SOURCE] if transactional else []
     classpath = compiled_classpath(RECORDER_SOURCE, version, settings, companions)
     return JavaClient(version, classpath)
+
+
+def java_member(version: str, settings: Settings | None = None) -> JavaMember:
+    """The harness's Java consumer-group member compiled against kafka-clients `version`
+    (cached like the recorder)."""
+    classpath = compiled_classpath(MEMBER_SOURCE, version, settings)
+    return JavaMember(version, (java_tool("java"), "-cp", classpath, MEMBER_CLASS))
+
+
+def group_member(client: ClientSpec, settings: Settings | None = None) -> JavaMember | None:
+    """The program a consumer group's members run with the workload's `client`: the Java
+    member at the client's version for a Java client; None (librdkafka members) for the
+    librdkafka and the command clients."""
+    if client.kind != "java" or not client.version:
+        return None
+    return java_member(client.version, settings)

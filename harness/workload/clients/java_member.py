@@ -1,0 +1,248 @@
+"""A consumer-group member on the Java client: one start of it as an OS process running
+java/KafkaChaosConsumer.java, and its journal turned into the run directory's Arrow streams.
+
+The Java member journals as the librdkafka member does (harness.workload.consumer_member), in
+two files of JSON arrays it writes itself a batch at a time (layout.java_consumer_journal), so a
+SIGKILL or SIGSTOP of the process acts on the client alone, as a fault on a member must. When a
+start has ended, `convert_journal` writes the same rows to the Arrow streams the analysis
+reads; `convert_journals` does it for every start of a run (finalize calls it too, for a run a
+crashed harness left).
+
+`JavaMemberProcess` has what the group's faults use of a member's process (pid, exitcode,
+join, terminate, kill) and reads the program's stdout: the partitions it holds go to the
+member's counters, and its end (with the last `error` line, if any) to the group's outcomes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+
+from harness.rundir import layout
+from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.streams import StreamWriter
+from harness.workload.consumer_member import ASSIGNED, READY, ConsumerTask
+
+log = logging.getLogger("kafka_chaos.consumers")
+CONVERT_BATCH = 50_000  # journal rows a converted Arrow batch holds at most
+
+
+@dataclass(frozen=True)
+class JavaMember:
+    """The built Java member: its kafka-clients version and the `java` command line that runs
+    it (arguments follow)."""
+
+    version: str
+    argv: tuple[str, ...]
+
+
+def member_argv(program: JavaMember, task: ConsumerTask) -> list[str]:
+    """The command line of one start of one member."""
+    files = layout.java_consumer_journal(task.member, task.start)
+    return [
+        *program.argv,
+        "--bootstrap-server", task.bootstrap,
+        "--topic", task.topic,
+        "--group", task.group_id,
+        "--client-id", f"kchaos-consumer-{task.member}",
+        "--commit", str(task.commit),
+        "--processing-ms", str(round(task.processing_s * 1000)),
+        "--processed", str(task.run_dir / files.processed),
+        "--commits", str(task.run_dir / files.commits),
+    ]  # fmt: skip
+
+
+class JavaMemberProcess:
+    """One start of a Java member, shaped like the multiprocessing.Process of a librdkafka one."""
+
+    def __init__(self, program: JavaMember, task: ConsumerTask, counters: list[int], outcomes: Any):
+        self.task, self.counters, self.outcomes = task, counters, outcomes
+        self.argv = member_argv(program, task)
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._error: str | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._popen is not None, "not started"
+        return self._popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        """None while it runs; its exit status after (negative: the signal that ended it)."""
+        return None if self._popen is None else self._popen.poll()
+
+    def start(self) -> None:
+        """Start the program (stderr to the member's log in the run directory), in a session of
+        its own: a Ctrl-C reaches the harness, which ends it. Its stdin stays open: the program
+        halts when it closes, that is when the harness is gone."""
+        log_path = self.task.run_dir / layout.java_consumer_log(self.task.member, self.task.start)
+        with log_path.open("ab") as stderr:
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        self._reader = threading.Thread(
+            target=self._read, args=(self._popen.stdout,), name=f"java-consumer-{self.task.member}",
+            daemon=True,
+        )  # fmt: skip
+        self._reader.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait up to `timeout` s for the process to end (as Process.join: no error if not)."""
+        if self._popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout)
+
+    def terminate(self) -> None:
+        """SIGTERM: the member leaves the group and exits."""
+        if self._popen is not None and self._popen.poll() is None:
+            self._popen.terminate()
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        if self._popen is not None and self._popen.poll() is None:
+            self._popen.kill()
+
+    def _read(self, stdout: IO[bytes] | None) -> None:
+        """Follow the program's lines until stdout closes, then report the start's end (with
+        its last error) on the group's outcomes once the process has exited."""
+        for line in _lines(stdout):
+            name = line.get("name")
+            if name in ("partitions_assigned", "partitions_revoked"):
+                self.counters[ASSIGNED] = len(line.get("partitions") or [])
+            elif name == "startup_complete":
+                self.counters[READY] = 1
+            elif name == "error":
+                self._error = str(line.get("message"))
+                log.warning("java consumer %d: %s", self.task.member, self._error)
+        if self._popen is not None:
+            self._popen.wait()
+            if self._popen.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._popen.stdin.close()
+        self.counters[ASSIGNED] = 0
+        with contextlib.suppress(Exception):
+            self.outcomes.put((self.task.member, self.task.start, self._error))
+
+
+def _lines(stdout: IO[bytes] | None) -> Iterator[dict[str, Any]]:
+    """The JSON objects on `stdout`, one a line; other lines are logged and skipped."""
+    if stdout is None:
+        return
+    for raw in stdout:
+        text = raw.decode("utf-8", errors="replace").strip()
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = None
+        if isinstance(line, dict):
+            yield line
+        elif text:
+            log.info("java consumer printed: %s", text[:200])
+
+
+def convert_journals(run_dir: Path) -> int:
+    """Write the Arrow streams of every Java member start in `run_dir` that has none yet;
+    return how many starts were converted."""
+    converted = 0
+    for processed in sorted(run_dir.glob(layout.JAVA_CONSUMER_PROCESSED_GLOB)):
+        member, start = layout.java_consumer_start(processed.name)
+        if not (run_dir / layout.consumer_journal(member, start).processed).exists():
+            convert_journal(run_dir, member, start)
+            converted += 1
+    return converted
+
+
+def convert_journal(run_dir: Path, member: int, start: int) -> None:
+    """The Arrow streams (layout.consumer_journal) of one Java member start's journal files:
+    the same rows, stamped with the member; a torn or malformed line (a kill mid-write) ends
+    what is read of its file."""
+    source = layout.java_consumer_journal(member, start)
+    target = layout.consumer_journal(member, start)
+    processed = run_dir / source.processed
+    _convert(processed, run_dir / target.processed, PROCESSED_SCHEMA, member, _processed_row)
+    commits = run_dir / source.commits
+    _convert(commits, run_dir / target.commits, COMMIT_SCHEMA, member, _commit_row)
+
+
+def _integers(values: list[Any]) -> list[int]:
+    """`values` when every one is an integer; ValueError otherwise."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"not integers: {values!r}")
+    return values
+
+
+def _processed_row(values: list[Any], member: int) -> dict[str, Any]:
+    msg_id, partition, offset, ts_us = _integers(values)
+    return {
+        "msg_id": None if msg_id < 0 else msg_id,
+        "partition": partition,
+        "offset": offset,
+        "consumer": member,
+        "ts_us": ts_us,
+    }
+
+
+def _commit_row(values: list[Any], member: int) -> dict[str, Any]:
+    partition, offset, outcome, ts_us = values
+    _integers([partition, offset, ts_us])
+    if not isinstance(outcome, str):
+        raise ValueError("outcome is not a string")
+    return {
+        "partition": partition,
+        "offset": offset,
+        "consumer": member,
+        "ts_us": ts_us,
+        "outcome": outcome,
+    }
+
+
+def _convert(source: Path, target: Path, schema: pa.Schema, member: int, row: Any) -> None:
+    """Rows of `source` (missing: none) through `row` into a new Arrow stream at `target`."""
+    writer = StreamWriter(target, schema)
+    rows: list[dict[str, Any]] = []
+    try:
+        for values in _journal_lines(source):
+            try:
+                rows.append(row(values, member))
+            except (TypeError, ValueError):
+                break  # a line of the right form is all a whole line can be
+            if len(rows) >= CONVERT_BATCH:
+                writer.write(pa.RecordBatch.from_pylist(rows, schema=schema))
+                rows = []
+        if rows:
+            writer.write(pa.RecordBatch.from_pylist(rows, schema=schema))
+    finally:
+        writer.close()
+    if writer.error:
+        raise OSError(writer.error)
+
+
+def _journal_lines(path: Path) -> Iterator[list[Any]]:
+    """The JSON arrays of a journal file, up to the first line that is not a whole one."""
+    if not path.exists():
+        return
+    with path.open("rb") as lines:
+        for raw in lines:
+            if not raw.endswith(b"\n"):
+                return  # torn: the process died while writing it
+            try:
+                values = json.loads(raw)
+            except ValueError:
+                return
+            if not isinstance(values, list) or len(values) != 4:
+                return
+            yield values
