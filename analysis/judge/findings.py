@@ -9,11 +9,11 @@ from typing import Final
 
 from analysis.judge.guarantees import (
     ALLOWED,
-    CONSUMER_DELIVERY,
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
     DeliveryRule,
     Guarantee,
+    delivery_rule,
 )
 from analysis.judge.history import PartitionHistory
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
@@ -337,18 +337,19 @@ def legal_anomaly_notes(counts: Counts) -> list[Finding]:
 def judge_consumers(
     counts: Counts, examples: Examples, config: CellConfig, events: RunEvidence
 ) -> list[Finding]:
-    """What the consumer group processed, judged by its commit mode (CONSUMER_DELIVERY):
-    nothing for a run without a group. A group that never caught up leaves the messages past
-    its committed offsets unjudged, so a mode that forbids skipping cannot pass then."""
+    """What the consumer group processed, judged by its commit mode and the members' client
+    (delivery_rule): nothing for a run without a group. A group that never caught up leaves
+    the messages past its committed offsets unjudged, so a mode that forbids skipping cannot
+    pass then."""
     if not config.consumers:
         return []
-    rule = CONSUMER_DELIVERY.get(str(config.consumer_commit))
-    if rule is None:
-        detail = f"unknown consumer commit mode {config.consumer_commit!r}"
-        return [Finding(None, Verdict.UNKNOWN, detail)]
     end = events.consumers
     if end is None:
         detail = "no consumers event: where the group's commits ended is unknown"
+        return [Finding(None, Verdict.UNKNOWN, detail)]
+    rule = delivery_rule(str(config.consumer_commit), end.client)
+    if rule is None:
+        detail = f"unknown consumer commit mode {config.consumer_commit!r}"
         return [Finding(None, Verdict.UNKNOWN, detail)]
     if end.journal_errors:
         errors = "; ".join(end.journal_errors)

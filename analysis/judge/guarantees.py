@@ -27,6 +27,7 @@ __all__ = [
     "Guarantee",
     "LossRow",
     "Setting",
+    "delivery_rule",
     "guarantee_for",
     "loss_row_for",
 ]
@@ -425,3 +426,22 @@ CONSUMER_DELIVERY: Final[dict[str, DeliveryRule]] = {
         "at-least-once nor at-most-once”",
     ),
 }
+# The Java client's auto commit is another contract: KafkaConsumer's documentation says the
+# automatic commit inside poll() commits what earlier polls returned, "at-least-once" when the
+# application consumes all data returned from each poll before the next call or close. The
+# harness's Java member processes every polled batch before it polls again.
+JAVA_AUTO_COMMIT: Final = DeliveryRule(
+    unprocessed=FORBIDDEN,
+    reprocessed=ALLOWED,
+    citation="auto commit on the Java client: “the commit inside poll() covers what earlier "
+    "polls returned; with every record processed before the next poll or close, "
+    "at-least-once” (KafkaConsumer's documentation, “Automatic Offset Committing”)",
+)
+
+
+def delivery_rule(commit: str, members_client: str) -> DeliveryRule | None:
+    """The rule of a commit mode for members on `members_client` (the consumers event's
+    `client`: "librdkafka" or "java <version>"); None for an unknown mode."""
+    if commit == "auto" and members_client.startswith("java"):
+        return JAVA_AUTO_COMMIT
+    return CONSUMER_DELIVERY.get(commit)

@@ -234,6 +234,16 @@ def test_auto_commit_allows_both():
     assert judged.verdict == Verdict.PASS
 
 
+def test_auto_commit_on_java_members_is_at_least_once():
+    # KafkaConsumer's auto commit covers what earlier polls returned: the harness's Java member
+    # processes each batch before it polls again, so nothing may be skipped.
+    java = group_end({0: 9}, client="java 3.8.0")
+    judged = verdict(group_result("auto", consumer_unprocessed=3), java)
+    assert judged.verdict == Verdict.VIOLATION
+    assert "Java client" in judged.violations[0]
+    assert verdict(group_result("auto", consumer_reprocessed=9), java).verdict == Verdict.PASS
+
+
 def test_a_group_that_did_not_catch_up_leaves_at_least_once_unknown():
     judged = verdict(group_result("after-process"), group_end({0: 4}, caught_up=False))
     assert judged.verdict == Verdict.UNKNOWN
