@@ -12,8 +12,8 @@
 // into the run directory's Arrow streams when the member has ended.
 //
 // stdout carries one JSON object a line: startup_complete, partitions_assigned and
-// partitions_revoked ({"partitions": [..]}), error ({"message": ..}) before a failing exit,
-// shutdown_complete. SIGTERM leaves the group (close); the end of stdin (the harness is gone)
+// partitions_revoked ({"partitions": [..]}, the partitions it holds after the change), error
+// ({"message": ..}) before a failing exit, shutdown_complete. SIGTERM leaves the group (close); the end of stdin (the harness is gone)
 // halts at once. Written against the API every kafka-clients release since 0.10.0 has; poll's
 // signature, which changed in 2.0 and lost the old form in 4.0, goes through reflection.
 //
@@ -69,16 +69,17 @@ public final class KafkaChaosConsumer {
     public static void main(String[] argv) throws Exception {
         KafkaChaosConsumer self = new KafkaChaosConsumer(argv);
         member = self;
-        int status = 0;
         try {
             self.run();
         } catch (Throwable e) {
             self.line("{\"name\":\"error\",\"message\":"
                     + quote(e.getClass().getName() + ": " + e.getMessage()) + "}");
-            status = 1;
+            // halt, not exit: a SIGTERM's shutdown hook may be waiting for this thread
+            Runtime.getRuntime().halt(1);
         }
         self.line("{\"name\":\"shutdown_complete\"}");
-        System.exit(status);
+        // Returning ends the JVM: the client's threads are gone once it is closed, the
+        // stdin watcher is a daemon, and a shutdown hook waiting for this thread finishes.
     }
 
     KafkaChaosConsumer(String[] argv) {
