@@ -4,6 +4,8 @@ read-back writes readback.parquet row group by row group, renamed into place whe
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -191,6 +193,30 @@ def test_a_read_back_out_of_time_keeps_what_it_read(
     result = readback.read_back("127.0.0.1:1", "t", 1, tmp_path / "r.parquet", timeout_s=0.05)
     assert (result.records, result.complete, result.end_offsets) == (5, False, {})
     assert pq.read_table(tmp_path / "r.parquet").equals(whole_table(topic.handed))
+
+
+class SlowTopic(FakeTopic):
+    """A topic whose every consume takes `delay_s`: a long log read at a steady pace."""
+
+    delay_s = 0.02
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        threading.Event().wait(self.delay_s)  # time.sleep is a no-op in this module's tests
+        return super().consume(num_messages, timeout)
+
+
+def test_a_read_back_longer_than_its_timeout_is_whole_while_records_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time bounds a wait for records, not the read: 30 consumes of 20 ms each take 0.6 s,
+    ten times the timeout, and every record is read (the soak's 18M-record log took 2.6 min
+    where a 2 min limit cut it at 14.4M)."""
+    topic = SlowTopic({0: [record(0, o) for o in range(200)]})
+    monkeypatch.setattr(readback, "Consumer", topic)
+    started = time.monotonic()
+    result = readback.read_back("127.0.0.1:1", "t", 1, tmp_path / "r.parquet", timeout_s=0.06)
+    assert time.monotonic() - started > 0.06 * 5  # it outlived its timeout many times over
+    assert (result.records, result.complete) == (200, True)
 
 
 def test_a_read_back_that_fails_midway_leaves_no_file(
