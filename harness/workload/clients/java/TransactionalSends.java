@@ -77,13 +77,15 @@ final class TransactionalSends {
     }
 
     /** The sendOffsetsToTransaction this client has: with ConsumerGroupMetadata since 2.5
-     *  (the String overload is gone in 4.0), with the group id before. */
+     *  (the String overload is gone in 4.0), with the group id before. 2.4 already has the
+     *  ConsumerGroupMetadata class, without that overload or a constructor from the id: the
+     *  method decides, not the class. */
     private void offsetsFor(String groupId) throws Exception {
         try {
             Class<?> metadata = Class.forName("org.apache.kafka.clients.consumer.ConsumerGroupMetadata");
-            group = metadata.getConstructor(String.class).newInstance(groupId);
             sendOffsets = Producer.class.getMethod("sendOffsetsToTransaction", Map.class, metadata);
-        } catch (ClassNotFoundException e) {
+            group = metadata.getConstructor(String.class).newInstance(groupId);
+        } catch (ClassNotFoundException | NoSuchMethodException e) {
             group = groupId;
             sendOffsets = Producer.class.getMethod("sendOffsetsToTransaction", Map.class, String.class);
         }
