@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 POM = Path(__file__).resolve().parent / "java" / "pom.xml"
+# The JSON quoting every harness Java program prints with, compiled beside each of them.
+JSON_TEXT = Path(__file__).resolve().parent / "java" / "JsonText.java"
 _MAVEN_TIMEOUT_S = 600
 
 
@@ -97,11 +99,11 @@ def _publish(build: Path, entry: Path) -> None:
 def compiled_classpath(
     source: Path, version: str, settings: Settings | None = None, companions: Sequence[Path] = ()
 ) -> str:
-    """The classpath of the program in `source` (with the classes of `companions` beside it)
-    compiled against kafka-clients `version` (cached; a build of the same sources and version
-    is a lookup)."""
+    """The classpath of the program in `source` (with the classes of `companions` and the
+    shared JSON_TEXT beside it) compiled against kafka-clients `version` (cached; a build of
+    the same sources and version is a lookup)."""
     settings = settings or Settings()
-    sources = [source, *companions]
+    sources = [source, *companions, JSON_TEXT]
     content = b"".join(path.read_bytes() for path in sources) + POM.read_bytes()
     digest = hashlib.sha256(content).hexdigest()[:12]
     entry = _cache_entry(settings, f"{source.stem}-{version}-{digest}")

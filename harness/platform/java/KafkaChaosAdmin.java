@@ -59,7 +59,7 @@ public final class KafkaChaosAdmin {
         } catch (Exception e) {
             Throwable cause = e instanceof ExecutionException && e.getCause() != null
                 ? e.getCause() : e;
-            System.out.println("{\"error\": " + quoted(cause.getClass().getSimpleName() + ": "
+            System.out.println("{\"error\": " + JsonText.quote(cause.getClass().getSimpleName() + ": "
                 + cause.getMessage()) + "}");
             System.exit(1);
         }
@@ -155,7 +155,7 @@ public final class KafkaChaosAdmin {
                     return "{\"before\": " + before + ", \"quorum\": " + quorum(info)
                         + ", \"new_clients\": " + fresh + ", \"ms\": "
                         + (System.currentTimeMillis() - started) + ", \"refusals\": "
-                        + refusals + ", \"last_refusal\": " + quoted(last) + "}";
+                        + refusals + ", \"last_refusal\": " + JsonText.quote(last) + "}";
                 }
                 if (System.currentTimeMillis() - started > timeoutMs) {
                     throw new IllegalStateException((endpoint == null ? "removing" : "adding")
@@ -208,7 +208,7 @@ public final class KafkaChaosAdmin {
         List<String> out = new ArrayList<>();
         for (QuorumInfo.ReplicaState state : states) {
             out.add("{\"id\": " + state.replicaId() + ", \"directory\": "
-                + quoted(state.replicaDirectoryId().toString()) + ", \"end\": "
+                + JsonText.quote(state.replicaDirectoryId().toString()) + ", \"end\": "
                 + state.logEndOffset() + "}");
         }
         return out.toString();
@@ -267,19 +267,5 @@ public final class KafkaChaosAdmin {
             ids.add(Integer.parseInt(part.trim()));
         }
         return ids;
-    }
-
-    static String quoted(String text) {
-        StringBuilder out = new StringBuilder("\"");
-        for (char c : String.valueOf(text).toCharArray()) {
-            if (c == '"' || c == '\\') {
-                out.append('\\').append(c);
-            } else if (c < 0x20) {
-                out.append(String.format("\\u%04x", (int) c));
-            } else {
-                out.append(c);
-            }
-        }
-        return out.append('"').toString();
     }
 }

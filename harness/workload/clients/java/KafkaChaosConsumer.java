@@ -73,7 +73,7 @@ public final class KafkaChaosConsumer {
             self.run();
         } catch (Throwable e) {
             self.line("{\"name\":\"error\",\"message\":"
-                    + quote(e.getClass().getName() + ": " + e.getMessage()) + "}");
+                    + JsonText.quote(e.getClass().getName() + ": " + e.getMessage()) + "}");
             // halt, not exit: a SIGTERM's shutdown hook may be waiting for this thread
             Runtime.getRuntime().halt(1);
         }
@@ -251,7 +251,7 @@ public final class KafkaChaosConsumer {
         long now = nowUs();
         for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : offsets.entrySet()) {
             text.append('[').append(entry.getKey().partition()).append(',').append(entry.getValue().offset())
-                    .append(',').append(quote(outcome)).append(',').append(now).append("]\n");
+                    .append(',').append(JsonText.quote(outcome)).append(',').append(now).append("]\n");
         }
         try {
             synchronized (this) {
@@ -334,20 +334,6 @@ public final class KafkaChaosConsumer {
 
     static long nowUs() {
         return ChronoUnit.MICROS.between(Instant.EPOCH, Instant.now());
-    }
-
-    static String quote(String text) {
-        StringBuilder quoted = new StringBuilder("\"");
-        for (char c : String.valueOf(text).toCharArray()) {
-            if (c == '"' || c == '\\') {
-                quoted.append('\\').append(c);
-            } else if (c < 0x20) {
-                quoted.append(String.format("\\u%04x", (int) c));
-            } else {
-                quoted.append(c);
-            }
-        }
-        return quoted.append('"').toString();
     }
 
     /** Journals the client's automatic commits (auto mode): onCommit is told of each commit

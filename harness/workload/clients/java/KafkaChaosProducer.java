@@ -201,7 +201,7 @@ public final class KafkaChaosProducer {
     private synchronized void report(
             String topic, String head, long sentNs, RecordMetadata metadata, Exception e) {
         long latencyUs = (System.nanoTime() - sentNs) / 1000;
-        String common = "\"topic\":" + quote(topic) + ",\"value\":" + quote(head)
+        String common = "\"topic\":" + JsonText.quote(topic) + ",\"value\":" + JsonText.quote(head)
                 + ",\"latency_us\":" + latencyUs;
         try {
             if (e == null) {
@@ -209,7 +209,7 @@ public final class KafkaChaosProducer {
                         + metadata.partition() + ",\"offset\":" + metadata.offset() + "}");
             } else {
                 emit("{\"name\":\"producer_send_error\"," + common + ",\"exception\":"
-                        + quote(e.getClass().getName()) + ",\"message\":" + quote(String.valueOf(e.getMessage()))
+                        + JsonText.quote(e.getClass().getName()) + ",\"message\":" + JsonText.quote(String.valueOf(e.getMessage()))
                         + "}");
             }
         } catch (Exception ignored) {
@@ -245,7 +245,7 @@ public final class KafkaChaosProducer {
             if (json.length() > 1) {
                 json.append(',');
             }
-            json.append(quote(entry.getKey())).append(':').append(quote(String.valueOf(entry.getValue())));
+            json.append(JsonText.quote(entry.getKey())).append(':').append(JsonText.quote(String.valueOf(entry.getValue())));
         }
         return json.append('}').toString();
     }
@@ -286,19 +286,5 @@ public final class KafkaChaosProducer {
 
     void flush() throws Exception {
         out.flush();
-    }
-
-    static String quote(String text) {
-        StringBuilder quoted = new StringBuilder("\"");
-        for (char c : text.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                quoted.append('\\').append(c);
-            } else if (c < 0x20) {
-                quoted.append(String.format("\\u%04x", (int) c));
-            } else {
-                quoted.append(c);
-            }
-        }
-        return quoted.append('"').toString();
     }
 }

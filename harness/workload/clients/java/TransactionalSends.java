@@ -175,9 +175,9 @@ final class TransactionalSends {
         synchronized (recorder) {
             recorder.emit("{\"name\":\"transaction_end\",\"transaction\":" + txn
                     + ",\"first_msg_id\":" + (idBase + first) + ",\"messages\":" + (i - first)
-                    + ",\"intent\":" + KafkaChaosProducer.quote(intent)
-                    + ",\"outcome\":" + KafkaChaosProducer.quote(outcome)
-                    + ",\"error\":" + (errors.isEmpty() ? "null" : KafkaChaosProducer.quote(String.join("; ", errors)))
+                    + ",\"intent\":" + JsonText.quote(intent)
+                    + ",\"outcome\":" + JsonText.quote(outcome)
+                    + ",\"error\":" + (errors.isEmpty() ? "null" : JsonText.quote(String.join("; ", errors)))
                     + ",\"begin_ts_us\":" + beginUs + ",\"end_ts_us\":" + nowUs() + "}");
             recorder.flush();
         }
