@@ -81,6 +81,7 @@ class RepetitionView:
     examples: tuple[ExampleRow, ...]
     availability: str | None = None  # availability_text
     client: str | None = None  # client_text: the producer's settings with defaults resolved
+    members: str | None = None  # members_text: the consumer group's settings
     timeline_skipped: bool = False  # not drawn: the cell has more than MAX_TIMELINES_PER_CELL
 
 
@@ -200,6 +201,7 @@ def _repetition_view(
         examples=_examples(result),
         availability=availability_text(result, events),
         client=client_text(events),
+        members=members_text(events),
     )
 
 
@@ -224,6 +226,28 @@ def client_text(events: Events) -> str | None:
     shown = [f"{key}={config.config[key]}" for key in _DURABILITY_KEYS if key in config.config]
     idempotent = "" if config.idempotent is None else f" (idempotent: {config.idempotent})"
     return f"{config.client} ran with {', '.join(shown) or 'no settings recorded'}{idempotent}"
+
+
+# The consumer settings that decide what a group reads and when it commits.
+_MEMBER_KEYS: Final = (
+    "isolation.level",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "auto.offset.reset",
+    "session.timeout.ms",
+    "max.poll.interval.ms",
+    "group.protocol",
+)
+
+
+def members_text(events: Events) -> str | None:
+    """`the group's members (<client>) ran with isolation.level=..., ...` from the run's
+    `consumers` event; None when the run had no group or it recorded no settings."""
+    group = RunEvidence.coerce(events).consumers
+    if group is None or not group.config:
+        return None
+    shown = [f"{key}={group.config[key]}" for key in _MEMBER_KEYS if key in group.config]
+    return f"the group's members ({group.client}) ran with {', '.join(shown)}"
 
 
 def guarantee_view(guarantee: Guarantee | None) -> GuaranteeView | None:

@@ -129,6 +129,7 @@ def _cell_json(
                 "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
                 **_availability_json(r.run_dir, results_by_run),
                 "client": _client_json(r.run_dir),
+                "members": _members_json(r.run_dir),
             }
             for r in cell.repetitions
         ],
@@ -148,6 +149,16 @@ def _client_json(run_dir: str) -> dict[str, Any] | None:
     if config is None:
         return None
     return {"client": config.client, "config": dict(config.config), "idempotent": config.idempotent}
+
+
+def _members_json(run_dir: str) -> dict[str, Any] | None:
+    """The repetition's consumer group's client and settings (its `consumers` event); None
+    when the run had no group or cannot be read."""
+    try:
+        group = RunEvidence.read(run_dir).consumers
+    except (OSError, ValueError):
+        return None
+    return None if group is None else {"client": group.client, "config": dict(group.config)}
 
 
 def _availability_json(

@@ -234,6 +234,7 @@ class ConsumersDone(_Event):
     journal_errors: list[str] = []
     crashes: list[Any] = []
     client: str = "librdkafka"  # the members' client: librdkafka, or "java <version>"
+    config: dict[str, str] = {}  # the members' settings (ConsumerGroup._members_config)
 
 
 Event = Annotated[

@@ -52,6 +52,7 @@ from harness.workload.consumer_member import (
     ConsumerCrash,
     ConsumerTask,
     consume,
+    consumer_config,
 )
 from harness.workload.processes import forward_logs, sigint_ignored
 
@@ -430,7 +431,19 @@ class ConsumerGroup:
             "journal_errors": errors,
             "crashes": list(self.crashes),
             "client": "librdkafka" if self.java is None else f"java {self.java.version}",
+            "config": self._members_config(),
         }
+
+    def _members_config(self) -> dict[str, str]:
+        """The members' settings: librdkafka's as the harness gives them (it cannot list its
+        defaults), a Java member's with the client's defaults resolved, as it printed them
+        ({} when no member got as far)."""
+        if self.java is None:
+            given = consumer_config(self.task(0, 0))
+            hidden = ("bootstrap.servers", "client.id", "log_level")
+            return {k: _text(v) for k, v in given.items() if k not in hidden}
+        printed = (getattr(m.process, "config", None) for m in self.members)
+        return next((config for config in printed if config), {})
 
     def _final_committed(self) -> dict[int, int]:
         """The group's committed offsets once every member has left ({} when unreadable)."""
@@ -444,3 +457,8 @@ class ConsumerGroup:
             return committed
         finally:
             probe.close()
+
+
+def _text(value: Any) -> str:
+    """A setting as a client's configuration prints it (booleans as true/false)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)

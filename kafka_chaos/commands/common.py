@@ -64,6 +64,8 @@ def load_experiment(path: Path, args: argparse.Namespace):
         experiment = load(path)
         if getattr(args, "repetitions", None) is not None:
             experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
+        if getattr(args, "seed", None) is not None:
+            experiment = override(experiment, "seed", args.seed, "--seed")
         if getattr(args, "duration_s", None) is not None:
             experiment = override(
                 experiment, "workload.duration_s", args.duration_s, "--duration-s"

@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", type=Path, help="where run directories go (default runs/)")
     parser.add_argument("--repetitions", type=int, help="override the file's repetitions")
     parser.add_argument(
+        "--seed",
+        type=int,
+        help="override the file's seed (repetition r runs with seed + r): a new search",
+    )
+    parser.add_argument(
         "--duration-s", type=float, help="override the workload's duration_s (e.g. a short soak)"
     )
     parser.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")

@@ -123,6 +123,10 @@ def test_java_transactions_under_a_leader_kill(tmp_path: Path) -> None:
     [group] = [e for e in events if e["type"] == "consumers"]
     assert group["client"] == "java 3.8.0" and group["caught_up"] is True, group
     assert group["starts"] == {"consumer-0": 2, "consumer-1": 1}
+    # its settings as the client resolved them (what the report shows)
+    assert group["config"]["isolation.level"] == "read_committed", group["config"]
+    assert group["config"]["enable.auto.commit"] == "false"
+    assert group["config"]["max.poll.interval.ms"] == "300000"  # a default, resolved
     assert group["journal_errors"] == [] and group["crashes"] == [], group
     processed = set(processed_table(run_dir)["msg_id"].to_pylist())
     assert (run_dir / layout.java_consumer_journal(0, 1).processed).is_file()

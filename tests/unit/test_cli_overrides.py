@@ -35,6 +35,7 @@ def no_engine(monkeypatch):
         (["--kafka-version", "banana"], ("kafka.version", "Kafka release", "--kafka-version")),
         (["--image", ""], ("kafka.image", "empty", "(set by --image)")),
         (["--duration-s", "0"], ("workload.duration_s", "(set by --duration-s)")),
+        (["--seed", str(2**63)], ("seed", "(set by --seed)")),
     ],
 )
 def test_a_bad_override_exits_2_before_anything_starts(no_engine, capsys, flags, fragments):
@@ -65,6 +66,16 @@ def test_a_shorter_soak_keeps_its_repeated_faults_inside_the_new_duration():
         (360, "kill"),
         (510, "pause"),
     ]
+
+
+def test_a_new_seed_draws_a_new_random_schedule():
+    jepsen = REPO_ROOT / "experiments" / "jepsen-2024-transactions.yaml"
+    experiment = load_experiment(jepsen)
+    reseeded = override(experiment, "seed", 7, "--seed")
+    assert reseeded.seed == 7
+    (cell, *_) = expand(experiment)
+    (new_cell, *_) = expand(reseeded)
+    assert schedule_for(cell, experiment.seed) != schedule_for(new_cell, reseeded.seed)
 
 
 def test_an_override_names_its_origin():

@@ -45,3 +45,38 @@ def test_report_json_gives_each_repetition_its_client_and_settings(tmp_path):
     (tmp_path / "events.jsonl").write_text(json.dumps({"type": "phase", "phase": "x"}) + "\n")
     assert _client_json(str(tmp_path)) is None
     assert _client_json(str(tmp_path / "gone")) is None
+
+
+def test_the_groups_members_show_their_read_and_commit_settings():
+    from analysis.report.cells import members_text
+
+    event = {"type": "consumers", "client": "java 3.8.0", "config": {
+        "enable.auto.commit": "false", "isolation.level": "read_committed", "x": "y",
+        "session.timeout.ms": "6000", "max.poll.interval.ms": "300000"}}  # fmt: skip
+    assert members_text([event]) == (
+        "the group's members (java 3.8.0) ran with isolation.level=read_committed, "
+        "enable.auto.commit=false, session.timeout.ms=6000, max.poll.interval.ms=300000"
+    )
+    # a run of an older harness (no settings), or without a group: no line
+    assert members_text([{"type": "consumers", "client": "librdkafka"}]) is None
+    assert members_text([{"type": "phase", "phase": "x"}]) is None
+
+
+def test_librdkafka_members_report_the_settings_the_harness_gives(tmp_path):
+    import json
+
+    from analysis.report.json_report import _members_json
+    from harness.rundir.records import CommitMode
+    from harness.workload.consumers import ConsumerGroup
+
+    group = ConsumerGroup.__new__(ConsumerGroup)  # only what _members_config reads
+    group.java, group.run_dir, group.commit = None, tmp_path, CommitMode.AFTER_PROCESS
+    group.bootstrap, group.topic, group.group_id, group.processing_s = "b:1", "t", "g", 0.0
+    group._level = 20
+    config = group._members_config()
+    assert config["isolation.level"] == "read_committed"
+    assert config["enable.auto.commit"] == "false"
+    assert "bootstrap.servers" not in config and "log_level" not in config
+    event = {"type": "consumers", "client": "librdkafka", "config": config}
+    (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n")
+    assert _members_json(str(tmp_path)) == {"client": "librdkafka", "config": config}

@@ -134,6 +134,7 @@ def test_the_command_line_carries_the_task(tmp_path: Path) -> None:
 
 # A stand-in for the Java member printing what it prints; its arguments (the member's) follow.
 SCRIPT = """
+echo '{"name":"effective_config","config":{"isolation.level":"read_committed","x":1}}'
 echo '{"name":"startup_complete"}'
 echo 'a line that is not JSON'
 echo '{"name":"partitions_assigned","partitions":[0,2]}'
@@ -162,6 +163,7 @@ def test_the_process_reports_its_partitions_and_leaves_on_sigterm(tmp_path: Path
     process, counters, outcomes = _process(tmp_path, "run")
     _until(lambda: counters[ASSIGNED] == 2)
     assert counters[READY] == 1 and process.exitcode is None
+    assert process.config == {"isolation.level": "read_committed", "x": "1"}
     process.terminate()
     process.join(10)
     assert process.exitcode == 0

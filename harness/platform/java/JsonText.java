@@ -2,6 +2,10 @@
 // member), compiled beside each of them: they print JSON lines by hand, so that no JSON library
 // has to match every kafka-clients release they are built against.
 
+import java.util.HashMap;
+import java.util.Map;
+import java.util.TreeMap;
+
 final class JsonText {
     private JsonText() {
     }
@@ -20,5 +24,35 @@ final class JsonText {
             }
         }
         return quoted.append('"').toString();
+    }
+
+    /** `values` as a JSON object of strings, keys sorted (a client's resolved configuration). */
+    static String object(Map<String, ?> values) {
+        StringBuilder json = new StringBuilder("{");
+        for (Map.Entry<String, ?> entry : new TreeMap<>(values).entrySet()) {
+            if (json.length() > 1) {
+                json.append(',');
+            }
+            json.append(quote(entry.getKey())).append(':').append(quote(String.valueOf(entry.getValue())));
+        }
+        return json.append('}').toString();
+    }
+
+    /** The configuration `props` resolves to in the client's `configClass` (ProducerConfig,
+     *  ConsumerConfig: the client's defaults filled in), as a JSON object; {} when this
+     *  release's class cannot be built from a map (its constructor is not public in all). */
+    static String resolvedConfig(Class<?> configClass, Map<?, ?> props) {
+        Map<String, ?> values;
+        try {
+            java.lang.reflect.Constructor<?> make = configClass.getDeclaredConstructor(Map.class);
+            make.setAccessible(true);
+            Object config = make.newInstance(new HashMap<Object, Object>(props));
+            @SuppressWarnings("unchecked")
+            Map<String, ?> resolved = (Map<String, ?>) configClass.getMethod("values").invoke(config);
+            values = resolved;
+        } catch (Exception e) {
+            values = new HashMap<>();
+        }
+        return object(values);
     }
 }

@@ -70,6 +70,7 @@ class JavaMemberProcess:
         self._popen: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._error: str | None = None
+        self.config: dict[str, str] | None = None  # its effective_config line, once printed
 
     @property
     def pid(self) -> int:
@@ -123,6 +124,8 @@ class JavaMemberProcess:
             name = line.get("name")
             if name in ("partitions_assigned", "partitions_revoked"):
                 self.counters[ASSIGNED] = len(line.get("partitions") or [])
+            elif name == "effective_config" and isinstance(line.get("config"), dict):
+                self.config = {str(k): str(v) for k, v in line["config"].items()}
             elif name == "startup_complete":
                 self.counters[READY] = 1
             elif name == "error":

@@ -11,7 +11,9 @@
 // outcome, ts_us] (outcome "ok" or the exception's simple class name). The harness turns them
 // into the run directory's Arrow streams when the member has ended.
 //
-// stdout carries one JSON object a line: startup_complete, partitions_assigned and
+// stdout carries one JSON object a line: effective_config ({"config": {..}}, the member's
+// settings with the client's defaults resolved, as the recorder prints its producer's),
+// startup_complete, partitions_assigned and
 // partitions_revoked ({"partitions": [..]}, the partitions it holds after the change), error
 // ({"message": ..}) before a failing exit, shutdown_complete. SIGTERM leaves the group (close); the end of stdin (the harness is gone)
 // halts at once. Written against the API every kafka-clients release since 0.10.0 has; poll's
@@ -41,6 +43,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerInterceptor;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -96,7 +99,10 @@ public final class KafkaChaosConsumer {
     private void run() throws Exception {
         processed = new FileOutputStream(arg("--processed", null), true);
         commits = new FileOutputStream(arg("--commits", null), true);
-        consumer = new KafkaConsumer<>(config());
+        Properties config = config();
+        consumer = new KafkaConsumer<>(config);
+        line("{\"name\":\"effective_config\",\"config\":"
+                + JsonText.resolvedConfig(ConsumerConfig.class, config) + "}");
         final Thread main = Thread.currentThread();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             stopped.set(true);

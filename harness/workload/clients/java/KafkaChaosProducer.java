@@ -22,7 +22,6 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
-import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -82,7 +81,7 @@ public final class KafkaChaosProducer {
         KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
         startFlusher();
         emit("{\"name\":\"startup_complete\"}");
-        emit("{\"name\":\"effective_config\",\"config\":" + effectiveConfig(props)
+        emit("{\"name\":\"effective_config\",\"config\":" + JsonText.resolvedConfig(ProducerConfig.class, props)
                 + ",\"idempotent\":" + idempotent(producer) + "}");
         flush();
         long closeS = Long.parseLong(arg("--close-s", "30"));
@@ -227,27 +226,6 @@ public final class KafkaChaosProducer {
             producer.getClass().getMethod("close", long.class, TimeUnit.class)
                     .invoke(producer, seconds, TimeUnit.SECONDS);
         }
-    }
-
-    /** The producer's configuration with the client's defaults resolved, as JSON strings. */
-    private static String effectiveConfig(Properties props) {
-        Map<String, ?> values;
-        try {
-            java.lang.reflect.Constructor<ProducerConfig> make =
-                    ProducerConfig.class.getDeclaredConstructor(Map.class);
-            make.setAccessible(true);
-            values = make.newInstance(new HashMap<Object, Object>(props)).values();
-        } catch (Exception e) {
-            values = new HashMap<>();
-        }
-        StringBuilder json = new StringBuilder("{");
-        for (Map.Entry<String, ?> entry : new TreeMap<>(values).entrySet()) {
-            if (json.length() > 1) {
-                json.append(',');
-            }
-            json.append(JsonText.quote(entry.getKey())).append(':').append(JsonText.quote(String.valueOf(entry.getValue())));
-        }
-        return json.append('}').toString();
     }
 
     /** Whether the producer runs idempotent (it has a transaction manager: 0.11+), or null. */
