@@ -8,11 +8,32 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from harness.platform.cluster import KafkaCluster
+from harness.chaos.faults import FaultContext
+from harness.chaos.heal import heal_all
+from harness.platform.cluster import READY_TOPIC, KafkaCluster
 from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
 from harness.platform.leftovers import remove_leftovers
 from tests.integration.support import wait_until
+
+STAGES = ("integration", "chaos")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a real-broker test that names no stage, or both: each runs in exactly one of
+    the gate (`integration`) and the chaos stage (`chaos`), so none is left out of both."""
+    here = str(config.rootpath / "tests" / "integration")
+    wrong = [
+        item.nodeid
+        for item in items
+        if str(item.path).startswith(here)
+        and sum(item.get_closest_marker(stage) is not None for stage in STAGES) != 1
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            "each test under tests/integration carries exactly one of the markers "
+            f"{' or '.join(STAGES)}; these do not: {', '.join(wrong)}"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +44,60 @@ def broker_image() -> str:
     return ensure_image(log=lambda line: print(line)).tag
 
 
+class SharedCluster:
+    """The session's default 3-node cluster, lent to one module at a time: healed and checked
+    healthy at each module boundary, and replaced by a new one when it is not."""
+
+    READY_S = 60.0
+
+    def __init__(self, image: str):
+        self.image = image
+        self.current: KafkaCluster | None = None
+        self.starts = 0
+
+    def lend(self) -> KafkaCluster:
+        """A healthy cluster for the next module: the last one healed, or a fresh one."""
+        if self.current is not None and not self._healed(self.current):
+            self.close()
+        if self.current is None:
+            self.current = KafkaCluster(image=self.image).start()
+            self.starts += 1
+        return self.current
+
+    @classmethod
+    def _healed(cls, cluster: KafkaCluster) -> bool:
+        """Heal every fault the last module may have left, then whether every node runs and
+        the cluster is ready (all brokers registered, a full ISR) within READY_S."""
+        actions = heal_all(FaultContext(cluster, READY_TOPIC))
+        if any("heal failed" in action for action in actions):
+            return False
+        if any(node.state() != "running" for node in cluster.all_nodes):
+            return False
+        try:
+            cluster.wait_ready(timeout_s=cls.READY_S)
+        except Exception:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Remove the current cluster, if any."""
+        if self.current is not None:
+            self.current.close()
+            self.current = None
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(broker_image: str):
+    """The session's shared default cluster (see SharedCluster); removed at the end."""
+    shared = SharedCluster(broker_image)
+    yield shared
+    shared.close()
+
+
 @pytest.fixture(scope="module")
-def cluster(broker_image: str):
-    """A started 3-node cluster shared by the tests of one module."""
-    with KafkaCluster(image=broker_image) as started:
-        yield started
+def cluster(shared_cluster: SharedCluster) -> KafkaCluster:
+    """A started, healthy 3-node cluster for the tests of one module (shared across modules)."""
+    return shared_cluster.lend()
 
 
 def known_to_every_broker(cluster: KafkaCluster, topic: str, partitions: int) -> bool:

@@ -4,12 +4,15 @@ with a plain consumer (independent of the harness's own read-back)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
+import docker
 import pyarrow.compute as pc
 import pytest
 from confluent_kafka import (
@@ -24,6 +27,7 @@ from harness import waiting
 from harness.rundir.layout import JournalFiles
 from harness.rundir.records import ACK_SCHEMA
 from harness.rundir.streams import read_stream
+from harness.settings import load_settings
 
 T = TypeVar("T")
 Record = tuple[bytes | None, bytes | None]  # (key, value)
@@ -123,3 +127,79 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int = 3) -> list[int
         return [_high_watermark(consumer, TopicPartition(topic, p)) for p in range(partitions)]
     finally:
         consumer.close()
+
+
+# --- the CLI, as a user runs it ---------------------------------------------------------------
+
+HERE = Path(__file__).parent
+CLI = [sys.executable, "-m", "kafka_chaos.cli"]
+
+
+class CliRun(subprocess.CompletedProcess):
+    """A finished kafka-chaos process, with its pid: the owner label of its clusters."""
+
+    def __init__(self, process: subprocess.Popen, stdout: str, stderr: str):
+        super().__init__(process.args, process.returncode, stdout, stderr)
+        self.pid = process.pid
+
+
+def run_cli(*args: str, timeout_s: float = 600) -> CliRun:
+    """Run kafka-chaos with `args`; return the finished process (output captured)."""
+    with subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return CliRun(process, stdout, stderr)
+
+
+def only_dir(root: Path) -> Path:
+    """The one run under runs/<experiment>/ (beside the `latest` link that points at it)."""
+    (found,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    assert (root / "latest").resolve() == found.resolve()
+    return found
+
+
+def labelled_leftovers(owner: int, known: Collection[str] = ()) -> list[str]:
+    """Names of the containers and networks that the harness process `owner` labelled as its
+    own, beside those in `known` (what existed before the test began).
+
+    Scoped to one process, so tests can share a machine (and this process's shared cluster)
+    with other runs: another run's containers are never this test's leftovers.
+    """
+    client = docker.from_env()
+    owned = f"{load_settings().label}.pid={owner}"
+    found = client.containers.list(all=True, filters={"label": owned})
+    found += client.networks.list(filters={"label": owned})
+    return sorted(thing.name for thing in found if thing.name not in known)
+
+
+def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> Path:
+    """Wait until some events.jsonl under the folder has an event of `event_type`; its folder."""
+
+    def holding() -> Path | None:
+        for events in run_dir_parent.rglob("events.jsonl"):
+            if f'"type": "{event_type}"' in events.read_text():
+                return events.parent
+        return None
+
+    return wait_until(holding, timeout_s, f"a {event_type} event under {run_dir_parent}")
+
+
+def run_experiment(name: str, runs_dir: Path) -> tuple[Path, CliRun]:
+    """Run tests/integration/experiments/<name>.yaml through the CLI into `runs_dir`; assert
+    it exited 0 and return its run root and the finished process."""
+    done = run_cli(
+        "run",
+        str(HERE / "experiments" / f"{name}.yaml"),
+        "--runs-dir",
+        str(runs_dir),
+        "--quiet",
+        "--master",
+        "local[2]",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return only_dir(runs_dir / name), done

@@ -20,7 +20,7 @@ from harness.platform.sidecar import HELPER_LABEL_SUFFIX
 from tests.integration.support import wait_until
 from tests.integration.test_faults import connects
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 
 STRIP = "rm -f /usr/sbin/iptables* /usr/sbin/ip6tables* /usr/sbin/xtables* /usr/sbin/tc " \
     "/usr/bin/python3*"  # fmt: skip

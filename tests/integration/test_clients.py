@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.integration.test_experiment import only_dir, run_cli, run_experiment
+from tests.integration.support import only_dir, run_cli, run_experiment
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 TOOLS_VERSION = "3.8.0"
 CONFLUENT_VERIFIABLE = (
     Path(confluent_kafka.__file__).parent / "kafkatest" / "verifiable_producer.py"

@@ -23,7 +23,7 @@ from harness.platform.topology import port_in_use
 from harness.settings import load_settings
 from tests.integration.support import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 
 CLIENT_PORTS = (19092, 19093, 19094)  # what compose/docker-compose.yml publishes
 BOOTSTRAP = ",".join(f"127.0.0.1:{port}" for port in CLIENT_PORTS)

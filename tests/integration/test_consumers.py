@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.checks.consumers import processed_table
-from tests.integration.test_experiment import run_experiment
+from tests.integration.support import run_experiment
 from tests.integration.test_interrupts import (
     CTRL_C,
     assert_clean_interrupt,
@@ -19,9 +19,8 @@ from tests.integration.test_interrupts import (
 )
 from tests.integration.test_producers import alive, events_in, repetition_verdict
 
-pytestmark = pytest.mark.integration
 
-
+@pytest.mark.integration
 def test_an_at_least_once_group_processes_every_acknowledged_message(tmp_path: Path):
     root, _ = run_experiment("consumers", tmp_path)
     [run_dir] = [p.parent for p in root.rglob("results.json")]
@@ -63,6 +62,7 @@ def paused(events: list[dict]) -> bool:
     return any(e.get("type") == "fault_start" and e["fault"] == "consumer-pause" for e in events)
 
 
+@pytest.mark.chaos
 def test_ctrl_c_while_a_member_is_paused_ends_every_member(tmp_path: Path):
     terminal = start_run(tmp_path, "consumers.yaml", "--no-report")
     try:

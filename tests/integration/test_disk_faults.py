@@ -21,8 +21,6 @@ from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker
 from tests.integration.support import high_watermarks, read_all, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def cluster(broker_image: str):
@@ -77,6 +75,7 @@ def whole_batches_end(segment: bytes) -> int:
     return max((b.position + b.size for b in batches(segment)), default=0)
 
 
+@pytest.mark.integration
 def test_lose_unsynced_of_all_loses_what_kafka_did_not_fsync_and_keeps_a_flushed_topic(cluster):
     unflushed = new_topic(cluster)
     flushed = new_topic(cluster, {"flush.messages": "1"})
@@ -101,6 +100,7 @@ def test_lose_unsynced_of_all_loses_what_kafka_did_not_fsync_and_keeps_a_flushed
     assert sum(high_watermarks(cluster.bootstrap_servers, flushed)) == 300
 
 
+@pytest.mark.chaos
 def test_a_torn_write_leaves_a_partial_batch_on_disk_that_kafkas_recovery_drops(cluster):
     topic = new_topic(cluster)
     producer = Producer(
@@ -135,6 +135,7 @@ def test_a_torn_write_leaves_a_partial_batch_on_disk_that_kafkas_recovery_drops(
 
 
 @pytest.mark.parametrize("kind", ["fsync-error", "disk-full"])
+@pytest.mark.integration
 def test_a_failing_disk_halts_its_broker_and_the_heal_brings_it_back(cluster, kind):
     topic = new_topic(cluster, {"flush.messages": "1"})  # every append fsyncs and grows
     node = cluster.nodes[2]
@@ -163,6 +164,7 @@ def test_a_failing_disk_halts_its_broker_and_the_heal_brings_it_back(cluster, ki
     produce(cluster, new_topic(cluster), 10)  # the cluster writes again after the heal
 
 
+@pytest.mark.chaos
 def test_a_slow_disk_delays_every_acknowledgement_of_a_flushed_topic_on_its_leader(cluster):
     topic = new_topic(cluster, {"flush.messages": "1"})
     states = cluster.partition_states(topic)

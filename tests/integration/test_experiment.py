@@ -6,73 +6,27 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import docker
 import pyarrow.parquet as pq
 import pytest
 
 from harness.rundir.layout import JOURNAL
 from harness.rundir.segments import read_records
-from harness.settings import load_settings
-from tests.integration.support import acks_after, first_event_us, wait_until
+from tests.integration.support import (
+    CLI,
+    HERE,
+    acks_after,
+    first_event_us,
+    labelled_leftovers,
+    run_cli,
+    run_experiment,
+    wait_for_event,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
-HERE = Path(__file__).parent
-CLI = [sys.executable, "-m", "kafka_chaos.cli"]
-
-
-def run_cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
-    """Run kafka-chaos with `args`; return the finished process (output captured)."""
-    return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout_s, check=False
-    )
-
-
-def only_dir(root: Path) -> Path:
-    """The one run under runs/<experiment>/ (beside the `latest` link that points at it)."""
-    (found,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
-    assert (root / "latest").resolve() == found.resolve()
-    return found
-
-
-def labelled_leftovers() -> list:
-    """Containers and networks carrying the harness label."""
-    client = docker.from_env()
-    label = load_settings().label
-    return client.containers.list(all=True, filters={"label": label}) + client.networks.list(
-        filters={"label": label}
-    )
-
-
-def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> Path:
-    """Wait until some events.jsonl under the folder has an event of `event_type`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for events in run_dir_parent.rglob("events.jsonl"):
-            if f'"type": "{event_type}"' in events.read_text():
-                return events.parent
-        time.sleep(0.5)
-    pytest.fail(f"no {event_type} event within {timeout_s} s under {run_dir_parent}")
-
-
-def run_experiment(name: str, runs_dir: Path) -> tuple[Path, subprocess.CompletedProcess]:
-    """Run tests/integration/experiments/<name>.yaml through the CLI into `runs_dir`; assert
-    it exited 0 and return its run root and the finished process."""
-    done = run_cli(
-        "run",
-        str(HERE / "experiments" / f"{name}.yaml"),
-        "--runs-dir",
-        str(runs_dir),
-        "--quiet",
-        "--master",
-        "local[2]",
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return only_dir(runs_dir / name), done
 
 
 def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
@@ -114,7 +68,7 @@ def test_two_cell_experiment_cp_loses_nothing_ap_loses(tmp_path: Path):
     assert len(suite.findall(".//testcase")) == 2
     assert suite.findall(".//failure") == []
     assert str(report / "report.html") in done.stdout
-    assert labelled_leftovers() == []
+    assert labelled_leftovers(done.pid) == []
 
 
 def check_attribution(cp: dict, ap: dict) -> None:
@@ -176,9 +130,10 @@ def test_crashed_harness_leaves_an_analysable_journal(tmp_path: Path):
     finally:
         harness.kill()
     assert not (run_dir / "acked.parquet").exists()
-    assert labelled_leftovers() != []  # a SIGKILL runs no cleanup: the next run must do it
+    # A SIGKILL runs no cleanup: the next run (or `clean`) must do it.
+    assert labelled_leftovers(harness.pid) != []
     cleaned = run_cli("clean")
-    assert cleaned.returncode == 0 and labelled_leftovers() == []
+    assert cleaned.returncode == 0 and labelled_leftovers(harness.pid) == []
 
     reported = run_cli(
         "report", str(run_dir.parent.parent), "--out", str(tmp_path / "rep"), "--master", "local[2]"

@@ -28,8 +28,6 @@ from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker
 from tests.integration.support import high_watermarks, read_all, wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def ctx_for(cluster: KafkaCluster, topic: str) -> FaultContext:
     return FaultContext(cluster, topic, random.Random(7))
@@ -126,6 +124,7 @@ def step(fault: str, target: str = "leader", **params) -> FaultStep:
     return FaultStep(at_s=0, fault=fault, target=target, partition=0, duration_s=1, params=params)
 
 
+@pytest.mark.integration
 def test_leader_cut_off_from_brokers_loses_leadership_but_clients_still_reach_it(cluster, topic):
     ctx = ctx_for(cluster, topic)
     (leader,) = resolve_target(ctx, step("partition"))
@@ -147,6 +146,7 @@ def test_leader_cut_off_from_brokers_loses_leadership_but_clients_still_reach_it
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_full_isolation_cuts_clients_too(cluster, topic):
     ctx = ctx_for(cluster, topic)
     node = cluster.node(2)
@@ -160,6 +160,7 @@ def test_full_isolation_cuts_clients_too(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_groups_partition_cuts_links_across_groups_only(cluster, topic):
     ctx = ctx_for(cluster, topic)
     one, two, three = cluster.nodes
@@ -176,6 +177,7 @@ def test_groups_partition_cuts_links_across_groups_only(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster, new_topic):
     # min.insync.replicas=3: an acks=all write needs every replica, the cut one included.
     topic = new_topic([1, 2, 3], {"min.insync.replicas": "3"})
@@ -212,6 +214,7 @@ def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster,
     wait_until(lambda: write_one(producer, topic) is None, 30, "an acknowledged acks=all write")
 
 
+@pytest.mark.integration
 def test_a_paused_leader_answers_nothing_and_acknowledges_nothing(cluster, topic):
     ctx = ctx_for(cluster, topic)
     (leader,) = resolve_target(ctx, step("pause"))
@@ -232,6 +235,7 @@ def test_a_paused_leader_answers_nothing_and_acknowledges_nothing(cluster, topic
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_packet_loss_drops_packets_and_forces_tcp_retransmissions(cluster, topic):
     ctx = ctx_for(cluster, topic)
     node = cluster.node(3)  # a replica of every partition: replication traffic crosses it
@@ -265,6 +269,7 @@ def test_packet_loss_drops_packets_and_forces_tcp_retransmissions(cluster, topic
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_a_slow_link_limits_the_bandwidth_out_of_the_node(cluster, topic, new_topic):
     ctx = ctx_for(cluster, topic)
     node = cluster.node(3)
@@ -292,6 +297,7 @@ def test_a_slow_link_limits_the_bandwidth_out_of_the_node(cluster, topic, new_to
     assert read_seconds() < limited / 2  # healed
 
 
+@pytest.mark.integration
 def test_nemesis_kill_all_then_heal_brings_the_cluster_back(cluster, topic, tmp_path):
     ctx = ctx_for(cluster, topic)
     events = EventLog(tmp_path / "events.jsonl")
@@ -310,6 +316,7 @@ def test_nemesis_kill_all_then_heal_brings_the_cluster_back(cluster, topic, tmp_
     assert any('"fault_start"' in k for k in kinds) and any('"fault_end"' in k for k in kinds)
 
 
+@pytest.mark.integration
 def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
     ctx = ctx_for(cluster, topic)
     cluster.node(1).pause()
@@ -322,11 +329,13 @@ def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
 def test_controller_target_is_the_active_controller(cluster, topic):
     (node,) = resolve_target(ctx_for(cluster, topic), step("kill", target="controller"))
     assert node.node_id == cluster.active_controller()
 
 
+@pytest.mark.integration
 def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluster, topic):
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0}
@@ -368,6 +377,7 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
     assert sum(high_watermarks(cluster.bootstrap_servers, topic)) == 0
 
 
+@pytest.mark.chaos
 def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, topic):
     ctx = ctx_for(cluster, topic)
     controller = cluster.active_controller()

@@ -19,7 +19,7 @@ from harness.platform.image import image_tag
 from harness.settings import DEFAULT_KAFKA_VERSION, REPO_ROOT
 from kafka_chaos import __version__
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 
 NOT_SOURCE = (".git", ".venv", "runs", "reports", "build", "mutants", "target", "*.egg-info")
 

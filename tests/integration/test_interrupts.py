@@ -22,10 +22,8 @@ from pathlib import Path
 import pytest
 
 from harness.waiting import poll_until
-from tests.integration.support import wait_until
-from tests.integration.test_experiment import CLI, HERE, labelled_leftovers, run_cli
+from tests.integration.support import CLI, HERE, labelled_leftovers, run_cli, wait_until
 
-pytestmark = pytest.mark.integration
 CTRL_C = b"\x03"
 EXIT_BOUND_S = 10.0  # from the interrupt to the harness's exit, cleanup included
 # After the harness exited: Spark's shutdown hooks (see below). 30 s passed alone and in one
@@ -141,7 +139,7 @@ def wait_for(terminal: Terminal, runs_dir: Path, reached, what: str, timeout_s: 
 def assert_clean_interrupt(terminal: Terminal, code: int, seconds: float) -> None:
     assert code == 130, terminal.output[-3000:]
     assert seconds <= EXIT_BOUND_S, f"exit took {seconds:.1f} s"
-    assert labelled_leftovers() == []
+    assert labelled_leftovers(terminal.process.pid) == []
     # Spark's JVM leaves by itself once the harness is gone (it watches its stdin), after its
     # shutdown hooks, which remove its temporary directories: on a loaded 2-core machine those
     # once took longer than the harness's own 10 s (CI, the analysis moment). The harness's
@@ -165,6 +163,7 @@ MOMENTS = {
 
 
 @pytest.mark.parametrize("moment", list(MOMENTS))
+@pytest.mark.chaos
 def test_ctrl_c_at_each_moment_heals_cleans_and_exits_130(tmp_path: Path, moment: str):
     terminal = start_run(tmp_path, "interrupt.yaml", "--no-report")
     try:
@@ -195,6 +194,7 @@ def in_the_fault(runs_dir: Path) -> Terminal:
     return terminal
 
 
+@pytest.mark.chaos
 def test_ctrl_c_twice_in_a_fault_still_cleans_and_the_repetition_is_unknown(tmp_path: Path):
     terminal = in_the_fault(tmp_path)
     try:
@@ -213,6 +213,7 @@ def test_ctrl_c_twice_in_a_fault_still_cleans_and_the_repetition_is_unknown(tmp_
     assert verdicts == ["UNKNOWN"], verdicts
 
 
+@pytest.mark.integration
 def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
     terminal = start_run(tmp_path, "interrupt-short.yaml", "--master", "local[2]")
     try:
@@ -225,6 +226,7 @@ def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
         terminal.close()
 
 
+@pytest.mark.integration
 def test_sigterm_in_disk_quorum_and_network_faults_heals_each_and_exits_143(tmp_path: Path):
     terminal = start_run(tmp_path, "interrupt-faults.yaml", "--no-report")
     try:
@@ -232,7 +234,8 @@ def test_sigterm_in_disk_quorum_and_network_faults_heals_each_and_exits_143(tmp_
         terminal.process.terminate()
         code, seconds = terminal.wait_exit(60)
         assert code == 143, terminal.output[-3000:]
-        assert seconds <= EXIT_BOUND_S and labelled_leftovers() == []
+        assert seconds <= EXIT_BOUND_S
+        assert labelled_leftovers(terminal.process.pid) == []
         ended = [e["fault"] for e in events_in(tmp_path) if e["type"] == "fault_end"]
         assert sorted(ended) == ["partition", "remove-controller", "slow-disk"], ended
         failed = [e for e in events_in(tmp_path) if e["type"] == "fault_failed"]
@@ -241,6 +244,7 @@ def test_sigterm_in_disk_quorum_and_network_faults_heals_each_and_exits_143(tmp_
         terminal.close()
 
 
+@pytest.mark.chaos
 def test_sigint_inherited_as_ignored_still_interrupts(tmp_path: Path):
     # What a shell does to a job it starts in the background (`kafka-chaos run ... &`).
     def ignore_sigint() -> None:

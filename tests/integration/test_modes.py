@@ -20,7 +20,7 @@ from harness.platform.versions import Mode
 from harness.workload.readback import read_back
 from tests.integration.support import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 
 TOPIC = "modes"
 

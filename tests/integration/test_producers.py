@@ -13,15 +13,17 @@ import pytest
 
 from harness.rundir.layout import producer_journal
 from harness.rundir.records import PRODUCER_ID_STRIDE
-from tests.integration.support import acks_after, first_event_us, wait_until
-from tests.integration.test_experiment import (
+from tests.integration.support import (
     CLI,
     HERE,
+    acks_after,
+    first_event_us,
     labelled_leftovers,
     only_dir,
     run_cli,
     run_experiment,
     wait_for_event,
+    wait_until,
 )
 from tests.integration.test_interrupts import (
     CTRL_C,
@@ -31,7 +33,6 @@ from tests.integration.test_interrupts import (
     wait_for,
 )
 
-pytestmark = pytest.mark.integration
 PRODUCERS = 3
 
 
@@ -75,8 +76,9 @@ def check_journals_and_acked(run_dir: Path) -> dict:
     return acked
 
 
+@pytest.mark.integration
 def test_three_producers_under_a_leader_kill(tmp_path: Path):
-    root, _ = run_experiment("producers", tmp_path)
+    root, done = run_experiment("producers", tmp_path)
     [run_dir] = [p.parent for p in root.rglob("results.json")]
     acked = check_journals_and_acked(run_dir)
     ok = [s for s in acked["status"] if s == "ok"]
@@ -98,9 +100,10 @@ def test_three_producers_under_a_leader_kill(tmp_path: Path):
     read = pq.read_table(run_dir / "readback.parquet", columns=["key"]).to_pydict()["key"]
     assert {k.split("-")[0] for k in read} == {f"p{p}" for p in range(PRODUCERS)}
     assert not any(alive(pid) for pid in producer_pids(run_dir))
-    assert labelled_leftovers() == []
+    assert labelled_leftovers(done.pid) == []
 
 
+@pytest.mark.integration
 def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     argv = [*CLI, "run", str(HERE / "experiments" / "producers.yaml"), "--runs-dir"]
     harness = subprocess.Popen(
@@ -131,9 +134,10 @@ def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     assert verdict["verdict"] == "UNKNOWN", verdict
     assert any("producer 1 exited" in reason for reason in verdict["reasons"]), verdict
     wait_until(lambda: not any(alive(p) for p in producer_pids(run_dir)), 10, "no producer left")
-    assert labelled_leftovers() == []
+    assert labelled_leftovers(harness.pid) == []
 
 
+@pytest.mark.chaos
 def test_a_crashed_harness_leaves_every_producers_journal_analysable(tmp_path: Path):
     argv = [*CLI, "run", str(HERE / "experiments" / "producers.yaml"), "--runs-dir"]
     harness = subprocess.Popen(
@@ -159,7 +163,7 @@ def test_a_crashed_harness_leaves_every_producers_journal_analysable(tmp_path: P
     wait_until(lambda: not any(alive(p) for p in pids), 30, "every producer to stop")
     assert not (run_dir / "acked.parquet").exists()
     cleaned = run_cli("clean")
-    assert cleaned.returncode == 0 and labelled_leftovers() == []
+    assert cleaned.returncode == 0 and labelled_leftovers(harness.pid) == []
 
     out = str(tmp_path / "rep")
     reported = run_cli("report", str(run_dir.parent.parent), "--out", out, "--master", "local[2]")
@@ -172,6 +176,7 @@ def test_a_crashed_harness_leaves_every_producers_journal_analysable(tmp_path: P
     assert result["status"] == "incomplete"
 
 
+@pytest.mark.chaos
 def test_ctrl_c_stops_every_producer_and_keeps_their_journals(tmp_path: Path):
     terminal = start_run(tmp_path, "producers.yaml", "--no-report")
     try:

@@ -19,7 +19,6 @@ from harness.rundir import layout
 from harness.settings import load_settings
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.integration
 
 # A user's test file: the plugin's public API only.
 USER_TESTS = """
@@ -35,6 +34,7 @@ pytestmark = pytest.mark.kafka_chaos(version="4.3.1", mode="kraft", brokers=3)
 SENDS = 400
 
 
+@pytest.mark.integration
 def test_acks_all_keeps_every_message_through_a_leader_kill(kafka_chaos):
     print(f"PID {os.getpid()}")
     config = {"bootstrap.servers": kafka_chaos.bootstrap_servers, "acks": "all", "linger.ms": 5}
@@ -62,6 +62,7 @@ def test_acks_all_keeps_every_message_through_a_leader_kill(kafka_chaos):
     assert verdict.report is not None and verdict.report.is_file()
 
 
+@pytest.mark.integration
 def test_a_fault_on_an_unknown_target_is_refused(kafka_chaos):
     with pytest.raises(ChaosUsageError, match="unknown target 'the-leader'; use leader, "):
         kafka_chaos.inject("kill", target="the-leader")
@@ -74,11 +75,13 @@ INTERRUPTED_TEST = """
 import os
 
 
+@pytest.mark.integration
 def test_failing_after_a_fault(kafka_chaos):
     kafka_chaos.inject("pause", target="follower")
     assert False, "the user's assertion"
 
 
+@pytest.mark.integration
 def test_interrupted_while_a_broker_is_paused(kafka_chaos):
     print(f"PID {os.getpid()}")
     kafka_chaos.inject("pause", target="leader")
@@ -93,6 +96,7 @@ def broker_image() -> str:
     return ensure_image("4.3.1", log=print).tag
 
 
+@pytest.mark.integration
 def test_the_plugin_is_installed_as_a_pytest11_entry_point() -> None:
     plugins = {entry.name: entry.value for entry in entry_points(group="pytest11")}
     assert plugins.get("kafka_chaos") == "kafka_chaos.pytest_plugin", (
@@ -119,6 +123,7 @@ def _containers_of(pid: str) -> list[str]:
     return [c.name for c in docker.from_env().containers.list(all=True, filters={"label": label})]
 
 
+@pytest.mark.integration
 def test_a_users_producer_is_judged_through_a_leader_kill(
     pytester: pytest.Pytester, broker_image: str
 ) -> None:
@@ -141,6 +146,7 @@ def test_a_users_producer_is_judged_through_a_leader_kill(
     assert results["sensitivity"]["passed"] is True
 
 
+@pytest.mark.chaos
 def test_a_failed_or_interrupted_test_is_healed_and_its_cluster_removed(
     pytester: pytest.Pytester, broker_image: str
 ) -> None:

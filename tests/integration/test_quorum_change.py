@@ -16,7 +16,7 @@ from tests.integration.conftest import known_to_every_broker
 from tests.integration.support import read_all, wait_until
 from tests.integration.test_reassign import write
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 CONTROLLERS = [101, 102, 103]
 
 

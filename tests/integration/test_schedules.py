@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_experiment import labelled_leftovers, run_experiment
+from tests.integration.support import labelled_leftovers, run_experiment
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.chaos
 
 
 def test_followers_frozen_then_leader_killed_loses_acks1_writes_by_mechanism(tmp_path: Path):
-    run_dir = run_experiment("mechanism", tmp_path)[0] / "base" / "0"
+    root, done = run_experiment("mechanism", tmp_path)
+    run_dir = root / "base" / "0"
     spec = json.loads((run_dir / "spec.json").read_text())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
 
@@ -48,4 +49,4 @@ def test_followers_frozen_then_leader_killed_loses_acks1_writes_by_mechanism(tmp
     assert cell["verdict"] == "EXPECTED-LOSS", cell
     reasons = " ".join(cell["repetitions"][0]["reasons"])
     assert "p0: acks=1 truncation" in reasons and "leader of p0" in reasons, reasons
-    assert labelled_leftovers() == []
+    assert labelled_leftovers(done.pid) == []

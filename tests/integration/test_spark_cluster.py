@@ -14,6 +14,8 @@ from analysis.engine.spark_cluster import StandaloneCluster, compare_with_local
 from tests.unit.reconcile_runs import EVENTS, SCENARIOS, write_run
 from tests.unit.test_sensitivity import three_partitions
 
+pytestmark = pytest.mark.chaos
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:

@@ -23,9 +23,7 @@ from harness.workload.transactions import (
     TransactionPlan,
     finalize_transactions,
 )
-from tests.integration.test_experiment import run_experiment
-
-pytestmark = pytest.mark.integration
+from tests.integration.support import run_experiment
 
 
 def judged_transactional(root: Path) -> tuple[Path, list[dict]]:
@@ -53,6 +51,7 @@ def judged_transactional(root: Path) -> tuple[Path, list[dict]]:
     return run_dir, events
 
 
+@pytest.mark.integration
 def test_transactional_repetition_end_to_end(tmp_path: Path) -> None:
     root, _ = run_experiment("transactions", tmp_path)
     _, events = judged_transactional(root)
@@ -62,6 +61,7 @@ def test_transactional_repetition_end_to_end(tmp_path: Path) -> None:
     assert readback["isolation"] == "read_committed" and readback["uncommitted"]["complete"]
 
 
+@pytest.mark.integration
 def test_coordinators_match_what_the_brokers_say(
     cluster: KafkaCluster, topic: str, tmp_path: Path
 ) -> None:
@@ -92,6 +92,7 @@ def test_coordinators_match_what_the_brokers_say(
     }
 
 
+@pytest.mark.chaos
 def test_java_transactions_under_a_leader_kill(tmp_path: Path) -> None:
     """The transactional workload on the Java client (3.8.0), offsets sent to the group, the
     leader of partition 0 killed: PASS, committed messages read back, aborted ones invisible to

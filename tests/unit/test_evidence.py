@@ -18,6 +18,7 @@ from harness.run import evidence
 from harness.run.evidence import keep_segments, missing_acked, segments_event
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, PRODUCER_ID_STRIDE, READBACK_SCHEMA
+from tests.examples import examples
 
 LOG_DIR = "/var/lib/kafka/data"
 
@@ -155,7 +156,9 @@ producer_id = st.tuples(st.integers(0, 3), st.integers(0, 40)).map(
 
 @pytest.mark.property
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(0.3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.lists(producer_id, max_size=30),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from analysis.checks.availability import latency_of
 from analysis.model.availability import Latency
 from analysis.report.matrix import _latency_texts
+from tests.examples import examples
 from tests.unit.test_availability import T0_US, S, measured, window
 
 sends = st.lists(
@@ -59,7 +60,7 @@ def fault_events(faults: list[tuple[int, int]], healed: list[bool]) -> list[dict
     return events
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(0.3), deadline=None)
 @given(sends, intervals, st.lists(st.booleans(), min_size=3, max_size=3))
 def test_each_fault_and_the_rest_get_the_latency_of_their_own_sends(rows, faults, healed):
     healed = healed[: len(faults)]

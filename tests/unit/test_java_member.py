@@ -26,6 +26,7 @@ from harness.workload.clients.java_member import (
     member_argv,
 )
 from harness.workload.consumer_member import ASSIGNED, READY, ConsumerTask
+from tests.examples import examples
 
 ids = st.integers(min_value=-1, max_value=10**15)
 small = st.integers(min_value=0, max_value=2**31 - 1)
@@ -41,7 +42,7 @@ def _write(path: Path, rows: list[tuple], tail: str) -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(0.3), deadline=None)
 @given(
     st.lists(processed_row, max_size=30),
     st.lists(commit_row, max_size=10),

@@ -19,6 +19,7 @@ from harness.rundir.records import NO_REPORT
 from harness.workload.recorder import decode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.journal import MAX_CHOSEN_ID, ChaosJournal
+from tests.examples import examples
 from tests.unit.finalized import finalized
 
 
@@ -147,7 +148,7 @@ def test_message_and_value_do_not_mix(tmp_path: Path) -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=60)
+@settings(max_examples=examples(0.3))
 @given(
     st.dictionaries(
         st.integers(0, 300), st.sampled_from(sorted(ERRORS)) | st.none(), min_size=1, max_size=60

@@ -18,6 +18,7 @@ from analysis.report.publish import DestinationError
 from analysis.report.remote_runs import local_mirror, select_run_dirs, stage_runs
 from harness.rundir import layout
 from kafka_chaos.cli import main
+from tests.examples import examples
 from tests.unit.reconcile_runs import in_order, write_run
 
 UNKNOWN_EXIT = 2
@@ -39,7 +40,7 @@ def _glob_oracle(root: Path, pattern: list[str]) -> set[str]:
 
 
 @pytest.mark.property
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(1.5), deadline=None)
 @given(
     st.lists(st.lists(name, min_size=0, max_size=4), min_size=1, max_size=6),
     st.lists(pattern_name, min_size=1, max_size=4),

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.chaos.shaper.policy import Policy, Shape
+from tests.examples import examples
 
 arrivals = st.lists(
     st.floats(min_value=0, max_value=1000, allow_nan=False), min_size=1, max_size=200
@@ -48,7 +49,7 @@ def test_without_jitter_each_packet_is_held_exactly_the_delay(times, delay):
 
 
 @given(percent, percent, percent, st.integers(0, 10))
-@settings(max_examples=30)
+@settings(max_examples=examples(0.15))
 def test_shares_match_the_percentages(reorder, duplicate, drop, seed):
     n = 4000
     policy = Policy(Shape(delay_ms=10, reorder_percent=reorder, duplicate_percent=duplicate,

@@ -18,6 +18,7 @@ from harness.rundir import layout
 from harness.rundir.records import ACKED_SCHEMA, PROCESSED_SCHEMA, READBACK_SCHEMA
 from harness.rundir.streams import StreamWriter
 from harness.rundir.transactions import TRANSACTION_SCHEMA
+from tests.examples import examples
 
 T0_US = 1_700_000_000_000_000
 SIZE, PARTITIONS = 3, 3
@@ -181,7 +182,9 @@ ABORTED = [m for m in range(SENT - 1) if OUTCOMES[m // SIZE] == "aborted"]
 
 @pytest.mark.property
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(0.2),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.lists(st.integers(0, SENT + 3), max_size=12),

@@ -80,16 +80,27 @@ def _group(tmp_path: Path, events: EventLog, members: int, partitions: int) -> C
 
 def test_the_group_starts_once_its_members_hold_every_partition(tmp_path, events, monkeypatch):
     group = _group(tmp_path, events, members=2, partitions=3)
-    checks: list[int] = []
+    held_at_ready: list[int] = []
+    looks = 0
 
-    def one_more_assigned() -> None:  # each look finds one more partition assigned
-        checks.append(1)
-        group.members[len(checks) % 2].counters[ASSIGNED] += 1
+    def one_more_assigned() -> None:  # the broker's side: each look, one more partition
+        nonlocal looks
+        looks += 1
+        group.members[looks % 2].counters[ASSIGNED] += 1
 
+    def write(event: Any) -> None:  # what the group held when it said it was ready
+        held_at_ready.append(sum(m.counters[ASSIGNED] for m in group.members))
+        written.append(event)
+
+    written: list[Any] = []
     monkeypatch.setattr(group, "check", one_more_assigned)
+    monkeypatch.setattr(group.events, "write", write)
     group.start()
-    assert len(checks) == 3
-    assert sum(m.counters[ASSIGNED] for m in group.members) == 3
+    # Ready exactly when the third partition was held: neither before, nor a look later.
+    assert held_at_ready == [3]
+    assert [(e.phase, e.pids, e.group) for e in written] == [
+        ("consumers-ready", [100, 101], group.group_id)
+    ]
 
 
 def test_a_member_that_ends_while_joining_is_a_consumer_crash(tmp_path, events, monkeypatch):

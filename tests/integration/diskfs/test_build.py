@@ -14,6 +14,8 @@ from harness.platform import diskfs
 from harness.platform.diskfs import DiskLayerError, chaosfs_binary
 from harness.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 
 def test_binary_is_cached(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_build(*args, **kwargs):

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.waiting import poll_until
 from tests.integration.diskfs.support import (
     DELAY_MS,
@@ -25,6 +27,8 @@ from tests.integration.diskfs.support import (
     opened,
     torn_cut,
 )
+
+pytestmark = pytest.mark.integration
 
 
 def test_passthrough(fs: ChaosFS) -> None:

@@ -13,7 +13,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.integration.diskfs.support import ChaosFS, torn_cut
+
+pytestmark = pytest.mark.integration
 
 
 # The property: random pwrite/append/ftruncate/fsync on 1-3 files, then a crash, against an
@@ -55,7 +58,7 @@ OPS = st.lists(
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(0.3),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
