@@ -96,7 +96,7 @@ class FaultClass:
             raise ValueError(
                 f"unknown fault_class {name!r}: expected one of {sorted(WHOLE_CLUSTER_CLASSES)}"
                 f" or <role>-<kind> with role in {sorted(ROLES)} and kind in {sorted(KINDS)}; "
-                "fix the experiment's fault class or add a row to analysis/guarantees.py"
+                "fix the experiment's fault class or add a row to analysis/judge/guarantees.py"
             )
         return cls(name=name, role=role, kind=kind)
 
@@ -111,6 +111,7 @@ class Setting:
     enable_idempotence: bool
     max_in_flight: int
     fault: FaultClass
+    fsync_each_message: bool = False  # every append fsynced before its acknowledgement
 
     @classmethod
     def from_config(cls, config: CellConfig) -> Setting:
@@ -122,6 +123,8 @@ class Setting:
             enable_idempotence=config.require("enable_idempotence"),
             max_in_flight=config.require("max_in_flight"),
             fault=FaultClass.parse(config.require("fault_class")),
+            # Absent means Kafka's default: no fsync before the acknowledgement.
+            fsync_each_message=bool(config.fsync_each_message),
         )
 
 
@@ -135,6 +138,7 @@ class LossRow:
     citation: str
     min_insync: tuple[int, int] = (0, MAX_MIN_INSYNC)  # inclusive range
     unclean: bool | None = None  # None: the row holds whatever unclean election is set to
+    fsync: bool | None = None  # None: the row holds whatever the flush settings are
 
     def matches(self, setting: Setting) -> bool:
         """True when this row covers the setting and its fault class."""
@@ -143,6 +147,7 @@ class LossRow:
             setting.acks in self.acks
             and low <= setting.min_insync_replicas <= high
             and self.unclean in (None, setting.unclean_leader_election)
+            and self.fsync in (None, setting.fsync_each_message)
             and any(fnmatchcase(setting.fault.name, pattern) for pattern in self.faults)
         )
 
@@ -184,6 +189,17 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         loss=FORBIDDEN,
         citation="faults on the consumer group alone touch no broker: “Consumer-side delivery” "
         "– what the group processes is judged on its own; the log is held to no fault's rule",
+    ),
+    LossRow(
+        acks=frozenset({"all"}),
+        min_insync=MIN_INSYNC_2_PLUS,
+        fsync=True,
+        faults=("all-power-loss",),
+        loss=FORBIDDEN,
+        citation="power loss of all with every append fsynced before it is acknowledged "
+        "(flush.messages=1 or log.flush.interval.messages=1): “a power loss of all loses "
+        "nothing acks=all has acknowledged with min.insync >= 2: each in-sync replica fsyncs "
+        "on append, before the leader's high watermark passes the message”",
     ),
     LossRow(
         acks=ACKS_1_OR_ALL,
@@ -366,7 +382,7 @@ def loss_row_for(setting: Setting) -> LossRow:
     raise LookupError(
         f"no documented guarantee for acks={setting.acks}, "
         f"min.insync={setting.min_insync_replicas}, fault_class={setting.fault.name}: "
-        "add a row to analysis/guarantees.py LOSS_TABLE"
+        "add a row to analysis/judge/guarantees.py LOSS_TABLE"
     )
 
 

@@ -63,13 +63,22 @@ class CellConfig(BaseModel):
     consumer_commit: str | None = None  # harness.rundir.records.CommitMode
     transactions: bool | None = None  # the workload ran transactions (workload.transactions)
     client: str | None = None  # the producer's client when not librdkafka: "java 3.8.0", ...
+    # Every append fsynced before it is acknowledged: the topic's flush.messages (or, when the
+    # topic leaves it out, the brokers' log.flush.interval.messages) is 1. Absent: it is not.
+    fsync_each_message: bool | None = None
 
     @field_validator("acks", mode="before")
     @classmethod
     def _acks(cls, value: object) -> object:
         return None if value is None else normalise_acks(value)
 
-    @field_validator("unclean_leader_election", "enable_idempotence", "transactions", mode="before")
+    @field_validator(
+        "unclean_leader_election",
+        "enable_idempotence",
+        "transactions",
+        "fsync_each_message",
+        mode="before",
+    )
     @classmethod
     def _flag(cls, value: object) -> object:
         return None if value is None else read_bool(value)

@@ -20,6 +20,7 @@ from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.heal import heal_all
 from harness.chaos.nemesis import Nemesis, resolve_target
 from harness.experiment.spec import FaultStep
+from harness.platform import admin
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import INTERNAL_PORT, LOG_DIR
@@ -112,6 +113,15 @@ def isr_seen_by(node: KafkaNode, topic: str) -> tuple[int, ...]:
     """Partition 0's ISR in `node`'s own metadata (a cut-off node has a stale view)."""
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.host_port}", "log_level": 0})
     return tuple(admin.list_topics(topic, timeout=5).topics[topic].partitions[0].isrs)
+
+
+def started_at(node: KafkaNode) -> tuple[str, str]:
+    """When the engine last started the node's container, as (seconds, nanoseconds) strings
+    that sort as time (the engine drops the fraction's trailing zeros)."""
+    node.docker.reload()
+    stamp = node.docker.attrs["State"]["StartedAt"]  # RFC 3339, e.g. ...T01:21:03.1234567Z
+    seconds, _, fraction = stamp.rstrip("Z").partition(".")
+    return seconds, fraction.ljust(9, "0")
 
 
 def fault_of(kind: str, ctx: FaultContext, nodes: list[KafkaNode], **params) -> Fault:
@@ -330,9 +340,16 @@ def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
 
 
 @pytest.mark.integration
+def quorum_leader(cluster: KafkaCluster) -> int:
+    """The active controller as the quorum itself describes it (DescribeQuorum through the
+    Admin API, what `kafka-metadata-quorum describe --status` asks): not the quorum-state
+    files the harness's own `active_controller()` reads."""
+    return admin.quorum(cluster, via="brokers").leader
+
+
 def test_controller_target_is_the_active_controller(cluster, topic):
     (node,) = resolve_target(ctx_for(cluster, topic), step("kill", target="controller"))
-    assert node.node_id == cluster.active_controller()
+    assert node.node_id == quorum_leader(cluster)
 
 
 @pytest.mark.integration
@@ -380,12 +397,18 @@ def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluste
 @pytest.mark.chaos
 def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, topic):
     ctx = ctx_for(cluster, topic)
-    controller = cluster.active_controller()
+    controller = quorum_leader(cluster)
+    started_before = {n.node_id: started_at(n) for n in cluster.nodes}
     roll = fault_of("rolling-restart", ctx, cluster.nodes, timeout_s=30, rejoin_timeout_s=60)
     detail = roll.inject()
     assert detail["order"][-1] == controller and sorted(detail["order"]) == [1, 2, 3]
     wait_until(lambda: len(roll.restarted) == 3, 240, "three restarts")
     roll.heal()  # waits for the last node to rejoin or halts the wait
+    # The engine's own record, not the fault's list: each container started anew, in the
+    # order the fault announced, the controller last.
+    started = {n.node_id: started_at(n) for n in cluster.nodes}
+    assert all(started[i] > started_before[i] for i in started), (started_before, started)
+    assert sorted(started, key=started.__getitem__) == detail["order"]
     assert roll.restarted == detail["order"]
     assert roll.detail() == {"restarted": detail["order"], "completed": True}
     assert [n.state() for n in cluster.nodes] == ["running"] * 3

@@ -95,6 +95,32 @@ def test_a_delay_to_clients_is_the_latency_a_client_sees_and_heal_ends_it(cluste
     assert helpers_left(cluster) == [] and shaper_chains(leader) == []
 
 
+def test_a_delay_of_what_the_leader_receives_makes_requests_arrive_late(cluster, topic):
+    client = producer(cluster, "all")
+    before = statistics.median(produce_latencies_ms(client, topic))
+    leader = leader_of_0(cluster, topic)
+    delay = fault(
+        cluster, topic, "delay", leader, delay_ms=300, direction="in", **{"from": "clients"}
+    )
+    delay.inject()
+    try:
+        # Held on the way in: the node's INPUT jumps to the shaper's chain, OUTPUT does not.
+        jumps = [
+            line for line in shaper_chains(leader) if line.startswith("-A ") and " -j " in line
+        ]
+        assert any(line.startswith("-A INPUT -j KCHAOS_Q") for line in jumps), jumps
+        assert not any(line.startswith("-A OUTPUT") for line in jumps), jumps
+        during = statistics.median(produce_latencies_ms(client, topic))
+    finally:
+        delay.heal()
+    after = statistics.median(produce_latencies_ms(client, topic))
+    assert 250 <= during - before <= 700, (before, during)
+    assert after - before < 100, (before, after)
+    figures = delay.detail()["shaper"][leader.hostname]
+    assert figures["packets"] > 0 and 295 <= figures["hold_ms_p50"] <= 450, figures
+    assert helpers_left(cluster) == [] and shaper_chains(leader) == []
+
+
 def test_a_delay_to_brokers_slows_replication_but_not_a_leader_only_ack(cluster, topic):
     leader = leader_of_0(cluster, topic)
     acks_1, acks_all = producer(cluster, "1"), producer(cluster, "all")

@@ -14,12 +14,21 @@ from harness.chaos.shaper.policy import Shape
 CLIENT = "172.18.0.1"  # the network's gateway: what the host's clients come from
 
 
-def shaped(dest: str, matches: list[list[str]], skips: list[list[str]]) -> bool:
-    """Whether a packet out of eth0 to `dest` reaches the NFQUEUE rule (skips RETURN first)."""
+def shaped(
+    peer: str, matches: list[list[str]], skips: list[list[str]], direction: str = "out"
+) -> bool:
+    """Whether a packet out of eth0 to `peer` (direction out), or into eth0 from `peer`
+    (direction in), reaches the NFQUEUE rule (skips RETURN first), walked as iptables does:
+    a rule matches when every match it names fits the packet."""
+    packet = (
+        {"-o": "eth0", "-d": peer, "-i": None, "-s": None}
+        if direction == "out"
+        else {"-i": "eth0", "-s": peer, "-o": None, "-d": None}
+    )
 
     def hits(rule: list[str]) -> bool:
         pairs = dict(zip(rule[::2], rule[1::2], strict=True))
-        return pairs.get("-o", "eth0") == "eth0" and pairs.get("-d", dest) == dest
+        return all(packet[flag] == value for flag, value in pairs.items())
 
     if any(hits(skip) for skip in skips):
         return False
@@ -39,23 +48,41 @@ def clusters(draw):
     return addresses, set(brokers), quorum
 
 
-@given(clusters(), st.data())
-def test_the_rules_shape_exactly_the_packets_to_the_chosen_peers(cluster, data):
+@given(clusters(), st.data(), st.sampled_from(["out", "in"]))
+def test_the_rules_shape_exactly_the_packets_to_the_chosen_peers(cluster, data, direction):
     addresses, brokers, quorum = cluster
     own = data.draw(st.sampled_from(sorted(addresses)))
     peers = data.draw(
         st.just(["all"])
         | st.lists(st.sampled_from(["brokers", "controllers", "clients"]), min_size=1, unique=True)
     )
-    matches, skips = match_rules(peers, own, addresses, brokers, quorum)
+    matches, skips = match_rules(peers, own, addresses, brokers, quorum, direction)
     for name, ip in addresses.items():
         if name == own:
             continue  # its own traffic stays on lo
         wanted = "all" in peers or (
             ("brokers" in peers and name in brokers) or ("controllers" in peers and name in quorum)
         )
-        assert shaped(ip, matches, skips) == wanted, (name, peers)
-    assert shaped(CLIENT, matches, skips) == ("all" in peers or "clients" in peers)
+        assert shaped(ip, matches, skips, direction) == wanted, (name, peers)
+        # The other direction is never shaped: a rule of one side never matches the other.
+        assert not shaped(ip, matches, skips, "in" if direction == "out" else "out")
+    wanted = "all" in peers or "clients" in peers
+    assert shaped(CLIENT, matches, skips, direction) == wanted
+
+
+@pytest.mark.parametrize("fault", ["delay", "reorder"])
+def test_direction_in_shapes_what_the_target_receives_from_its_from_peers(fault):
+    from harness.chaos.faults.shape import peers_and_direction
+
+    parsed = FAULT_TYPES[fault].parse_params({"direction": "in", "from": ["clients"]})
+    assert peers_and_direction(parsed) == (["clients"], "in")
+    assert parsed.model_dump()["from"] == ["clients"] and "to" not in parsed.model_dump()
+    everyone = FAULT_TYPES[fault].parse_params({"direction": "in"})
+    assert peers_and_direction(everyone) == (["all"], "in")
+    # Today's files keep their meaning: no direction is out, to its `to`.
+    default = FAULT_TYPES[fault].parse_params({"to": "brokers"})
+    assert peers_and_direction(default) == (["brokers"], "out")
+    assert "from" not in default.model_dump()
 
 
 @pytest.mark.parametrize(
@@ -86,6 +113,11 @@ def test_each_fault_becomes_the_shape_it_names(fault, params, shape):
         ("duplicate", {"percent": 150}, "params.percent"),
         ("duplicate", {"delay_ms": 5}, "unknown param 'delay_ms' for fault duplicate"),
         ("delay", {"delay_ms": "fast"}, "params.delay_ms"),
+        ("delay", {"direction": "up"}, "params.direction"),
+        ("delay", {"direction": "in", "to": "brokers"}, "for direction: in use from"),
+        ("reorder", {"from": "clients"}, "for direction: out use to"),
+        ("reorder", {"direction": "in", "from": "nobody"}, "unknown peer 'nobody'"),
+        ("duplicate", {"direction": "in"}, "unknown param 'direction' for fault duplicate"),
     ],
 )
 def test_bad_params_are_refused_naming_the_param(fault, params, problem):

@@ -115,6 +115,45 @@ def test_power_loss_rows(base: dict[str, Any], fault_class: str, loss: str) -> N
         assert "power loss" in g.citation
 
 
+FSYNCED = {"fsync_each_message": True}
+
+
+@pytest.mark.parametrize(
+    ("base", "fault_class", "loss"),
+    [
+        # Every append fsynced before its acknowledgement: acks=all with min.insync >= 2
+        # keeps everything through a power loss of all (KAFKA-RELIABILITY's table) ...
+        ({**CP, **FSYNCED}, "all-power-loss", FORBIDDEN),
+        ({**CP, **FSYNCED, "min_insync_replicas": 3}, "all-power-loss", FORBIDDEN),
+        ({**CP, "fsync_each_message": "true"}, "all-power-loss", FORBIDDEN),
+        # ... but not with one in-sync replica, nor acks=1, nor without the setting.
+        ({**MIN1, **FSYNCED}, "all-power-loss", ALLOWED),
+        ({**AP, **FSYNCED}, "all-power-loss", ALLOWED),
+        ({**CP, "fsync_each_message": False}, "all-power-loss", ALLOWED),
+        # Other faults read the rows they read without it.
+        ({**CP, **FSYNCED}, "leader-kill", FORBIDDEN),
+        ({**AP, **FSYNCED}, "leader-kill", ALLOWED),
+        ({**CP, **FSYNCED, "unclean_leader_election": True}, "all-kill", ALLOWED),
+    ],
+)
+def test_power_loss_of_all_under_fsync_each_message(
+    base: dict[str, Any], fault_class: str, loss: str
+) -> None:
+    g = guarantee_for(with_fault(base, fault_class))
+    assert g.loss == loss, g.citation
+    if loss == FORBIDDEN and fault_class == "all-power-loss":
+        assert "fsynced" in g.citation
+
+
+def test_a_loss_in_a_power_loss_under_fsync_is_a_violation() -> None:
+    config = with_fault({**CP, **FSYNCED}, "all-power-loss")
+    assert judge_repetition(result(config, lost=3), []).verdict == Verdict.VIOLATION
+    assert judge_repetition(result(config), []).verdict == Verdict.PASS
+    # Without the setting the same loss is what the documentation allows.
+    allowed = with_fault(CP, "all-power-loss")
+    assert judge_repetition(result(allowed, lost=3), []).verdict == Verdict.EXPECTED_LOSS
+
+
 @pytest.mark.parametrize(
     ("base", "fault_class", "loss", "quote"),
     [

@@ -302,6 +302,33 @@ def test_cell_config_is_flat_and_complete():
     }
 
 
+@pytest.mark.parametrize(
+    ("topic_config", "broker_config", "fsynced"),
+    [
+        ({"flush.messages": 1}, {}, True),
+        ({"flush.messages": "1"}, {}, True),
+        ({}, {"log.flush.interval.messages": 1}, True),
+        # The topic's own setting overrides the brokers' default, either way.
+        ({"flush.messages": 1000}, {"log.flush.interval.messages": 1}, False),
+        ({"flush.messages": 1}, {"log.flush.interval.messages": 1000}, True),
+        ({"flush.messages": 2}, {}, False),
+        ({}, {}, False),
+    ],
+)
+def test_fsync_each_message_in_the_config_only_when_every_append_is_fsynced(
+    topic_config: dict[str, Any], broker_config: dict[str, Any], fsynced: bool
+):
+    cell = one_cell(
+        doc(
+            topic={"config": topic_config},
+            kafka={"version": "4.3.1", "broker_config": broker_config},
+        )
+    )
+    config = cell_config(cell, []).as_json()
+    # Absent unless true: the spec.json of every other cell keeps its keys.
+    assert config.get("fsync_each_message") is (True if fsynced else None)
+
+
 def test_producer_settings_mapping():
     spec = parse_experiment(
         doc(

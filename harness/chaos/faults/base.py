@@ -170,7 +170,8 @@ class Fault(ABC, Generic[P]):
 def _param_problem(fault: type[Fault], error: Any) -> str:
     """One pydantic error of a params model as a clause naming the param and its meaning."""
     loc = [str(part) for part in error["loc"]]
-    fields = fault.Params.model_fields
+    # By the names a user writes: a field's alias where it has one (`from`).
+    fields = {info.alias or name: info for name, info in fault.Params.model_fields.items()}
     if error["type"] == "extra_forbidden":
         takes = f"it takes {', '.join(fields)}" if fields else "it takes no params"
         return f"unknown param {shown(loc[-1])} for fault {fault.name}; {takes}"

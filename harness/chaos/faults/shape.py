@@ -5,8 +5,11 @@ Each faulted node gets a helper container in its network namespace running the s
 peers, and it lets them go late, out of order or twice. Works on any broker image (the helper
 brings iptables and Python) and on kernels without the netem qdisc, as these are.
 
-The target's *outgoing* packets are shaped, as netem shapes egress: a delayed leader answers
-its clients late and fetches from its followers late; its incoming packets are untouched.
+By default (`direction: out`) the target's *outgoing* packets to `to` are shaped, as netem
+shapes egress: a delayed leader answers its clients late and fetches from its followers late;
+its incoming packets are untouched. With `direction: in` (delay and reorder) the packets the
+target *receives* from `from` are held instead (NFQUEUE from INPUT): a request reaches the
+broker late, e.g. a produce or EndTxn that lands after the client has moved on.
 TCP hides reordering and duplicates inside one connection (it retransmits, reorders and
 discards); across connections, e.g. a produce request and a later EndTxn on another, the
 order in which requests reach the broker does change.
@@ -18,7 +21,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, param_number, shown
@@ -59,20 +62,67 @@ Milliseconds = Annotated[
     at_most(MAX_DELAY_MS, "a minute, beyond every client and broker timeout", "ms"),
 ]
 Percent = Annotated[param_number, Field(gt=0, le=100, description="share of packets, %")]
+Direction = Literal["in", "out"]
+FROM_MEANING = (
+    "with direction: in, whose packets to the target are shaped: all, or a list of brokers, "
+    "controllers, clients (as `to` is for direction: out)"
+)
+DIRECTION_MEANING = (
+    "out (default): the packets the target sends to `to`; in: the packets it receives from "
+    "`from` (a request that arrives late)"
+)
 
 
-class DelayParams(FaultParams):
-    """How late the target's packets leave, and to whom."""
+class _Directed(FaultParams):
+    """The peers of a shaped fault that may act on either direction: `to` for the packets the
+    target sends (direction: out), `from` for those it receives (direction: in)."""
+
+    # `from` is a Python keyword: the field is from_, read and written as `from`.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, serialize_by_alias=True, validate_by_name=True
+    )
+
+    direction: Annotated[Direction, Field(description=DIRECTION_MEANING)] = "out"
+    to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
+    from_: Annotated[
+        list[Peer] | None,
+        BeforeValidator(_peer_list),
+        Field(alias="from", description=FROM_MEANING),
+    ] = None
+
+    @model_validator(mode="after")
+    def _peers_of_the_direction(self) -> _Directed:
+        given = self.model_fields_set
+        if self.direction == "out" and "from_" in given:
+            raise ValueError("from applies to direction: in; for direction: out use to")
+        if self.direction == "in" and "to" in given:
+            raise ValueError("to applies to direction: out; for direction: in use from")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _used_values(self, handler: Any) -> dict[str, Any]:
+        """The values used, as FaultParams dumps them, with only the active side's peers."""
+        data = handler(self)
+        data.pop("to" if self.direction == "in" else "from", None)
+        return {k: v for k, v in data.items() if v is not None}
+
+    @property
+    def peers(self) -> list[str]:
+        """The peers on the shaped side: `to` (out) or `from` (in, default all)."""
+        return list(self.to) if self.direction == "out" else list(self.from_ or ["all"])
+
+
+class DelayParams(_Directed):
+    """How late the target's packets leave (or arrive), and to (or from) whom."""
 
     delay_ms: Annotated[Milliseconds, Field(description="added to every packet, ms")] = 100
     jitter_ms: Annotated[
         Milliseconds, Field(description="uniform spread around delay_ms, ± ms (order is kept)")
     ] = 0
-    to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
 
 
-class ReorderParams(FaultParams):
-    """Which share of the target's packets overtake the rest, which are held."""
+class ReorderParams(_Directed):
+    """Which share of the target's packets (sent or received) overtake the rest, held."""
 
     percent: Annotated[
         Percent, Field(description="packets sent at once, ahead of held ones, %")
@@ -80,7 +130,6 @@ class ReorderParams(FaultParams):
     delay_ms: Annotated[
         Milliseconds, Field(description="how long the other packets are held, ms")
     ] = 50
-    to: To = ["all"]  # noqa: RUF012
 
 
 class DuplicateParams(FaultParams):
@@ -111,15 +160,22 @@ def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
 
 
 def match_rules(
-    peers: list[str], own: str, addresses: dict[str, str], brokers: set[str], quorum: set[str]
+    peers: list[str],
+    own: str,
+    addresses: dict[str, str],
+    brokers: set[str],
+    quorum: set[str],
+    direction: Direction = "out",
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """(matches, skips): the iptables matches for the packets from node `own` to `peers`.
+    """(matches, skips): the iptables matches for the packets from node `own` to `peers`
+    (direction out), or to node `own` from `peers` (direction in).
 
     `addresses` maps every node's name to its address; `brokers` and `quorum` name the
     brokers and the metadata quorum's nodes (a combined KRaft node is both). Clients are
     whoever is not a node, so shaping them means letting the nodes not chosen through first
     (skips) and shaping the rest of the interface."""
-    out = ["-o", INTERFACE]
+    out = ["-o", INTERFACE] if direction == "out" else ["-i", INTERFACE]
+    peer = "-d" if direction == "out" else "-s"
     if "all" in peers:
         return [out], []
     others = {name: ip for name, ip in addresses.items() if name != own}
@@ -129,9 +185,17 @@ def match_rules(
     if "controllers" in peers:
         chosen |= {name for name in others if name in quorum}
     if "clients" in peers:
-        skips = [[*out, "-d", ip] for name, ip in sorted(others.items()) if name not in chosen]
+        skips = [[*out, peer, ip] for name, ip in sorted(others.items()) if name not in chosen]
         return [out], skips
-    return [[*out, "-d", others[name]] for name in sorted(chosen)], []
+    return [[*out, peer, others[name]] for name in sorted(chosen)], []
+
+
+def peers_and_direction(params: FaultParams) -> tuple[list[str], Direction]:
+    """The shaped side's peers and direction of a shaped fault's params (duplicate and the
+    peer drop act on outgoing packets only)."""
+    if isinstance(params, _Directed):
+        return params.peers, params.direction
+    return list(params.to), "out"  # type: ignore[attr-defined]
 
 
 class _Shaped(Fault[Any]):
@@ -150,11 +214,12 @@ class _Shaped(Fault[Any]):
         self._figures: dict[str, Any] = {}
         rules: dict[str, Any] = {}
         try:
+            peers, direction = peers_and_direction(self.params)
             for node in self.nodes:
                 matches, skips = match_rules(
-                    self.params.to, node.hostname, addresses, brokers, quorum
+                    peers, node.hostname, addresses, brokers, quorum, direction
                 )
-                plan = self._plan(matches, skips)
+                plan = self._plan(matches, skips, direction)
                 sidecar = Sidecar(cluster, node, SHAPER_PACKAGE, "shaper.main", plan, "shaper")
                 rules[node.hostname] = sidecar.start()["rules"]
                 self._sidecars.append(sidecar)
@@ -163,13 +228,15 @@ class _Shaped(Fault[Any]):
             raise FaultError(str(exc)) from exc
         return {**self.params.model_dump(), "shaper": "nfqueue", "rules": rules}
 
-    def _plan(self, matches: list[list[str]], skips: list[list[str]]) -> str:
+    def _plan(self, matches: list[list[str]], skips: list[list[str]], direction: str) -> str:
         """The shaper's plan (harness/chaos/shaper/main.py) as its JSON argument."""
         # A queue number of its own: two shaped faults on one node must not share a queue.
         queue = self.ctx.rng.randrange(1, 65_000)
         return json.dumps({
             "queue": queue,
             "chain": f"KCHAOS_Q{queue}",
+            # The built-in chain that jumps to the plan's: what the node sends, or receives.
+            "hook": "OUTPUT" if direction == "out" else "INPUT",
             "matches": matches,
             "skips": skips,
             "shape": shape_of(self.name, self.params),

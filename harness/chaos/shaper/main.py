@@ -1,7 +1,8 @@
 """The shaper program: `python3 -m shaper.main '<plan as JSON>'` in a helper container that
 shares a node's network namespace (standard library only).
 
-It binds its NFQUEUE, puts its rules in a chain of its own (jumped to first from OUTPUT, each
+It binds its NFQUEUE, puts its rules in a chain of its own (jumped to first from OUTPUT for the
+packets the node sends, or from INPUT for those it receives, as the plan's `hook` says; each
 NFQUEUE rule with --queue-bypass so packets pass untouched if this program dies), prints one
 line `{"ready": ...}`, shapes packets until SIGTERM, then removes its rules, lets every held
 packet go, and prints one line `{"figures": ...}` with what it did. A failure prints
@@ -28,6 +29,7 @@ IPT = ["iptables", "-w"]
 # Copies the shaper sends carry this mark, so its own rules let them pass.
 DUPLICATE_MARK = 0x4B435153
 SO_MARK = 36
+HOOKS = ("OUTPUT", "INPUT")
 HOLDS_KEPT = 1_000_000  # hold times kept for the percentiles (a long fault keeps the first)
 
 
@@ -41,6 +43,7 @@ class Plan:
     skips: list[list[str]]  # matches of packets let through first (clients: not the nodes)
     shape: Shape
     seed: int | None = None
+    hook: str = "OUTPUT"  # the built-in chain that jumps to ours: OUTPUT (sent) or INPUT
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -52,6 +55,7 @@ class Plan:
             [list(map(str, m)) for m in raw.get("skips", [])],
             Shape(**raw["shape"]),
             raw.get("seed"),
+            str(raw.get("hook", "OUTPUT")),
         )
 
     def rules(self) -> list[list[str]]:
@@ -100,17 +104,21 @@ def iptables(*args: str) -> None:
 
 
 def install(plan: Plan) -> None:
-    """The plan's chain, filled, jumped to first from OUTPUT (replacing any stale one)."""
+    """The plan's chain, filled, jumped to first from its hook (replacing any stale one)."""
+    if plan.hook not in HOOKS:
+        raise ValueError(f"unknown hook {plan.hook!r}: expected one of {', '.join(HOOKS)}")
     remove(plan)
     iptables("-N", plan.chain)
     for rule in plan.rules():
         iptables("-A", plan.chain, *rule)
-    iptables("-I", "OUTPUT", "1", "-j", plan.chain)
+    iptables("-I", plan.hook, "1", "-j", plan.chain)
 
 
 def remove(plan: Plan) -> None:
-    """No trace of the plan's chain (nothing happens when there is none)."""
-    for args in (["-D", "OUTPUT", "-j", plan.chain], ["-F", plan.chain], ["-X", plan.chain]):
+    """No trace of the plan's chain, jumped to from either hook (nothing happens when there is
+    none)."""
+    jumps = [["-D", hook, "-j", plan.chain] for hook in HOOKS]
+    for args in (*jumps, ["-F", plan.chain], ["-X", plan.chain]):
         subprocess.run([*IPT, *args], capture_output=True)
 
 
