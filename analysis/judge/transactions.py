@@ -66,25 +66,55 @@ class TxnKnownBug:
     fixed_in: str
     first_affected: str | None
     evidence: Callable[[RunEvidence], str]  # '' when the run does not show its pattern
+    # The Java client release whose side of the fix the server's needs (KIP-890: the client
+    # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
+    # releases. None: the server's release alone decides.
+    client_fixed_in: str | None = None
 
-    def affects(self, version: str | None) -> bool:
-        """True when `version` lies in the affected range."""
+    def affects(self, version: str | None, client: str | None = None) -> bool:
+        """True when Kafka `version` lies in the affected range, or past it while the
+        producer's `client` (CellConfig.client: "java 4.3.1"; None for librdkafka) lacks its
+        side of the fix."""
         try:
             release = KafkaVersion.parse(version or "")
         except ValueError:
             return False
-        if release >= KafkaVersion.parse(self.fixed_in):
+        if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
             return False
-        return self.first_affected is None or release >= KafkaVersion.parse(self.first_affected)
+        if release < KafkaVersion.parse(self.fixed_in):
+            return True
+        return self.client_fixed_in is not None and not _java_at_least(client, self.client_fixed_in)
+
+    def fixed_where(self) -> str:
+        """Where the fix lies, as a reason says it."""
+        if self.client_fixed_in is None:
+            return f"fixed in {self.fixed_in}"
+        return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
+
+
+def _java_at_least(client: str | None, release: str) -> bool:
+    """Whether `client` ("java 4.3.1") is the Java client at `release` or later."""
+    kind, _, version = (client or "librdkafka").partition(" ")
+    if kind != "java":
+        return False
+    try:
+        return KafkaVersion.parse(version) >= KafkaVersion.parse(release)
+    except ValueError:
+        return False
 
 
 def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
-    """The first fault of the run (the pattern needs an EndTxn or produce held up by one)."""
-    for event in events.fault_starts:
-        return (
-            f"{event.fault} of {event.target} (nodes {event.nodes}) "
-            "held requests of an open transaction up"
+    """The fault that held an EndTxn or produce up, as the pattern needs: the first one that
+    made requests arrive late (a shaped fault with direction: in), else the run's first."""
+    starts = list(events.fault_starts)
+    late = [e for e in starts if isinstance(e.detail, dict) and e.detail.get("direction") == "in"]
+    for event in late or starts:
+        how = (
+            f"made requests to nodes {event.nodes} arrive late ({event.detail.get('delay_ms')} ms)"
+            if event in late
+            else f"held requests of an open transaction up (nodes {event.nodes})"
         )
+        return f"{event.fault} of {event.target} {how}"
     return ""
 
 
@@ -98,6 +128,19 @@ TXN_KNOWN_BUGS: Final[tuple[TxnKnownBug, ...]] = (
         fixed_in="4.0.0",
         first_affected="3.0.0",
         evidence=_fault_hit_coordinator_or_leader,
+        client_fixed_in="4.0.0",
+    ),
+    TxnKnownBug(
+        reference="KAFKA-17754",
+        anomaly=AnomalyName.COMMITTED_LOST,
+        mechanism="a delayed transaction marker of an earlier transaction (an abort) is applied "
+        "to a later transaction after the producer moved on, so writes of a committed "
+        "transaction are aborted: lost or torn (server-side defense: KIP-890, transaction "
+        "version 2 in 4.0)",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        evidence=_fault_hit_coordinator_or_leader,
+        client_fixed_in="4.0.0",
     ),
 )
 
@@ -141,17 +184,25 @@ def transaction_findings(
             f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
         )
         findings.append(Finding(None, Verdict.VIOLATION, detail))
-    if finding := _torn_or_lost_finding(counts, examples, loss_is_violation=loss_is_violation):
+    if finding := _torn_or_lost_finding(
+        config, counts, events, examples, loss_is_violation=loss_is_violation
+    ):
         findings.append(finding)
     findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
 
 
 def _torn_or_lost_finding(
-    counts: Counts, examples: Mapping[str, Sequence[Example]], *, loss_is_violation: bool
+    config: CellConfig,
+    counts: Counts,
+    events: RunEvidence,
+    examples: Mapping[str, Sequence[Example]],
+    *,
+    loss_is_violation: bool,
 ) -> Finding | None:
     """Committed transactions lost or torn: judged as the loss of their messages is (None when
-    there is none). Torn transactions are lost ones too, so the finding is committed_lost's."""
+    there is none), a known bug where one explains them. Torn transactions are lost ones too,
+    so the finding is committed_lost's."""
     lost_name, torn_name = AnomalyName.COMMITTED_LOST, AnomalyName.TORN_TRANSACTION
     torn, lost = counts.get(torn_name, 0), counts.get(lost_name, 0)
     if not (torn or lost):
@@ -162,6 +213,8 @@ def _torn_or_lost_finding(
         f"{torn} {anomaly(torn_name).label}{_shown(quoted)}"
     )
     if loss_is_violation:
+        if known := _known_bug(lost_name, config, events, what, quoted):
+            return known
         detail = f"torn or lost transactions: {what}; {ATOMIC_CITATION}"
         return Finding(lost_name, Verdict.VIOLATION, detail, quoted)
     detail = f"{what}; allowed with the loss: {DURABLE_CITATION}"
@@ -205,17 +258,32 @@ def _aborted_findings(
         return []
     quoted = _quoted(examples, name)
     what = f"{aborted} {anomaly(name).label} ({anomaly(name).meaning}){_shown(quoted)}"
-    for bug in TXN_KNOWN_BUGS:
-        if bug.anomaly != name or not bug.affects(config.kafka_version):
-            continue
-        if evidence := bug.evidence(events):
-            detail = (
-                f"known bug {bug.reference} of Kafka {config.kafka_version} (fixed in "
-                f"{bug.fixed_in}): {bug.mechanism}; {what}; {evidence}"
-            )
-            return [Finding(name, Verdict.KNOWN_BUG, detail, quoted)]
+    if known := _known_bug(name, config, events, what, quoted):
+        return [known]
     detail = f"aborted reads: {what}; {ABORTED_CITATION}"
     return [Finding(name, Verdict.VIOLATION, detail, quoted)]
+
+
+def _known_bug(
+    name: AnomalyName,
+    config: CellConfig,
+    events: RunEvidence,
+    what: str,
+    quoted: tuple[Example, ...],
+) -> Finding | None:
+    """The KNOWN-BUG finding of the first transactional bug that explains anomaly `name` on
+    this release and client, when the run shows its pattern; None otherwise."""
+    for bug in TXN_KNOWN_BUGS:
+        if bug.anomaly != name or not bug.affects(config.kafka_version, config.client):
+            continue
+        if evidence := bug.evidence(events):
+            client = config.client or "librdkafka"
+            detail = (
+                f"known bug {bug.reference} of Kafka {config.kafka_version} with {client} "
+                f"({bug.fixed_where()}): {bug.mechanism}; {what}; {evidence}"
+            )
+            return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
+    return None
 
 
 def _summary(counts: Counts) -> str:

@@ -31,6 +31,7 @@ from analysis.judge.history import partition_histories
 from analysis.judge.outcomes import (
     CellVerdict,
     Events,
+    Finding,
     RepetitionVerdict,
     Subject,
     Verdict,
@@ -112,20 +113,21 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         partition_histories(events),
     )
     loss_finding = judge_loss(counts, examples, guarantee, evidence)
+    transactional = transaction_findings(
+        result.config,
+        {**result.counts, **counts},
+        events,
+        examples,
+        loss_is_violation=loss_finding.violation,
+    )
     findings = [
-        loss_finding,
+        _explained_by_transactions(loss_finding, transactional),
         *judge_divergence(counts, examples, guarantee, evidence),
         *judge_duplicates(counts, examples, guarantee),
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
-        *transaction_findings(
-            result.config,
-            {**result.counts, **counts},
-            events,
-            examples,
-            loss_is_violation=loss_finding.violation,
-        ),
+        *transactional,
     ]
     return RepetitionVerdict(
         verdict=most_severe(findings),
@@ -253,6 +255,20 @@ def judge_all(
     for result in results:
         groups.setdefault((result.experiment, result.cell), []).append(result)
     return [judge_cell(group, events_by_run) for group in groups.values()]
+
+
+def _explained_by_transactions(loss: Finding, transactional: Sequence[Finding]) -> Finding:
+    """The loss finding, a KNOWN-BUG where a known transactional bug explains the committed
+    transactions lost: in a transactional run a missing acknowledged message is a message of
+    a committed transaction, so that bug explains the loss too."""
+    explained = any(
+        f.anomaly == AnomalyName.COMMITTED_LOST and f.verdict == Verdict.KNOWN_BUG
+        for f in transactional
+    )
+    if not (loss.violation and explained):
+        return loss
+    detail = f"{loss.detail}; explained by the known bug of the committed transactions lost"
+    return dataclasses.replace(loss, verdict=Verdict.KNOWN_BUG, detail=detail)
 
 
 def exit_code(cells: Sequence[CellVerdict], *, known_bug_fails: bool = False) -> int:

@@ -342,7 +342,7 @@ def _sequence_rules(spec: Experiment) -> Iterator[Problem]:
                     f"{held[1]:g} s: a step with duration_s is healed before the next one "
                     f"starts, so this one would start late. For faults in force at once, bind "
                     f"step {held[0]} with `as: name`, leave out its duration_s and end it with "
-                    "a later step {fault: heal, target: \"@name\"}"
+                    'a later step {fault: heal, target: "@name"}'
                 )
                 yield f"{where}.at_s", reason
             last_at = max(last_at, step.at_s)

@@ -180,6 +180,10 @@ class TransactionsSpec(_Section):
     # librdkafka issues #5456 and #5511 describe (README, "Transactions"), which stalls the
     # workload for good.
     send_offsets: bool = False
+    # How the client answers a commit, abort or offer that timed out: retry the same call
+    # (KafkaProducer's contract), abort and go on (Jepsen's client, most applications), or
+    # reinit (a new client on the same transactional.id). harness/rundir/transactions.py.
+    on_timeout: Literal["retry", "abort", "reinit"] = "retry"
 
 
 class WorkloadSpec(_Section):

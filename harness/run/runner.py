@@ -50,6 +50,7 @@ from harness.rundir.events import (
     now_us,
 )
 from harness.rundir.records import CommitMode
+from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config
 from harness.workload.clients.java import group_member
 from harness.workload.clients.transactional import java_transactions
@@ -436,6 +437,7 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
         timeout_ms=transactions.timeout_ms,
         send_offsets=transactions.send_offsets,
         partitions=spec.topic.partitions,
+        on_timeout=OnTimeout(transactions.on_timeout),
     )
 
 

@@ -19,8 +19,10 @@ import pyarrow.parquet as pq
 from harness.rundir import layout
 
 __all__ = [
+    "TIMEOUT_ANSWERED",
     "TRANSACTION_SCHEMA",
     "Intent",
+    "OnTimeout",
     "TxnOutcome",
     "read_transactions",
 ]
@@ -41,6 +43,27 @@ class TxnOutcome(StrEnum):
     # commit or abort raised a fatal error, timed out for good, or never ran: the transaction
     # may have committed or not; never judged as loss nor as an aborted read.
     UNKNOWN = "unknown"
+
+
+class OnTimeout(StrEnum):
+    """How the transactional client answers a commit, abort or offer that timed out (or
+    failed with another retriable error): workload.transactions.on_timeout."""
+
+    # The same call again, as KafkaProducer's contract says: the one path on which a late
+    # EndTxn is harmless.
+    RETRY = "retry"
+    # Abort and go on to the next transaction (an abort that times out too: a new client), as
+    # Jepsen's client and most applications do: a late EndTxn or produce may then land on
+    # the next transaction (KAFKA-17754).
+    ABORT = "abort"
+    # Close the client and start a new one on the same transactional.id (initTransactions
+    # fences the old epoch): the defence Jepsen's author proposed.
+    REINIT = "reinit"
+
+
+# The clause a transaction's `error` carries when a timeout was answered otherwise than by
+# retrying: "on timeout: abort" or "on timeout: reinit" (the journal's record of the path).
+TIMEOUT_ANSWERED: Final = "on timeout: {}"
 
 
 TRANSACTION_SCHEMA: Final = pa.schema([

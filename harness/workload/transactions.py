@@ -44,7 +44,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
 from harness.rundir.streams import StreamWriter, read_stream
-from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
+from harness.rundir.transactions import (
+    TIMEOUT_ANSWERED,
+    TRANSACTION_SCHEMA,
+    Intent,
+    OnTimeout,
+    TxnOutcome,
+)
 from harness.waiting import Deadline, wait_for
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
 from harness.workload.recorder import (
@@ -80,6 +86,7 @@ class TransactionPlan:
     timeout_ms: int  # transaction.timeout.ms: how soon the coordinator aborts an open one
     send_offsets: bool
     partitions: int
+    on_timeout: OnTimeout = OnTimeout.RETRY  # how a timed-out commit, abort or offer is answered
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
         """Whether transaction `txn` is to be committed or aborted."""
@@ -179,6 +186,7 @@ class TransactionalRecorder:
         self._consumer: Consumer | None = None
         self._rng = random.Random(plan.seed)
         self._replaced = 0
+        self._reinit = False  # the last transaction's timeout was answered with a new client
         self._stop = threading.Event()  # the run's: an interrupt ends a wait for a stuck call
         self.stuck: ClientStuck | None = None
         self.refused = 0  # sends produce() refused synchronously (journalled as failed)
@@ -300,9 +308,13 @@ class TransactionalRecorder:
         self, producer: Producer, intent: Intent, txn: int, abort: bool = False
     ) -> tuple[TxnOutcome, str, bool]:
         """Send the offsets, then commit or abort as intended (`abort`: abort whatever the
-        intent): (outcome, errors, fatal)."""
+        intent): (outcome, errors, fatal). A retriable error (a timeout) is answered as the
+        plan's on_timeout says: the same call again, an abort (a new client when the abort
+        times out too or the client refuses it), or a new client at once; `errors` names the
+        answer."""
         errors: list[str] = []
         doing, doubtful = (Intent.ABORT if abort else intent), False
+        answered_abort, self._reinit = False, False  # an abort the timeout's answer asked for
         for _ in range(self.END_ATTEMPTS):
             try:
                 if self._group is not None and doing == Intent.COMMIT:
@@ -332,9 +344,30 @@ class TransactionalRecorder:
                     doing = Intent.ABORT
                 elif kafka_error.retriable():
                     doubtful = doubtful or doing == Intent.COMMIT
+                    answer = self._answer_timeout(doing)
+                    if answer is not OnTimeout.RETRY:
+                        errors.append(TIMEOUT_ANSWERED.format(answer.value))
+                    if answer is OnTimeout.REINIT:
+                        return TxnOutcome.UNKNOWN, "; ".join(errors), True
+                    if answer is OnTimeout.ABORT:
+                        doing, answered_abort = Intent.ABORT, True
                 else:
+                    if answered_abort and doing == Intent.ABORT:
+                        # The client refused the abort the answer asked for (a commit still
+                        # pending): the same answer goes on with a new client.
+                        self._reinit = True
+                        errors.append(TIMEOUT_ANSWERED.format(OnTimeout.REINIT.value))
                     return TxnOutcome.UNKNOWN, "; ".join(errors), True
         return TxnOutcome.UNKNOWN, "; ".join(errors), True
+
+    def _answer_timeout(self, doing: Intent) -> OnTimeout:
+        """What answers a timeout of the `doing` call: the plan's on_timeout, except that an
+        abort that timed out under `abort` leaves nothing but a new client (reinit)."""
+        answer = self.plan.on_timeout
+        if answer is OnTimeout.ABORT and doing == Intent.ABORT:
+            answer = OnTimeout.REINIT
+        self._reinit = answer is OnTimeout.REINIT
+        return answer
 
     def _send_offsets(self, producer: Producer, offsets: list[TopicPartition]) -> None:
         """send_offsets_to_transaction on a daemon thread, waited for at most END_TIMEOUT_S +
@@ -369,8 +402,10 @@ class TransactionalRecorder:
 
     def _replace(self) -> bool:
         """A fresh client with the same transactional id (fencing the old one); False when
-        REPLACE_ATTEMPTS are used up or init_transactions fails."""
-        self._replaced += 1
+        REPLACE_ATTEMPTS are used up or init_transactions fails. A replacement the plan's
+        on_timeout asked for is not counted: only fatal errors use up the attempts."""
+        deliberate, self._reinit = self._reinit, False
+        self._replaced += not deliberate
         if self._replaced > self.REPLACE_ATTEMPTS:
             log.error("transactional producer: too many fatal errors, stopping the workload")
             return False

@@ -40,10 +40,18 @@ class Check:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
 
-    def end(self, intent: str, must_abort: bool, offsets: bool, script: tuple[str, ...]) -> dict:
+    def end(
+        self,
+        intent: str,
+        must_abort: bool,
+        offsets: bool,
+        script: tuple[str, ...],
+        on_timeout: str = "retry",
+    ) -> dict:
         assert self.process.stdin is not None and self.process.stdout is not None
         results = ",".join(script) or "-"
-        self.process.stdin.write(f"{intent} {int(must_abort)} {int(offsets)} {results}\n")
+        line = f"{intent} {int(must_abort)} {int(offsets)} {results} {on_timeout}\n"
+        self.process.stdin.write(line)
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
 
@@ -61,15 +69,19 @@ def check() -> Iterator[Check]:
     program.process.wait()
 
 
-def expected_calls(intent: str, must_abort: bool, offsets: bool, trace: list[str]) -> str | None:
+def expected_calls(
+    intent: str, must_abort: bool, offsets: bool, trace: list[str], on_timeout: str = "retry"
+) -> str | None:
     """The oracle's first rule: why the calls in `trace` break the contract, or None.
 
     The first call offers the offsets (with a group) or commits, for a commit that was not
-    forced to abort; else it aborts. After a timeout the same call is retried (a commit may
-    not be followed by anything else); an offer that succeeded is followed by the commit; any
-    other error of an offer or commit is answered by an abort. Nothing follows a call that
-    succeeded in ending the transaction, a fatal or unexpected error, or an abort that failed
-    otherwise than by a timeout; the calls stop after ATTEMPTS failures.
+    forced to abort; else it aborts. After a timeout the same call is retried (`retry`: a
+    commit may not be followed by anything else), answered by an abort (`abort`; after an
+    abort's own timeout nothing follows: a new producer) or by nothing (`reinit`); an offer
+    that succeeded is followed by the commit; any other error of an offer or commit is
+    answered by an abort. Nothing follows a call that succeeded in ending the transaction, a
+    fatal or unexpected error, or an abort that failed otherwise than by a timeout; the calls
+    stop after ATTEMPTS failures.
     """
     commit = intent == "commit" and not must_abort
     want = ("offer" if offsets else "commit") if commit else "abort"
@@ -82,7 +94,9 @@ def expected_calls(intent: str, must_abort: bool, offsets: bool, trace: list[str
             return f"call {step} is {call}, the contract wants {want}"
         failures += result != "ok"
         if result == "timeout":
-            want = call
+            want = {"retry": call, "abort": "abort", "reinit": None}[on_timeout]
+            if on_timeout == "abort" and call == "abort":
+                want = None
         elif result == "ok":
             want = "commit" if call == "offer" else None
         elif result == "abortable" and call != "abort":
@@ -94,6 +108,25 @@ def expected_calls(intent: str, must_abort: bool, offsets: bool, trace: list[str
     if want is not None:
         return f"the calls stopped with {want} still due"
     return None
+
+
+def expected_answers(trace: list[str], on_timeout: str) -> list[str]:
+    """The oracle's third rule: the answers to timeouts the transaction's errors name, in
+    order: none for `retry`; `abort` (or `reinit` for an abort's own timeout, or for an abort
+    the client refused after an answered timeout) for `abort`; `reinit` for `reinit`."""
+    said: list[str] = []
+    for entry in trace:
+        call, result = entry.split(":")
+        if result == "timeout" and on_timeout != "retry":
+            answer = "reinit" if (on_timeout == "abort" and call == "abort") else on_timeout
+            said.append(f"on timeout: {answer}")
+        elif (
+            call == "abort"
+            and result in ("abortable", "illegal")
+            and said[-1:] == ["on timeout: abort"]
+        ):
+            said.append("on timeout: reinit")
+    return said
 
 
 def expected_outcome(trace: list[str]) -> tuple[str, bool]:
@@ -108,11 +141,22 @@ def expected_outcome(trace: list[str]) -> tuple[str, bool]:
     return "unknown", True
 
 
-def judge(check: Check, intent: str, must_abort: bool, offsets: bool, script: tuple[str, ...]):
-    got = check.end(intent, must_abort, offsets, script)
+def judge(
+    check: Check,
+    intent: str,
+    must_abort: bool,
+    offsets: bool,
+    script: tuple[str, ...],
+    on_timeout: str = "retry",
+):
+    got = check.end(intent, must_abort, offsets, script, on_timeout)
     trace = got["trace"]
-    assert expected_calls(intent, must_abort, offsets, trace) is None, (script, got)
+    assert expected_calls(intent, must_abort, offsets, trace, on_timeout) is None, (script, got)
     assert (got["outcome"], got["fatal"]) == expected_outcome(trace), (script, got)
+    said = [error for error in got["errors"] if error.startswith("on timeout")]
+    assert said == expected_answers(trace, on_timeout), (script, got)
+    # A new producer the answer asked for uses up no attempt: it is told apart.
+    assert got["reinit"] == (said[-1:] == ["on timeout: reinit"]), (script, got)
 
 
 def scripts(longest: int) -> Iterator[tuple[str, ...]]:
@@ -126,17 +170,42 @@ def test_every_script_of_up_to_five_answers_ends_as_the_contract_says(check: Che
             judge(check, intent, bool(must_abort), bool(offsets), script)
 
 
+@pytest.mark.parametrize("on_timeout", ["abort", "reinit"])
+def test_every_script_of_up_to_four_answers_ends_as_its_timeout_answer_says(
+    check: Check, on_timeout: str
+):
+    for script in scripts(4):
+        for intent, must_abort, offsets in itertools.product(("commit", "abort"), (0, 1), (0, 1)):
+            judge(check, intent, bool(must_abort), bool(offsets), script, on_timeout)
+
+
 def test_the_cases_that_matter_end_as_documented(check: Check):
     """A few of the above, spelled out."""
     assert check.end("commit", False, True, ())["trace"] == ["offer:ok", "commit:ok"]
     timed_out = check.end("commit", False, False, ("timeout", "abortable"))
-    assert timed_out == {"outcome": "unknown", "fatal": False,
-                         "trace": ["commit:timeout", "commit:abortable", "abort:ok"]}  # fmt: skip
+    assert (timed_out["outcome"], timed_out["fatal"], timed_out["trace"]) == (
+        "unknown", False, ["commit:timeout", "commit:abortable", "abort:ok"]
+    )  # fmt: skip
+    # The other answers to the same timeout: an abort at once, or a new producer.
+    answered = check.end("commit", False, False, ("timeout",), "abort")
+    assert (answered["outcome"], answered["trace"]) == ("unknown", ["commit:timeout", "abort:ok"])
+    assert "on timeout: abort" in answered["errors"] and not answered["reinit"]
+    refused = check.end("commit", False, False, ("timeout", "illegal"), "abort")
+    assert refused["fatal"] and refused["reinit"] and "on timeout: reinit" in refused["errors"]
+    renewed = check.end("commit", False, False, ("timeout",), "reinit")
+    assert (renewed["trace"], renewed["fatal"], renewed["reinit"]) == (
+        ["commit:timeout"],
+        True,
+        True,
+    )
     abortable = check.end("commit", False, False, ("abortable",))
     assert abortable["outcome"] == "aborted" and not abortable["fatal"]
     assert check.end("commit", False, False, ("timeout", "ok"))["outcome"] == "committed"
     fenced = check.end("abort", False, False, ("fatal",))
-    assert fenced == {"outcome": "unknown", "fatal": True, "trace": ["abort:fatal"]}
+    assert (fenced["outcome"], fenced["fatal"], fenced["trace"]) == (
+        "unknown", True, ["abort:fatal"]
+    )  # fmt: skip
+    assert not fenced["reinit"]  # a fatal error's new producer uses up an attempt
     forever = check.end("commit", False, False, ("timeout",) * 8)
     assert forever["trace"] == ["commit:timeout"] * ATTEMPTS and forever["fatal"]
 
@@ -147,6 +216,9 @@ def test_the_cases_that_matter_end_as_documented(check: Check):
     must_abort=st.booleans(),
     offsets=st.booleans(),
     script=st.lists(st.sampled_from(RESULTS), max_size=14).map(tuple),
+    on_timeout=st.sampled_from(["retry", "abort", "reinit"]),
 )
-def test_any_script_ends_as_the_contract_says(check, intent, must_abort, offsets, script):
-    judge(check, intent, must_abort, offsets, script)
+def test_any_script_ends_as_the_contract_says(
+    check, intent, must_abort, offsets, script, on_timeout
+):
+    judge(check, intent, must_abort, offsets, script, on_timeout)

@@ -21,7 +21,7 @@ from harness.experiment.plan import client_durability
 from harness.experiment.problems import SpecError
 from harness.rundir import layout
 from harness.rundir.events import EventLog
-from harness.rundir.transactions import Intent, TxnOutcome
+from harness.rundir.transactions import Intent, OnTimeout, TxnOutcome
 from harness.workload.clients import properties_text
 from harness.workload.clients.command import ClientError, ClientProgram
 from harness.workload.clients.protocol import TransactionEnd, ValueFormat, Violation, parse_line
@@ -145,9 +145,11 @@ def test_the_java_program_is_given_the_plan_and_the_settings_transactions_need()
     plan = TransactionPlan(4, 3, None, 7, 20_000, True, 3)
     assert java_transactions_argv(plan) == [
         "--transaction-size", "4", "--partitions", "3", "--offsets-group", GROUP_ID,
+        "--on-timeout", "retry",
     ]  # fmt: skip
-    no_offsets = TransactionPlan(4, 3, None, 7, 20_000, False, 3)
+    no_offsets = TransactionPlan(4, 3, None, 7, 20_000, False, 3, OnTimeout.ABORT)
     assert "--offsets-group" not in java_transactions_argv(no_offsets)
+    assert java_transactions_argv(no_offsets)[-2:] == ["--on-timeout", "abort"]
     text = properties_text({"enable.idempotence": False, **java_settings(plan)})
     assert text.splitlines() == [
         "enable.idempotence=true", f"transactional.id={TRANSACTIONAL_ID}",

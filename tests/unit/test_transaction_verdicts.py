@@ -12,7 +12,9 @@ from analysis.judge.transactions import TXN_KNOWN_BUGS
 from tests.unit.results_json import typed
 from tests.unit.verdict_runs import CP, T0_US, fault, healthy_events, result
 
-TXN = {**CP, "transactions": True, "kafka_version": "4.3.1"}
+# A release and client immune to KAFKA-17754: 4.x brokers with the Java 4.x client (KIP-890).
+TXN = {**CP, "transactions": True, "kafka_version": "4.3.1", "client": "java 4.3.1"}
+LIBRDKAFKA_TXN = {k: v for k, v in TXN.items() if k != "client"}  # no KIP-890 client side
 CLEAN_TXN = {
     "txn_committed": 150, "txn_aborted": 50, "txn_unknown": 0, "txn_unjournalled_sends": 0,
     "txn_committed_hidden": 0, "txn_aborted_in_log": 250,
@@ -57,6 +59,43 @@ def test_an_aborted_read_on_an_affected_release_after_a_fault_is_a_known_bug() -
     v = judge(txn_result({**TXN, "kafka_version": "3.8.1"}, aborted_read=3), fault(5, 10))
     assert v.verdict == Verdict.KNOWN_BUG, v.reasons
     assert any(bug.reference in r for r in v.reasons)
+
+
+@pytest.mark.parametrize(
+    ("config", "verdict"),
+    [
+        # KIP-890 needs both sides: a 4.x broker and a client that bumps its epoch per
+        # transaction. librdkafka does not (yet), nor does the Java client before 4.0.
+        (LIBRDKAFKA_TXN, Verdict.KNOWN_BUG),
+        ({**TXN, "client": "java 3.8.0"}, Verdict.KNOWN_BUG),
+        ({**TXN, "client": "command my-producer"}, Verdict.KNOWN_BUG),
+        ({**TXN, "kafka_version": "3.8.1"}, Verdict.KNOWN_BUG),
+        (TXN, Verdict.VIOLATION),
+        ({**TXN, "client": "java 4.0.0"}, Verdict.VIOLATION),
+        ({**TXN, "kafka_version": "2.8.2", "client": "java 2.8.2"}, Verdict.VIOLATION),
+    ],
+)
+def test_kafka_17754_needs_the_release_and_the_client_to_be_immune(config, verdict) -> None:
+    lost = txn_result(config, committed_lost=2, torn_transaction=1)
+    lost["counts"] |= {"lost": 2}  # a committed transaction's messages lost are lost messages
+    lost["loss_by_partition"] = {"0": 2}
+    for anomaly, res in (("aborted_read", txn_result(config, aborted_read=2)), ("lost", lost)):
+        v = judge(res, fault(5, 10))
+        assert v.verdict == verdict, (anomaly, v.reasons)
+        if verdict == Verdict.KNOWN_BUG:
+            [reason] = [r for r in v.reasons if "KAFKA-17754" in r]
+            assert "with the Java client 4.0.0 or later" in reason
+            assert (config.get("client") or "librdkafka") in reason
+
+
+def test_the_evidence_names_the_fault_that_made_requests_arrive_late() -> None:
+    [kill_start, kill_end] = fault(5, 10)
+    detail = {"direction": "in", "from": ["clients"], "delay_ms": 6000}
+    late = {**kill_start, "fault_id": 2, "fault": "delay", "target": "txn-coordinator",
+            "nodes": [2], "detail": detail}  # fmt: skip
+    v = judge(txn_result(LIBRDKAFKA_TXN, aborted_read=1), [kill_start, late, kill_end])
+    [reason] = [r for r in v.reasons if "KAFKA-17754" in r]
+    assert "delay of txn-coordinator made requests to nodes [2] arrive late (6000 ms)" in reason
 
 
 def test_an_aborted_read_without_a_fault_is_a_violation_even_on_an_affected_release() -> None:

@@ -45,7 +45,8 @@ def java_transactions_argv(plan: TransactionPlan) -> list[str]:
     """The arguments that put the Java recorder in transactions (after its usual ones)."""
     offsets = ["--offsets-group", GROUP_ID] if plan.send_offsets else []
     return [
-        "--transaction-size", str(plan.size), "--partitions", str(plan.partitions), *offsets
+        "--transaction-size", str(plan.size), "--partitions", str(plan.partitions), *offsets,
+        "--on-timeout", plan.on_timeout.value,
     ]  # fmt: skip
 
 

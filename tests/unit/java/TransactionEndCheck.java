@@ -1,9 +1,10 @@
 // Drives TransactionalSends.end (the Java recorder's end of a transaction) against a scripted
 // MockProducer, for tests/unit/test_java_transaction_end.py. Reads one scenario a line on
-// stdin: `<intent> <must-abort 0|1> <offsets 0|1> <results>`, the results comma-separated
+// stdin: `<intent> <must-abort 0|1> <offsets 0|1> <results> [on-timeout]`, the results comma-separated
 // (`-` for none), each the answer of the next offer, commit or abort call (`ok`, `timeout`,
-// `abortable`, `fatal`, `illegal`; `ok` once they run out). Prints one JSON object a line:
-// {"outcome": ..., "fatal": ..., "trace": ["commit:timeout", ...]}, flushed at once.
+// `abortable`, `fatal`, `illegal`; `ok` once they run out), the answer to a timeout last
+// (retry when left out). Prints one JSON object a line: {"outcome": ..., "fatal": ...,
+// "reinit": ..., "errors": [...], "trace": ["commit:timeout", ...]}, flushed at once.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -79,15 +80,24 @@ public final class TransactionEndCheck {
             if (fields[2].equals("1")) {
                 args.addAll(List.of("--offsets-group", "g"));
             }
+            if (fields.length > 4) {
+                args.addAll(List.of("--on-timeout", fields[4]));
+            }
             KafkaChaosProducer recorder = new KafkaChaosProducer(args.toArray(new String[0]));
             Scripted producer = new Scripted(results);
             producer.initTransactions();
             producer.beginTransaction();
             TransactionalSends sends = new TransactionalSends(recorder, new Properties(), producer, 1);
-            String outcome = sends.end(0, fields[0], fields[1].equals("1"), new ArrayList<>());
+            List<String> errors = new ArrayList<>();
+            String outcome = sends.end(0, fields[0], fields[1].equals("1"), errors);
             StringBuilder out = new StringBuilder("{\"outcome\":\"");
             out.append(outcome).append("\",\"fatal\":").append(sends.fatal)
-                    .append(",\"trace\":[");
+                    .append(",\"reinit\":").append(sends.reinitAsked())
+                    .append(",\"errors\":[");
+            for (int i = 0; i < errors.size(); i++) {
+                out.append(i == 0 ? "" : ",").append(JsonText.quote(errors.get(i)));
+            }
+            out.append("],\"trace\":[");
             for (int i = 0; i < producer.trace.size(); i++) {
                 out.append(i == 0 ? "" : ",").append('"').append(producer.trace.get(i)).append('"');
             }

@@ -9,8 +9,12 @@
 // definite. ProducerFencedException, OutOfOrderSequenceException, AuthorizationException and
 // UnsupportedVersionException are fatal: the producer is closed and replaced (the same
 // transactional.id fences the old one), the outcome unknown. A TimeoutException (or
-// InterruptException) may be retried with the same call; a commit retried after a timeout
-// may already have reached the coordinator, so an abort after it leaves the outcome unknown.
+// InterruptException) is answered as --on-timeout says: `retry` (the default) calls the same
+// method again, as the contract allows; `abort` aborts and goes on (an abort that times out
+// too, or that the client refuses after a pending commit, leaves a new producer); `reinit`
+// replaces the producer at once. Each answer other than a retry is named in the
+// transaction's error ("on timeout: abort"). A commit that timed out may already have
+// reached the coordinator, so an abort after it leaves the outcome unknown.
 // Any other KafkaException is answered with abortTransaction; if that fails too, unknown.
 
 import java.io.BufferedReader;
@@ -52,12 +56,14 @@ final class TransactionalSends {
     private final int size;
     private final int partitions;
     private final long idBase;
+    private final String onTimeout; // retry, abort or reinit
     private final BufferedReader intents =
             new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     private Producer<byte[], byte[]> producer;
     private Method sendOffsets; // Producer.sendOffsetsToTransaction, null without a group
     private Object group; // its group argument: a ConsumerGroupMetadata (2.5+), else the id
     boolean fatal; // the last transaction left the producer unusable
+    private boolean reinit; // ... because its timeout was answered with a new producer
     private int replaced;
 
     TransactionalSends(KafkaChaosProducer recorder, Properties props,
@@ -70,6 +76,10 @@ final class TransactionalSends {
         size = Integer.parseInt(recorder.arg("--transaction-size", null));
         partitions = Integer.parseInt(recorder.arg("--partitions", null));
         idBase = Long.parseLong(recorder.arg("--id-base", "0"));
+        onTimeout = recorder.arg("--on-timeout", "retry");
+        if (!List.of("retry", "abort", "reinit").contains(onTimeout)) {
+            throw new IllegalArgumentException("--on-timeout must be retry, abort or reinit");
+        }
         String groupId = recorder.arg("--offsets-group", "");
         if (!groupId.isEmpty()) {
             offsetsFor(groupId);
@@ -198,6 +208,8 @@ final class TransactionalSends {
         boolean offered = sendOffsets == null; // the offsets are in the transaction
         boolean committing = false; // commitTransaction was called
         boolean doubtful = false; // a commit timed out: it may have reached the coordinator
+        boolean answeredAbort = false; // an abort the answer to a timeout asked for
+        reinit = false;
         for (int attempt = 0; attempt < END_ATTEMPTS; attempt++) {
             String doing = commit ? "commit" : "abort";
             try {
@@ -227,19 +239,47 @@ final class TransactionalSends {
                 if (recorder.stopped.get()) {
                     break;
                 }
+                // An abort that timed out under `abort` leaves nothing but a new producer.
+                String answer = onTimeout.equals("abort") && !commit ? "reinit" : onTimeout;
+                if (!answer.equals("retry")) {
+                    errors.add("on timeout: " + answer);
+                }
+                if (answer.equals("reinit")) {
+                    reinit = true;
+                    break;
+                }
+                if (answer.equals("abort")) {
+                    commit = false;
+                    planned = false; // nothing is flushed first: the client moves on at once
+                    answeredAbort = true;
+                }
             } catch (KafkaException e) {
                 errors.add(doing + ": " + describe(e));
                 if (!commit) {
+                    refusedAnswer(answeredAbort, errors);
                     break; // the abort failed for good
                 }
                 commit = false; // the documented answer to any other error: abort
             } catch (Exception e) { // a state the contract does not name (IllegalStateException)
                 errors.add(doing + ": " + describe(e));
+                if (!commit) {
+                    refusedAnswer(answeredAbort, errors);
+                }
                 break;
             }
         }
         fatal = true;
         return "unknown";
+    }
+
+    /** After an abort that failed: when the answer to a timeout had asked for it (the client
+     *  refuses an abort while a commit is pending), the same answer goes on with a new
+     *  producer, which uses up no attempt. */
+    private void refusedAnswer(boolean answeredAbort, List<String> errors) {
+        if (answeredAbort) {
+            errors.add("on timeout: reinit");
+            reinit = true;
+        }
     }
 
     /** sendOffsetsToTransaction of offset `offset` on partition 0 for the group. */
@@ -258,7 +298,8 @@ final class TransactionalSends {
     }
 
     /** Closes the producer after a fatal error and makes a fresh one with the same
-     *  transactional.id; false when REPLACE_ATTEMPTS are used up or it cannot start. */
+     *  transactional.id; false when REPLACE_ATTEMPTS are used up or it cannot start. A
+     *  replacement --on-timeout asked for uses up no attempt. */
     private boolean replace() throws Exception {
         Producer<byte[], byte[]> old = producer;
         producer = null;
@@ -267,7 +308,11 @@ final class TransactionalSends {
         } catch (Exception e) {
             System.err.println("closing the failed producer: " + e);
         }
-        if (++replaced > REPLACE_ATTEMPTS) {
+        if (!reinit) {
+            replaced++;
+        }
+        reinit = false;
+        if (replaced > REPLACE_ATTEMPTS) {
             System.err.println("too many fatal errors, stopping the workload");
             return false;
         }
@@ -279,6 +324,12 @@ final class TransactionalSends {
             System.err.println("the producer could not be replaced: " + e);
             return false;
         }
+    }
+
+    /** Whether the last transaction's end asked for a new producer as its answer to a
+     *  timeout (for the harness's unit test of end). */
+    boolean reinitAsked() {
+        return reinit;
     }
 
     private static String describe(Exception e) {
