@@ -2,8 +2,10 @@
 # The test stages, as the Makefile runs them: `gate` (make test), `chaos` (make chaos-test),
 # `all` (make test-all). Extra arguments go to every pytest call.
 #
-# gate:  the unit tests first, failing at the first failure, while the broker image builds
-#        beside them; then the real-broker tests marked `integration`.
+# gate:  the unit tests first (two workers, with the disk layer's tests, which need FUSE but
+#        no Docker), failing at the first failure, while the broker image builds beside
+#        them; then the real-broker tests marked `integration`, one at a time (their
+#        timings matter, and they share one cluster).
 # chaos: the real-broker tests marked `chaos` (slow, repeated or old-release scenarios).
 # pytest's exit 5 (no test collected) is a failure in every stage, never a quiet pass.
 set -uo pipefail
@@ -41,13 +43,14 @@ trap 'rm -f "$image_log"' EXIT
 
 gate() {
   build_image
-  pytest_stage unit -x --durations=15 tests/unit "$@"
+  pytest_stage unit -x -n 2 --durations=15 tests/unit tests/integration/diskfs "$@"
   local unit=$?
   # Even after a unit failure the build is waited for: a build cut short leaves temporary
   # files and half-made layers behind.
   wait_image || return 1
   [ "$unit" -eq 0 ] || return 1
-  pytest_stage integration -m integration --durations=25 tests/integration "$@"
+  pytest_stage integration -m integration --durations=25 tests/integration \
+    --ignore=tests/integration/diskfs "$@"
 }
 
 chaos() {

@@ -48,7 +48,12 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
         if at_s + duration_s >= horizon_s:
             return steps
         step = FaultStep(
-            at_s=at_s, fault=kind, target=target, partition=plan.partition, duration_s=duration_s
+            at_s=at_s,
+            fault=kind,
+            target=target,
+            partition=plan.partition,
+            duration_s=duration_s,
+            params=plan.params.get(kind, {}),
         )
         steps.append(step)
         clock = at_s + duration_s  # step.end_s, which is never None for a generated step

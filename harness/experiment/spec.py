@@ -326,6 +326,23 @@ class FaultGenerator(_Section):
     targets: list[Target] = Field(min_length=1)
     duration_s: tuple[Seconds, Seconds]
     partition: PartitionIndex = 0
+    # The params of every drawn step of a kind, e.g. {delay: {direction: in, delay_ms: 6000}}
+    # (a kind left out runs with its defaults); checked as a schedule step's params are.
+    params: dict[FaultName, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _params_of_drawn_kinds(self) -> FaultGenerator:
+        for kind, given in self.params.items():
+            if kind not in self.faults:
+                raise ValueError(
+                    f"params for {kind}, which faults does not draw; add it to faults or "
+                    "remove its params"
+                )
+            try:
+                FAULT_TYPES[kind].parse_params(given)
+            except ValueError as exc:
+                raise ValueError(f"params of {kind}: {exc}") from None
+        return self
 
     @property
     def mean_gap_s(self) -> float:

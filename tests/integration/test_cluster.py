@@ -10,8 +10,6 @@ from harness.platform.cluster import KafkaCluster
 from harness.workload.readback import read_back
 from tests.integration.support import wait_until
 
-pytestmark = pytest.mark.integration
-
 
 def produce(cluster: KafkaCluster, topic: str, count: int, partition: int | None = None) -> list:
     """Send `count` acks=all messages; return the delivery errors (None for success)."""
@@ -33,12 +31,14 @@ def produce(cluster: KafkaCluster, topic: str, count: int, partition: int | None
     return outcomes
 
 
+@pytest.mark.integration
 def test_cluster_is_ready_with_three_brokers(cluster: KafkaCluster):
     assert sorted(cluster.metadata().brokers) == [1, 2, 3]
     assert cluster.active_controller() in {1, 2, 3}
     assert all(port > 0 for port in (n.host_port for n in cluster.nodes))
 
 
+@pytest.mark.integration
 def test_produce_and_read_back_with_acks_all(cluster: KafkaCluster, topic: str, tmp_path):
     outcomes = produce(cluster, topic, 300)
     assert outcomes.count(None) == 300
@@ -48,6 +48,7 @@ def test_produce_and_read_back_with_acks_all(cluster: KafkaCluster, topic: str, 
     assert all(low == 0 for low in result.log_start_offsets.values())
 
 
+@pytest.mark.integration
 def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaCluster, topic):
     before = cluster.partition_states(topic)[0]
     old_leader = cluster.node(before.leader)
@@ -68,6 +69,7 @@ def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaC
     assert before.leader in cluster.partition_states(topic)[0].isr
 
 
+@pytest.mark.chaos
 def test_graceful_stop_and_start_keeps_the_container(cluster: KafkaCluster, topic):
     node = cluster.node(3)
     container_id = node.docker.id
@@ -78,6 +80,7 @@ def test_graceful_stop_and_start_keeps_the_container(cluster: KafkaCluster, topi
     assert node.docker.id == container_id
 
 
+@pytest.mark.chaos
 def test_pause_and_unpause(cluster: KafkaCluster, topic):
     node = cluster.node(2)
     node.pause()
@@ -90,12 +93,14 @@ def test_pause_and_unpause(cluster: KafkaCluster, topic):
     cluster.wait_full_isr(topic, timeout_s=60)
 
 
+@pytest.mark.integration
 def test_broker_logs_are_collected(cluster: KafkaCluster, tmp_path):
     paths = cluster.collect_logs(tmp_path)
     assert len(paths) == 3
     assert "Kafka Server started" in paths[0].read_text()
 
 
+@pytest.mark.integration
 def test_teardown_removes_containers_and_network(broker_image: str):
     cluster = KafkaCluster(image=broker_image).start()
     name, label = cluster.network_name, cluster.labels

@@ -135,7 +135,7 @@ def test_a_torn_write_leaves_a_partial_batch_on_disk_that_kafkas_recovery_drops(
 
 
 @pytest.mark.parametrize("kind", ["fsync-error", "disk-full"])
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_a_failing_disk_halts_its_broker_and_the_heal_brings_it_back(cluster, kind):
     topic = new_topic(cluster, {"flush.messages": "1"})  # every append fsyncs and grows
     node = cluster.nodes[2]

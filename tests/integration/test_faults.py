@@ -187,7 +187,7 @@ def test_groups_partition_cuts_links_across_groups_only(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster, new_topic):
     # min.insync.replicas=3: an acks=all write needs every replica, the cut one included.
     topic = new_topic([1, 2, 3], {"min.insync.replicas": "3"})
@@ -307,7 +307,7 @@ def test_a_slow_link_limits_the_bandwidth_out_of_the_node(cluster, topic, new_to
     assert read_seconds() < limited / 2  # healed
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_nemesis_kill_all_then_heal_brings_the_cluster_back(cluster, topic, tmp_path):
     ctx = ctx_for(cluster, topic)
     events = EventLog(tmp_path / "events.jsonl")
@@ -339,7 +339,6 @@ def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
-@pytest.mark.integration
 def quorum_leader(cluster: KafkaCluster) -> int:
     """The active controller as the quorum itself describes it (DescribeQuorum through the
     Admin API, what `kafka-metadata-quorum describe --status` asks): not the quorum-state
@@ -347,12 +346,13 @@ def quorum_leader(cluster: KafkaCluster) -> int:
     return admin.quorum(cluster, via="brokers").leader
 
 
+@pytest.mark.integration
 def test_controller_target_is_the_active_controller(cluster, topic):
     (node,) = resolve_target(ctx_for(cluster, topic), step("kill", target="controller"))
     assert node.node_id == quorum_leader(cluster)
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_power_loss_of_all_loses_the_unflushed_acked_writes_sigkill_keeps(cluster, topic):
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "log_level": 0}

@@ -162,8 +162,17 @@ MOMENTS = {
 }
 
 
-@pytest.mark.parametrize("moment", list(MOMENTS))
-@pytest.mark.chaos
+# Ctrl-C during a fault in the gate (heal, cleanup, exit 130); every other moment in the chaos
+# stage.
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(
+            m, marks=pytest.mark.integration if m == "partition fault" else pytest.mark.chaos
+        )
+        for m in MOMENTS
+    ],
+)
 def test_ctrl_c_at_each_moment_heals_cleans_and_exits_130(tmp_path: Path, moment: str):
     terminal = start_run(tmp_path, "interrupt.yaml", "--no-report")
     try:
@@ -213,7 +222,7 @@ def test_ctrl_c_twice_in_a_fault_still_cleans_and_the_repetition_is_unknown(tmp_
     assert verdicts == ["UNKNOWN"], verdicts
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
     terminal = start_run(tmp_path, "interrupt-short.yaml", "--master", "local[2]")
     try:
@@ -226,7 +235,7 @@ def test_ctrl_c_during_the_analysis_exits_130_and_stops_spark(tmp_path: Path):
         terminal.close()
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_sigterm_in_disk_quorum_and_network_faults_heals_each_and_exits_143(tmp_path: Path):
     terminal = start_run(tmp_path, "interrupt-faults.yaml", "--no-report")
     try:

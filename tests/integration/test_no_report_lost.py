@@ -73,14 +73,8 @@ def run_under_kills(cluster, topic: str, run_dir, seed: int) -> tuple[AckJournal
     return journal, recorder
 
 
-# Repetition 0 in the gate; the others (other seeds, same scenario) in the chaos stage.
-@pytest.mark.parametrize(
-    "repetition",
-    [
-        pytest.param(0, marks=pytest.mark.integration),
-        *(pytest.param(n, marks=pytest.mark.chaos) for n in (1, 2)),
-    ],
-)
+@pytest.mark.chaos
+@pytest.mark.parametrize("repetition", range(3))
 def test_every_delivery_report_reaches_acked_parquet_across_leader_kills(
     cluster, topic, tmp_path, caplog, repetition
 ):

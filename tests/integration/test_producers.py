@@ -103,7 +103,7 @@ def test_three_producers_under_a_leader_kill(tmp_path: Path):
     assert labelled_leftovers(done.pid) == []
 
 
-@pytest.mark.integration
+@pytest.mark.chaos
 def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     argv = [*CLI, "run", str(HERE / "experiments" / "producers.yaml"), "--runs-dir"]
     harness = subprocess.Popen(

@@ -22,8 +22,6 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode
 from harness.platform.sidecar import HELPER_LABEL_SUFFIX
 
-pytestmark = pytest.mark.integration
-
 
 def fault(cluster: KafkaCluster, topic: str, name: str, node: KafkaNode, **params):
     ctx = FaultContext(cluster, topic, random.Random(11))
@@ -78,6 +76,7 @@ def producer(cluster: KafkaCluster, acks: str) -> Producer:
                      "linger.ms": 0, "log_level": 0})  # fmt: skip
 
 
+@pytest.mark.integration
 def test_a_delay_to_clients_is_the_latency_a_client_sees_and_heal_ends_it(cluster, topic):
     client = producer(cluster, "all")
     before = statistics.median(produce_latencies_ms(client, topic))
@@ -95,6 +94,7 @@ def test_a_delay_to_clients_is_the_latency_a_client_sees_and_heal_ends_it(cluste
     assert helpers_left(cluster) == [] and shaper_chains(leader) == []
 
 
+@pytest.mark.integration
 def test_a_delay_of_what_the_leader_receives_makes_requests_arrive_late(cluster, topic):
     client = producer(cluster, "all")
     before = statistics.median(produce_latencies_ms(client, topic))
@@ -121,6 +121,7 @@ def test_a_delay_of_what_the_leader_receives_makes_requests_arrive_late(cluster,
     assert helpers_left(cluster) == [] and shaper_chains(leader) == []
 
 
+@pytest.mark.chaos
 def test_a_delay_to_brokers_slows_replication_but_not_a_leader_only_ack(cluster, topic):
     leader = leader_of_0(cluster, topic)
     acks_1, acks_all = producer(cluster, "1"), producer(cluster, "all")
@@ -150,8 +151,18 @@ def _replicate_while(cluster: KafkaCluster, topic: str, seconds: float) -> None:
 @pytest.mark.parametrize(
     "name,params,counter",
     [
-        ("reorder", {"percent": 50, "delay_ms": 30, "to": "brokers"}, "TCPOFOQueue"),
-        ("duplicate", {"percent": 50, "to": "brokers"}, "TCPDSACKOldSent"),
+        pytest.param(
+            "reorder",
+            {"percent": 50, "delay_ms": 30, "to": "brokers"},
+            "TCPOFOQueue",
+            marks=pytest.mark.integration,
+        ),
+        pytest.param(
+            "duplicate",
+            {"percent": 50, "to": "brokers"},
+            "TCPDSACKOldSent",
+            marks=pytest.mark.chaos,
+        ),
     ],
 )
 def test_reordered_and_duplicated_segments_reach_the_follower(
@@ -175,6 +186,7 @@ def test_reordered_and_duplicated_segments_reach_the_follower(
     assert figures[key] > 0, figures
 
 
+@pytest.mark.integration
 def test_the_final_heal_removes_a_shaper_whose_heal_never_ran(cluster, topic):
     client = producer(cluster, "all")
     before = statistics.median(produce_latencies_ms(client, topic, n=5))
@@ -190,6 +202,7 @@ def test_the_final_heal_removes_a_shaper_whose_heal_never_ran(cluster, topic):
     assert after - before < 100, (before, after)
 
 
+@pytest.mark.integration
 def test_loss_to_clients_only_cuts_clients_off_and_leaves_the_brokers_linked(cluster, topic):
     from tests.integration.test_faults import connects, reachable_alone
 

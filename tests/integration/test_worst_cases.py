@@ -25,6 +25,8 @@ from harness.run.progress import PlainProgress
 from harness.rundir.events import load_events
 from tests.integration.support import labelled_leftovers, run_cli, wait_until
 
+pytestmark = pytest.mark.chaos
+
 HERE = Path(__file__).parent
 CP = {"acks": "all", "enable_idempotence": True, "message_timeout_ms": 10000}
 CP_TOPIC = {"partitions": 3, "replication_factor": 3, "min_insync_replicas": 2}
@@ -46,7 +48,6 @@ def run_in_process(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Analysis
     return run_dir, analysis
 
 
-@pytest.mark.integration
 def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_under_cp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,7 +91,6 @@ def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_unde
     assert report["cells"][0]["verdict"] == "VIOLATION"
 
 
-@pytest.mark.integration
 def test_no_acknowledgement_ever_arrives_gives_a_verdict_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,7 +150,6 @@ class GivesUp:
         return self.senders.close(events)
 
 
-@pytest.mark.chaos
 def test_a_workload_that_ends_early_is_healed_read_back_and_judged_with_its_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,7 +189,6 @@ def test_a_workload_that_ends_early_is_healed_read_back_and_judged_with_its_erro
     assert analysis.failures == ()
 
 
-@pytest.mark.chaos
 def test_stale_followers_back_first_on_zookeeper_3_9_1_is_judged(tmp_path: Path) -> None:
     """Both followers of partition 0 killed, then its leader, then the stale followers back
     (issue 25): librdkafka's produce() refuses sends with _UNKNOWN_TOPIC while they answer

@@ -229,7 +229,7 @@ def test_fault_class_names_split_into_role_and_kind(name: str, role: str, kind: 
 
 
 def test_an_unknown_fault_class_says_how_to_fix_it() -> None:
-    fix = r"fix the experiment's fault class or add a row to analysis/guarantees\.py$"
+    fix = r"fix the experiment's fault class or add a row to analysis/judge/guarantees\.py$"
     with pytest.raises(ValueError, match=fix):
         guarantees.FaultClass.parse("leader-meteor")
 
@@ -269,7 +269,7 @@ def test_a_setting_no_row_covers_raises_naming_it(min_insync: int) -> None:
         guarantee_for({**CP, "min_insync_replicas": min_insync})
     assert str(raised.value) == (
         f"no documented guarantee for acks=all, min.insync={min_insync}, fault_class=leader-kill: "
-        "add a row to analysis/guarantees.py LOSS_TABLE"
+        "add a row to analysis/judge/guarantees.py LOSS_TABLE"
     )
 
 

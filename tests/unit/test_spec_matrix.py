@@ -201,6 +201,35 @@ def test_generated_schedule_fits_and_never_overlaps(seed: int):
         assert fault.target in expected
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_generated_steps_carry_the_params_of_their_kind_and_draw_as_without(seed: int):
+    params = {"pause": {}, "partition": {"mode": "full"}}
+    with_params = one_cell(
+        doc(workload={"duration_s": 120}, faults={"generate": {**GENERATE, "params": params}})
+    )
+    drawn, plain = schedule_for(with_params, seed), schedule_for(generated_cell(), seed)
+    # The same draws: params change what a step does, never when or where it runs.
+    assert [(f.at_s, f.fault, f.target, f.duration_s) for f in drawn] == [
+        (f.at_s, f.fault, f.target, f.duration_s) for f in plain
+    ]
+    for fault in drawn:
+        if fault.fault == "partition":
+            assert fault.params.model_dump()["mode"] == "full"
+        else:
+            assert fault.params == type(fault.params)()  # its kind's defaults
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"delay": {"delay_ms": 10}}, "params for delay, which faults does not draw"),
+        ({"partition": {"mode": "sideways"}}, "params of partition: "),
+    ],
+)
+def test_generator_params_are_checked_as_a_steps_are(params, problem):
+    rejects(doc(faults={"generate": {**GENERATE, "params": params}}), problem)
+
+
 def test_generated_schedule_from_count_and_rate():
     cell = one_cell(
         doc(
