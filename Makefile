@@ -1,5 +1,5 @@
 # kafka-chaos: `make run` (the default experiment end to end) and `make test`.
-# Both bootstrap what they need: Docker engine, virtualenv, broker image.
+# Both bootstrap what they need: Java 17 and Maven, Docker engine, virtualenv, broker image.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -7,24 +7,48 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test chaos-test test-all unit integration fuzz lint bench mutation image engine compose clean venv cluster-check
+.PHONY: run test chaos-test test-all docs tools unit integration fuzz lint bench mutation image engine compose clean venv cluster-check
 
-run: venv engine image
+run: tools venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
 
 # The gate (what CI runs on every change): the unit tests first, failing fast, while the
 # broker image builds beside them, then the real-broker tests marked `integration`.
 # tests/stage.sh turns pytest's exit 5 (no test collected) into a failure.
-test: venv engine
+test: tools venv engine
 	bash tests/stage.sh gate
 
 # The chaos stage (nightly in .github/workflows/chaos.yml, and before a release): the
 # real-broker tests marked `chaos`. docs/testing.md lists what each stage proves.
-chaos-test: venv engine
+chaos-test: tools venv engine
 	bash tests/stage.sh chaos
 
-test-all: venv engine
+test-all: tools venv engine
 	bash tests/stage.sh all
+
+# The documentation site from docs/ (MkDocs, Material theme), built strict: a broken link or
+# a page left out of mkdocs.yml's nav fails the build (tests/unit/test_docs_site.py in CI).
+docs: venv
+	$(BIN)/mkdocs build --strict --site-dir site
+
+# What the harness runs beside Python: a JDK 17 (Spark; the Java client compiles its
+# programs), Maven (the Kafka jars) and mmdebstrap (the broker image's JRE base), installed
+# with apt-get when missing and run as root; otherwise the missing ones are named.
+TOOLS := mvn:maven javac:openjdk-17-jdk-headless mmdebstrap:mmdebstrap
+
+tools:
+	@need=(); for pair in $(TOOLS); do \
+	  command -v "$${pair%%:*}" >/dev/null || need+=("$${pair#*:}"); done; \
+	if [ $${#need[@]} -gt 0 ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $${need[*]} with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends "$${need[@]}" >/dev/null; \
+	  else \
+	    echo "missing: $${need[*]}; install them (Debian: apt-get install $${need[*]}) or run as root" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 
 unit: venv
 	$(BIN)/python -m pytest -ra tests/unit
@@ -94,7 +118,7 @@ engine:
 compose: venv
 	$(BIN)/python -m harness.platform.compose
 
-image: venv engine
+image: tools venv engine
 	$(BIN)/kafka-chaos image
 
 clean: venv

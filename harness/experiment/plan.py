@@ -164,20 +164,9 @@ def _optional_config(spec: Experiment) -> dict[str, Any]:
         optional["transactions"] = True
     if workload.client.kind != "librdkafka":
         optional["client"] = workload.client.label
-    if fsyncs_each_message(spec):
+    if spec.fsyncs_each_message():
         optional["fsync_each_message"] = True
     return optional
-
-
-def fsyncs_each_message(spec: Experiment) -> bool:
-    """Whether every append is fsynced before it is acknowledged: the topic's flush.messages
-    is 1, or the topic leaves it out and the brokers' log.flush.interval.messages is 1 (a
-    topic setting overrides the broker's default)."""
-    topic = spec.topic.config.get("flush.messages")
-    flush = (
-        topic if topic is not None else spec.kafka.broker_config.get("log.flush.interval.messages")
-    )
-    return flush is not None and str(flush).strip() == "1"
 
 
 def client_durability(spec: Experiment) -> tuple[str, bool]:

@@ -456,6 +456,27 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
     if faults.generate is not None:
         yield from _generator_rules(spec, faults.generate)
     yield from _format_rules(spec)
+    yield from _power_loss_model_rules(spec)
+
+
+def _power_loss_model_rules(spec: Experiment) -> Iterator[Problem]:
+    """The power-loss model cuts what lies past a partition's last recovery-point checkpoint
+    (written once a minute), which with an fsync per message was in fact on disk: it would
+    lose fsynced writes that a real power loss keeps, and a cell held to "none" would read as
+    a violation of Kafka's. Such a cell takes the disk layer's real one (lose-unsynced)."""
+    if not spec.fsyncs_each_message():
+        return
+    why = (
+        "the power-loss model cuts writes past the last recovery-point checkpoint, which "
+        "flush.messages=1 (or log.flush.interval.messages=1) already fsynced; use the disk "
+        "layer's lose-unsynced fault for a real power loss"
+    )
+    for index, step in enumerate(spec.faults.schedule):
+        if step.fault == "power-loss":
+            yield f"faults.schedule[{index}].fault", why
+    generate = spec.faults.generate
+    if generate is not None and "power-loss" in generate.faults:
+        yield "faults.generate.faults", why
 
 
 def rule_problems(spec: Experiment) -> list[Problem]:

@@ -389,6 +389,15 @@ class Experiment(_Section):
 
     _source: str = PrivateAttr(default="<dict>")
 
+    def fsyncs_each_message(self) -> bool:
+        """Whether every append is fsynced before it is acknowledged: the topic's
+        flush.messages is 1, or the topic leaves it out and the brokers'
+        log.flush.interval.messages is 1 (a topic setting overrides the brokers' default)."""
+        flush = self.topic.config.get("flush.messages")
+        if flush is None:
+            flush = self.kafka.broker_config.get("log.flush.interval.messages")
+        return flush is not None and str(flush).strip() == "1"
+
 
 def workload_duration_s(workload: WorkloadSpec) -> float | None:
     """Seconds the workload runs: duration_s, else count/rate; None when not bounded in time."""

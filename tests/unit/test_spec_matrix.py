@@ -358,6 +358,23 @@ def test_fsync_each_message_in_the_config_only_when_every_append_is_fsynced(
     assert config.get("fsync_each_message") is (True if fsynced else None)
 
 
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {"schedule": [step(fault="power-loss", target="all")]},
+        {"generate": {**GENERATE, "faults": ["kill", "power-loss"]}},
+    ],
+)
+def test_the_power_loss_model_is_refused_where_every_append_is_fsynced(faults):
+    # The model cuts past the last recovery-point checkpoint: writes fsynced since would be
+    # lost, and the cell is held to "none". The disk layer's lose-unsynced is the real one.
+    fsynced = doc(topic={"config": {"flush.messages": 1}}, faults=faults)
+    rejects(fsynced, "the power-loss model cuts writes", "use the disk layer's lose-unsynced")
+    one_cell(doc(faults=faults))  # Kafka's default flushing: the model is what it models
+    lose = {"schedule": [step(fault="lose-unsynced", target="all")]}
+    one_cell(doc(topic={"config": {"flush.messages": 1}}, faults=lose))
+
+
 def test_producer_settings_mapping():
     spec = parse_experiment(
         doc(
