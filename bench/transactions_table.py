@@ -1,4 +1,4 @@
-"""The transaction search's table (README, "Jepsen's 2024 transaction search"): one Markdown row
+"""The transaction search's table (docs/findings/jepsen-2024-transactions.md): one Markdown row
 per repetition of a transactional experiment, from its analysed run directories.
 
     python bench/transactions_table.py EXPERIMENT_ROOT [EXPERIMENT_ROOT ...]

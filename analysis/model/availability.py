@@ -167,7 +167,7 @@ class Availability:
         return max(self.partitions, key=lambda p: p.longest_gap.seconds, default=None)
 
     def as_json(self) -> dict[str, Any]:
-        """The results.json `availability` object (README, "The price of safety")."""
+        """The results.json `availability` object (docs/verdicts.md, "The price of safety")."""
         worst = self.longest_partition_gap
         return {
             "workload_start_us": self.workload_start_us,

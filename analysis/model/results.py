@@ -1,6 +1,6 @@
 """The reconciliation of one repetition, typed: what reconcile produces and verdicts and the
 report read. results.json is its serialisation, written only here (`as_json`), in the shape
-the README documents.
+docs/run-directory.md documents.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class RunResult:
         return (float(first.epoch_s) - float(first.t_s)) * 1e6
 
     def as_json(self) -> dict[str, Any]:
-        """The results.json object (README, "results.json")."""
+        """The results.json object (docs/run-directory.md)."""
         return {
             "run_dir": self.run_dir,
             "experiment": self.experiment,

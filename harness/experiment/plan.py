@@ -218,9 +218,9 @@ def topic_settings(spec: Experiment) -> dict[str, str]:
     return {**settings, **{key: _config_string(value) for key, value in topic.config.items()}}
 
 
-# Per repetition besides the workload, from bench/cluster_bench.py and `make run` (README):
-# a fresh 3-node cluster is ready in ~10 s; the topic, the wait for a full ISR after the final
-# heal, the read-back, kept segments and teardown take ~10 s more.
+# Per repetition besides the workload, from bench/cluster_bench.py and `make run`
+# (docs/benchmarks.md): a fresh 3-node cluster is ready in ~10 s; the topic, the wait for a
+# full ISR after the final heal, the read-back, kept segments and teardown take ~10 s more.
 CLUSTER_START_S = 10.0
 TOPIC_ISR_READBACK_S = 10.0
 REPETITION_OVERHEAD_S = CLUSTER_START_S + TOPIC_ISR_READBACK_S

@@ -177,7 +177,7 @@ class TransactionsSpec(_Section):
     # Commit an offset of GROUP_ID in every transaction, as consume-transform-produce does:
     # the group coordinator then takes part in each commit. Off by default: librdkafka 2.16's
     # send_offsets_to_transaction was seen blocking past its timeout against Kafka 3.8.1, as
-    # librdkafka issues #5456 and #5511 describe (README, "Transactions"), which stalls the
+    # librdkafka issues #5456 and #5511 describe (docs/findings/transactions.md), which stalls the
     # workload for good.
     send_offsets: bool = False
     # How the client answers a commit, abort or offer that timed out: retry the same call

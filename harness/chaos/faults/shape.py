@@ -261,7 +261,8 @@ class _Shaped(Fault[Any]):
 
 
 class Delay(_Shaped):
-    """The target's packets to params.to leave params.delay_ms late (± params.jitter_ms)."""
+    """The target's packets to params.to leave params.delay_ms late (± params.jitter_ms), or
+    with direction: in, those it receives from params.from arrive that late."""
 
     name = "delay"
     Params = DelayParams
@@ -269,7 +270,8 @@ class Delay(_Shaped):
 
 
 class Reorder(_Shaped):
-    """params.percent of the target's packets overtake the rest, held params.delay_ms."""
+    """params.percent of the target's packets (sent, or with direction: in received) overtake
+    the rest, held params.delay_ms."""
 
     name = "reorder"
     Params = ReorderParams

@@ -1,0 +1,128 @@
+"""`kafka-chaos list faults|targets|experiments|versions`: what an experiment file may name,
+read from the registries validation uses (so the list cannot drift from what it accepts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from harness.settings import Settings
+from kafka_chaos.commands.common import EXIT_OK
+
+NAME = "list"
+HELP = "list the faults (with their params), targets, shipped experiments or Kafka releases"
+TARGET_PATTERNS = {
+    "node:<id>": "the broker (or controller) with that node id",
+    "zookeeper:<i>": "one ZooKeeper server (zookeeper mode)",
+    "consumer-<i>": "one member of the consumer group (workload.consumers)",
+    "@<name>": "the nodes an earlier step bound with `as: <name>`",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    parser.add_argument("what", choices=("faults", "targets", "experiments", "versions"))
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the list asked for, as text or JSON; exit 0."""
+    listing = {
+        "faults": faults,
+        "targets": targets,
+        "experiments": lambda: experiments(settings),
+        "versions": versions,
+    }[args.what]()
+    if args.json:
+        print(json.dumps({args.what: listing}, indent=2))
+        return EXIT_OK
+    for entry in listing:
+        print(_text(entry))
+    return EXIT_OK
+
+
+def _text(entry: dict[str, Any]) -> str:
+    """One entry as text: its name and summary, then an indented line per param or feature."""
+    lines = [f"{entry['name']}: {entry['summary']}"]
+    for param in entry.get("params", []):
+        default = "" if param["default"] is None else f" (default {param['default']})"
+        lines.append(f"    {param['name']}{default}: {param['meaning']}")
+    lines.extend(f"    {line}" for line in entry.get("details", []))
+    return "\n".join(lines)
+
+
+def _summary(doc: str | None) -> str:
+    """The first paragraph of a docstring, on one line."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
+def faults() -> list[dict[str, Any]]:
+    """Every fault type with its summary and params (name, default, meaning)."""
+    from harness.chaos.faults import FAULT_TYPES
+
+    listed = []
+    for name, fault in FAULT_TYPES.items():
+        params = [
+            {
+                "name": info.alias or field,
+                "default": None if info.is_required() else _plain(info.get_default()),
+                "meaning": info.description or "",
+            }
+            for field, info in fault.Params.model_fields.items()
+        ]
+        listed.append({"name": name, "summary": _summary(fault.__doc__), "params": params})
+    return listed
+
+
+def _plain(value: Any) -> Any:
+    """A default as JSON writes it (a list or scalar)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def targets() -> list[dict[str, Any]]:
+    """Every target a step may name: the roles, then the patterns."""
+    from harness.experiment.fields import COORDINATOR_TARGETS, PARTITION_TARGETS, TARGET_ROLES
+
+    def summary(role: str) -> str:
+        if role in PARTITION_TARGETS:
+            return "replicas of the step's partition, resolved when the step acts"
+        if role in COORDINATOR_TARGETS:
+            return "the coordinator of the workload's transactional id or group"
+        return "nodes of the cluster, resolved when the step acts"
+
+    roles = [{"name": role, "summary": summary(role)} for role in TARGET_ROLES]
+    return roles + [{"name": name, "summary": text} for name, text in TARGET_PATTERNS.items()]
+
+
+def experiments(settings: Settings) -> list[dict[str, Any]]:
+    """The shipped experiment files, each with its description."""
+    import yaml
+
+    listed = []
+    for path in sorted(settings.experiments_dir.glob("*.yaml")):
+        try:
+            document = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            document = {"description": f"(unreadable: {exc})"}
+        summary = " ".join(str(document.get("description", "")).split())
+        listed.append({"name": path.stem, "summary": summary, "details": [str(path)]})
+    return listed
+
+
+def versions() -> list[dict[str, Any]]:
+    """The releases the harness builds, the default one, and each feature's releases."""
+    from harness.platform.versions import FEATURES, OLDEST, Mode
+    from harness.settings import DEFAULT_KAFKA_VERSION
+
+    listed = [
+        {
+            "name": "releases",
+            "summary": f"any Apache Kafka release from {OLDEST} on (built from Maven Central's "
+            f"jars); default {DEFAULT_KAFKA_VERSION}",
+            "details": [f"modes: {', '.join(mode.value for mode in Mode)}"],
+        }
+    ]
+    for feature, span in FEATURES.items():
+        listed.append({"name": feature.value, "summary": span.describe(), "details": [span.source]})
+    return listed

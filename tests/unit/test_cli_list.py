@@ -1,0 +1,51 @@
+"""`kafka-chaos list`: every fault with every param, every target, every shipped experiment,
+the releases; as text and as JSON, from the registries validation uses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.chaos.faults import FAULT_TYPES
+from harness.experiment.fields import TARGET_ROLES
+from harness.settings import load_settings
+from kafka_chaos.cli import main
+
+
+def listed(capsys: pytest.CaptureFixture[str], what: str) -> dict:
+    assert main(["list", what, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)[what]
+
+
+def test_list_faults_names_every_fault_and_every_param_a_step_accepts(capsys) -> None:
+    entries = {entry["name"]: entry for entry in listed(capsys, "faults")}
+    assert list(entries) == list(FAULT_TYPES)
+    for name, fault in FAULT_TYPES.items():
+        names = {param["name"] for param in entries[name]["params"]}
+        # The names a step writes: what the fault's params model accepts (aliases included).
+        assert names == {i.alias or f for f, i in fault.Params.model_fields.items()}, name
+        assert entries[name]["summary"], name
+    delay = {param["name"]: param for param in entries["delay"]["params"]}
+    assert delay["direction"]["default"] == "out" and "from" in delay
+    FAULT_TYPES["delay"].parse_params({p: v["default"] for p, v in delay.items() if v["default"]})
+
+
+def test_list_targets_gives_every_role_then_the_patterns(capsys) -> None:
+    names = [entry["name"] for entry in listed(capsys, "targets")]
+    assert names[: len(TARGET_ROLES)] == list(TARGET_ROLES)
+    assert {"node:<id>", "@<name>"} <= set(names)
+
+
+def test_list_experiments_gives_every_shipped_file(capsys) -> None:
+    names = {entry["name"] for entry in listed(capsys, "experiments")}
+    shipped = {path.stem for path in load_settings().experiments_dir.glob("*.yaml")}
+    assert names == shipped and "default" in names
+
+
+def test_the_text_lists_each_fault_with_its_params_indented(capsys) -> None:
+    assert main(["list", "faults"]) == 0
+    text = capsys.readouterr().out
+    assert "\ndelay: " in text and "\n    direction (default out): " in text
+    assert main(["list", "versions"]) == 0
+    assert "releases: any Apache Kafka release from 0.10.2.2 on" in capsys.readouterr().out
