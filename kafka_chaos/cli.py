@@ -1,8 +1,6 @@
 """kafka-chaos: the command line.
 
-Exit codes: 0 every verdict consistent; 1 a violation, and only then; 2 a harness or
-infrastructure error (bad input, no Docker, an unexpected exception); 130 interrupted by
-Ctrl-C (SIGINT), 143 stopped by SIGTERM.
+Exit codes, by the cells' verdicts (run and report; --fail-on names the failing verdicts):
 """
 
 from __future__ import annotations
@@ -69,8 +67,13 @@ class _PrintVersion(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
+    from analysis.judge.verdicts import exit_code_table
+
+    table = "\n".join(f"  {line}" for line in exit_code_table())
     parser = argparse.ArgumentParser(
-        prog="kafka-chaos", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="kafka-chaos",
+        description=f"{__doc__}{table}\nbad input, no Docker or Java: 2, naming the fix",
+        formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("--version", action=_PrintVersion, help="print versions and exit")
     parser.add_argument(

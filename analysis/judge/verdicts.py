@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from analysis.judge.cell import cell_stats
 from analysis.judge.contract import contract_breaches
@@ -271,13 +272,64 @@ def _explained_by_transactions(loss: Finding, transactional: Sequence[Finding]) 
     return dataclasses.replace(loss, verdict=Verdict.KNOWN_BUG, detail=detail)
 
 
-def exit_code(cells: Sequence[CellVerdict], *, known_bug_fails: bool = False) -> int:
-    """1 if any cell is a VIOLATION (or a KNOWN-BUG when `known_bug_fails`), else 2 if any is
-    UNKNOWN (or none was judged), else 0: a known bug of an old release is what the user
-    asked to see, not a failure of the Kafka under test, unless they say so."""
-    verdicts = {c.verdict for c in cells}
-    if Verdict.VIOLATION in verdicts or (known_bug_fails and Verdict.KNOWN_BUG in verdicts):
+# The exit code of a cell's verdict when the verdict fails the command (`--fail-on`), the one
+# table `run`, `report`, their help and docs/cli.md give. A known bug of an old release, loss
+# the documentation allows, and a fault too weak to provoke any are what the user asked to
+# see, not failures of the Kafka under test, unless they name them.
+EXIT_CODES: Final[dict[Verdict, int]] = {
+    Verdict.VIOLATION: 1,
+    Verdict.KNOWN_BUG: 1,
+    Verdict.EXPECTED_LOSS: 1,
+    Verdict.NOT_PROVOKED: 1,
+    Verdict.UNKNOWN: 2,
+}
+DEFAULT_FAIL_ON: Final = frozenset({Verdict.VIOLATION, Verdict.UNKNOWN})
+
+
+def exit_code(
+    cells: Sequence[CellVerdict],
+    *,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
+    known_bug_fails: bool = False,
+) -> int:
+    """The worst exit code of EXIT_CODES among the cells whose verdict is in `fail_on` (1
+    before 2: a violation is said first), 2 when no cell was judged, else 0;
+    `known_bug_fails` adds KNOWN-BUG to `fail_on`."""
+    failing = fail_on | ({Verdict.KNOWN_BUG} if known_bug_fails else set())
+    codes = {EXIT_CODES[c.verdict] for c in cells if c.verdict in failing}
+    if 1 in codes:
         return 1
-    if not cells or Verdict.UNKNOWN in verdicts:
+    if not cells or 2 in codes:
         return 2
     return 0
+
+
+def parse_fail_on(text: str) -> frozenset[Verdict]:
+    """The verdicts of a `--fail-on` list ("violation,unknown,known-bug", any case, '-' or '_');
+    ValueError naming the unknown one and the choices."""
+    chosen = set()
+    for word in filter(None, (part.strip() for part in text.split(","))):
+        name = word.upper().replace("_", "-")
+        if name not in {v.value for v in EXIT_CODES}:
+            choices = ", ".join(v.value.lower() for v in EXIT_CODES)
+            raise ValueError(f"unknown verdict {word!r} in --fail-on; choose from {choices}")
+        chosen.add(Verdict(name))
+    if not chosen:
+        raise ValueError("--fail-on names no verdict; give at least one, e.g. violation")
+    return frozenset(chosen)
+
+
+def exit_code_table() -> list[str]:
+    """EXIT_CODES as the lines help and docs print: one line a verdict, then the others."""
+    default = {v.value.lower() for v in DEFAULT_FAIL_ON}
+    lines = [
+        f"{verdict.value}: {code} when named in --fail-on"
+        + (" (default)" if verdict.value.lower() in default else "")
+        for verdict, code in EXIT_CODES.items()
+    ]
+    return [
+        "PASS: 0",
+        *lines,
+        "no cell judged, or a harness error: 2",
+        "interrupted: 130 (Ctrl-C), 143 (SIGTERM)",
+    ]

@@ -10,13 +10,51 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR = 0, 1, 2
-KNOWN_BUG_HELP = "exit 1 also when a cell is KNOWN-BUG (a loss bug of that Kafka release)"
+FAIL_ON_HELP = (
+    "the verdicts that fail the command, comma-separated: violation, unknown, known-bug, "
+    "expected-loss, not-provoked (default violation,unknown); exit codes: "
+)
+KNOWN_BUG_HELP = "add known-bug to --fail-on (a loss bug of that Kafka release fails too)"
 JAVA_FIX = (
     "install a Java 17 runtime (apt-get install openjdk-17-jre-headless) or set JAVA_HOME; "
     "or run with --no-report and analyse later with `kafka-chaos report`."
 )
+
+
+def add_fail_on(parser: argparse.ArgumentParser) -> None:
+    """--fail-on VERDICTS and its older spelling --fail-on-known-bug."""
+    from analysis.judge.verdicts import exit_code_table
+
+    parser.add_argument(
+        "--fail-on",
+        type=_verdicts,
+        metavar="VERDICTS",
+        help=FAIL_ON_HELP + "; ".join(exit_code_table()),
+    )
+    parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+
+
+def _verdicts(text: str) -> frozenset[Any]:
+    """argparse's reading of --fail-on: the verdicts, or an error naming the unknown one."""
+    from analysis.judge.verdicts import parse_fail_on
+
+    try:
+        return parse_fail_on(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def fail_on(args: argparse.Namespace) -> frozenset[Any]:
+    """The verdicts that fail this invocation: --fail-on (or the default), plus KNOWN-BUG with
+    --fail-on-known-bug."""
+    from analysis.judge.outcomes import Verdict
+    from analysis.judge.verdicts import DEFAULT_FAIL_ON
+
+    chosen = args.fail_on if args.fail_on is not None else DEFAULT_FAIL_ON
+    return chosen | ({Verdict.KNOWN_BUG} if args.fail_on_known_bug else frozenset())
 
 
 @dataclass

@@ -8,12 +8,18 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.checks.messages.facts import SHARD_ROWS
 from harness.rundir import layout
 from harness.settings import Settings
-from kafka_chaos.commands.common import EXIT_ERROR, KNOWN_BUG_HELP, add_shard_rows, require_java
+from kafka_chaos.commands.common import (
+    EXIT_ERROR,
+    add_fail_on,
+    add_shard_rows,
+    fail_on,
+    require_java,
+)
 
 if TYPE_CHECKING:
     from analysis.report.publish import Destination
@@ -37,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     parser.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
-    parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+    add_fail_on(parser)
     add_shard_rows(parser)
     add_results_to(parser)
 
@@ -77,7 +83,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 args.master or settings.spark_master,
                 "kafka-chaos report",
                 args.junit,
-                known_bug_fails=args.fail_on_known_bug,
+                failing=fail_on(args),
                 shard_rows=args.shard_rows,
                 published=published,
                 lake=lake,
@@ -94,15 +100,15 @@ def analyse_and_print(
     title: str,
     junit: Path | None = None,
     *,
-    known_bug_fails: bool = False,
+    failing: frozenset[Any] | None = None,
     shard_rows: int = SHARD_ROWS,
     published: Destination | None = None,
     lake: Destination | None = None,
 ) -> int:
     """Run the analysis into `out`, copy that folder to `published` and add the results
     dataset's rows to `lake` where given, print the verdict table and where the report is;
-    return the exit code (1 for a KNOWN-BUG cell too when `known_bug_fails`; 2 when no report
-    file could be written or published)."""
+    return the exit code (analysis.judge.verdicts.EXIT_CODES of the cells whose verdict is in
+    `failing`, the default when None; 2 when no report file could be written or published)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -143,7 +149,9 @@ def analyse_and_print(
         console.print(f"{label + ':':<12} {shown(path)}{note}", soft_wrap=True)
     if lake is not None:
         console.print(f"Results:     {lake.uri} (rows added)", soft_wrap=True)
-    return exit_code(result.cells, known_bug_fails=known_bug_fails)
+    if failing is None:
+        return exit_code(result.cells)
+    return exit_code(result.cells, fail_on=failing)
 
 
 def _publish(

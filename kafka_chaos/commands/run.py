@@ -12,8 +12,9 @@ from harness.settings import Settings
 from kafka_chaos.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
-    KNOWN_BUG_HELP,
     SESSION,
+    add_fail_on,
+    fail_on,
     load_experiment,
     log_to,
     require_java,
@@ -59,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     parser.add_argument("--master", help="Spark master for the analysis")
-    parser.add_argument("--fail-on-known-bug", action="store_true", help=KNOWN_BUG_HELP)
+    add_fail_on(parser)
     add_results_to(parser)
 
 
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         root / layout.REPORT_DIR,
         args.master or settings.spark_master,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
-        known_bug_fails=args.fail_on_known_bug,
+        failing=fail_on(args),
         lake=lake,
     )
     return EXIT_ERROR if harness_failed and code == EXIT_OK else code

@@ -1,0 +1,93 @@
+"""--fail-on: which verdicts fail `run` and `report`, and the one exit-code table that help,
+docs/cli.md and the code share; generated verdict lists against an oracle written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis.judge.outcomes import Verdict
+from analysis.judge.verdicts import (
+    DEFAULT_FAIL_ON,
+    exit_code,
+    exit_code_table,
+    parse_fail_on,
+)
+from kafka_chaos.cli import build_parser
+from tests.unit.verdict_runs import cells_with
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+FAILING_WITH = {  # the documentation's table, written again: a verdict's code when it fails
+    Verdict.VIOLATION: 1,
+    Verdict.KNOWN_BUG: 1,
+    Verdict.EXPECTED_LOSS: 1,
+    Verdict.NOT_PROVOKED: 1,
+    Verdict.UNKNOWN: 2,
+}
+
+
+def oracle(verdicts: list[Verdict], failing: frozenset[Verdict]) -> int:
+    """1 when a failing verdict whose code is 1 is there, else 2 when a failing UNKNOWN is (or
+    nothing was judged), else 0."""
+    codes = [FAILING_WITH[v] for v in verdicts if v in failing and v in FAILING_WITH]
+    if 1 in codes:
+        return 1
+    return 2 if not verdicts or 2 in codes else 0
+
+
+@given(
+    st.lists(st.sampled_from(list(Verdict)), max_size=6),
+    st.sets(st.sampled_from(list(FAILING_WITH)), min_size=1).map(frozenset),
+)
+def test_the_exit_code_is_the_worst_failing_verdicts(verdicts, failing) -> None:
+    assert exit_code(cells_with(*verdicts), fail_on=failing) == oracle(verdicts, failing)
+
+
+def test_by_default_a_violation_or_unknown_fails_and_a_known_bug_only_when_asked() -> None:
+    assert {Verdict.VIOLATION, Verdict.UNKNOWN} == DEFAULT_FAIL_ON
+    assert exit_code(cells_with(Verdict.KNOWN_BUG, Verdict.NOT_PROVOKED)) == 0
+    assert exit_code(cells_with(Verdict.KNOWN_BUG), known_bug_fails=True) == 1
+    not_provoked = parse_fail_on("violation,unknown,not-provoked")
+    assert exit_code(cells_with(Verdict.PASS, Verdict.NOT_PROVOKED), fail_on=not_provoked) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "verdicts"),
+    [
+        ("violation", {Verdict.VIOLATION}),
+        (" Known_Bug , unknown,", {Verdict.KNOWN_BUG, Verdict.UNKNOWN}),
+        ("expected-loss,NOT-PROVOKED", {Verdict.EXPECTED_LOSS, Verdict.NOT_PROVOKED}),
+    ],
+)
+def test_fail_on_reads_any_spelling(text: str, verdicts: set[Verdict]) -> None:
+    assert parse_fail_on(text) == verdicts
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("violation,meteor", "unknown verdict 'meteor'"),
+        (",", "names no verdict"),
+        ("pass", "choose from violation"),
+    ],
+)
+def test_fail_on_refuses_what_is_no_failing_verdict(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_fail_on(text)
+
+
+def test_the_table_is_the_same_in_help_docs_and_code() -> None:
+    lines = exit_code_table()
+    assert [line for line in lines if "when named" in line] == [
+        f"{v.value}: {c} when named in --fail-on" + (" (default)" if v in DEFAULT_FAIL_ON else "")
+        for v, c in FAILING_WITH.items()
+    ]
+    help_text = build_parser().format_help()
+    docs = DOCS.read_text()
+    for line in lines:
+        assert line in help_text and f"- {line}" in docs, line
+    run_help = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    assert "--fail-on VERDICTS" in run_help
