@@ -24,6 +24,7 @@ from kafka_chaos.commands import (
     cluster_check,
     engine,
     image,
+    init,
     listing,
     reconcile,
     report,
@@ -36,7 +37,7 @@ from kafka_chaos.commands.common import EXIT_ERROR, JAVA_FIX, SESSION
 log = logging.getLogger("kafka_chaos")
 # Every sub-command, in the order `--help` lists them (kafka_chaos.commands says what one is).
 COMMAND_MODULES = (
-    *(run, validate, listing, report, reconcile, cluster_check, image, engine, clean),
+    *(init, run, validate, listing, report, reconcile, cluster_check, image, engine, clean),
     spark_s3a,
 )
 COMMANDS = {module.NAME: module for module in COMMAND_MODULES}
