@@ -44,6 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     parser.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
     add_fail_on(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (exit code, each cell's verdict and counts, the report's "
+        "files) instead of the table",
+    )
     add_shard_rows(parser)
     add_results_to(parser)
 
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 "kafka-chaos report",
                 args.junit,
                 failing=fail_on(args),
+                as_json=args.json,
                 shard_rows=args.shard_rows,
                 published=published,
                 lake=lake,
@@ -101,6 +108,7 @@ def analyse_and_print(
     junit: Path | None = None,
     *,
     failing: frozenset[Any] | None = None,
+    as_json: bool = False,
     shard_rows: int = SHARD_ROWS,
     published: Destination | None = None,
     lake: Destination | None = None,
@@ -122,6 +130,9 @@ def analyse_and_print(
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
         convert_journals(run_dir)  # and its Java consumers' journals unconverted
     result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
+    code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
+    if as_json:
+        return _print_json(result, code, out, published, lake)
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:
         table.add_column(column, justify="left" if column in ("cell", "verdict") else "right")
@@ -149,9 +160,52 @@ def analyse_and_print(
         console.print(f"{label + ':':<12} {shown(path)}{note}", soft_wrap=True)
     if lake is not None:
         console.print(f"Results:     {lake.uri} (rows added)", soft_wrap=True)
-    if failing is None:
-        return exit_code(result.cells)
-    return exit_code(result.cells, fail_on=failing)
+    return code
+
+
+def _print_json(
+    result: Any, code: int, out: Path, published: Destination | None, lake: Destination | None
+) -> int:
+    """`report --json`: one JSON object on stdout (docs/cli.md): the exit code, each cell's
+    verdict with its acked and loss sums, and where the report's files are; warnings and
+    errors go to stderr as without --json."""
+    import json
+
+    for failure in result.failures:
+        print(f"warning: {failure}", file=sys.stderr)
+    if not result.written:
+        print(f"error: no report file could be written under {out}", file=sys.stderr)
+        code = EXIT_ERROR
+    files: dict[str, str] = {}
+    if result.written:
+        try:
+            shown = _publish(out, result.dataset, published, lake)
+        except OSError as exc:
+            print(f"error: the report could not be published: {exc}", file=sys.stderr)
+            code = EXIT_ERROR
+        else:
+            paths = (result.html, result.markdown, result.json, result.junit, result.dataset)
+            names = ("html", "markdown", "json", "junit", "dataset")
+            files = {name: str(shown(path)) for name, path in zip(names, paths, strict=True)}
+    cells = [
+        {
+            "experiment": cell.experiment,
+            "cell": cell.cell,
+            "verdict": cell.verdict.value,
+            "repetitions": len(cell.repetitions),
+            # The cell's sums over the repetitions that have counts (the table's columns).
+            **{name: _sum(cell.stats.counts.get(name)) for name in ("acked", "loss")},
+            "loss_rate": cell.stats.loss_rate,
+        }
+        for cell in result.cells
+    ]
+    print(json.dumps({"exit_code": code, "cells": cells, "files": files}, indent=2))
+    return code
+
+
+def _sum(stat: Any) -> int | None:
+    """A count's sum over a cell's repetitions (CountStats.total), None when none has it."""
+    return None if stat is None else int(stat.total)
 
 
 def _publish(

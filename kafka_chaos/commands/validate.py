@@ -15,12 +15,20 @@ HELP = "check an experiment file and list its cells"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     parser.add_argument("experiment", type=Path)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: valid, the cells, the repetitions, the estimated seconds; "
+        "or valid false and the problems",
+    )
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print the file's cells and estimated wall time; exit 2 when it is invalid."""
     from harness.experiment.matrix import expand
 
+    if args.json:
+        return _print_json(args)
     experiment = load_experiment(args.experiment, args)
     if experiment is None:
         return EXIT_ERROR
@@ -30,6 +38,37 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  {cell.name}")
     for line in wall_time_lines(cells, experiment.repetitions):
         print(line)
+    return EXIT_OK
+
+
+def _print_json(args: argparse.Namespace) -> int:
+    """`validate --json`: one JSON object on stdout, whether the file is valid or not."""
+    import json
+
+    from harness.experiment.load import load_experiment as load
+    from harness.experiment.matrix import expand
+    from harness.experiment.plan import wall_time
+    from harness.experiment.problems import SpecError
+
+    try:
+        experiment = load(args.experiment)
+    except SpecError as exc:
+        # The message's first line names the file; each line after it is one problem.
+        problems = [line.strip() for line in (str(exc).splitlines()[1:] or [str(exc)])]
+        document = {"file": str(args.experiment), "valid": False, "problems": problems}
+        print(json.dumps(document, indent=2))
+        return EXIT_ERROR
+    cells = expand(experiment)
+    estimate = wall_time(cells, experiment.repetitions)
+    document = {
+        "file": str(args.experiment),
+        "valid": True,
+        "name": experiment.name,
+        "cells": [cell.name for cell in cells],
+        "repetitions": experiment.repetitions,
+        "estimated_seconds": round(estimate.seconds),
+    }
+    print(json.dumps(document, indent=2))
     return EXIT_OK
 
 

@@ -46,3 +46,21 @@ def test_an_unknown_source_lists_the_shipped_ones_and_writes_nothing(tmp_path, c
 )
 def test_the_name_comes_from_the_file_name(stem: str, name: str) -> None:
     assert experiment_name(Path(f"{stem}.yaml")) == name
+
+
+def test_validate_json_says_valid_with_the_cells_or_the_problems(tmp_path: Path, capsys) -> None:
+    import json
+
+    good = tmp_path / "good.yaml"
+    assert main(["init", str(good)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(good), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["valid"] is True and document["name"] == "good"
+    assert len(document["cells"]) == 6 and document["estimated_seconds"] > 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("  rate: ", "  rate: -", 1))
+    assert main(["validate", str(bad), "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["valid"] is False
+    assert [p.split(":")[0] for p in document["problems"]] == ["workload.rate"]

@@ -3,11 +3,13 @@ docs/cli.md and the code share; generated verdict lists against an oracle writte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pyspark.sql import SparkSession
 
 from analysis.judge.outcomes import Verdict
 from analysis.judge.verdicts import (
@@ -16,7 +18,8 @@ from analysis.judge.verdicts import (
     exit_code_table,
     parse_fail_on,
 )
-from kafka_chaos.cli import build_parser
+from kafka_chaos.cli import build_parser, main
+from tests.unit.reconcile_runs import in_order, write_run
 from tests.unit.verdict_runs import cells_with
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
@@ -91,3 +94,27 @@ def test_the_table_is_the_same_in_help_docs_and_code() -> None:
         assert line in help_text and f"- {line}" in docs, line
     run_help = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
     assert "--fail-on VERDICTS" in run_help
+
+
+def test_report_json_parses_and_fail_on_decides_the_exit(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Crafted runs carry no fault events: each is judged UNKNOWN, which fails by default.
+    write_run(tmp_path, "cp", *in_order(3), repetition=0)
+    write_run(tmp_path, "cp", *in_order(3), repetition=1)
+    runs = str(tmp_path / "runs" / "exp" / "*" / "cp")
+    out = tmp_path / "report"
+    assert main(["report", runs, "--out", str(out), "--json"]) == 2
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["exit_code"] == 2
+    [cell] = printed["cells"]
+    assert (cell["cell"], cell["verdict"], cell["repetitions"], cell["acked"]) == (
+        "cp", "UNKNOWN", 2, 6
+    )  # fmt: skip
+    assert cell["loss"] == 0
+    assert set(printed["files"]) == {"html", "markdown", "json", "junit", "dataset"}
+    assert all(Path(path).exists() for path in printed["files"].values())
+    # Named out of --fail-on, an UNKNOWN cell no longer fails the command.
+    assert main(["report", runs, "--out", str(out), "--json", "--fail-on", "violation"]) == 0
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 0
+    assert spark.range(1).count() == 1
