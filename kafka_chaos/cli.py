@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
-        module.add_arguments(sub.add_parser(module.NAME, help=module.HELP))
+        command = sub.add_parser(module.NAME, help=module.HELP)
+        # --debug after the command too; SUPPRESS keeps a --debug given before it.
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an unexpected error")  # fmt: skip
+        module.add_arguments(command)
     return parser
 
 

@@ -57,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration-s", type=float, help="override the workload's duration_s (e.g. a short soak)"
     )
-    parser.add_argument("--quiet", action="store_true", help="plain progress lines (CI)")
+    parser.add_argument(
+        "--plain", "--quiet", dest="quiet", action="store_true", help="plain progress lines (CI)"
+    )
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     parser.add_argument("--master", help="Spark master for the analysis")
     add_fail_on(parser)

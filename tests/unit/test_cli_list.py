@@ -49,3 +49,21 @@ def test_the_text_lists_each_fault_with_its_params_indented(capsys) -> None:
     assert "\ndelay: " in text and "\n    direction (default out): " in text
     assert main(["list", "versions"]) == 0
     assert "releases: any Apache Kafka release from 0.10.2.2 on" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "debug"),
+    [(["--debug", "validate", "x"], True), (["validate", "x", "--debug"], True),
+     (["validate", "x"], False), (["list", "faults", "--debug"], True)],
+)  # fmt: skip
+def test_debug_is_taken_before_or_after_the_command(argv: list[str], debug: bool) -> None:
+    from kafka_chaos.cli import build_parser
+
+    assert build_parser().parse_args(argv).debug is debug
+
+
+def test_plain_is_run_quiet_by_its_new_name() -> None:
+    from kafka_chaos.cli import build_parser
+
+    assert build_parser().parse_args(["run", "x", "--plain"]).quiet is True
+    assert build_parser().parse_args(["run", "x", "--quiet"]).quiet is True
