@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from harness.chaos.faults import FAULT_TYPES, HelperSite, is_consumer_target
+from harness.experiment.client_config import librdkafka_refusal
 from harness.experiment.fields import (
     BOUND_TARGET,
     CONSUMER_TARGET,
@@ -129,6 +130,9 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
 def _client_rules(spec: Experiment) -> Iterator[Problem]:
     client, workload = spec.workload.client, spec.workload
     if client.kind == "librdkafka":
+        if refused := librdkafka_refusal(spec.producer.config):
+            key, why = refused
+            yield f"producer.config.{key}", f"librdkafka refuses it: {why}"
         return
     if workload.transactions is not None and client.kind == "command":
         reason = (

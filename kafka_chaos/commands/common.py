@@ -94,30 +94,99 @@ def require_java() -> bool:
 def load_experiment(path: Path, args: argparse.Namespace):
     """The validated experiment at `path` with the command line's overrides, or None after
     printing why it is invalid (overrides are validated like the file's own values)."""
-    from harness.experiment.load import load_experiment as load
-    from harness.experiment.load import override
     from harness.experiment.problems import SpecError
 
     try:
-        experiment = load(path)
-        if getattr(args, "repetitions", None) is not None:
-            experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
-        if getattr(args, "seed", None) is not None:
-            experiment = override(experiment, "seed", args.seed, "--seed")
-        if getattr(args, "duration_s", None) is not None:
-            experiment = override(
-                experiment, "workload.duration_s", args.duration_s, "--duration-s"
-            )
-        # These replace each cell's image when it runs; checked here like the file's own.
-        for flag, path_in_file in (("kafka_version", "kafka.version"), ("image", "kafka.image")):
-            if getattr(args, flag, None) is not None:
-                override(
-                    experiment, path_in_file, getattr(args, flag), f"--{flag.replace('_', '-')}"
-                )
-        return experiment
+        return resolved_experiment(path, args)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return None
+    except OSError as exc:
+        print(f"{exc.filename}: {exc.strerror}; give the path of a property file", file=sys.stderr)
+        return None
+
+
+def resolved_experiment(path: Path, args: argparse.Namespace) -> Any:
+    """The experiment at `path` with the command line's overrides; SpecError naming the
+    problems, OSError for a property file that cannot be read."""
+    from harness.experiment.load import load_experiment as load
+    from harness.experiment.load import override
+
+    experiment = load(path)
+    if getattr(args, "repetitions", None) is not None:
+        experiment = override(experiment, "repetitions", args.repetitions, "--repetitions")
+    if getattr(args, "seed", None) is not None:
+        experiment = override(experiment, "seed", args.seed, "--seed")
+    if getattr(args, "duration_s", None) is not None:
+        experiment = override(experiment, "workload.duration_s", args.duration_s, "--duration-s")
+    # These replace each cell's image when it runs; checked here like the file's own.
+    for flag, path_in_file in (("kafka_version", "kafka.version"), ("image", "kafka.image")):
+        if getattr(args, flag, None) is not None:
+            override(experiment, path_in_file, getattr(args, flag), f"--{flag.replace('_', '-')}")
+    for setting in user_settings(args):
+        experiment = override(experiment, setting.path, setting.value, setting.origin)
+    return experiment
+
+
+def add_user_settings(parser: argparse.ArgumentParser) -> None:
+    """--producer-config, --topic-config and --set: the user's own settings on every cell."""
+    parser.add_argument(
+        "--producer-config",
+        type=Path,
+        metavar="FILE.properties",
+        help="a producer property file as you keep it (Java's or librdkafka's names): acks, "
+        "idempotence, in-flight, retries, linger and timeouts set the producer's fields (the "
+        "cell is judged by them), any other key goes to producer.config",
+    )
+    parser.add_argument(
+        "--topic-config",
+        type=Path,
+        metavar="FILE.properties",
+        help="a topic property file: min.insync.replicas and unclean.leader.election.enable set "
+        "the topic's fields, any other key goes to topic.config",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=_assignment,
+        metavar="PATH=VALUE",
+        help="set any field of the file, e.g. --set workload.rate=500 or --set "
+        "topic.config.flush.messages=1 (YAML value; repeatable; after the files)",
+    )
+
+
+def user_settings(args: argparse.Namespace) -> list[Any]:
+    """The settings of --producer-config, --topic-config and --set, in that order (a matrix
+    axis that sets the same field still varies it per cell); the harness's own keys of a
+    property file (bootstrap.servers, serializers) are left out, and said so."""
+    import yaml
+
+    from harness.experiment import properties
+
+    settings = []
+    for flag, mapper in (
+        ("producer_config", properties.producer_settings),
+        ("topic_config", properties.topic_settings),
+    ):
+        path = getattr(args, flag, None)
+        if path is None:
+            continue
+        pairs = properties.read_properties(path)
+        if skipped := properties.harness_keys(pairs):
+            print(f"{path}: left out, the harness sets them: {', '.join(skipped)}", file=sys.stderr)
+        settings += mapper(pairs, str(path))
+    for path, text in getattr(args, "set", None) or []:
+        settings.append(properties.Setting(path, yaml.safe_load(text), f"--set {path}"))
+    return settings
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    """argparse's reading of --set PATH=VALUE: (path, the value's YAML text)."""
+    path, equals, value = text.partition("=")
+    if not equals or not path.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: write PATH=VALUE, e.g. workload.rate=500")
+    return path.strip(), value
 
 
 def add_shard_rows(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ from kafka_chaos.commands.common import (
     EXIT_OK,
     SESSION,
     add_fail_on,
+    add_user_settings,
     fail_on,
     load_experiment,
     log_to,
@@ -63,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     parser.add_argument("--master", help="Spark master for the analysis")
     add_fail_on(parser)
+    add_user_settings(parser)
     add_results_to(parser)
 
 

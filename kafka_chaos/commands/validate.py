@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from harness.settings import Settings
-from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, load_experiment
+from kafka_chaos.commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    add_user_settings,
+    load_experiment,
+    resolved_experiment,
+)
 
 NAME = "validate"
 HELP = "check an experiment file and list its cells"
@@ -21,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object: valid, the cells, the repetitions, the estimated seconds; "
         "or valid false and the problems",
     )
+    add_user_settings(parser)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -45,13 +52,16 @@ def _print_json(args: argparse.Namespace) -> int:
     """`validate --json`: one JSON object on stdout, whether the file is valid or not."""
     import json
 
-    from harness.experiment.load import load_experiment as load
     from harness.experiment.matrix import expand
     from harness.experiment.plan import wall_time
     from harness.experiment.problems import SpecError
 
     try:
-        experiment = load(args.experiment)
+        experiment = resolved_experiment(args.experiment, args)
+    except OSError as exc:
+        problem = f"{exc.filename}: {exc.strerror}; give the path of a property file"
+        print(json.dumps({"file": str(args.experiment), "valid": False, "problems": [problem]}))
+        return EXIT_ERROR
     except SpecError as exc:
         # The message's first line names the file; each line after it is one problem.
         problems = [line.strip() for line in (str(exc).splitlines()[1:] or [str(exc)])]
