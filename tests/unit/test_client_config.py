@@ -46,3 +46,28 @@ def test_a_refused_key_is_a_problem_of_the_file_for_librdkafka_cells_only() -> N
     )
     # The Java client's own settings are the Java client's business (max.block.ms).
     one_cell(doc(producer={"config": {"max.block.ms": 10_000}}, workload={"client": "java:4.3.1"}))
+
+
+def test_a_users_producer_properties_decide_what_the_cell_is_judged_by(tmp_path) -> None:
+    """A Java producer.properties as users keep it: its acks and idempotence become the
+    cell's, so the guarantee the cell is held to is the file's."""
+    import argparse
+
+    from harness.experiment.matrix import expand
+    from harness.experiment.plan import cell_config
+    from kafka_chaos.commands.common import resolved_experiment
+
+    experiment = tmp_path / "mine.yaml"
+    experiment.write_text("name: mine\nworkload: {rate: 100, duration_s: 10}\n")
+    properties = tmp_path / "producer.properties"
+    properties.write_text(
+        "bootstrap.servers=kafka:9092\n"
+        "key.serializer=org.apache.kafka.common.serialization.StringSerializer\n"
+        "acks=1\nenable.idempotence=false\nlinger.ms=20\ncompression.type=lz4\n"
+    )
+    args = argparse.Namespace(producer_config=properties, topic_config=None, set=[])
+    (cell,) = expand(resolved_experiment(experiment, args))
+    config = cell_config(cell, []).as_json()
+    assert (config["acks"], config["enable_idempotence"]) == ("1", False)
+    assert cell.spec.producer.linger_ms == 20
+    assert cell.spec.producer.config == {"compression.type": "lz4"}
