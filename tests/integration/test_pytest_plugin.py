@@ -34,7 +34,6 @@ pytestmark = pytest.mark.kafka_chaos(version="4.3.1", mode="kraft", brokers=3)
 SENDS = 400
 
 
-@pytest.mark.integration
 def test_acks_all_keeps_every_message_through_a_leader_kill(kafka_chaos):
     print(f"PID {os.getpid()}")
     config = {"bootstrap.servers": kafka_chaos.bootstrap_servers, "acks": "all", "linger.ms": 5}
@@ -62,7 +61,6 @@ def test_acks_all_keeps_every_message_through_a_leader_kill(kafka_chaos):
     assert verdict.report is not None and verdict.report.is_file()
 
 
-@pytest.mark.integration
 def test_a_fault_on_an_unknown_target_is_refused(kafka_chaos):
     with pytest.raises(ChaosUsageError, match="unknown target 'the-leader'; use leader, "):
         kafka_chaos.inject("kill", target="the-leader")
@@ -75,13 +73,11 @@ INTERRUPTED_TEST = """
 import os
 
 
-@pytest.mark.integration
 def test_failing_after_a_fault(kafka_chaos):
     kafka_chaos.inject("pause", target="follower")
     assert False, "the user's assertion"
 
 
-@pytest.mark.integration
 def test_interrupted_while_a_broker_is_paused(kafka_chaos):
     print(f"PID {os.getpid()}")
     kafka_chaos.inject("pause", target="leader")
