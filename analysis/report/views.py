@@ -61,6 +61,8 @@ def config_parts(config: CellConfig) -> list[str]:
         ("fault", config.fault_class),
         ("Kafka", config.kafka_version),
         ("mode", config.kafka_mode),
+        # Said only where every append is fsynced: absent, Kafka's default (no fsync).
+        ("fsync", "each message" if config.fsync_each_message else None),
     ]
     return [f"{k}={v}" for k, v in parts if v is not None]
 

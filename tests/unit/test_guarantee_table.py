@@ -277,3 +277,12 @@ def test_an_uncovered_setting_makes_the_repetition_unknown() -> None:
     v = judge_repetition(result({**CP, "min_insync_replicas": 5000}), [])
     assert v.verdict == Verdict.UNKNOWN
     assert v.reasons[0].startswith("checker error: LookupError: no documented guarantee")
+
+
+def test_a_cell_fsyncing_each_message_says_so_beside_its_settings() -> None:
+    from analysis.report.views import config_summary
+    from harness.rundir.config import CellConfig
+
+    fsynced = CellConfig.read({**CP, **FSYNCED, "fault_class": "all-power-loss"})
+    assert config_summary(fsynced).endswith(" · fsync=each message")
+    assert "fsync" not in config_summary(CellConfig.read(CP))  # Kafka's default goes unsaid
