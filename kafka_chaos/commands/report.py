@@ -109,6 +109,7 @@ def analyse_and_print(
     *,
     failing: frozenset[Any] | None = None,
     as_json: bool = False,
+    json_context: dict[str, str] | None = None,
     shard_rows: int = SHARD_ROWS,
     published: Destination | None = None,
     lake: Destination | None = None,
@@ -132,7 +133,7 @@ def analyse_and_print(
     result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
     code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
     if as_json:
-        return _print_json(result, code, out, published, lake)
+        return _print_json(result, code, out, published, lake, json_context or {})
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:
         table.add_column(column, justify="left" if column in ("cell", "verdict") else "right")
@@ -164,7 +165,12 @@ def analyse_and_print(
 
 
 def _print_json(
-    result: Any, code: int, out: Path, published: Destination | None, lake: Destination | None
+    result: Any,
+    code: int,
+    out: Path,
+    published: Destination | None,
+    lake: Destination | None,
+    context: dict[str, str],
 ) -> int:
     """`report --json`: one JSON object on stdout (docs/cli.md): the exit code, each cell's
     verdict with its acked and loss sums, and where the report's files are; warnings and
@@ -199,7 +205,8 @@ def _print_json(
         }
         for cell in result.cells
     ]
-    print(json.dumps({"exit_code": code, "cells": cells, "files": files}, indent=2))
+    document = {"exit_code": code, **context, "cells": cells, "files": files}
+    print(json.dumps(document, indent=2))
     return code
 
 

@@ -4,6 +4,7 @@ fresh cluster), then report."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -64,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
     parser.add_argument("--master", help="Spark master for the analysis")
     add_fail_on(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (exit code, runs, each cell's verdict and counts, the "
+        "report's files) on stdout; progress stays on stderr",
+    )
     add_user_settings(parser)
     add_results_to(parser)
 
@@ -113,16 +120,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     SESSION.run_root = root
     log_to(root / layout.HARNESS_LOG)
     summaries = _run_with_progress(args, experiment, cells, root, images, run_experiment)
-    print(f"runs: {root}")
+    # With --json, stdout holds the one JSON object alone.
+    print(f"runs: {root}", file=sys.stderr if args.json else sys.stdout)
     harness_failed = any(summary.error for summary in summaries)
     if args.no_report:
-        return EXIT_ERROR if harness_failed else EXIT_OK
+        code = EXIT_ERROR if harness_failed else EXIT_OK
+        if args.json:
+            print(json.dumps({"exit_code": code, "runs": str(root)}, indent=2))
+        return code
     code = analyse_and_print(
         [str(root)],
         root / layout.REPORT_DIR,
         args.master or settings.spark_master,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
         failing=fail_on(args),
+        as_json=args.json,
+        json_context={"runs": str(root)},
         lake=lake,
     )
     return EXIT_ERROR if harness_failed and code == EXIT_OK else code

@@ -189,9 +189,9 @@ def wait_for_event(run_dir_parent: Path, event_type: str, timeout_s: float) -> P
     return wait_until(holding, timeout_s, f"a {event_type} event under {run_dir_parent}")
 
 
-def run_experiment(name: str, runs_dir: Path) -> tuple[Path, CliRun]:
-    """Run tests/integration/experiments/<name>.yaml through the CLI into `runs_dir`; assert
-    it exited 0 and return its run root and the finished process."""
+def run_experiment(name: str, runs_dir: Path, *extra: str) -> tuple[Path, CliRun]:
+    """Run tests/integration/experiments/<name>.yaml through the CLI into `runs_dir` (with
+    `extra` arguments); assert it exited 0 and return its run root and the finished process."""
     done = run_cli(
         "run",
         str(HERE / "experiments" / f"{name}.yaml"),
@@ -200,6 +200,7 @@ def run_experiment(name: str, runs_dir: Path) -> tuple[Path, CliRun]:
         "--quiet",
         "--master",
         "local[2]",
+        *extra,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return only_dir(runs_dir / name), done

@@ -53,7 +53,12 @@ def judged_transactional(root: Path) -> tuple[Path, list[dict]]:
 
 @pytest.mark.integration
 def test_transactional_repetition_end_to_end(tmp_path: Path) -> None:
-    root, _ = run_experiment("transactions", tmp_path)
+    root, done = run_experiment("transactions", tmp_path, "--json")
+    # --json: stdout is one JSON object, the progress went to stderr.
+    printed = json.loads(done.stdout)
+    assert printed["exit_code"] == 0 and Path(printed["runs"]).resolve() == root.resolve()
+    assert [(c["verdict"], c["loss"]) for c in printed["cells"]] == [("PASS", 0)]
+    assert Path(printed["files"]["html"]).is_file()
     _, events = judged_transactional(root)
     [fault] = [e for e in events if e["type"] == "fault_start"]
     assert fault["target"] == "txn-coordinator" and len(fault["nodes"]) == 1
