@@ -287,16 +287,11 @@ DEFAULT_FAIL_ON: Final = frozenset({Verdict.VIOLATION, Verdict.UNKNOWN})
 
 
 def exit_code(
-    cells: Sequence[CellVerdict],
-    *,
-    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
-    known_bug_fails: bool = False,
+    cells: Sequence[CellVerdict], *, fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON
 ) -> int:
     """The worst exit code of EXIT_CODES among the cells whose verdict is in `fail_on` (1
-    before 2: a violation is said first), 2 when no cell was judged, else 0;
-    `known_bug_fails` adds KNOWN-BUG to `fail_on`."""
-    failing = fail_on | ({Verdict.KNOWN_BUG} if known_bug_fails else set())
-    codes = {EXIT_CODES[c.verdict] for c in cells if c.verdict in failing}
+    before 2: a violation is said first), 2 when no cell was judged, else 0."""
+    codes = {EXIT_CODES[c.verdict] for c in cells if c.verdict in fail_on}
     if 1 in codes:
         return 1
     if not cells or 2 in codes:

@@ -132,8 +132,21 @@ def analyse_and_print(
         convert_journals(run_dir)  # and its Java consumers' journals unconverted
     result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
     code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
+    for failure in result.failures:  # shown in place in the report too; the verdicts stand
+        print(f"warning: {failure}", file=sys.stderr)
+    shown = None
+    if not result.written:  # verdicts nobody can read: a harness error, whatever they say
+        print(f"error: no report file could be written under {out}", file=sys.stderr)
+        code = EXIT_ERROR
+    else:
+        try:
+            shown = _publish(out, result.dataset, published, lake)
+        except OSError as exc:
+            print(f"error: the report could not be published: {exc}", file=sys.stderr)
+            code = EXIT_ERROR
     if as_json:
-        return _print_json(result, code, out, published, lake, json_context or {})
+        _print_json(result, code, shown, json_context or {})
+        return code
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:
         table.add_column(column, justify="left" if column in ("cell", "verdict") else "right")
@@ -141,16 +154,8 @@ def analyse_and_print(
         table.add_row(*(escape(value) for value in row))
     console = Console(width=160)
     console.print(table)
-    for failure in result.failures:  # shown in place in the report too; the verdicts stand
-        print(f"warning: {failure}", file=sys.stderr)
-    if not result.written:  # verdicts nobody can read: a harness error, whatever they say
-        print(f"error: no report file could be written under {out}", file=sys.stderr)
-        return EXIT_ERROR
-    try:
-        shown = _publish(out, result.dataset, published, lake)
-    except OSError as exc:
-        print(f"error: the report could not be published: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    if shown is None:
+        return code
     for label, path in (
         ("HTML report", result.html),
         ("Markdown", result.markdown),
@@ -164,35 +169,15 @@ def analyse_and_print(
     return code
 
 
-def _print_json(
-    result: Any,
-    code: int,
-    out: Path,
-    published: Destination | None,
-    lake: Destination | None,
-    context: dict[str, str],
-) -> int:
+def _print_json(result: Any, code: int, shown: Any, context: dict[str, str]) -> None:
     """`report --json`: one JSON object on stdout (docs/cli.md): the exit code, each cell's
-    verdict with its acked and loss sums, and where the report's files are; warnings and
-    errors go to stderr as without --json."""
+    verdict with its acked and loss sums, and where the report's files are (none when they
+    could not be written or published; the error went to stderr)."""
     import json
 
-    for failure in result.failures:
-        print(f"warning: {failure}", file=sys.stderr)
-    if not result.written:
-        print(f"error: no report file could be written under {out}", file=sys.stderr)
-        code = EXIT_ERROR
-    files: dict[str, str] = {}
-    if result.written:
-        try:
-            shown = _publish(out, result.dataset, published, lake)
-        except OSError as exc:
-            print(f"error: the report could not be published: {exc}", file=sys.stderr)
-            code = EXIT_ERROR
-        else:
-            paths = (result.html, result.markdown, result.json, result.junit, result.dataset)
-            names = ("html", "markdown", "json", "junit", "dataset")
-            files = {name: str(shown(path)) for name, path in zip(names, paths, strict=True)}
+    paths = (result.html, result.markdown, result.json, result.junit, result.dataset)
+    names = ("html", "markdown", "json", "junit", "dataset")
+    files = {} if shown is None else {n: str(shown(p)) for n, p in zip(names, paths, strict=True)}
     cells = [
         {
             "experiment": cell.experiment,
@@ -205,9 +190,7 @@ def _print_json(
         }
         for cell in result.cells
     ]
-    document = {"exit_code": code, **context, "cells": cells, "files": files}
-    print(json.dumps(document, indent=2))
-    return code
+    print(json.dumps({"exit_code": code, **context, "cells": cells, "files": files}, indent=2))
 
 
 def _sum(stat: Any) -> int | None:

@@ -68,8 +68,9 @@ class Judge:
         """Reconcile and judge the run at `run_dir` and write its report to `report_dir`; an
         analysis that fails is an UNKNOWN verdict naming the error (a checker that crashes
         knows nothing: it does not fail the test's code)."""
-        from analysis.judge.verdicts import exit_code
+        from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 
+        known_bug = frozenset({Verdict.KNOWN_BUG}) if fail_on_known_bug else frozenset()
         try:
             analysis = self._analyse(run_dir, report_dir, title)
         except Exception as exc:
@@ -94,7 +95,7 @@ class Judge:
             reasons = (*cell.reasons, *reasons)
         return ChaosVerdict(
             verdict=cell.verdict,
-            ok=exit_code([cell], known_bug_fails=fail_on_known_bug) == 0,
+            ok=exit_code([cell], fail_on=DEFAULT_FAIL_ON | known_bug) == 0,
             loss=repetition.loss,
             acked=repetition.acked,
             reasons=tuple(dict.fromkeys(reasons)),

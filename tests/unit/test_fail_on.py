@@ -52,7 +52,7 @@ def test_the_exit_code_is_the_worst_failing_verdicts(verdicts, failing) -> None:
 def test_by_default_a_violation_or_unknown_fails_and_a_known_bug_only_when_asked() -> None:
     assert {Verdict.VIOLATION, Verdict.UNKNOWN} == DEFAULT_FAIL_ON
     assert exit_code(cells_with(Verdict.KNOWN_BUG, Verdict.NOT_PROVOKED)) == 0
-    assert exit_code(cells_with(Verdict.KNOWN_BUG), known_bug_fails=True) == 1
+    assert exit_code(cells_with(Verdict.KNOWN_BUG), fail_on=parse_fail_on("known-bug")) == 1
     not_provoked = parse_fail_on("violation,unknown,not-provoked")
     assert exit_code(cells_with(Verdict.PASS, Verdict.NOT_PROVOKED), fail_on=not_provoked) == 1
 

@@ -13,7 +13,7 @@ from analysis.judge import verdicts
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
 from analysis.judge.mechanisms import KNOWN_BUGS, log_evidence
 from analysis.judge.outcomes import Verdict
-from analysis.judge.verdicts import exit_code
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 from harness.rundir import layout
 from tests.unit.results_json import typed
 from tests.unit.verdict_runs import (
@@ -314,7 +314,10 @@ def test_known_bug_folds_between_unknown_and_expected_loss_and_exits_0_unless_as
     assert cell.reasons[0].startswith(
         "a known bug of this release lost acknowledged data in 1 of 2"
     )
-    assert exit_code([cell]) == 0 and exit_code([cell], known_bug_fails=True) == 1
+    assert (
+        exit_code([cell]) == 0
+        and exit_code([cell], fail_on=DEFAULT_FAIL_ON | {Verdict.KNOWN_BUG}) == 1
+    )
 
 
 # --- fault classes from roles ---------------------------------------------------------------
