@@ -1,0 +1,207 @@
+"""report.md line by line: the summary sentence, the matrix with its alignment and price of
+safety, each cell's heading, guarantee and reasons, and the provenance tables. The expected
+text is written out here; the columns of the anomaly registry are spelled from it, so a new
+anomaly class adds its column here too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analysis.judge.guarantees import SOURCE
+from analysis.judge.outcomes import CellVerdict
+from analysis.model.anomalies import ANOMALY_NAMES, COUNT_LABELS
+from analysis.report.markdown import render_markdown
+from analysis.report.provenance import provenance_views
+from analysis.report.render import render_report
+from tests.unit.report_runs import (
+    AP,
+    CP,
+    RUNS,
+    events_with_fault_and_leader_change,
+    judge_all,
+    priced,
+    result,
+)
+from tests.unit.results_json import typed
+
+AP_CONFIG = (
+    "acks=1 · min.insync=1 · unclean=off · idempotence=off · in-flight=5 · RF=3 · "
+    "partitions=2 · fault=leader-partition · Kafka=3.9.0"
+)
+CP_CONFIG = (
+    "acks=all · min.insync=2 · unclean=off · idempotence=on · in-flight=5 · RF=3 · "
+    "partitions=2 · fault=leader-kill · Kafka=3.9.0"
+)
+PRICE_HEAD = ["partition stall (s)", "topic stall (s)", "failed sends", "first ack after heal (s)"]
+
+
+def _head(priced: bool) -> list[str]:
+    labels = [COUNT_LABELS[name][0] for name in ANOMALY_NAMES]
+    return [
+        "cell",
+        "configuration",
+        "sent",
+        "acked",
+        "loss",
+        *labels,
+        "loss rate",
+        "verdict",
+        *(PRICE_HEAD if priced else []),
+    ]
+
+
+def _anomalies(**shown: str) -> list[str]:
+    return [shown.get(str(name), "0") for name in ANOMALY_NAMES]
+
+
+def _crafted() -> tuple[list[CellVerdict], list[Any], dict[str, Any]]:
+    results = [
+        result("ap-leader-partition", AP, 0),
+        result("ap-leader-partition", AP, 1, lost=3),
+        result("cp-leader-kill", CP, 0, offset_divergent=1, moved=1),
+    ]
+    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results}
+    return judge_all(results, events), [typed(r) for r in results], events
+
+
+def _reasons(cell: CellVerdict) -> list[str]:
+    g = cell.guarantee
+    assert g is not None
+    return [
+        f"### {cell.cell}: {cell.verdict.value}",
+        "",
+        f"_{AP_CONFIG if cell.cell.startswith('ap') else CP_CONFIG}_",
+        "",
+        f"Guarantee: loss {g.loss}, duplicates {g.duplicates}, order {g.order}. "
+        f"{g.citation} ({SOURCE})",
+        "",
+        *(f"- {reason}" for reason in cell.reasons),
+        "",
+    ]
+
+
+PROVENANCE_LINES = [
+    "## Provenance",
+    "",
+    "Runs under `runs/chaos/ts`:",
+    "",
+    "| | |",
+    "|---|---|",
+    "| git revision | 0123abcd0123abcd0123abcd0123abcd0123abcd |",
+    "| command line | kafka-chaos run 'experiments/chaos file.yaml' --quiet |",
+    "| seed | 42 (repetition r runs with seed + r) |",
+    "| image | kafka-chaos/kafka:4.3.1-abc |",
+    "| image id | sha256:feed |",
+    "| Kafka version | 4.3.1 |",
+    "| confluent-kafka | 2.12.0 |",
+    "| librdkafka | 2.12.1 |",
+    "| cores | 2 |",
+    "| memory | 8.0 GiB |",
+    "",
+    "Runs under `runs/old/ts`:",
+    "",
+    "| | |",
+    "|---|---|",
+    "| provenance | not recorded: no provenance.json: the run was made by an older harness |",
+    "",
+]
+
+
+def _row(values: list[str]) -> str:
+    return "| " + " | ".join(values) + " |"
+
+
+def test_the_markdown_report_reads_line_by_line_with_the_price_of_safety(tmp_path: Path) -> None:
+    cells, results, events = _crafted()
+    results[2] = priced(results[2], 9.25, 40, None)
+    paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
+    head = _head(priced=True)
+    numbers = ["---:"] * (4 + len(ANOMALY_NAMES))  # sent, acked, loss, each class, rate
+    alignment = ["---", "---", *numbers, "---", *["---:"] * 4]
+    assert len(alignment) == len(head)
+    expected = [
+        "# Chaos report",
+        "",
+        "**1 of 2 cells violate the documented guarantees** (exit code 1). Verdicts: PASS 0 · "
+        "VIOLATION 1 · EXPECTED-LOSS 1 · KNOWN-BUG 0 · NOT-PROVOKED 0 · UNKNOWN 0.",
+        "",
+        "Counts are per repetition: mean (min–max) when repetitions disagree.",
+        "",
+        _row(head),
+        "|" + "|".join(alignment) + "|",
+        _row(
+            [
+                "`ap-leader-partition`",
+                AP_CONFIG,
+                "2,000",
+                "1,900",
+                "1.5 (0–3)",
+                *_anomalies(lost="1.5 (0–3)"),
+                "0.0789 %",
+                "**EXPECTED-LOSS**",
+                "— (0 of 2 reps)",
+                "—",
+                "—",
+                "—",
+            ]
+        ),
+        _row(
+            [
+                "`cp-leader-kill`",
+                CP_CONFIG,
+                "2,000",
+                "1,900",
+                "0",
+                *_anomalies(offset_divergent="1", moved="1"),
+                "0 %",
+                "**VIOLATION**",
+                "9.2",
+                "4.6",
+                "40 (60 indeterminate)",
+                "never (1 heal with no ack after)",
+            ]
+        ),
+        "",
+        "## Reasons",
+        "",
+        *_reasons(cells[0]),
+        *_reasons(cells[1]),
+        *PROVENANCE_LINES,
+    ]
+    assert paths.markdown.read_text("utf-8") == "\n".join(expected) + "\n"
+    assert paths.failures == ()
+
+
+def test_without_results_the_matrix_has_no_price_columns() -> None:
+    cells, _, _ = _crafted()
+    text = render_markdown(cells, provenance_views(()), "T")
+    lines = text.splitlines()
+    head = _head(priced=False)
+    assert lines[6] == _row(head)
+    numbers = ["---:"] * (4 + len(ANOMALY_NAMES))
+    assert lines[7] == "|" + "|".join(["---", "---", *numbers, "---"]) + "|"
+    assert lines[8].endswith("| 0.0789 % | **EXPECTED-LOSS** |")
+    assert text.endswith("\n## Provenance\n\n")
+
+
+def test_a_cell_name_and_texts_are_kept_inside_their_table_cells() -> None:
+    piped = result("a|b", CP, 0)
+    cells = judge_all([piped], {})
+    text = render_markdown(cells, (), "T|itle", {})
+    assert text.startswith("# T|itle\n")
+    (row,) = [line for line in text.splitlines() if line.startswith("| `a")]
+    assert row.startswith("| `a\\|b` | acks=all · ")
+    assert row.endswith(" | — (0 of 1 reps) | — | — | — |")
+    assert "### a|b: " in text
+
+
+def test_a_cell_without_a_guarantee_has_no_guarantee_line() -> None:
+    unknown = {**result("odd", {**CP, "fault_class": "leader-nonsense"}, 0)}
+    (cell,) = judge_all([unknown], {})
+    assert cell.guarantee is None
+    text = render_markdown([cell], (), "T")
+    section = text[text.index("### odd: ") : text.index("## Provenance")]
+    config = CP_CONFIG.replace("leader-kill", "leader-nonsense")
+    reasons = "".join(f"- {reason}\n" for reason in cell.reasons)
+    assert section == f"### odd: {cell.verdict.value}\n\n_{config}_\n\n{reasons}\n"
