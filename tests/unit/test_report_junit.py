@@ -1,0 +1,130 @@
+"""The JUnit XML written out whole: each outcome's element, the message cut to one line's
+length, the loss line, the totals; the verdicts come from the judge, the rest is spelled here."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from analysis.judge.outcomes import CellVerdict, RepetitionVerdict, Verdict
+from analysis.report.junit import write_junit
+from tests.unit.report_runs import (
+    AP,
+    CP,
+    events_with_fault_and_leader_change,
+    healthy_events,
+    judge_all,
+    result,
+    us,
+)
+
+
+def _rep(cell: CellVerdict, **changes: object) -> CellVerdict:
+    (rep,) = cell.repetitions
+    return replace(cell, repetitions=(replace(rep, **changes),))
+
+
+def test_the_junit_file_spells_every_outcome(tmp_path: Path) -> None:
+    results = [
+        result("ap", AP, 0),
+        result("ap", AP, 1, lost=3),
+        {**result("cp-unknown", CP, 0), "status": "error", "error": "no <cluster>", "counts": None},
+        result("quiet", AP, 0),
+    ]
+    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results[:2]}
+    events[results[3]["run_dir"]] = healthy_events()
+    ap, unknown, quiet = judge_all(results, events)
+    assert [ap.verdict, unknown.verdict, quiet.verdict] == [
+        Verdict.EXPECTED_LOSS,
+        Verdict.UNKNOWN,
+        Verdict.NOT_PROVOKED,
+    ]
+    pass_reason, lost_reason = ap.repetitions[0].reasons[0], ap.repetitions[1].reasons[0]
+    (quiet_reason,) = quiet.repetitions[0].reasons
+    path = write_junit([ap, unknown, quiet], events, tmp_path / "deep" / "er" / "junit.xml")
+    assert path == tmp_path / "deep" / "er" / "junit.xml"
+    assert path.read_text("utf-8") == (
+        "<?xml version='1.0' encoding='utf-8'?>\n"
+        '<testsuites name="kafka-chaos" tests="4" failures="0" errors="1" skipped="1" '
+        'time="61.000">\n'
+        '  <testsuite name="kafka-chaos" tests="4" failures="0" errors="1" skipped="1" '
+        'time="61.000">\n'
+        '    <testcase classname="chaos.ap" name="rep-0" time="30.000">\n'
+        "      <system-out>verdict: PASS\n"
+        "loss: 0 of 1900 acked (0 %)\n"
+        f"{pass_reason}</system-out>\n"
+        "    </testcase>\n"
+        '    <testcase classname="chaos.ap" name="rep-1" time="30.000">\n'
+        "      <system-out>verdict: EXPECTED-LOSS\n"
+        "loss: 3 of 1900 acked (0.158 %)\n"
+        f"{lost_reason}</system-out>\n"
+        "    </testcase>\n"
+        '    <testcase classname="chaos.cp-unknown" name="rep-0" time="0.000">\n'
+        '      <error message="run error: no &lt;cluster&gt;" type="UNKNOWN">'
+        "run error: no &lt;cluster&gt;</error>\n"
+        "      <system-out>verdict: UNKNOWN\n"
+        "run error: no &lt;cluster&gt;</system-out>\n"
+        "    </testcase>\n"
+        '    <testcase classname="chaos.quiet" name="rep-0" time="1.000">\n'
+        '      <skipped message="NOT-PROVOKED: loss is allowed but never happened: the faults '
+        'were too weak" />\n'
+        "      <system-out>verdict: PASS\n"
+        "loss: 0 of 1900 acked (0 %)\n"
+        f"{quiet_reason}</system-out>\n"
+        "    </testcase>\n"
+        "  </testsuite>\n"
+        "</testsuites>"
+    )
+
+
+def test_a_failure_carries_its_first_reason_cut_to_500_characters(tmp_path: Path) -> None:
+    cp = result("cp", CP, 0, offset_divergent=1)
+    (cell,) = judge_all([cp], {cp["run_dir"]: events_with_fault_and_leader_change()})
+    assert cell.verdict == Verdict.VIOLATION
+
+    def failure(reasons: tuple[str, ...], **changes: object) -> tuple[str, str, str]:
+        judged = _rep(cell, reasons=reasons, **changes)
+        text = write_junit([judged], {}, tmp_path / "j.xml").read_text("utf-8")
+        case = text[text.index("<testcase") : text.index("</testcase>")]
+        return case, text[: text.index("<testsuite ")], text
+
+    case, _, _ = failure(("x" * 500, "second & last"))
+    assert f'<failure message="{"x" * 500}" type="VIOLATION">' in case
+    assert f"{'x' * 500}\nsecond &amp; last</failure>" in case
+    assert "<system-out>verdict: VIOLATION\n" in case
+    case, head, _ = failure(("y" * 501,))
+    assert f'<failure message="{"y" * 499}…" type="VIOLATION">' in case
+    assert 'failures="1" errors="0" skipped="0"' in head
+    case, _, _ = failure((), loss=None, acked=1900)
+    assert '<failure message="VIOLATION" type="VIOLATION" />' in case
+    assert "<system-out>verdict: VIOLATION\n</system-out>" in case  # no loss line, no reasons
+    case, _, _ = failure(("r",), loss=2, acked=0)
+    assert "<system-out>verdict: VIOLATION\nr</system-out>" in case  # nothing acked: no rate
+    case, _, _ = failure(("r",), loss=1, acked=3)
+    assert "<system-out>verdict: VIOLATION\nloss: 1 of 3 acked (33.3 %)\nr</system-out>" in case
+
+
+def test_a_case_lasts_its_events_span_to_the_millisecond(tmp_path: Path) -> None:
+    (cell,) = judge_all([result("cp", CP, 0)], {})
+    run_dir = cell.repetitions[0].run_dir
+    events = {run_dir: [{"type": "phase", "ts_us": us(1)}, {"type": "phase", "ts_us": us(3.0016)}]}
+    text = write_junit([cell], events, tmp_path / "j.xml").read_text("utf-8")
+    assert 'name="rep-0" time="2.002"' in text
+    assert text.count('time="2.002"') == 3  # the case, the suite and the suites
+
+
+def test_a_rep_that_passed_in_a_cell_that_did_not_pass_has_no_outcome_element(
+    tmp_path: Path,
+) -> None:
+    (cell,) = judge_all([result("ap", AP, 0), result("ap", AP, 1, lost=1)], {})
+    reps = tuple(replace(rep, verdict=Verdict.PASS) for rep in cell.repetitions)
+    passed = replace(cell, verdict=Verdict.EXPECTED_LOSS, repetitions=reps)
+    text = write_junit([passed], {}, tmp_path / "j.xml").read_text("utf-8")
+    assert "<skipped" not in text and "<failure" not in text and "<error" not in text
+    assert 'tests="2" failures="0" errors="0" skipped="0" time="0.000"' in text
+    unknown_rep = RepetitionVerdict(Verdict.UNKNOWN, ("why",), None, "r", 4)
+    odd = replace(cell, repetitions=(unknown_rep,))
+    text = write_junit([odd], {}, tmp_path / "j.xml").read_text("utf-8")
+    assert '<testcase classname="chaos.ap" name="rep-4" time="0.000">' in text
+    assert '<error message="why" type="UNKNOWN">why</error>' in text
+    assert 'tests="1" failures="0" errors="1" skipped="0"' in text
