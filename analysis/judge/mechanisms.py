@@ -129,19 +129,30 @@ def _moved_twice(history: PartitionHistory, context: _Context) -> str:
 
 
 def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
-    """The other replicas stopped cleanly, then the ISR's last member lost its page cache."""
-    # Their roles do not matter: a controlled shutdown hands leadership over cleanly.
-    stopped = [h for h in history.hits if h.kind == "stop"]
+    """The partition's last leader lost its unflushed tail (a hit of kind power-loss) while
+    every other member of its last ISR was down (stopped or killed before), so it came back
+    as the only replica Kafka may elect: without the tail the others held."""
     for hit in history.hits:
-        if hit.kind != "power-loss" or not stopped or stopped[0].ts_us > hit.ts_us:
+        if hit.kind != "power-loss":
             continue
-        alone = [s for s in history.samples if s.ts_us <= hit.ts_us and len(s.isr) == 1]
-        if alone and alone[-1].isr[0] in hit.nodes:
+        down = [
+            h for h in history.hits
+            if h.kind in ("stop", "kill") and h.ts_us <= hit.ts_us and set(h.nodes) - set(hit.nodes)
+        ]  # fmt: skip
+        led = [s for s in history.samples if s.ts_us <= hit.ts_us and s.leader is not None]
+        if not down or not led or led[-1].leader not in hit.nodes:
+            continue
+        last, downed = led[-1], {n for h in down for n in h.nodes}
+        if set(last.isr) - set(hit.nodes) <= downed:
+            how = "; ".join(
+                f"replicas {list(h.nodes)} {'stopped cleanly' if h.kind == 'stop' else 'killed'} "
+                f"at {context.t(h.ts_us)}"
+                for h in down
+            )
             return (
-                f"replicas {list(stopped[0].nodes)} stopped cleanly at "
-                f"{context.t(stopped[0].ts_us)}; the ISR was {list(alone[-1].isr)} at "
-                f"{context.t(alone[-1].ts_us)} when fault {hit.fault_id} ({hit.fault}) hit it at "
-                f"{context.t(hit.ts_us)}"
+                f"{how}; the ISR was {list(last.isr)} under leader {last.leader} at "
+                f"{context.t(last.ts_us)} when fault {hit.fault_id} ({hit.fault}) took that "
+                f"leader's unflushed tail at {context.t(hit.ts_us)}"
             )
     return ""
 
@@ -167,9 +178,10 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
     ),
     KnownBug(
         reference="KIP-966",
-        mechanism="last replica standing: the ISR's last member came back without its unflushed "
-        "tail and led, although cleanly stopped replicas held the data; Eligible Leader "
-        "Replicas let a clean one lead instead (default for new KRaft clusters from 4.1)",
+        mechanism="last replica standing: the ISR's last leader came back without its unflushed "
+        "tail and led, although replicas that were down held the data, and later writes took "
+        "the lost offsets; Eligible Leader Replicas let a clean one lead instead (default for "
+        "new KRaft clusters from 4.1)",
         fixed_in="4.1.0",
         first_affected=None,
         evidence=_last_replica_standing,

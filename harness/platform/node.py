@@ -86,6 +86,11 @@ class KafkaNode:
         return hostname_of(self.role, self.node_id)
 
     @property
+    def log_dir(self) -> str:
+        """The log directory as the running broker sees it (the disk layer's mount, if any)."""
+        return LOG_DIR
+
+    @property
     def disk_layered(self) -> bool:
         """Whether the node's log directory is a disk layer's mount (the disk faults' site)."""
         return self.disk_dir != LOG_DIR

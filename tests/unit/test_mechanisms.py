@@ -269,7 +269,43 @@ def test_the_last_replica_standing_is_known_before_elr(version: str, verdict: st
         assert (
             "(fixed in 4.1.0)" in reason and "replicas [2, 3] stopped cleanly at t=5.0 s" in reason
         )
-        assert "the ISR was [1] at t=7.0 s when fault 2 (power-loss) hit it at t=8.0 s" in reason
+        assert (
+            "the ISR was [1] under leader 1 at t=7.0 s when fault 2 (power-loss) took that "
+            "leader's unflushed tail at t=8.0 s" in reason
+        )
+
+
+def kafka_fsync_events(*, other_isr_member_down: bool = True) -> list[dict[str, Any]]:
+    """redpanda-data/kafka-fsync: a follower killed, the ISR [1, 2] frozen (ZooKeeper down),
+    then its follower and its leader killed and ten bytes cut off the leader's segment."""
+    down = [start(12, [2], fault="kill", fault_id=3)] if other_isr_member_down else []
+    return [
+        start(5, [3], fault="kill", fault_id=1),
+        sample(10, [(0, 1, [1, 2])]),
+        *down,
+        start(13, [1], fault="kill", fault_id=4),
+        start(14, [1], fault="truncate", fault_id=5, class_kind="power-loss"),
+    ]
+
+
+@pytest.mark.parametrize(("version", "verdict"), [("3.4.0", "KNOWN-BUG"), ("4.3.1", "VIOLATION")])
+def test_a_killed_isr_and_a_cut_leader_segment_is_the_last_replica_standing(
+    version: str, verdict: str
+):
+    config = {**CP, "enable_idempotence": False, "kafka_version": version, "fault_class": "mixed"}
+    rep = judged(config, kafka_fsync_events(), p0=1)
+    assert rep.verdict == verdict
+    if verdict == "KNOWN-BUG":
+        (reason,) = [r for r in rep.reasons if "KIP-966" in r]
+        assert "replicas [3] killed at t=5.0 s; replicas [2] killed at t=12.0 s" in reason
+        assert "the ISR was [1, 2] under leader 1 at t=10.0 s when fault 5 (truncate)" in reason
+
+
+def test_a_cut_leader_segment_while_another_isr_member_runs_is_no_known_bug():
+    """The other ISR member was up: it could have led, so nothing documented explains it."""
+    config = {**CP, "enable_idempotence": False, "kafka_version": "3.4.0", "fault_class": "mixed"}
+    rep = judged(config, kafka_fsync_events(other_isr_member_down=False), p0=1)
+    assert rep.verdict == Verdict.VIOLATION
 
 
 def test_the_last_replica_standing_counts_stopped_leaders_too():

@@ -24,6 +24,7 @@ from harness.chaos.faults.consumer import (
     is_consumer_target,
 )
 from harness.chaos.faults.disk import DiskFull, FsyncError, LoseUnsynced, SlowDisk, TornWrite
+from harness.chaos.faults.file_damage import Truncate
 from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
@@ -42,7 +43,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
         *(Delay, Reorder, Duplicate, Reassign, RemoveController),
-        *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk),
+        *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk, Truncate),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )
 }
