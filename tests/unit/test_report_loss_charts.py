@@ -1,0 +1,221 @@
+"""The loss charts as drawn: bar colours by verdict, whiskers, value labels, limits and axis
+labels read back from the matplotlib figure; which rows a chart past MAX_CHART_ROWS keeps;
+what the probability chart writes beside each point. Expected values are computed here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure
+
+from analysis.crossrun.summary import CrossRunSummary, cross_run_summary
+from analysis.judge.outcomes import CellVerdict, Verdict
+from analysis.report import loss_charts
+from analysis.report.charts import MAX_CHART_ROWS
+from analysis.report.loss_charts import (
+    ProbabilityPoint,
+    draw_loss_bars,
+    draw_loss_probability,
+    loss_probability_points,
+)
+from tests.unit.report_runs import AP, CP, healthy_events, judge_all, result
+from tests.unit.results_json import typed
+
+INK = "#24292f"
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Figure, str, str]]:
+    calls: list[tuple[Figure, str, str]] = []
+    real = loss_charts.svg_of
+
+    def grab(fig: Figure, label: str, prefix: str) -> Any:
+        calls.append((fig, label, prefix))
+        return real(fig, label, prefix)
+
+    monkeypatch.setattr(loss_charts, "svg_of", grab)
+    return calls
+
+
+def _judged(raws: list[dict[str, Any]]) -> tuple[list[CellVerdict], dict[str, Any]]:
+    raws = [{**r, "timeline": []} for r in raws]
+    events = {r["run_dir"]: healthy_events() for r in raws}
+    return judge_all(raws, events), {r["run_dir"]: typed(r) for r in raws}
+
+
+def test_each_cell_is_a_bar_of_its_verdicts_colour_with_its_spread_and_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cells, results = _judged(
+        [
+            result("ap", AP, 0, lost=19),
+            result("ap", AP, 1, lost=38),
+            result("cp", CP, 0),
+            {**result("bare", CP, 0), "counts": None, "status": "incomplete"},
+        ]
+    )
+    # Loss with no fault recorded: a violation even where acks=1 allows loss under a fault.
+    assert [c.verdict for c in cells] == [Verdict.VIOLATION, Verdict.PASS, Verdict.UNKNOWN]
+    calls = _captured(monkeypatch)
+    svg = loss_charts.loss_chart_svg(cells, results)
+    ((fig, label, prefix),) = calls
+    assert (label, prefix) == ("loss by configuration", "loss-chart")
+    assert 'aria-label="loss by configuration"' in svg and 'id="loss-chart-' in svg
+    assert tuple(fig.get_size_inches()) == pytest.approx((11, 0.9 + 0.36 * 3))
+    (ax,) = fig.axes
+    bars = ax.patches
+    assert [(b.get_y() + b.get_height() / 2, b.get_height()) for b in bars] == [
+        (0, 0.6),
+        (1, 0.6),
+        (2, 0.6),
+    ]
+    ap_rate = 100 * 57 / 3800
+    assert [b.get_width() for b in bars] == [pytest.approx(ap_rate), 0.0, 0.0]
+    assert [to_hex(b.get_facecolor()) for b in bars] == ["#cf222e", "#1a7f37", "#8250df"]
+    (spread,) = ax.lines  # only the cell whose repetitions differ
+    assert spread.get_gid() == "spread-0"
+    assert list(spread.get_xdata()) == pytest.approx([1.0, 2.0])
+    assert list(spread.get_ydata()) == [0, 0]
+    assert (to_hex(spread.get_color()), spread.get_linewidth()) == (INK, 1.2)
+    assert (spread.get_marker(), spread.get_markersize()) == ("|", 7)
+    texts = [(t.get_text(), t.get_position()) for t in ax.texts]
+    assert texts == [
+        ("  1.5 %", (2.0, 0)),  # the mean, written past the whisker's end
+        ("  0 %", (0.0, 1)),
+        ("  no data", (0.0, 2)),
+    ]
+    assert texts[0][1][0] == pytest.approx(2.0)
+    assert {(t.get_va(), t.get_fontsize()) for t in ax.texts} == {("center", 8.0)}
+    assert ax.get_xlim() == pytest.approx((0, 2.0 * 1.25))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["ap", "cp", "bare"]
+    assert list(ax.get_yticks()) == [0, 1, 2]
+    assert ax.yaxis_inverted()
+    assert not ax.yaxis.get_gridlines()[0].get_visible()
+    assert ax.get_xlabel() == (
+        "acknowledged messages missing (loss, % of acked; line: min–max over repetitions)"
+    )
+    assert ax.get_title(loc="left") == ""
+
+
+def test_a_chart_without_loss_keeps_a_scale_of_one_and_names_experiments_when_several() -> None:
+    cells, results = _judged([result("a", CP, 0), {**result("b", CP, 0), "experiment": "other"}])
+    ax = Figure().subplots()
+    draw_loss_bars(ax, cells, results)
+    assert ax.get_xlim() == (0.0, 1.0)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["chaos/a", "other/b"]
+    assert len(ax.lines) == 0
+
+
+def test_a_repetition_without_acks_or_with_a_malformed_count_has_no_rate_in_the_spread() -> None:
+    cells, results = _judged(
+        [
+            result("a", AP, 0, lost=19),
+            {**result("a", AP, 1), "counts": {**result("a", AP, 1)["counts"], "acked": 0}},
+            {**result("a", AP, 2, lost=5), "counts": {**result("a", AP, 2)["counts"], "lost": "5"}},
+            result("a", AP, 3, lost=38),
+        ]
+    )
+    ax = Figure().subplots()
+    draw_loss_bars(ax, cells, results)
+    (spread,) = ax.lines
+    assert list(spread.get_xdata()) == pytest.approx([1.0, 2.0])
+    ax = Figure().subplots()
+    draw_loss_bars(ax, cells, {})  # no results: no spread at all
+    assert len(ax.lines) == 0
+
+
+def test_past_the_row_limit_the_most_lossy_rows_are_kept_in_their_order() -> None:
+    rows = list(range(MAX_CHART_ROWS + 3))
+    keys = {r: (1.0 if r in (5, 50, 102) else 0.0, -r) for r in rows}
+    kept = loss_charts._most_lossy(rows, lambda r: keys[r])
+    dropped = set(rows) - set(kept)
+    assert kept == sorted(kept)
+    assert len(kept) == MAX_CHART_ROWS
+    assert dropped == {100, 101, 99}  # the least lossy: the last ones on a tie broken by -r
+    ties = loss_charts._most_lossy(rows, lambda r: 0.0)
+    assert ties == rows[:MAX_CHART_ROWS]  # the first ones on ties
+    assert loss_charts._most_lossy(rows[:MAX_CHART_ROWS], lambda r: -r) == rows[:MAX_CHART_ROWS]
+
+
+def test_a_chart_that_left_rows_out_says_how_many() -> None:
+    ax = Figure().subplots()
+    loss_charts._say_what_is_left_out(ax, 100, 1234, "cells")
+    assert ax.get_title(loc="left") == (
+        "the 100 cells with the most loss of 1,234; the tables list every one"
+    )
+    assert ax.title.get_text() == ""
+    assert ax._left_title.get_fontsize() == 8
+    ax = Figure().subplots()
+    loss_charts._say_what_is_left_out(ax, 7, 7, "groups")
+    assert ax.get_title(loc="left") == ""
+
+
+def _summary() -> CrossRunSummary:
+    cells, results = _judged(
+        [
+            result("ap", AP, 0, lost=1),
+            result("ap", AP, 1),
+            result("ap", AP, 2, lost=2),
+            result("cp", CP, 0),
+            {**result("none", {**CP, "kafka_version": "4.0.0"}, 0), "counts": None},
+        ]
+    )
+    return cross_run_summary(list(results.values()), cells)
+
+
+def test_the_probability_points_are_the_groups_with_a_probability() -> None:
+    points = loss_probability_points(_summary())
+    assert [(p.lossy, p.counted) for p in points] == [(0, 1), (2, 3)]
+    first = points[1]
+    (group,) = [g for g in _summary().groups if g.lossy == 2]
+    assert first.label == f"leader-partition · 3.9.0 · {group.label}"
+    assert first.percent == pytest.approx(100 * 2 / 3)
+    assert (first.low, first.high) == (100 * group.interval.low, 100 * group.interval.high)
+
+
+def test_each_probability_is_a_dot_on_its_interval_with_lossy_of_counted_beside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _captured(monkeypatch)
+    svg = loss_charts.loss_probability_svg(_summary())
+    ((fig, label, prefix),) = calls
+    assert (label, prefix) == ("loss probability by configuration, fault and version", "loss-prob")
+    assert 'id="loss-prob-' in svg
+    assert tuple(fig.get_size_inches()) == pytest.approx((11, 0.9 + 0.36 * 2))
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == (
+        "repetitions that lost acknowledged data (%, line: 95 % Wilson interval)"
+    )
+    assert ax.get_xlim() == (0.0, 112.0)
+    assert ax.yaxis_inverted()
+    assert not ax.yaxis.get_gridlines()[0].get_visible()
+    points = loss_probability_points(_summary())
+    assert [t.get_text() for t in ax.get_yticklabels()] == [p.label for p in points]
+    assert {t.get_fontsize() for t in ax.get_yticklabels()} == {7.5}
+    texts = [(t.get_text(), t.get_position()) for t in ax.texts]
+    assert texts == [("  0/1", (points[0].high, 0)), ("  2/3", (points[1].high, 1))]
+    assert {(t.get_va(), t.get_fontsize()) for t in ax.texts} == {("center", 8.0)}
+
+
+def test_the_probability_lines_and_dots_are_drawn_in_ink() -> None:
+    points = [ProbabilityPoint("g", 40.0, 10.0, 75.0, 2, 5)]
+    ax = Figure().subplots()
+    draw_loss_probability(ax, points)
+    line, dot = ax.lines
+    assert (line.get_gid(), dot.get_gid()) == ("interval-0", "point-0")
+    assert (to_hex(line.get_color()), line.get_linewidth()) == (INK, 1.2)
+    assert (line.get_marker(), line.get_markersize()) == ("|", 7)
+    assert (to_hex(dot.get_color()), dot.get_marker(), dot.get_linestyle()) == (INK, "o", "None")
+    assert (list(dot.get_xdata()), list(dot.get_ydata())) == ([40.0], [0])
+
+
+def test_an_empty_probability_chart_still_has_a_row_of_height() -> None:
+    empty = CrossRunSummary(groups=(), effects=(), decisive_settings=())
+    calls: list[Figure] = []
+    real = loss_charts.svg_of
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loss_charts, "svg_of", lambda f, *a: calls.append(f) or real(f, *a))
+        loss_charts.loss_probability_svg(empty)
+        loss_charts.loss_chart_svg([], {})
+    assert [tuple(f.get_size_inches()) for f in calls] == [pytest.approx((11, 1.26))] * 2
