@@ -54,7 +54,7 @@ from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config
 from harness.workload.clients.java import group_member
 from harness.workload.clients.transactional import java_transactions
-from harness.workload.consumers import CatchUp, ConsumerGroup
+from harness.workload.consumers import CatchUp, ConsumerGroup, Liveness
 from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
 from harness.workload.recorder import RecorderStats, Workload
@@ -389,7 +389,14 @@ def _consumer_group(
         events,
         spec.workload.consumer_processing_ms,
         group_member(spec.workload.client),
+        Liveness(spec.workload.consumer_stuck_s, _transaction_timeout_ms(spec)),
     )
+
+
+def _transaction_timeout_ms(spec: Experiment) -> int | None:
+    """The producers' transaction.timeout.ms; None for a workload without transactions."""
+    transactions = spec.workload.transactions
+    return None if transactions is None else transactions.timeout_ms
 
 
 def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) -> CatchUp:

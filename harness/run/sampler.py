@@ -1,4 +1,5 @@
-"""The sampler: leader and ISR of every partition, recorded while a repetition runs."""
+"""The sampler: leader and ISR of every partition, and each partition's ends (high watermark,
+last stable offset), recorded while a repetition runs."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import threading
 from typing import Any
 
 from harness.chaos.faults import FaultContext
-from harness.rundir.events import EventLog, Sample
+from harness.rundir.events import EventLog, PartitionEnd, Sample, now_us
+
+# ListOffsets may wait on a leader that is gone (a fault): bounded, so a sample stays ~1 s.
+ENDS_TIMEOUT_S = 1.5
 
 
 class Sampler:
-    """Records leader/ISR of every partition about once a second, the controller every 5th."""
+    """Records leader/ISR and ends of every partition about once a second, the controller every
+    5th."""
 
     def __init__(self, ctx: FaultContext, events: EventLog, interval_s: float = 1.0):
         self.ctx = ctx
@@ -38,6 +43,7 @@ class Sampler:
         except Exception as exc:
             self.events.write(Sample(error=str(exc), partitions=[]))
             return
+        stamp = now_us()  # the leader/ISR's time: the ends, read after, carry their own
         self.latest = [
             {"partition": s.partition, "leader": s.leader, "isr": list(s.isr)} for s in states
         ]
@@ -45,10 +51,52 @@ class Sampler:
         if with_controller:
             with contextlib.suppress(Exception):
                 fields["controller"] = self.ctx.cluster.active_controller()
-        self.events.write(Sample(**fields))
+        try:
+            partitions = [s.partition for s in states]
+            fields["ends"] = read_ends(self.ctx.cluster.admin(), self.ctx.topic, partitions)
+        except Exception as exc:
+            fields["ends_error"] = f"{type(exc).__name__}: {exc}"
+        fields["ends_us"] = now_us()
+        self.events.write(Sample(ts_us=stamp, **fields))
 
     def stop(self) -> None:
         """Stop sampling (a no-op when never started)."""
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(10)
+
+
+def read_ends(
+    admin: Any, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
+) -> list[PartitionEnd]:
+    """Each partition's high watermark (ListOffsets latest, read_uncommitted) and last stable
+    offset (the same, read_committed); a value its leader did not give in `timeout_s` is None.
+    Raises only when neither request could be sent."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    answers = {
+        level: admin.list_offsets(asked, isolation_level=level, request_timeout=timeout_s)
+        for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
+    }
+    by_level = {level: _offsets(futures, timeout_s) for level, futures in answers.items()}
+    return [
+        PartitionEnd(
+            partition=p,
+            high_watermark=by_level[IsolationLevel.READ_UNCOMMITTED].get(p),
+            last_stable=by_level[IsolationLevel.READ_COMMITTED].get(p),
+        )
+        for p in partitions
+    ]
+
+
+def _offsets(futures: dict[Any, Any], timeout_s: float) -> dict[int, int]:
+    """Partition → offset of every future that answered; the failed ones are left out."""
+    offsets: dict[int, int] = {}
+    for tp, future in futures.items():
+        with contextlib.suppress(Exception):
+            offset = int(future.result(timeout=timeout_s).offset)
+            if offset >= 0:
+                offsets[tp.partition] = offset
+    return offsets

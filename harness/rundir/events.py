@@ -30,7 +30,9 @@ class EventType(StrEnum):
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
-    SAMPLE = "sample"  # controller, partitions: [{partition, leader, isr}]
+    # controller, partitions: [{partition, leader, isr}]; ends: [{partition, high_watermark,
+    # last_stable}] read at ends_us (or ends_error)
+    SAMPLE = "sample"
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error
     # client, config: {key: value}, idempotent: the producer settings a client program ran
@@ -131,13 +133,29 @@ class ConditionMet(_Event):
     waited_s: float | None = None
 
 
+class PartitionEnd(BaseModel):
+    """One partition's ends as ListOffsets(latest) answered: the high watermark (what a
+    read_uncommitted consumer can read up to) and the last stable offset (a read_committed
+    one's limit: the first offset of a transaction still open). None: the leader did not say."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    partition: int
+    high_watermark: int | None = None
+    last_stable: int | None = None
+
+
 class Sample(_Event):
-    """The sampler's view of the topic: [{partition, leader, isr}], the controller sometimes."""
+    """The sampler's view of the topic: [{partition, leader, isr}], the controller sometimes,
+    and each partition's ends read just after (at `ends_us`; `ends_error` when unreadable)."""
 
     type: Literal[EventType.SAMPLE] = EventType.SAMPLE
     partitions: list[dict[str, Any]] = []
     controller: int | None = None
     error: str | None = None
+    ends: list[PartitionEnd] | None = None  # None: not recorded (older runs, or unreadable)
+    ends_us: int | None = None
+    ends_error: str | None = None
 
 
 class ReadbackDone(_Event):
@@ -235,6 +253,10 @@ class ConsumersDone(_Event):
     crashes: list[Any] = []
     client: str = "librdkafka"  # the members' client: librdkafka, or "java <version>"
     config: dict[str, str] = {}  # the members' settings (ConsumerGroup._members_config)
+    # The liveness bound (workload.consumer_stuck_s), and the producers' transaction.timeout.ms
+    # in a transactional run (how long an open transaction may hold the last stable offset).
+    stuck_s: float | None = None
+    transaction_timeout_ms: int | None = None
 
 
 Event = Annotated[

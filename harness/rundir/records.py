@@ -65,6 +65,13 @@ COMMIT_SCHEMA: Final = pa.schema([
     ("ts_us", pa.int64()), ("outcome", pa.string()),
 ])  # fmt: skip
 COMMIT_OK: Final = "ok"
+# The liveness bound's default (workload.consumer_stuck_s): a group that makes no progress for
+# longer than this, outside every fault, while records it could read exist, is `stuck`. Five of
+# the members' 6 s session timeouts: a dead member is noticed within one and its partitions
+# reassigned by one rebalance; five leave room for a second rebalance and a coordinator that
+# moved with a broker fault, and stay below the catch-up window's default (60 s), so a group
+# stuck after the final heal is still seen within it.
+CONSUMER_STUCK_S: Final = 30.0
 
 
 class CommitMode(StrEnum):

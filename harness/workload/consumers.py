@@ -43,7 +43,7 @@ from harness.rundir.events import (
     PhaseEvent,
     now_us,
 )
-from harness.rundir.records import CommitMode
+from harness.rundir.records import CONSUMER_STUCK_S, CommitMode
 from harness.waiting import Deadline, wait_for
 from harness.workload.clients.java_member import JavaMember, JavaMemberProcess, convert_journals
 from harness.workload.consumer_member import (
@@ -153,6 +153,16 @@ class ConsumerMember:
 
 
 @dataclass(frozen=True)
+class Liveness:
+    """What the `consumers` event tells the liveness check: the bound past which a group that
+    makes no progress is stuck, and how long an open transaction may hold the last stable
+    offset (the producers' transaction.timeout.ms; None without transactions)."""
+
+    stuck_s: float = CONSUMER_STUCK_S
+    transaction_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class CatchUp:
     """Where the group's committed offsets stood when the harness stopped waiting."""
 
@@ -212,11 +222,13 @@ class ConsumerGroup:
         events: EventLog,
         processing_ms: float = 0.0,
         java: JavaMember | None = None,
+        liveness: Liveness | None = None,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.java = java  # the Java client's member program; None: librdkafka members
         self.commit, self.run_dir, self.events = CommitMode(commit), run_dir, events
         self.processing_s = processing_ms / 1000
+        self.liveness = liveness or Liveness()
         self.group_id = f"kchaos-group-{os.getpid()}-{now_us()}"
         self.members = [ConsumerMember(self, index) for index in range(members)]
         self.paused_members: set[int] = set()
@@ -432,6 +444,8 @@ class ConsumerGroup:
             "crashes": list(self.crashes),
             "client": "librdkafka" if self.java is None else f"java {self.java.version}",
             "config": self._members_config(),
+            "stuck_s": self.liveness.stuck_s,
+            "transaction_timeout_ms": self.liveness.transaction_timeout_ms,
         }
 
     def _members_config(self) -> dict[str, str]:
