@@ -141,3 +141,86 @@ def test_report_reads_runs_from_s3a_as_it_reads_them_locally(
 def _table(printed: str) -> str:
     """The verdict table of a report's output (the lines before the report's paths)."""
     return printed.split("HTML report:")[0]
+
+
+def test_the_mirror_of_a_store_is_named_by_scheme_s3_for_hadoops_names(tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    assert local_mirror(cache, "s3a://b/x", "b/runs/1") == cache / "runs" / "s3" / "b/runs/1"
+    assert local_mirror(cache, "S3N://b", "/b/r") == cache / "runs" / "s3" / "b" / "r"
+    assert local_mirror(cache, "GS://b", "//b/r") == cache / "runs" / "gs" / "b" / "r"
+    assert local_mirror(cache, "file:///x://y", "/x") == cache / "runs" / "file" / "x"
+    assert local_mirror(cache, "s3://b", "b") == cache / "runs" / "s3" / "b"
+
+
+def test_a_pattern_with_a_glob_selects_only_the_runs_it_matches(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    cp = write_run(store, "cp", *in_order(2))
+    ap = write_run(store, "ap", *in_order(2))
+    exp = (store / "runs" / "exp").as_uri()
+    cache = tmp_path / "cache"
+    assert stage_runs([f"{exp}/*/c*"], cache) == [
+        str(local_mirror(cache, "file://", cp.as_posix()))
+    ]
+    assert stage_runs([f"{exp}/*/a*/"], cache) == [
+        str(local_mirror(cache, "file://", ap.as_posix()))
+    ]
+    assert stage_runs([f"{exp}/"], cache) == [
+        str(local_mirror(cache, "file://", p.as_posix())) for p in (ap, cp)
+    ]
+
+
+def test_a_copy_is_made_again_when_the_store_changed_and_keeps_its_time(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = write_run(store, "cp", *in_order(2))
+    spec = run / layout.SPEC
+    os.utime(spec, (1_700_000_000, 1_700_000_000))
+    uri = (store / "runs" / "exp").as_uri()
+    cache = tmp_path / "cache"
+    (copy,) = map(Path, stage_runs([uri], cache))
+    copied_spec = copy / layout.SPEC
+    assert copied_spec.stat().st_mtime == 1_700_000_000  # the store's time, not the copy's
+    same_size = spec.read_text().replace("p", "q", 1)
+    assert len(same_size) == len(spec.read_text()) and same_size != spec.read_text()
+    spec.write_text(same_size)
+    os.utime(spec, (1_700_000_060, 1_700_000_060))
+    stage_runs([uri], cache)
+    assert copied_spec.read_text() == same_size  # same size, another time: copied again
+    assert copied_spec.stat().st_mtime == 1_700_000_060
+    spec.write_text(same_size + " ")
+    os.utime(spec, (1_700_000_060, 1_700_000_060))  # same time, another size: copied again
+    stage_runs([uri], cache)
+    assert copied_spec.read_text() == same_size + " "
+
+
+def test_a_store_whose_paths_are_not_local_is_copied_through_its_file_system(
+    tmp_path: Path,
+) -> None:
+    from analysis.report import remote_runs
+    from analysis.report.publish import Destination
+
+    store = tmp_path / "store"
+    write_run(store, "cp", *in_order(2))
+    # Paths relative to the store's root, as on S3: only the store's file system resolves them.
+    filesystem = pafs.SubTreeFileSystem(store.as_posix(), pafs.LocalFileSystem())
+    source = Destination("s3a://bucket/runs", filesystem, "runs")
+    listing = remote_runs._list(source)
+    (run_dir,) = select_run_dirs("runs/exp/*", listing.files)
+    copy = remote_runs._copy_run(source, run_dir, listing, tmp_path / "cache")
+    assert copy == tmp_path / "cache" / "runs" / "s3" / run_dir
+    assert (copy / layout.SPEC).read_bytes() == (store / run_dir / layout.SPEC).read_bytes()
+    missing = Destination("s3a://bucket/none", filesystem, "none")
+    assert remote_runs._list(missing).files == {}
+
+
+def test_a_store_that_cannot_be_listed_names_it() -> None:
+    from analysis.report import remote_runs
+    from analysis.report.publish import Destination
+
+    class Unlistable:
+        def get_file_info(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+            raise OSError("denied\nsecond line")
+
+    source = Destination("s3://b/p", Unlistable(), "b/p")  # type: ignore[arg-type]
+    with pytest.raises(DestinationError) as caught:
+        remote_runs._list(source)
+    assert str(caught.value) == "cannot list s3://b/p: denied"

@@ -1,0 +1,71 @@
+"""Publishing to a file system by URI without a store or Spark: a report folder copied whole to
+a file:// destination, and results datasets appended to a lake there (a report's own files
+replaced when its runs are reported again, never another report's)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from analysis.crossrun.dataset import RESULTS_SCHEMA, results_partitioning, write_dataset
+from analysis.report.publish import append_results, destination, publish_folder, runs_digest
+from tests.unit.report_runs import AP, CP, judge_all, result
+from tests.unit.results_json import typed
+
+
+def test_a_folder_is_copied_whole_and_its_uris_listed_in_order(tmp_path: Path) -> None:
+    local = tmp_path / "report"
+    (local / "charts" / "deep").mkdir(parents=True)
+    (local / "report.md").write_text("# md")
+    (local / "charts" / "deep" / "a.svg").write_text("<svg/>")
+    (local / "b.json").write_text("{}")
+    target = destination((tmp_path / "out").as_uri() + "/")
+    assert target.child("x.md") == (tmp_path / "out").as_uri() + "/x.md"
+    written = publish_folder(local, target)
+    base = (tmp_path / "out").as_uri()
+    assert written == [f"{base}/b.json", f"{base}/charts/deep/a.svg", f"{base}/report.md"]
+    assert (tmp_path / "out" / "charts" / "deep" / "a.svg").read_text() == "<svg/>"
+    assert (tmp_path / "out" / "report.md").read_text() == "# md"
+    assert publish_folder(tmp_path / "empty-does-not-exist", target) == []
+
+
+def test_the_digest_is_sha256_of_the_sorted_distinct_run_dirs() -> None:
+    expected = hashlib.sha256(b"a/0\nb/1").hexdigest()[:16]
+    assert runs_digest(["b/1", "a/0", "b/1"]) == expected
+    assert runs_digest([]) == hashlib.sha256(b"").hexdigest()[:16]
+
+
+def _dataset(tmp_path: Path, name: str, cells_reps: list[tuple[str, int]]) -> Path:
+    raws = [result(cell, AP if cell.startswith("ap") else CP, rep) for cell, rep in cells_reps]
+    results = [typed(r) for r in raws]
+    return write_dataset(results, judge_all(raws, {}), tmp_path / name)
+
+
+def _lake(path: Path) -> list[tuple[str, int]]:
+    table = ds.dataset(
+        path, schema=RESULTS_SCHEMA, partitioning=results_partitioning(), format="parquet"
+    ).to_table()
+    return sorted(zip(table["cell"].to_pylist(), table["repetition"].to_pylist(), strict=True))
+
+
+def test_reports_append_to_one_lake_each_replacing_only_its_own_files(tmp_path: Path) -> None:
+    lake = destination((tmp_path / "lake").as_uri())
+    first = _dataset(tmp_path, "r1", [("ap", 0), ("ap", 1)])
+    assert append_results(first, lake) == 2
+    assert append_results(first, lake) == 2  # the same runs again: their own files replaced
+    assert _lake(tmp_path / "lake") == [("ap", 0), ("ap", 1)]
+    second = _dataset(tmp_path, "r2", [("cp", 0)])
+    assert append_results(second, lake) == 1
+    assert _lake(tmp_path / "lake") == [("ap", 0), ("ap", 1), ("cp", 0)]
+    names = sorted(p.name for p in (tmp_path / "lake").rglob("*.parquet"))
+    digests = {
+        runs_digest(["runs/chaos/ts/ap/0", "runs/chaos/ts/ap/1"]),
+        runs_digest(["runs/chaos/ts/cp/0"]),
+    }
+    assert names == sorted(f"part-{d}-0.parquet" for d in digests)
+    empty = tmp_path / "r3" / "results"  # a dataset of no rows: an empty folder
+    empty.mkdir(parents=True)
+    assert append_results(empty, lake) == 0
+    assert _lake(tmp_path / "lake") == [("ap", 0), ("ap", 1), ("cp", 0)]
