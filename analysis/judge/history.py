@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from analysis.model.evidence import RunEvidence
-from harness.rundir.events import FaultStart, Sample
+from harness.rundir.events import FaultEnd, FaultStart, Sample
 
 __all__ = [
     "FaultHit",
@@ -43,6 +43,7 @@ class FaultHit:
     role: str  # leader (the leader was among the nodes), follower, or all
     nodes: tuple[int, ...]  # the partition's replicas it hit
     ts_us: int
+    healed_us: int | None = None  # when it was healed (its fault_end); None: not recorded
 
     @property
     def fault_class(self) -> str:
@@ -96,7 +97,7 @@ def _node(node: int | None) -> str:
     return "none" if node is None or node < 0 else str(node)
 
 
-def _ts(event: Sample | FaultStart) -> int:
+def _ts(event: Sample | FaultStart | FaultEnd) -> int:
     return event.ts_us or 0
 
 
@@ -119,8 +120,11 @@ def leader_changes(events: RunEvidence | Sequence[Mapping[str, Any]]) -> list[Le
     return changes
 
 
-def _hit(event: FaultStart, partition: Mapping[str, Any]) -> FaultHit | None:
-    """The fault_start `event` as a hit on `partition` (a snapshot entry); None if it missed."""
+def _hit(
+    event: FaultStart, partition: Mapping[str, Any], healed_us: int | None = None
+) -> FaultHit | None:
+    """The fault_start `event` as a hit on `partition` (a snapshot entry), healed at
+    `healed_us`; None if it missed."""
     replicas = set(partition.get("replicas") or ())
     nodes = tuple(n for n in event.nodes if n in replicas)
     # Runs recorded before the nemesis marked every fault on all brokers as whole_cluster: a
@@ -138,6 +142,7 @@ def _hit(event: FaultStart, partition: Mapping[str, Any]) -> FaultHit | None:
         role=role,
         nodes=nodes,
         ts_us=_ts(event),
+        healed_us=healed_us,
     )
 
 
@@ -149,10 +154,12 @@ def partition_histories(
     starts = sorted(evidence.fault_starts, key=_ts)
     if any(e.partitions is None for e in starts):
         return None
+    healed = {e.fault_id: _ts(e) for e in evidence.fault_ends if e.fault_id is not None}
     hits: dict[int, list[FaultHit]] = {}
     for event in starts:
         for partition in event.partitions or ():
-            if (hit := _hit(event, partition)) is not None:
+            healed_us = healed.get(event.fault_id) if event.fault_id is not None else None
+            if (hit := _hit(event, partition, healed_us)) is not None:
                 hits.setdefault(int(partition["partition"]), []).append(hit)
     samples: dict[int, list[IsrSample]] = {}
     for sample in _samples(evidence):

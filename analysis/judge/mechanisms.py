@@ -28,13 +28,13 @@ from analysis.judge.history import (
     PartitionHistory,
     partition_fault_class,
 )
-from harness.platform.versions import KafkaVersion
+from analysis.judge.known_bugs import bugs_explaining
+from analysis.model.anomalies import CountName
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 
 __all__ = [
-    "KNOWN_BUGS",
-    "KnownBug",
+    "PARTITION_EVIDENCE",
     "PartitionJudgement",
     "judge_partition",
     "log_evidence",
@@ -79,32 +79,7 @@ class _Context:
 
 
 # ---------------------------------------------------------------------------------------------
-# Known bugs: the release range, and what the evidence of one partition must show
-
-
-@dataclass(frozen=True)
-class KnownBug:
-    """A loss bug of some Kafka releases, fixed in `fixed_in`."""
-
-    reference: str  # the JIRA, or the KIP where the fix was a design change
-    mechanism: str
-    fixed_in: str
-    first_affected: str | None  # None: every release before fixed_in
-    # The evidence in one partition's history ('' when it does not show), given the context.
-    evidence: Callable[[PartitionHistory, _Context], str]
-    log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
-
-    def affects(self, version: str | None) -> bool:
-        """True when `version` (a Kafka release) lies in the affected range."""
-        if not version:
-            return False
-        try:
-            release = KafkaVersion.parse(version)
-        except ValueError:
-            return False  # an image of unknown version: no bug is attributed
-        if release >= KafkaVersion.parse(self.fixed_in):
-            return False
-        return self.first_affected is None or release >= KafkaVersion.parse(self.first_affected)
+# The evidence of the known loss bugs (analysis.judge.known_bugs) in one partition's history
 
 
 def _moved(history: PartitionHistory, context: _Context) -> str:
@@ -128,65 +103,64 @@ def _moved_twice(history: PartitionHistory, context: _Context) -> str:
     return ""
 
 
+DOWN_KINDS: Final = ("stop", "kill", "power-loss")  # hits that take a replica down
+
+
 def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
-    """The partition's last leader lost its unflushed tail (a hit of kind power-loss) while
-    every other member of its last ISR was down (stopped or killed before), so it came back
-    as the only replica Kafka may elect: without the tail the others held."""
+    """The partition's leader lost its unflushed tail (a hit of kind power-loss) after other
+    replicas went down (stopped or killed), came back while every other member of its last
+    ISR was still down, and led again: the only replica Kafka could elect, without the tail
+    the others held."""
     for hit in history.hits:
         if hit.kind != "power-loss":
             continue
-        down = [
-            h for h in history.hits
-            if h.kind in ("stop", "kill") and h.ts_us <= hit.ts_us and set(h.nodes) - set(hit.nodes)
-        ]  # fmt: skip
         led = [s for s in history.samples if s.ts_us <= hit.ts_us and s.leader is not None]
-        if not down or not led or led[-1].leader not in hit.nodes:
+        if not led or led[-1].leader not in hit.nodes:
             continue
-        last, downed = led[-1], {n for h in down for n in h.nodes}
-        if set(last.isr) - set(hit.nodes) <= downed:
+        last, own = led[-1], set(hit.nodes)
+        # It came back at the first heal, after the hit, of a fault that had it down (a
+        # power loss restarts it at its own heal; a cut file waits for the kill's).
+        returned = min(
+            (h.healed_us for h in history.hits
+             if h.kind in DOWN_KINDS and own & set(h.nodes)
+             and h.healed_us is not None and h.healed_us > hit.ts_us),
+            default=None,
+        )  # fmt: skip
+        if returned is None or not any(
+            s.ts_us > returned and s.leader in own for s in history.samples
+        ):
+            continue
+        # The replicas that held the data went down before it returned; those of its last
+        # ISR were still down then (the others, out of the ISR, could not be elected).
+        taken = [
+            h for h in history.hits
+            if h.kind in ("stop", "kill") and set(h.nodes) - own and h.ts_us <= returned
+        ]  # fmt: skip
+        still_down = {
+            n for h in taken if h.healed_us is None or h.healed_us > returned for n in h.nodes
+        }
+        if taken and set(last.isr) - own <= still_down:
             how = "; ".join(
                 f"replicas {list(h.nodes)} {'stopped cleanly' if h.kind == 'stop' else 'killed'} "
                 f"at {context.t(h.ts_us)}"
-                for h in down
+                for h in taken
             )
             return (
                 f"{how}; the ISR was {list(last.isr)} under leader {last.leader} at "
-                f"{context.t(last.ts_us)} when fault {hit.fault_id} ({hit.fault}) took that "
-                f"leader's unflushed tail at {context.t(hit.ts_us)}"
+                f"{context.t(last.ts_us)}; fault {hit.fault_id} ({hit.fault}) took that "
+                f"leader's unflushed tail at {context.t(hit.ts_us)}; it came back at "
+                f"{context.t(returned)} and led"
             )
     return ""
 
 
-KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
-    KnownBug(
-        reference="KAFKA-1211",
-        mechanism="a follower truncated to its high watermark (which trails the leader's by a "
-        "fetch round) when it restarted or became follower, then was elected leader without the "
-        "acknowledged tail",
-        fixed_in="0.11.0",
-        first_affected=None,
-        evidence=_moved,
-        log_needles=("Truncating log",),
-    ),
-    KnownBug(
-        reference="KAFKA-6361",
-        mechanism="replicas diverged after fast successive leader failovers",
-        fixed_in="2.0.0",
-        first_affected="0.11.0",
-        evidence=_moved_twice,
-        log_needles=("Truncating",),
-    ),
-    KnownBug(
-        reference="KIP-966",
-        mechanism="last replica standing: the ISR's last leader came back without its unflushed "
-        "tail and led, although replicas that were down held the data, and later writes took "
-        "the lost offsets; Eligible Leader Replicas let a clean one lead instead (default for "
-        "new KRaft clusters from 4.1)",
-        fixed_in="4.1.0",
-        first_affected=None,
-        evidence=_last_replica_standing,
-    ),
-)
+# Per loss row of the known-bug table, by reference: what one partition's history must show
+# ('' when it does not), given the context.
+PARTITION_EVIDENCE: Final[dict[str, Callable[[PartitionHistory, _Context], str]]] = {
+    "KAFKA-1211": _moved,
+    "KAFKA-6361": _moved_twice,
+    "KIP-966": _last_replica_standing,
+}
 
 
 def log_evidence(run_dir: str, topic: str, partition: int, needles: Sequence[str]) -> str:
@@ -366,16 +340,16 @@ def judge_partition(
 def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgement | None:
     """The first known bug of this Kafka whose evidence the partition shows."""
     version = context.config.kafka_version
-    for bug in KNOWN_BUGS:
+    for bug in bugs_explaining(CountName.LOSS):
         if not bug.affects(version):
             continue
-        evidence = bug.evidence(history, context)
+        evidence = PARTITION_EVIDENCE[bug.reference](history, context)
         if not evidence:
             continue
         line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
         logged = f"; log: {line}" if line else ""
         reason = (
-            f"known bug {bug.reference} of Kafka {version} (fixed in {bug.fixed_in}): "
+            f"known bug {bug.reference} of Kafka {version} ({bug.fixed_where()}): "
             f"{bug.mechanism}; p{history.partition}: {evidence}{logged}"
         )
         cls = partition_fault_class(history.hits)

@@ -20,19 +20,17 @@ read_uncommitted read-back) is UNKNOWN.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
 
+from analysis.judge.known_bugs import bugs_explaining
 from analysis.judge.outcomes import Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
-from harness.platform.versions import KafkaVersion
 from harness.rundir.config import CellConfig
 
 __all__ = [
-    "TXN_KNOWN_BUGS",
-    "TxnKnownBug",
+    "RUN_EVIDENCE",
     "transaction_breaches",
     "transaction_findings",
 ]
@@ -56,53 +54,6 @@ DURABLE_CITATION: Final = (
 TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transactional run
 
 
-@dataclass(frozen=True)
-class TxnKnownBug:
-    """A transactional bug of some Kafka releases, by the anomaly it produces."""
-
-    reference: str
-    anomaly: AnomalyName  # the anomaly class it explains
-    mechanism: str
-    fixed_in: str
-    first_affected: str | None
-    evidence: Callable[[RunEvidence], str]  # '' when the run does not show its pattern
-    # The Java client release whose side of the fix the server's needs (KIP-890: the client
-    # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
-    # releases. None: the server's release alone decides.
-    client_fixed_in: str | None = None
-
-    def affects(self, version: str | None, client: str | None = None) -> bool:
-        """True when Kafka `version` lies in the affected range, or past it while the
-        producer's `client` (CellConfig.client: "java 4.3.1"; None for librdkafka) lacks its
-        side of the fix."""
-        try:
-            release = KafkaVersion.parse(version or "")
-        except ValueError:
-            return False
-        if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
-            return False
-        if release < KafkaVersion.parse(self.fixed_in):
-            return True
-        return self.client_fixed_in is not None and not _java_at_least(client, self.client_fixed_in)
-
-    def fixed_where(self) -> str:
-        """Where the fix lies, as a reason says it."""
-        if self.client_fixed_in is None:
-            return f"fixed in {self.fixed_in}"
-        return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
-
-
-def _java_at_least(client: str | None, release: str) -> bool:
-    """Whether `client` ("java 4.3.1") is the Java client at `release` or later."""
-    kind, _, version = (client or "librdkafka").partition(" ")
-    if kind != "java":
-        return False
-    try:
-        return KafkaVersion.parse(version) >= KafkaVersion.parse(release)
-    except ValueError:
-        return False
-
-
 def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
     """The fault that held an EndTxn or produce up, as the pattern needs: the first one that
     made requests arrive late (a shaped fault with direction: in), else the run's first."""
@@ -118,31 +69,11 @@ def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
     return ""
 
 
-TXN_KNOWN_BUGS: Final[tuple[TxnKnownBug, ...]] = (
-    TxnKnownBug(
-        reference="KAFKA-17754",
-        anomaly=AnomalyName.ABORTED_READ,
-        mechanism="a delayed produce or transaction marker of an earlier transaction is applied "
-        "after the producer moved on, so an aborted write becomes part of a later committed "
-        "transaction (server-side defense: KIP-890, transaction version 2 in 4.0)",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        evidence=_fault_hit_coordinator_or_leader,
-        client_fixed_in="4.0.0",
-    ),
-    TxnKnownBug(
-        reference="KAFKA-17754",
-        anomaly=AnomalyName.COMMITTED_LOST,
-        mechanism="a delayed transaction marker of an earlier transaction (an abort) is applied "
-        "to a later transaction after the producer moved on, so writes of a committed "
-        "transaction are aborted: lost or torn (server-side defense: KIP-890, transaction "
-        "version 2 in 4.0)",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        evidence=_fault_hit_coordinator_or_leader,
-        client_fixed_in="4.0.0",
-    ),
-)
+# Per transactional row of the known-bug table, by reference: what the run's events must
+# show ('' when they do not).
+RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence], str]]] = {
+    "KAFKA-17754": _fault_hit_coordinator_or_leader,
+}
 
 
 def is_transactional(config: CellConfig, counts: Mapping[str, object]) -> bool:
@@ -273,10 +204,10 @@ def _known_bug(
 ) -> Finding | None:
     """The KNOWN-BUG finding of the first transactional bug that explains anomaly `name` on
     this release and client, when the run shows its pattern; None otherwise."""
-    for bug in TXN_KNOWN_BUGS:
-        if bug.anomaly != name or not bug.affects(config.kafka_version, config.client):
+    for bug in bugs_explaining(name):
+        if not bug.affects(config.kafka_version, config.client):
             continue
-        if evidence := bug.evidence(events):
+        if evidence := RUN_EVIDENCE[bug.reference](events):
             client = config.client or "librdkafka"
             detail = (
                 f"known bug {bug.reference} of Kafka {config.kafka_version} with {client} "

@@ -222,6 +222,9 @@ class Nemesis:
         self._t0 = time.monotonic()
         self._previous_done = 0.0  # monotonic time the previous step finished acting
         self._leaders_before: dict[int, int | None] = {}
+        # The last roles snapshot taken, and when (monotonic): a fault on a cluster with no
+        # broker answering records these, marked stale (no broker can have changed them).
+        self._last_roles: tuple[float, list[dict[str, Any]]] | None = None
 
     @property
     def injected(self) -> int:
@@ -433,12 +436,22 @@ class Nemesis:
         return {}
 
     def _roles(self) -> dict[str, Any]:
-        """`partitions` (leader, ISR and replicas of each) just before an injection, or why not."""
+        """`partitions` (leader, ISR and replicas of each) just before an injection, or why not
+        (with the last snapshot taken, when there was one, as `partitions`)."""
         try:
             states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
         except Exception as exc:
-            return {"partitions_error": str(exc)}
-        return {"partitions": _states_field(states)}
+            if self._last_roles is None:
+                return {"partitions_error": str(exc)}
+            taken, roles = self._last_roles
+            age = time.monotonic() - taken
+            return {
+                "partitions": roles,
+                "partitions_error": f"{exc}; partitions: the roles seen {age:.1f} s earlier",
+            }
+        roles = _states_field(states)
+        self._last_roles = (time.monotonic(), roles)
+        return {"partitions": roles}
 
     def _heal(self, active: ActiveFault) -> None:
         try:

@@ -11,9 +11,12 @@ import pytest
 
 from analysis.judge import verdicts
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
-from analysis.judge.mechanisms import KNOWN_BUGS, log_evidence
+from analysis.judge.known_bugs import KNOWN_BUGS, bugs_explaining
+from analysis.judge.mechanisms import PARTITION_EVIDENCE, log_evidence
 from analysis.judge.outcomes import Verdict
+from analysis.judge.transactions import RUN_EVIDENCE
 from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
+from analysis.model.anomalies import CountName
 from harness.rundir import layout
 from tests.unit.results_json import typed
 from tests.unit.verdict_runs import (
@@ -251,11 +254,19 @@ def test_two_fast_failovers_on_1_1_are_kafka_6361():
     assert any("KAFKA-6361" in r and "then p0 3→2 at t=20.0 s" in r for r in rep.reasons)
 
 
+def end(t_s: float, fault_id: int) -> dict[str, Any]:
+    return {"type": "fault_end", "ts_us": us(t_s), "fault_id": fault_id}
+
+
 def last_replica_events() -> list[dict[str, Any]]:
+    """The followers stopped cleanly and back first; the leader's power lost, back later."""
     return [
         start(5, [2, 3], fault="stop", fault_id=1),
         sample(7, [(0, 1, [1])]),
         start(8, [1], fault="power-loss", fault_id=2, partitions=[{**ROLES[0], "isr": [1]}]),
+        end(10, 1),
+        end(23, 2),
+        sample(25, [(0, 1, [1])]),
     ]
 
 
@@ -270,21 +281,26 @@ def test_the_last_replica_standing_is_known_before_elr(version: str, verdict: st
             "(fixed in 4.1.0)" in reason and "replicas [2, 3] stopped cleanly at t=5.0 s" in reason
         )
         assert (
-            "the ISR was [1] under leader 1 at t=7.0 s when fault 2 (power-loss) took that "
-            "leader's unflushed tail at t=8.0 s" in reason
+            "the ISR was [1] under leader 1 at t=7.0 s; fault 2 (power-loss) took that "
+            "leader's unflushed tail at t=8.0 s; it came back at t=23.0 s and led" in reason
         )
 
 
 def kafka_fsync_events(*, other_isr_member_down: bool = True) -> list[dict[str, Any]]:
     """redpanda-data/kafka-fsync: a follower killed, the ISR [1, 2] frozen (ZooKeeper down),
     then its follower and its leader killed and ten bytes cut off the leader's segment."""
-    down = [start(12, [2], fault="kill", fault_id=3)] if other_isr_member_down else []
+    down = [start(15, [2], fault="kill", fault_id=3)] if other_isr_member_down else []
     return [
         start(5, [3], fault="kill", fault_id=1),
         sample(10, [(0, 1, [1, 2])]),
-        *down,
         start(13, [1], fault="kill", fault_id=4),
         start(14, [1], fault="truncate", fault_id=5, class_kind="power-loss"),
+        *down,
+        end(30, 4),
+        sample(32, [(0, 1, [1])]),
+        end(35, 1),
+        end(45, 3),
+        end(46, 5),
     ]
 
 
@@ -297,8 +313,16 @@ def test_a_killed_isr_and_a_cut_leader_segment_is_the_last_replica_standing(
     assert rep.verdict == verdict
     if verdict == "KNOWN-BUG":
         (reason,) = [r for r in rep.reasons if "KIP-966" in r]
-        assert "replicas [3] killed at t=5.0 s; replicas [2] killed at t=12.0 s" in reason
-        assert "the ISR was [1, 2] under leader 1 at t=10.0 s when fault 5 (truncate)" in reason
+        assert "replicas [3] killed at t=5.0 s; replicas [2] killed at t=15.0 s" in reason
+        assert "the ISR was [1, 2] under leader 1 at t=10.0 s; fault 5 (truncate)" in reason
+        assert "it came back at t=30.0 s and led" in reason
+
+
+def test_a_cut_leader_that_never_led_again_is_no_known_bug():
+    """Another replica led after it came back: the cut tail is not what Kafka kept."""
+    events = [*kafka_fsync_events()[:-5], end(30, 4), sample(32, [(0, 2, [2])])]
+    config = {**CP, "enable_idempotence": False, "kafka_version": "3.4.0", "fault_class": "mixed"}
+    assert judged(config, events, p0=1).verdict == Verdict.VIOLATION
 
 
 def test_a_cut_leader_segment_while_another_isr_member_runs_is_no_known_bug():
@@ -316,18 +340,30 @@ def test_the_last_replica_standing_counts_stopped_leaders_too():
         start(8, [1], fault="power-loss", fault_id=2, partitions=[
             {**ROLES[1], "leader": 1, "isr": [1]}
         ]),
+        end(20, 2),
+        sample(22, [(1, 1, [1])]),
     ]  # fmt: skip
     config = {**CP, "enable_idempotence": False, "kafka_version": "3.9.1", "fault_class": "mixed"}
     assert judged(config, events, p1=80).verdict == Verdict.KNOWN_BUG
 
 
 def test_known_bug_ranges():
-    hw, failover, last_replica = KNOWN_BUGS
+    hw, failover, last_replica = bugs_explaining(CountName.LOSS)
     assert last_replica.affects("3.9.1") and not last_replica.affects("4.1.0")
     assert hw.affects("0.10.2.2") and not hw.affects("0.11.0.0") and not hw.affects("4.3.1")
     assert failover.affects("0.11.0.3") and failover.affects("1.1.1")
     assert not failover.affects("2.0.0") and not failover.affects("0.10.2.2")
     assert not hw.affects("apache/kafka:latest") and not hw.affects(None)
+
+
+def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_judged():
+    for bug in KNOWN_BUGS:
+        evidence = PARTITION_EVIDENCE if bug.explains == CountName.LOSS else RUN_EVIDENCE
+        assert bug.reference in evidence, bug.reference
+        assert bug.experiment, f"{bug.reference}: no experiment provokes it"
+    loss_refs = {b.reference for b in bugs_explaining(CountName.LOSS)}
+    assert set(PARTITION_EVIDENCE) == loss_refs
+    assert set(RUN_EVIDENCE) == {b.reference for b in KNOWN_BUGS} - loss_refs
 
 
 def test_log_evidence_names_the_partition_exactly(tmp_path):

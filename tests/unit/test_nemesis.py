@@ -149,3 +149,31 @@ def test_fault_events_name_broker_ids_apart_from_other_nodes():
 def test_heal_all_removes_the_helpers_a_fault_left_and_says_so():
     actions = heal_all(SimpleNamespace(cluster=fake_cluster([FakeNode(1, "running")], helpers=2)))
     assert actions == ["removed 2 helper container(s)"]
+
+
+class Answers:
+    """A cluster whose partition states come from `states` until it stops answering."""
+
+    def __init__(self) -> None:
+        self.up = True
+
+    def partition_states(self, topic: str, timeout_s: float = 0):
+        if not self.up:
+            raise RuntimeError("Failed to get metadata: Local: Broker transport failure")
+        return [SimpleNamespace(partition=0, leader=1, isr=[1, 2], replicas=[1, 2, 3])]
+
+
+def test_roles_fall_back_to_the_last_snapshot_marked_stale_when_no_broker_answers(tmp_path):
+    cluster = Answers()
+    nemesis = Nemesis(SimpleNamespace(cluster=cluster, topic="t"), [], EventLog(tmp_path / "e"))
+    cluster.up = False
+    assert nemesis._roles() == {"partitions_error": "Failed to get metadata: Local: Broker "
+                                "transport failure"}  # fmt: skip
+    cluster.up = True
+    fresh = nemesis._roles()
+    assert fresh["partitions"][0]["leader"] == 1 and "partitions_error" not in fresh
+    cluster.up = False
+    stale = nemesis._roles()
+    assert stale["partitions"] == fresh["partitions"]
+    assert stale["partitions_error"].startswith("Failed to get metadata")
+    assert "partitions: the roles seen" in stale["partitions_error"]

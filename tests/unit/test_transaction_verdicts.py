@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from analysis.judge import verdicts
+from analysis.judge.known_bugs import bugs_explaining
 from analysis.judge.outcomes import Verdict
-from analysis.judge.transactions import TXN_KNOWN_BUGS
+from analysis.model.anomalies import AnomalyName
 from tests.unit.results_json import typed
 from tests.unit.verdict_runs import CP, T0_US, fault, healthy_events, result
 
@@ -55,7 +56,7 @@ def test_an_aborted_read_is_a_violation_on_a_fixed_release() -> None:
 
 
 def test_an_aborted_read_on_an_affected_release_after_a_fault_is_a_known_bug() -> None:
-    [bug] = [b for b in TXN_KNOWN_BUGS if b.anomaly == "aborted_read"]
+    [bug] = bugs_explaining(AnomalyName.ABORTED_READ)
     v = judge(txn_result({**TXN, "kafka_version": "3.8.1"}, aborted_read=3), fault(5, 10))
     assert v.verdict == Verdict.KNOWN_BUG, v.reasons
     assert any(bug.reference in r for r in v.reasons)

@@ -1,0 +1,133 @@
+"""The known-bug table: every published Kafka bug, or design gap a KIP closed, that the checker
+recognises, by the releases it affects, the anomaly it explains and its mechanism.
+
+A finding the documentation forbids is KNOWN-BUG, never VIOLATION, when a row affects the
+release (and client) that ran and the run shows that row's evidence. The evidence a row needs
+is read where its anomaly is judged: a loss bug's from one partition's history
+(analysis.judge.mechanisms.PARTITION_EVIDENCE), a transactional bug's from the run's events
+(analysis.judge.transactions.RUN_EVIDENCE), each keyed by the row's reference.
+docs/known-bugs.md shows this table with each row's experiment and what it measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from analysis.model.anomalies import AnomalyName, CountName
+from harness.platform.versions import KafkaVersion
+
+__all__ = ["KNOWN_BUGS", "KnownBug", "bugs_explaining"]
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """One bug: the releases it affects, the count it explains, how it happens."""
+
+    reference: str  # the JIRA, or the KIP where the fix was a design change
+    explains: str  # CountName.LOSS for a loss bug, else the AnomalyName it produces
+    mechanism: str
+    fixed_in: str  # the first release with the server's side of the fix
+    first_affected: str | None  # None: every release before fixed_in
+    # The Java client release whose side of the fix the server's needs (KIP-890: the client
+    # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
+    # releases. None: the server's release alone decides.
+    client_fixed_in: str | None = None
+    log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
+    experiment: str = ""  # the experiment file (and cell) that provokes it
+
+    def affects(self, version: str | None, client: str | None = None) -> bool:
+        """True when Kafka `version` lies in the affected range, or past it while the
+        producer's `client` (CellConfig.client: "java 4.3.1"; None for librdkafka) lacks its
+        side of the fix. An image of unknown version is affected by nothing."""
+        try:
+            release = KafkaVersion.parse(version or "")
+        except ValueError:
+            return False
+        if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
+            return False
+        if release < KafkaVersion.parse(self.fixed_in):
+            return True
+        return self.client_fixed_in is not None and not _java_at_least(client, self.client_fixed_in)
+
+    def fixed_where(self) -> str:
+        """Where the fix lies, as a reason says it."""
+        if self.client_fixed_in is None:
+            return f"fixed in {self.fixed_in}"
+        return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
+
+
+def _java_at_least(client: str | None, release: str) -> bool:
+    """Whether `client` ("java 4.3.1") is the Java client at `release` or later."""
+    kind, _, version = (client or "librdkafka").partition(" ")
+    if kind != "java":
+        return False
+    try:
+        return KafkaVersion.parse(version) >= KafkaVersion.parse(release)
+    except ValueError:
+        return False
+
+
+KAFKA_17754_SERVER = "server-side defense: KIP-890, transaction version 2 in 4.0"
+
+KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
+    KnownBug(
+        reference="KAFKA-1211",
+        explains=CountName.LOSS,
+        mechanism="a follower truncated to its high watermark (which trails the leader's by a "
+        "fetch round) when it restarted or became follower, then was elected leader without the "
+        "acknowledged tail",
+        fixed_in="0.11.0",
+        first_affected=None,
+        log_needles=("Truncating log",),
+        experiment="experiments/kafka-history.yaml (scenario=hw-truncation-*)",
+    ),
+    KnownBug(
+        reference="KAFKA-6361",
+        explains=CountName.LOSS,
+        mechanism="replicas diverged after fast successive leader failovers",
+        fixed_in="2.0.0",
+        first_affected="0.11.0",
+        log_needles=("Truncating",),
+        experiment="experiments/kafka-history.yaml (scenario=hw-truncation-0.11.0.3)",
+    ),
+    KnownBug(
+        reference="KIP-966",
+        explains=CountName.LOSS,
+        mechanism="last replica standing: the ISR's last leader came back without its unflushed "
+        "tail and led, although replicas that were down held the data, and later writes took "
+        "the lost offsets; Eligible Leader Replicas let a clean one lead instead (default for "
+        "new KRaft clusters from 4.1)",
+        fixed_in="4.1.0",
+        first_affected=None,
+        experiment="experiments/kafka-history.yaml (scenario=last-replica-*), "
+        "experiments/known-bugs/kafka-fsync.yaml",
+    ),
+    KnownBug(
+        reference="KAFKA-17754",
+        explains=AnomalyName.ABORTED_READ,
+        mechanism="a delayed produce or transaction marker of an earlier transaction is applied "
+        "after the producer moved on, so an aborted write becomes part of a later committed "
+        f"transaction ({KAFKA_17754_SERVER})",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        client_fixed_in="4.0.0",
+        experiment="experiments/jepsen-2024-transactions.yaml",
+    ),
+    KnownBug(
+        reference="KAFKA-17754",
+        explains=AnomalyName.COMMITTED_LOST,
+        mechanism="a delayed transaction marker of an earlier transaction (an abort) is applied "
+        "to a later transaction after the producer moved on, so writes of a committed "
+        f"transaction are aborted: lost or torn ({KAFKA_17754_SERVER})",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        client_fixed_in="4.0.0",
+        experiment="experiments/jepsen-2024-transactions.yaml",
+    ),
+)
+
+
+def bugs_explaining(explains: str) -> tuple[KnownBug, ...]:
+    """The rows that explain `explains` (CountName.LOSS or an AnomalyName), in table order."""
+    return tuple(bug for bug in KNOWN_BUGS if bug.explains == explains)
