@@ -9,7 +9,7 @@ property.
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
     "ci",
@@ -25,13 +25,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 # make mutation: every mutant runs the property tests, so they must be few, and the same for
-# every mutant (derandomized) so that a kill is repeatable.
+# every mutant (derandomized) so that a kill is repeatable. No shrinking: a failing example is
+# all a kill needs, and shrinking one takes longer than mutmut waits for a mutant, which would
+# count a mutant the property caught as a timeout.
 settings.register_profile(
     "mutation",
     max_examples=30,
     deadline=None,
     derandomize=True,
     database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
