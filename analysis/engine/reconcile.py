@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 from analysis.checks.attribution import attribute
 from analysis.checks.availability import price_of_safety
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consumer_journals
+from analysis.checks.liveness import TIMELINE_LIVENESS
 from analysis.checks.messages import RunFacts, RunInput, check_run
 from analysis.checks.messages.facts import SHARD_ROWS
 from analysis.engine.shards import check_sharded, shard_count
@@ -411,7 +412,10 @@ def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
         epoch_s=epoch_s,
         **{
             key: int(row.get(key, 0))
-            for key in (CountName.SENT, *STATUSES, *TIMELINE_ANOMALIES, *TIMELINE_COUNTS)
+            for key in (
+                *(CountName.SENT, *STATUSES, *TIMELINE_ANOMALIES),
+                *(*TIMELINE_COUNTS, *TIMELINE_LIVENESS),
+            )
         },
         ack_latency_p50_ms=row.get("ack_latency_p50_ms"),
         ack_latency_p99_ms=row.get("ack_latency_p99_ms"),

@@ -62,6 +62,8 @@ class AnomalyName(StrEnum):
     ABORTED_READ = "aborted_read"
     COMMITTED_LOST = "committed_lost"
     TORN_TRANSACTION = "torn_transaction"
+    STUCK = "stuck"
+    RESET = "reset"
 
 
 class CountName(StrEnum):
@@ -83,6 +85,7 @@ class Check(StrEnum):
     ORDER = "order"  # from the read order of each partition: reordered (same module)
     CONSUMERS = "consumers"  # from the consumer group's journals (checks/consumers.py)
     TRANSACTIONS = "transactions"  # from the transaction journal (checks/transactions.py)
+    LIVENESS = "liveness"  # from the group's journals and the sampled ends (checks/liveness.py)
 
 
 CountKey = CountName | AnomalyName
@@ -98,6 +101,16 @@ READ_LOCATION: Final = ("msg_id", "partition", "offset", "reads")
 # message was acked, and the transaction number.
 TXN_READ_LOCATION: Final = (*READ_LOCATION, "txn")
 TXN_ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "txn")
+# A stuck window: the partition, when it began and ended (epoch µs), the group's position then,
+# the end it should have reached, and whether that end is the high watermark above a held last
+# stable offset (read_committed).
+STUCK_WINDOW: Final = ("partition", "from_us", "to_us", "position", "end", "lso_held")
+# A reset: where and when the group resumed, below which committed offset, how many offsets it
+# read again, and the evidence its judgement needs.
+RESET_POINT: Final = (
+    *("partition", "at_us", "reset_to", "committed", "reprocessed"),
+    *("leader_changed", "end_below"),
+)
 
 
 @dataclass(frozen=True)
@@ -235,6 +248,27 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         serious=True,
         example_fields=TXN_ACKED_LOCATION,
         check=Check.TRANSACTIONS,
+    ),
+    # The group's liveness (workload.consumers; analysis.checks.liveness): 0 without a group.
+    Anomaly(
+        AnomalyName.STUCK,
+        "stuck",
+        "the consumer group made no progress on a partition for longer than its bound, outside "
+        "every fault, while records it could read lay past its position (windows)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=STUCK_WINDOW,
+        check=Check.LIVENESS,
+    ),
+    Anomaly(
+        AnomalyName.RESET,
+        "reset",
+        "the consumer group resumed a partition below the offset it had committed (e.g. at the "
+        "earliest), reading those offsets again (resets)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=RESET_POINT,
+        check=Check.LIVENESS,
     ),
 )
 

@@ -61,7 +61,7 @@ class RunStatus(StrEnum):
 class Example:
     """One anomalous message or record; each class shows the fields EXAMPLE_FIELDS names."""
 
-    msg_id: int | None
+    msg_id: int | None = None
     partition: int | None = None
     offset: int | None = None
     readback_msg_id_at_offset: int | None = None
@@ -71,6 +71,18 @@ class Example:
     max_key_seq_before: int | None = None
     processed: int | None = None  # times the consumer group processed the record
     txn: int | None = None  # the transaction of a transactional run's example
+    # A liveness example (analysis.checks.liveness): a stuck window or a reset.
+    from_us: int | None = None
+    to_us: int | None = None
+    position: int | None = None
+    end: int | None = None
+    lso_held: bool | None = None
+    at_us: int | None = None
+    reset_to: int | None = None
+    committed: int | None = None
+    reprocessed: int | None = None
+    leader_changed: bool | None = None
+    end_below: bool | None = None
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:
@@ -106,6 +118,8 @@ class TimelineSecond:
     processed: int = 0  # by the consumer group (workload.consumers), in this epoch second
     commits_failed: int = 0  # the group's commit attempts refused in this second
     group_lag: int | None = None  # records acked but not committed by the group at its end
+    stuck: int = 0  # partitions in a stuck window during this second (analysis.checks.liveness)
+    reset: int = 0  # offsets the group read again after a reset that began this second
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ def test_results_json_written_into_each_run(results: dict) -> None:
     assert written["timeline"][0].keys() == {
         "t_s", "epoch_s", "sent", "ok", "failed", "indeterminate", "missing", "duplicated",
         "ack_latency_p50_ms", "ack_latency_p99_ms", "processed", "commits_failed", "group_lag",
+        "stuck", "reset",
     }  # fmt: skip
     assert written["attribution"]["counts"]["segments_unavailable"] == 1
     incomplete = json.loads(json.dumps(results[("incomplete", 0)].as_json()))

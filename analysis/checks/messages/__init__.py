@@ -22,12 +22,14 @@ import numpy as np
 from analysis.checks import transactions
 from analysis.checks.arrays import gather
 from analysis.checks.consumers import (
+    MAX_EXAMPLES,
     AckedOffsets,
     ConsumerFacts,
     consumer_facts,
     has_consumer_journals,
     processed_table,
 )
+from analysis.checks.liveness import liveness_facts
 from analysis.checks.messages import classes
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Acked, Reads
 from analysis.checks.messages.examples import by_partition, examples_of, identity_facts, missing_of
@@ -85,6 +87,11 @@ def check_run(run: RunInput) -> RunFacts:
         for second, row in group.seconds.items():
             seconds.setdefault(second, {}).update(row)
         sensitivity = sensitivity & group.sensitivity
+        live = liveness_facts(run.evidence)
+        counts |= live.counts
+        examples |= live.examples(MAX_EXAMPLES)
+        for second, row in live.seconds.items():
+            seconds.setdefault(second, {}).update(row)
     return RunFacts(
         seconds=seconds,
         counts=counts,
