@@ -20,11 +20,14 @@ __all__ = [
     "CONSUMER_DELIVERY",
     "FORBIDDEN",
     "FORBIDDEN_UNLESS_ISR_SHRANK",
+    "LIVENESS_SOURCE",
+    "LIVENESS_TABLE",
     "LOSS_TABLE",
     "SOURCE",
     "DeliveryRule",
     "FaultClass",
     "Guarantee",
+    "LivenessRow",
     "LossRow",
     "Setting",
     "delivery_rule",
@@ -461,3 +464,35 @@ def delivery_rule(commit: str, members_client: str) -> DeliveryRule | None:
     if commit == "auto" and members_client.startswith("java"):
         return JAVA_AUTO_COMMIT
     return CONSUMER_DELIVERY.get(commit)
+
+
+# ---------------------------------------------------------------------------------------------
+# The group's liveness (stuck, reset): docs/kafka-reliability.md, “Consumer liveness”
+
+LIVENESS_SOURCE: Final = "docs/kafka-reliability.md, “Consumer liveness”"
+
+
+@dataclass(frozen=True)
+class LivenessRow:
+    """The rule of a `stuck` or `reset` example showing `case` (first fitting row decides)."""
+
+    anomaly: Literal["stuck", "reset"]
+    case: Literal["lso-held-unclean", "lso-held", "end-below", "log-kept", "any"]
+    rule: Literal["allowed", "forbidden", "unknown"]
+    citation: str
+
+
+LIVENESS_TABLE: Final[tuple[LivenessRow, ...]] = (
+    LivenessRow("stuck", "lso-held-unclean", "unknown", "an unclean leader can lose a transaction "
+        "marker, so the last stable offset cannot advance (KAFKA-7408, open; KAFKA-20716)"),
+    LivenessRow("stuck", "lso-held", "forbidden", "transaction.timeout.ms: the coordinator is "
+        "“proactively aborting the ongoing transaction” then, so none holds the LSO longer"),
+    LivenessRow("stuck", "any", "unknown", "Kafka documents no bound on a consumer's progress: "
+        "the client or the group coordinator is suspect (KAFKA-17582 is one such stall)"),
+    LivenessRow("reset", "end-below", "allowed", "auto.offset.reset: “if the current offset does "
+        "not exist any more on the server”; the high watermark was seen below the commit"),
+    LivenessRow("reset", "log-kept", "forbidden", "the committed position “is the offset that the "
+        "consumer will recover to”, and the guarantee forbids loss: the log below it was kept"),
+    LivenessRow("reset", "any", "unknown", "the log may have been truncated below the committed "
+        "offset between two samples, where auto.offset.reset applies"),
+)  # fmt: skip

@@ -29,6 +29,7 @@ from analysis.judge.guarantees import (
     guarantee_for,
 )
 from analysis.judge.history import partition_histories
+from analysis.judge.liveness import judge_liveness
 from analysis.judge.outcomes import (
     CellVerdict,
     Events,
@@ -128,6 +129,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
+        *judge_liveness(counts, examples, result.config, guarantee, events, evidence.origin_us),
         *transactional,
     ]
     return RepetitionVerdict(
