@@ -68,8 +68,11 @@ SERIES_COLOURS: Final[Mapping[str, str]] = {
     "processed": "#0550ae",
     "commits_failed": "#24292f",
     "group_lag": "#1b7c83",
+    "stuck": "#cf222e",
+    "reset": "#cf222e",
 }
 STALL_BAR_HEIGHT: Final = 0.04  # axes fraction: the longest one-partition stall, at the bottom
+STUCK_BAND: Final = (0.9, 0.94)  # axes fraction: seconds the group was stuck, under the labels
 RECOVERY_HEIGHT: Final = 0.6  # axes fraction: heal → every partition acking again
 LABEL_BOX: Final = {
     "boxstyle": "square,pad=0.15",
@@ -135,12 +138,16 @@ def timeline_svg(result: RunResult, events: Events, salt: str) -> Markup | None:
         _plot_throughput(top, timeline)
         _plot_latency(bottom, timeline)
         _plot_group_lag(bottom, timeline)
+        _mark_liveness(top, timeline)
         _mark_faults(top, bottom, fault_windows(events), origin_us, _t_end(timeline))
         _mark_leader_changes(top, bottom, leader_changes(events), origin_us)
         if result.availability is not None:
             _mark_availability(top, bottom, result.availability, origin_us)
         consumed = any(second.processed for second in timeline)
-        _timeline_legend(fig, priced=result.availability is not None, consumed=consumed)
+        live = any(second.stuck or second.reset for second in timeline)
+        _timeline_legend(
+            fig, priced=result.availability is not None, consumed=consumed, liveness=live
+        )
         return svg_of(fig, f"timeline of {salt}", salt)
 
 
@@ -219,6 +226,21 @@ def _plot_group_lag(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
     right.set_ylabel("group lag (records)", color=SERIES_COLOURS["group_lag"])
     right.set_ylim(0, max(max((v for v in lag if v == v), default=0) * 1.15, 1))
     right.grid(visible=False)
+
+
+def _mark_liveness(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
+    """The group's liveness anomalies: a band over each second some partition was stuck, and a
+    diamond at each second a reset began, labelled with the offsets read again."""
+    for second in timeline:
+        if second.stuck:
+            ax.axvspan(second.t_s, second.t_s + 1, ymin=STUCK_BAND[0], ymax=STUCK_BAND[1],
+                       color=SERIES_COLOURS["stuck"], linewidth=0, zorder=4)  # fmt: skip
+        if second.reset:
+            ax.plot([second.t_s + 0.5], [STUCK_BAND[0]], marker="D", markersize=5, zorder=5,
+                    color=SERIES_COLOURS["reset"], transform=ax.get_xaxis_transform())  # fmt: skip
+            ax.text(second.t_s + 0.5, STUCK_BAND[0] - 0.02, f" reset: {second.reset} read again",
+                    transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=7.5,
+                    color=SERIES_COLOURS["reset"], zorder=5, bbox=LABEL_BOX)  # fmt: skip
 
 
 def _mark_faults(
@@ -317,9 +339,11 @@ def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> N
                 color=SERIES_COLOURS["recovery"], transform=ax.get_xaxis_transform())  # fmt: skip
 
 
-def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) -> None:
+def _timeline_legend(
+    fig: Figure, priced: bool = False, consumed: bool = False, liveness: bool = False
+) -> None:
     """One legend above both plots, so it never hides data; `priced` adds the price marks,
-    `consumed` the consumer group's."""
+    `consumed` the consumer group's, `liveness` its stuck seconds and resets."""
     handles = [
         *(Patch(color=SERIES_COLOURS[status], label=str(status)) for status in Status),
         Patch(color=SERIES_COLOURS[MISSING], label="acked, later missing"),
@@ -342,6 +366,18 @@ def _timeline_legend(fig: Figure, priced: bool = False, consumed: bool = False) 
                 marker="x",
                 linestyle="none",
                 label="a group commit refused",
+            ),
+        ]
+    if liveness:
+        handles += [
+            Patch(color=SERIES_COLOURS["stuck"], label="group stuck (a partition)"),
+            Line2D(
+                [],
+                [],
+                color=SERIES_COLOURS["reset"],
+                marker="D",
+                linestyle="none",
+                label="group reset below its commit",
             ),
         ]
     if priced:
