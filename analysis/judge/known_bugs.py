@@ -27,7 +27,7 @@ class KnownBug:
     reference: str  # the JIRA, or the KIP where the fix was a design change
     explains: str  # CountName.LOSS for a loss bug, else the AnomalyName it produces
     mechanism: str
-    fixed_in: str  # the first release with the server's side of the fix
+    fixed_in: str | None  # the first release with the server's side of the fix; None: open
     first_affected: str | None  # None: every release before fixed_in
     # The Java client release whose side of the fix the server's needs (KIP-890: the client
     # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
@@ -46,12 +46,14 @@ class KnownBug:
             return False
         if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
             return False
-        if release < KafkaVersion.parse(self.fixed_in):
+        if self.fixed_in is None or release < KafkaVersion.parse(self.fixed_in):
             return True
         return self.client_fixed_in is not None and not _java_at_least(client, self.client_fixed_in)
 
     def fixed_where(self) -> str:
         """Where the fix lies, as a reason says it."""
+        if self.fixed_in is None:
+            return "open upstream: no release fixes it yet"
         if self.client_fixed_in is None:
             return f"fixed in {self.fixed_in}"
         return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
@@ -102,6 +104,18 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected=None,
         experiment="experiments/kafka-history.yaml (scenario=last-replica-*), "
         "experiments/known-bugs/kafka-fsync.yaml",
+    ),
+    KnownBug(
+        reference="KIP-966 part 2",
+        explains=CountName.LOSS,
+        mechanism="the last known leader elected uncleanly: every replica of the partition had "
+        "shut down uncleanly, so none stayed eligible (ELR), and the controller elected the "
+        "last known leader (an UNCLEAN partition change, although unclean leader election is "
+        "off) without its unflushed tail while another replica held it; KIP-966's unclean "
+        "recovery, which would pick the longest log, is not released",
+        fixed_in=None,
+        first_affected="4.1.0",
+        experiment="experiments/known-bugs/kafka-fsync.yaml (release=4.3.1-kraft)",
     ),
     KnownBug(
         reference="KAFKA-17754",

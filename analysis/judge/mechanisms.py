@@ -154,12 +154,23 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
     return ""
 
 
+def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> str:
+    """The last replica standing, where the controller logged the unclean election of the
+    last known leader (ELR's fallback when no replica is eligible)."""
+    standing = _last_replica_standing(history, context)
+    if not standing:
+        return ""
+    line = log_evidence(context.run_dir, context.topic, history.partition, UNCLEAN_NEEDLES[:1])
+    return f"{standing}; the controller: {line}" if "lastKnownElr" in line else ""
+
+
 # Per loss row of the known-bug table, by reference: what one partition's history must show
 # ('' when it does not), given the context.
 PARTITION_EVIDENCE: Final[dict[str, Callable[[PartitionHistory, _Context], str]]] = {
     "KAFKA-1211": _moved,
     "KAFKA-6361": _moved_twice,
     "KIP-966": _last_replica_standing,
+    "KIP-966 part 2": _last_known_leader_elected,
 }
 
 

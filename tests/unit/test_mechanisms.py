@@ -318,6 +318,31 @@ def test_a_killed_isr_and_a_cut_leader_segment_is_the_last_replica_standing(
         assert "it came back at t=30.0 s and led" in reason
 
 
+UNCLEAN_LAST_KNOWN = (
+    "[2026] INFO [QuorumController id=101] Replayed PartitionRecord for new partition chaos-0 "
+    "with PartitionRegistration(isr=[1, 2, 3], elr=[], lastKnownElr=[], leader=1)\n"
+    "[2026] INFO [QuorumController id=101] UNCLEAN partition change for chaos-0 with topic ID "
+    "x: isr: [] -> [1], leader: -1 -> 1, elr: [2] -> [], lastKnownElr: [1] -> []\n"
+)
+
+
+@pytest.mark.parametrize(("log", "verdict"), [(UNCLEAN_LAST_KNOWN, "KNOWN-BUG"), ("", "VIOLATION")])
+def test_on_elr_releases_the_last_known_leader_elected_uncleanly_is_kip_966_part_2(
+    tmp_path, log: str, verdict: str
+):
+    """With ELR, only the controller's unclean election of the last known leader explains it."""
+    config = {**CP, "enable_idempotence": False, "kafka_version": "4.3.1", "fault_class": "mixed"}
+    rep = judged_with_logs(
+        tmp_path, {"controller-101.log": log}, config, kafka_fsync_events(), p0=1
+    )
+    assert rep.verdict == verdict
+    if verdict == "KNOWN-BUG":
+        (reason,) = [r for r in rep.reasons if "KIP-966 part 2" in r]
+        assert "(open upstream: no release fixes it yet)" in reason
+        assert "it came back at t=30.0 s and led; the controller: controller-101: " in reason
+        assert "lastKnownElr: [1] -> []" in reason
+
+
 def test_a_cut_leader_that_never_led_again_is_no_known_bug():
     """Another replica led after it came back: the cut tail is not what Kafka kept."""
     events = [*kafka_fsync_events()[:-5], end(30, 4), sample(32, [(0, 2, [2])])]
@@ -348,7 +373,9 @@ def test_the_last_replica_standing_counts_stopped_leaders_too():
 
 
 def test_known_bug_ranges():
-    hw, failover, last_replica = bugs_explaining(CountName.LOSS)
+    hw, failover, last_replica, last_known = bugs_explaining(CountName.LOSS)
+    assert last_known.affects("4.1.0") and last_known.affects("9.9.9")
+    assert not last_known.affects("4.0.0") and not last_known.affects("3.9.1")
     assert last_replica.affects("3.9.1") and not last_replica.affects("4.1.0")
     assert hw.affects("0.10.2.2") and not hw.affects("0.11.0.0") and not hw.affects("4.3.1")
     assert failover.affects("0.11.0.3") and failover.affects("1.1.1")
