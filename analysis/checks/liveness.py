@@ -4,15 +4,19 @@ workload.consumers): the `stuck` and `reset` classes of analysis.model.anomalies
 From the members' journals (each start of each member apart: layout.consumer_journal), the
 sampler's partition ends (`sample` events' `ends`), the faults and the `consumers` event:
 
-- the group's **position** on a partition at time t is 1 + the offset of the latest record any
-  member processed there at or before t (0 before the first); a processed record is progress;
+- the group's **position** on a partition at time t is 1 + the highest offset any member
+  processed there at or before t (0 before the first): a paused member that finishes an old
+  batch after another took the partition over does not move it back, and a group that reads
+  again after a reset is `reset`, not behind; every processed record is progress;
 - the **readable end** at t is the last stable offset of the latest sample at or before t (the
   members read read_committed); where the last stable offset has stood still below the high
   watermark for longer than the producers' transaction.timeout.ms (the coordinator aborts an
   open transaction then), the high watermark: the records past a held last stable offset are
   ones the group should have read. No sample yet, or a sample without the offset: unknown;
-- **stuck**: a window [from, to) without progress in which the readable end stood past the
-  position throughout, lasting longer than the bound (the `consumers` event's stuck_s) counted
+- **stuck**: a window [from, to) without progress in which records the group could read lay
+  between its position and the readable end throughout (records of the final read-back, which
+  reads as the members do: a transaction marker or an aborted record past the position is
+  nothing to read), lasting longer than the bound (the `consumers` event's stuck_s) counted
   outside every fault (from its injection to its heal; a fault never healed lasts until the
   final heal). A stall the harness caused (a paused or killed member, a partition without a
   leader) is thereby judged only by the time after the fault healed. Observed from the group's
@@ -32,7 +36,7 @@ are allowed.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +63,7 @@ __all__ = [
     "Journal",
     "group_history",
     "liveness_facts",
+    "records_by_partition",
     "resets",
     "stuck_windows",
 ]
@@ -109,6 +114,9 @@ class GroupHistory:
     # stored as messages are handed over): a start's own commits after its previous record may
     # be of the batch in hand. False (after-process): each commit follows what it covers.
     commits_first: bool = True
+    # Partition → the offsets of the records the final read-back holds, ascending (the records
+    # a member could read); a partition not here: every offset below the end is a record.
+    records: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def ends_recorded(self) -> bool:
@@ -116,9 +124,13 @@ class GroupHistory:
         return any(len(e.ts_us) for e in self.ends.values())
 
 
-def liveness_facts(run: RunEvidence) -> LivenessFacts:
-    """The liveness classes of a run with a consumer group (see the module docstring)."""
+def liveness_facts(run: RunEvidence, partition: np.ndarray, offset: np.ndarray) -> LivenessFacts:
+    """The liveness classes of a run with a consumer group whose final read-back holds records
+    at (`partition`, `offset`) (see the module docstring)."""
     history = group_history(run)
+    records = records_by_partition(partition, offset)
+    none = np.zeros(0, dtype=np.int64)  # a partition the read-back holds nothing of
+    history = replace(history, records={p: records.get(p, none) for p in history.ends})
     stuck = tuple(stuck_windows(history))
     found = tuple(resets(history))
     return LivenessFacts(stuck, found, _seconds(stuck, found), history.ends_recorded)
@@ -135,11 +147,12 @@ def stuck_windows(history: GroupHistory) -> Iterable[StuckWindow]:
         progress = history.processed.get(partition, Journal.empty())
         stamps, positions = _positions(progress, begin, finish)
         readable, held = readable_ends(ends, history.lso_hold_us)
-        bounds = np.append(stamps[1:], finish)
-        for at, until, position in zip(stamps, bounds, positions, strict=True):
+        bounds = np.append(stamps[1:], finish).tolist()
+        for at, until, position in zip(stamps.tolist(), bounds, positions.tolist(), strict=True):
             if until - at <= history.stuck_us:
                 continue  # too short to be stuck even without any fault
-            for window in _behind(ends.ts_us, readable, held, at, until, int(position)):
+            behind = _Behind(ends.ts_us, readable, held, history.records.get(partition))
+            for window in behind.windows(at, until, position):
                 if _fault_free(window.from_us, window.to_us, history.faults) > history.stuck_us:
                     yield StuckWindow(partition, *_fields(window))
 
@@ -158,17 +171,18 @@ def _fields(window: _Window) -> tuple[int, int, int, int, bool]:
 
 
 def _positions(progress: Journal, begin: int, finish: int) -> tuple[np.ndarray, np.ndarray]:
-    """The times the position was set within [begin, finish) (begin itself first) and the
-    position from each: 1 + the latest record's offset at or before it (0 before any)."""
+    """The times of progress within (begin, finish), begin itself first, and the position from
+    each: 1 + the highest offset processed at or before it (0 before any)."""
     order = np.argsort(progress.ts_us, kind="stable")
-    ts, offset = progress.ts_us[order], progress.offset[order]
-    inside = (ts > begin) & (ts < finish)
+    ts = progress.ts_us[order]
+    reached = np.maximum.accumulate(progress.offset[order] + 1) if len(ts) else ts
     before = ts <= begin
-    first = int(offset[before][-1]) + 1 if before.any() else 0
-    ts, offset = ts[inside], offset[inside]
+    first = int(reached[before][-1]) if before.any() else 0
+    inside = (ts > begin) & (ts < finish)
+    ts, reached = ts[inside], reached[inside]
     last_of_time = np.append(ts[1:] != ts[:-1], True)[: len(ts)]  # the latest stamped alike
     stamps = np.concatenate(([begin], ts[last_of_time])).astype(np.int64)
-    positions = np.concatenate(([first], offset[last_of_time] + 1)).astype(np.int64)
+    positions = np.concatenate(([first], reached[last_of_time])).astype(np.int64)
     return stamps, positions
 
 
@@ -191,32 +205,51 @@ def readable_ends(ends: Ends, lso_hold_us: int | None) -> tuple[np.ndarray, np.n
     return readable, held
 
 
-def _behind(
-    stamps: np.ndarray,
-    readable: np.ndarray,
-    held: np.ndarray,
-    at: int,
-    until: int,
-    position: int,
-) -> Iterable[_Window]:
-    """The maximal windows within [at, until) in which the readable end (a step function: each
-    sample's value from its time to the next sample's) stood past `position`."""
-    in_force = int(np.searchsorted(stamps, at, side="right")) - 1  # -1: no sample yet
-    later = range(in_force + 1, int(np.searchsorted(stamps, until, side="left")))
-    start: int | None = None
-    end, lso_held = 0, False
-    for t, i in [(at, in_force), *((int(stamps[i]), i) for i in later)]:
-        behind = i >= 0 and readable[i] != UNKNOWN and int(readable[i]) > position
-        if behind:
-            if start is None:
-                start, end, lso_held = t, 0, False
-            end, lso_held = max(end, int(readable[i])), lso_held or bool(held[i])
-        elif start is not None:
-            if t > start:
-                yield _Window(start, t, position, end, lso_held)
-            start = None
-    if start is not None:
-        yield _Window(start, until, position, end, lso_held)
+@dataclass(frozen=True)
+class _Behind:
+    """One partition's readable end as a step function of its samples (each sample's value
+    from its time to the next's), and the records there are to read (None: every offset)."""
+
+    stamps: np.ndarray
+    readable: np.ndarray
+    held: np.ndarray
+    records: np.ndarray | None
+
+    def windows(self, at: int, until: int, position: int) -> Iterable[_Window]:
+        """The maximal windows within [at, until) in which a record lay between `position` and
+        the readable end."""
+        in_force = int(np.searchsorted(self.stamps, at, side="right")) - 1  # -1: none yet
+        later = range(in_force + 1, int(np.searchsorted(self.stamps, until, side="left")))
+        start: int | None = None
+        end, lso_held = 0, False
+        for t, i in [(at, in_force), *((int(self.stamps[i]), i) for i in later)]:
+            if i >= 0 and self._to_read(position, int(self.readable[i])):
+                if start is None:
+                    start, end, lso_held = t, 0, False
+                end, lso_held = max(end, int(self.readable[i])), lso_held or bool(self.held[i])
+            elif start is not None:
+                if t > start:
+                    yield _Window(start, t, position, end, lso_held)
+                start = None
+        if start is not None:
+            yield _Window(start, until, position, end, lso_held)
+
+    def _to_read(self, position: int, end: int) -> bool:
+        """Whether a record lies in [position, end) (an UNKNOWN end has none)."""
+        if end == UNKNOWN or end <= position:
+            return False
+        if self.records is None:
+            return True
+        below = np.searchsorted(self.records, [position, end], side="left")
+        return bool(below[1] > below[0])
+
+
+def records_by_partition(partition: np.ndarray, offset: np.ndarray) -> dict[int, np.ndarray]:
+    """Partition → its records' offsets, ascending and each once."""
+    return {
+        int(p): np.unique(offset[partition == p]).astype(np.int64)
+        for p in np.unique(partition).tolist()
+    }
 
 
 def _fault_free(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:

@@ -5,6 +5,8 @@ and judged by LIVENESS_TABLE (no Docker, no Spark)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,18 @@ def test_a_last_stable_offset_held_past_the_transaction_timeout_makes_the_group_
     assert window == StuckWindow(0, 32 * S, 60 * S, 20, 79, lso_held=True)
     shorter = history([(0, 19)], ends, bound_s=10, hold_s=50, until_s=60)
     assert list(windows_of(shorter)) == []  # held 59 s - 50 s = 9 s: within the bound
+
+
+def test_an_end_past_nothing_but_markers_and_aborted_records_is_nothing_to_read() -> None:
+    # read_committed: the group read up to 9; 10..14 were an aborted transaction and its
+    # marker, so the end 15 leaves nothing to read until the record at 15 lands at 60 s.
+    ends = [(0, 15, 15), (60, 16, 16)]
+    base = history([(0, 9)], ends, bound_s=10)
+    records = np.array([*range(10), 15], dtype=np.int64)
+    assert list(windows_of(replace(base, records={0: records}))) == [
+        StuckWindow(0, 60 * S, 100 * S, 10, 16)
+    ]
+    assert list(windows_of(base)) == [StuckWindow(0, 0, 100 * S, 10, 16)]  # without the read-back
 
 
 def test_a_partition_without_samples_of_its_ends_is_never_stuck() -> None:
@@ -209,13 +223,16 @@ def group_run(tmp_path: Path) -> Path:
 
 def test_a_crafted_run_has_its_stuck_window_and_its_reset(tmp_path: Path) -> None:
     run_dir = group_run(tmp_path)
-    facts = liveness_facts(RunEvidence.read(run_dir))
-    # From 2 s (the end 6 past position 3) to the reset's record at 30 s, which moved the
-    # position to 1 (behind again, until the catch-up ended at 60 s).
+    records = np.arange(6, dtype=np.int64)  # the read-back: offsets 0..5 of partition 0
+    facts = liveness_facts(RunEvidence.read(run_dir), np.zeros(6, dtype=np.int64), records)
+    # From 2 s (the end 6 past position 3) to the reset's record at 30 s (progress, though it
+    # moved the position no further), then on until the catch-up ended at 60 s.
     assert facts.stuck == (
         StuckWindow(0, T0 + 2 * S, T0 + 30 * S, 3, 6),
-        StuckWindow(0, T0 + 30 * S, T0 + 60 * S, 1, 6),
+        StuckWindow(0, T0 + 30 * S, T0 + 60 * S, 3, 6),
     )
+    assert all(type(w.from_us) is int and type(w.to_us) is int for w in facts.stuck)
+    json.dumps(facts.examples(20))  # results.json takes them as they are
     assert facts.resets == (Reset(0, T0 + 30 * S, 0, 3, leader_changed=True),)
     assert facts.seconds[(T0 // S) + 2] == {"stuck": 1}
     assert facts.seconds[(T0 // S) + 30]["reset"] == 3

@@ -34,6 +34,7 @@ class Story:
     faults: tuple[tuple[int, int], ...]
     bound_s: int
     hold_s: int | None = None  # transaction.timeout.ms in seconds; None: no transactions
+    records: frozenset[int] | None = None  # offsets the read-back holds; None: every one
 
     def history(self) -> GroupHistory:
         """The checker's input of this story (partition 0, one member start)."""
@@ -53,6 +54,7 @@ class Story:
             observed=(0, self.seconds * US),
             stuck_us=self.bound_s * US,
             lso_hold_us=None if self.hold_s is None else self.hold_s * US,
+            records={} if self.records is None else {0: np.array(sorted(self.records))},
         )
 
 
@@ -103,9 +105,8 @@ def _closed(story: Story, window: list[int], until: int) -> list[StuckWindow]:
 
 
 def _position(story: Story, s: int) -> int:
-    done = [o for t, o in story.processed.items() if t <= s]
-    latest = max((t for t in story.processed if t <= s), default=None)
-    return 0 if latest is None or not done else story.processed[latest] + 1
+    """1 + the highest offset processed by second s, 0 before any."""
+    return max((o + 1 for t, o in story.processed.items() if t <= s), default=0)
 
 
 def _readable(story: Story, s: int) -> tuple[int, bool]:
@@ -130,8 +131,12 @@ def _readable(story: Story, s: int) -> tuple[int, bool]:
 
 
 def _behind(story: Story, s: int) -> bool:
+    """A record to read lay between the position and the readable end at second s."""
     end, _ = _readable(story, s)
-    return end != UNKNOWN and end > _position(story, s)
+    if end == UNKNOWN:
+        return False
+    offsets = range(_position(story, s), end)
+    return any(story.records is None or o in story.records for o in offsets)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +167,10 @@ def stories(draw: st.DrawFn, transactional: bool = False) -> Story:
         for a in draw(st.lists(st.integers(0, seconds), max_size=3))
     )
     hold = draw(st.integers(0, 6)) if transactional else None
-    return Story(seconds, processed, samples, faults, draw(st.integers(0, 8)), hold)
+    # In a transactional run markers and aborted records leave gaps the read-back skips.
+    top = max([hw, offset + 1, *(v for pair in samples.values() for v in pair)])
+    records = draw(st.frozensets(st.integers(0, top))) if transactional else None
+    return Story(seconds, processed, samples, faults, draw(st.integers(0, 8)), hold, records)
 
 
 @st.composite

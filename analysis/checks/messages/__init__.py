@@ -87,7 +87,7 @@ def check_run(run: RunInput) -> RunFacts:
         for second, row in group.seconds.items():
             seconds.setdefault(second, {}).update(row)
         sensitivity = sensitivity & group.sensitivity
-        live = liveness_facts(run.evidence)
+        live = liveness_facts(run.evidence, reads.partition, reads.offset)
         counts |= live.counts
         examples |= live.examples(MAX_EXAMPLES)
         for second, row in live.seconds.items():
