@@ -3,12 +3,26 @@ msg_id last), and two shards' probe tallies adding up, checked against plain Pyt
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.checks.messages.examples import example_order
+from analysis.checks.messages.columns import NO_ID, NULL, Reads
+from analysis.checks.messages.examples import (
+    MAX_EXAMPLES,
+    by_partition,
+    example_order,
+    examples_of,
+    identity_facts,
+    missing_of,
+    reordered_examples,
+    value_of,
+)
+from analysis.checks.messages.index import Messages
 from analysis.checks.messages.probe import ProbeTally
+from analysis.model.anomalies import ANOMALY_NAMES, AnomalyName
 
 
 def test_an_example_row_sorts_by_msg_id_then_where_it_is() -> None:
@@ -45,3 +59,128 @@ def test_two_shards_probe_tallies_add_field_by_field() -> None:
     total = ProbeTally(5, 4, 1) + ProbeTally(20, 17, 3)
     assert total == ProbeTally(25, 21, 4)
     assert ProbeTally(0, 0, 0) + ProbeTally(2, 1, 0) == ProbeTally(2, 1, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Example rows, per-partition counts and the missing list, from a hand-made message table
+
+
+def _messages(n: int) -> Messages:
+    """n messages: msg_id i (the last one without an id), acked at p(i % 3)@(10 i) except every
+    fourth (no location); message i read once at record i // 2 when i is odd."""
+    ids = np.arange(n, dtype=np.int64)
+    ids[-1] = NO_ID
+    located = ids % 4 != 0
+    return Messages(
+        msg_id=ids,
+        in_acked=np.ones(n, dtype=bool),
+        acked_rows=np.array([1 + (i % 5 == 1) for i in range(n)], dtype=np.int64),
+        status=np.ones(n, dtype=np.int64),
+        partition=np.where(located, np.arange(n) % 3, NULL).astype(np.int64),
+        offset=np.where(located, 10 * np.arange(n), NULL).astype(np.int64),
+        send_ts=np.zeros(n, dtype=np.int64),
+        slot_read=np.zeros(n, dtype=bool),
+        holder=np.where(np.arange(n) % 2 == 0, NO_ID, 1000 + np.arange(n)).astype(np.int64),
+        holds_self=np.zeros(n, dtype=bool),
+        reads=(np.arange(n) % 2).astype(np.int64),
+        first_read=np.where(np.arange(n) % 2 == 1, np.arange(n) // 2, -1).astype(np.int64),
+    )
+
+
+def _reads(n: int) -> Reads:
+    return Reads(
+        msg_id=np.arange(n, dtype=np.int64),
+        identified=np.ones(n, dtype=bool),
+        partition=np.full(n, 7, dtype=np.int64),
+        offset=100 + np.arange(n, dtype=np.int64),
+        slot=np.arange(n, dtype=np.int64),
+        key=pa.array([f"k{i}" for i in range(n)]),
+        key_seq=np.arange(n, dtype=np.int64),
+        has_seq=np.ones(n, dtype=bool),
+    )
+
+
+def test_identity_facts_count_repeated_ids_and_rows_without_one() -> None:
+    m = _messages(12)  # acked_rows 2 at i = 1, 6, 11 (11 has no id)
+    assert identity_facts(m) == {"repeated_msg_ids": 2, "unidentified_rows": 2}
+
+
+def test_per_partition_counts_name_unknown_where_there_is_no_location() -> None:
+    m = _messages(12)
+    mask = np.array([i in (0, 1, 2, 4, 5, 7) for i in range(12)])
+    assert by_partition(mask, m.partition) == {"unknown": 2, "1": 2, "2": 2}
+    assert by_partition(np.zeros(12, dtype=bool), m.partition) == {}
+
+
+def test_missing_messages_are_listed_with_their_acked_location() -> None:
+    m = _messages(12)
+    loss = np.array([i in (3, 4, 11) for i in range(12)])
+    assert missing_of(loss, m) == [(3, 0, 30), (4, None, None), (None, 2, 110)]
+    assert value_of(np.int64(NO_ID)) is None
+    assert value_of(np.int64(NULL), NULL) is None
+    assert value_of(np.int64(5), NULL) == 5
+    assert type(value_of(np.int64(5))) is int
+
+
+def test_example_rows_are_at_the_acked_offset_or_where_first_read() -> None:
+    n = 2 * MAX_EXAMPLES + 4
+    m, reads = _messages(n), _reads(n)
+    every = np.ones(n, dtype=bool)
+    classes = {AnomalyName.LOST: every, AnomalyName.DUPLICATED: every}
+    reordered = {
+        "msg_id": np.array([5, 3, 3, NO_ID], dtype=np.int64),
+        "partition": np.array([0, 2, 1, 0], dtype=np.int64),
+        "offset": np.array([1, 9, 4, 0], dtype=np.int64),
+        "key_seq": np.array([11, 12, 13, 14], dtype=np.int64),
+        "max_key_seq_before": np.array([21, 22, 23, 24], dtype=np.int64),
+        "record": np.array([3, 2, 1, 0], dtype=np.int64),
+    }
+    examples = examples_of(classes, m, reads, reordered)
+    assert set(examples) == set(ANOMALY_NAMES)
+    assert all(examples[name] == [] for name in ANOMALY_NAMES if name not in (
+        AnomalyName.LOST, AnomalyName.DUPLICATED, AnomalyName.REORDERED))  # fmt: skip
+    lost = examples[AnomalyName.LOST]
+    assert len(lost) == MAX_EXAMPLES
+    assert lost[:4] == [
+        {"msg_id": 0, "partition": None, "offset": None, "readback_msg_id_at_offset": None,
+         "reads": 0},
+        {"msg_id": 1, "partition": 1, "offset": 10, "readback_msg_id_at_offset": 1001,
+         "reads": 1},
+        {"msg_id": 2, "partition": 2, "offset": 20, "readback_msg_id_at_offset": None,
+         "reads": 0},
+        {"msg_id": 3, "partition": 0, "offset": 30, "readback_msg_id_at_offset": 1003,
+         "reads": 1},
+    ]  # fmt: skip
+    duplicated = examples[AnomalyName.DUPLICATED]
+    assert duplicated[:2] == [
+        {"msg_id": 0, "partition": None, "offset": None, "readback_msg_id_at_offset": None,
+         "reads": 0},
+        {"msg_id": 1, "partition": 7, "offset": 100, "readback_msg_id_at_offset": 1001,
+         "reads": 1},
+    ]  # fmt: skip
+    assert duplicated[3]["partition"] == 7 and duplicated[3]["offset"] == 101
+    assert examples[AnomalyName.REORDERED] == reordered_examples(reordered, reads)
+    assert reordered_examples(reordered, reads) == [
+        {"msg_id": 3, "partition": 1, "offset": 4, "key_seq": 13, "max_key_seq_before": 23,
+         "key": "k1"},
+        {"msg_id": 3, "partition": 2, "offset": 9, "key_seq": 12, "max_key_seq_before": 22,
+         "key": "k2"},
+        {"msg_id": 5, "partition": 0, "offset": 1, "key_seq": 11, "max_key_seq_before": 21,
+         "key": "k3"},
+        {"msg_id": None, "partition": 0, "offset": 0, "key_seq": 14, "max_key_seq_before": 24,
+         "key": "k0"},
+    ]  # fmt: skip
+
+
+def test_at_most_max_examples_reordered_rows_are_kept() -> None:
+    n = MAX_EXAMPLES + 3
+    reordered = {
+        "msg_id": np.arange(n, dtype=np.int64)[::-1].copy(),
+        "partition": np.zeros(n, dtype=np.int64),
+        "offset": np.arange(n, dtype=np.int64),
+        "key_seq": np.zeros(n, dtype=np.int64),
+        "max_key_seq_before": np.zeros(n, dtype=np.int64),
+        "record": np.zeros(n, dtype=np.int64),
+    }
+    rows = reordered_examples(reordered, _reads(1))
+    assert [r["msg_id"] for r in rows] == list(range(MAX_EXAMPLES))
