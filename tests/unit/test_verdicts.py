@@ -370,3 +370,129 @@ def test_reports_without_a_msg_id_make_the_repetition_unknown() -> None:
     v = raw_judge(res, [readback_event(True), tally_event(990)])
     assert v.verdict == Verdict.UNKNOWN
     assert "3 delivery report(s) without a msg_id" in v.reasons[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The cell's fold and its words, spelled out on hand-made repetition verdicts
+
+
+def _rep(verdict: Verdict, n: int, *reasons: str, **more: Any) -> outcomes.RepetitionVerdict:
+    return outcomes.RepetitionVerdict(verdict, reasons, None, f"r/{n}", n, **more)
+
+
+def _guarantee(loss: str) -> guarantees.Guarantee:
+    return guarantees.Guarantee(loss, "forbidden", "guaranteed", "the row", "dup", "ord")
+
+
+def test_the_cell_fold_names_each_outcome_and_the_repetitions_behind_it() -> None:
+    outcome = verdicts._cell_outcome
+    cp = _guarantee(guarantees.FORBIDDEN)
+    violating = _rep(Verdict.VIOLATION, 2, "a", "forbidden b", "c", violations=("forbidden b",))
+    plain_violation = _rep(Verdict.VIOLATION, 3, "x", "y")
+    assert outcome([_rep(Verdict.PASS, 0, "p"), violating, plain_violation], cp) == (
+        Verdict.VIOLATION,
+        (
+            "2 of 3 repetitions violate the documented guarantee",
+            "rep 2: forbidden b",
+            "rep 3: x",
+            "rep 3: y",
+        ),
+    )
+    lossy = _rep(Verdict.EXPECTED_LOSS, 1, "l1", "l2")
+    unknown = _rep(Verdict.UNKNOWN, 4, "u1", "u2")
+    assert outcome([lossy, unknown, _rep(Verdict.UNKNOWN, 5, "v")], cp) == (
+        Verdict.UNKNOWN,
+        (
+            "2 of 3 repetitions could not be judged (loss allowed and observed in 1)",
+            "rep 4: u1",
+            "rep 5: v",
+        ),
+    )
+    assert outcome([unknown], cp) == (
+        Verdict.UNKNOWN,
+        ("1 of 1 repetitions could not be judged", "rep 4: u1"),
+    )
+    buggy = _rep(Verdict.KNOWN_BUG, 6, "k1", "k2")
+    assert outcome([lossy, buggy, _rep(Verdict.KNOWN_BUG, 7)], cp) == (
+        Verdict.KNOWN_BUG,
+        (
+            "a known bug of this release lost acknowledged data in 2 of 3 repetitions",
+            "rep 6: k1",
+        ),
+    )
+    assert outcome([lossy, _rep(Verdict.PASS, 0)], cp) == (
+        Verdict.EXPECTED_LOSS,
+        ("loss allowed and observed in 1 of 2 repetitions", "rep 1: l1"),
+    )
+    passed = [_rep(Verdict.PASS, 0, acked=5), _rep(Verdict.PASS, 1, acked=None)]
+    assert outcome(passed, cp) == (
+        Verdict.PASS,
+        ("all 2 repetitions kept every acknowledged message (5 acked); loss forbidden: the row",),
+    )
+    ap = _guarantee(guarantees.ALLOWED)
+    assert outcome(passed, ap) == (
+        Verdict.NOT_PROVOKED,
+        (
+            "loss allowed (the row) but none of 2 repetitions lost an acknowledged message (5 "
+            "acked): the faults did not provoke it",
+        ),
+    )
+    assert outcome(passed, None) == (
+        Verdict.UNKNOWN,
+        ("no documented guarantee could be determined",),
+    )
+
+
+def test_a_repetition_that_breaks_the_checker_is_unknown_naming_the_error() -> None:
+    raw = {**_cell_result(), "counts": {**_cell_result()["counts"], "lost": -1}}
+    rep = verdicts.judge_repetition(typed(raw), [])
+    assert rep.verdict == Verdict.UNKNOWN
+    assert rep.reasons == (
+        "checker error: ValueError: count 'lost' is -1, expected a non-negative int",
+    )
+    assert (rep.guarantee, rep.run_dir, rep.repetition) == (None, raw["run_dir"], 3)
+    for bad in (True, "3", 2.0, None):
+        raw = {**_cell_result(), "counts": {**_cell_result()["counts"], "unseen": bad}}
+        (reason,) = verdicts.judge_repetition(typed(raw), []).reasons
+        assert reason == (
+            f"checker error: ValueError: count 'unseen' is {bad!r}, expected a non-negative int"
+        )
+
+
+def _cell_result(**counts: int) -> dict[str, Any]:
+    from tests.unit.report_runs import CP, result
+
+    return {**result("c", CP, 3, **counts), "repetition": 3}
+
+
+def test_a_repetition_without_acknowledged_messages_has_nothing_to_judge() -> None:
+    from tests.unit.report_runs import healthy_events
+
+    raw = _cell_result()
+    raw["counts"] = {**raw["counts"], "acked": 0, "sent": 12, "failed": 5, "indeterminate": 7}
+    raw["contract"] = {**raw["contract"], "reported_ok": 0, "reported_failed": 5,
+                       "reported_indeterminate": 7}  # fmt: skip
+    events = healthy_events()
+    events[1] = {**events[1], "reports": {"ok": 0, "failed": 5, "indeterminate": 7}}
+    rep = verdicts.judge_repetition(typed(raw), events)
+    assert rep.verdict == Verdict.UNKNOWN
+    assert rep.reasons == (
+        "no message was acknowledged (sent 12, failed 5, indeterminate 7): nothing to judge",
+    )
+    assert (rep.loss, rep.acked) == (0, 0)
+    incomplete = {**_cell_result(), "status": "incomplete", "error": None}
+    assert verdicts.judge_repetition(typed(incomplete), events).reasons == (
+        "run incomplete: no error recorded",
+    )
+
+
+def test_cells_are_judged_in_first_seen_order_with_repetitions_sorted() -> None:
+    from tests.unit.report_runs import AP, CP, result
+
+    raws = [result("b", CP, 1), result("a", AP, 0), result("b", CP, 0), result("a", AP, 1)]
+    cells = verdicts.judge_all([typed(r) for r in raws], {})
+    assert [c.cell for c in cells] == ["b", "a"]
+    assert [r.repetition for r in cells[0].repetitions] == [0, 1]
+    assert cells[0].config == typed(raws[0]).config
+    with pytest.raises(ValueError, match="judge_cell needs at least one repetition"):
+        verdicts.judge_cell([], {})
