@@ -1,6 +1,6 @@
 """The last phase of a repetition: after the final heal, wait (bounded) for a full ISR, then
 read every partition to its high watermark (both isolation levels for transactional runs) and
-record what the read-back reached (`read_back_topic` does it for any topic and run directory)."""
+record what the read-back reached, for any topic and run directory."""
 
 from __future__ import annotations
 
@@ -12,41 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone
-from harness.workload.clients import value_decoder
 from harness.workload.readback import Decoder, Readback, read_back
 from harness.workload.recorder import decode_value
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
-    from harness.run.repetition import Progress, Repetition, RepetitionSummary
 
-__all__ = ["read_back_all", "read_back_topic"]
+__all__ = ["read_back_topic"]
 
-TOPIC = layout.TOPIC
 log = logging.getLogger("kafka_chaos")
-
-
-def read_back_all(
-    repetition: Repetition,
-    cluster: KafkaCluster,
-    events: EventLog,
-    summary: RepetitionSummary,
-    progress: Progress,
-) -> None:
-    """Wait (bounded) for a full ISR everywhere, then read every partition to its HW."""
-    spec = repetition.cell.spec
-    result = read_back_topic(
-        cluster,
-        TOPIC,
-        spec.topic.partitions,
-        repetition.run_dir,
-        events,
-        full_isr_timeout_s=spec.faults.final_heal_timeout_s,
-        transactional=spec.workload.transactions is not None,
-        phase=progress.phase,
-        decode=value_decoder(spec.workload.client, spec.workload.keys),
-    )
-    summary.read, summary.readback_complete = result.records, result.complete
 
 
 def read_back_topic(

@@ -1,16 +1,26 @@
-"""One repetition of one cell as the runner carries it: what it is (Repetition), what the
-harness saw of it (RepetitionSummary), and where the runner reports its progress (Progress).
+"""The repetitions of an experiment: which run (the cells a pattern or a shard selects, each
+repetition with its seed), where (their run directories, plan.json, runs/<experiment>/latest),
+what one is (Repetition), what the harness saw of it (RepetitionSummary), and where the runner
+reports its progress (Progress).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.rundir import layout
 
 if TYPE_CHECKING:
     from harness.chaos.nemesis import Nemesis
     from harness.experiment.matrix import Cell
+    from harness.experiment.spec import Experiment
     from harness.workload.recorder import RecorderStats
 
 
@@ -50,3 +60,65 @@ class RepetitionSummary:
     error: str | None = None
     # What each step acted on and when (the nemesis' record), kept in spec.json.
     resolved_schedule: list[dict[str, Any]] = field(default_factory=list)
+
+
+LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
+
+
+def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
+    """Every (cell, repetition) to run, with run directories under `root`."""
+    return [
+        Repetition(cell, rep, experiment.seed + rep, root / cell.name / str(rep))
+        for cell in cells
+        for rep in range(experiment.repetitions)
+    ]
+
+
+def select_shard(cells: Sequence[Cell], shard: tuple[int, int] | None) -> list[Cell]:
+    """The cells of shard i of n (1-based), dealt round-robin so shards get similar mixes."""
+    if shard is None:
+        return list(cells)
+    index, count = shard
+    return [cell for position, cell in enumerate(cells) if position % count == index - 1]
+
+
+def select_cells(cells: Sequence[Cell], patterns: Sequence[str] | None) -> list[Cell]:
+    """The cells whose name matches one of the glob `patterns` (all cells when none given),
+    in file order; ValueError naming the cells there are when a pattern matches none."""
+    if not patterns:
+        return list(cells)
+    unmatched = [p for p in patterns if not any(fnmatchcase(c.name, p) for c in cells)]
+    if unmatched:
+        names = ", ".join(cell.name for cell in cells)
+        raise ValueError(f"--cells {unmatched[0]!r} matches no cell; the cells are: {names}")
+    return [cell for cell in cells if any(fnmatchcase(cell.name, p) for p in patterns)]
+
+
+def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, int] | None) -> Path:
+    """runs/<experiment>/<UTC timestamp>[-shard-i-of-n]/"""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
+    return runs_dir / experiment.name / f"{stamp}{suffix}"
+
+
+def write_plan(root: Path, repetitions: Sequence[Repetition]) -> None:
+    """plan.json: every repetition to run, in order, with its seed and run directory."""
+    plan = [
+        {
+            "cell": planned.cell.name,
+            "repetition": planned.index,
+            "seed": planned.seed,
+            "run_dir": str(planned.run_dir),
+        }
+        for planned in repetitions
+    ]
+    (root / layout.PLAN).write_text(json.dumps(plan, indent=2))
+
+
+def point_latest_at(root: Path) -> None:
+    """Make runs/<experiment>/latest a relative symlink to `root` (replaced atomically)."""
+    link = root.parent / LATEST
+    staged = root.parent / f".{LATEST}-{os.getpid()}"
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(root.name, target_is_directory=True)
+    staged.replace(link)

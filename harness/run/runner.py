@@ -8,19 +8,15 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, HelperSite, check_tools
-from harness.chaos.heal import heal_all
 from harness.chaos.nemesis import Nemesis
 from harness.experiment.matrix import Cell
 from harness.experiment.plan import (
@@ -35,27 +31,31 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
 from harness.platform.versions import KafkaVersion, Mode, broker_defaults
-from harness.run.evidence import segments_event
-from harness.run.final_read import read_back_all
+from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
-from harness.run.repetition import Progress, Repetition, RepetitionSummary
+from harness.run.repetition import (
+    Progress,
+    Repetition,
+    RepetitionSummary,
+    plan_repetitions,
+    point_latest_at,
+    write_plan,
+)
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import (
     EventLog,
     HarnessError,
     PhaseEvent,
-    SegmentsKept,
     now_us,
 )
 from harness.rundir.records import CommitMode
 from harness.rundir.transactions import OnTimeout
-from harness.workload.clients import client_senders, librdkafka_config
+from harness.workload.clients import client_senders, librdkafka_config, value_decoder
 from harness.workload.clients.java import group_member
 from harness.workload.clients.transactional import java_transactions
 from harness.workload.consumers import CatchUp, ConsumerGroup, Liveness
-from harness.workload.finalize import finalize
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
 from harness.workload.recorder import RecorderStats, Workload
 from harness.workload.transactions import (
@@ -63,79 +63,23 @@ from harness.workload.transactions import (
     TRANSACTIONAL_ID,
     TransactionalRecorder,
     TransactionPlan,
-    finalize_transactions,
 )
 
 TOPIC = layout.TOPIC
-LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
 # The harness error of a repetition stopped by SIGINT or SIGTERM.
 INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
 
 
-def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
-    """Every (cell, repetition) to run, with run directories under `root`."""
-    return [
-        Repetition(cell, rep, experiment.seed + rep, root / cell.name / str(rep))
-        for cell in cells
-        for rep in range(experiment.repetitions)
-    ]
-
-
-def select_shard(cells: Sequence[Cell], shard: tuple[int, int] | None) -> list[Cell]:
-    """The cells of shard i of n (1-based), dealt round-robin so shards get similar mixes."""
-    if shard is None:
-        return list(cells)
-    index, count = shard
-    return [cell for position, cell in enumerate(cells) if position % count == index - 1]
-
-
-def select_cells(cells: Sequence[Cell], patterns: Sequence[str] | None) -> list[Cell]:
-    """The cells whose name matches one of the glob `patterns` (all cells when none given),
-    in file order; ValueError naming the cells there are when a pattern matches none."""
-    if not patterns:
-        return list(cells)
-    unmatched = [p for p in patterns if not any(fnmatchcase(c.name, p) for c in cells)]
-    if unmatched:
-        names = ", ".join(cell.name for cell in cells)
-        raise ValueError(f"--cells {unmatched[0]!r} matches no cell; the cells are: {names}")
-    return [cell for cell in cells if any(fnmatchcase(cell.name, p) for p in patterns)]
-
-
-def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, int] | None) -> Path:
-    """runs/<experiment>/<UTC timestamp>[-shard-i-of-n]/"""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
-    return runs_dir / experiment.name / f"{stamp}{suffix}"
-
-
-def write_plan(root: Path, repetitions: Sequence[Repetition]) -> None:
-    """plan.json: every repetition to run, in order, with its seed and run directory."""
-    plan = [
-        {
-            "cell": planned.cell.name,
-            "repetition": planned.index,
-            "seed": planned.seed,
-            "run_dir": str(planned.run_dir),
-        }
-        for planned in repetitions
-    ]
-    (root / layout.PLAN).write_text(json.dumps(plan, indent=2))
-
-
-def point_latest_at(root: Path) -> None:
-    """Make runs/<experiment>/latest a relative symlink to `root` (replaced atomically)."""
-    link = root.parent / LATEST
-    staged = root.parent / f".{LATEST}-{os.getpid()}"
-    staged.unlink(missing_ok=True)
-    staged.symlink_to(root.name, target_is_directory=True)
-    staged.replace(link)
-
-
 def write_spec(
-    repetition: Repetition, image: BrokerImage, steps: list, extra: dict[str, Any]
+    repetition: Repetition,
+    image: BrokerImage,
+    steps: list,
+    extra: dict[str, Any],
+    topic: str = TOPIC,
 ) -> None:
-    """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete)."""
+    """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete);
+    `topic` is the topic the run wrote."""
     spec = repetition.cell.spec
     document = {
         "experiment": spec.name,
@@ -149,7 +93,7 @@ def write_spec(
         "git_revision": git_revision(),
         "producer": producer_settings(spec),
         "topic": {
-            "name": TOPIC,
+            "name": topic,
             "partitions": spec.topic.partitions,
             "replication_factor": spec.topic.replication_factor,
             "config": topic_settings(spec),
@@ -222,13 +166,10 @@ def run_repetition(
             ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
         workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
         try:
-            read_back_all(repetition, cluster, events, summary, progress)
-            # While the brokers still hold their logs: where each missing message still is.
-            progress.phase("keeping segments")
-            segments = segments_event(
-                cluster.nodes, TOPIC, spec.topic.partitions, repetition.run_dir
+            readback = read_back_and_keep(
+                ctx, read_back_plan(spec), repetition.run_dir, events, progress.phase
             )
-            events.write(SegmentsKept(**segments))
+            summary.read, summary.readback_complete = readback.records, readback.complete
         except Exception as exc:
             if workload_error is None:
                 raise
@@ -303,6 +244,7 @@ def _workload_and_faults(
         events.write(librdkafka_config(producer_settings(spec), client_durability(spec)[1]))
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, steps, events)
+    summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
     ctx.consumers = _consumer_group(repetition, ctx.cluster.bootstrap_servers, events)
     caught_up: CatchUp | None = None
@@ -319,18 +261,15 @@ def _workload_and_faults(
         # First, so that no failure below can keep the journal (and the tally) unwritten.
         workload_error = senders.close(events)
         try:
-            nemesis.stop()
-            summary.resolved_schedule = list(nemesis.resolved)
             progress.phase("final heal")
-            events.write(PhaseEvent(phase="heal", actions=heal_all(ctx)))
+            final_heal(ctx, nemesis, events)
             if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
                 caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
         finally:
             try:
                 if ctx.consumers is not None:
                     ctx.consumers.close(events, caught_up)
-                finalize(repetition.run_dir)
-                finalize_transactions(repetition.run_dir)
+                write_records(repetition.run_dir)
                 sampler.stop()
             finally:  # whatever failed above: the progress line tells what was really sent
                 _count_sends(summary, senders.stats, nemesis)
@@ -429,6 +368,17 @@ def _senders(
         return LocalRecorder(workload, bootstrap, TOPIC, config, run_dir)
     tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)
     return ProducerFleet(tasks, events)
+
+
+def read_back_plan(spec: Experiment) -> ReadBackPlan:
+    """The final read-back of the experiment's topic, as its workload wrote it."""
+    return ReadBackPlan(
+        TOPIC,
+        spec.topic.partitions,
+        spec.faults.final_heal_timeout_s,
+        transactional=spec.workload.transactions is not None,
+        decode=value_decoder(spec.workload.client, spec.workload.keys),
+    )
 
 
 def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:

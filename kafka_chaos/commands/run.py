@@ -80,7 +80,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.matrix import expand
     from harness.platform.engine import EngineUnavailable, ensure_engine
     from harness.platform.image import ImageError
-    from harness.run.runner import experiment_root, run_experiment, select_cells, select_shard
+    from harness.run.repetition import experiment_root, select_cells, select_shard
+    from harness.run.runner import run_experiment
 
     experiment = load_experiment(args.experiment, args)
     if experiment is None:

@@ -11,7 +11,6 @@ each inject call one step of its faults.schedule (spec.json records them all).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -28,16 +27,14 @@ from harness.experiment.matrix import Cell, expand
 from harness.experiment.plan import client_durability, producer_settings, topic_settings
 from harness.experiment.problems import SpecError
 from harness.experiment.spec import Experiment
-from harness.run.evidence import segments_event
-from harness.run.final_read import read_back_topic
+from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
 from harness.run.provenance import ProvenanceRecord
 from harness.run.runner import Repetition, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
-from harness.rundir.events import EventLog, HarnessError, PhaseEvent, SegmentsKept, now_us
+from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
 from harness.settings import load_settings
 from harness.workload.clients import librdkafka_config
-from harness.workload.finalize import finalize
 from kafka_chaos.testing.clusters import LiveCluster
 from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
 from kafka_chaos.testing.faults import FaultHandle, call_text, step_document, step_error
@@ -290,7 +287,7 @@ class Chaos:
                 errors.append(f"JournalError: {error}")
             self._attempt(errors, self._final_heal)
             if journal is not None:
-                self._attempt(errors, lambda: finalize(self.run_dir))
+                self._attempt(errors, lambda: write_records(self.run_dir))
             self._sampler.stop()
             if read_back:
                 self._attempt(errors, self._read_back)
@@ -318,20 +315,15 @@ class Chaos:
             errors.append(f"{type(exc).__name__}: {exc}")
 
     def _final_heal(self) -> None:
-        self.heal()
+        for handle in self._handles:
+            handle.heal()
+        final_heal(self._ctx, self._nemesis, self.events)
         self._healed = True
 
     def _read_back(self) -> None:
-        read_back_topic(
-            self.cluster,
-            self.topic,
-            self.partitions,
-            self.run_dir,
-            self.events,
-            full_isr_timeout_s=self._spec.faults.final_heal_timeout_s,
-        )
-        segments = segments_event(self.cluster.nodes, self.topic, self.partitions, self.run_dir)
-        self.events.write(SegmentsKept(**segments))
+        timeout_s = self._spec.faults.final_heal_timeout_s
+        plan = ReadBackPlan(self.topic, self.partitions, timeout_s)
+        read_back_and_keep(self._ctx, plan, self.run_dir, self.events)
 
     def _write_spec(self, extra: dict[str, Any]) -> None:
         """spec.json as the harness writes it, for the experiment as it stands now."""
@@ -345,12 +337,7 @@ class Chaos:
         )
         cell: Cell = expand(spec)[0]
         repetition = Repetition(cell, 0, spec.seed, self.run_dir)
-        write_spec(repetition, self._live.image, list(spec.faults.schedule), extra)
-        # write_spec names the harness's one topic; this run wrote a topic of its own.
-        path = self.run_dir / layout.SPEC
-        document = json.loads(path.read_text())
-        document["topic"]["name"] = self.topic
-        path.write_text(json.dumps(document, indent=2, default=str))
+        write_spec(repetition, self._live.image, list(spec.faults.schedule), extra, self.topic)
 
     def close(self) -> bool:
         """The fixture's teardown: end the run if the test did not judge it, heal, delete the

@@ -18,7 +18,6 @@ from analysis.judge.outcomes import Verdict
 from analysis.pipeline import Analysis, analyse
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
-from harness.experiment.plan import topic_settings
 from harness.platform.image import ensure_image
 from harness.run import runner
 from harness.run.progress import PlainProgress
@@ -51,25 +50,26 @@ def run_in_process(tmp_path: Path, data: dict[str, Any]) -> tuple[Path, Analysis
 def test_a_topic_recreated_before_the_read_back_lost_everything_a_violation_under_cp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read_back = runner.read_back_all
+    read_back = runner.read_back_and_keep
 
-    def recreate_then_read_back(repetition, cluster, events, summary, progress) -> None:
+    def recreate_then_read_back(ctx, plan, run_dir, events, phase):
         """Delete the topic and create it anew (an operator's mistake), then read back."""
+        cluster = ctx.cluster
         admin = cluster.admin()
         admin.delete_topics([runner.TOPIC], operation_timeout=30)[runner.TOPIC].result(30)
-        spec = repetition.cell.spec
+        settings = json.loads((run_dir / "spec.json").read_text())["topic"]["config"]
 
         def created() -> bool:
             try:
-                cluster.create_topic(runner.TOPIC, 3, 3, topic_settings(spec), timeout_s=30)
+                cluster.create_topic(runner.TOPIC, 3, 3, settings, timeout_s=30)
             except KafkaException:  # still marked for deletion
                 return False
             return True
 
         wait_until(created, 60, "the topic created anew")
-        read_back(repetition, cluster, events, summary, progress)
+        return read_back(ctx, plan, run_dir, events, phase)
 
-    monkeypatch.setattr(runner, "read_back_all", recreate_then_read_back)
+    monkeypatch.setattr(runner, "read_back_and_keep", recreate_then_read_back)
     run_dir, analysis = run_in_process(
         tmp_path,
         {"name": "recreated", "topic": CP_TOPIC, "producer": CP,

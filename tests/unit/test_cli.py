@@ -10,7 +10,7 @@ from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
 from harness.platform.cluster import KafkaCluster
 from harness.platform.topology import ClusterError
-from harness.run.runner import select_cells, select_shard
+from harness.run.repetition import select_cells, select_shard
 from harness.settings import REPO_ROOT
 from kafka_chaos.cli import main
 
@@ -137,7 +137,7 @@ def test_run_without_java_fails_before_the_engine_is_touched(monkeypatch, tmp_pa
 
 
 def test_latest_points_at_the_newest_run(tmp_path):
-    from harness.run.runner import point_latest_at
+    from harness.run.repetition import point_latest_at
 
     older, newer = tmp_path / "exp" / "20260101T000000Z", tmp_path / "exp" / "20260102T000000Z"
     for root in (older, newer):
@@ -151,7 +151,7 @@ def test_latest_points_at_the_newest_run(tmp_path):
 def test_plan_lists_every_repetition_with_its_seed_and_run_dir(tmp_path):
     import json
 
-    from harness.run.runner import plan_repetitions, write_plan
+    from harness.run.repetition import plan_repetitions, write_plan
 
     experiment = load_experiment(REPO_ROOT / "experiments" / "quick.yaml")
     repetitions = plan_repetitions(experiment, expand(experiment), tmp_path)
