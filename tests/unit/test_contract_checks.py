@@ -171,3 +171,104 @@ def test_events_without_timestamps_are_judged() -> None:
     events = [{"type": "readback", "complete": True}, tally_event(990)]
     del events[1]["ts_us"]
     assert raw_judge(clean_cp(), events).verdict == Verdict.PASS
+
+
+# ---------------------------------------------------------------------------------------------
+# Every breach word for word, in the order the checks run
+
+
+def test_every_breach_of_the_record_is_named_in_order() -> None:
+    from dataclasses import replace
+
+    from analysis.judge.contract import contract_breaches
+    from analysis.model.results import Sensitivity
+    from tests.unit.report_runs import CP, result
+    from tests.unit.results_json import typed
+
+    raw = result("c", CP, 0)
+    raw["contract"] = {
+        "repeated_msg_ids": 2,
+        "unidentified_rows": 3,
+        "unknown_statuses": 4,
+        "reported_ok": 1900,
+        "reported_failed": 41,
+        "reported_indeterminate": 58,
+    }
+    run = replace(typed(raw), sensitivity=Sensitivity(5, 3, False))
+    events = [
+        {"type": "readback", "ts_us": 9, "complete": True, "high_watermarks": {"0": 1}},
+        {"type": "readback", "ts_us": 10, "complete": False, "high_watermarks": {"0": 7}},
+        {"type": "fault_error", "ts_us": 3, "fault_id": 4, "fault": "kill", "target": "leader",
+         "stage": "heal", "error": "no such container"},
+        {"type": "harness_error", "ts_us": 4, "error": "disk full"},
+        {"type": "fault_error", "ts_us": 5, "error": "boom"},
+        {"type": "recorder_tally", "ts_us": 1, "reports": {"ok": 1}},
+        {"type": "recorder_tally", "ts_us": 11, "journal_error": "EIO",
+         "reports": {"ok": 1900, "failed": 40, "indeterminate": 60}},
+    ]  # fmt: skip
+    assert contract_breaches(run, events) == [
+        "incomplete read-back: it timed out before the high watermarks {'0': 7} (? records read)",
+        "fault 4 (kill leader) failed to heal: no such container",
+        "harness error: disk full",
+        "fault ? (? ?) failed to inject: boom",
+        "acked.parquet holds 2 msg_id(s) more than once",
+        "acked.parquet holds 3 delivery report(s) without a msg_id (a value the producer did "
+        "not write): they cannot be matched to a send",
+        "acked.parquet holds 4 row(s) whose status is none of ok, failed, indeterminate",
+        "the journal failed to write: EIO",
+        "the journal disagrees with the recorder's tally: 40 failed delivery reports, 41 "
+        "journalled (-1 dropped)",
+        "the journal disagrees with the recorder's tally: 60 indeterminate delivery reports, 58 "
+        "journalled (+2 dropped)",
+        "the checker failed its sensitivity check: of 5 acknowledged records removed from a copy "
+        "of the read-back, 3 were reported missing, or it reported other messages missing too",
+    ]
+    counted = [{"type": "readback", "ts_us": 1, "complete": False, "records": 1234}]
+    assert contract_breaches(replace(run, contract=None, sensitivity=None), counted) == [
+        "incomplete read-back: it timed out before the high watermarks {} (1234 records read)",
+        "the result carries no contract facts (reconciled by an older analysis)",
+    ]
+    clean = replace(typed(result("c", CP, 0)), sensitivity=Sensitivity(0, 0, None))
+    assert contract_breaches(clean, []) == [
+        "no read-back was recorded in events.jsonl: its completeness is unknown",
+        "no recorder tally in events.jsonl: the journal cannot be checked",
+    ]
+    complete = [
+        {"type": "readback", "ts_us": 1, "complete": True},
+        {"type": "recorder_tally", "ts_us": 1,
+         "reports": {"ok": 1900, "failed": 40, "indeterminate": 60}},
+    ]  # fmt: skip
+    assert contract_breaches(clean, complete) == []
+    assert contract_breaches(replace(clean, sensitivity=Sensitivity(5, 5, True)), complete) == []
+
+
+def test_cell_statistics_over_the_repetitions_with_counts() -> None:
+    from analysis.judge.cell import cell_stats
+    from analysis.judge.outcomes import CountStats
+    from tests.unit.report_runs import CP, result
+    from tests.unit.results_json import typed
+
+    def run(rep: int, **counts: Any) -> Any:
+        raw = result("c", CP, rep)
+        return typed({**raw, "counts": {**raw["counts"], **counts}})
+
+    runs = [
+        run(0, lost=2, offset_divergent=1, acked=100),
+        run(1, lost=4, unseen=1, acked=300, moved=True),
+        run(2, lost=-1),  # malformed loss class: not counted at all
+        run(3, lost=0, acked=0, offset_divergent="2"),
+        typed({**result("c", CP, 4), "counts": None}),
+    ]
+    stats = cell_stats(runs)
+    assert (stats.repetitions, stats.counted) == (5, 3)
+    assert stats.counts["lost"] == CountStats(2.0, 0, 4, 6)
+    assert stats.counts["loss"] == CountStats(7 / 3, 0, 5, 7)
+    assert stats.counts["acked"] == CountStats(400 / 3, 0, 300, 400)
+    assert stats.counts["offset_divergent"] == CountStats(0.5, 0, 1, 1)  # "2" left out
+    assert stats.counts["moved"] == CountStats(0.0, 0, 0, 0)  # True is no count
+    assert stats.loss_rate == 7 / 400
+    assert stats.divergence_rate == 1 / 400  # over the rows with both counts
+    none_acked = cell_stats([run(0, acked=0)])
+    assert (none_acked.loss_rate, none_acked.divergence_rate) == (None, None)
+    nothing = cell_stats([typed({**result("c", CP, 0), "counts": None})])
+    assert (nothing.counted, nothing.counts, nothing.loss_rate) == (0, {}, None)
