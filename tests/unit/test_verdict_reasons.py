@@ -436,3 +436,110 @@ def test_findings_carry_their_class_and_the_examples_their_reason_quotes() -> No
         findings.LossContext(RunEvidence(Path()), 0.0, {}),
     )
     assert (lossless.anomaly, lossless.verdict) == (CountName.LOSS, Verdict.PASS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The findings' words, spelled out on hand-made counts (no run directory, no partition facts)
+
+
+def _judge_words() -> Any:
+    from analysis.judge import findings
+    from analysis.judge.guarantees import ALLOWED, FORBIDDEN, Guarantee
+    from analysis.model.anomalies import COUNT_NAMES
+    from analysis.model.evidence import RunEvidence
+    from analysis.model.results import Example
+
+    zero = dict.fromkeys(COUNT_NAMES, 0) | {"acked": 100}
+    strict = Guarantee(FORBIDDEN, FORBIDDEN, "guaranteed", "CIT", "DUP", "ORD")
+    loose = Guarantee(ALLOWED, ALLOWED, "not-guaranteed", "cit", "dup", "ord")
+    context = findings.LossContext(RunEvidence.coerce([]), 0.0, {})
+    return findings, zero, strict, loose, context, Example
+
+
+def test_loss_is_described_class_by_class_with_its_first_examples() -> None:
+    findings, zero, strict, loose, context, example = _judge_words()
+    from analysis.judge.outcomes import Finding, Verdict
+    from analysis.model.anomalies import anomaly
+
+    assert findings.judge_loss(zero, {}, strict, context) == Finding(
+        "loss", Verdict.PASS, "no acknowledged message lost: 0 of 100 acked missing (loss "
+        "forbidden: CIT)"
+    )  # fmt: skip
+    lost = tuple(example(msg_id=i, partition=1, offset=i) for i in range(7))
+    unseen = (example(msg_id=50, partition=None, offset=None, readback_msg_id_at_offset=None),)
+    examples = {"lost": lost, "unseen": unseen}
+    counts = zero | {"lost": 7, "unseen": 1}
+    what = (
+        f"8 of 100 acked missing (7 {anomaly('lost').label}: {anomaly('lost').meaning}; e.g. "
+        "msg_id 0 at p1@0, msg_id 1 at p1@1, msg_id 2 at p1@2, msg_id 3 at p1@3, msg_id 4 at "
+        f"p1@4, …; 1 {anomaly('unseen').label}: {anomaly('unseen').meaning}; e.g. msg_id 50)"
+    )
+    quoted = (*lost[:5], *unseen)
+    assert findings.judge_loss(counts, examples, strict, context) == Finding(
+        "loss", Verdict.VIOLATION, f"loss: {what}; CIT", quoted
+    )
+    assert findings.judge_loss(counts, examples, loose, context) == Finding(
+        "loss", Verdict.EXPECTED_LOSS, f"{what}; loss allowed: cit", quoted
+    )
+    odd = loose.__class__("sometimes", "allowed", "x", "c", "d", "o")
+    with pytest.raises(ValueError, match="unknown loss rule 'sometimes'"):
+        findings.judge_loss(counts, examples, odd, context)
+
+
+def test_divergence_duplicates_order_and_legal_anomalies_in_words() -> None:
+    findings, zero, strict, loose, context, example = _judge_words()
+    from analysis.judge.outcomes import Finding, Verdict
+    from analysis.model.anomalies import anomaly
+
+    assert findings.judge_divergence(zero, {}, strict, context) == []
+    diverged = (example(msg_id=9, partition=0, offset=3, readback_msg_id_at_offset=11),)
+    counts = zero | {"offset_divergent": 1}
+    what = (
+        f"1 acknowledged offsets rewritten (1 {anomaly('offset_divergent').label}: "
+        f"{anomaly('offset_divergent').meaning}; e.g. msg_id 9 at p0@3 (read-back holds msg_id "
+        "11))"
+    )
+    examples = {"offset_divergent": diverged}
+    assert findings.judge_divergence(counts, examples, strict, context) == [
+        Finding("offset_divergent", Verdict.VIOLATION,
+                f"acknowledged offset rewritten: {what}; CIT", diverged)
+    ]  # fmt: skip
+    assert findings.judge_divergence(counts, examples, loose, context) == [
+        Finding("offset_divergent", Verdict.PASS, f"{what}; allowed where loss is: cit", diverged)
+    ]
+    dup = (example(msg_id=4, partition=2, offset=8),)
+    counts = zero | {"duplicated": 2, "duplicated_unacked": 3}
+    examples = {"duplicated": dup}
+    meaning = anomaly("duplicated").meaning
+    unacked = anomaly("duplicated_unacked")
+    note = (
+        f"3 {unacked.label} ({unacked.meaning}): the idempotence guarantee covers acknowledged "
+        "messages only"
+    )
+    assert findings.judge_duplicates(counts, examples, strict) == [
+        Finding("duplicated", Verdict.VIOLATION,
+                f"duplicates: 2 duplicated ({meaning}; e.g. msg_id 4 at p2@8); DUP", dup),
+        Finding("duplicated_unacked", Verdict.PASS, note),
+    ]  # fmt: skip
+    assert findings.judge_duplicates(counts, examples, loose)[0] == Finding(
+        "duplicated", Verdict.PASS, f"2 duplicated ({meaning}; e.g. msg_id 4 at p2@8); allowed: "
+        "dup", dup
+    )  # fmt: skip
+    assert findings.judge_duplicates(zero, {}, strict) == []
+    reordered = (example(msg_id=6, partition=1, offset=2),)
+    counts = zero | {"reordered": 1}
+    what = "1 reordered (read order differs from send order per key; e.g. msg_id 6 at p1@2)"
+    assert findings.judge_order(counts, {"reordered": reordered}, strict) == [
+        Finding("reordered", Verdict.VIOLATION, f"reordering: {what}; ORD", reordered)
+    ]
+    assert findings.judge_order(counts, {"reordered": reordered}, loose) == [
+        Finding("reordered", Verdict.PASS, f"{what}; allowed: ord", reordered)
+    ]
+    assert findings.judge_order(zero, {}, strict) == []
+    legal = zero | {"moved": 2, "phantom": 1, "expired": 0}
+    assert findings.legal_anomaly_notes(legal) == [
+        Finding("moved", Verdict.PASS, f"2 {anomaly('moved').label}: {anomaly('moved').meaning}"),
+        Finding(
+            "phantom", Verdict.PASS, f"1 {anomaly('phantom').label}: {anomaly('phantom').meaning}"
+        ),
+    ]
