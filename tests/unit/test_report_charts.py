@@ -536,3 +536,62 @@ def test_chart_rc_salts_the_svg_ids_and_keeps_the_style() -> None:
 )
 def test_a_percentage_has_three_significant_digits(value: float, text: str) -> None:
     assert charts.percent(value) == text
+
+
+def test_the_groups_stuck_seconds_are_a_band_and_each_reset_a_labelled_diamond() -> None:
+    rows = [{}, {"stuck": 1}, {"stuck": 2, "reset": 40}, {}, {"reset": 3}]
+    fig = _drawn(_plain(rows), [])
+    top, _ = fig.axes
+    bands = [p for p in top.patches if p.get_zorder() == 4]
+    assert [(p.get_x(), p.get_width(), p.get_y(), p.get_height()) for p in bands] == [
+        (1, 1, 0.9, pytest.approx(0.04)),
+        (2, 1, 0.9, pytest.approx(0.04)),
+    ]
+    assert {(_hex(p.get_facecolor()), p.get_linewidth()) for p in bands} == {("#cf222e", 0)}
+    diamonds = top.lines
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in diamonds] == [
+        ([2.5], [0.9]),
+        ([4.5], [0.9]),
+    ]
+    for d in diamonds:
+        assert (d.get_marker(), d.get_markersize(), d.get_zorder()) == ("D", 5, 5)
+        assert _hex(d.get_color()) == "#cf222e"
+        assert d.get_transform() == top.get_xaxis_transform()
+    labels = [(t.get_text(), t.get_position()) for t in top.texts]
+    assert labels == [
+        (" reset: 40 read again", (2.5, pytest.approx(0.88))),
+        (" reset: 3 read again", (4.5, pytest.approx(0.88))),
+    ]
+    for text in top.texts:
+        assert (text.get_va(), text.get_ha(), text.get_fontsize(), text.get_zorder()) == (
+            "top",
+            "left",
+            7.5,
+            5,
+        )
+        assert _hex(text.get_color()) == "#cf222e"
+        assert text.get_transform() == top.get_xaxis_transform()
+        box = text.get_bbox_patch()
+        assert (_hex(box.get_facecolor()), box.get_alpha(), box.get_linewidth()) == (
+            "#ffffff",
+            0.8,
+            0,
+        )
+    (legend,) = fig.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names == [*LEGEND, "group stuck (a partition)", "group reset below its commit"]
+    handles = dict(zip(names, legend.legend_handles, strict=True))
+    assert _hex(handles["group stuck (a partition)"].get_facecolor()) == "#cf222e"
+    reset = handles["group reset below its commit"]
+    assert (reset.get_marker(), reset.get_linestyle(), _hex(reset.get_color())) == (
+        "D",
+        "None",
+        "#cf222e",
+    )
+
+
+def test_a_run_without_liveness_anomalies_has_no_band_or_diamond() -> None:
+    fig = _drawn(_plain([{}, {"stuck": 0, "reset": 0}]), [])
+    top, _ = fig.axes
+    assert len(top.lines) == len(top.texts) == 0
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == LEGEND
