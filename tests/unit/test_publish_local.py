@@ -69,3 +69,36 @@ def test_reports_append_to_one_lake_each_replacing_only_its_own_files(tmp_path: 
     empty.mkdir(parents=True)
     assert append_results(empty, lake) == 0
     assert _lake(tmp_path / "lake") == [("ap", 0), ("ap", 1), ("cp", 0)]
+
+
+def test_a_destination_error_names_the_uri_its_first_line_and_the_fix(tmp_path: Path) -> None:
+    import pytest
+
+    from analysis.report import publish
+    from analysis.report.publish import DestinationError
+
+    fix = (
+        "Fix: give a local folder, or a URI pyarrow opens (s3://bucket/prefix, "
+        "s3a://bucket/prefix, gs://bucket/prefix, hdfs://namenode:port/path with libhdfs "
+        "installed, file:///path)"
+    )
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(DestinationError) as caught:
+        destination((tmp_path / "f").as_uri() + "/")
+    assert str(caught.value) == f"{(tmp_path / 'f').as_uri()}/ is a file, not a folder. {fix}"
+    with pytest.raises(DestinationError) as caught:
+        destination("nope://x/y")
+    text = str(caught.value)
+    assert text.startswith("cannot open nope://x/y: ") and text.endswith(f". {fix}")
+    assert "\n" not in text
+    assert publish._first_line(ValueError("  first\nsecond ")) == "first"
+    assert publish._first_line(OSError()) == "OSError"
+    assert publish._first_line(OSError("   ")) == "OSError"
+    local = destination(str(tmp_path / "rel" / ".." / "lake"))
+    assert (local.uri, local.path) == (str(tmp_path / "rel" / ".." / "lake"),
+                                       (tmp_path / "lake").as_posix())  # fmt: skip
+    uri = destination((tmp_path / "lake").as_uri() + "//")
+    assert uri.path == (tmp_path / "lake").as_posix()
+    assert publish.is_uri("s3a://b") and publish.is_uri("git+ssh://h/p")
+    assert not publish.is_uri("/a://b") and not publish.is_uri("rel/path")
+    assert not publish.is_uri("ü://x") and not publish.is_uri("://x")

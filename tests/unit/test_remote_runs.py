@@ -224,3 +224,27 @@ def test_a_store_that_cannot_be_listed_names_it() -> None:
     with pytest.raises(DestinationError) as caught:
         remote_runs._list(source)
     assert str(caught.value) == "cannot list s3://b/p: denied"
+
+
+def test_hidden_folders_are_matched_only_by_a_name_starting_with_a_dot(tmp_path: Path) -> None:
+    runs = ("a/r", ".h/r", "a/.h/r", "b/c/r", "ab/r", ".h/x/r")
+    for run in runs:
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / layout.SPEC).write_text("{}")
+    files = {(tmp_path / run / layout.SPEC).as_posix(): None for run in runs}
+    root = tmp_path.as_posix()
+    expected = {
+        "*": ["a/.h/r", "a/r", "ab/r", "b/c/r"],
+        ".*": [".h/r", ".h/x/r"],
+        "**/r": ["a/r", "ab/r", "b/c/r"],
+        "a/.h": ["a/.h/r"],
+        "?": ["a/.h/r", "a/r", "b/c/r"],
+        "[ab]/r": ["a/r"],
+        "a/r/deeper": [],
+        "x*": [],
+    }
+    for pattern, found in expected.items():
+        selected = select_run_dirs(f"{root}/{pattern}", files)
+        assert selected == [f"{root}/{run}" for run in found], pattern
+        assert set(selected) == _glob_oracle(tmp_path, pattern.split("/")), pattern
+    assert select_run_dirs("root", {"root/spec.json": None, "root/x.json": None}) == ["root"]
