@@ -1,5 +1,7 @@
-"""The order examples are chosen in (lowest msg_id, then partition and offset, rows without a
-msg_id last), and two shards' probe tallies adding up, checked against plain Python."""
+"""What the message check shows and hides, against plain Python: the order examples are chosen
+in (lowest msg_id, then partition and offset, rows without a msg_id last), example rows,
+per-partition counts and the missing list from a hand-made message table, the sensitivity
+probe's hash (splitmix64) and the records it hides, and two shards' probe tallies adding up."""
 
 from __future__ import annotations
 
@@ -184,3 +186,116 @@ def test_at_most_max_examples_reordered_rows_are_kept() -> None:
     }
     rows = reordered_examples(reordered, _reads(1))
     assert [r["msg_id"] for r in rows] == list(range(MAX_EXAMPLES))
+
+
+# ---------------------------------------------------------------------------------------------
+# The sensitivity probe's choice of records, against a plain-Python oracle
+
+MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(value: int, seed: int) -> int:
+    """splitmix64's finaliser of value + seed × the golden gamma, in Python ints mod 2^64."""
+    x = (value + seed * 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+@pytest.mark.property
+@given(st.lists(st.integers(0, 2**62), max_size=20))
+def test_the_probes_hash_is_splitmix64_of_the_seed(values: list[int]) -> None:
+    from analysis.checks.messages.probe import SENSITIVITY_SEED, _seeded_hash
+
+    hashed = _seeded_hash(np.array(values, dtype=np.int64))
+    assert [int(h) for h in hashed] == [_splitmix64(v, SENSITIVITY_SEED) for v in values]
+
+
+def test_the_probes_hash_of_known_values() -> None:
+    from analysis.checks.messages.probe import _seeded_hash
+
+    assert int(_seeded_hash(np.array([0], dtype=np.int64))[0]) == _splitmix64(0, 20261122)
+    assert _splitmix64(0, 0) == 0
+
+
+@pytest.mark.property
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 1, 1, 2, 3]),  # status code: ok mostly
+            st.sampled_from([0, 1, 1, 1, 2]),  # reads
+            st.booleans(),  # located at an acked offset
+            st.booleans(),  # holds itself there
+            st.integers(0, 2),  # partition read at
+        ),
+        max_size=30,
+    ),
+    st.integers(1, 3),
+)
+def test_the_probe_hides_each_partitions_tail_per_shard_and_a_hashed_sample(
+    rows: list[tuple[int, int, bool, bool, int]], shards: int
+) -> None:
+    from types import SimpleNamespace
+
+    from analysis.checks.messages.probe import (
+        SENSITIVITY_ONE_IN,
+        SENSITIVITY_SEED,
+        _records_to_hide,
+    )
+
+    n = len(rows)
+    m = replace_messages(
+        _messages(max(n, 1)),
+        n,
+        status=[r[0] for r in rows],
+        reads=[r[1] for r in rows],
+        offset=[5 if r[2] else NULL for r in rows],
+        holds_self=[r[3] for r in rows],
+        msg_id=[3 * i + 1 for i in range(n)],
+        first_read=list(range(n)),
+    )
+    index = SimpleNamespace(reads=SimpleNamespace(partition=np.array([r[4] for r in rows])))
+    hidden = _records_to_hide(index, m, shards)  # type: ignore[arg-type]
+    healthy = [
+        i for i, (code, reads, located, itself, _) in enumerate(rows)
+        if code == 1 and reads == 1 and (not located or itself)
+    ]  # fmt: skip
+    tails = {}
+    for i in healthy:  # records are in slot order: the highest record is a group's tail
+        tails[((3 * i + 1) % shards, rows[i][4])] = i
+    sampled = {
+        i for i in healthy if _splitmix64(3 * i + 1, SENSITIVITY_SEED) % SENSITIVITY_ONE_IN == 0
+    }
+    assert sorted(hidden.tolist()) == sorted(set(tails.values()) | sampled)
+
+
+def replace_messages(m: Messages, n: int, **columns: list) -> Messages:
+    """The first n messages of m with the given columns replaced."""
+    from dataclasses import fields
+
+    kept = {f.name: getattr(m, f.name)[:n] for f in fields(m)}
+    kept |= {name: np.array(values, dtype=kept[name].dtype) for name, values in columns.items()}
+    return Messages(**kept)
+
+
+def test_a_sampled_record_is_hidden_besides_the_tail() -> None:
+    from types import SimpleNamespace
+
+    from analysis.checks.messages.probe import (
+        SENSITIVITY_ONE_IN,
+        SENSITIVITY_SEED,
+        _records_to_hide,
+    )
+
+    sampled_ids = [
+        v for v in range(20_000) if _splitmix64(v, SENSITIVITY_SEED) % SENSITIVITY_ONE_IN == 0
+    ]
+    chosen = sampled_ids[:2]
+    ids = [chosen[0], 10**6 + 1, chosen[1], 10**6 + 3, 10**6 + 5]
+    n = len(ids)
+    m = replace_messages(
+        _messages(n), n, status=[1] * n, reads=[1] * n, offset=[NULL] * n,
+        holds_self=[False] * n, msg_id=ids, first_read=list(range(n)),
+    )  # fmt: skip
+    index = SimpleNamespace(reads=SimpleNamespace(partition=np.zeros(n, dtype=np.int64)))
+    assert _records_to_hide(index, m, 1).tolist() == [0, 2, 4]  # type: ignore[arg-type]
