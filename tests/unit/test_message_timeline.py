@@ -123,3 +123,69 @@ def test_anomaly_seconds_are_added_only_to_seconds_with_sends() -> None:
     seconds: dict[int, dict[str, Any]] = {5: {"sent": 1}, 6: {"sent": 2, "missing": 9}}
     add_anomaly_seconds(seconds, {6: {"missing": 1, "duplicated": 2}, 7: {"missing": 3}})
     assert seconds == {5: {"sent": 1}, 6: {"sent": 2, "missing": 1, "duplicated": 2}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The columns the checker reads, from hand-made Arrow tables
+
+
+def test_acked_and_readback_tables_become_the_checkers_arrays() -> None:
+    import pyarrow as pa
+
+    from analysis.checks.messages.columns import (
+        NO_ID,
+        SLOT_BITS,
+        Reads,
+        distinct,
+        max_of,
+        shard_of,
+        slot_of,
+    )
+
+    acked = pa.table(
+        {
+            "msg_id": pa.array([5, None, 7, 8], pa.int64()),
+            "status": pa.array(["ok", "failed", "weird", None]),
+            "partition": pa.array([0, -1, None, 2], pa.int32()),
+            "offset": pa.array([10, 3, -1001, None], pa.int64()),
+            "error": pa.array([None, "boom", "no delivery report", None]),
+            "send_ts_us": pa.array([100, None, 300, 400], pa.int64()),
+            "ack_ts_us": pa.array([150, 250, None, 450], pa.int64()),
+        }
+    )
+    a = Acked.of(acked)
+    assert a.msg_id.tolist() == [5, NO_ID, 7, 8]
+    assert a.identified.tolist() == [True, False, True, True]
+    assert a.status.tolist() == [1, 2, 0, 0]  # ok, failed, unknown, null
+    assert a.partition.tolist() == [0, NULL, NULL, 2]
+    assert a.offset.tolist() == [10, 3, NULL, NULL]
+    assert a.send_ts.tolist() == [100, NONE_TS, 300, 400]
+    assert a.ack_ts.tolist() == [150, 250, NONE_TS, 450]
+    assert a.reported.tolist() == [True, True, False, True]
+    assert a.msg_id.dtype == np.int64 and a.offset.dtype == np.int64
+
+    readback = pa.table(
+        {
+            "msg_id": pa.array([9, 9, None, 4], pa.int64()),
+            "key": pa.array(["k9", "k9-again", "kx", "k4"]),
+            "key_seq": pa.array([2, 2, None, 1], pa.int64()),
+            "partition": pa.array([1, 1, 0, 0], pa.int32()),
+            "offset": pa.array([7, 7, 3, 2], pa.int64()),
+        }
+    )
+    r = Reads.of(readback)
+    assert r.n == 3  # (1, 7) read twice is one record
+    assert r.partition.tolist() == [0, 0, 1]
+    assert r.offset.tolist() == [2, 3, 7]
+    assert r.slot.tolist() == [2, 3, (1 << SLOT_BITS) + 7]
+    assert r.msg_id.tolist() == [4, NO_ID, 9]
+    assert r.identified.tolist() == [True, False, True]
+    assert r.key.to_pylist() == ["k4", "kx", "k9"]  # the first row of a record read twice
+    assert r.key_seq.tolist() == [1, 0, 2]
+    assert r.has_seq.tolist() == [True, False, True]
+    assert slot_of(np.array([2]), np.array([5])).tolist() == [(2 << 40) + 5]
+    assert shard_of(np.array([7, NO_ID, 9, 0]), 4).tolist() == [3, 0, 1, 0]
+    assert shard_of(np.array([7, 9]), 0).tolist() == [0, 0]
+    assert distinct(np.array([1, 1, 2, 5, 5, 5, 9])).tolist() == [1, 2, 5, 9]
+    assert distinct(np.array([], dtype=np.int64)).tolist() == []
+    assert (max_of(np.array([3, 9, 2])), max_of(np.array([], dtype=np.int64))) == (9, -1)
