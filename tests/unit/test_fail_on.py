@@ -118,3 +118,17 @@ def test_report_json_parses_and_fail_on_decides_the_exit(
     assert main(["report", runs, "--out", str(out), "--json", "--fail-on", "violation"]) == 0
     assert json.loads(capsys.readouterr().out)["exit_code"] == 0
     assert spark.range(1).count() == 1
+
+
+def test_a_refused_fail_on_list_says_exactly_why() -> None:
+    from analysis.judge.verdicts import parse_fail_on
+
+    with pytest.raises(ValueError) as caught:
+        parse_fail_on("violation, pass")
+    assert str(caught.value) == (
+        "unknown verdict 'pass' in --fail-on; choose from violation, known-bug, expected-loss, "
+        "not-provoked, unknown"
+    )
+    with pytest.raises(ValueError) as caught:
+        parse_fail_on(" , ,")
+    assert str(caught.value) == "--fail-on names no verdict; give at least one, e.g. violation"

@@ -102,3 +102,37 @@ def test_a_destination_error_names_the_uri_its_first_line_and_the_fix(tmp_path: 
     assert publish.is_uri("s3a://b") and publish.is_uri("git+ssh://h/p")
     assert not publish.is_uri("/a://b") and not publish.is_uri("rel/path")
     assert not publish.is_uri("ü://x") and not publish.is_uri("://x")
+
+
+def test_the_lake_is_partitioned_by_experiment_and_version(tmp_path: Path) -> None:
+    lake = destination((tmp_path / "lake").as_uri())
+    assert append_results(_dataset(tmp_path, "r1", [("ap", 0), ("cp", 0)]), lake) == 2
+    folders = sorted(
+        p.relative_to(tmp_path / "lake").as_posix() for p in (tmp_path / "lake").rglob("*.parquet")
+    )
+    digest = runs_digest(["runs/chaos/ts/ap/0", "runs/chaos/ts/cp/0"])
+    assert folders == [f"experiment=chaos/kafka_version=3.9.0/part-{digest}-0.parquet"]
+    table = ds.dataset(
+        tmp_path / "lake", schema=RESULTS_SCHEMA, partitioning=results_partitioning()
+    ).to_table()
+    assert set(table["experiment"].to_pylist()) == {"chaos"}
+    assert set(table["kafka_version"].to_pylist()) == {"3.9.0"}
+
+
+def test_a_store_whose_paths_are_not_local_gets_the_files(tmp_path: Path) -> None:
+    import pyarrow.fs as pafs
+
+    from analysis.report.publish import Destination
+
+    store = tmp_path / "store"
+    store.mkdir()
+    filesystem = pafs.SubTreeFileSystem(store.as_posix(), pafs.LocalFileSystem())
+    target = Destination("s3://bucket/out", filesystem, "bucket/out")
+    local = tmp_path / "report"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub" / "a.txt").write_text("a")
+    assert publish_folder(local, target) == ["s3://bucket/out/sub/a.txt"]
+    assert (store / "bucket" / "out" / "sub" / "a.txt").read_text() == "a"
+    lake = Destination("s3://bucket/lake", filesystem, "bucket/lake")
+    assert append_results(_dataset(tmp_path, "r1", [("ap", 0)]), lake) == 1
+    assert _lake(store / "bucket" / "lake") == [("ap", 0)]

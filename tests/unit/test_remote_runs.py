@@ -248,3 +248,28 @@ def test_hidden_folders_are_matched_only_by_a_name_starting_with_a_dot(tmp_path:
         assert selected == [f"{root}/{run}" for run in found], pattern
         assert set(selected) == _glob_oracle(tmp_path, pattern.split("/")), pattern
     assert select_run_dirs("root", {"root/spec.json": None, "root/x.json": None}) == ["root"]
+
+
+def test_a_mirror_path_keeps_its_names_and_a_file_without_a_time_is_copied_once(
+    tmp_path: Path,
+) -> None:
+    from analysis.report import remote_runs
+    from analysis.report.publish import Destination
+
+    cache = tmp_path / "c"
+    assert local_mirror(cache, "s3://b", "/XY/r") == cache / "runs" / "s3" / "XY" / "r"
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "f").write_text("12345")
+    filesystem = pafs.LocalFileSystem()
+    source = Destination("file:///s", filesystem, (tmp_path / "s").as_posix())
+    info = pafs.FileInfo((tmp_path / "s" / "f").as_posix(), pafs.FileType.File, size=5)
+    assert info.mtime is None  # a store that reports no modification time
+    target = tmp_path / "copy" / "f"
+    remote_runs._copy_file(source, info, target)
+    assert target.read_text() == "12345"
+    target.write_text("54321")  # same size and no time to compare: not copied again
+    remote_runs._copy_file(source, info, target)
+    assert target.read_text() == "54321"
+    target.write_text("1")
+    remote_runs._copy_file(source, info, target)
+    assert target.read_text() == "12345"

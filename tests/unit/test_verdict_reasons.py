@@ -543,3 +543,52 @@ def test_divergence_duplicates_order_and_legal_anomalies_in_words() -> None:
             "phantom", Verdict.PASS, f"1 {anomaly('phantom').label}: {anomaly('phantom').meaning}"
         ),
     ]
+
+
+def test_the_isr_exception_reads_the_samples_before_the_last_fault() -> None:
+    findings, zero, *_ = _judge_words()
+    from analysis.judge.guarantees import FORBIDDEN_UNLESS_ISR_SHRANK, Guarantee
+    from analysis.judge.outcomes import Verdict
+
+    rule = Guarantee(FORBIDDEN_UNLESS_ISR_SHRANK, "allowed", "x", "CIT", "d", "o")
+    counts = zero | {"lost": 1}
+
+    def judged(events: list[dict[str, Any]], partitions: dict[str, int]) -> Any:
+        evidence = findings.LossContext(
+            RunEvidence.coerce(events), 1_000_000.0, {"loss": partitions}
+        )
+        return findings.judge_loss(counts, {}, rule, evidence)
+
+    def sample(ts_us: int, isr: list[int], partition: int = 0) -> dict[str, Any]:
+        return {"type": "sample", "ts_us": ts_us,
+                "partitions": [{"partition": partition, "leader": isr[0], "isr": isr}]}  # fmt: skip
+
+    # No fault at all: every sample counts, two of them at the same moment.
+    shrunk = [sample(3_500_000, [1, 2]), sample(3_500_000, [2], 1), sample(9_000_000, [1])]
+    allowed = judged(shrunk, {"1": 1})
+    assert allowed.verdict == Verdict.EXPECTED_LOSS
+    assert allowed.detail.endswith(
+        "; allowed because the ISR had shrunk to the leader before the fault (p1 ISR [2] at "
+        "t=2.5 s): CIT"
+    )
+    # Without partition facts any partition's shrunk ISR will do.
+    assert "(p1 ISR [2] at t=2.5 s)" in judged(shrunk, {}).detail
+    fault = {"type": "fault_start", "ts_us": 3_000_000, "fault_id": 1, "fault": "kill",
+             "nodes": [1], "detail": {}}  # fmt: skip
+    violation = judged([*shrunk, fault], {"1": 1, "0": 2})
+    assert violation.verdict == Verdict.VIOLATION
+    assert violation.detail.endswith(
+        "no leader/ISR sample before the last fault shows an ISR of one replica for partition "
+        "0, partition 1, so the exception does not apply: CIT"
+    )
+    unknown = judged([fault], {})
+    assert "for an unknown partition, so the exception" in unknown.detail
+
+
+def test_the_classes_a_check_decides() -> None:
+    from analysis.model.anomalies import ANOMALIES, classes_of
+
+    for check in {a.check for a in ANOMALIES}:
+        assert classes_of(check) == tuple(a.name for a in ANOMALIES if a.check == check)
+    assert "lost" in classes_of(next(a.check for a in ANOMALIES if a.name == "lost"))
+    assert "lost" not in classes_of(next(a.check for a in ANOMALIES if a.name == "stuck"))
