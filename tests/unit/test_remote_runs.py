@@ -273,3 +273,21 @@ def test_a_mirror_path_keeps_its_names_and_a_file_without_a_time_is_copied_once(
     target.write_text("1")
     remote_runs._copy_file(source, info, target)
     assert target.read_text() == "12345"
+
+
+def test_local_patterns_pass_through_around_the_uris(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = write_run(store, "cp", *in_order(2))
+    uri = (store / "runs" / "exp").as_uri()
+    cache = tmp_path / "cache"
+    mirrored = str(local_mirror(cache, "file://", run.as_posix()))
+    assert stage_runs(["a/*", uri, "b", uri + "/*"], cache) == ["a/*", mirrored, "b", mirrored]
+    (tmp_path / "empty").mkdir()
+    empty = (tmp_path / "empty").as_uri()
+    with pytest.raises(DestinationError) as caught:
+        stage_runs([empty + "/x*"], cache)
+    assert str(caught.value) == (
+        f"no run directory under {empty}/x* (a run directory holds spec.json and acked.parquet "
+        "or a journal). Fix: name the folder the runs were copied to, e.g. "
+        "s3a://bucket/runs/<experiment>/<timestamp>, or a parent of it"
+    )
