@@ -96,17 +96,18 @@ def targets() -> list[dict[str, Any]]:
 
 
 def experiments(settings: Settings) -> list[dict[str, Any]]:
-    """The shipped experiment files, each with its description."""
+    """The shipped experiment files (known-bugs/ included), each with its description."""
     import yaml
 
     listed = []
-    for path in sorted(settings.experiments_dir.glob("*.yaml")):
+    for path in sorted(settings.experiments_dir.rglob("*.yaml")):
         try:
             document = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as exc:
             document = {"description": f"(unreadable: {exc})"}
         summary = " ".join(str(document.get("description", "")).split())
-        listed.append({"name": path.stem, "summary": summary, "details": [str(path)]})
+        name = path.relative_to(settings.experiments_dir).with_suffix("").as_posix()
+        listed.append({"name": name, "summary": summary, "details": [str(path)]})
     return listed
 
 

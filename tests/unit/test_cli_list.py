@@ -39,8 +39,9 @@ def test_list_targets_gives_every_role_then_the_patterns(capsys) -> None:
 
 def test_list_experiments_gives_every_shipped_file(capsys) -> None:
     names = {entry["name"] for entry in listed(capsys, "experiments")}
-    shipped = {path.stem for path in load_settings().experiments_dir.glob("*.yaml")}
-    assert names == shipped and "default" in names
+    folder = load_settings().experiments_dir
+    shipped = {p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml")}
+    assert names == shipped and "default" in names and "known-bugs/kafka-fsync" in names
 
 
 def test_the_text_lists_each_fault_with_its_params_indented(capsys) -> None:
