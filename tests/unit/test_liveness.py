@@ -6,6 +6,7 @@ and judged by LIVENESS_TABLE (no Docker, no Spark)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,13 @@ def test_a_run_without_ends_says_stuck_was_not_judged() -> None:
     verdict = judge_repetition(result(GROUP), events)
     assert verdict.verdict == Verdict.PASS
     assert any("stuck not judged" in r for r in verdict.reasons)
+
+
+def test_every_quote_of_the_liveness_rows_is_in_the_consumer_liveness_section() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "kafka-reliability.md").read_text()
+    section = doc.split("## Consumer liveness", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    quotes = [q for row in LIVENESS_TABLE for q in re.findall("“([^”]+)”", row.citation)]
+    assert quotes
+    for quote in quotes:
+        assert " ".join(quote.split()) in flat, quote
