@@ -141,3 +141,21 @@ def test_a_group_without_its_end_or_rule_or_journal_is_unknown() -> None:
             "a consumer's journal is incomplete: member 0: torn tail; member 1: gone",
         )
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The consumer classes over the messages the read-back holds, on crafted run directories
+
+
+def test_a_lost_message_the_group_never_processed_is_lost_not_skipped(tmp_path: Any) -> None:
+    from tests.unit.reconcile_runs import in_order, write_run
+    from tests.unit.test_consumer_check import facts, group_end, journal
+
+    acked, readback = in_order(6)
+    del readback[2]  # message 3, at offset 2, is not in the read-back: lost
+    run_dir = write_run(tmp_path, "c", acked, readback, events=[group_end({0: 6})])
+    journal(run_dir, 0, 0, [(1, 0, 0), (2, 0, 1), (4, 0, 3), (5, 0, 4), (6, 0, 5)])
+    counts = facts(run_dir)
+    assert counts["lost"] == 1
+    assert counts["consumer_unprocessed"] == 0
+    assert counts["consumer_reprocessed"] == 0
