@@ -299,3 +299,66 @@ def test_a_sampled_record_is_hidden_besides_the_tail() -> None:
     )  # fmt: skip
     index = SimpleNamespace(reads=SimpleNamespace(partition=np.zeros(n, dtype=np.int64)))
     assert _records_to_hide(index, m, 1).tolist() == [0, 2, 4]  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reordering against a plain-Python oracle: per partition and key, in offset order
+
+
+RECORD = st.tuples(
+    st.integers(0, 2),  # partition
+    st.none() | st.sampled_from(["a", "b", "c"]),  # key
+    st.none() | st.integers(0, 5),  # key_seq (None: the record carries none)
+    st.none() | st.integers(0, 50),  # msg_id (None: not ours)
+)
+
+
+@pytest.mark.property
+@given(st.lists(RECORD, max_size=25))
+def test_a_record_after_a_higher_seq_of_its_key_in_its_partition_is_reordered(
+    records: list[tuple[int, str | None, int | None, int | None]],
+) -> None:
+    from analysis.checks.messages.classes import reordered
+
+    offsets: dict[int, int] = {}
+    rows = []
+    for partition, key, seq, msg_id in records:  # each partition's records in offset order
+        offset = offsets.get(partition, 0)
+        offsets[partition] = offset + 1
+        rows.append((partition, offset, key, seq, msg_id))
+    rows.sort(key=lambda r: (r[0], r[1]))  # slot order
+    n = len(rows)
+    reads = Reads(
+        msg_id=np.array([NO_ID if r[4] is None else r[4] for r in rows], dtype=np.int64),
+        identified=np.array([r[4] is not None for r in rows], dtype=bool),
+        partition=np.array([r[0] for r in rows], dtype=np.int64),
+        offset=np.array([r[1] for r in rows], dtype=np.int64),
+        slot=np.arange(n, dtype=np.int64),
+        key=pa.array([r[2] for r in rows], pa.string()),
+        key_seq=np.array([0 if r[3] is None else r[3] for r in rows], dtype=np.int64),
+        has_seq=np.array([r[3] is not None for r in rows], dtype=bool),
+    )
+    found = reordered(reads)
+    got = sorted(
+        zip(
+            found["record"].tolist(),
+            found["msg_id"].tolist(),
+            found["partition"].tolist(),
+            found["offset"].tolist(),
+            found["key_seq"].tolist(),
+            found["max_key_seq_before"].tolist(),
+            strict=True,
+        )
+    )
+    expected = []
+    highest: dict[tuple[int, str | None], int] = {}
+    for i, (partition, offset, key, seq, msg_id) in enumerate(rows):
+        if seq is None:
+            continue
+        before = highest.get((partition, key))
+        if before is not None and seq < before:
+            expected.append(
+                (i, NO_ID if msg_id is None else msg_id, partition, offset, seq, before)
+            )
+        highest[(partition, key)] = max(seq, before if before is not None else seq)
+    assert got == sorted(expected)
