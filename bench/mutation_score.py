@@ -4,7 +4,10 @@ mutmut 3 records an exit code per mutant in mutants/<module>.meta; this reads th
 the modules that pyproject.toml's [tool.mutmut] only_mutate names, classifies each exit code
 with mutmut's own table, and prints the score, per module and in total. Only "killed" counts
 as killed: a survivor, a timeout, a mutant no test reached or one not yet checked lowers it.
-  python bench/mutation_score.py [--survivors] [--fail-under 85]
+  python bench/mutation_score.py [--survivors] [--fail-under 85] [--only NAMES_FILE]
+
+--only scores the mutants a file names (one mutant name a line) and no other: a random sample
+run with `mutmut run <names>` when the whole run does not fit the time there is.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("."), help="project root")
     parser.add_argument("--survivors", action="store_true", help="list every mutant not killed")
     parser.add_argument("--fail-under", type=float, help="exit 1 below this percentage")
+    parser.add_argument("--only", type=Path, help="score only the mutants this file names")
     args = parser.parse_args(argv)
+    only = None if args.only is None else set(args.only.read_text("utf-8").split())
 
     total: Counter[str] = Counter()
     not_killed: list[tuple[str, str]] = []
@@ -57,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         by_name = statuses(meta)
+        if only is not None:
+            by_name = {name: s for name, s in by_name.items() if name in only}
         counts = Counter(by_name.values())
         others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != KILLED)
         print(f"{module}: {counts[KILLED]} of {len(by_name)} killed ({others or 'none other'})")
