@@ -240,13 +240,10 @@ def plan_nodes(
             NodePlan(Role.CONTROLLER, i, controller_env(i, topology, cluster_id, extra))
             for i in topology.controller_ids()
         ]
+    role = Role.COMBINED if topology.mode is Mode.KRAFT else Role.BROKER
     for node_id, port in enumerate(host_ports, start=1):
-        if topology.mode is Mode.KRAFT:
-            env = broker_env(node_id, port, topology.brokers, cluster_id, extra, advertised_host)
-            plans.append(NodePlan(Role.COMBINED, node_id, env, port))
-        else:
-            env = mode_broker_env(node_id, port, topology, cluster_id, extra, advertised_host)
-            plans.append(NodePlan(Role.BROKER, node_id, env, port))
+        env = broker_env(node_id, port, topology, cluster_id, extra, advertised_host)
+        plans.append(NodePlan(role, node_id, env, port))
     return plans
 
 
@@ -284,42 +281,16 @@ def _with_extra(env: dict[str, str], extra: dict[str, str] | None) -> dict[str, 
 def broker_env(
     node_id: int,
     host_port: int,
-    brokers: int,
-    cluster_id: str,
-    extra: dict[str, str] | None = None,
-    advertised_host: str = "127.0.0.1",
-) -> dict[str, str]:
-    """The environment of combined node `node_id` (kraft mode), in the env convention of the
-    apache/kafka image.
-
-    Clients are told to reach the node at `advertised_host`:`host_port`."""
-    topology = Topology(Mode.KRAFT, brokers=brokers)
-    env = {
-        "CLUSTER_ID": cluster_id,
-        "KAFKA_NODE_ID": str(node_id),
-        "KAFKA_PROCESS_ROLES": "broker,controller",
-        **_listeners(node_id, host_port, advertised_host),
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-        "EXTERNAL:PLAINTEXT",
-        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": topology.voters(),
-        **_cluster_settings(brokers, topology.version),
-    }
-    env["KAFKA_LISTENERS"] = (
-        f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},EXTERNAL://:{CLIENT_PORT}"
-    )
-    return _with_extra(env, extra)
-
-
-def mode_broker_env(
-    node_id: int,
-    host_port: int,
     topology: Topology,
     cluster_id: str,
     extra: dict[str, str] | None = None,
     advertised_host: str = "127.0.0.1",
 ) -> dict[str, str]:
-    """The environment of broker-only node `node_id` in kraft-dedicated or zookeeper mode."""
+    """The environment of broker `node_id`, in the env convention of the apache/kafka image: a
+    combined broker and controller in kraft mode, broker-only in kraft-dedicated or zookeeper
+    mode.
+
+    Clients are told to reach the node at `advertised_host`:`host_port`."""
     env = {
         **_listeners(node_id, host_port, advertised_host),
         **_cluster_settings(topology.brokers, topology.version),
@@ -330,16 +301,21 @@ def mode_broker_env(
             "KAFKA_ZOOKEEPER_CONNECT": topology.zookeeper_connect(),
             "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
         }
-    else:
-        env |= {
-            "CLUSTER_ID": cluster_id,
-            "KAFKA_NODE_ID": str(node_id),
-            "KAFKA_PROCESS_ROLES": "broker",
-            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-            "EXTERNAL:PLAINTEXT",
-            "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-            **topology.quorum_env(cluster_id),
-        }
+        return _with_extra(env, extra)
+    combined = topology.mode is Mode.KRAFT
+    env |= {
+        "CLUSTER_ID": cluster_id,
+        "KAFKA_NODE_ID": str(node_id),
+        "KAFKA_PROCESS_ROLES": "broker,controller" if combined else "broker",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+        "EXTERNAL:PLAINTEXT",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        **topology.quorum_env(cluster_id),
+    }
+    if combined:
+        env["KAFKA_LISTENERS"] = (
+            f"INTERNAL://:{INTERNAL_PORT},CONTROLLER://:{CONTROLLER_PORT},EXTERNAL://:{CLIENT_PORT}"
+        )
     return _with_extra(env, extra)
 
 

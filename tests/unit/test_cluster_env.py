@@ -36,7 +36,9 @@ def test_kraft_mode_is_the_combined_nodes_of_before():
     assert [(p.role, p.node_id, p.hostname, p.host_port) for p in plans] == [
         (Role.COMBINED, i, f"kafka-{i}", PORTS[i - 1]) for i in (1, 2, 3)
     ]
-    assert plans[1].env == broker_env(2, PORTS[1], 3, "cid", {"min.insync.replicas": "2"})
+    assert plans[1].env == broker_env(
+        2, PORTS[1], Topology(brokers=3), "cid", {"min.insync.replicas": "2"}
+    )
     props = properties(plans[0].env)
     assert props["process.roles"] == "broker,controller"
     assert props["listeners"] == "INTERNAL://:9092,CONTROLLER://:9093,EXTERNAL://:9094"

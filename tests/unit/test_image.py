@@ -10,7 +10,7 @@ import pytest
 
 from harness.platform import topology as cluster
 from harness.platform.image import RECIPE_FILES, image_tag, recipe_hash
-from harness.platform.topology import broker_env, property_env_name
+from harness.platform.topology import Topology, broker_env, property_env_name
 from harness.settings import REPO_ROOT
 
 ENTRYPOINT = REPO_ROOT / "compose" / "kafka-entrypoint.sh"
@@ -83,7 +83,9 @@ def test_property_env_name_round_trips_through_the_entrypoint(prop):
 
 
 def test_broker_env_advertises_the_fixed_host_port_and_all_voters():
-    env = broker_env(2, 40123, 3, "cid", {"replica.lag.time.max.ms": 10000, "x.enable": True})
+    env = broker_env(
+        2, 40123, Topology(brokers=3), "cid", {"replica.lag.time.max.ms": 10000, "x.enable": True}
+    )
     props = rendered({k: v for k, v in env.items()})
     assert "EXTERNAL://127.0.0.1:40123" in props["advertised.listeners"]
     assert props["controller.quorum.voters"] == "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"
@@ -97,7 +99,7 @@ def test_a_remote_docker_host_is_advertised_and_published_on_all_interfaces(monk
     monkeypatch.setattr(cluster.TestcontainersClient, "host", lambda self: "docker.internal")
     assert cluster.docker_host() == "docker.internal"
     assert cluster.publish_address("docker.internal") == "0.0.0.0"
-    env = broker_env(1, 40123, 3, "cid", advertised_host="docker.internal")
+    env = broker_env(1, 40123, Topology(brokers=3), "cid", advertised_host="docker.internal")
     assert env["KAFKA_ADVERTISED_LISTENERS"].endswith(",EXTERNAL://docker.internal:40123")
 
 
