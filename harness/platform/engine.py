@@ -160,12 +160,12 @@ def _is_debian_like() -> bool:
     return any(name in release for name in ("ID=debian", "ID=ubuntu", "ID_LIKE=debian"))
 
 
-def _install_docker_io() -> None:
-    """Install Debian's docker.io package (client and dockerd)."""
+def apt_install(package: str) -> None:
+    """Install Debian's `package` (as root: apt-get, non-interactive, no recommends)."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
     subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "docker.io"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package],
         check=True,
         env=env,
     )
@@ -211,7 +211,7 @@ def ensure_engine(*, timeout_s: float = READY_TIMEOUT_S) -> str:
             "DOCKER_HOST, then rerun."
         )
     if shutil.which("dockerd") is None:
-        _install_docker_io()
+        apt_install("docker.io")  # client and dockerd
     _start_dockerd()
     if wait_for(engine_answers, timeout_s, interval_s=0.5):
         return "started"

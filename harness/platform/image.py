@@ -22,6 +22,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from harness.platform.engine import apt_install
 from harness.platform.versions import (
     KafkaVersion,
     Logging,
@@ -32,15 +33,6 @@ from harness.platform.versions import (
 )
 from harness.settings import Settings, load_settings
 
-RECIPE_FILES = (
-    "Dockerfile",
-    "kafka-entrypoint.sh",
-    "make-cds.sh",
-    "log4j2.properties",
-    "log4j.properties",
-    "pom.xml",
-    "base-packages.txt",
-)
 # The files the image build copies into its context (beside the resolved jars).
 CONTEXT_FILES = (
     "Dockerfile",
@@ -50,6 +42,8 @@ CONTEXT_FILES = (
     "log4j.properties",
 )
 BASE_RECIPE_FILES = ("base-packages.txt",)
+# What the image's tag hashes: its context, the jars' recipe and the base image's packages.
+RECIPE_FILES = (*CONTEXT_FILES, "pom.xml", *BASE_RECIPE_FILES)
 IMAGE_REPO = "kafka-chaos/kafka"
 BASE_REPO = "kafka-chaos/jre"
 
@@ -140,13 +134,7 @@ def _ensure_mmdebstrap(log: Log) -> bool:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return False
     log("installing mmdebstrap (Debian package) to build the JRE base image")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "mmdebstrap"],
-        check=True,
-        env=env,
-    )
+    apt_install("mmdebstrap")
     return shutil.which("mmdebstrap") is not None
 
 

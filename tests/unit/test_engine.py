@@ -21,7 +21,7 @@ from harness.platform import engine
 
 def test_a_working_engine_is_never_touched(monkeypatch):
     monkeypatch.setattr(engine, "engine_answers", lambda: True)
-    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(engine, "apt_install", lambda package: pytest.fail("installed"))
     monkeypatch.setattr(engine, "_start_dockerd", lambda: pytest.fail("started"))
     assert engine.ensure_engine() == "running"
 
@@ -171,7 +171,7 @@ def test_no_socket_and_a_closed_port_do_not_count(tmp_path):
 def test_an_engine_behind_docker_host_is_used_without_a_docker_cli(unix_engine, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{unix_engine}")
     monkeypatch.setattr(engine.shutil, "which", lambda name: None)  # no docker, no dockerd
-    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(engine, "apt_install", lambda package: pytest.fail("installed"))
     monkeypatch.setattr(engine, "_start_dockerd", lambda: pytest.fail("started"))
     assert engine.ensure_engine() == "running"
     assert _FakeEngine.seen == ["/_ping"]
@@ -180,7 +180,7 @@ def test_an_engine_behind_docker_host_is_used_without_a_docker_cli(unix_engine, 
 def test_a_remote_tcp_engine_is_used_without_a_docker_cli(tcp_engine, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"tcp://{tcp_engine}")
     monkeypatch.setattr(engine.shutil, "which", lambda name: None)
-    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(engine, "apt_install", lambda package: pytest.fail("installed"))
     assert engine.ensure_engine() == "running"
 
 
@@ -190,6 +190,6 @@ def test_a_socket_this_user_may_not_open_names_the_docker_group(monkeypatch):
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(engine, "ping", refused)
-    monkeypatch.setattr(engine, "_install_docker_io", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(engine, "apt_install", lambda package: pytest.fail("installed"))
     with pytest.raises(engine.EngineUnavailable, match="docker group"):
         engine.ensure_engine()
