@@ -9,6 +9,8 @@ them there) and runs and reports go below the current directory, never into site
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +90,24 @@ class Settings:
         candidate = self.experiments_dir / name
         in_shipped_folder = given.parent in (Path(), Path("experiments"))
         return candidate if in_shipped_folder and candidate.is_file() else given
+
+    def built_once(self, entry: str, product: str, build: Callable[[Path], object]) -> Path:
+        """`product` of the cache folder `entry` (below cache_dir), built on the first call:
+        `build` fills a fresh folder, moved into place once finished (a concurrent build that
+        got there first wins); a lookup after."""
+        folder = self.cache_dir / entry
+        if not (folder / product).is_file():
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".build-") as tmp:
+                fresh = Path(tmp) / "entry"
+                fresh.mkdir()
+                build(fresh)
+                try:
+                    os.rename(fresh, folder)
+                except OSError:
+                    if not (folder / product).is_file():
+                        raise
+        return folder / product
 
 
 def load_settings() -> Settings:

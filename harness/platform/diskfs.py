@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from harness.settings import Settings
@@ -58,15 +57,6 @@ def _digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _publish(build: Path, entry: Path) -> None:
-    """Move a finished build into place; a concurrent build that got there first wins."""
-    try:
-        os.rename(build, entry)
-    except OSError:
-        if not (entry / "chaosfs").is_file():
-            raise
-
-
 def _build(out: Path) -> None:
     """Build the static binary at `out`; DiskLayerError with go's output tail on failure."""
     env = {**os.environ, "CGO_ENABLED": "0"}
@@ -93,14 +83,7 @@ def chaosfs_binary(settings: Settings | None = None) -> Path:
     settings.cache_dir / "diskfs" keyed by a sha256 of the Go sources, go.mod and go.sum,
     so a second call is a lookup; DiskLayerError with go's output tail and the fix when the
     build fails."""
-    settings = settings or Settings()
-    entry = settings.cache_dir / "diskfs" / f"chaosfs-{_digest()}"
-    binary = entry / "chaosfs"
-    if not binary.is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
-            build = Path(tmp) / "entry"
-            build.mkdir()
-            _build(build / "chaosfs")
-            _publish(build, entry)
-    return binary
+    entry = f"diskfs/chaosfs-{_digest()}"
+    return (settings or Settings()).built_once(
+        entry, "chaosfs", lambda folder: _build(folder / "chaosfs")
+    )

@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,20 +81,6 @@ def _resolve(artifact: str, version: str, out: Path, group: str = "org.apache.ka
     return out.read_text().strip()
 
 
-def _cache_entry(settings: Settings, name: str) -> Path:
-    return settings.cache_dir / "java" / name
-
-
-def _publish(build: Path, entry: Path) -> None:
-    """Move a finished build into place; a concurrent build that got there first wins."""
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(build, entry)
-    except OSError:
-        if not entry.is_dir():
-            raise
-
-
 def compiled_classpath(
     source: Path, version: str, settings: Settings | None = None, companions: Sequence[Path] = ()
 ) -> str:
@@ -106,27 +91,26 @@ def compiled_classpath(
     sources = [source, *companions, JSON_TEXT]
     content = b"".join(path.read_bytes() for path in sources) + POM.read_bytes()
     digest = hashlib.sha256(content).hexdigest()[:12]
-    entry = _cache_entry(settings, f"{source.stem}-{version}-{digest}")
-    if not (entry / "classpath.txt").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
-            build = Path(tmp) / "entry"
-            (build / "classes").mkdir(parents=True)
-            classpath = _resolve("kafka-clients", version, build / "deps.txt")
-            compiled = subprocess.run(
-                [java_tool("javac"), "-nowarn", "-cp", classpath, "-d", str(build / "classes"),
-                 *map(str, sources)],
-                capture_output=True, text=True, check=False, timeout=_MAVEN_TIMEOUT_S,
-            )  # fmt: skip
-            if compiled.returncode != 0:
-                raise JavaBuildError(
-                    f"{source.name} does not compile against kafka-clients {version}:\n"
-                    f"{compiled.stderr.strip()[-1500:]}\n"
-                    "Fix: pick another client version, or report this with the output above."
-                )
-            (build / "classpath.txt").write_text(f"{entry / 'classes'}{os.pathsep}{classpath}")
-            _publish(build, entry)
-    return (entry / "classpath.txt").read_text().strip()
+    entry = f"java/{source.stem}-{version}-{digest}"
+
+    def build(folder: Path) -> None:
+        (folder / "classes").mkdir()
+        classpath = _resolve("kafka-clients", version, folder / "deps.txt")
+        compiled = subprocess.run(
+            [java_tool("javac"), "-nowarn", "-cp", classpath, "-d", str(folder / "classes"),
+             *map(str, sources)],
+            capture_output=True, text=True, check=False, timeout=_MAVEN_TIMEOUT_S,
+        )  # fmt: skip
+        if compiled.returncode != 0:
+            raise JavaBuildError(
+                f"{source.name} does not compile against kafka-clients {version}:\n"
+                f"{compiled.stderr.strip()[-1500:]}\n"
+                "Fix: pick another client version, or report this with the output above."
+            )
+        classes = settings.cache_dir / entry / "classes"
+        (folder / "classpath.txt").write_text(f"{classes}{os.pathsep}{classpath}")
+
+    return settings.built_once(entry, "classpath.txt", build).read_text().strip()
 
 
 def tools_classpath(version: str, settings: Settings | None = None) -> str:
@@ -139,14 +123,10 @@ def library_classpath(
 ) -> str:
     """The classpath of `group`:`artifact`:`version` with its runtime dependencies (jars in
     Maven's local repository), resolved once and cached as `name` (default: the artifact)."""
-    settings = settings or Settings()
-    entry = _cache_entry(settings, f"{name or artifact}-{version}")
-    if not (entry / "classpath.txt").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=entry.parent, prefix=".build-") as tmp:
-            build = Path(tmp) / "entry"
-            build.mkdir()
-            classpath = _resolve(artifact, version, build / "deps.txt", group)
-            (build / "classpath.txt").write_text(classpath)
-            _publish(build, entry)
-    return (entry / "classpath.txt").read_text().strip()
+
+    def build(folder: Path) -> None:
+        classpath = _resolve(artifact, version, folder / "deps.txt", group)
+        (folder / "classpath.txt").write_text(classpath)
+
+    entry = f"java/{name or artifact}-{version}"
+    return (settings or Settings()).built_once(entry, "classpath.txt", build).read_text().strip()
