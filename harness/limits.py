@@ -18,7 +18,6 @@ __all__ = [
     "MAX_PARTITIONS",
     "MAX_RATE",
     "MAX_REPETITIONS",
-    "MAX_SHOWN",
     "WHY_DURATION",
     "at_least",
     "at_most",

@@ -66,11 +66,10 @@ class AckedOffsets:
 
 @dataclass(frozen=True)
 class ConsumerFacts:
-    """The two counts, their examples, and how much the group processed."""
+    """The two counts, their examples, the timeline's seconds and the probe."""
 
     counts: dict[str, int]  # the registry's Check.CONSUMERS classes
     examples: ExampleRows = field(default_factory=dict)
-    processed_rows: int = 0
     seconds: dict[int, dict[str, int]] = field(default_factory=dict)  # TIMELINE_COUNTS
     sensitivity: Sensitivity | None = None  # the probe of the module docstring
 
@@ -142,7 +141,7 @@ def consumer_facts(
     for second, lag in group_lag(acked, commits).items():
         seconds.setdefault(second, {})[TIMELINE_LAG] = lag
     probe = _probe(ids, slots, msg_id, partition, offset, committed)
-    return ConsumerFacts(counts, examples, processed.num_rows, seconds, probe)
+    return ConsumerFacts(counts, examples, seconds, probe)
 
 
 def _probe(

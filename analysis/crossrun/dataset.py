@@ -24,14 +24,7 @@ from analysis.model.anomalies import COUNT_NAMES, CountName
 from analysis.model.results import RunResult
 from harness.rundir import layout
 
-__all__ = [
-    "DATASET_DIR",
-    "PARTITION_COLUMNS",
-    "RESULTS_SCHEMA",
-    "dataset_rows",
-    "results_partitioning",
-    "write_dataset",
-]
+__all__ = ["DATASET_DIR", "RESULTS_SCHEMA", "results_partitioning", "write_dataset"]
 
 DATASET_DIR: Final = "results"  # under the report folder
 PARTITION_COLUMNS: Final = ("experiment", "kafka_version")

@@ -28,7 +28,7 @@ import pyspark
 
 from harness.waiting import WaitTimeout, poll_until
 
-__all__ = ["ClusterError", "ClusterReport", "StandaloneCluster", "compare_with_local"]
+__all__ = ["ClusterError", "StandaloneCluster", "compare_with_local"]
 
 HOST: Final = "127.0.0.1"
 MASTER_CLASS: Final = "org.apache.spark.deploy.master.Master"

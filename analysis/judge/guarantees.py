@@ -28,11 +28,9 @@ __all__ = [
     "FaultClass",
     "Guarantee",
     "LivenessRow",
-    "LossRow",
     "Setting",
     "delivery_rule",
     "guarantee_for",
-    "loss_row_for",
 ]
 
 LossRule = Literal["forbidden", "allowed", "forbidden-unless-isr-shrank"]
@@ -407,8 +405,6 @@ def guarantee_for(config: CellConfig) -> Guarantee:
 
 # ---------------------------------------------------------------------------------------------
 # The consumer group (workload.consumers): docs/kafka-reliability.md, “Consumer-side delivery”
-
-CONSUMER_SOURCE: Final = "docs/kafka-reliability.md, “Consumer-side delivery”"
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = [
-    "CONDITION_HELP",
-    "Clause",
-    "ClusterView",
-    "Condition",
-    "ConditionError",
-    "parse_condition",
-]
+__all__ = ["ClusterView", "Condition", "ConditionError", "parse_condition"]
 
 CONDITION_HELP: Final = (
     "write clauses joined by ' and ', each optionally preceded by 'not ': isr_size([P]) == N "

@@ -24,12 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from harness.experiment.fields import Scalar
 from harness.platform.versions import KafkaVersion, VersionError
 
-__all__ = [
-    "PLACEHOLDERS",
-    "ClientSpec",
-    "java_durability",
-    "java_producer_settings",
-]
+__all__ = ["ClientSpec", "java_durability", "java_producer_settings"]
 
 # What a command client's argv may name; the harness fills each in per run.
 PLACEHOLDERS = (

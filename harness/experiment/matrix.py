@@ -31,7 +31,7 @@ from harness.experiment.rules import rule_problems
 from harness.experiment.spec import Experiment
 from harness.limits import MAX_NAME, clipped, shown
 
-__all__ = ["CELL_NAME_UNSAFE", "Cell", "apply_override", "expand"]
+__all__ = ["Cell", "apply_override", "expand"]
 
 CELL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9=._-]")
 _CELL_NAME_MAX = MAX_NAME  # a directory name; longer names end in a digest of the full one

@@ -22,7 +22,6 @@ from harness.rundir.config import CellConfig
 
 __all__ = [
     "REPETITION_OVERHEAD_S",
-    "WallTime",
     "cell_config",
     "client_durability",
     "fault_class",

@@ -83,11 +83,7 @@ __all__ = [
     "Experiment",
     "FaultGenerator",
     "FaultStep",
-    "FaultsSpec",
-    "KafkaSpec",
     "ProducerSpec",
-    "TopicSpec",
-    "TransactionsSpec",
     "WorkloadSpec",
     "workload_duration_s",
 ]

@@ -19,7 +19,6 @@ from pathlib import Path
 from harness.settings import Settings
 
 __all__ = [
-    "POM",
     "JavaBuildError",
     "compiled_classpath",
     "java_tool",

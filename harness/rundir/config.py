@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-__all__ = ["ACKS", "Acks", "CellConfig", "ConfigError", "normalise_acks", "read_bool"]
+__all__ = ["ACKS", "Acks", "CellConfig", "ConfigError", "normalise_acks"]
 
 Acks = Literal["0", "1", "all"]
 ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")

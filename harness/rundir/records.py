@@ -80,6 +80,3 @@ class CommitMode(StrEnum):
     AUTO = "auto"  # enable.auto.commit=true with librdkafka's defaults
     AFTER_PROCESS = "after-process"  # commit (sync) after processing each batch: at-least-once
     BEFORE_PROCESS = "before-process"  # commit (sync) before processing: at-most-once
-
-
-COMMIT_MODES: Final = tuple(m.value for m in CommitMode)

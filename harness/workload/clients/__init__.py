@@ -27,7 +27,6 @@ from harness.workload.readback import Decoder
 from harness.workload.recorder import Workload, decode_value
 
 __all__ = [
-    "PRODUCER_PROPERTIES",
     "client_program",
     "client_senders",
     "librdkafka_config",

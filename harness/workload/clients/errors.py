@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError
 from harness.rundir.records import Status
 from harness.workload.recorder import INDETERMINATE
 
-__all__ = ["JAVA_FAILED", "status_of_error"]
+__all__ = ["status_of_error"]
 
 _ERRORS = "org.apache.kafka.common.errors."
 # Java send errors where the write is known not to be in the log: refused by the client before

@@ -12,15 +12,7 @@ from harness.platform.versions import Feature, KafkaVersion, supports
 from harness.settings import Settings
 from harness.workload.clients.java_member import JavaMember
 
-__all__ = [
-    "JAVA_DIR",
-    "JavaBuildError",
-    "JavaClient",
-    "group_member",
-    "java_client",
-    "java_member",
-    "tools_classpath",
-]
+__all__ = ["JavaBuildError", "group_member", "java_client", "java_member", "tools_classpath"]
 
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"

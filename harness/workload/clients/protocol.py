@@ -31,7 +31,6 @@ __all__ = [
     "SendError",
     "SendSuccess",
     "ShutdownComplete",
-    "StartupComplete",
     "ToolData",
     "TransactionEnd",
     "ValueFormat",
