@@ -189,17 +189,40 @@ def _assignment(text: str) -> tuple[str, str]:
     return path.strip(), value
 
 
-def add_shard_rows(parser: argparse.ArgumentParser) -> None:
-    """--shard-rows: above how many acked rows a run is reconciled in shards."""
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores as the new one does and says the new name once."""
+
+    def __init__(self, option_strings, dest, new_name: str, **kwargs):
+        self.new_name = new_name
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{option_string} is deprecated: use {self.new_name} (same meaning)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_spark_chunk_rows(parser: argparse.ArgumentParser) -> None:
+    """--spark-chunk-rows: above how many acked rows Spark checks a run in chunks of that many
+    rows (not --shard, which splits the cells across CI jobs). --shard-rows, its old name,
+    still works and says the new one."""
     from analysis.checks.messages.facts import SHARD_ROWS
 
     parser.add_argument(
-        "--shard-rows",
+        "--spark-chunk-rows",
         type=_positive,
         default=SHARD_ROWS,
         metavar="N",
-        help=f"reconcile runs of more than N acked rows in shards of N, with bounded memory per "
-        f"Spark task; smaller runs whole, which is faster (default {SHARD_ROWS:,})",
+        help=f"Spark checks a run of more than N acked rows in chunks of N rows, with bounded "
+        f"memory per task; smaller runs whole, which is faster (default {SHARD_ROWS:,})",
+    )
+    parser.add_argument(
+        "--shard-rows",
+        dest="spark_chunk_rows",
+        type=_positive,
+        action=_Deprecated,
+        new_name="--spark-chunk-rows",
+        metavar="N",
+        help=argparse.SUPPRESS,
     )
 
 

@@ -14,7 +14,7 @@ from analysis.model.anomalies import ANOMALY_NAMES, CountKey, CountName
 from analysis.model.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.settings import Settings
-from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, add_shard_rows, require_java
+from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, add_spark_chunk_rows, require_java
 
 if TYPE_CHECKING:
     from analysis.judge.outcomes import CellStats
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN_GLOB", help="run dirs or any parent")
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
     parser.add_argument("--out", type=Path, help="folder of cells.md (default reports/latest)")
-    add_shard_rows(parser)
+    add_spark_chunk_rows(parser)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_ERROR
     if not require_java():
         return EXIT_ERROR
-    results = reconcile_runs(run_dirs, args.master or settings.spark_master, args.shard_rows)
+    results = reconcile_runs(run_dirs, args.master or settings.spark_master, args.spark_chunk_rows)
     write_results(results)
     table = cell_table(results)
     out = args.out or settings.reports_dir / "latest"

@@ -16,7 +16,7 @@ from harness.settings import Settings
 from kafka_chaos.commands.common import (
     EXIT_ERROR,
     add_fail_on,
-    add_shard_rows,
+    add_spark_chunk_rows,
     fail_on,
     require_java,
 )
@@ -36,13 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run directories or globs (any parent works), local or a URI such as "
         "s3a://bucket/runs/* (copied to a local mirror under the cache folder first)",
     )
-    parser.add_argument(
-        "--out",
-        help="report folder, local or a URI such as s3a://bucket/reports/nightly "
-        "(default reports/latest)",
-    )
+    add_out(parser, "reports/latest")
     parser.add_argument("--master", help="Spark master (default $KCHAOS_SPARK_MASTER, local[*])")
-    parser.add_argument("--junit", type=Path, help="JUnit XML path (default <out>/junit.xml)")
+    add_junit(parser)
     add_fail_on(parser)
     parser.add_argument(
         "--json",
@@ -50,8 +46,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object (exit code, each cell's verdict and counts, the report's "
         "files) instead of the table",
     )
-    add_shard_rows(parser)
+    add_spark_chunk_rows(parser)
     add_results_to(parser)
+
+
+def add_out(parser: argparse.ArgumentParser, default: str) -> None:
+    """--out DIR: where the report goes."""
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="report folder, local or a URI such as s3a://bucket/reports/nightly "
+        f"(default {default})",
+    )
+
+
+def add_junit(parser: argparse.ArgumentParser) -> None:
+    """--junit FILE: a copy of the report's junit.xml where CI collects test results."""
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also copy the report's junit.xml to FILE (where CI collects test results); "
+        "<out>/junit.xml is written either way",
+    )
 
 
 def add_results_to(parser: argparse.ArgumentParser) -> None:
@@ -81,23 +98,41 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
+    try:
+        return analyse_into(
+            out,
+            published,
+            runs,
+            args.master or settings.spark_master,
+            "kafka-chaos report",
+            args.junit,
+            failing=fail_on(args),
+            as_json=args.json,
+            shard_rows=args.spark_chunk_rows,
+            lake=lake,
+        )
+    except NoRunsFound as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ERROR
+
+
+def analyse_into(
+    out: str | Path,
+    published: Destination | None,
+    patterns: Sequence[str],
+    master: str,
+    title: str,
+    junit: Path | None = None,
+    **options: Any,
+) -> int:
+    """analyse_and_print into the folder `out`, or, when `published` (the destination of the
+    URI `out`) is given, into a temporary folder then copied there."""
+    if published is None:
+        return analyse_and_print(patterns, Path(out), master, title, junit, **options)
     with tempfile.TemporaryDirectory(prefix="kafka-chaos-report-") as staging:
-        try:
-            return analyse_and_print(
-                runs,
-                Path(staging) if published else Path(out),
-                args.master or settings.spark_master,
-                "kafka-chaos report",
-                args.junit,
-                failing=fail_on(args),
-                as_json=args.json,
-                shard_rows=args.shard_rows,
-                published=published,
-                lake=lake,
-            )
-        except NoRunsFound as exc:
-            print(exc, file=sys.stderr)
-            return EXIT_ERROR
+        return analyse_and_print(
+            patterns, Path(staging), master, title, junit, published=published, **options
+        )
 
 
 def analyse_and_print(
@@ -114,8 +149,9 @@ def analyse_and_print(
     published: Destination | None = None,
     lake: Destination | None = None,
 ) -> int:
-    """Run the analysis into `out`, copy that folder to `published` and add the results
-    dataset's rows to `lake` where given, print the verdict table and where the report is;
+    """Run the analysis into `out`, copy that folder to `published`, its junit.xml to `junit`
+    and add the results dataset's rows to `lake` where given, print the verdict table and
+    where the report is;
     return the exit code (analysis.judge.verdicts.EXIT_CODES of the cells whose verdict is in
     `failing`, the default when None; 2 when no report file could be written or published)."""
     from rich.console import Console
@@ -130,7 +166,7 @@ def analyse_and_print(
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
         convert_journals(run_dir)  # and its Java consumers' journals unconverted
-    result = analyse(patterns, out, master=master, title=title, junit=junit, shard_rows=shard_rows)
+    result = analyse(patterns, out, master=master, title=title, shard_rows=shard_rows)
     code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
     for failure in result.failures:  # shown in place in the report too; the verdicts stand
         print(f"warning: {failure}", file=sys.stderr)
@@ -144,8 +180,11 @@ def analyse_and_print(
         except OSError as exc:
             print(f"error: the report could not be published: {exc}", file=sys.stderr)
             code = EXIT_ERROR
+    if junit is not None and not _copy_junit(result, junit):
+        code = EXIT_ERROR
+        junit = None
     if as_json:
-        _print_json(result, code, shown, json_context or {})
+        _print_json(result, code, shown, json_context or {}, junit)
         return code
     table = Table(title=escape(title))  # user text: square brackets are not markup
     for column in VERDICT_COLUMNS:
@@ -164,20 +203,44 @@ def analyse_and_print(
     ):
         note = " (Parquet, one row per repetition)" if label == "Dataset" else ""
         console.print(f"{label + ':':<12} {shown(path)}{note}", soft_wrap=True)
+    if junit is not None:
+        console.print(f"{'JUnit copy:':<12} {junit}", soft_wrap=True)
     if lake is not None:
         console.print(f"Results:     {lake.uri} (rows added)", soft_wrap=True)
     return code
 
 
-def _print_json(result: Any, code: int, shown: Any, context: dict[str, str]) -> None:
+def _copy_junit(result: Any, junit: Path) -> bool:
+    """Copy the report's junit.xml to `junit` (its folders made), unless it is that file;
+    False, said on stderr, when there is none or the copy fails."""
+    import shutil
+
+    if result.junit not in result.written:
+        print(f"error: no junit.xml was written, so none is copied to {junit}", file=sys.stderr)
+        return False
+    try:
+        if junit.resolve() != result.junit.resolve():
+            junit.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(result.junit, junit)
+    except OSError as exc:
+        print(f"error: junit.xml could not be copied to {junit}: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def _print_json(
+    result: Any, code: int, shown: Any, context: dict[str, str], junit: Path | None
+) -> None:
     """`report --json`: one JSON object on stdout (docs/cli.md): the exit code, each cell's
     verdict with its acked and loss sums, and where the report's files are (none when they
-    could not be written or published; the error went to stderr)."""
+    could not be written or published; the error went to stderr), the --junit copy too."""
     import json
 
     paths = (result.html, result.markdown, result.json, result.junit, result.dataset)
     names = ("html", "markdown", "json", "junit", "dataset")
     files = {} if shown is None else {n: str(shown(p)) for n, p in zip(names, paths, strict=True)}
+    if files and junit is not None:
+        files["junit_copy"] = str(junit)
     cells = [
         {
             "experiment": cell.experiment,

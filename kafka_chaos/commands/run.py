@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.rundir import layout
 from harness.settings import Settings
@@ -21,7 +22,10 @@ from kafka_chaos.commands.common import (
     log_to,
     require_java,
 )
-from kafka_chaos.commands.report import add_results_to, analyse_and_print
+from kafka_chaos.commands.report import add_junit, add_out, add_results_to, analyse_into
+
+if TYPE_CHECKING:
+    from analysis.report.publish import Destination
 
 NAME = "run"
 HELP = "run an experiment file end to end, then report"
@@ -40,7 +44,13 @@ def _shard(text: str) -> tuple[int, int]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The experiment file and what the command line overrides of it."""
     parser.add_argument("experiment", type=Path)
-    parser.add_argument("--shard", type=_shard, help="run only shard i of n of the cells (i/n)")
+    parser.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="I/N",
+        help="run only shard I of N of the cells: one CI job of N (not Spark's "
+        "--spark-chunk-rows, which is on report)",
+    )
     parser.add_argument(
         "--cells",
         action="append",
@@ -63,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--plain", "--quiet", dest="quiet", action="store_true", help="plain progress lines (CI)"
     )
     parser.add_argument("--no-report", action="store_true", help="skip the Spark analysis")
+    add_out(parser, "<runs-dir>/<experiment>/<UTC time>/report")
+    add_junit(parser)
     parser.add_argument("--master", help="Spark master for the analysis")
     add_fail_on(parser)
     parser.add_argument(
@@ -97,10 +109,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if not args.no_report and not require_java():
         return EXIT_ERROR
-    from analysis.report.publish import DestinationError, destination
+    from analysis.report.publish import DestinationError, destination, is_uri
 
-    try:  # before any cluster: a results store nobody can write fails now, not in an hour
+    try:  # before any cluster: a store nobody can write fails now, not in an hour
         lake = destination(args.results_to) if args.results_to and not args.no_report else None
+        published = destination(args.out) if args.out and is_uri(args.out) else None
     except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
@@ -129,17 +142,39 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps({"exit_code": code, "runs": str(root)}, indent=2))
         return code
-    code = analyse_and_print(
-        [str(root)],
-        root / layout.REPORT_DIR,
-        args.master or settings.spark_master,
+    code = report_runs(
+        args,
+        root,
         f"{experiment.name}: {experiment.description or 'kafka-chaos'}",
+        args.master or settings.spark_master,
+        published,
+        lake,
+    )
+    return EXIT_ERROR if harness_failed and code == EXIT_OK else code
+
+
+def report_runs(
+    args: argparse.Namespace,
+    root: Path,
+    title: str,
+    master: str,
+    published: Destination | None = None,
+    lake: Destination | None = None,
+) -> int:
+    """The analysis of the experiment run in `root`: its report in --out (a folder, or the
+    URI `published` stands for), else in root/report; junit.xml copied to --junit too."""
+    return analyse_into(
+        args.out or root / layout.REPORT_DIR,
+        published,
+        [str(root)],
+        master,
+        title,
+        args.junit,
         failing=fail_on(args),
         as_json=args.json,
         json_context={"runs": str(root)},
         lake=lake,
     )
-    return EXIT_ERROR if harness_failed and code == EXIT_OK else code
 
 
 def _image_key(args: argparse.Namespace, cell) -> tuple[str | None, str]:
