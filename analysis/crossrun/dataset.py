@@ -23,6 +23,7 @@ from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import COUNT_NAMES, CountName
 from analysis.model.results import RunResult
 from harness.rundir import layout
+from harness.rundir.config import setting_text
 
 __all__ = ["DATASET_DIR", "RESULTS_SCHEMA", "results_partitioning", "write_dataset"]
 
@@ -114,9 +115,7 @@ def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:
 
 def _text(value: object) -> str | None:
     """A setting as text (bools lower-case, like the experiment files spell them)."""
-    if value is None:
-        return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    return None if value is None else setting_text(value)
 
 
 def _timing(run_dir: Path) -> tuple[int | None, int | None]:

@@ -19,7 +19,7 @@ from typing import Final, TypeGuard
 from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import CountName
 from analysis.model.results import RunResult
-from harness.rundir.config import CellConfig
+from harness.rundir.config import CellConfig, setting_text
 
 __all__ = [
     "CONFIDENCE_Z",
@@ -162,11 +162,7 @@ def cross_run_summary(
 
 def _text(value: object) -> str:
     """A setting's value as the summary shows it ("-" when the run did not record it)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+    return "-" if value is None else setting_text(value)
 
 
 def _group_key(config: CellConfig) -> GroupKey:

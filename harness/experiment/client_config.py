@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 
 from harness.experiment.fields import Scalar
+from harness.rundir.config import setting_text
 
 __all__ = ["librdkafka_refusal"]
 
@@ -29,7 +30,7 @@ KNOWN_NAMES = (
 def librdkafka_refusal(config: Mapping[str, Scalar]) -> tuple[str, str] | None:
     """(key, why) for a setting of `config` that librdkafka refuses, None when it takes them
     all. The key is the one librdkafka names (or the first, when it names none)."""
-    return _refusal(tuple(sorted((str(k), _text(v)) for k, v in config.items())))
+    return _refusal(tuple(sorted((str(k), setting_text(v)) for k, v in config.items())))
 
 
 @functools.lru_cache(maxsize=512)
@@ -56,10 +57,3 @@ def _named_key(reason: str, items: tuple[tuple[str, str], ...]) -> str:
     e.g. compression.type as compression.codec), else the first."""
     named = [key for key, _ in items if f'"{key}"' in reason]
     return named[0] if named else items[0][0]
-
-
-def _text(value: Scalar) -> str:
-    """A setting as librdkafka reads it: booleans as true/false."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)

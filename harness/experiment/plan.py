@@ -18,7 +18,7 @@ from harness.experiment.rules import rule_problems
 from harness.experiment.soak import expand_repeats
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
-from harness.rundir.config import CellConfig
+from harness.rundir.config import CellConfig, setting_text
 
 __all__ = [
     "REPETITION_OVERHEAD_S",
@@ -201,20 +201,14 @@ def producer_settings(spec: Experiment) -> dict[str, Scalar]:
     return {**settings, **producer.config}
 
 
-def _config_string(value: Scalar) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"  # Kafka parses booleans in lower case
-    return str(value)
-
-
 def topic_settings(spec: Experiment) -> dict[str, str]:
     """Topic configs as Kafka strings, including min.insync.replicas and unclean election."""
     topic = spec.topic
     settings = {
         "min.insync.replicas": str(topic.min_insync_replicas),
-        "unclean.leader.election.enable": _config_string(topic.unclean_leader_election),
+        "unclean.leader.election.enable": setting_text(topic.unclean_leader_election),
     }
-    return {**settings, **{key: _config_string(value) for key, value in topic.config.items()}}
+    return {**settings, **{key: setting_text(value) for key, value in topic.config.items()}}
 
 
 # Per repetition besides the workload, from bench/cluster_bench.py and `make run`

@@ -21,6 +21,7 @@ from harness.platform.versions import (
     mode_refusal,
     supports,
 )
+from harness.rundir.config import setting_text
 
 INTERNAL_PORT = 9092
 CONTROLLER_PORT = 9093
@@ -274,7 +275,7 @@ def _cluster_settings(brokers: int, version: KafkaVersion) -> dict[str, str]:
 
 def _with_extra(env: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
     for key, value in (extra or {}).items():
-        env[property_env_name(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+        env[property_env_name(key)] = setting_text(value)
     return env
 
 

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-__all__ = ["ACKS", "Acks", "CellConfig", "ConfigError", "normalise_acks"]
+__all__ = ["ACKS", "Acks", "CellConfig", "ConfigError", "normalise_acks", "setting_text"]
 
 Acks = Literal["0", "1", "all"]
 ACKS: Final[tuple[Acks, ...]] = ("0", "1", "all")
@@ -33,6 +33,11 @@ def normalise_acks(value: object) -> Acks:
     if text in ("0", "1"):
         return "1" if text == "1" else "0"
     raise ValueError(f"unknown acks {value!r}: expected 0, 1 or all")
+
+
+def setting_text(value: object) -> str:
+    """A setting as Kafka and librdkafka read it: booleans as true/false, the rest as str."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def read_bool(value: object) -> bool:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.rundir.config import setting_text
 from harness.rundir.events import (
     ConsumerCrashed,
     ConsumersDone,
@@ -455,7 +456,7 @@ class ConsumerGroup:
         if self.java is None:
             given = consumer_config(self.task(0, 0))
             hidden = ("bootstrap.servers", "client.id", "log_level")
-            return {k: _text(v) for k, v in given.items() if k not in hidden}
+            return {k: setting_text(v) for k, v in given.items() if k not in hidden}
         printed = (getattr(m.process, "config", None) for m in self.members)
         return next((config for config in printed if config), {})
 
@@ -471,8 +472,3 @@ class ConsumerGroup:
             return committed
         finally:
             probe.close()
-
-
-def _text(value: Any) -> str:
-    """A setting as a client's configuration prints it (booleans as true/false)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -16,6 +16,7 @@ import confluent_kafka
 from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.spec import ProducerSpec
+from harness.rundir.config import setting_text
 from harness.rundir.events import ClientConfig
 from harness.workload.clients.command import ClientProgram, CommandProducer
 from harness.workload.clients.fleet import CommandFleet
@@ -45,11 +46,7 @@ _NAMING_VERSION = "4.3.1"
 
 def properties_text(settings: dict[str, Scalar]) -> str:
     """A Java properties file of `settings` (booleans in lower case, as Kafka parses them)."""
-    lines = []
-    for key, value in settings.items():
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        lines.append(f"{key}={text}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(f"{key}={setting_text(value)}" for key, value in settings.items()) + "\n"
 
 
 def _bounded(value: float | None) -> str:
