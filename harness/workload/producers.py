@@ -431,24 +431,20 @@ class LocalRecorder:
 
     def close(self, events: EventLog) -> Exception | None:
         """Close the journal and write the tally; the JournalError to raise, or None."""
-        error = close_and_tally(self.journal, self.recorder, events)
+        tally = self.recorder.tally if self.recorder is not None else None
+        error = close_with_tally(self.journal, tally, events)
         return None if error is None else JournalError(error)
-
-
-def close_and_tally(journal: AckJournal, recorder: Recorder | None, events: EventLog) -> str | None:
-    """Close the journal, then record the recorder's tally beside the journal's error.
-
-    Never raises: it runs in `finally`, where the workload's own exception must survive.
-    The analysis compares the tally with acked.parquet's reported rows, status by status.
-    """
-    return close_with_tally(journal, recorder.tally if recorder is not None else None, events)
 
 
 def close_with_tally(
     journal: AckJournal, tally: DeliveryTally | None, events: EventLog
 ) -> str | None:
     """Close the journal, then record `tally` (the delivery reports its callback counted; None:
-    none) beside the journal's error, as `close_and_tally` does for any client's journal."""
+    none) beside the journal's error, for any client's journal.
+
+    Never raises: it runs in `finally`, where the workload's own exception must survive.
+    The analysis compares the tally with acked.parquet's reported rows, status by status.
+    """
     error = close_journal(journal)
     tally = tally if tally is not None else DeliveryTally()
     with contextlib.suppress(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -14,7 +13,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, FaultStart, PhaseEvent, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal, JournalError, parse_ids
-from harness.workload.producers import close_and_tally
+from harness.workload.producers import close_with_tally
 from harness.workload.recorder import (
     DeliveryTally,
     decode_value,
@@ -429,7 +428,7 @@ def test_the_runner_writes_the_tally_and_the_journal_error(tmp_path):
     serve(journal, tally, [real(0, offset=1)])
     journal._acks._writer = FailingWriter()
     events = EventLog(tmp_path / layout.EVENTS)
-    error = close_and_tally(journal, SimpleNamespace(tally=tally), events)
+    error = close_with_tally(journal, tally, events)
     events.close()
     (event,) = load_events(tmp_path)
     assert event["type"] == "recorder_tally"
