@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from analysis.model.availability import Availability
-from harness.rundir.records import Status
 
 
 @dataclass(frozen=True)
@@ -32,17 +31,7 @@ class CellPrice:
 
     def as_json(self) -> dict[str, Any]:
         """The report.json form."""
-        return {
-            "measured": self.measured,
-            "repetitions": self.repetitions,
-            "longest_partition_gap_s": self.longest_partition_gap_s,
-            "longest_gap_s": self.longest_gap_s,
-            Status.FAILED: self.failed,
-            Status.INDETERMINATE: self.indeterminate,
-            "first_ack_after_heal_s": self.first_ack_after_heal_s,
-            "heals_without_ack": self.heals_without_ack,
-            "unmeasured": list(self.unmeasured),
-        }
+        return {**asdict(self), "unmeasured": list(self.unmeasured)}
 
 
 def cell_price(
