@@ -95,7 +95,6 @@ class KafkaCluster:
     # The chaosfs binary (harness.platform.diskfs) to mount under every Kafka node's log
     # directory, for the disk faults (harness.platform.disk_layer); None: no layer.
     disk_layer: Path | None = None
-    _network = None
     _admin: AdminClient | None = None
 
     @property
@@ -162,9 +161,7 @@ class KafkaCluster:
         client = docker.from_env()
         self.host = self.host or docker_host()
         self.network_name = f"kchaos-{self.tag}"
-        self._network = client.networks.create(
-            self.network_name, driver="bridge", labels=self.labels
-        )
+        client.networks.create(self.network_name, driver="bridge", labels=self.labels)
         deadline = Deadline.after(ready_timeout_s)
         try:
             plans = plan_nodes(topology, self.cluster_id, ports, self.broker_config, self.host)
