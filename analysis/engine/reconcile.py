@@ -297,6 +297,7 @@ def _answered(run: RunInput, facts: RunFacts | None, error: str | None) -> _Answ
     priced = _Answer(None, availability=availability, availability_error=availability_error)
     if facts is None:
         return replace(priced, error=error)
+    if not run.complete:
         return replace(priced, facts=facts)
     attribution = _attribution(run.evidence, facts.missing, _all_counts(facts))
     # The missing list (up to 100,000 rows) has served its purpose: it stays on the executor.
