@@ -592,3 +592,38 @@ def test_the_classes_a_check_decides() -> None:
         assert classes_of(check) == tuple(a.name for a in ANOMALIES if a.check == check)
     assert "lost" in classes_of(next(a.check for a in ANOMALIES if a.name == "lost"))
     assert "lost" not in classes_of(next(a.check for a in ANOMALIES if a.name == "stuck"))
+
+
+def test_each_partitions_judgement_is_joined_into_one_reason() -> None:
+    from analysis.judge.guarantees import guarantee_for
+    from analysis.judge.history import FaultHit, PartitionHistory
+    from analysis.judge.outcomes import Verdict
+    from analysis.model.anomalies import COUNT_NAMES
+
+    config = CellConfig.read(
+        {"acks": "1", "min_insync_replicas": 1, "unclean_leader_election": False,
+         "enable_idempotence": False, "max_in_flight": 5, "replication_factor": 3,
+         "partitions": 2, "fault_class": "leader-kill", "kafka_version": "3.9.0"}
+    )  # fmt: skip
+    counts = dict.fromkeys(COUNT_NAMES, 0) | {"acked": 100, "lost": 2}
+    hit = FaultHit(1, "kill", "kill", "leader", (1,), 2_000_000)
+    hit_both = {p: PartitionHistory(p, (hit,), (), ()) for p in (0, 1)}
+
+    def judged(histories: dict[int, PartitionHistory]) -> Any:
+        context = findings.LossContext(
+            RunEvidence.coerce([]), 0.0, {"loss": {"0": 1, "1": 1}}, config, "r", histories
+        )
+        return findings.judge_loss(counts, {}, guarantee_for(config), context)
+
+    allowed = judged(hit_both)
+    assert allowed.verdict == Verdict.EXPECTED_LOSS
+    head, _, partitions = allowed.detail.partition("; allowed by mechanism: ")
+    assert head.startswith("2 of 100 acked missing (2 ")
+    first, second = partitions.split("; p1: ")
+    assert first.startswith("p0: acks=1 truncation: fault 1 (kill) hit node 1, leader of p0, at")
+    assert second.startswith("acks=1 truncation: fault 1 (kill) hit node 1, leader of p1, at")
+    unexplained = judged({})  # no fault hit either partition: nothing allows the loss
+    assert unexplained.verdict == Verdict.VIOLATION
+    p0, p1 = unexplained.detail.split("; p1 (none: no fault hit its replicas): ")
+    assert p0.startswith("loss: 2 of 100 acked missing (")
+    assert p0.endswith("; p0 (none: no fault hit its replicas): " + p1)
