@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test chaos-test test-all docs tools unit integration fuzz lint bench mutation image engine compose clean venv cluster-check
+.PHONY: run test chaos-test test-all docs tools browser unit integration fuzz lint bench mutation image engine compose clean venv cluster-check
 
 run: tools venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -15,7 +15,7 @@ run: tools venv engine image
 # The gate (what CI runs on every change): the unit tests first, failing fast, while the
 # broker image builds beside them, then the real-broker tests marked `integration`.
 # tests/stage.sh turns pytest's exit 5 (no test collected) into a failure.
-test: tools venv engine
+test: tools browser venv engine
 	bash tests/stage.sh gate
 
 # The chaos stage (nightly in .github/workflows/chaos.yml, and before a release): the
@@ -23,7 +23,7 @@ test: tools venv engine
 chaos-test: tools venv engine
 	bash tests/stage.sh chaos
 
-test-all: tools venv engine
+test-all: tools browser venv engine
 	bash tests/stage.sh all
 
 # The documentation site from docs/ (MkDocs, Material theme), built strict: a broken link or
@@ -35,9 +35,15 @@ docs: venv
 # programs), Maven (the Kafka jars) and mmdebstrap (the broker image's JRE base), installed
 # with apt-get when missing and run as root; otherwise the missing ones are named.
 TOOLS := mvn:maven javac:openjdk-17-jdk-headless mmdebstrap:mmdebstrap
+# What the unit tests' browser test (tests/unit/test_report_browser.py) opens report.html in:
+# Debian's headless-capable Chromium and its WebDriver. Only the tests need them.
+BROWSER := chromium:chromium chromedriver:chromium-driver
 
-tools:
-	@need=(); for pair in $(TOOLS); do \
+# $(call apt_missing,COMMAND:PACKAGE ...): install the packages whose command is missing, with
+# apt-get as root; otherwise name them and fail. Nothing to do (no apt-get call) when all are
+# there, so it is cheap to repeat.
+define apt_missing
+	@need=(); for pair in $(1); do \
 	  command -v "$${pair%%:*}" >/dev/null || need+=("$${pair#*:}"); done; \
 	if [ $${#need[@]} -gt 0 ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -49,8 +55,15 @@ tools:
 	    exit 1; \
 	  fi; \
 	fi
+endef
 
-unit: venv
+tools:
+	$(call apt_missing,$(TOOLS))
+
+browser:
+	$(call apt_missing,$(BROWSER))
+
+unit: browser venv
 	$(BIN)/python -m pytest -ra tests/unit
 
 integration: venv engine image
