@@ -22,6 +22,7 @@ from kafka_chaos import __version__
 from kafka_chaos.commands import (
     clean,
     cluster_check,
+    completion,
     engine,
     image,
     init,
@@ -39,6 +40,7 @@ log = logging.getLogger("kafka_chaos")
 COMMAND_MODULES = (
     *(init, run, validate, listing, report, reconcile, cluster_check, image, engine, clean),
     spark_s3a,
+    completion,
 )
 COMMANDS = {module.NAME: module for module in COMMAND_MODULES}
 
