@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from analysis.report.safe import PartFailure, safely
-from harness.rundir.provenance import RunProvenance
+from harness.rundir.provenance import RunProvenance, SettingFrom
 
 NOT_RECORDED: Final = "not recorded"  # what a line says when the run did not record it
 
@@ -19,7 +19,8 @@ NOT_RECORDED: Final = "not recorded"  # what a line says when the run did not re
 @dataclass(frozen=True)
 class ProvenanceView:
     """What produced one experiment run, as (label, text) lines: every PROVENANCE_LABELS line,
-    or one line saying why there is no provenance."""
+    then one line per file (or --set) the command line took settings from, or one line saying
+    why there is no provenance."""
 
     root: str
     lines: tuple[tuple[str, str], ...]
@@ -74,4 +75,16 @@ def _provenance_view(run: RunProvenance) -> ProvenanceView:
         NOT_RECORDED if p.cores is None else str(p.cores),
         NOT_RECORDED if p.memory_bytes is None else f"{p.memory_bytes / 2**30:.1f} GiB",
     )
-    return ProvenanceView(run.root, tuple(zip(PROVENANCE_LABELS, texts, strict=True)))
+    lines = tuple(zip(PROVENANCE_LABELS, texts, strict=True))
+    return ProvenanceView(run.root, lines + settings_lines(p.settings))
+
+
+def settings_lines(settings: Sequence[SettingFrom]) -> tuple[tuple[str, str], ...]:
+    """Which settings came from which file: one (label, text) line per source in the order
+    first applied, `settings from producer.properties` with `acks → producer.acks = "all", ...`
+    (`settings from --set` with `workload.rate = 500, ...`); none without such settings."""
+    by_source: dict[str, list[str]] = {}
+    for s in settings:
+        what = f"{s.field} = {s.value}" if s.key is None else f"{s.key} → {s.field} = {s.value}"
+        by_source.setdefault(s.source, []).append(what)
+    return tuple((f"settings from {source}", ", ".join(all_)) for source, all_ in by_source.items())

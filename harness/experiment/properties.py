@@ -10,10 +10,13 @@ serialization settings are the harness's: they are left out, and said so.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.rundir.provenance import SettingFrom
 
 __all__ = ["Setting", "harness_keys", "producer_settings", "read_properties", "topic_settings"]
 
@@ -46,11 +49,25 @@ _SEPARATOR = re.compile(r"\s*[=:]\s*|\s+")
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting to apply: the experiment path it goes to, its value, and where it came from."""
+    """One setting to apply: the experiment path it goes to, its value, and where it came from
+    (a property file and its key, or `--set` without one)."""
 
     path: str
     value: Any
-    origin: str
+    source: str
+    key: str | None = None
+
+    @property
+    def origin(self) -> str:
+        """Where it came from, as problems name it: `producer.properties: acks`, `--set PATH`."""
+        if self.key is None:
+            return f"{self.source} {self.path}"
+        return f"{self.source}: {self.key}"
+
+    def recorded(self) -> SettingFrom:
+        """The setting as provenance.json records it (what the report shows)."""
+        value = json.dumps(self.value, default=str)
+        return SettingFrom(field=self.path, value=value, source=self.source, key=self.key)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -94,7 +111,7 @@ def _mapped(pairs: dict[str, str], fields: dict[str, str], rest: str, origin: st
         if key in HARNESS_KEYS:
             continue
         path = fields.get(key, f"{rest}.{key}")
-        settings.append(Setting(path, _typed(value), f"{origin}: {key}"))
+        settings.append(Setting(path, _typed(value), origin, key))
     return settings
 
 

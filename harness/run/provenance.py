@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.experiment.spec import Experiment
 from harness.platform.image import BrokerImage
 from harness.rundir.events import now_us
-from harness.rundir.provenance import BrokerImageUsed, Provenance
+from harness.rundir.provenance import BrokerImageUsed, Provenance, SettingFrom
 from harness.settings import REPO_ROOT
 
 
@@ -46,8 +46,11 @@ def memory_bytes() -> int | None:
     return None
 
 
-def provenance(experiment: Experiment, command_line: Sequence[str] = ()) -> Provenance:
-    """The provenance of an experiment starting now on this machine (no image resolved yet)."""
+def provenance(
+    experiment: Experiment, command_line: Sequence[str] = (), settings: Sequence[SettingFrom] = ()
+) -> Provenance:
+    """The provenance of an experiment starting now on this machine (no image resolved yet),
+    with the settings the command line applied from files and --set."""
     client, librdkafka = client_versions()
     return Provenance(
         experiment=experiment.name,
@@ -59,6 +62,7 @@ def provenance(experiment: Experiment, command_line: Sequence[str] = ()) -> Prov
         cores=os.cpu_count(),
         memory_bytes=memory_bytes(),
         started_at_us=now_us(),
+        settings=tuple(settings),
     )
 
 
@@ -66,9 +70,15 @@ class ProvenanceRecord:
     """provenance.json of one experiment run root: written at the start, rewritten whenever a
     cell runs on an image not recorded yet (cells may differ in Kafka version)."""
 
-    def __init__(self, root: Path, experiment: Experiment, command_line: Sequence[str] = ()):
+    def __init__(
+        self,
+        root: Path,
+        experiment: Experiment,
+        command_line: Sequence[str] = (),
+        settings: Sequence[SettingFrom] = (),
+    ):
         self.root = root
-        self.current = provenance(experiment, command_line)
+        self.current = provenance(experiment, command_line, settings)
         self.current.write(root)
 
     def image_used(self, image: BrokerImage) -> None:

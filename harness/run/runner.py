@@ -50,6 +50,7 @@ from harness.rundir.events import (
     PhaseEvent,
     now_us,
 )
+from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
 from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config, value_decoder
@@ -409,10 +410,12 @@ def run_experiment(
     root: Path,
     image_for: Callable[[Cell], BrokerImage],
     progress: Progress,
+    settings: Sequence[SettingFrom] = (),
 ) -> list[RepetitionSummary]:
     """Run every repetition of `cells` into `root`; a failed one is recorded, the next runs.
 
-    `image_for` gives each cell its broker image (cells may differ in Kafka version).
+    `image_for` gives each cell its broker image (cells may differ in Kafka version);
+    `settings`, those the command line applied from files and --set, go to provenance.json.
     """
     root.mkdir(parents=True, exist_ok=True)
     point_latest_at(root)
@@ -421,7 +424,7 @@ def run_experiment(
         log.info("removed %d containers/networks left by a crashed run", removed)
     repetitions = plan_repetitions(experiment, cells, root)
     write_plan(root, repetitions)
-    provenance = ProvenanceRecord(root, experiment)
+    provenance = ProvenanceRecord(root, experiment, settings=settings)
     summaries: list[RepetitionSummary] = []
     try:
         for index, repetition in enumerate(repetitions, start=1):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.rundir import layout
 
-__all__ = ["BrokerImageUsed", "Provenance", "RunProvenance", "read_provenance"]
+__all__ = ["BrokerImageUsed", "Provenance", "RunProvenance", "SettingFrom", "read_provenance"]
 
 
 class BrokerImageUsed(BaseModel):
@@ -27,6 +27,18 @@ class BrokerImageUsed(BaseModel):
     tag: str
     image_id: str | None = None
     kafka_version: str | None = None
+
+
+class SettingFrom(BaseModel):
+    """A setting the command line applied to every cell, and where it came from: a key of a
+    property file (`--producer-config`, `--topic-config`) or a `--set`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str  # the experiment's field it set, e.g. producer.acks or topic.config.flush.ms
+    value: str  # its value as JSON text, e.g. "all", 1, true
+    source: str  # the property file's path as given, or "--set"
+    key: str | None = None  # the file's key (acks, request.required.acks); None for --set
 
 
 class Provenance(BaseModel):
@@ -44,6 +56,9 @@ class Provenance(BaseModel):
     cores: int | None = None
     memory_bytes: int | None = None
     started_at_us: int | None = None
+    # The settings of --producer-config, --topic-config and --set, in the order applied (a
+    # matrix axis that sets the same field still varies it per cell).
+    settings: tuple[SettingFrom, ...] = ()
 
     def write(self, root: Path) -> Path:
         """Write provenance.json into the experiment run root (atomically, via a rename)."""

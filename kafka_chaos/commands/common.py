@@ -156,10 +156,10 @@ def add_user_settings(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def user_settings(args: argparse.Namespace) -> list[Any]:
+def user_settings(args: argparse.Namespace, say: bool = True) -> list[Any]:
     """The settings of --producer-config, --topic-config and --set, in that order (a matrix
     axis that sets the same field still varies it per cell); the harness's own keys of a
-    property file (bootstrap.servers, serializers) are left out, and said so."""
+    property file (bootstrap.servers, serializers) are left out, and said so unless not `say`."""
     import yaml
 
     from harness.experiment import properties
@@ -173,11 +173,11 @@ def user_settings(args: argparse.Namespace) -> list[Any]:
         if path is None:
             continue
         pairs = properties.read_properties(path)
-        if skipped := properties.harness_keys(pairs):
+        if (skipped := properties.harness_keys(pairs)) and say:
             print(f"{path}: left out, the harness sets them: {', '.join(skipped)}", file=sys.stderr)
         settings += mapper(pairs, str(path))
     for path, text in getattr(args, "set", None) or []:
-        settings.append(properties.Setting(path, yaml.safe_load(text), f"--set {path}"))
+        settings.append(properties.Setting(path, yaml.safe_load(text), "--set"))
     return settings
 
 

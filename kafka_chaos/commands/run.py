@@ -21,6 +21,7 @@ from kafka_chaos.commands.common import (
     load_experiment,
     log_to,
     require_java,
+    user_settings,
 )
 from kafka_chaos.commands.report import add_junit, add_out, add_results_to, analyse_into
 
@@ -93,7 +94,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.platform.engine import EngineUnavailable, ensure_engine
     from harness.platform.image import ImageError
     from harness.run.repetition import experiment_root, select_cells, select_shard
-    from harness.run.runner import run_experiment
 
     experiment = load_experiment(args.experiment, args)
     if experiment is None:
@@ -133,7 +133,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     root.mkdir(parents=True, exist_ok=True)
     SESSION.run_root = root
     log_to(root / layout.HARNESS_LOG)
-    summaries = _run_with_progress(args, experiment, cells, root, images, run_experiment)
+    from_files = [setting.recorded() for setting in user_settings(args, say=False)]
+    summaries = _run_with_progress(args, experiment, cells, root, images, from_files)
     # With --json, stdout holds the one JSON object alone.
     print(f"runs: {root}", file=sys.stderr if args.json else sys.stdout)
     harness_failed = any(summary.error for summary in summaries)
@@ -252,14 +253,16 @@ def _build_clients(settings: Settings, cells) -> None:
         tools_classpath(version, settings)
 
 
-def _run_with_progress(args, experiment, cells, root, images, run_experiment):
-    """Run the cells with a live progress display, or plain lines when quiet or not a TTY."""
+def _run_with_progress(args, experiment, cells, root, images, from_files):
+    """Run the cells with a live progress display, or plain lines when quiet or not a TTY;
+    `from_files`: the settings of property files and --set, for provenance.json."""
     from harness.run.progress import LiveProgress, PlainProgress
+    from harness.run.runner import run_experiment
 
     def image_for(cell):
         return images[_image_key(args, cell)]
 
     if args.quiet or not sys.stderr.isatty():
-        return run_experiment(experiment, cells, root, image_for, PlainProgress())
+        return run_experiment(experiment, cells, root, image_for, PlainProgress(), from_files)
     with LiveProgress() as progress:
-        return run_experiment(experiment, cells, root, image_for, progress)
+        return run_experiment(experiment, cells, root, image_for, progress, from_files)

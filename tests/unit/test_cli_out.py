@@ -122,3 +122,28 @@ def test_help_names_the_spark_flag_only_and_tells_the_two_shards_apart(capsys: A
     text = " ".join(capsys.readouterr().out.split())
     assert "--shard I/N run only shard I of N of the cells: one CI job of N" in text
     assert "--shard-rows" not in text
+
+
+def test_kafka_chaos_run_out_and_junit_end_to_end_without_docker(
+    crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The whole `kafka-chaos run` command with --out and --junit: the cells' runner and the
+    Spark analysis replaced (crafted results), everything between them as it runs."""
+    from harness.run import runner
+
+    _analyse_without_spark(monkeypatch, crafted, tmp_path)
+    monkeypatch.setattr(run_command, "require_java", lambda: True)
+    monkeypatch.setattr("harness.platform.engine.ensure_engine", lambda: None)
+    monkeypatch.setattr(run_command, "_images_for", lambda args, settings, cells: {})
+    monkeypatch.setattr(run_command, "_prepare_faults", lambda args, settings, cells: None)
+    monkeypatch.setattr(run_command, "_build_clients", lambda settings, cells: None)
+    monkeypatch.setattr(run_command, "log_to", lambda path: None)
+    monkeypatch.setattr(runner, "run_experiment", lambda *args: [])
+    out, copy = tmp_path / "public" / "chaos", tmp_path / "test-results" / "chaos.xml"
+    runs = tmp_path / "runs"
+    argv = ["run", "experiments/quick.yaml", "--runs-dir", str(runs), "--plain"]
+    assert cli.main([*argv, "--out", str(out), "--junit", str(copy)]) == 1  # the VIOLATION
+    assert (out / "report.html").is_file() and copy.read_bytes() == (out / "junit.xml").read_bytes()
+    assert not list(runs.glob("*/*/report"))  # not in the experiment run's folder
+    printed = capsys.readouterr().out
+    assert f"JUnit copy:  {copy}" in printed and f"HTML report: {out / 'report.html'}" in printed
