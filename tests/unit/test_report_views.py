@@ -637,7 +637,7 @@ def test_a_cells_view_shows_each_repetition_with_its_examples_and_guarantee() ->
     assert (lost_rep.repetition, lost_rep.run_dir) == (0, raws[0]["run_dir"])
     assert lost_rep.verdict == cell.repetitions[0].verdict.value
     assert lost_rep.css == views.css_class(cell.repetitions[0].verdict)
-    assert clean_rep_css(view) == views.css_class(cell.repetitions[1].verdict)
+    assert view.repetitions[1].css == views.css_class(cell.repetitions[1].verdict)
     assert lost_rep.reasons == cell.repetitions[0].reasons
     assert lost_rep.faults == ("kill leader (node 1)",)
     assert lost_rep.timeline is None and not lost_rep.timeline_skipped  # no timeline recorded
@@ -686,8 +686,3 @@ def test_a_cell_draws_the_repetitions_not_passing_then_the_most_lossy() -> None:
     drawn = _worth_drawing(cell, results)
     assert drawn == {raws[i]["run_dir"] for i in (3, 6, 2, 4, 0)}
     assert _worth_drawing(cell, {}) == {raws[i]["run_dir"] for i in (3, 0, 1, 2, 4)}
-
-
-def clean_rep_css(view: Any) -> str:
-    """The CSS class of a cell view's second repetition."""
-    return view.repetitions[1].css
