@@ -1,4 +1,4 @@
-"""Index arithmetic over numpy columns that stays defined on empty runs.
+"""Arrow columns as numpy, and index arithmetic over them that stays defined on empty runs.
 
 `np.where(i >= 0, values[np.maximum(i, 0)], fill)` evaluates both branches, so it raises
 IndexError when `values` is empty (a run whose read-back holds nothing, a transaction journal
@@ -11,8 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["gather"]
+__all__ = ["SLOT_BITS", "filled_ints", "gather", "slot_of"]
+
+SLOT_BITS = 40  # a record's slot is partition << 40 | offset (offsets stay far below 2^40)
+
+
+def slot_of(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """partition << SLOT_BITS | offset, one int64 per record location."""
+    return (partition << SLOT_BITS) + offset
+
+
+def filled_ints(column: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:
+    """An integer column as int64 numpy, nulls as `fill`."""
+    values = pc.fill_null(column.cast(pa.int64()), fill).to_numpy(zero_copy_only=False)
+    return values.astype(np.int64, copy=False)
 
 
 def gather(values: np.ndarray, index: np.ndarray, fill: Any) -> np.ndarray:

@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.checks.arrays import filled_ints
 from analysis.model.availability import (
     Availability,
     AvailabilityError,
@@ -202,9 +203,9 @@ def _read_rows(path: Path) -> _Rows:
         ok=_mask(status, Status.OK),
         failed=_mask(status, Status.FAILED),
         indeterminate=_mask(status, Status.INDETERMINATE),
-        partition=np.maximum(_filled(table["partition"], NO_PARTITION), NO_PARTITION),
-        send_us=_filled(table["send_ts_us"], 0),
-        ack_us=_filled(table["ack_ts_us"], 0),
+        partition=np.maximum(filled_ints(table["partition"], NO_PARTITION), NO_PARTITION),
+        send_us=filled_ints(table["send_ts_us"], 0),
+        ack_us=filled_ints(table["ack_ts_us"], 0),
         has_ack=pc.is_valid(table["ack_ts_us"]).to_numpy(zero_copy_only=False),
     )
 
@@ -213,12 +214,6 @@ def _mask(status: pa.ChunkedArray, value: Status) -> np.ndarray:
     """Rows whose status is `value` (a null status matches nothing)."""
     matches = pc.fill_null(pc.equal(status, value.value), False)
     return matches.to_numpy(zero_copy_only=False).astype(bool)
-
-
-def _filled(column: pa.ChunkedArray, default: int) -> np.ndarray:
-    """An integer column as int64 numpy, nulls replaced by `default`."""
-    filled = pc.fill_null(pc.cast(column, pa.int64()), default)
-    return filled.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _window(evidence: RunEvidence, rows: _Rows) -> _Window | None:

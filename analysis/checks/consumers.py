@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.checks.arrays import SLOT_BITS, filled_ints, slot_of
 from analysis.model.anomalies import AnomalyName
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
@@ -50,7 +51,6 @@ TIMELINE_COUNTS = ("processed", "commits_failed")
 # Per epoch second too, a level rather than a count: the group's lag at the second's end.
 TIMELINE_LAG = "group_lag"
 MAX_EXAMPLES = 20
-SLOT_BITS = 40  # as analysis.checks.messages: a record's slot is partition << 40 | offset
 SENSITIVITY_SEED = 20261122
 SENSITIVITY_SHARE = 100  # each sample: about one healthy message in 100, at least one
 
@@ -112,8 +112,8 @@ def consumer_facts(
     `msg_id`, each read at (`partition`, `offset`); `acked` gives the timeline's group lag."""
     run_dir = run.run_dir
     processed = processed_table(run_dir)
-    ids = _column(processed, "msg_id", -1)
-    slots = (_column(processed, "partition", 0) << SLOT_BITS) + _column(processed, "offset", 0)
+    ids = filled_ints(processed["msg_id"], -1)
+    slots = slot_of(filled_ints(processed["partition"], 0), filled_ints(processed["offset"], 0))
     committed = final_committed(run)
     unprocessed = _unprocessed(ids, msg_id, partition, offset, committed)
     reprocessed_slots, reprocessed_ids, times = _repeated(slots[ids >= 0], ids[ids >= 0])
@@ -195,7 +195,7 @@ def _seconds(processed: pa.Table, commits: pa.Table) -> dict[int, dict[str, int]
     failed = commits.filter(pc.not_equal(commits["outcome"], COMMIT_OK))
     seconds: dict[int, dict[str, int]] = {}
     for name, table in (("processed", processed), ("commits_failed", failed)):
-        stamps = _column(table, "ts_us", -1)
+        stamps = filled_ints(table["ts_us"], -1)
         values, counts = np.unique(stamps[stamps >= 0] // 1_000_000, return_counts=True)
         for second, count in zip(values.tolist(), counts.tolist(), strict=True):
             seconds.setdefault(second, {})[name] = count
@@ -209,7 +209,9 @@ def group_lag(acked: AckedOffsets, commits: pa.Table) -> dict[int, int]:
     group's committed offset then (its latest successful commit; 0 before any, as the group
     reads from the earliest offset), never below 0."""
     ok = commits.filter(pc.equal(commits["outcome"], COMMIT_OK))
-    commit_p, commit_o, commit_ts = (_column(ok, n, 0) for n in ("partition", "offset", "ts_us"))
+    commit_p, commit_o, commit_ts = (
+        filled_ints(ok[n], 0) for n in ("partition", "offset", "ts_us")
+    )
     if len(acked.ack_ts_us) == 0:
         return {}
     first = int(acked.ack_ts_us.min()) // 1_000_000
@@ -237,12 +239,6 @@ def _level_at(
     taken = np.searchsorted(stamps, ends, side="left")
     padded = np.concatenate([np.zeros(1, dtype=np.int64), values.astype(np.int64)])
     return padded[taken]
-
-
-def _column(table: pa.Table, name: str, fill: int) -> np.ndarray:
-    """An int column as int64 numpy, nulls as `fill`."""
-    column = table[name].cast(pa.int64())
-    return column.fill_null(fill).to_numpy().astype(np.int64, copy=False)
 
 
 def _unprocessed(

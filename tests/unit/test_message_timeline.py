@@ -132,15 +132,8 @@ def test_anomaly_seconds_are_added_only_to_seconds_with_sends() -> None:
 def test_acked_and_readback_tables_become_the_checkers_arrays() -> None:
     import pyarrow as pa
 
-    from analysis.checks.messages.columns import (
-        NO_ID,
-        SLOT_BITS,
-        Reads,
-        distinct,
-        max_of,
-        shard_of,
-        slot_of,
-    )
+    from analysis.checks.arrays import SLOT_BITS, slot_of
+    from analysis.checks.messages.columns import NO_ID, Reads, distinct, max_of, shard_of
 
     acked = pa.table(
         {

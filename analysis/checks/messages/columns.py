@@ -11,10 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.checks.arrays import filled_ints, slot_of
 from harness.rundir.records import NO_REPORT, STATUSES
-
-SLOT_BITS = 40  # a record's slot is partition << 40 | offset (offsets stay far below 2^40)
-
 
 NULL = -1  # a missing partition or offset in the int columns below (real ones are >= 0)
 
@@ -37,9 +35,7 @@ READBACK_COLUMNS = ("msg_id", "key", "key_seq", "partition", "offset")
 
 def ints(column: pa.ChunkedArray, fill: int) -> tuple[np.ndarray, np.ndarray]:
     """(values with nulls as fill, validity) of an integer column, as int64 numpy arrays."""
-    valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
-    values = pc.fill_null(column.cast(pa.int64()), fill).to_numpy(zero_copy_only=False)
-    return values.astype(np.int64, copy=False), valid
+    return filled_ints(column, fill), pc.is_valid(column).to_numpy(zero_copy_only=False)
 
 
 def located(column: pa.ChunkedArray) -> np.ndarray:
@@ -47,11 +43,6 @@ def located(column: pa.ChunkedArray) -> np.ndarray:
     under acks=0 and partition -1 when unassigned."""
     values, valid = ints(column, NULL)
     return np.where(valid & (values >= 0), values, NULL)
-
-
-def slot_of(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """partition << SLOT_BITS | offset, one int64 per record location."""
-    return (partition << SLOT_BITS) + offset
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.checks.arrays import gather
+from analysis.checks.arrays import gather, slot_of
 from analysis.checks.messages.columns import (
     NO_ID,
     NONE_TS,
@@ -16,7 +16,6 @@ from analysis.checks.messages.columns import (
     Reads,
     distinct,
     max_of,
-    slot_of,
 )
 from analysis.checks.messages.facts import RunInput
 

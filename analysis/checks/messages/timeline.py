@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from analysis.checks.arrays import SLOT_BITS
 from analysis.checks.messages.classes import Masks, loss_mask
-from analysis.checks.messages.columns import CODE, NONE_TS, SLOT_BITS, Acked
+from analysis.checks.messages.columns import CODE, NONE_TS, Acked
 from analysis.checks.messages.index import Messages
 from analysis.model.anomalies import STATUS_COUNTS, AnomalyName, CountName
 from analysis.model.results import MISSING
