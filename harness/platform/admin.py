@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import os
 import subprocess
 import tarfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from harness.platform.java import compiled_classpath, java_tool
+from harness.platform.sidecar import last_json_object
 from harness.platform.topology import CONTROLLER_PORT
 from harness.settings import Settings
 
@@ -94,7 +94,7 @@ def reassign(
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s + 30)
     except subprocess.TimeoutExpired:
         raise AdminError(f"{topic}-{partition}: the reassignment did not answer in time") from None
-    answer = _answer(done.stdout)
+    answer = last_json_object(done.stdout)
     if "reassigned" in answer:
         moved = answer["reassigned"]
         return Reassigned(
@@ -156,7 +156,7 @@ def _quorum_call(
             errors = output
     except subprocess.TimeoutExpired:
         raise AdminError(f"{action}: the admin program did not answer in time") from None
-    answer = _answer(output)
+    answer = last_json_object(output)
     if "quorum" not in answer:
         reason = answer.get("error") or errors.strip()[-500:] or f"exit {code}"
         raise AdminError(f"{action} failed: {reason}")
@@ -199,15 +199,3 @@ def _inside(cluster: KafkaCluster, argv: list[str]) -> tuple[int, str]:
         if not node.docker.put_archive(str(Path(ADMIN_DIR).parent), buffer.getvalue()):
             raise AdminError(f"{node.hostname}: could not copy the admin program in")
     return node.exec(["java", "-cp", f"{inside}:{KAFKA_LIBS}", ADMIN_CLASS, *argv])
-
-
-def _answer(stdout: str) -> dict:
-    """The program's JSON answer (its last JSON line); {} when there is none."""
-    for line in reversed(stdout.splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}

@@ -16,7 +16,6 @@ image with /bin/sh gets the layer.
 from __future__ import annotations
 
 import io
-import json
 import shlex
 import tarfile
 from pathlib import Path
@@ -113,27 +112,18 @@ def install(container: Any, binary: Path) -> None:
 def control(node: KafkaNode, *command: str) -> dict[str, Any]:
     """chaosfs's answer (its JSON reply) to `command` on `node`; DiskLayerError when the node
     has no layer, chaosfs does not answer or refuses."""
+    from harness.platform.sidecar import last_json_object  # docker: only where a node runs
+
     argv = [BINARY, "ctl", "--control", CONTROL, *command]
     code, out = node.exec(argv)
     if code == 0 and not out.strip() and command[0] != "crash":
         # Seen once while a controller started: exit 0, no output through the engine's exec.
         # Every command but the crash is idempotent, so asking again is safe.
         code, out = node.exec(argv)
-    reply = _reply(out)
+    reply = last_json_object(out)
     if code != 0 or not reply.get("ok"):
         raise DiskLayerError(
             f"{node.hostname}: `{shlex.join(command)}` on its disk layer failed "
             f"(exit {code}): {reply.get('error') or out.strip()[-500:]}"
         )
     return reply
-
-
-def _reply(out: str) -> dict[str, Any]:
-    """The last JSON object line of ctl's output ({} when there is none)."""
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except json.JSONDecodeError:
-                return {}
-    return {}

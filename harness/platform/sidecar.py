@@ -81,6 +81,12 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return found
 
 
+def last_json_object(text: str) -> dict[str, Any]:
+    """The last JSON object among `text`'s lines (a program's answer); {} when there is none."""
+    found = json_lines(text)
+    return found[-1] if found else {}
+
+
 @dataclass
 class Sidecar:
     """One helper container in `node`'s network namespace running `python3 -m <module>`."""
