@@ -249,3 +249,8 @@ def test_the_summary_or_the_error_that_kept_it_out(monkeypatch: pytest.MonkeyPat
         "Inconclusive: no results to judge",
         [],
     )
+
+
+def test_provenance_and_its_views_must_pair_up() -> None:
+    with pytest.raises(ValueError, match="zip"):
+        report_json([], RUNS, provenance_views(RUNS[:1]), "T")
