@@ -362,3 +362,33 @@ def test_a_record_after_a_higher_seq_of_its_key_in_its_partition_is_reordered(
             )
         highest[(partition, key)] = max(seq, before if before is not None else seq)
     assert got == sorted(expected)
+
+
+def test_anomaly_seconds_count_the_missing_and_duplicated_by_second_of_send() -> None:
+    from analysis.checks.messages.columns import NONE_TS
+    from analysis.checks.messages.timeline import anomaly_seconds
+    from analysis.model.anomalies import LOSS_CLASSES
+
+    n = 7
+    second = 1_700_000_000
+    send_ts = [
+        second * 1_000_000 + 5,
+        second * 1_000_000 + 999_999,
+        (second + 1) * 1_000_000,
+        (second + 3) * 1_000_000 + 1,
+        NONE_TS,
+        (second + 3) * 1_000_000 + 2,
+        (second + 1) * 1_000_000 + 7,
+    ]
+    m = replace_messages(_messages(n), n, send_ts=send_ts)
+    none = np.zeros(n, dtype=bool)
+    classes = {name: none for name in ANOMALY_NAMES}
+    classes[LOSS_CLASSES[0]] = np.array([1, 1, 0, 1, 1, 0, 0], dtype=bool)
+    classes[LOSS_CLASSES[1]] = np.array([0, 0, 1, 0, 0, 0, 0], dtype=bool)
+    classes[AnomalyName.DUPLICATED] = np.array([0, 0, 0, 1, 1, 1, 1], dtype=bool)
+    assert anomaly_seconds(classes, m) == {
+        second: {"missing": 2},
+        second + 1: {"missing": 1, "duplicated": 1},
+        second + 3: {"missing": 1, "duplicated": 2},
+    }
+    assert anomaly_seconds(dict.fromkeys(ANOMALY_NAMES, none), m) == {}
