@@ -93,11 +93,12 @@ cluster-check: venv
 	$(BIN)/kafka-chaos cluster-check $(RUNS)
 
 # Mutation testing of the checker's pure modules (the judge: analysis/judge/verdicts.py,
-# guarantees.py, anomalies.py; the message check: analysis/checks/messages/) against their
-# unit tests without Spark, the property tests on the small `mutation` hypothesis profile;
-# configured in pyproject.toml [tool.mutmut]. Slow (about 30 min), so never in CI. Starts
-# from a clean mutants/ so the score always reflects the current code and tests, and fails
-# below MUTATION_MIN percent killed.
+# findings.py, contract.py, cell.py, guarantees.py, anomalies.py; the message check:
+# analysis/checks/messages/; the report: analysis/report/) against their unit tests without
+# Spark, the property tests on the small `mutation` hypothesis profile; configured in
+# pyproject.toml [tool.mutmut]. Slow (hours for its 6,000-odd mutants on a busy 2-core
+# machine: docs/benchmarks.md), so never in CI. Starts from a clean mutants/ so the score
+# always reflects the current code and tests, and fails below MUTATION_MIN percent killed.
 MUTATION_JOBS ?= 2
 MUTATION_MIN ?= 85
 MUTATION_STAMP := $(VENV)/.mutation-installed
