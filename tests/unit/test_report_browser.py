@@ -16,7 +16,6 @@ When the browser or its driver is missing the test fails naming the fix; it neve
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -96,7 +95,6 @@ def browser() -> Iterator[Any]:
         from selenium.webdriver.chrome.service import Service
     except ImportError:  # a dev dependency: the virtualenv is out of date
         pytest.fail("selenium is not installed. Fix: make venv (pip install -e '.[dev]')")
-    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager, were it ever asked: no downloads
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for argument in (
@@ -111,7 +109,9 @@ def browser() -> Iterator[Any]:
     ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")  # Selenium Manager, were it ever asked: no downloads
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     try:
         yield driver
     finally:
