@@ -230,11 +230,14 @@ PartitionIndex = Annotated[
 # "@name": the partition the nodes bound to name led when they were bound (the lowest).
 BoundPartition = Annotated[str, Field(pattern=r"^@[a-z][a-z0-9_]*$")]
 
-TOPIC_OWNED_KEYS = {
-    "min.insync.replicas": "use topic.min_insync_replicas",
-    "unclean.leader.election.enable": "use topic.unclean_leader_election",
+# Kafka's names of the settings the topic section holds as fields.
+TOPIC_KEY_FIELDS = {
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election",
 }
-# librdkafka's names (aliases too) of the settings the producer section holds as fields.
+TOPIC_OWNED_KEYS = {key: f"use topic.{field}" for key, field in TOPIC_KEY_FIELDS.items()}
+# Kafka's and librdkafka's names (aliases too) of the settings the producer section holds as
+# fields.
 PRODUCER_KEY_FIELDS = {
     "acks": "acks",
     "request.required.acks": "acks",

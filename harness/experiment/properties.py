@@ -16,29 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.experiment.fields import PRODUCER_KEY_FIELDS, TOPIC_KEY_FIELDS
 from harness.rundir.provenance import SettingFrom
 
 __all__ = ["Setting", "harness_keys", "producer_settings", "read_properties", "topic_settings"]
 
-# Kafka's and librdkafka's names of the settings the experiment file models as fields.
-PRODUCER_FIELDS = {
-    "acks": "producer.acks",
-    "request.required.acks": "producer.acks",
-    "enable.idempotence": "producer.enable_idempotence",
-    "max.in.flight.requests.per.connection": "producer.max_in_flight",
-    "max.in.flight": "producer.max_in_flight",
-    "retries": "producer.retries",
-    "message.send.max.retries": "producer.retries",
-    "linger.ms": "producer.linger_ms",
-    "queue.buffering.max.ms": "producer.linger_ms",
-    "request.timeout.ms": "producer.request_timeout_ms",
-    "delivery.timeout.ms": "producer.message_timeout_ms",
-    "message.timeout.ms": "producer.message_timeout_ms",
-}
-TOPIC_FIELDS = {
-    "min.insync.replicas": "topic.min_insync_replicas",
-    "unclean.leader.election.enable": "topic.unclean_leader_election",
-}
+# The experiment paths of the settings the file models as fields, by their client names.
+PRODUCER_FIELDS = {key: f"producer.{field}" for key, field in PRODUCER_KEY_FIELDS.items()}
+TOPIC_FIELDS = {key: f"topic.{field}" for key, field in TOPIC_KEY_FIELDS.items()}
 # Where the cluster is and how records are encoded: the harness sets these itself.
 HARNESS_KEYS = frozenset(
     {"bootstrap.servers", "metadata.broker.list", "key.serializer", "value.serializer",
