@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -299,25 +299,21 @@ class RunEvents:
 def parse_events(lines: Iterable[str]) -> RunEvents:
     """Parse events.jsonl lines; lines that are torn, not objects, of an unknown type or
     invalid are counted, not raised (a crashed run may leave a torn last line)."""
-    events: list[Event] = []
-    unreadable = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            events.append(_EVENT.validate_json(line))
-        except ValidationError:
-            unreadable += 1
-    return RunEvents(tuple(events), unreadable)
+    return _validated((line for line in lines if line.strip()), _EVENT.validate_json)
 
 
 def parse_event_objects(objects: Iterable[Mapping[str, Any]]) -> RunEvents:
     """Events already decoded from JSON (hand-written ones: tests, tools), parsed as lines are."""
+    return _validated(objects, _EVENT.validate_python)
+
+
+def _validated(items: Iterable[Any], validate: Callable[[Any], Event]) -> RunEvents:
+    """Each item validated as an event; the invalid ones counted, not raised."""
     events: list[Event] = []
     unreadable = 0
-    for obj in objects:
+    for item in items:
         try:
-            events.append(_EVENT.validate_python(obj))
+            events.append(validate(item))
         except ValidationError:
             unreadable += 1
     return RunEvents(tuple(events), unreadable)
