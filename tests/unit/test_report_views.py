@@ -686,3 +686,15 @@ def test_a_cell_draws_the_repetitions_not_passing_then_the_most_lossy() -> None:
     drawn = _worth_drawing(cell, results)
     assert drawn == {raws[i]["run_dir"] for i in (3, 6, 2, 4, 0)}
     assert _worth_drawing(cell, {}) == {raws[i]["run_dir"] for i in (3, 0, 1, 2, 4)}
+
+
+def test_a_failed_part_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from analysis.report.safe import safely
+
+    with caplog.at_level(logging.ERROR, logger="kafka_chaos.report"):
+        safely("the chart", lambda: 1 / 0)
+    (record,) = caplog.records
+    assert record.getMessage() == "report part the chart failed"
+    assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
