@@ -184,6 +184,8 @@ class KafkaCluster:
             self._choose_network_tools()
             self._write_back_disks()
         except BaseException:
+            # What the nodes said, kept for collect_logs: closing removes the containers.
+            self._logs_at_failure = self._node_logs()
             self.close()
             raise
         return self
@@ -417,21 +419,25 @@ class KafkaCluster:
         lines = []
         for node in self.all_nodes:
             state = node.state()
-            tail = node.logs().decode(errors="replace").strip().splitlines()[-3:]
+            tail = (node.logs() or b"").decode(errors="replace").strip().splitlines()[-3:]
             lines.append(f"  {node.hostname}: {state}; last log lines: {' | '.join(tail)}")
         return "\n".join(lines)
 
     def collect_logs(self, folder: Path) -> list[Path]:
         """Write each node's full log to `folder`/<hostname>.log (kafka-<id>.log for brokers,
-        controller-<id>.log, zookeeper-<id>.log); return the paths, brokers' first."""
+        controller-<id>.log, zookeeper-<id>.log), also after a start that failed and removed
+        the containers; return the paths, brokers' first."""
         folder.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for node in (*self.nodes, *(n for n in self.all_nodes if not n.role.is_broker)):
-            path = folder / f"{node.hostname}.log"
-            with contextlib.suppress(docker.errors.APIError):
-                path.write_bytes(node.logs())
-                paths.append(path)
+        logs = {**getattr(self, "_logs_at_failure", {}), **self._node_logs()}
+        paths = [folder / f"{hostname}.log" for hostname in logs]
+        for path, data in zip(paths, logs.values(), strict=True):
+            path.write_bytes(data)
         return paths
+
+    def _node_logs(self) -> dict[str, bytes]:
+        """Each node's log by host name, brokers first; nodes whose log is gone left out."""
+        nodes = (*self.nodes, *(n for n in self.all_nodes if not n.role.is_broker))
+        return {n.hostname: data for n in nodes if (data := n.logs()) is not None}
 
     def remove_helpers(self) -> int:
         """Stop and remove the helper containers in the nodes' namespaces; return the count."""

@@ -222,9 +222,13 @@ class KafkaNode:
         wrapped.reload()
         return wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
 
-    def logs(self) -> bytes:
-        """Everything the broker wrote to stdout/stderr, across restarts."""
-        return self.docker.logs(stdout=True, stderr=True)
+    def logs(self) -> bytes | None:
+        """Everything the node wrote to stdout/stderr, across restarts; None when the engine
+        cannot give it (the container is gone)."""
+        try:
+            return self.docker.logs(stdout=True, stderr=True)
+        except docker.errors.APIError:
+            return None
 
     def zookeeper_serving(self) -> bool:
         """Whether this ZooKeeper server answers requests (standalone, or in a quorum)."""

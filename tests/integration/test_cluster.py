@@ -101,6 +101,22 @@ def test_broker_logs_are_collected(cluster: KafkaCluster, tmp_path):
 
 
 @pytest.mark.integration
+def test_a_start_that_fails_removes_everything_and_keeps_the_nodes_logs(broker_image, tmp_path):
+    """Too little time to get ready: the start fails, removes what it made, and what the
+    nodes logged until then is still collected (the evidence of why a cluster did not come
+    up)."""
+    cluster = KafkaCluster(image=broker_image)
+    with pytest.raises(Exception, match="timed out"):
+        cluster.start(ready_timeout_s=1)
+    client = docker.from_env()
+    key, value = next(iter(cluster.labels.items()))
+    assert client.containers.list(all=True, filters={"label": f"{key}={value}"}) == []
+    paths = cluster.collect_logs(tmp_path)
+    assert [p.name for p in paths] == ["kafka-1.log", "kafka-2.log", "kafka-3.log"]
+    assert all(p.stat().st_size > 0 for p in paths)
+
+
+@pytest.mark.integration
 def test_teardown_removes_containers_and_network(broker_image: str):
     cluster = KafkaCluster(image=broker_image).start()
     name, label = cluster.network_name, cluster.labels
