@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.checks.arrays import filled_ints
 from analysis.model.evidence import RunEvidence
 from analysis.model.liveness import LivenessFacts, Reset, StuckWindow
 from harness.rundir import layout
@@ -378,9 +379,9 @@ def _journals(run_dir: Path, pattern: str, schema: pa.Schema) -> dict[int, Journ
         table = read_stream(path, schema)
         if "outcome" in table.column_names:
             table = table.filter(pc.equal(table["outcome"], COMMIT_OK))
-        partition.append(_ints(table, "partition"))
-        ts.append(_ints(table, "ts_us"))
-        offset.append(_ints(table, "offset"))
+        partition.append(filled_ints(table["partition"], -1))
+        ts.append(filled_ints(table["ts_us"], -1))
+        offset.append(filled_ints(table["offset"], -1))
         start.append(np.full(table.num_rows, _start_of(path), dtype=np.int64))
     if not partition:
         return {}
@@ -396,10 +397,6 @@ def _start_of(path: Path) -> int:
     give the same number), as one int."""
     member, start = (int(part[1:]) for part in path.name.split("-")[1:3])
     return member * START_STRIDE + start
-
-
-def _ints(table: pa.Table, name: str) -> np.ndarray:
-    return table[name].cast(pa.int64()).fill_null(-1).to_numpy().astype(np.int64, copy=False)
 
 
 def _ends(samples: list[Sample]) -> dict[int, Ends]:
