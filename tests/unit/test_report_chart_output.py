@@ -1,0 +1,127 @@
+"""The timeline chart as it leaves the report: the crafted run drawn, the inline svg and its
+ids, percentages, and the group's liveness marks."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import pytest
+from matplotlib.figure import Figure
+
+from analysis.report import charts
+from tests.unit.report_runs import (
+    CP,
+    events_with_fault_and_leader_change,
+    priced,
+    result,
+)
+from tests.unit.results_json import typed
+from tests.unit.test_report_charts import LEGEND, _drawn, _hex, _plain
+
+
+def test_the_crafted_run_draws_its_fault_leader_change_and_price() -> None:
+    run = priced(typed(result("c", CP, 0)), 2.0, 40, 1.5)
+    top, _ = _drawn(run, events_with_fault_and_leader_change()).axes
+    assert [t.get_text() for t in top.texts] == [
+        " kill leader (node 1)",
+        "leader p0 1→2",
+        " p0 stall 2.0 s",
+    ]
+
+
+def test_svg_of_gives_an_inline_svg_with_its_own_ids_and_nothing_external() -> None:
+    with matplotlib.rc_context(charts.chart_rc("s")):
+        fig = Figure(figsize=(4, 2))
+        ax = fig.subplots()
+        ax.plot([0, 1], [0, 1], marker="o")
+        ax.axvspan(0.2, 0.4, hatch="///")
+        text = str(charts.svg_of(fig, 'a "b" <c> & d', "p q/1"))
+    assert text.startswith(
+        '<svg class="chart" role="img" aria-label="a &quot;b&quot; &lt;c> &amp; d" '
+        'xmlns:xlink="http://www.w3.org/1999/xlink" viewBox="0 0 '
+    )
+    assert text.rstrip().endswith("</svg>")
+    for gone in ("<?xml", "<!DOCTYPE", "<metadata", "purl.org", "creativecommons", 'pt"'):
+        assert gone not in text
+    width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', text).groups())
+    assert width < 4 * 72 and height < 2 * 72  # cut to what is drawn (bbox_inches="tight")
+    ids = re.findall(r'\bid="([^"]*)"', text)
+    assert ids and all(i.startswith("p-q-1-") for i in ids)
+    assert "p-q-1-figure_1" in ids
+    refs = re.findall(r'(?:href="#|url\(#)([^")]*)', text)
+    assert refs and set(refs) <= set(ids)
+    assert text.count("<svg") == 1
+
+
+def test_chart_rc_salts_the_svg_ids_and_keeps_the_style() -> None:
+    rc = charts.chart_rc("salt")
+    assert rc == {**charts.CHART_RC, "svg.hashsalt": "salt"}
+    assert charts.CHART_RC["svg.fonttype"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0, "0 %"), (0.0, "0 %"), (12.3456, "12.3 %"), (0.001234, "0.00123 %"), (100, "100 %")],
+)
+def test_a_percentage_has_three_significant_digits(value: float, text: str) -> None:
+    assert charts.percent(value) == text
+
+
+def test_the_groups_stuck_seconds_are_a_band_and_each_reset_a_labelled_diamond() -> None:
+    rows = [{}, {"stuck": 1}, {"stuck": 2, "reset": 40}, {}, {"reset": 3}]
+    fig = _drawn(_plain(rows), [])
+    top, _ = fig.axes
+    bands = [p for p in top.patches if p.get_zorder() == 4]
+    assert [(p.get_x(), p.get_width(), p.get_y(), p.get_height()) for p in bands] == [
+        (1, 1, 0.9, pytest.approx(0.04)),
+        (2, 1, 0.9, pytest.approx(0.04)),
+    ]
+    assert {(_hex(p.get_facecolor()), p.get_linewidth()) for p in bands} == {("#cf222e", 0)}
+    diamonds = top.lines
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in diamonds] == [
+        ([2.5], [0.9]),
+        ([4.5], [0.9]),
+    ]
+    for d in diamonds:
+        assert (d.get_marker(), d.get_markersize(), d.get_zorder()) == ("D", 5, 5)
+        assert _hex(d.get_color()) == "#cf222e"
+        assert d.get_transform() == top.get_xaxis_transform()
+    labels = [(t.get_text(), t.get_position()) for t in top.texts]
+    assert labels == [
+        (" reset: 40 read again", (2.5, pytest.approx(0.88))),
+        (" reset: 3 read again", (4.5, pytest.approx(0.88))),
+    ]
+    for text in top.texts:
+        assert (text.get_va(), text.get_ha(), text.get_fontsize(), text.get_zorder()) == (
+            "top",
+            "left",
+            7.5,
+            5,
+        )
+        assert _hex(text.get_color()) == "#cf222e"
+        assert text.get_transform() == top.get_xaxis_transform()
+        box = text.get_bbox_patch()
+        assert (_hex(box.get_facecolor()), box.get_alpha(), box.get_linewidth()) == (
+            "#ffffff",
+            0.8,
+            0,
+        )
+    (legend,) = fig.legends
+    names = [t.get_text() for t in legend.get_texts()]
+    assert names == [*LEGEND, "group stuck (a partition)", "group reset below its commit"]
+    handles = dict(zip(names, legend.legend_handles, strict=True))
+    assert _hex(handles["group stuck (a partition)"].get_facecolor()) == "#cf222e"
+    reset = handles["group reset below its commit"]
+    assert (reset.get_marker(), reset.get_linestyle(), _hex(reset.get_color())) == (
+        "D",
+        "None",
+        "#cf222e",
+    )
+
+
+def test_a_run_without_liveness_anomalies_has_no_band_or_diamond() -> None:
+    fig = _drawn(_plain([{}, {"stuck": 0, "reset": 0}]), [])
+    top, _ = fig.axes
+    assert len(top.lines) == len(top.texts) == 0
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == LEGEND
