@@ -90,6 +90,11 @@ def test_direction_in_shapes_what_the_target_receives_from_its_from_peers(fault)
     [
         ("delay", {}, Shape(delay_ms=100)),
         ("delay", {"delay_ms": 250, "jitter_ms": 20.5}, Shape(delay_ms=250, jitter_ms=20.5)),
+        (
+            "delay",
+            {"direction": "in", "delay_ms": 7000, "connections_percent": 40},
+            Shape(delay_ms=7000, connections_percent=40),
+        ),
         ("reorder", {}, Shape(reorder_percent=25, delay_ms=50)),
         ("duplicate", {"percent": 3}, Shape(duplicate_percent=3)),
     ],
@@ -110,6 +115,8 @@ def test_each_fault_becomes_the_shape_it_names(fault, params, shape):
         ("delay", {"to": ["all", "clients"]}, "all already covers every peer"),
         ("delay", {"to": []}, "must be one of all, brokers, controllers, clients"),
         ("reorder", {"percent": 0}, "params.percent"),
+        ("delay", {"connections_percent": 0}, "params.connections_percent"),
+        ("reorder", {"connections_percent": 50}, "unknown param 'connections_percent'"),
         ("duplicate", {"percent": 150}, "params.percent"),
         ("duplicate", {"delay_ms": 5}, "unknown param 'delay_ms' for fault duplicate"),
         ("delay", {"delay_ms": "fast"}, "params.delay_ms"),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.chaos.shaper.policy import Policy, Shape
+from harness.chaos.shaper.policy import Policy, Shape, flow_of
 from tests.examples import examples
 
 arrivals = st.lists(
@@ -82,6 +82,83 @@ def test_a_shape_out_of_range_is_refused(fields):
         Shape(**fields)
 
 
-def test_only_duplicates_need_whole_packets():
+def test_only_duplicates_and_a_share_of_connections_need_whole_packets():
     assert Shape(duplicate_percent=1).needs_payload
+    assert Shape(delay_ms=100, connections_percent=50).needs_payload
     assert not Shape(delay_ms=100, jitter_ms=5, reorder_percent=50).needs_payload
+
+
+flows = st.lists(st.integers(0, 7), min_size=1, max_size=200)  # which connection each packet is on
+
+
+@given(
+    arrivals, flows, st.floats(1, 5000), st.floats(0, 0.99), st.floats(1, 99), st.integers(0, 99)
+)
+def test_a_share_of_connections_is_held_whole_and_in_order_the_rest_go_at_once(
+    times, on, delay, jitter_share, share, seed
+):
+    jitter = delay * jitter_share  # below the delay: a held packet always leaves later
+    packets = list(zip(times, on, strict=False))
+    policy = Policy(Shape(delay_ms=delay, jitter_ms=jitter, connections_percent=share), seed)
+    decisions = [policy.decide(t, _flow(f)) for t, f in packets]
+    # The oracle: a connection is held or not as a whole; a held one's packets each wait at
+    # least delay - jitter and leave in the order they came; the rest leave when they came.
+    held: dict[int, bool] = {}
+    last: dict[int, float] = {}
+    for (t, f), d in zip(packets, decisions, strict=True):
+        assert not (d.drop or d.duplicate or d.reordered)
+        assert held.setdefault(f, d.release_at > t) == (d.release_at > t), "fate changed"
+        if held[f]:
+            assert d.release_at >= t + (delay - jitter) / 1000 - 1e-9
+            assert d.release_at >= last.get(f, -math.inf)
+            last[f] = d.release_at
+        else:
+            assert d.release_at == t
+    assert policy.held_connections == sum(held.values())
+    assert policy.passed_connections == len(held) - sum(held.values())
+
+
+def _flow(port: int) -> tuple[bytes, int, bytes, int]:
+    return b"\x0a\0\0\1", 40000 + port, b"\x0a\0\0\2", 9092
+
+
+def test_the_held_share_of_connections_matches_the_percentage():
+    policy = Policy(Shape(delay_ms=7000, connections_percent=30), seed=3)
+    for port in range(3000):
+        policy.decide(0.0, _flow(port))
+        policy.decide(0.1, _flow(port))  # decided once
+    assert policy.held_connections + policy.passed_connections == 3000
+    assert abs(policy.held_connections - 900) <= 6 * math.sqrt(3000 * 0.3 * 0.7)
+
+
+def test_packets_of_no_flow_go_at_once_when_connections_are_chosen():
+    policy = Policy(Shape(delay_ms=7000, connections_percent=100 - 1e-9), seed=0)
+    assert policy.decide(1.0, None).release_at == 1.0
+
+
+def _ipv4(protocol: int, options: int = 0, ports: bytes = b"\x9c\x40\x23\x84") -> bytes:
+    version_ihl = bytes([0x40 | (5 + options)])
+    header = (
+        version_ihl + bytes(8) + bytes([protocol]) + bytes(2) + bytes([10, 0, 0, 1, 10, 0, 0, 2])
+    )
+    return header + bytes(4 * options) + ports
+
+
+@pytest.mark.parametrize("options", [0, 2])
+def test_a_tcp_or_udp_packet_names_its_flow_after_the_ip_options(options):
+    for protocol in (6, 17):
+        assert flow_of(_ipv4(protocol, options)) == (
+            bytes([10, 0, 0, 1]),
+            40000,
+            bytes([10, 0, 0, 2]),
+            9092,
+        )
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [b"", _ipv4(1), _ipv4(6)[:22], b"\x60" + _ipv4(6)[1:]],
+    ids=["empty", "icmp", "cut short", "ipv6"],
+)
+def test_anything_else_has_no_flow(packet):
+    assert flow_of(packet) is None

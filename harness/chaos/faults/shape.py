@@ -119,6 +119,14 @@ class DelayParams(_Directed):
     jitter_ms: Annotated[
         Milliseconds, Field(description="uniform spread around delay_ms, ± ms (order is kept)")
     ] = 0
+    connections_percent: Annotated[
+        Percent,
+        Field(
+            description="share of the connections held, each chosen at its first packet, %; "
+            "the others pass untouched, so a request on a held connection arrives late while "
+            "its retry on a new one arrives on time (100: every packet)"
+        ),
+    ] = 100
 
 
 class ReorderParams(_Directed):
@@ -149,7 +157,11 @@ class DropParams(FaultParams):
 def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
     """The shaper's Shape fields (harness/chaos/shaper/policy.py) for a step's params."""
     if isinstance(params, DelayParams):
-        return {"delay_ms": float(params.delay_ms), "jitter_ms": float(params.jitter_ms)}
+        return {
+            "delay_ms": float(params.delay_ms),
+            "jitter_ms": float(params.jitter_ms),
+            "connections_percent": float(params.connections_percent),
+        }
     if isinstance(params, ReorderParams):
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
     if isinstance(params, DuplicateParams):
@@ -262,7 +274,8 @@ class _Shaped(Fault[Any]):
 
 class Delay(_Shaped):
     """The target's packets to params.to leave params.delay_ms late (± params.jitter_ms), or
-    with direction: in, those it receives from params.from arrive that late."""
+    with direction: in, those it receives from params.from arrive that late; with
+    params.connections_percent below 100, only the packets of that share of the connections."""
 
     name = "delay"
     Params = DelayParams

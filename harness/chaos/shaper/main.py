@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .nfqueue import Packet, Queue
-from .policy import Policy, Shape
+from .policy import Flow, Policy, Shape, flow_of
 
 IPT = ["iptables", "-w"]
 # Copies the shaper sends carry this mark, so its own rules let them pass.
@@ -31,6 +31,7 @@ DUPLICATE_MARK = 0x4B435153
 SO_MARK = 36
 HOOKS = ("OUTPUT", "INPUT")
 HOLDS_KEPT = 1_000_000  # hold times kept for the percentiles (a long fault keeps the first)
+HELD_CONNECTIONS_KEPT = 200  # held connections named in the figures (the evidence of late requests)
 
 
 @dataclass
@@ -77,6 +78,17 @@ class Figures:
     duplicated: int = 0
     reordered: int = 0
     holds_ms: list[float] = field(default_factory=list)
+    # With connections_percent < 100: each held connection, named source > destination, with
+    # the wall-clock time (epoch microseconds) its first packet was held.
+    held_connections: dict[str, int] = field(default_factory=dict)
+    passed_connections: int = 0
+
+    def hold_connection(self, flow: Flow) -> None:
+        """Name a newly held connection, with the time its first packet came."""
+        if len(self.held_connections) < HELD_CONNECTIONS_KEPT:
+            source, sport, destination, dport = flow
+            name = f"{socket.inet_ntoa(source)}:{sport} > {socket.inet_ntoa(destination)}:{dport}"
+            self.held_connections.setdefault(name, int(time.time() * 1e6))
 
     def add_hold(self, seconds: float) -> None:
         if len(self.holds_ms) < HOLDS_KEPT:
@@ -96,6 +108,14 @@ class Figures:
             "hold_ms_p50": pct(0.50),
             "hold_ms_p99": pct(0.99),
             "hold_ms_max": round(holds[-1], 3) if holds else None,
+            **(
+                {
+                    "held_connections": self.held_connections,
+                    "passed_connections": self.passed_connections,
+                }
+                if self.held_connections or self.passed_connections
+                else {}
+            ),
         }
 
 
@@ -151,9 +171,15 @@ class Shaper:
             self.release(time.monotonic())
 
     def take(self, now: float) -> None:
+        by_connection = self.plan.shape.by_connection
         for packet in self.queue.read():
             self.figures.seen += 1
-            decision = self.policy.decide(now)
+            flow = flow_of(packet.payload) if by_connection else None
+            held_before = self.policy.held_connections
+            decision = self.policy.decide(now, flow)
+            if flow is not None and self.policy.held_connections > held_before:
+                self.figures.hold_connection(flow)
+            self.figures.passed_connections = self.policy.passed_connections
             if decision.drop:
                 self.figures.dropped += 1
                 self.queue.verdict(packet.packet_id, accept=False)

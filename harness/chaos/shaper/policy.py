@@ -7,13 +7,22 @@ The semantics follow netem's, so users can read them the way they read `tc qdisc
   latency, not reordering; `reorder` is the fault for that);
 - reorder: `reorder_percent` of the packets skip the delay and go at once, ahead of those held;
 - duplicate: `duplicate_percent` of the packets are sent twice;
-- drop: `drop_percent` of the packets are dropped, decided before anything else.
+- drop: `drop_percent` of the packets are dropped, decided before anything else;
+- connections: with `connections_percent` below 100, the delay holds only that share of the
+  connections (TCP or UDP flows), each chosen once at its first packet; every packet of a held
+  connection is held, in its order, and the other connections' packets go at once. A request
+  on a held connection then arrives late while its retry on a new connection arrives on time:
+  the late request overtaken by what the client did next.
 """
 
 from __future__ import annotations
 
 import random
+import struct
 from dataclasses import asdict, dataclass
+
+Flow = tuple[bytes, int, bytes, int]  # source address and port, destination address and port
+FLOW_PROTOCOLS = (6, 17)  # TCP, UDP: both carry their ports first
 
 
 @dataclass(frozen=True)
@@ -25,19 +34,43 @@ class Shape:
     reorder_percent: float = 0.0
     duplicate_percent: float = 0.0
     drop_percent: float = 0.0
+    connections_percent: float = 100.0
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if value < 0:
                 raise ValueError(f"{name} must be >= 0 (got {value})")
-        for name in ("reorder_percent", "duplicate_percent", "drop_percent"):
+        for name in (
+            "reorder_percent",
+            "duplicate_percent",
+            "drop_percent",
+            "connections_percent",
+        ):
             if getattr(self, name) > 100:
                 raise ValueError(f"{name} must be <= 100 (got {getattr(self, name)})")
 
     @property
+    def by_connection(self) -> bool:
+        """True when only a share of the connections is held (each packet's flow decides)."""
+        return self.connections_percent < 100
+
+    @property
     def needs_payload(self) -> bool:
-        """True when the shaper must see whole packets (to send copies), not just their ids."""
-        return self.duplicate_percent > 0
+        """True when the shaper must see whole packets (to send copies, or to read a packet's
+        flow from its headers), not just their ids."""
+        return self.duplicate_percent > 0 or self.by_connection
+
+
+def flow_of(packet: bytes) -> Flow | None:
+    """The flow of an IPv4 TCP or UDP packet (addresses and ports); None for anything else or
+    a packet too short to hold them."""
+    if len(packet) < 20 or packet[0] >> 4 != 4 or packet[9] not in FLOW_PROTOCOLS:
+        return None
+    header = (packet[0] & 0x0F) * 4
+    if len(packet) < header + 4:
+        return None
+    source_port, destination_port = struct.unpack_from("!HH", packet, header)
+    return packet[12:16], source_port, packet[16:20], destination_port
 
 
 @dataclass(frozen=True)
@@ -58,21 +91,54 @@ class Policy:
         self.shape = shape
         self.rng = random.Random(seed)
         self._last_release = float("-inf")
+        self._held_flows: dict[Flow, float] = {}  # a held flow's last release
+        self._passed_flows: set[Flow] = set()
 
-    def decide(self, arrived: float) -> Decision:
-        """The fate of a packet that arrived at `arrived` (calls in arrival order)."""
+    @property
+    def held_connections(self) -> int:
+        """How many connections the policy chose to hold (connections_percent < 100)."""
+        return len(self._held_flows)
+
+    @property
+    def passed_connections(self) -> int:
+        """How many connections the policy let go untouched (connections_percent < 100)."""
+        return len(self._passed_flows)
+
+    def decide(self, arrived: float, flow: Flow | None = None) -> Decision:
+        """The fate of a packet that arrived at `arrived` (calls in arrival order), of `flow`
+        (read by flow_of; only used when the shape holds a share of the connections)."""
         shape = self.shape
+        if shape.by_connection:
+            return self._decide_by_connection(arrived, flow)
         if shape.drop_percent and self._chance(shape.drop_percent):
             return Decision(drop=True, release_at=arrived)
         duplicate = bool(shape.duplicate_percent) and self._chance(shape.duplicate_percent)
         if shape.reorder_percent and self._chance(shape.reorder_percent):
             return Decision(drop=False, release_at=arrived, duplicate=duplicate, reordered=True)
-        hold_ms = shape.delay_ms
-        if shape.jitter_ms:
-            hold_ms = max(0.0, hold_ms + self.rng.uniform(-shape.jitter_ms, shape.jitter_ms))
-        release_at = max(arrived + hold_ms / 1000.0, self._last_release)
+        release_at = max(arrived + self._hold_ms() / 1000.0, self._last_release)
         self._last_release = release_at
         return Decision(drop=False, release_at=release_at, duplicate=duplicate)
+
+    def _decide_by_connection(self, arrived: float, flow: Flow | None) -> Decision:
+        """A held connection's packets wait delay_ms (± jitter) in their own order; the other
+        connections' packets, and packets of no flow, go at once."""
+        if flow is None or flow in self._passed_flows:
+            return Decision(drop=False, release_at=arrived)
+        if flow not in self._held_flows:
+            if not self._chance(self.shape.connections_percent):
+                self._passed_flows.add(flow)
+                return Decision(drop=False, release_at=arrived)
+            self._held_flows[flow] = float("-inf")
+        release_at = max(arrived + self._hold_ms() / 1000.0, self._held_flows[flow])
+        self._held_flows[flow] = release_at
+        return Decision(drop=False, release_at=release_at)
+
+    def _hold_ms(self) -> float:
+        """One packet's hold: delay_ms plus a uniform draw within ± jitter_ms, never below 0."""
+        shape = self.shape
+        if not shape.jitter_ms:
+            return shape.delay_ms
+        return max(0.0, shape.delay_ms + self.rng.uniform(-shape.jitter_ms, shape.jitter_ms))
 
     def _chance(self, percent: float) -> bool:
         return self.rng.random() * 100.0 < percent
