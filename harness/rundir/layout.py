@@ -34,6 +34,8 @@ PRODUCER_JOURNAL_METAS: Final = "journal-p*-meta.json"
 # files of its own, as an Arrow stream cannot be reopened for appending after a SIGKILL.
 CONSUMER_PROCESSED_GLOB: Final = "consumer-c*-processed.arrows"
 CONSUMER_COMMITS_GLOB: Final = "consumer-c*-commits.arrows"
+# and consumer-c<c>-r<k>-assignments.arrows: each partition assigned, revoked or lost.
+CONSUMER_ASSIGNMENTS_GLOB: Final = "consumer-c*-assignments.arrows"
 # A transactional run (`workload.transactions`) also writes these: its transactions' outcomes,
 # journalled as each ends (the crash-safe stream) and finalized to Parquet, and a second
 # read-back with isolation.level=read_uncommitted (READBACK is then read_committed).
@@ -78,16 +80,20 @@ def producer_journal(producer: int) -> JournalFiles:
 
 @dataclass(frozen=True)
 class ConsumerFiles:
-    """The two journal files of one start of one group consumer (names in the run directory)."""
+    """The journal files of one start of one group consumer (names in the run directory)."""
 
     processed: str
     commits: str
+    # Always the Arrow stream: the harness writes a Java member's from the program's stdout.
+    assignments: str
 
 
 def consumer_journal(member: int, start: int) -> ConsumerFiles:
     """The journal files of consumer `member`'s `start`-th process (both 0-based)."""
     stem = f"consumer-c{member}-r{start}"
-    return ConsumerFiles(f"{stem}-processed.arrows", f"{stem}-commits.arrows")
+    return ConsumerFiles(
+        f"{stem}-processed.arrows", f"{stem}-commits.arrows", f"{stem}-assignments.arrows"
+    )
 
 
 # A member on the Java client (harness/workload/clients/java_member.py) journals each start in
@@ -100,7 +106,8 @@ JAVA_CONSUMER_PROCESSED_GLOB: Final = "consumer-c*-r*-processed.jsonl"
 def java_consumer_journal(member: int, start: int) -> ConsumerFiles:
     """The JSON-lines journal files of Java consumer `member`'s `start`-th process."""
     stem = f"consumer-c{member}-r{start}"
-    return ConsumerFiles(f"{stem}-processed.jsonl", f"{stem}-commits.jsonl")
+    arrows = consumer_journal(member, start).assignments
+    return ConsumerFiles(f"{stem}-processed.jsonl", f"{stem}-commits.jsonl", arrows)
 
 
 def java_consumer_log(member: int, start: int) -> str:

@@ -65,6 +65,14 @@ COMMIT_SCHEMA: Final = pa.schema([
     ("ts_us", pa.int64()), ("outcome", pa.string()),
 ])  # fmt: skip
 COMMIT_OK: Final = "ok"
+# A member start's assignment history: every partition the group gave it (`assigned`), took
+# back (`revoked`) or that it lost without a clean revocation (`lost`: its session expired),
+# stamped when the member's rebalance callback ran, so a jump in its offsets can be told from
+# a change of assignment.
+ASSIGNMENT_SCHEMA: Final = pa.schema([
+    ("consumer", pa.int32()), ("partition", pa.int32()), ("kind", pa.string()),
+    ("ts_us", pa.int64()),
+])  # fmt: skip
 # The liveness bound's default (workload.consumer_stuck_s): a group that makes no progress for
 # longer than this, outside every fault, while records it could read exist, is `stuck`. Five of
 # the members' 6 s session timeouts: a dead member is noticed within one and its partitions
@@ -80,3 +88,11 @@ class CommitMode(StrEnum):
     AUTO = "auto"  # enable.auto.commit=true with librdkafka's defaults
     AFTER_PROCESS = "after-process"  # commit (sync) after processing each batch: at-least-once
     BEFORE_PROCESS = "before-process"  # commit (sync) before processing: at-most-once
+
+
+class AssignmentKind(StrEnum):
+    """What a row of a member's assignment journal (ASSIGNMENT_SCHEMA) records."""
+
+    ASSIGNED = "assigned"
+    REVOKED = "revoked"
+    LOST = "lost"

@@ -1,6 +1,6 @@
 """What runs inside one consumer-group member process: its task, its client configuration,
 and the loop that polls, processes and commits as its commit mode says, journalling every
-processed record and commit (Arrow streams, crash-safe)."""
+processed record, commit and change of assignment (Arrow streams, crash-safe)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,14 @@ import pyarrow as pa
 
 from harness.rundir import layout
 from harness.rundir.events import now_us
-from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
+from harness.rundir.records import (
+    ASSIGNMENT_SCHEMA,
+    COMMIT_OK,
+    COMMIT_SCHEMA,
+    PROCESSED_SCHEMA,
+    AssignmentKind,
+    CommitMode,
+)
 from harness.rundir.streams import StreamWriter
 from harness.workload.processes import child_setup
 
@@ -83,13 +90,14 @@ def consumer_config(task: ConsumerTask) -> dict[str, Any]:
 
 
 class _Journal:
-    """A member's two Arrow streams (StreamWriter: each batch survives a SIGKILL of the process
-    once written). A batch that cannot be written raises: the member must not go on processing
-    what it cannot journal."""
+    """A member's three Arrow streams (StreamWriter: each batch survives a SIGKILL of the
+    process once written). A batch that cannot be written raises: the member must not go on
+    processing what it cannot journal."""
 
     def __init__(self, run_dir: Path, files: layout.ConsumerFiles):
         self._processed = StreamWriter(run_dir / files.processed, PROCESSED_SCHEMA)
         self._commits = StreamWriter(run_dir / files.commits, COMMIT_SCHEMA)
+        self._assignments = StreamWriter(run_dir / files.assignments, ASSIGNMENT_SCHEMA)
 
     def processed(self, rows: list[tuple[int | None, int, int]], member: int) -> None:
         """Journal (msg_id, partition, offset) rows as processed now: this is the processing."""
@@ -109,11 +117,20 @@ class _Journal:
         batch = _stamped(COMMIT_SCHEMA, member, partition=partition, offset=offset, outcome=outcome)
         _append(self._commits, batch)
 
+    def assignments(self, partitions: Sequence[int], kind: AssignmentKind, member: int) -> None:
+        """Journal a change of assignment: `partitions` were assigned, revoked or lost now."""
+        if partitions:
+            batch = _stamped(
+                ASSIGNMENT_SCHEMA, member, partition=partitions, kind=[kind.value] * len(partitions)
+            )
+            _append(self._assignments, batch)
+
     def close(self) -> None:
-        """Close both streams; raise the first failure either had (the member reports it)."""
-        self._processed.close()
-        self._commits.close()
-        if error := self._processed.error or self._commits.error:
+        """Close the streams; raise the first failure one had (the member reports it)."""
+        streams = (self._processed, self._commits, self._assignments)
+        for stream in streams:
+            stream.close()
+        if error := next((s.error for s in streams if s.error), None):
             raise OSError(error)
 
 
@@ -146,19 +163,8 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
             consumer_config(task)
             | ({"on_commit": _auto_commits(journal, task.member)} if task.commit == "auto" else {})
         )
-        assigned: set[int] = set()
-
-        def on_assign(_: Any, partitions: list) -> None:
-            assigned.update(p.partition for p in partitions)
-            counters[ASSIGNED] = len(assigned)
-
-        def on_revoke(_: Any, partitions: list) -> None:
-            assigned.difference_update(p.partition for p in partitions)
-            counters[ASSIGNED] = len(assigned)
-
-        consumer.subscribe(
-            [task.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke
-        )
+        callbacks = _rebalance_callbacks(journal, task.member, counters)
+        consumer.subscribe([task.topic], **callbacks)
         counters[READY] = 1
         while not stop.is_set() and os.getppid() == task.parent_pid:
             messages = consumer.consume(num_messages=BATCH, timeout=POLL_S)
@@ -178,6 +184,28 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
             except Exception as exc:
                 error = error or f"journal: {type(exc).__name__}: {exc}"
         outcomes.put((task.member, task.start, error))
+
+
+def _rebalance_callbacks(journal: _Journal, member: int, counters: Any) -> dict[str, Any]:
+    """subscribe()'s on_assign, on_revoke and on_lost: each journals the change (before the
+    member is given a record of a new assignment) and counts the partitions held."""
+    assigned: set[int] = set()
+
+    def change(kind: AssignmentKind) -> Any:
+        def callback(_: Any, partitions: list) -> None:
+            numbers = sorted(p.partition for p in partitions)
+            journal.assignments(numbers, kind, member)
+            if kind == AssignmentKind.ASSIGNED:
+                assigned.update(numbers)
+            else:
+                assigned.difference_update(numbers)
+            counters[ASSIGNED] = len(assigned)
+
+        return callback
+
+    kinds = {"on_assign": AssignmentKind.ASSIGNED, "on_revoke": AssignmentKind.REVOKED}
+    kinds["on_lost"] = AssignmentKind.LOST
+    return {name: change(kind) for name, kind in kinds.items()}
 
 
 def _row(message: Any) -> tuple[int | None, int, int]:

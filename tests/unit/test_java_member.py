@@ -16,9 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.rundir import layout
-from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA, CommitMode
+from harness.rundir.records import (
+    ASSIGNMENT_SCHEMA,
+    COMMIT_SCHEMA,
+    PROCESSED_SCHEMA,
+    AssignmentKind,
+    CommitMode,
+)
 from harness.rundir.streams import read_stream
 from harness.workload.clients.java_member import (
+    AssignmentJournal,
     JavaMember,
     JavaMemberProcess,
     convert_journal,
@@ -138,8 +145,8 @@ SCRIPT = """
 echo '{"name":"effective_config","config":{"isolation.level":"read_committed","x":1}}'
 echo '{"name":"startup_complete"}'
 echo 'a line that is not JSON'
-echo '{"name":"partitions_assigned","partitions":[0,2]}'
-trap 'echo "{\\"name\\":\\"partitions_revoked\\",\\"partitions\\":[]}"; exit 0' TERM
+echo '{"name":"partitions_assigned","partitions":[0,2],"ts_us":5}'
+trap 'echo "{\\"name\\":\\"partitions_revoked\\",\\"partitions\\":[],\\"ts_us\\":9}"; exit 0' TERM
 [ "$MODE" = fail ] && { echo '{"name":"error","message":"boom"}'; exit 1; }
 while true; do sleep 0.05; done
 """
@@ -171,6 +178,29 @@ def test_the_process_reports_its_partitions_and_leaves_on_sigterm(tmp_path: Path
     assert outcomes.get(timeout=10) == (1, 2, None)
     assert counters[ASSIGNED] == 0
     assert (tmp_path / layout.java_consumer_log(1, 2)).is_file()
+    journal = tmp_path / layout.consumer_journal(1, 2).assignments
+    rows = read_stream(journal, ASSIGNMENT_SCHEMA).to_pylist()
+    assert [(r["partition"], r["kind"], r["ts_us"]) for r in rows] == [
+        (0, "assigned", 5), (2, "assigned", 5), (0, "revoked", 9), (2, "revoked", 9),
+    ]  # fmt: skip
+    assert {r["consumer"] for r in rows} == {1}
+
+
+def test_the_assignment_journal_records_the_change_each_line_shows(tmp_path: Path) -> None:
+    journal = AssignmentJournal(tmp_path / "a.arrows", member=4)
+    journal.holding({"partitions": [1, 3], "ts_us": 10}, AssignmentKind.REVOKED)
+    journal.holding({"partitions": [1, 3], "ts_us": 11}, AssignmentKind.REVOKED)  # no change
+    journal.holding({"partitions": [3, 5], "ts_us": 12}, AssignmentKind.REVOKED)
+    journal.holding({"partitions": [], "ts_us": 13}, AssignmentKind.LOST)
+    journal.holding({"partitions": [0]}, AssignmentKind.REVOKED)  # an older program: no stamp
+    journal.close()
+    assert journal.error is None
+    rows = read_stream(tmp_path / "a.arrows", ASSIGNMENT_SCHEMA).to_pylist()
+    assert [(r["partition"], r["kind"], r["ts_us"]) for r in rows[:-1]] == [
+        (1, "assigned", 10), (3, "assigned", 10), (5, "assigned", 12), (1, "revoked", 12),
+        (3, "lost", 13), (5, "lost", 13),
+    ]  # fmt: skip
+    assert rows[-1]["partition"] == 0 and rows[-1]["ts_us"] > 13
 
 
 def test_a_failing_member_reports_its_error_and_a_killed_one_none(tmp_path: Path) -> None:

@@ -11,10 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.rundir import layout
-from harness.rundir.records import CHECKPOINT_SCHEMA, COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.records import (
+    ASSIGNMENT_SCHEMA,
+    CHECKPOINT_SCHEMA,
+    COMMIT_SCHEMA,
+    PROCESSED_SCHEMA,
+)
 from harness.rundir.streams import StreamWriter, iter_stream, read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
-from harness.workload.consumer_member import _Journal
+from harness.workload.consumer_member import ASSIGNED, _Journal, _rebalance_callbacks
 from harness.workload.transactions import TransactionJournal
 
 
@@ -163,3 +168,31 @@ def test_a_consumer_journal_that_cannot_write_stops_its_member(tmp_path: Path) -
         journal.close()  # the member's finally reports it (as its first error, if none yet)
     assert read_stream(tmp_path / files.processed, PROCESSED_SCHEMA)["msg_id"].to_pylist() == [1]
     assert read_stream(tmp_path / files.commits, COMMIT_SCHEMA)["offset"].to_pylist() == [11]
+
+
+class _Partition:
+    """What librdkafka hands a rebalance callback: a TopicPartition with its partition."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+
+
+def test_each_change_of_assignment_is_journalled_before_the_records_it_brings(tmp_path) -> None:
+    files = layout.consumer_journal(3, 1)
+    journal = _Journal(tmp_path, files)
+    counters = [0, 0]
+    callbacks = _rebalance_callbacks(journal, 3, counters)
+    assert set(callbacks) == {"on_assign", "on_revoke", "on_lost"}
+    callbacks["on_assign"](None, [_Partition(2), _Partition(0)])
+    assert counters[ASSIGNED] == 2
+    journal.processed([(1, 0, 10)], member=3)
+    callbacks["on_revoke"](None, [_Partition(2)])
+    callbacks["on_lost"](None, [_Partition(0)])
+    assert counters[ASSIGNED] == 0
+    journal.close()
+    rows = read_stream(tmp_path / files.assignments, ASSIGNMENT_SCHEMA).to_pylist()
+    assert [(r["consumer"], r["partition"], r["kind"]) for r in rows] == [
+        (3, 0, "assigned"), (3, 2, "assigned"), (3, 2, "revoked"), (3, 0, "lost"),
+    ]  # fmt: skip
+    processed = read_stream(tmp_path / files.processed, PROCESSED_SCHEMA).to_pylist()
+    assert rows[0]["ts_us"] <= processed[0]["ts_us"] <= rows[2]["ts_us"] <= rows[3]["ts_us"]

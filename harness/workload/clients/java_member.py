@@ -10,7 +10,9 @@ crashed harness left).
 
 `JavaMemberProcess` has what the group's faults use of a member's process (pid, exitcode,
 join, terminate, kill) and reads the program's stdout: the partitions it holds go to the
-member's counters, and its end (with the last `error` line, if any) to the group's outcomes.
+member's counters and, change by change, to its assignment journal (an Arrow stream the
+harness writes itself: the program prints each change as it happens, stamped), and its end
+(with the last `error` line, if any) to the group's outcomes.
 """
 
 from __future__ import annotations
@@ -28,12 +30,25 @@ from typing import IO, Any
 import pyarrow as pa
 
 from harness.rundir import layout
-from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.events import now_us
+from harness.rundir.records import (
+    ASSIGNMENT_SCHEMA,
+    COMMIT_SCHEMA,
+    PROCESSED_SCHEMA,
+    AssignmentKind,
+)
 from harness.rundir.streams import StreamWriter
 from harness.workload.consumer_member import ASSIGNED, READY, ConsumerTask
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONVERT_BATCH = 50_000  # journal rows a converted Arrow batch holds at most
+# The program's lines that give the partitions it holds after a change, and what the
+# partitions it no longer holds became.
+HOLDING_LINES = {
+    "partitions_assigned": AssignmentKind.REVOKED,
+    "partitions_revoked": AssignmentKind.REVOKED,
+    "partitions_lost": AssignmentKind.LOST,
+}
 
 
 @dataclass(frozen=True)
@@ -120,9 +135,12 @@ class JavaMemberProcess:
     def _read(self, stdout: IO[bytes] | None) -> None:
         """Follow the program's lines until stdout closes, then report the start's end (with
         its last error) on the group's outcomes once the process has exited."""
+        files = layout.consumer_journal(self.task.member, self.task.start)
+        assignments = AssignmentJournal(self.task.run_dir / files.assignments, self.task.member)
         for line in _lines(stdout):
             name = line.get("name")
-            if name in ("partitions_assigned", "partitions_revoked"):
+            if name in HOLDING_LINES:
+                assignments.holding(line, HOLDING_LINES[name])
                 self.counters[ASSIGNED] = len(line.get("partitions") or [])
             elif name == "effective_config" and isinstance(line.get("config"), dict):
                 self.config = {str(k): str(v) for k, v in line["config"].items()}
@@ -137,8 +155,46 @@ class JavaMemberProcess:
                 with contextlib.suppress(OSError):
                     self._popen.stdin.close()
         self.counters[ASSIGNED] = 0
+        assignments.close()
+        self._error = self._error or assignments.error
         with contextlib.suppress(Exception):
             self.outcomes.put((self.task.member, self.task.start, self._error))
+
+
+class AssignmentJournal:
+    """A Java member start's assignment journal, written from the program's lines, each of
+    which gives the partitions held after a change: the partitions new to it are `assigned`,
+    those gone `revoked` or `lost` as the line says, stamped with the line's ts_us."""
+
+    def __init__(self, path: Path, member: int):
+        self.member = member
+        self.held: set[int] = set()
+        self._stream = StreamWriter(path, ASSIGNMENT_SCHEMA)
+
+    @property
+    def error(self) -> str | None:
+        """The stream's first failure to write or close, if any."""
+        return self._stream.error
+
+    def holding(self, line: dict[str, Any], gone: AssignmentKind) -> None:
+        """Journal the change to the partitions `line` holds; those no longer held became
+        `gone`. A line without a stamp (an older program) is stamped now."""
+        now = {int(p) for p in line.get("partitions") or []}
+        stamp = line.get("ts_us")
+        ts_us = stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else now_us()
+        changes = [(p, AssignmentKind.ASSIGNED) for p in sorted(now - self.held)]
+        changes += [(p, gone) for p in sorted(self.held - now)]
+        self.held = now
+        if changes:
+            rows = [
+                {"consumer": self.member, "partition": p, "kind": k.value, "ts_us": ts_us}
+                for p, k in changes
+            ]
+            self._stream.write(pa.RecordBatch.from_pylist(rows, schema=ASSIGNMENT_SCHEMA))
+
+    def close(self) -> None:
+        """Close the stream (its failure, if any, in `error`)."""
+        self._stream.close()
 
 
 def _lines(stdout: IO[bytes] | None) -> Iterator[dict[str, Any]]:

@@ -13,8 +13,9 @@
 //
 // stdout carries one JSON object a line: effective_config ({"config": {..}}, the member's
 // settings with the client's defaults resolved, as the recorder prints its producer's),
-// startup_complete, partitions_assigned and
-// partitions_revoked ({"partitions": [..]}, the partitions it holds after the change), error
+// startup_complete, partitions_assigned, partitions_revoked and partitions_lost
+// ({"partitions": [..], "ts_us": ..}, the partitions it holds after the change, and when the
+// rebalance callback ran: the harness journals each change from them), error
 // ({"message": ..}) before a failing exit, shutdown_complete. SIGTERM leaves the group (close); the end of stdin (the harness is gone)
 // halts at once. Written against the API every kafka-clients release since 0.10.0 has; poll's
 // signature, which changed in 2.0 and lost the old form in 4.0, goes through reflection.
@@ -121,7 +122,16 @@ public final class KafkaChaosConsumer {
                 for (TopicPartition tp : partitions) {
                     assigned.remove(tp.partition());
                 }
-                line("{\"name\":\"partitions_revoked\",\"partitions\":" + assigned + "}");
+                line(holding("partitions_revoked", assigned));
+            }
+
+            // No @Override: the callback is new in 2.4 (its default calls onPartitionsRevoked);
+            // on older clients this is a method nothing calls.
+            public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                for (TopicPartition tp : partitions) {
+                    assigned.remove(tp.partition());
+                }
+                line(holding("partitions_lost", assigned));
             }
 
             @Override
@@ -129,7 +139,7 @@ public final class KafkaChaosConsumer {
                 for (TopicPartition tp : partitions) {
                     assigned.add(tp.partition());
                 }
-                line("{\"name\":\"partitions_assigned\",\"partitions\":" + assigned + "}");
+                line(holding("partitions_assigned", assigned));
             }
         });
         line("{\"name\":\"startup_complete\"}");
@@ -177,6 +187,11 @@ public final class KafkaChaosConsumer {
             props.put("interceptor.classes", AutoCommits.class.getName());
         }
         return props;
+    }
+
+    /** A line naming a change of assignment, the partitions held after it, and its time. */
+    static String holding(String name, Set<Integer> assigned) {
+        return "{\"name\":\"" + name + "\",\"partitions\":" + assigned + ",\"ts_us\":" + nowUs() + "}";
     }
 
     /** Process one batch under the commit mode. */
