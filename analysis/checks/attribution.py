@@ -17,7 +17,6 @@ The counts add up to the run's loss figure. Pure: reads only the run directory.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +36,7 @@ from analysis.model.attribution import (
 from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
 from harness.rundir.segments import read_records
+from harness.rundir.spec import RunSpec
 
 
 @dataclass
@@ -113,9 +113,9 @@ def _place(message: MissingMessage, evidence: _Evidence, topic_partitions: int) 
 
 def _load(run: RunEvidence, wanted: set[int]) -> tuple[_Evidence, int]:
     """The evidence of the run's kept segments, and its topic's partition count."""
-    spec = json.loads((run.run_dir / layout.SPEC).read_text())
-    topic_partitions = int((spec.get("topic") or {}).get("partitions") or 0)
-    brokers_expected = int((spec.get("kafka") or {}).get("brokers") or 0)
+    spec = RunSpec.read(run.run_dir)
+    topic_partitions = spec.topic.partitions or 0
+    brokers_expected = spec.kafka.brokers or 0
     evidence = _Evidence()
     event = run.segments
     if event is None:

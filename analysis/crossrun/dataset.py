@@ -9,7 +9,6 @@ check, and timing (start, end and duration of the repetition from spec.json).
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,8 +21,8 @@ from analysis.crossrun.summary import SETTINGS
 from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import COUNT_NAMES, CountName
 from analysis.model.results import RunResult
-from harness.rundir import layout
 from harness.rundir.config import setting_text
+from harness.rundir.spec import RunSpec
 
 __all__ = ["DATASET_DIR", "RESULTS_SCHEMA", "results_partitioning", "write_dataset"]
 
@@ -121,12 +120,7 @@ def _text(value: object) -> str | None:
 def _timing(run_dir: Path) -> tuple[int | None, int | None]:
     """(started_at_us, ended_at_us) from spec.json; None where it lacks them or is unreadable."""
     try:
-        spec = json.loads((run_dir / layout.SPEC).read_text())
+        spec = RunSpec.read(run_dir)
     except (OSError, ValueError):
         return None, None
-    return _int_or_none(spec.get("started_at_us")), _int_or_none(spec.get("ended_at_us"))
-
-
-def _int_or_none(value: object) -> int | None:
-    """value when it is an int (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return spec.started_at_us, spec.ended_at_us

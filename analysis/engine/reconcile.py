@@ -48,6 +48,7 @@ from analysis.model.results import (
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
+from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import read_transactions
 
 MASTER_ENV = "KCHAOS_SPARK_MASTER"
@@ -63,7 +64,7 @@ class _RunDir:
 
     run_id: int
     run_dir: Path
-    spec: dict
+    spec: RunSpec
     status: RunStatus
     error: str | None
     config: CellConfig = field(default_factory=CellConfig)
@@ -173,12 +174,8 @@ def _inspect(run_id: int, run_dir: Path) -> _RunDir:
     and early."""
     evidence = RunEvidence.read(run_dir)  # never raises: bad lines are counted, not parsed
     try:
-        spec = json.loads((run_dir / layout.SPEC).read_text())
-        if not isinstance(spec, dict):
-            raise ValueError(f"{layout.SPEC} holds a {type(spec).__name__}, not an object")
-        if not isinstance(spec.get("axes") or {}, dict):
-            raise ValueError(f"{layout.SPEC}: axes is not an object")
-        config = CellConfig.read(spec.get("config") or {})
+        spec = RunSpec.read(run_dir)
+        config = spec.config
         _check_columns(run_dir / layout.ACKED, ACKED_SCHEMA)
         if not (run_dir / layout.READBACK).is_file():
             return _RunDir(
@@ -195,17 +192,17 @@ def _inspect(run_id: int, run_dir: Path) -> _RunDir:
         log_start = _log_start_offsets(evidence)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        return _RunDir(run_id, run_dir, {}, RunStatus.ERROR, error, evidence=evidence)
+        return _RunDir(run_id, run_dir, RunSpec(), RunStatus.ERROR, error, evidence=evidence)
     return _RunDir(
         run_id, run_dir, spec, RunStatus.COMPLETE, None, config, log_start, evidence=evidence
     )
 
 
-def _stopping_error(spec: dict, evidence: RunEvidence) -> str | None:
+def _stopping_error(spec: RunSpec, evidence: RunEvidence) -> str | None:
     """The error that stopped a run before its read-back: spec.json's harness_error, else the
     last harness_error event (None when neither says)."""
-    if spec.get("harness_error"):
-        return str(spec["harness_error"])
+    if spec.harness_error:
+        return spec.harness_error
     errors = [e.error for e in evidence.harness_errors]
     return str(errors[-1]) if errors and errors[-1] else None
 
@@ -345,15 +342,15 @@ def _first_line(exc: Exception) -> str:
 def _blank_result(run: _RunDir, status: RunStatus, error: str | None) -> RunResult:
     """A result with identity from spec.json (or the path) and no counts."""
     spec, path = run.spec, run.run_dir
-    experiment = spec.get("experiment") or (path.parents[2].name if len(path.parents) > 2 else "")
-    repetition = spec.get("repetition", path.name)
+    experiment = spec.experiment or (path.parents[2].name if len(path.parents) > 2 else "")
+    repetition = spec.repetition if spec.repetition is not None else path.name
     return RunResult(
         run_dir=str(path),
-        experiment=str(experiment),
-        cell=str(spec.get("cell") or path.parent.name),
+        experiment=experiment,
+        cell=spec.cell or path.parent.name,
         repetition=int(repetition) if str(repetition).isdigit() else -1,
         config=run.config,
-        axes=dict(spec.get("axes") or {}),
+        axes=dict(spec.axes),
         status=status,
         error=error,
     )

@@ -52,6 +52,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
+from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config, value_decoder
 from harness.workload.clients.java import group_member
@@ -82,13 +83,13 @@ def write_spec(
     """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete);
     `topic` is the topic the run wrote."""
     spec = repetition.cell.spec
-    document = {
+    document = RunSpec.model_validate({
         "experiment": spec.name,
         "cell": repetition.cell.name,
         "repetition": repetition.index,
         "seed": repetition.seed,
         "axes": repetition.cell.axes,
-        "config": cell_config(repetition.cell, steps, image.kafka_version).as_json(),
+        "config": cell_config(repetition.cell, steps, image.kafka_version),
         "image": image.tag,
         "image_id": image.image_id,
         "git_revision": git_revision(),
@@ -108,8 +109,8 @@ def write_spec(
             "effective_defaults": _effective_defaults(image.kafka_version or spec.kafka.version),
         },
         **extra,
-    }
-    (repetition.run_dir / layout.SPEC).write_text(json.dumps(document, indent=2, default=str))
+    })
+    document.write(repetition.run_dir)
 
 
 def _effective_defaults(version: str | None) -> dict[str, str] | None:

@@ -1,0 +1,101 @@
+"""spec.json, typed: what a repetition ran (the resolved cell, its seed, image, settings and
+schedule) and how it ended. The harness writes it through `RunSpec.write` and the analysis reads
+it through `RunSpec.read`; nothing else parses the file.
+
+Every field may be missing (a run that crashed early, a spec.json written by hand) and unknown
+keys are kept, so an older or newer run still reads; whoever needs a missing field says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
+
+from harness.rundir import layout
+from harness.rundir.config import CellConfig
+
+__all__ = ["RunSpec", "RunSpecError"]
+
+
+class RunSpecError(ValueError):
+    """A spec.json that cannot be read; the message names the file and the field."""
+
+
+class _Part(BaseModel):
+    """A nested object of spec.json: the fields the analysis reads, the rest kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class TopicSpec(_Part):
+    """The topic the run wrote."""
+
+    name: str | None = None
+    partitions: int | None = None
+    replication_factor: int | None = None
+    config: dict[str, Any] = {}
+
+
+class KafkaSpec(_Part):
+    """The cluster the run started (kafka: of the experiment file, resolved)."""
+
+    brokers: int | None = None
+    mode: str | None = None
+
+
+class RunSpec(_Part):
+    """One repetition's spec.json."""
+
+    experiment: str | None = None
+    cell: str | None = None
+    repetition: int | None = None
+    seed: int | None = None
+    axes: dict[str, Any] = {}
+    config: CellConfig = CellConfig()
+    image: str | None = None
+    image_id: str | None = None
+    git_revision: str | None = None
+    producer: dict[str, Any] = {}
+    topic: TopicSpec = TopicSpec()
+    workload: dict[str, Any] = {}
+    schedule: list[dict[str, Any]] = []
+    kafka: KafkaSpec = KafkaSpec()
+    started_at_us: int | None = None
+    ended_at_us: int | None = None
+    harness_error: str | None = None  # what stopped the repetition, when something did
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _config(cls, value: object) -> object:
+        if isinstance(value, CellConfig):
+            return value
+        return CellConfig.read(value or {})  # type: ignore[arg-type]
+
+    @field_validator("axes", "producer", "workload", "topic", "kafka", mode="before")
+    @classmethod
+    def _object(cls, value: object) -> object:
+        return {} if value is None else value
+
+    @field_serializer("config")
+    def _config_json(self, config: CellConfig) -> dict[str, Any]:
+        return config.as_json()
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunSpec:
+        """The spec.json of `run_dir`; OSError when there is none, RunSpecError naming the first
+        field that cannot be read."""
+        path = Path(run_dir) / layout.SPEC
+        text = path.read_text()
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"]) or "the document"
+            message = str(error["msg"]).removeprefix("Value error, ")
+            raise RunSpecError(f"{path}: {where}: {message}") from None
+
+    def write(self, run_dir: Path) -> None:
+        """Write spec.json into `run_dir` (every field, unknown ones too)."""
+        (Path(run_dir) / layout.SPEC).write_text(self.model_dump_json(indent=2, fallback=str))
