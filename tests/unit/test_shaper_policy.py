@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.chaos.shaper.policy import Policy, Shape, flow_of
+from harness.chaos.shaper.policy import Policy, Shape, flow_of, request_key
 from tests.examples import examples
 
 arrivals = st.lists(
@@ -162,3 +163,63 @@ def test_a_tcp_or_udp_packet_names_its_flow_after_the_ip_options(options):
 )
 def test_anything_else_has_no_flow(packet):
     assert flow_of(packet) is None
+
+
+def _tcp(payload: bytes, ip_options: int = 0, tcp_options: int = 0) -> bytes:
+    """An IPv4 TCP packet carrying `payload`, with the given option words."""
+    ip = bytes([0x40 | (5 + ip_options)]) + bytes(8) + b"\x06" + bytes(2) + bytes(8)
+    tcp = struct.pack("!HH", 40000, 9094) + bytes(8) + bytes([(5 + tcp_options) << 4]) + bytes(7)
+    return ip + bytes(4 * ip_options) + tcp + bytes(4 * tcp_options) + payload
+
+
+def _request(key: int, version: int = 3, size: int = 60) -> bytes:
+    return struct.pack("!ihhi", size, key, version, 7) + b"client"
+
+
+@given(st.integers(0, 99), st.integers(0, 29), st.integers(0, 3), st.integers(0, 10))
+def test_a_packet_starting_a_request_names_its_api_key(key, version, ip_options, tcp_options):
+    assert request_key(_tcp(_request(key, version), ip_options, tcp_options)) == key
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        _tcp(b""),
+        _tcp(b"\x00\x00"),
+        _tcp(_request(26, size=0)),
+        _tcp(_request(26, size=-5)),
+        _tcp(_request(26, version=400)),
+        _tcp(_request(1000)),
+        _ipv4(17, ports=b"\x9c\x40\x23\x84" + _request(26)),
+    ],
+    ids=["no payload", "short", "size 0", "negative size", "version", "key", "udp"],
+)
+def test_a_packet_that_starts_no_plausible_request_names_none(packet):
+    assert request_key(packet) is None
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from([None, 0, 26])), max_size=150),
+    st.floats(1, 99),
+    st.integers(0, 99),
+)
+def test_a_connection_is_held_from_a_chosen_request_on_and_never_before(packets, share, seed):
+    policy = Policy(Shape(delay_ms=7000, connections_percent=share, request_keys=(26,)), seed)
+    held_from: dict[int, int] = {}
+    for i, (f, key) in enumerate(packets):
+        d = policy.decide(float(i), _flow(f), key)
+        if d.release_at > i:
+            held_from.setdefault(f, i)
+            # The oracle: the hold starts at a packet starting an EndTxn, and never ends.
+            assert packets[held_from[f]][1] == 26
+        else:
+            assert f not in held_from, "a held connection let a packet go"
+    assert policy.held_connections == len(held_from)
+
+
+def test_every_chosen_request_draws_anew_until_its_connection_is_held():
+    policy = Policy(Shape(delay_ms=7000, connections_percent=20, request_keys=(26,)), seed=0)
+    decisions = [policy.decide(float(i), _flow(0), 26) for i in range(200)]
+    first = next(i for i, d in enumerate(decisions) if d.release_at > i)
+    assert 0 < first < 60  # not held at the first EndTxn, held at a later one (seed 0: the 26th)
+    assert all(d.release_at > i for i, d in enumerate(decisions[first:], first))

@@ -67,6 +67,42 @@ FROM_MEANING = (
     "with direction: in, whose packets to the target are shaped: all, or a list of brokers, "
     "controllers, clients (as `to` is for direction: out)"
 )
+# The Kafka requests a held connection may be chosen by (their API keys, from Kafka's protocol
+# guide): the ones a client sends that a late arrival can matter for.
+REQUESTS: dict[str, int] = {
+    "Produce": 0,
+    "Fetch": 1,
+    "Metadata": 3,
+    "OffsetCommit": 8,
+    "FindCoordinator": 10,
+    "JoinGroup": 11,
+    "Heartbeat": 12,
+    "SyncGroup": 14,
+    "InitProducerId": 22,
+    "AddPartitionsToTxn": 24,
+    "AddOffsetsToTxn": 25,
+    "EndTxn": 26,
+    "TxnOffsetCommit": 28,
+}
+
+
+def _request_names(value: Any) -> Any:
+    """`requests` as a list of known request names, each once."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of requests: {', '.join(REQUESTS)}")
+    for name in value:
+        if name not in REQUESTS:
+            raise ValueError(f"unknown request {shown(name)}; choose from {', '.join(REQUESTS)}")
+    return list(dict.fromkeys(value))
+
+
+REQUESTS_MEANING = (
+    "with direction: in, hold a connection only from a packet that starts one of these "
+    "requests on (each such request draws anew at connections_percent): e.g. [EndTxn] makes a "
+    "commit or abort arrive late; empty (default): connections are chosen at their first packet"
+)
 DIRECTION_MEANING = (
     "out (default): the packets the target sends to `to`; in: the packets it receives from "
     "`from` (a request that arrives late)"
@@ -127,6 +163,15 @@ class DelayParams(_Directed):
             "its retry on a new one arrives on time (100: every packet)"
         ),
     ] = 100
+    requests: Annotated[
+        list[str], BeforeValidator(_request_names), Field(description=REQUESTS_MEANING)
+    ] = []  # noqa: RUF012
+
+    @model_validator(mode="after")
+    def _requests_arrive(self) -> DelayParams:
+        if self.requests and self.direction != "in":
+            raise ValueError("requests applies to direction: in (a broker receives requests)")
+        return self
 
 
 class ReorderParams(_Directed):
@@ -154,13 +199,14 @@ class DropParams(FaultParams):
     to: To = ["all"]  # noqa: RUF012
 
 
-def shape_of(fault: str, params: FaultParams) -> dict[str, float]:
+def shape_of(fault: str, params: FaultParams) -> dict[str, Any]:
     """The shaper's Shape fields (harness/chaos/shaper/policy.py) for a step's params."""
     if isinstance(params, DelayParams):
         return {
             "delay_ms": float(params.delay_ms),
             "jitter_ms": float(params.jitter_ms),
             "connections_percent": float(params.connections_percent),
+            **({"request_keys": [REQUESTS[r] for r in params.requests]} if params.requests else {}),
         }
     if isinstance(params, ReorderParams):
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}

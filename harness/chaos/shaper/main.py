@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .nfqueue import Packet, Queue
-from .policy import Flow, Policy, Shape, flow_of
+from .policy import Flow, Policy, Shape, flow_of, request_key
 
 IPT = ["iptables", "-w"]
 # Copies the shaper sends carry this mark, so its own rules let them pass.
@@ -54,7 +54,7 @@ class Plan:
             str(raw["chain"]),
             [list(map(str, m)) for m in raw["matches"]],
             [list(map(str, m)) for m in raw.get("skips", [])],
-            Shape(**raw["shape"]),
+            Shape(**{**raw["shape"], "request_keys": tuple(raw["shape"].get("request_keys", ()))}),
             raw.get("seed"),
             str(raw.get("hook", "OUTPUT")),
         )
@@ -78,17 +78,20 @@ class Figures:
     duplicated: int = 0
     reordered: int = 0
     holds_ms: list[float] = field(default_factory=list)
-    # With connections_percent < 100: each held connection, named source > destination, with
-    # the wall-clock time (epoch microseconds) its first packet was held.
-    held_connections: dict[str, int] = field(default_factory=dict)
+    # With connections_percent < 100 or request_keys: each held connection, named source >
+    # destination, with the wall-clock time (epoch microseconds) its first packet was held and
+    # the API key of the request that packet started (None: not chosen by its request).
+    held_connections: dict[str, dict[str, int | None]] = field(default_factory=dict)
     passed_connections: int = 0
 
-    def hold_connection(self, flow: Flow) -> None:
-        """Name a newly held connection, with the time its first packet came."""
+    def hold_connection(self, flow: Flow, request: int | None) -> None:
+        """Name a newly held connection, with the time its first packet came and the request
+        it started."""
         if len(self.held_connections) < HELD_CONNECTIONS_KEPT:
             source, sport, destination, dport = flow
             name = f"{socket.inet_ntoa(source)}:{sport} > {socket.inet_ntoa(destination)}:{dport}"
-            self.held_connections.setdefault(name, int(time.time() * 1e6))
+            held = {"at_us": int(time.time() * 1e6), "api_key": request}
+            self.held_connections.setdefault(name, held)
 
     def add_hold(self, seconds: float) -> None:
         if len(self.holds_ms) < HOLDS_KEPT:
@@ -172,13 +175,15 @@ class Shaper:
 
     def take(self, now: float) -> None:
         by_connection = self.plan.shape.by_connection
+        by_request = bool(self.plan.shape.request_keys)
         for packet in self.queue.read():
             self.figures.seen += 1
             flow = flow_of(packet.payload) if by_connection else None
+            request = request_key(packet.payload) if by_request else None
             held_before = self.policy.held_connections
-            decision = self.policy.decide(now, flow)
+            decision = self.policy.decide(now, flow, request)
             if flow is not None and self.policy.held_connections > held_before:
-                self.figures.hold_connection(flow)
+                self.figures.hold_connection(flow, request)
             self.figures.passed_connections = self.policy.passed_connections
             if decision.drop:
                 self.figures.dropped += 1

@@ -12,7 +12,12 @@ The semantics follow netem's, so users can read them the way they read `tc qdisc
   connections (TCP or UDP flows), each chosen once at its first packet; every packet of a held
   connection is held, in its order, and the other connections' packets go at once. A request
   on a held connection then arrives late while its retry on a new connection arrives on time:
-  the late request overtaken by what the client did next.
+  the late request overtaken by what the client did next;
+- requests: with `request_keys` (Kafka API keys, e.g. 26 for EndTxn), a connection is only
+  considered when a packet starts one of those requests (the packet holding the request's
+  header), and each such request draws anew, at `connections_percent`, whether its connection
+  is held from that packet on: the request chosen, and everything after it on its connection,
+  arrives late.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 Flow = tuple[bytes, int, bytes, int]  # source address and port, destination address and port
 FLOW_PROTOCOLS = (6, 17)  # TCP, UDP: both carry their ports first
+MAX_REQUEST_BYTES = 100 << 20  # Kafka's socket.request.max.bytes default
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,11 @@ class Shape:
     duplicate_percent: float = 0.0
     drop_percent: float = 0.0
     connections_percent: float = 100.0
+    request_keys: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if value < 0:
+            if name != "request_keys" and value < 0:
                 raise ValueError(f"{name} must be >= 0 (got {value})")
         for name in (
             "reorder_percent",
@@ -52,13 +59,31 @@ class Shape:
     @property
     def by_connection(self) -> bool:
         """True when only a share of the connections is held (each packet's flow decides)."""
-        return self.connections_percent < 100
+        return self.connections_percent < 100 or bool(self.request_keys)
 
     @property
     def needs_payload(self) -> bool:
         """True when the shaper must see whole packets (to send copies, or to read a packet's
         flow from its headers), not just their ids."""
         return self.duplicate_percent > 0 or self.by_connection
+
+
+def request_key(packet: bytes) -> int | None:
+    """The Kafka API key of the request an IPv4 TCP packet starts (its payload opens with a
+    request header: size, api key, api version); None when it starts none."""
+    if len(packet) < 20 or packet[0] >> 4 != 4 or packet[9] != 6:
+        return None
+    tcp = (packet[0] & 0x0F) * 4
+    if len(packet) < tcp + 13:
+        return None
+    payload = tcp + (packet[tcp + 12] >> 4) * 4
+    if len(packet) < payload + 8:
+        return None
+    size, key, version = struct.unpack_from("!ihh", packet, payload)
+    # A request's size counts the bytes after it; a segment in the middle of a stream rarely
+    # has a plausible header where one would start.
+    plausible = 0 < size < MAX_REQUEST_BYTES and 0 <= key < 100 and 0 <= version < 30
+    return key if plausible else None
 
 
 def flow_of(packet: bytes) -> Flow | None:
@@ -104,10 +129,15 @@ class Policy:
         """How many connections the policy let go untouched (connections_percent < 100)."""
         return len(self._passed_flows)
 
-    def decide(self, arrived: float, flow: Flow | None = None) -> Decision:
+    def decide(
+        self, arrived: float, flow: Flow | None = None, request: int | None = None
+    ) -> Decision:
         """The fate of a packet that arrived at `arrived` (calls in arrival order), of `flow`
-        (read by flow_of; only used when the shape holds a share of the connections)."""
+        and starting the request with API key `request` (read by flow_of and request_key;
+        only used when the shape holds a share of the connections)."""
         shape = self.shape
+        if shape.request_keys:
+            return self._decide_by_request(arrived, flow, request)
         if shape.by_connection:
             return self._decide_by_connection(arrived, flow)
         if shape.drop_percent and self._chance(shape.drop_percent):
@@ -122,13 +152,33 @@ class Policy:
     def _decide_by_connection(self, arrived: float, flow: Flow | None) -> Decision:
         """A held connection's packets wait delay_ms (± jitter) in their own order; the other
         connections' packets, and packets of no flow, go at once."""
-        if flow is None or flow in self._passed_flows:
-            return Decision(drop=False, release_at=arrived)
-        if flow not in self._held_flows:
-            if not self._chance(self.shape.connections_percent):
-                self._passed_flows.add(flow)
-                return Decision(drop=False, release_at=arrived)
+        if flow is not None and flow not in self._held_flows and flow not in self._passed_flows:
+            self._draw(flow)
+        return self._held_or_not(arrived, flow)
+
+    def _decide_by_request(
+        self, arrived: float, flow: Flow | None, request: int | None
+    ) -> Decision:
+        """A connection is held from a packet starting a chosen request on, when that request's
+        draw says so; until then, and on connections never held, packets go at once."""
+        chosen = request in self.shape.request_keys
+        if flow is not None and flow not in self._held_flows and chosen:
+            self._draw(flow)
+        return self._held_or_not(arrived, flow)
+
+    def _draw(self, flow: Flow) -> None:
+        """Hold `flow` from now on, or let it pass, at connections_percent."""
+        if self._chance(self.shape.connections_percent):
             self._held_flows[flow] = float("-inf")
+            self._passed_flows.discard(flow)
+        else:
+            self._passed_flows.add(flow)
+
+    def _held_or_not(self, arrived: float, flow: Flow | None) -> Decision:
+        """A held flow's packet waits its hold, after the flow's packets before it; any other
+        packet goes at once."""
+        if flow is None or flow not in self._held_flows:
+            return Decision(drop=False, release_at=arrived)
         release_at = max(arrived + self._hold_ms() / 1000.0, self._held_flows[flow])
         self._held_flows[flow] = release_at
         return Decision(drop=False, release_at=release_at)
