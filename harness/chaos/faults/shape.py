@@ -206,7 +206,11 @@ def shape_of(fault: str, params: FaultParams) -> dict[str, Any]:
             "delay_ms": float(params.delay_ms),
             "jitter_ms": float(params.jitter_ms),
             "connections_percent": float(params.connections_percent),
-            **({"request_keys": [REQUESTS[r] for r in params.requests]} if params.requests else {}),
+            **(
+                {"request_keys": tuple(REQUESTS[r] for r in params.requests)}
+                if params.requests
+                else {}
+            ),
         }
     if isinstance(params, ReorderParams):
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
