@@ -44,12 +44,10 @@ FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
 SOURCE: Final = "docs/kafka-reliability.md, “Expected outcome per configuration and fault”"
 
 # The <role> of a '<role>-<kind>' fault class: what the target named (harness.experiment.plan).
-ROLES: Final = frozenset(
-    {
-        *("leader", "follower", "controller", "controllers", "zookeeper", "random", "node"),
-        *("all", "consumer"),
-    }
-)
+ROLES: Final = frozenset({
+    "leader", "follower", "controller", "controllers", "zookeeper", "random", "node", "all",
+    "consumer",
+})  # fmt: skip
 KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
@@ -463,16 +461,16 @@ def delivery_rule(commit: str, members_client: str) -> DeliveryRule | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The group's liveness (stuck, reset): docs/kafka-reliability.md, “Consumer liveness”
+# The group's liveness and each member's position: docs/kafka-reliability.md, “Consumer liveness”
 
 LIVENESS_SOURCE: Final = "docs/kafka-reliability.md, “Consumer liveness”"
 
 
 @dataclass(frozen=True)
 class LivenessRow:
-    """The rule of a `stuck` or `reset` example showing `case` (first fitting row decides)."""
+    """The rule of an example of one of these classes showing `case` (first fitting row decides)."""
 
-    anomaly: Literal["stuck", "reset"]
+    anomaly: Literal["stuck", "reset", "poll_skip", "nonmonotonic_poll"]
     case: Literal["lso-held-unclean", "lso-held", "end-below", "log-kept", "any"]
     rule: Literal["allowed", "forbidden", "unknown"]
     citation: str
@@ -491,4 +489,12 @@ LIVENESS_TABLE: Final[tuple[LivenessRow, ...]] = (
         "consumer will recover to”, and the guarantee forbids loss: the log below it was kept"),
     LivenessRow("reset", "any", "unknown", "the log may have been truncated below the committed "
         "offset between two samples, where auto.offset.reset applies"),
+    LivenessRow("poll_skip", "log-kept", "forbidden", "the position is “the offset of the next "
+        "record that will be given out”: within one assignment, no record is passed over"),
+    LivenessRow("nonmonotonic_poll", "log-kept", "forbidden", "the position “automatically "
+        "advances every time the consumer receives messages in a call to poll”"),
+    LivenessRow("poll_skip", "any", "unknown", "the guarantee allows loss: where the log was "
+        "truncated under a member, truncation detection (KIP-320) moves its position"),
+    LivenessRow("nonmonotonic_poll", "any", "unknown", "the guarantee allows loss: truncation "
+        "detection (KIP-320) or auto.offset.reset moves a position past a truncation back"),
 )  # fmt: skip

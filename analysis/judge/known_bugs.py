@@ -139,6 +139,29 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         client_fixed_in="4.0.0",
         experiment="experiments/jepsen-2024-transactions.yaml",
     ),
+    KnownBug(
+        reference="KAFKA-17754",
+        explains=AnomalyName.G0,
+        mechanism="a delayed produce of an earlier transaction lands after the producer moved "
+        "on, behind a later transaction's writes in one partition but not in another, so the "
+        f"committed transactions follow one another in a cycle ({KAFKA_17754_SERVER})",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        client_fixed_in="4.0.0",
+        experiment="experiments/jepsen-2024-transactions.yaml",
+    ),
+    KnownBug(
+        reference="KAFKA-17754",
+        explains=AnomalyName.G1C,
+        mechanism="a delayed produce of an earlier transaction lands after the producer moved "
+        "on, behind a later transaction's writes in one partition but not in another, so the "
+        "committed transactions follow one another in a cycle with what they read "
+        f"({KAFKA_17754_SERVER})",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        client_fixed_in="4.0.0",
+        experiment="experiments/jepsen-2024-transactions.yaml",
+    ),
 )
 
 

@@ -1,4 +1,5 @@
-"""The consumer group's liveness judged: each `stuck` window and `reset` against LIVENESS_TABLE
+"""The consumer group's liveness and its members' positions judged: each `stuck` window, `reset`
+and poll step (`poll_skip`, `nonmonotonic_poll`) against LIVENESS_TABLE
 (analysis/judge/guarantees.py, citing docs/kafka-reliability.md, “Consumer liveness”)."""
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ from analysis.judge.guarantees import (
 from analysis.judge.outcomes import EXAMPLES_IN_REASON, Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
+from analysis.model.polls import UNJOURNALLED_STARTS
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 
 __all__ = ["judge_liveness", "liveness_row"]
 
-LIVENESS_CLASSES: Final = (AnomalyName.STUCK, AnomalyName.RESET)
+LIVENESS_CLASSES: Final = (
+    *(AnomalyName.STUCK, AnomalyName.RESET),
+    *(AnomalyName.POLL_SKIP, AnomalyName.NONMONOTONIC_POLL),
+)
 VERDICT_OF_RULE: Final = {
     "allowed": Verdict.PASS,
     "forbidden": Verdict.VIOLATION,
@@ -37,14 +42,15 @@ def liveness_row(name: str, cases: frozenset[str]) -> LivenessRow:
 def cases_of(example: Example, config: CellConfig, guarantee: Guarantee | None) -> frozenset[str]:
     """The cases of LIVENESS_TABLE an example shows: a stuck window behind a held last stable
     offset (with unclean election enabled or not), a reset whose committed offset a sample saw
-    gone, a reset in a cell whose guarantee forbids loss (the log below the high watermark
-    kept)."""
+    gone, a reset or poll step in a cell whose guarantee forbids loss (the log below the high
+    watermark kept)."""
     cases: set[str] = set()
     if example.lso_held:
         cases.add("lso-held-unclean" if config.unclean_leader_election else "lso-held")
     if example.end_below:
         cases.add("end-below")
-    if example.reset_to is not None and guarantee is not None and guarantee.loss == FORBIDDEN:
+    moved = example.reset_to is not None or example.to_offset is not None
+    if moved and guarantee is not None and guarantee.loss == FORBIDDEN:
         cases.add("log-kept")
     return frozenset(cases)
 
@@ -57,9 +63,10 @@ def judge_liveness(
     events: RunEvidence,
     origin_us: float,
 ) -> list[Finding]:
-    """The findings of a run's stuck windows and resets (none for a run without a group): one
-    per table row its examples fall under; what the examples do not show is not judged
-    (UNKNOWN). A run whose samples held no ends cannot say whether its group was stuck."""
+    """The findings of a run's stuck windows, resets and poll steps (none for a run without a
+    group): one per table row its examples fall under; what the examples do not show is not
+    judged (UNKNOWN). A run whose samples held no ends cannot say whether its group was stuck;
+    member starts without an assignment journal, whether their offsets jumped."""
     if not config.consumers:
         return []
     findings: list[Finding] = []
@@ -71,6 +78,12 @@ def judge_liveness(
                 "stuck not judged: the run recorded no partition ends (a harness before them)",
             )
         )
+    if unjournalled := int(counts.get(UNJOURNALLED_STARTS, 0)):
+        detail = (
+            f"poll skips and backward polls not judged for {unjournalled} member starts "
+            "without an assignment journal (a harness before it)"
+        )
+        findings.append(Finding(AnomalyName.POLL_SKIP, Verdict.PASS, detail))
     for name in LIVENESS_CLASSES:
         shown = tuple(examples.get(name) or ())
         by_row: dict[LivenessRow, list[Example]] = {}
@@ -103,6 +116,12 @@ def _finding(
 def _words(example: Example, origin: float) -> str:
     """'p0 from t=12.0 s to t=48.5 s at 1200, end 1500' or 'p0 at t=30.1 s: resumed at 0 below
     its commit 5000 (5000 read again)'."""
+    if example.to_offset is not None:
+        return (
+            f"consumer-{example.consumer} on p{example.partition} at "
+            f"t={_t(example.at_us, origin)}: {example.from_offset} then {example.to_offset}"
+            + (f" ({example.skipped} records between)" if example.skipped else "")
+        )
     if example.reset_to is not None:
         return (
             f"p{example.partition} at t={_t(example.at_us, origin)}: resumed at "

@@ -11,7 +11,10 @@ judgement rules (same section):
   read_committed is a violation of visibility (held back by the last stable offset);
 - a torn or lost committed transaction is a violation exactly when the loss of its messages
   is (transactions are as durable as the acks and ISR settings make each write); otherwise it
-  is reported beside the allowed loss.
+  is reported beside the allowed loss;
+- committed transactions in a cycle of write order (G0) or of write order and reads (G1c) are
+  a violation on every configuration (one producer's transactions run one after the other,
+  and its sends keep their order per partition), or KNOWN-BUG as for an aborted read.
 
 A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
 read_uncommitted read-back) is UNKNOWN.
@@ -51,7 +54,13 @@ DURABLE_CITATION: Final = (
     f"{SECTION}: a committed transaction is as durable as the acks and ISR settings make each "
     "of its writes; its loss is judged as theirs"
 )
+ORDER_CITATION: Final = (
+    f"{SECTION}: “one transactional producer runs its transactions one after the other, and "
+    "Kafka keeps one idempotent producer's sends in order per partition”, so “no cycle can form "
+    "among them”"
+)
 TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transactional run
+CYCLE_CLASSES: Final = (AnomalyName.G0, AnomalyName.G1C)
 
 
 def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
@@ -119,6 +128,9 @@ def transaction_findings(
         config, counts, events, examples, loss_is_violation=loss_is_violation
     ):
         findings.append(finding)
+    findings += [
+        f for name in CYCLE_CLASSES if (f := _cycle_finding(name, config, counts, events, examples))
+    ]
     findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
 
@@ -150,6 +162,25 @@ def _torn_or_lost_finding(
         return Finding(lost_name, Verdict.VIOLATION, detail, quoted)
     detail = f"{what}; allowed with the loss: {DURABLE_CITATION}"
     return Finding(lost_name, Verdict.PASS, detail, quoted)
+
+
+def _cycle_finding(
+    name: AnomalyName,
+    config: CellConfig,
+    counts: Counts,
+    events: RunEvidence,
+    examples: Mapping[str, Sequence[Example]],
+) -> Finding | None:
+    """Committed transactions in a cycle (G0, G1c): a violation, or a known bug whose pattern
+    the run shows; None when there is none."""
+    if not (found := int(counts.get(name, 0))):
+        return None
+    quoted = _quoted(examples, name)
+    cycles = "; ".join(row.cycle or "" for row in quoted)
+    what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {cycles})"
+    if known := _known_bug(name, config, events, what, quoted):
+        return known
+    return Finding(name, Verdict.VIOLATION, f"{what}; {ORDER_CITATION}", quoted)
 
 
 def _quoted(

@@ -115,9 +115,10 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         partition_histories(events),
     )
     loss_finding = judge_loss(counts, examples, guarantee, evidence)
+    facts = {**result.counts, **counts}  # the counts and the facts beside them
     transactional = transaction_findings(
         result.config,
-        {**result.counts, **counts},
+        facts,
         events,
         examples,
         loss_is_violation=loss_finding.violation,
@@ -129,7 +130,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
-        *judge_liveness(counts, examples, result.config, guarantee, events, evidence.origin_us),
+        *judge_liveness(facts, examples, result.config, guarantee, events, evidence.origin_us),
         *transactional,
     ]
     return RepetitionVerdict(

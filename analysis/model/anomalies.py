@@ -64,6 +64,10 @@ class AnomalyName(StrEnum):
     TORN_TRANSACTION = "torn_transaction"
     STUCK = "stuck"
     RESET = "reset"
+    POLL_SKIP = "poll_skip"
+    NONMONOTONIC_POLL = "nonmonotonic_poll"
+    G0 = "g0"
+    G1C = "g1c"
 
 
 class CountName(StrEnum):
@@ -86,6 +90,8 @@ class Check(StrEnum):
     CONSUMERS = "consumers"  # from the consumer group's journals (checks/consumers.py)
     TRANSACTIONS = "transactions"  # from the transaction journal (checks/transactions.py)
     LIVENESS = "liveness"  # from the group's journals and the sampled ends (checks/liveness.py)
+    POLLS = "polls"  # from each member start's journals and the read-back (checks/polls.py)
+    CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
 
 
 CountKey = CountName | AnomalyName
@@ -111,6 +117,13 @@ RESET_POINT: Final = (
     *("partition", "at_us", "reset_to", "committed", "reprocessed"),
     *("leader_changed", "end_below"),
 )
+
+# Two consecutive records one member start processed from a partition it held throughout: when
+# the second was processed, the offsets, and the read-back's records strictly between them.
+POLL_STEP: Final = ("partition", "consumer", "at_us", "from_offset", "to_offset", "skipped")
+# A cyclic component of committed transactions: its lowest transaction, how many it holds, and
+# one cycle through it ("T12 -ww p0@345-> T13 -ww p1@120-> T12").
+CYCLE_WITNESS: Final = ("txn", "transactions", "cycle")
 
 
 @dataclass(frozen=True)
@@ -269,6 +282,49 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=RESET_POINT,
         check=Check.LIVENESS,
+    ),
+    # One member's position (analysis.checks.polls): 0 without a group, and for a member start
+    # that journalled no assignment (a harness before the assignment journal: not decided).
+    Anomaly(
+        AnomalyName.POLL_SKIP,
+        "poll skip",
+        "a member, holding the partition throughout, processed two records with records the "
+        "read-back holds between them that it never processed (steps)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=POLL_STEP,
+        check=Check.POLLS,
+    ),
+    Anomaly(
+        AnomalyName.NONMONOTONIC_POLL,
+        "poll backwards",
+        "a member, holding the partition throughout, processed a record at or below the offset "
+        "of the one before it (steps)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=POLL_STEP,
+        check=Check.POLLS,
+    ),
+    # Transactional runs (analysis.checks.cycles): committed transactions ordered by the log.
+    Anomaly(
+        AnomalyName.G0,
+        "G0 write cycle",
+        "committed transactions whose writes follow one another in a cycle across partitions "
+        "(ww edges only; transactions in cyclic components)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=CYCLE_WITNESS,
+        check=Check.CYCLES,
+    ),
+    Anomaly(
+        AnomalyName.G1C,
+        "G1c info cycle",
+        "committed transactions in a cycle of write order and reads, with at least one read "
+        "(transactions in cyclic components)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=CYCLE_WITNESS,
+        check=Check.CYCLES,
     ),
 )
 

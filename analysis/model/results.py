@@ -83,6 +83,15 @@ class Example:
     reprocessed: int | None = None
     leader_changed: bool | None = None
     end_below: bool | None = None
+    consumed: int | None = None  # times the group processed an aborted message
+    # A poll step (analysis.checks.polls): the member and the two offsets it processed.
+    consumer: int | None = None
+    from_offset: int | None = None
+    to_offset: int | None = None
+    skipped: int | None = None
+    # A cyclic component of committed transactions (analysis.checks.cycles).
+    transactions: int | None = None
+    cycle: str | None = None
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:

@@ -29,7 +29,8 @@ from analysis.checks.consumers import (
     has_consumer_journals,
     processed_table,
 )
-from analysis.checks.liveness import liveness_facts
+from analysis.checks.cycles import cycle_facts
+from analysis.checks.liveness import liveness_facts, records_by_partition
 from analysis.checks.messages import classes
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Acked, Reads
 from analysis.checks.messages.examples import by_partition, examples_of, identity_facts, missing_of
@@ -42,11 +43,12 @@ from analysis.checks.messages.timeline import (
     send_facts,
     status_counts,
 )
+from analysis.checks.polls import member_starts, poll_facts
 from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
 from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
-from harness.rundir.records import Status
+from harness.rundir.records import CommitMode, Status
 
 __all__ = ["RunFacts", "RunInput", "check_run"]
 
@@ -80,6 +82,10 @@ def check_run(run: RunInput) -> RunFacts:
         counts |= txn.counts
         examples |= txn.examples
         sensitivity = sensitivity & txn.sensitivity
+        ours = np.where(reads.identified, reads.msg_id, -1)
+        cycles = cycle_facts(txns, ours, reads.partition, reads.offset)
+        counts |= cycles.counts
+        examples |= cycles.examples(MAX_EXAMPLES)
     if has_consumer_journals(run.run_dir):
         group = _consumer_facts(run.evidence, messages, reads, acked)
         counts |= group.counts
@@ -92,6 +98,12 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= live.examples(MAX_EXAMPLES)
         for second, row in live.seconds.items():
             seconds.setdefault(second, {}).update(row)
+        group_mode = run.evidence.consumers.commit if run.evidence.consumers else None
+        commit = CommitMode(group_mode) if group_mode in tuple(CommitMode) else None
+        records = records_by_partition(reads.partition, reads.offset)
+        polls = poll_facts(member_starts(run.run_dir, commit), records)
+        counts |= polls.counts
+        examples |= polls.examples(MAX_EXAMPLES)
     return RunFacts(
         seconds=seconds,
         counts=counts,

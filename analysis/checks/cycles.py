@@ -1,0 +1,109 @@
+"""Cycles among committed transactions (transactional runs): the `g0` (write cycle) and `g1c`
+(cyclic information flow) classes of analysis.model.anomalies, as Adya defines them and Jepsen's
+Kafka checker looks for them.
+
+The nodes are the committed transactions (transactions.parquet). Edges:
+
+- **ww** Ti -> Tj: in one partition's final read-back, in offset order, Tj's record is the next
+  record of a committed transaction after Ti's (records of other transactions, aborted or
+  unknown, and of no transaction are passed over), Ti != Tj;
+- **wr** Ti -> Tj: Tj read a message Ti wrote (TxnReads; a run gives none yet).
+
+One transactional producer runs its transactions one after the other, and one producer's sends
+keep their order per partition, so its committed transactions follow one another the same way
+in every partition: the ww graph is a chain and any cycle is an anomaly (a late write of an
+earlier transaction landing after a later one's, KAFKA-17754's mechanism). G0 is a cycle of ww
+edges alone; G1c a cycle through at least one wr edge in the graph of both. Each class counts
+the transactions of its strongly connected components (networkx), each component reported with
+one shortest cycle through it as its witness: for G1c, through a wr edge inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import pairwise
+
+import networkx as nx
+import numpy as np
+
+from analysis.checks.transactions import COMMITTED, Transactions
+from analysis.model.cycles import CycleFacts, CyclicComponent, TxnReads
+
+__all__ = ["cycle_facts", "dependency_graph"]
+
+WW, WR = "ww", "wr"
+
+
+def cycle_facts(
+    txns: Transactions,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    reads: TxnReads | None = None,
+) -> CycleFacts:
+    """G0 and G1c over the committed transactions, the read-back's records being (`msg_id`,
+    `partition`, `offset`) (each record once, any order; a msg_id < 0: not the producer's)."""
+    graph = dependency_graph(txns, msg_id, partition, offset, reads)
+    ww = graph.edge_subgraph([(u, v) for u, v, kind in graph.edges(data="kind") if kind == WW])
+    g0 = tuple(_components(ww, WW))
+    return CycleFacts(g0=g0, g1c=tuple(_components(graph, WR)))
+
+
+def dependency_graph(
+    txns: Transactions,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    reads: TxnReads | None,
+) -> nx.DiGraph:
+    """The committed transactions' graph (nodes: transaction numbers; each edge's `kind` and
+    `label`, the first found of a pair kept, a ww edge before a wr one)."""
+    graph = nx.DiGraph()
+    committed = txns.outcome == COMMITTED
+    at = txns.of(np.where(msg_id >= 0, msg_id, -1))
+    mine = at >= 0
+    mine[mine] = committed[at[mine]]
+    order = np.lexsort((offset[mine], partition[mine]))
+    node = txns.txn[at[mine][order]]
+    p, o = partition[mine][order], offset[mine][order]
+    step = np.flatnonzero((p[1:] == p[:-1]) & (node[1:] != node[:-1]))
+    for i in step.tolist():
+        _add(graph, int(node[i]), int(node[i + 1]), WW, f"p{p[i + 1]}@{o[i + 1]}")
+    if reads is not None:
+        number = {int(t): i for i, t in enumerate(txns.txn.tolist())}
+        writer = txns.of(reads.msg_id).tolist()
+        for w, t, m in zip(writer, reads.txn.tolist(), reads.msg_id.tolist(), strict=True):
+            r = number.get(int(t), -1)
+            if w >= 0 and r >= 0 and w != r and committed[w] and committed[r]:
+                _add(graph, int(txns.txn[w]), int(t), WR, f"m{m}")
+    return graph
+
+
+def _add(graph: nx.DiGraph, source: int, target: int, kind: str, label: str) -> None:
+    """Add the edge unless the pair has one (ww edges are all added before wr ones)."""
+    if not graph.has_edge(source, target):
+        graph.add_edge(source, target, kind=kind, label=label)
+
+
+def _components(graph: nx.DiGraph, through: str) -> Iterable[CyclicComponent]:
+    """Each strongly connected component holding an edge of kind `through`, with the shortest
+    cycle through its first such edge (lowest source, then target)."""
+    for members in nx.strongly_connected_components(graph):
+        if len(members) < 2:
+            continue
+        inside = graph.subgraph(members)
+        edges = sorted((u, v) for u, v, kind in inside.edges(data="kind") if kind == through)
+        if not edges:
+            continue
+        source, target = edges[0]
+        back = nx.shortest_path(inside, target, source)
+        yield CyclicComponent(tuple(sorted(members)), _words(inside, [source, *back]))
+
+
+def _words(graph: nx.DiGraph, path: list[int]) -> str:
+    """ "T12 -ww p0@345-> T13 -ww p1@120-> T12" for a closed path of transaction numbers."""
+    text = f"T{path[0]}"
+    for u, v in pairwise(path):
+        edge = graph.edges[u, v]
+        text += f" -{edge['kind']} {edge['label']}-> T{v}"
+    return text

@@ -1,0 +1,124 @@
+"""Whether each group member's position moved as Kafka documents it (runs with
+workload.consumers): the `poll_skip` and `nonmonotonic_poll` classes of
+analysis.model.anomalies, Jepsen's poll skip and nonmonotonic poll.
+
+The consumer's position is "the offset of the next record that will be given out", advancing
+as records are returned. So within one member start, between two consecutive records it
+processed from one partition, with no change of that partition's assignment to it in between
+(its assignment journal: assigned, revoked or lost, stamped when the rebalance callback ran;
+the stamps are compared inclusively, so a change stamped with either record breaks the pair):
+
+- **nonmonotonic_poll**: the second record's offset is not above the first's;
+- **poll_skip**: a record the complete final read-back holds lies strictly between the two
+  (the read-back reads as the members do, read_committed, so aborted records and transaction
+  markers, which the members are never given, are not there to skip).
+
+In before-process mode a batch whose commit failed is never processed (at-most-once), so a
+failed commit of the partition between the two records breaks the pair as well. Rebalances,
+resets and restarts are what the consumer_reprocessed/unprocessed and `reset` checks judge:
+no pair spans them. A member start that processed records but journalled no change of
+assignment (a harness before that journal) cannot tell a jump from a rebalance: its steps are
+not counted, the start is (UNJOURNALLED_STARTS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+
+from analysis.checks.arrays import filled_ints
+from analysis.model.polls import PollFacts, PollStep
+from harness.rundir import layout
+from harness.rundir.records import (
+    ASSIGNMENT_SCHEMA,
+    COMMIT_OK,
+    COMMIT_SCHEMA,
+    PROCESSED_SCHEMA,
+    CommitMode,
+)
+from harness.rundir.streams import read_stream
+
+__all__ = ["MemberStart", "member_starts", "poll_facts", "steps_of"]
+
+
+@dataclass(frozen=True)
+class MemberStart:
+    """One start of one member: what it processed (journal order) and when its partitions'
+    assignment changed (None: it journalled no change at all)."""
+
+    consumer: int
+    partition: np.ndarray
+    offset: np.ndarray
+    ts_us: np.ndarray
+    breaks: dict[int, np.ndarray] | None  # partition → stamps that break a pair, ascending
+
+
+def poll_facts(starts: Iterable[MemberStart], records: dict[int, np.ndarray]) -> PollFacts:
+    """The two classes over every member start; `records`: partition → the offsets of the
+    final read-back's records there, ascending."""
+    skips: list[PollStep] = []
+    backwards: list[PollStep] = []
+    unjournalled = 0
+    for start in starts:
+        if start.breaks is None:
+            unjournalled += len(start.offset) > 0
+            continue
+        for step in steps_of(start, records):
+            if step.backwards:
+                backwards.append(step)
+            elif step.skipped:
+                skips.append(step)
+    return PollFacts(tuple(skips), tuple(backwards), unjournalled)
+
+
+def steps_of(start: MemberStart, records: dict[int, np.ndarray]) -> Iterable[PollStep]:
+    """Every step of a start that no break interrupts, backwards or skipping a record (a step
+    to the next record the read-back holds is neither, and is left out)."""
+    breaks = start.breaks or {}
+    none = np.zeros(0, dtype=np.int64)
+    for partition in np.unique(start.partition).tolist():
+        mine = np.flatnonzero(start.partition == partition)  # journal order
+        offset, ts = start.offset[mine], start.ts_us[mine]
+        stamps = breaks.get(partition, none)
+        first, second = offset[:-1], offset[1:]
+        broken = np.searchsorted(stamps, ts[1:], "right") > np.searchsorted(stamps, ts[:-1], "left")
+        held = records.get(partition, none)
+        between = np.searchsorted(held, second, "left") - np.searchsorted(held, first, "right")
+        odd = ~broken & ((second <= first) | (between > 0))
+        for i in np.flatnonzero(odd).tolist():
+            skipped = max(int(between[i]), 0)
+            at, low, high = int(ts[i + 1]), int(first[i]), int(second[i])
+            yield PollStep(partition, start.consumer, at, low, high, skipped)
+
+
+def member_starts(run_dir: Path, commit: CommitMode | None) -> Iterable[MemberStart]:
+    """Every member start of a run, read from its journals; in before-process mode its failed
+    commits break its pairs too."""
+    for path in sorted(run_dir.glob(layout.CONSUMER_PROCESSED_GLOB)):
+        member, start = layout.java_consumer_start(path.name)
+        files = layout.consumer_journal(member, start)
+        processed = read_stream(path, PROCESSED_SCHEMA)
+        changes = read_stream(run_dir / files.assignments, ASSIGNMENT_SCHEMA)
+        stamps = [(changes["partition"], changes["ts_us"])]
+        if commit == CommitMode.BEFORE_PROCESS:
+            commits = read_stream(run_dir / files.commits, COMMIT_SCHEMA)
+            failed = commits.filter(pc.not_equal(commits["outcome"], COMMIT_OK))
+            stamps.append((failed["partition"], failed["ts_us"]))
+        yield MemberStart(
+            member,
+            filled_ints(processed["partition"], -1),
+            filled_ints(processed["offset"], -1),
+            filled_ints(processed["ts_us"], -1),
+            _breaks(stamps) if changes.num_rows else None,
+        )
+
+
+def _breaks(stamps: list) -> dict[int, np.ndarray]:
+    """Partition → the sorted stamps of (partition, ts_us) column pairs."""
+    partition = np.concatenate([filled_ints(p, -1) for p, _ in stamps])
+    ts = np.concatenate([filled_ints(t, -1) for _, t in stamps])
+    return {int(p): np.sort(ts[partition == p]) for p in np.unique(partition).tolist()}
