@@ -56,6 +56,12 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
         yield "kafka.mode", refusal
     if spec.producer.enable_idempotence and (lacking := lacks(version, Feature.IDEMPOTENCE)):
         yield "producer.enable_idempotence", f"{lacking} Fix: set it false for this version."
+    if kafka.controller_config and mode is not Mode.KRAFT_DEDICATED:
+        yield (
+            "kafka.controller_config",
+            "configures controller-only nodes, which only kafka.mode: kraft-dedicated has. Fix: "
+            "set kafka.mode: kraft-dedicated, or move the settings to kafka.broker_config.",
+        )
     elr_keys = [key for key in kafka.broker_config if "eligible.leader.replicas" in str(key)]
     if elr_keys and (lacking := lacks(version, Feature.ELR)):
         yield f"kafka.broker_config.{elr_keys[0]}", f"{lacking} Fix: remove it for this version."

@@ -111,6 +111,9 @@ class KafkaSpec(_Section):
     quorum: Literal["static", "dynamic"] = "static"
     brokers: whole = Field(3, ge=3, le=5)
     broker_config: ConfigMap = Field(default_factory=dict)
+    # Server properties of the KRaft controller-only nodes (kraft-dedicated) on top of
+    # broker_config: settings a broker refuses, e.g. controller.quorum.auto.join.enable.
+    controller_config: ConfigMap = Field(default_factory=dict)
 
     def effective_mode(self) -> Mode | None:
         """The mode the cluster runs in: the file's, else the version's default (None if the

@@ -79,6 +79,8 @@ class KafkaCluster:
     image: str
     brokers: int = 3
     broker_config: dict[str, str] = field(default_factory=dict)
+    # Controller-only nodes' settings on top of broker_config (kraft-dedicated mode).
+    controller_config: dict[str, str] = field(default_factory=dict)
     host_ports: list[int] | None = None
     settings: Settings = field(default_factory=load_settings)
     cluster_id: str = field(default_factory=new_cluster_id)
@@ -164,7 +166,14 @@ class KafkaCluster:
         client.networks.create(self.network_name, driver="bridge", labels=self.labels)
         deadline = Deadline.after(ready_timeout_s)
         try:
-            plans = plan_nodes(topology, self.cluster_id, ports, self.broker_config, self.host)
+            plans = plan_nodes(
+                topology,
+                self.cluster_id,
+                ports,
+                self.broker_config,
+                self.host,
+                self.controller_config,
+            )
             for plan in plans:
                 self._add(self._create_node(client, plan))
             # Brokers of ZooKeeper mode give up when ZooKeeper does not answer in time.

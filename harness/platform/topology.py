@@ -225,12 +225,14 @@ def plan_nodes(
     host_ports: list[int],
     extra: dict[str, str] | None = None,
     advertised_host: str = "127.0.0.1",
+    controller_extra: dict[str, str] | None = None,
 ) -> list[NodePlan]:
     """Every node of the cluster, ZooKeeper servers and controllers before the brokers.
 
     `host_ports` holds one client port per broker; `extra` (server properties) goes to every
     Kafka node, controllers included: in KRaft the controller elects leaders, so settings such
-    as unclean.leader.election.enable take effect there."""
+    as unclean.leader.election.enable take effect there. `controller_extra` goes to the
+    controller-only nodes only, on top of `extra`."""
     plans = [
         NodePlan(Role.ZOOKEEPER, i, zookeeper_env(i, topology.zookeeper_nodes))
         for i in range(1, topology.zookeeper_nodes + 1)
@@ -238,7 +240,13 @@ def plan_nodes(
     ]
     if topology.mode is Mode.KRAFT_DEDICATED:
         plans += [
-            NodePlan(Role.CONTROLLER, i, controller_env(i, topology, cluster_id, extra))
+            NodePlan(
+                Role.CONTROLLER,
+                i,
+                controller_env(
+                    i, topology, cluster_id, {**(extra or {}), **(controller_extra or {})}
+                ),
+            )
             for i in topology.controller_ids()
         ]
     role = Role.COMBINED if topology.mode is Mode.KRAFT else Role.BROKER

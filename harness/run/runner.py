@@ -83,33 +83,37 @@ def write_spec(
     """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete);
     `topic` is the topic the run wrote."""
     spec = repetition.cell.spec
-    document = RunSpec.model_validate({
-        "experiment": spec.name,
-        "cell": repetition.cell.name,
-        "repetition": repetition.index,
-        "seed": repetition.seed,
-        "axes": repetition.cell.axes,
-        "config": cell_config(repetition.cell, steps, image.kafka_version),
-        "image": image.tag,
-        "image_id": image.image_id,
-        "git_revision": git_revision(),
-        "producer": producer_settings(spec),
-        "topic": {
-            "name": topic,
-            "partitions": spec.topic.partitions,
-            "replication_factor": spec.topic.replication_factor,
-            "config": topic_settings(spec),
-        },
-        "workload": spec.workload.model_dump(),
-        "schedule": [step.model_dump(by_alias=True, exclude_none=True) for step in steps],
-        "kafka": {
-            **spec.kafka.model_dump(),
-            "mode": spec.kafka.effective_mode(),
-            # Broker defaults that differ between releases, as this version has them.
-            "effective_defaults": _effective_defaults(image.kafka_version or spec.kafka.version),
-        },
-        **extra,
-    })
+    document = RunSpec.model_validate(
+        {
+            "experiment": spec.name,
+            "cell": repetition.cell.name,
+            "repetition": repetition.index,
+            "seed": repetition.seed,
+            "axes": repetition.cell.axes,
+            "config": cell_config(repetition.cell, steps, image.kafka_version),
+            "image": image.tag,
+            "image_id": image.image_id,
+            "git_revision": git_revision(),
+            "producer": producer_settings(spec),
+            "topic": {
+                "name": topic,
+                "partitions": spec.topic.partitions,
+                "replication_factor": spec.topic.replication_factor,
+                "config": topic_settings(spec),
+            },
+            "workload": spec.workload.model_dump(),
+            "schedule": [step.model_dump(by_alias=True, exclude_none=True) for step in steps],
+            "kafka": {
+                **spec.kafka.model_dump(),
+                "mode": spec.kafka.effective_mode(),
+                # Broker defaults that differ between releases, as this version has them.
+                "effective_defaults": _effective_defaults(
+                    image.kafka_version or spec.kafka.version
+                ),
+            },
+            **extra,
+        }
+    )
     document.write(repetition.run_dir)
 
 
@@ -146,6 +150,7 @@ def run_repetition(
         image=image.tag,
         brokers=spec.kafka.brokers,
         broker_config={k: str(v) for k, v in spec.kafka.broker_config.items()},
+        controller_config={k: str(v) for k, v in spec.kafka.controller_config.items()},
         mode=spec.kafka.effective_mode() or Mode.KRAFT,
         version=image.kafka_version or spec.kafka.version,
         zookeeper_nodes=spec.kafka.zookeeper_nodes,

@@ -98,6 +98,35 @@ def remove(target: str = "controller", **fields) -> dict:
     return step(fault="remove-controller", target=target, **fields)
 
 
+def test_controller_config_reaches_the_controllers_only_on_top_of_broker_config():
+    plans = plan_nodes(
+        Topology(Mode.KRAFT_DEDICATED, KafkaVersion.parse("4.2.0")),
+        "cid",
+        PORTS,
+        {"unclean.leader.election.enable": "true", "num.io.threads": "4"},
+        controller_extra={"controller.quorum.auto.join.enable": "true", "num.io.threads": "2"},
+    )
+    for plan in plans:
+        props = properties(plan.env)
+        assert props["unclean.leader.election.enable"] == "true"
+        if plan.role is Role.CONTROLLER:
+            assert props["controller.quorum.auto.join.enable"] == "true"
+            assert props["num.io.threads"] == "2"
+        else:
+            assert "controller.quorum.auto.join.enable" not in props
+            assert props["num.io.threads"] == "4"
+
+
+def test_controller_config_without_controller_only_nodes_is_refused():
+    auto_join = {"controller_config": {"controller.quorum.auto.join.enable": True}}
+    rejects(
+        doc(kafka={"version": "4.2.0", **auto_join}, faults={"schedule": []}),
+        "kafka.controller_config",
+        "set kafka.mode: kraft-dedicated",
+    )
+    one_cell(doc(kafka={"version": "4.2.0", "mode": "kraft-dedicated", **auto_join}))
+
+
 def test_validation_names_what_a_quorum_change_needs():
     rejects(
         doc(kafka={"mode": "kraft-dedicated"}, faults={"schedule": [remove()]}),
