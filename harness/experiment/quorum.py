@@ -13,6 +13,19 @@ from harness.limits import shown
 from harness.platform.versions import Feature, KafkaVersion, Mode, lacks
 
 
+def controller_config_problems(spec: Experiment) -> Iterator[Problem]:
+    """kafka.controller_config configures controller-only nodes, which kraft-dedicated has."""
+    mode = spec.kafka.effective_mode()
+    if spec.kafka.controller_config and mode not in (Mode.KRAFT_DEDICATED, None):
+        yield (
+            "kafka.controller_config",
+            (
+                f"configures controller-only nodes, which this cell ({mode}) has none of. Fix: set "
+                "kafka.mode: kraft-dedicated, or move the settings to kafka.broker_config."
+            ),
+        )
+
+
 def dynamic_quorum_problems(spec: Experiment) -> Iterator[Problem]:
     """A dynamic quorum is formatted by the harness's image on dedicated controllers (3.9+)."""
     kafka = spec.kafka

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from harness.chaos.faults import FAULT_TYPES, HelperSite, is_consumer_target
+from harness.experiment import quorum
 from harness.experiment.client_config import librdkafka_refusal
 from harness.experiment.fields import (
     BOUND_TARGET,
@@ -20,7 +21,6 @@ from harness.experiment.fields import (
     ZOOKEEPER_TARGET,
 )
 from harness.experiment.problems import Problem
-from harness.experiment.quorum import dynamic_quorum_problems, quorum_fault_problems
 from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
@@ -44,7 +44,8 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
         reason = f"applies to kafka.mode zookeeper only (this cell runs {kafka.effective_mode()})"
         yield "kafka.zookeeper_nodes", reason
     if kafka.quorum == "dynamic":
-        yield from dynamic_quorum_problems(spec)
+        yield from quorum.dynamic_quorum_problems(spec)
+    yield from quorum.controller_config_problems(spec)
     if not kafka.version:
         return  # a prebuilt image of an unknown version: nothing to check it against
     version = KafkaVersion.parse(kafka.version)
@@ -56,12 +57,6 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
         yield "kafka.mode", refusal
     if spec.producer.enable_idempotence and (lacking := lacks(version, Feature.IDEMPOTENCE)):
         yield "producer.enable_idempotence", f"{lacking} Fix: set it false for this version."
-    if kafka.controller_config and mode is not Mode.KRAFT_DEDICATED:
-        yield (
-            "kafka.controller_config",
-            "configures controller-only nodes, which only kafka.mode: kraft-dedicated has. Fix: "
-            "set kafka.mode: kraft-dedicated, or move the settings to kafka.broker_config.",
-        )
     elr_keys = [key for key in kafka.broker_config if "eligible.leader.replicas" in str(key)]
     if elr_keys and (lacking := lacks(version, Feature.ELR)):
         yield f"kafka.broker_config.{elr_keys[0]}", f"{lacking} Fix: remove it for this version."
@@ -296,7 +291,7 @@ def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Probl
             spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
         )
         yield from _disk_target_rules([step.fault], [step.target], f"{where}.target")
-        yield from quorum_fault_problems(
+        yield from quorum.quorum_fault_problems(
             spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
         )
     yield from _target_rules(spec, step.target, step.partition, where)
@@ -416,7 +411,7 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
         spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
     )
     yield from _disk_target_rules(list(plan.faults), list(plan.targets), f"{where}.targets")
-    yield from quorum_fault_problems(
+    yield from quorum.quorum_fault_problems(
         spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
     )
     for target in dict.fromkeys(plan.targets):

@@ -7,18 +7,17 @@
 KRaft controllers, `ensemble` the ZooKeeper servers, `all_nodes` every container.
 
 Clients reach broker i at <docker host>:<host port i>, a port chosen when the cluster is
-created and kept for its life, so the advertised listener stays valid across kill/start
-cycles; controllers and ZooKeeper servers publish no port. Restarts reuse the same
-container (never remove it), so the log directories survive like a disk would.
+created and kept for its life, so the advertised listener stays valid across kill/start cycles;
+controllers and ZooKeeper servers publish no port. Restarts reuse the same container, so the
+log directories survive like a disk would.
 
 The docker host is the one Testcontainers reports (its DockerClient.host(): the
 TESTCONTAINERS_HOST_OVERRIDE, else DOCKER_HOST's host name, else this machine), so a remote
 DOCKER_HOST works; for Docker-in-Docker through a mounted socket set the override to the
-address the published ports answer at. Not get_container_host_ip(): the advertised listener
-must be known before any container exists. On a local engine the ports are published on
-127.0.0.1 only, as unauthenticated brokers should be; on a remote one on all its interfaces,
-or this machine could not reach them. Containers are created with the docker SDK because
-Testcontainers' public builders cannot publish a port on one interface only.
+address the published ports answer at (not get_container_host_ip(): the advertised listener
+must be known before any container exists). On a local engine the ports are published on
+127.0.0.1 only, as unauthenticated brokers should be; on a remote one on all its interfaces
+(so the docker SDK creates them: Testcontainers' builders cannot publish on one interface).
 """
 
 from __future__ import annotations
@@ -78,9 +77,8 @@ class KafkaCluster:
 
     image: str
     brokers: int = 3
-    broker_config: dict[str, str] = field(default_factory=dict)
-    # Controller-only nodes' settings on top of broker_config (kraft-dedicated mode).
-    controller_config: dict[str, str] = field(default_factory=dict)
+    broker_config: dict[str, str] = field(default_factory=dict)  # every Kafka node's
+    controller_config: dict[str, str] = field(default_factory=dict)  # controller-only nodes'
     host_ports: list[int] | None = None
     settings: Settings = field(default_factory=load_settings)
     cluster_id: str = field(default_factory=new_cluster_id)
@@ -166,14 +164,8 @@ class KafkaCluster:
         client.networks.create(self.network_name, driver="bridge", labels=self.labels)
         deadline = Deadline.after(ready_timeout_s)
         try:
-            plans = plan_nodes(
-                topology,
-                self.cluster_id,
-                ports,
-                self.broker_config,
-                self.host,
-                self.controller_config,
-            )
+            extra, controllers = self.broker_config, self.controller_config
+            plans = plan_nodes(topology, self.cluster_id, ports, extra, self.host, controllers)
             for plan in plans:
                 self._add(self._create_node(client, plan))
             # Brokers of ZooKeeper mode give up when ZooKeeper does not answer in time.
