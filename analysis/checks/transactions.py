@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.checks.arrays import gather
+from analysis.checks.arrays import filled_ints, gather
 from analysis.model.anomalies import AnomalyName, Check, classes_of
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
@@ -64,6 +64,8 @@ class Transactions:
     first: np.ndarray
     size: np.ndarray
     outcome: np.ndarray  # COMMITTED, ABORTED or UNKNOWN
+    began: np.ndarray  # epoch microseconds (begin_ts_us), -1 where unknown
+    ended: np.ndarray  # epoch microseconds (end_ts_us), -1 where unknown
 
     @classmethod
     def read(cls, run_dir: Path) -> Transactions | None:
@@ -77,6 +79,8 @@ class Transactions:
             first=table["first_msg_id"].to_numpy().astype(np.int64),
             size=table["messages"].to_numpy().astype(np.int64),
             outcome=np.asarray(codes, dtype=np.int8),
+            began=filled_ints(table["begin_ts_us"], -1),
+            ended=filled_ints(table["end_ts_us"], -1),
         )
 
     def of(self, msg_id: np.ndarray) -> np.ndarray:
@@ -177,7 +181,7 @@ def _classes(
     }
     examples: ExampleRows = {
         AnomalyName.ABORTED_READ: [
-            _example(m, i, int(txns.txn[at[i]]), read=True)
+            _example(m, i, txns, int(at[i]), read=True)
             for i in np.flatnonzero(aborted_read)[:MAX_EXAMPLES].tolist()
         ],
         AnomalyName.COMMITTED_LOST: _first_missing(txns, m, at, missing, lost),
@@ -196,15 +200,16 @@ def _first_missing(
         if t in seen:
             continue
         seen.add(t)
-        rows.append(_example(m, i, int(txns.txn[t]), read=False))
+        rows.append(_example(m, i, txns, t, read=False))
         if len(rows) == MAX_EXAMPLES:
             break
     return rows
 
 
-def _example(m: MessageView, i: int, txn: int, *, read: bool) -> ExampleRow:
-    """Message i of transaction txn: where it was first read (read, and the read-back holds
-    it), else where acked; with the times the read-back and the consumers held it."""
+def _example(m: MessageView, i: int, txns: Transactions, t: int, *, read: bool) -> ExampleRow:
+    """Message i of transaction t: where it was first read (read, and the read-back holds
+    it), else where acked; with the times the read-back and the consumers held it, and when
+    the transaction began and ended (from_us, to_us)."""
     read &= bool(m.reads[i] > 0)
     partition = m.read_partition[i] if read else m.partition[i]
     offset = m.read_offset[i] if read else m.offset[i]
@@ -214,7 +219,9 @@ def _example(m: MessageView, i: int, txn: int, *, read: bool) -> ExampleRow:
         "offset": None if offset < 0 else int(offset),
         "reads": int(m.reads[i]),
         "consumed": int(m.consumed[i]),
-        "txn": txn,
+        "txn": int(txns.txn[t]),
+        "from_us": int(txns.began[t]) if txns.began[t] >= 0 else None,
+        "to_us": int(txns.ended[t]) if txns.ended[t] >= 0 else None,
     }
 
 

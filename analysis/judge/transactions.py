@@ -23,6 +23,7 @@ read_uncommitted read-back) is UNKNOWN.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Final
 
 from analysis.judge.known_bugs import bugs_explaining
@@ -31,6 +32,7 @@ from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
+from harness.rundir.events import FaultEnd
 
 __all__ = [
     "RUN_EVIDENCE",
@@ -63,9 +65,15 @@ TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transac
 CYCLE_CLASSES: Final = (AnomalyName.G0, AnomalyName.G1C)
 
 
-def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
-    """The fault that held an EndTxn or produce up, as the pattern needs: the first one that
-    made requests arrive late (a shaped fault with direction: in), else the run's first."""
+END_TXN_API_KEY: Final = 26  # Kafka's protocol: EndTxn, the commit or abort of a transaction
+
+
+def _fault_hit_coordinator_or_leader(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """What held an EndTxn or produce up, as the pattern needs: an EndTxn held until a witness
+    transaction was open (late_end_txn), else the first fault that made requests arrive late
+    (a shaped fault with direction: in), else the run's first fault."""
+    if late := late_end_txn(events, quoted):
+        return late
     starts = list(events.fault_starts)
     late = [e for e in starts if isinstance(e.detail, dict) and e.detail.get("direction") == "in"]
     for event in late or starts:
@@ -78,9 +86,53 @@ def _fault_hit_coordinator_or_leader(events: RunEvidence) -> str:
     return ""
 
 
+def late_end_txn(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """The EndTxn that reached its broker while a witness transaction was open: a connection
+    a shaped fault held from an EndTxn on (the shaper names it, with when its first packet
+    came) whose hold ended between the transaction's begin and end (Example.from_us, to_us);
+    '' when no held EndTxn landed inside a witness."""
+    delays = {
+        e.fault_id: float(e.detail.get("delay_ms") or 0)
+        for e in events.fault_starts
+        if isinstance(e.detail, dict)
+    }
+    for example in quoted:
+        if example.txn is None or example.from_us is None or example.to_us is None:
+            continue
+        for end in events.fault_ends:
+            for host, connection, held_us in _held_end_txns(end):
+                landed_us = held_us + int(delays.get(end.fault_id, 0) * 1000)
+                if example.from_us <= landed_us <= example.to_us:
+                    return (
+                        f"an EndTxn sent at {_clock(held_us)} on connection {connection} was "
+                        f"held by {end.fault} (fault {end.fault_id}) at {host} until "
+                        f"{_clock(landed_us)}, while transaction {example.txn} was open "
+                        f"({_clock(example.from_us)} to {_clock(example.to_us)}): it ended "
+                        f"transaction {example.txn}, not its own"
+                    )
+    return ""
+
+
+def _held_end_txns(end: FaultEnd) -> list[tuple[str, str, int]]:
+    """(host, connection, first packet's time) of each connection a shaped fault held from
+    an EndTxn on, from the shaper's figures in the fault's end detail."""
+    shaper = end.detail.get("shaper") if isinstance(end.detail, dict) else None
+    held = []
+    for host, figures in (shaper or {}).items():
+        for connection, hold in ((figures or {}).get("held_connections") or {}).items():
+            if isinstance(hold, dict) and hold.get("api_key") == END_TXN_API_KEY:
+                held.append((host, connection, int(hold["at_us"])))
+    return held
+
+
+def _clock(ts_us: int) -> str:
+    """A time of day, UTC, to the millisecond."""
+    return datetime.fromtimestamp(ts_us / 1e6, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
 # Per transactional row of the known-bug table, by reference: what the run's events must
 # show ('' when they do not).
-RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence], str]]] = {
+RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] = {
     "KAFKA-17754": _fault_hit_coordinator_or_leader,
 }
 
@@ -238,7 +290,7 @@ def _known_bug(
     for bug in bugs_explaining(name):
         if not bug.affects(config.kafka_version, config.client):
             continue
-        if evidence := RUN_EVIDENCE[bug.reference](events):
+        if evidence := RUN_EVIDENCE[bug.reference](events, quoted):
             client = config.client or "librdkafka"
             detail = (
                 f"known bug {bug.reference} of Kafka {config.kafka_version} with {client} "

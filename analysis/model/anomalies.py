@@ -104,9 +104,9 @@ ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "readback_msg_id_at_of
 # Where an example row says a message was read, and how many distinct records hold it.
 READ_LOCATION: Final = ("msg_id", "partition", "offset", "reads")
 # A transactional example: where a message was read, or where its transaction's first missing
-# message was acked, and the transaction number.
-TXN_READ_LOCATION: Final = (*READ_LOCATION, "txn")
-TXN_ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "txn")
+# message was acked, the transaction number and when it began and ended (epoch µs).
+TXN_READ_LOCATION: Final = (*READ_LOCATION, "txn", "from_us", "to_us")
+TXN_ACKED_LOCATION: Final = ("msg_id", "partition", "offset", "txn", "from_us", "to_us")
 # A stuck window: the partition, when it began and ended (epoch µs), the group's position then,
 # the end it should have reached, and whether that end is the high watermark above a held last
 # stable offset (read_committed).

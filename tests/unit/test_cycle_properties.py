@@ -39,6 +39,8 @@ class Log:
             first=np.arange(n, dtype=np.int64) * SIZE,
             size=np.full(n, SIZE, dtype=np.int64),
             outcome=np.array(self.outcomes, dtype=np.int8),
+            began=np.full(n, -1, dtype=np.int64),
+            ended=np.full(n, -1, dtype=np.int64),
         )
         ids = [m for log in self.partitions for m in log]
         part = [p for p, log in enumerate(self.partitions) for _ in log]
