@@ -36,7 +36,7 @@ from analysis.model.anomalies import AnomalyName, Check, classes_of
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import Status
-from harness.rundir.transactions import TxnOutcome, read_transactions
+from harness.rundir.transactions import TxnOutcome, commit_never_requested, read_transactions
 
 __all__ = ["TXN_CLASSES", "TXN_FACTS", "Transactions", "TxnFacts", "read_uncommitted_ids"]
 
@@ -64,6 +64,9 @@ class Transactions:
     first: np.ndarray
     size: np.ndarray
     outcome: np.ndarray  # COMMITTED, ABORTED or UNKNOWN
+    # The producer never asked to commit it (it meant to abort, and no commit call failed):
+    # its messages must never be visible, even when its abort failed (outcome UNKNOWN).
+    uncommitted: np.ndarray
     began: np.ndarray  # epoch microseconds (begin_ts_us), -1 where unknown
     ended: np.ndarray  # epoch microseconds (end_ts_us), -1 where unknown
 
@@ -74,11 +77,14 @@ class Transactions:
         if table is None:
             return None
         codes = [_CODES.get(o, UNKNOWN) for o in table["outcome"].to_pylist()]
+        intents, errors = table["intent"].to_pylist(), table["error"].to_pylist()
+        uncommitted = [commit_never_requested(i, e) for i, e in zip(intents, errors, strict=True)]
         return cls(
             txn=table["txn"].to_numpy().astype(np.int64),
             first=table["first_msg_id"].to_numpy().astype(np.int64),
             size=table["messages"].to_numpy().astype(np.int64),
             outcome=np.asarray(codes, dtype=np.int8),
+            uncommitted=np.asarray(uncommitted, dtype=bool),
             began=filled_ints(table["begin_ts_us"], -1),
             ended=filled_ints(table["end_ts_us"], -1),
         )
@@ -173,7 +179,8 @@ def _classes(
     lost = committed & (absent > 0)
     torn = committed & (shown > 0) & (absent > 0)
     # Seen at the end (the read-back) or while the transaction was open (a consumer).
-    aborted_read = (outcome == ABORTED) & mine & ((reads > 0) | (m.consumed > 0))
+    never_committed = (outcome == ABORTED) | gather(txns.uncommitted, at, False)
+    aborted_read = never_committed & mine & ((reads > 0) | (m.consumed > 0))
     counts: dict[str, int] = {
         AnomalyName.ABORTED_READ: int(np.count_nonzero(aborted_read)),
         AnomalyName.COMMITTED_LOST: int(np.count_nonzero(lost)),

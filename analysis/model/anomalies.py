@@ -238,8 +238,9 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     Anomaly(
         AnomalyName.ABORTED_READ,
         "aborted read",
-        "a message of an aborted transaction returned by the read_committed read-back, or "
-        "processed during the run by a consumer of the group (read_committed too)",
+        "a message of an aborted transaction, or of one its producer never asked to commit "
+        "(its abort failed), returned by the read_committed read-back, or processed during "
+        "the run by a consumer of the group (read_committed too)",
         serious=True,
         at_acked_offset=False,
         example_fields=(*TXN_READ_LOCATION, "consumed"),

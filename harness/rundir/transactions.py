@@ -19,11 +19,13 @@ import pyarrow.parquet as pq
 from harness.rundir import layout
 
 __all__ = [
+    "COMMIT_CLAUSE",
     "TIMEOUT_ANSWERED",
     "TRANSACTION_SCHEMA",
     "Intent",
     "OnTimeout",
     "TxnOutcome",
+    "commit_never_requested",
     "read_transactions",
 ]
 
@@ -64,6 +66,20 @@ class OnTimeout(StrEnum):
 # The clause a transaction's `error` carries when a timeout was answered otherwise than by
 # retrying: "on timeout: abort" or "on timeout: reinit" (the journal's record of the path).
 TIMEOUT_ANSWERED: Final = "on timeout: {}"
+
+
+# Each clause of a transaction's `error` ("; " between them) opens with the call that failed:
+# "commit: ..." (the offer of offsets before a commit counts as the commit's), "abort: ...", or
+# is a TIMEOUT_ANSWERED clause.
+COMMIT_CLAUSE: Final = "commit: "
+
+
+def commit_never_requested(intent: str, error: str | None) -> bool:
+    """The producer never asked to commit the transaction: it meant to abort it and no clause
+    of its error is a commit's. Its messages must never be read committed, whatever its abort
+    became (KAFKA-17754: a late EndTxn of an earlier transaction can commit it)."""
+    clauses = (error or "").split("; ")
+    return intent == Intent.ABORT and not any(c.startswith(COMMIT_CLAUSE) for c in clauses)
 
 
 TRANSACTION_SCHEMA: Final = pa.schema([

@@ -39,6 +39,7 @@ class Log:
             first=np.arange(n, dtype=np.int64) * SIZE,
             size=np.full(n, SIZE, dtype=np.int64),
             outcome=np.array(self.outcomes, dtype=np.int8),
+            uncommitted=np.zeros(n, dtype=bool),
             began=np.full(n, -1, dtype=np.int64),
             ended=np.full(n, -1, dtype=np.int64),
         )

@@ -34,8 +34,14 @@ def location(msg_id: int) -> tuple[int, int]:
     return msg_id % PARTITIONS, msg_id // PARTITIONS
 
 
-def write_txn_run(root: Path, committed_view: list[int], uncommitted_view: list[int]) -> Path:
-    """A transactional run directory; every send was delivered (ok) at its location."""
+def write_txn_run(
+    root: Path,
+    committed_view: list[int],
+    uncommitted_view: list[int],
+    unknown_end: tuple[str, str | None] = ("commit", None),
+) -> Path:
+    """A transactional run directory; every send was delivered (ok) at its location; the
+    unknown transaction (3) has the intent and error `unknown_end`."""
     run_dir = root / "exp" / "t" / "cell" / "0"
     run_dir.mkdir(parents=True)
     spec = {"experiment": "exp", "cell": "cell", "repetition": 0, "config": {"acks": "all"}}
@@ -63,6 +69,7 @@ def write_txn_run(root: Path, committed_view: list[int], uncommitted_view: list[
         {
             "txn": t, "first_msg_id": t * SIZE, "messages": SIZE, "intent": "commit",
             "outcome": outcome, "error": None, "begin_ts_us": T0_US, "end_ts_us": T0_US,
+            **(dict(zip(("intent", "error"), unknown_end, strict=True)) if t == 3 else {}),
         }
         for t, outcome in enumerate(OUTCOMES)
     ]  # fmt: skip
@@ -71,9 +78,14 @@ def write_txn_run(root: Path, committed_view: list[int], uncommitted_view: list[
     return run_dir
 
 
-def facts_of(tmp_path: Path, committed_view: list[int], uncommitted_view: list[int] | None = None):
+def facts_of(
+    tmp_path: Path,
+    committed_view: list[int],
+    uncommitted_view: list[int] | None = None,
+    unknown_end: tuple[str, str | None] = ("commit", None),
+):
     everything = list(range(SENT))
-    run_dir = write_txn_run(tmp_path, committed_view, uncommitted_view or everything)
+    run_dir = write_txn_run(tmp_path, committed_view, uncommitted_view or everything, unknown_end)
     return checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
 
 
@@ -126,6 +138,29 @@ def test_an_unknown_outcome_is_never_loss_nor_aborted_read(tmp_path: Path) -> No
     assert counts["lost"] == counts["unseen"] == 0
     assert counts["aborted_read"] == 0 and counts["committed_lost"] == 0
     assert counts["indeterminate_present"] == 1
+
+
+@pytest.mark.parametrize(
+    "intent,error,aborted_read",
+    [
+        ("abort", "abort: InvalidTxnStateException: invalid state", 1),
+        ("abort", None, 1),
+        ("abort", "abort: TimeoutException: 10000ms; on timeout: reinit", 1),
+        ("abort", "commit: TimeoutException: 10000ms; on timeout: abort; abort: x", 0),
+        ("commit", "commit: InvalidTxnStateException: invalid state", 0),
+    ],
+)
+def test_a_transaction_never_asked_to_commit_must_stay_invisible_whatever_its_abort_became(
+    tmp_path: Path, intent: str, error: str | None, aborted_read: int
+) -> None:
+    # Transaction 3 (9-11) ended unknown; message 10 is read committed. A producer that only
+    # ever asked to abort it (KAFKA-17754: a late EndTxn of an earlier transaction committed
+    # it) was not obeyed: an aborted read. One that asked to commit may have committed it.
+    facts = facts_of(tmp_path, [*COMMITTED, 10], unknown_end=(intent, error))
+    assert facts.counts["aborted_read"] == aborted_read
+    assert facts.counts["txn_unknown"] == 1  # still an unknown end, as the producer learnt it
+    if aborted_read:
+        assert facts.examples["aborted_read"][0]["txn"] == 3
 
 
 def test_a_committed_message_read_twice_is_a_duplicate(tmp_path: Path) -> None:
