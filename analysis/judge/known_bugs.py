@@ -17,7 +17,11 @@ from typing import Final
 from analysis.model.anomalies import AnomalyName, CountName
 from harness.platform.versions import KafkaVersion
 
-__all__ = ["KNOWN_BUGS", "KnownBug", "bugs_explaining"]
+__all__ = ["BUG_REASON", "KNOWN_BUGS", "KnownBug", "bugs_explaining"]
+
+# How a known bug's finding begins ("known bug KAFKA-17754 of Kafka 3.8.1 ..."): a cell's
+# summary puts these reasons first.
+BUG_REASON: Final = "known bug "
 
 
 @dataclass(frozen=True)

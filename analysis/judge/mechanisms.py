@@ -28,7 +28,7 @@ from analysis.judge.history import (
     PartitionHistory,
     partition_fault_class,
 )
-from analysis.judge.known_bugs import bugs_explaining
+from analysis.judge.known_bugs import BUG_REASON, bugs_explaining
 from analysis.model.anomalies import CountName
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
@@ -360,7 +360,7 @@ def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgeme
         line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
         logged = f"; log: {line}" if line else ""
         reason = (
-            f"known bug {bug.reference} of Kafka {version} ({bug.fixed_where()}): "
+            f"{BUG_REASON}{bug.reference} of Kafka {version} ({bug.fixed_where()}): "
             f"{bug.mechanism}; p{history.partition}: {evidence}{logged}"
         )
         cls = partition_fault_class(history.hits)

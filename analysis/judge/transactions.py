@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from analysis.judge.known_bugs import bugs_explaining
+from analysis.judge.known_bugs import BUG_REASON, bugs_explaining
 from analysis.judge.outcomes import Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
@@ -293,7 +293,7 @@ def _known_bug(
         if evidence := RUN_EVIDENCE[bug.reference](events, quoted):
             client = config.client or "librdkafka"
             detail = (
-                f"known bug {bug.reference} of Kafka {config.kafka_version} with {client} "
+                f"{BUG_REASON}{bug.reference} of Kafka {config.kafka_version} with {client} "
                 f"({bug.fixed_where()}): {bug.mechanism}; {what}; {evidence}"
             )
             return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
@@ -306,5 +306,6 @@ def _summary(counts: Counts) -> str:
         f"transactions: {counts.get('txn_committed', 0)} committed, "
         f"{counts.get('txn_aborted', 0)} aborted ({counts.get('txn_aborted_in_log', 0)} aborted "
         f"messages in the log), {counts.get('txn_unknown', 0)} unknown outcome "
-        f"(never judged), {counts.get('txn_unjournalled_sends', 0)} sends in no ended transaction"
+        f"(judged only if never asked to commit), {counts.get('txn_unjournalled_sends', 0)} "
+        "sends in no ended transaction"
     )

@@ -29,6 +29,7 @@ from analysis.judge.guarantees import (
     guarantee_for,
 )
 from analysis.judge.history import partition_histories
+from analysis.judge.known_bugs import BUG_REASON
 from analysis.judge.liveness import judge_liveness
 from analysis.judge.outcomes import (
     CellVerdict,
@@ -215,10 +216,8 @@ def _cell_outcome(
             head += f" (loss allowed and observed in {len(lossy)})"
         return Verdict.UNKNOWN, (head, *_rep_reasons(unknown, first_only=True))
     if buggy:
-        head = (
-            f"a known bug of this release lost acknowledged data in {len(buggy)} of {n} repetitions"
-        )
-        return Verdict.KNOWN_BUG, (head, *_rep_reasons(buggy, first_only=True))
+        head = f"a known bug of this release showed in {len(buggy)} of {n} repetitions"
+        return Verdict.KNOWN_BUG, (head, *_rep_reasons(buggy, first_only=True, first_of=BUG_REASON))
     if lossy:
         head = f"loss allowed and observed in {len(lossy)} of {n} repetitions"
         return Verdict.EXPECTED_LOSS, (head, *_rep_reasons(lossy, first_only=True))
@@ -237,14 +236,21 @@ def _cell_outcome(
 
 
 def _rep_reasons(
-    reps: Sequence[RepetitionVerdict], *, only_violations: bool = False, first_only: bool = False
+    reps: Sequence[RepetitionVerdict],
+    *,
+    only_violations: bool = False,
+    first_only: bool = False,
+    first_of: str = "",
 ) -> list[str]:
-    """Repetition reasons prefixed with their repetition number."""
+    """Repetition reasons prefixed with their repetition number; with `first_of`, the reasons
+    that begin with it come first (a known bug's, which names the JIRA and its evidence)."""
     lines: list[str] = []
     for rep in reps:
         reasons = rep.reasons
         if only_violations:
             reasons = rep.violations or reasons
+        if first_of:
+            reasons = tuple(sorted(reasons, key=lambda r: not r.startswith(first_of)))
         if first_only:
             reasons = reasons[:1]
         lines.extend(f"rep {rep.repetition}: {reason}" for reason in reasons)

@@ -412,12 +412,12 @@ def test_the_cell_fold_names_each_outcome_and_the_repetitions_behind_it() -> Non
         Verdict.UNKNOWN,
         ("1 of 1 repetitions could not be judged", "rep 4: u1"),
     )
-    buggy = _rep(Verdict.KNOWN_BUG, 6, "k1", "k2")
+    buggy = _rep(Verdict.KNOWN_BUG, 6, "k1", "known bug KAFKA-1 of Kafka 1.0: k2")
     assert outcome([lossy, buggy, _rep(Verdict.KNOWN_BUG, 7)], cp) == (
         Verdict.KNOWN_BUG,
         (
-            "a known bug of this release lost acknowledged data in 2 of 3 repetitions",
-            "rep 6: k1",
+            "a known bug of this release showed in 2 of 3 repetitions",
+            "rep 6: known bug KAFKA-1 of Kafka 1.0: k2",
         ),
     )
     assert outcome([lossy, _rep(Verdict.PASS, 0)], cp) == (
