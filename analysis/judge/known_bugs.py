@@ -76,6 +76,21 @@ def _java_at_least(client: str | None, release: str) -> bool:
 
 KAFKA_17754_SERVER = "server-side defense: KIP-890, transaction version 2 in 4.0"
 
+
+def _kafka_17754(explains: AnomalyName, mechanism: str) -> KnownBug:
+    """A row of KAFKA-17754 (Jepsen 2024): the transaction protocol assumes ordered delivery;
+    one row per anomaly it explains, the same range and experiment for each."""
+    return KnownBug(
+        reference="KAFKA-17754",
+        explains=explains,
+        mechanism=f"{mechanism} ({KAFKA_17754_SERVER})",
+        fixed_in="4.0.0",
+        first_affected="3.0.0",
+        client_fixed_in="4.0.0",
+        experiment="experiments/jepsen-2024-late-connections.yaml",
+    )
+
+
 KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
     KnownBug(
         reference="KAFKA-1211",
@@ -121,50 +136,35 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected="4.1.0",
         experiment="experiments/known-bugs/kafka-fsync.yaml (release=4.3.1-kraft)",
     ),
-    KnownBug(
-        reference="KAFKA-17754",
-        explains=AnomalyName.ABORTED_READ,
-        mechanism="a delayed produce or transaction marker of an earlier transaction is applied "
-        "after the producer moved on, so an aborted write becomes part of a later committed "
-        f"transaction ({KAFKA_17754_SERVER})",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        client_fixed_in="4.0.0",
-        experiment="experiments/jepsen-2024-transactions.yaml",
-    ),
-    KnownBug(
-        reference="KAFKA-17754",
-        explains=AnomalyName.COMMITTED_LOST,
-        mechanism="a delayed transaction marker of an earlier transaction (an abort) is applied "
-        "to a later transaction after the producer moved on, so writes of a committed "
-        f"transaction are aborted: lost or torn ({KAFKA_17754_SERVER})",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        client_fixed_in="4.0.0",
-        experiment="experiments/jepsen-2024-transactions.yaml",
-    ),
-    KnownBug(
-        reference="KAFKA-17754",
-        explains=AnomalyName.G0,
-        mechanism="a delayed produce of an earlier transaction lands after the producer moved "
-        "on, behind a later transaction's writes in one partition but not in another, so the "
-        f"committed transactions follow one another in a cycle ({KAFKA_17754_SERVER})",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        client_fixed_in="4.0.0",
-        experiment="experiments/jepsen-2024-transactions.yaml",
-    ),
-    KnownBug(
-        reference="KAFKA-17754",
-        explains=AnomalyName.G1C,
-        mechanism="a delayed produce of an earlier transaction lands after the producer moved "
-        "on, behind a later transaction's writes in one partition but not in another, so the "
-        "committed transactions follow one another in a cycle with what they read "
-        f"({KAFKA_17754_SERVER})",
-        fixed_in="4.0.0",
-        first_affected="3.0.0",
-        client_fixed_in="4.0.0",
-        experiment="experiments/jepsen-2024-transactions.yaml",
+    *(
+        _kafka_17754(explains, mechanism)
+        for explains, mechanism in (
+            (
+                AnomalyName.ABORTED_READ,
+                "a delayed EndTxn (commit) or produce of an earlier transaction reaches the "
+                "broker after the producer moved on, in the same producer epoch, and commits or "
+                "joins a later transaction: writes the producer never committed become visible",
+            ),
+            (
+                AnomalyName.COMMITTED_LOST,
+                "a delayed EndTxn (abort) of an earlier transaction reaches the coordinator "
+                "after the producer moved on, in the same producer epoch, and aborts a later "
+                "transaction: writes of a committed transaction are lost or torn",
+            ),
+            (
+                AnomalyName.G0,
+                "a delayed produce of an earlier transaction lands after the producer moved "
+                "on, behind a later transaction's writes in one partition but not in another, "
+                "so the committed transactions follow one another in a cycle",
+            ),
+            (
+                AnomalyName.G1C,
+                "a delayed produce of an earlier transaction lands after the producer moved "
+                "on, behind a later transaction's writes in one partition but not in another, "
+                "so the committed transactions follow one another in a cycle with what they "
+                "read",
+            ),
+        )
     ),
 )
 

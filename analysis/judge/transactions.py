@@ -72,8 +72,8 @@ def _fault_hit_coordinator_or_leader(events: RunEvidence, quoted: Sequence[Examp
     """What held an EndTxn or produce up, as the pattern needs: an EndTxn held until a witness
     transaction was open (late_end_txn), else the first fault that made requests arrive late
     (a shaped fault with direction: in), else the run's first fault."""
-    if late := late_end_txn(events, quoted):
-        return late
+    if landed := late_end_txn(events, quoted):
+        return landed
     starts = list(events.fault_starts)
     late = [e for e in starts if isinstance(e.detail, dict) and e.detail.get("direction") == "in"]
     for event in late or starts:
