@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 COORDINATORS = ("txn-coordinator", "group-coordinator")
+END_TXN = 26  # the API key of EndTxn, as the shaper names the request that started a hold
 
 
 def _faults(run_dir: Path) -> tuple[int, str]:
@@ -33,6 +34,23 @@ def _faults(run_dir: Path) -> tuple[int, str]:
     on_coordinator = sum(1 for e in starts if e.get("target") in COORDINATORS)
     text = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
     return len(starts), f"{text or 'none'}; {on_coordinator} on a coordinator"
+
+
+def _end_txns_held(run_dir: Path) -> int:
+    """How many connections a shaped fault held from an EndTxn on (the shaper's figures)."""
+    held = 0
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        if '"fault_end"' not in line:
+            continue
+        shaper = (json.loads(line).get("detail") or {}).get("shaper") or {}
+        for figures in shaper.values():
+            connections = (figures or {}).get("held_connections") or {}
+            held += sum(
+                1
+                for h in connections.values()
+                if isinstance(h, dict) and h.get("api_key") == END_TXN
+            )
+    return held
 
 
 def _verdicts(root: Path) -> dict[str, str]:
@@ -55,6 +73,7 @@ def _row(run_dir: Path, verdicts: dict[str, str]) -> tuple[list[str], dict[str, 
     stall = (result.get("availability") or {}).get("longest_partition_gap_s")
     figures = {
         "faults": faults,
+        "end_txns_held": _end_txns_held(run_dir),
         "seconds": spec["workload"]["duration_s"],
         **{k: counts.get(k) or 0 for k in (
             "txn_committed", "txn_aborted", "txn_unknown", "txn_aborted_in_log",
@@ -65,6 +84,7 @@ def _row(run_dir: Path, verdicts: dict[str, str]) -> tuple[list[str], dict[str, 
         result["cell"],
         str(spec["seed"]),
         f"{faults}: {described}",
+        f"{figures['end_txns_held']}",
         f"{figures['txn_committed']:,} / {figures['txn_aborted']:,} / {figures['txn_unknown']:,}",
         f"{figures['txn_aborted_in_log']:,}",
         f"{figures['aborted_read']}, {figures['committed_lost']}, {figures['torn_transaction']}",
@@ -77,12 +97,13 @@ def _row(run_dir: Path, verdicts: dict[str, str]) -> tuple[list[str], dict[str, 
 
 def main(roots: list[Path]) -> None:
     print(
-        "| cell | seed | faults | transactions committed / aborted / unknown "
+        "| cell | seed | faults | EndTxn held | transactions committed / aborted / unknown "
         "| aborted msgs in the log | aborted read, txn lost, torn | reprocessed by the group "
         "| longest stall | verdict |"
     )
-    print("|---|---:|---|---|---:|---|---:|---:|---|")
+    print("|---|---:|---|---:|---|---:|---|---:|---:|---|")
     total: Counter[str] = Counter()
+    by_cell: dict[str, Counter[str]] = {}
     runs = 0
     for root in roots:
         verdicts = _verdicts(root)
@@ -90,6 +111,7 @@ def main(roots: list[Path]) -> None:
             cells, figures = _row(results.parent, verdicts)
             print("| " + " | ".join(cells) + " |")
             total.update(figures)
+            by_cell.setdefault(cells[0], Counter()).update(figures)
             runs += 1
     print(
         f"\n{runs} repetitions, {total['seconds'] / 60:.0f} minutes of workload under "
@@ -97,6 +119,18 @@ def main(roots: list[Path]) -> None:
         f"{total['txn_aborted']:,} aborted transactions; aborted reads {total['aborted_read']}, "
         f"committed lost {total['committed_lost']}, torn {total['torn_transaction']}"
     )
+    print(
+        "\n| cell | hours of workload | EndTxn held "
+        "| aborted read, txn lost, torn (messages) per hour |"
+    )
+    print("|---|---:|---:|---|")
+    for cell, figures in by_cell.items():
+        hours = figures["seconds"] / 3600
+        rates = ", ".join(
+            f"{figures[k] / hours:.0f}"
+            for k in ("aborted_read", "committed_lost", "torn_transaction")
+        )
+        print(f"| {cell} | {hours:.2f} | {figures['end_txns_held']} | {rates} |")
 
 
 if __name__ == "__main__":
