@@ -26,6 +26,8 @@ from harness.settings import load_settings
 
 LAST_ZOOKEEPER_LINE = "3.9.1"
 
+READY_TARGET_S = 5.0  # a 3-node cluster ready from a warm image (the everyday loop)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -72,7 +74,8 @@ def main() -> None:
     print(
         f"cluster ready (3 brokers) median {statistics.median(ready):5.1f} s, "
         f"min {min(ready):.1f} s, max {max(ready):.1f} s over {len(ready)} starts "
-        f"({shape}; target <= 20 s)"
+        f"({shape}; target <= {READY_TARGET_S:.0f} s: "
+        f"{'met' if statistics.median(ready) <= READY_TARGET_S else 'MISSED'})"
     )
     print(
         f"SIGKILL, restart, in ISR  median {statistics.median(rejoin):5.1f} s, "

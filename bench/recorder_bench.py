@@ -30,6 +30,8 @@ from harness.workload.recorder import Recorder, Workload, encode_value, status_o
 
 CONFIG = {"acks": "1", "linger.ms": 5, "enable.idempotence": False}
 
+PAIR_TARGET = 0.95  # the recorder keeps 95 % of a bare producer in each ABBA pair
+
 
 def bare(bootstrap: str, topic: str, count: int, size: int, keys: int) -> tuple[float, float]:
     """(messages per second, client CPU µs per message) of a plain producer loop."""
@@ -105,7 +107,8 @@ def main() -> None:
     print(
         f"recorder / bare throughput, median of {len(ratios)} pairs: "
         f"{statistics.median(ratios):.1%} (pairs: {', '.join(f'{r:.0%}' for r in ratios)}); "
-        f"target >= 90 %"
+        f"target >= {PAIR_TARGET:.0%} in every pair: "
+        f"{'met' if min(ratios) >= PAIR_TARGET else 'MISSED'}"
     )
     print(f"bare / recorder client CPU per message: {cpu_ratio:.1%}")
 
