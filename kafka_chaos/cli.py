@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="print the traceback of an unexpected error"
     )
+    parser.set_defaults(parser=parser)  # the whole command line, for `completion`
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_MODULES:
         command = sub.add_parser(module.NAME, help=module.HELP)

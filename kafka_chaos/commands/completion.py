@@ -32,18 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Print the script for args.shell on stdout."""
-    print(script(args.shell), end="")
+    """Print the script for args.shell on stdout, of the command line args.parser (the whole
+    parser, which kafka_chaos.cli hands every command)."""
+    print(script(args.shell, args.parser), end="")
     return EXIT_OK
 
 
-def script(shell: str) -> str:
-    """The completion script of the whole command line for `shell`."""
+def script(shell: str, parser: argparse.ArgumentParser) -> str:
+    """The completion script of the command line `parser` for `shell`."""
     import shtab
 
-    from kafka_chaos.cli import build_parser  # the parser this module is part of
-
-    parser = build_parser()
     _complete_paths(parser, shtab)
     return shtab.complete(parser, shell=shell)
 
