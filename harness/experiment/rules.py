@@ -23,6 +23,7 @@ from harness.experiment.fields import (
 from harness.experiment.problems import Problem
 from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
+from harness.experiment.transaction_rules import transaction_problems
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
 from harness.platform.versions import (
     Feature,
@@ -157,33 +158,6 @@ def _client_rules(spec: Experiment) -> Iterator[Problem]:
         yield "workload.producers", reason
     if client.kind == "command" and workload.duration_s is None and workload.count is None:
         yield "workload.count", "a command client needs workload.count or duration_s"
-
-
-def _transaction_rules(spec: Experiment) -> Iterator[Problem]:
-    transactions = spec.workload.transactions
-    if transactions is None:
-        return
-    if transactions.abort_every is not None and transactions.abort_ratio is not None:
-        reason = "give workload.transactions.abort_every or abort_ratio, not both (null the other)"
-        yield "workload.transactions.abort_ratio", reason
-    if spec.workload.producers != 1:
-        reason = "a transactional workload runs one producer (one transactional.id); set 1"
-        yield "workload.producers", reason
-    if spec.producer.acks != "all":
-        reason = f'transactions require producer.acks: all (got "{spec.producer.acks}")'
-        yield "producer.acks", reason
-    librdkafka = spec.workload.client.kind == "librdkafka"  # Java has no such bound
-    if librdkafka and not 0 < spec.producer.message_timeout_ms <= transactions.timeout_ms:
-        reason = (
-            f"librdkafka requires producer.message_timeout_ms ({spec.producer.message_timeout_ms})"
-            f" to be 1..workload.transactions.timeout_ms ({transactions.timeout_ms}); lower it "
-            "or raise the transaction timeout"
-        )
-        yield "producer.message_timeout_ms", reason
-    if spec.kafka.version and (
-        lacking := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
-    ):
-        yield "workload.transactions", f"{lacking} Fix: use Kafka 0.11 or later."
 
 
 def _target_rules(
@@ -491,7 +465,7 @@ def rule_problems(spec: Experiment) -> list[Problem]:
         _topic_rules,
         _producer_rules,
         _workload_rules,
-        _transaction_rules,
+        transaction_problems,
         _client_rules,
         _fault_rules,
     )

@@ -184,6 +184,12 @@ class TransactionsSpec(_Section):
     # (KafkaProducer's contract), abort and go on (Jepsen's client, most applications), or
     # reinit (a new client on the same transactional.id). harness/rundir/transactions.py.
     on_timeout: Literal["retry", "abort", "reinit"] = "retry"
+    # Consume-transform-produce: each transaction first reads up to `reads` records of the
+    # topic (read_committed, within READ_BUDGET_S), journalled, so the cycle check gets wr
+    # edges (G1c). librdkafka only. harness/workload/txn_reads.py.
+    reads: Annotated[whole, at_most(10_000, "a transaction's reads are held in memory")] = Field(
+        0, ge=0
+    )
 
 
 class WorkloadSpec(_Section):

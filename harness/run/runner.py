@@ -402,6 +402,7 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
         send_offsets=transactions.send_offsets,
         partitions=spec.topic.partitions,
         on_timeout=OnTimeout(transactions.on_timeout),
+        reads=transactions.reads,
     )
 
 

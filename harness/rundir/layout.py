@@ -41,6 +41,10 @@ CONSUMER_ASSIGNMENTS_GLOB: Final = "consumer-c*-assignments.arrows"
 # read-back with isolation.level=read_uncommitted (READBACK is then read_committed).
 TRANSACTIONS_JOURNAL: Final = "journal-transactions.arrows"
 TRANSACTIONS: Final = "transactions.parquet"
+# With `workload.transactions.reads` > 0, each record a transaction read before its sends
+# (read_committed), journalled per transaction and finalized beside transactions.parquet.
+TXN_READS_JOURNAL: Final = "journal-txn-reads.arrows"
+TXN_READS: Final = "txn-reads.parquet"
 READBACK_UNCOMMITTED: Final = "readback-uncommitted.parquet"
 BROKER_LOGS: Final = "broker-logs"
 TOPIC: Final = "chaos"  # the topic every repetition writes and reads back

@@ -4,7 +4,9 @@ A transactional run (`workload.transactions`) sends its messages in transactions
 msg_ids: transaction t holds `messages` sends from `first_msg_id` on. The producer journals one
 row per transaction when it ends (layout.TRANSACTIONS_JOURNAL), finalized to
 layout.TRANSACTIONS. A send whose transaction has no row (the producer stopped or crashed
-inside it) has an unknown outcome, like a row whose outcome is `unknown`.
+inside it) has an unknown outcome, like a row whose outcome is `unknown`. With
+`workload.transactions.reads`, each transaction first reads records of the topic
+(read_committed): one row each (layout.TXN_READS_JOURNAL, finalized to layout.TXN_READS).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ __all__ = [
     "COMMIT_CLAUSE",
     "TIMEOUT_ANSWERED",
     "TRANSACTION_SCHEMA",
+    "TXN_READ_SCHEMA",
     "Intent",
     "OnTimeout",
     "TxnOutcome",
     "commit_never_requested",
     "read_transactions",
+    "read_txn_reads",
 ]
 
 
@@ -96,3 +100,20 @@ def read_transactions(run_dir: Path) -> pa.Table | None:
         return None
     columns = [field.name for field in TRANSACTION_SCHEMA]
     return pq.read_table(path, columns=columns).sort_by("first_msg_id")
+
+
+# One row per record a transaction read before its sends (workload.transactions.reads): the
+# transaction's number, the msg_id the record's value names (null: not one of ours), where it
+# was read and when the consumer returned it (epoch microseconds, the harness's clock).
+TXN_READ_SCHEMA: Final = pa.schema([
+    ("txn", pa.int64()), ("msg_id", pa.int64()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("ts_us", pa.int64()),
+])  # fmt: skip
+
+
+def read_txn_reads(run_dir: Path) -> pa.Table | None:
+    """txn-reads.parquet of a run whose transactions read, in journal order; None otherwise."""
+    path = Path(run_dir) / layout.TXN_READS
+    if not path.is_file():
+        return None
+    return pq.read_table(path, columns=[field.name for field in TXN_READ_SCHEMA])

@@ -7,6 +7,7 @@ producer meant (commit or abort) and what it became (committed, aborted or unkno
 are spread over the partitions round-robin, so a transaction of k >= 2 messages spans
 min(k, partitions) partitions. With `send_offsets`, every transaction also commits an offset
 for the group GROUP_ID (send_offsets_to_transaction), which involves the group coordinator.
+With `reads`, each transaction first reads records of the topic (harness/workload/txn_reads.py).
 
 Outcomes follow librdkafka's transactional API contract: a commit or abort call that returned
 is definite; an error that requires an abort makes the transaction aborted once the abort
@@ -64,6 +65,7 @@ from harness.workload.recorder import (
     refused_error,
     status_of,
 )
+from harness.workload.txn_reads import TransactionReader, finalize_txn_reads, open_reader
 
 log = logging.getLogger("kafka_chaos.transactions")
 
@@ -87,6 +89,7 @@ class TransactionPlan:
     send_offsets: bool
     partitions: int
     on_timeout: OnTimeout = OnTimeout.RETRY  # how a timed-out commit, abort or offer is answered
+    reads: int = 0  # records each transaction reads before its sends (txn_reads.py)
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
         """Whether transaction `txn` is to be committed or aborted."""
@@ -143,10 +146,12 @@ class TransactionJournal:
 
 
 def finalize_transactions(run_dir: Path) -> pa.Table | None:
-    """Write transactions.parquet from the transaction journal; None for a run without one."""
+    """Write transactions.parquet from the transaction journal (and txn-reads.parquet from
+    the reads journal, when the transactions read); None for a run without one."""
     journal = run_dir / layout.TRANSACTIONS_JOURNAL
     if not journal.exists():
         return None
+    finalize_txn_reads(run_dir)
     table = read_stream(journal, TRANSACTION_SCHEMA).sort_by("txn")
     pq.write_table(table, run_dir / layout.TRANSACTIONS)
     return table
@@ -177,6 +182,7 @@ class TransactionalRecorder:
         run_dir: Path,
     ):
         self.bootstrap, self.topic, self.workload, self.plan = bootstrap, topic, workload, plan
+        self.run_dir = run_dir
         self.config = transactional_config(producer_config, plan)
         self.journal = AckJournal(run_dir, workload.keys, status_of)
         self.transactions = TransactionJournal(run_dir / layout.TRANSACTIONS_JOURNAL)
@@ -190,6 +196,7 @@ class TransactionalRecorder:
         self._stop = threading.Event()  # the run's: an interrupt ends a wait for a stuck call
         self.stuck: ClientStuck | None = None
         self.refused = 0  # sends produce() refused synchronously (journalled as failed)
+        self.reader: TransactionReader | None = None  # with plan.reads: what each one reads
 
     @property
     def stats(self) -> RecorderStats:
@@ -197,8 +204,12 @@ class TransactionalRecorder:
         return RecorderStats.of(self.journal)
 
     def start(self) -> None:
-        """Create the client and register the transactional id (init_transactions)."""
+        """Create the client and register the transactional id (init_transactions), and the
+        reader when the transactions read."""
         self.producer = self._new_producer()
+        if self.plan.reads:
+            args = (self.bootstrap, self.topic, self.plan.partitions, self.plan.reads)
+            self.reader = open_reader(*args, self.run_dir)
         if self.plan.send_offsets:
             self._consumer = Consumer(
                 {"bootstrap.servers": self.bootstrap, "group.id": GROUP_ID, "log_level": 3}
@@ -251,6 +262,8 @@ class TransactionalRecorder:
         except KafkaException as exc:  # nothing sent in it: no row needed
             log.warning("begin_transaction failed: %s", _name(exc))
             return first, True
+        if self.reader is not None:  # consume, then transform and produce
+            self.reader.read(txn)
         msg_id, refusal = first, None
         while msg_id < first + size and not stop.is_set():
             if (ahead := started + msg_id * interval - time.monotonic()) > 0:
@@ -456,6 +469,8 @@ class TransactionalRecorder:
         error = close_journal(self.journal)
         if (txn_error := self.transactions.close()) is not None:
             error = f"{error}; {txn_error}" if error else txn_error
+        if self.reader is not None and (read_error := self.reader.close()) is not None:
+            error = f"{error}; {read_error}" if error else read_error
         with contextlib.suppress(Exception):
             events.write(
                 RecorderTally(

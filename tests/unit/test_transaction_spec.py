@@ -5,6 +5,7 @@ from __future__ import annotations
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
+from harness.run.runner import transaction_plan
 from tests.unit.spec_documents import doc, rejects, step
 
 TXN = {"rate": 100, "duration_s": 30, "transactions": {"size": 4, "abort_every": 3}}
@@ -67,3 +68,23 @@ def test_transactions_need_a_release_that_has_them() -> None:
 def test_the_message_timeout_must_fit_in_the_transaction_timeout() -> None:
     short = {**TXN, "transactions": {"timeout_ms": 10_000}}
     rejects(doc(workload=short), "producer.message_timeout_ms", "transactions.timeout_ms (10000)")
+
+
+def test_reads_are_resolved_into_the_plan() -> None:
+    reading = {**TXN, "transactions": {"reads": 20}}
+    spec = parse_experiment(doc(workload=reading), source="exp.yaml")
+    assert transaction_plan(spec, seed=1).reads == 20
+    assert transaction_plan(parse_experiment(doc(workload=TXN), source="x"), seed=1).reads == 0
+    rejects(doc(workload={**TXN, "transactions": {"reads": -1}}), "workload.transactions.reads")
+
+
+def test_reads_are_refused_on_the_java_client() -> None:
+    java = {**TXN, "client": "java:3.8.0", "transactions": {"reads": 5}}
+    message = rejects(
+        doc(workload=java),
+        "workload.transactions.reads",
+        "librdkafka client only",
+        "Fix: set workload.transactions.reads: 0 or use client: librdkafka",
+    )
+    assert "java" in message
+    parse_experiment(doc(workload={**java, "transactions": {"reads": 0}}), source="exp.yaml")

@@ -1,0 +1,48 @@
+"""The rules of `workload.transactions` across sections (producer, client, Kafka release),
+checked on every resolved matrix cell as harness.experiment.rules checks the others: each
+yields (field path, problem) pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from harness.experiment.problems import Problem
+from harness.experiment.spec import Experiment
+from harness.platform.versions import Feature, KafkaVersion, lacks
+
+__all__ = ["transaction_problems"]
+
+
+def transaction_problems(spec: Experiment) -> Iterator[Problem]:
+    """Every problem of a transactional workload with the rest of the cell; none without."""
+    transactions = spec.workload.transactions
+    if transactions is None:
+        return
+    if transactions.abort_every is not None and transactions.abort_ratio is not None:
+        reason = "give workload.transactions.abort_every or abort_ratio, not both (null the other)"
+        yield "workload.transactions.abort_ratio", reason
+    if spec.workload.producers != 1:
+        reason = "a transactional workload runs one producer (one transactional.id); set 1"
+        yield "workload.producers", reason
+    if spec.producer.acks != "all":
+        reason = f'transactions require producer.acks: all (got "{spec.producer.acks}")'
+        yield "producer.acks", reason
+    librdkafka = spec.workload.client.kind == "librdkafka"  # Java has no such bound
+    if librdkafka and not 0 < spec.producer.message_timeout_ms <= transactions.timeout_ms:
+        reason = (
+            f"librdkafka requires producer.message_timeout_ms ({spec.producer.message_timeout_ms})"
+            f" to be 1..workload.transactions.timeout_ms ({transactions.timeout_ms}); lower it "
+            "or raise the transaction timeout"
+        )
+        yield "producer.message_timeout_ms", reason
+    if transactions.reads and not librdkafka:
+        reason = (
+            f"reads ({transactions.reads}) run on the librdkafka client only (this cell's is "
+            f"{spec.workload.client.label}); Fix: set workload.transactions.reads: 0 or use "
+            "client: librdkafka"
+        )
+        yield "workload.transactions.reads", reason
+    if spec.kafka.version and (
+        lacking := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
+    ):
+        yield "workload.transactions", f"{lacking} Fix: use Kafka 0.11 or later."
