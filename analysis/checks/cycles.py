@@ -7,7 +7,8 @@ The nodes are the committed transactions (transactions.parquet). Edges:
 - **ww** Ti -> Tj: in one partition's final read-back, in offset order, Tj's record is the next
   record of a committed transaction after Ti's (records of other transactions, aborted or
   unknown, and of no transaction are passed over), Ti != Tj;
-- **wr** Ti -> Tj: Tj read a message Ti wrote (TxnReads; a run gives none yet).
+- **wr** Ti -> Tj: Tj read a message Ti wrote (TxnReads: txn-reads.parquet of a run whose
+  transactions read before their sends, `workload.transactions.reads`; `reads_of`).
 
 One transactional producer runs its transactions one after the other, and one producer's sends
 keep their order per partition, so its committed transactions follow one another the same way
@@ -22,14 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import pairwise
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
 
 from analysis.checks.transactions import COMMITTED, Transactions
 from analysis.model.cycles import CycleFacts, CyclicComponent, TxnReads
+from harness.rundir.transactions import read_txn_reads
 
-__all__ = ["cycle_facts", "dependency_graph"]
+__all__ = ["cycle_facts", "dependency_graph", "reads_of"]
 
 WW, WR = "ww", "wr"
 
@@ -47,6 +50,18 @@ def cycle_facts(
     ww = graph.edge_subgraph([(u, v) for u, v, kind in graph.edges(data="kind") if kind == WW])
     g0 = tuple(_components(ww, WW))
     return CycleFacts(g0=g0, g1c=tuple(_components(graph, WR)))
+
+
+def reads_of(run_dir: Path) -> TxnReads | None:
+    """What the run's transactions read (txn-reads.parquet), the records that name no msg_id
+    left out; None for a run whose transactions did not read. Whether a reader committed is
+    the graph's question, not this one's."""
+    table = read_txn_reads(run_dir)
+    if table is None:
+        return None
+    table = table.filter(table["msg_id"].is_valid())
+    txn = table["txn"].to_numpy().astype(np.int64)
+    return TxnReads(txn=txn, msg_id=table["msg_id"].to_numpy().astype(np.int64))
 
 
 def dependency_graph(

@@ -15,8 +15,9 @@ __all__ = ["CycleFacts", "CyclicComponent", "TxnReads"]
 
 @dataclass(frozen=True)
 class TxnReads:
-    """What committed transactions read: transaction `txn[i]` read message `msg_id[i]` (a
-    consume-transform-produce workload's; none today, so only write cycles can be found)."""
+    """What transactions read: transaction `txn[i]` read message `msg_id[i]` (a
+    consume-transform-produce workload's, `workload.transactions.reads`); the cycle check
+    keeps the reads of committed transactions of messages committed transactions wrote."""
 
     txn: np.ndarray
     msg_id: np.ndarray

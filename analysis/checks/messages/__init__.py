@@ -29,7 +29,7 @@ from analysis.checks.consumers import (
     has_consumer_journals,
     processed_table,
 )
-from analysis.checks.cycles import cycle_facts
+from analysis.checks.cycles import cycle_facts, reads_of
 from analysis.checks.liveness import liveness_facts, records_by_partition
 from analysis.checks.messages import classes
 from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL, Acked, Reads
@@ -83,7 +83,7 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= txn.examples
         sensitivity = sensitivity & txn.sensitivity
         ours = np.where(reads.identified, reads.msg_id, -1)
-        cycles = cycle_facts(txns, ours, reads.partition, reads.offset)
+        cycles = cycle_facts(txns, ours, reads.partition, reads.offset, reads_of(run.run_dir))
         counts |= cycles.counts
         examples |= cycles.examples(MAX_EXAMPLES)
     if has_consumer_journals(run.run_dir):
