@@ -16,6 +16,7 @@ import docker
 import pytest
 from confluent_kafka import Producer
 
+from harness.chaos.coordinators import TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import FAULT_TYPES, FaultContext
 from harness.chaos.heal import heal_all
 from harness.platform.cluster import KafkaCluster
@@ -209,3 +210,46 @@ def test_loss_to_clients_only_cuts_clients_off_and_leaves_the_brokers_linked(clu
     figures = loss.detail()["shaper"][node.hostname]
     assert figures["dropped"] > 0 and figures["dropped"] == figures["packets"], figures
     assert helpers_left(cluster) == []
+
+
+@pytest.mark.integration
+def test_a_delay_of_end_txn_holds_the_commit_from_the_end_txn_on_and_not_the_sends(cluster, topic):
+    """requests: [EndTxn] holds the transaction coordinator's connection from the EndTxn on:
+    the transaction's sends to a leader elsewhere are not slowed, its commit waits the delay,
+    and the shaper names the connection by the request that started the hold (EndTxn, 26)."""
+    txn_id = "kchaos-endtxn-test"
+    client = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": txn_id,
+                       "linger.ms": 0, "log_level": 0})  # fmt: skip
+    client.init_transactions(30)
+    coordinator = cluster.node(coordinator_of(cluster, TRANSACTION_STATE, txn_id))
+    elsewhere = next(
+        s.partition for s in cluster.partition_states(topic) if s.leader != coordinator.node_id
+    )
+
+    def one_transaction() -> tuple[float, float]:
+        """(seconds to send and deliver 5 messages, seconds to commit)."""
+        client.begin_transaction()
+        started = time.monotonic()
+        for _ in range(5):
+            client.produce(topic, b"x", partition=elsewhere)
+        assert client.flush(30) == 0
+        sent = time.monotonic()
+        client.commit_transaction(30)
+        return sent - started, time.monotonic() - sent
+
+    _, commit_before = one_transaction()
+    delay = fault(cluster, topic, "delay", coordinator, delay_ms=1500, direction="in",
+                  **{"from": "clients"}, requests=["EndTxn"])  # fmt: skip
+    delay.inject()
+    try:
+        send_during, commit_during = one_transaction()
+    finally:
+        delay.heal()
+    _, commit_after = one_transaction()
+    assert commit_during >= 1.4 and commit_during - commit_before >= 1.2, (
+        commit_before, commit_during,
+    )  # fmt: skip
+    assert send_during < 1.0 and commit_after < 1.0, (send_during, commit_after)
+    held = delay.detail()["shaper"][coordinator.hostname]["held_connections"]
+    assert [h["api_key"] for h in held.values()] == [26], held
+    assert helpers_left(cluster) == [] and shaper_chains(coordinator) == []

@@ -64,6 +64,19 @@ def test_transactional_repetition_end_to_end(tmp_path: Path) -> None:
     assert fault["target"] == "txn-coordinator" and len(fault["nodes"]) == 1
     [readback] = [e for e in events if e["type"] == "readback"]
     assert readback["isolation"] == "read_committed" and readback["uncommitted"]["complete"]
+    # Each transaction read before it wrote: the reads name messages of earlier transactions
+    # none of which was aborted (read_committed), and no cycle of reads and writes was found.
+    run_dir = Path(json.loads(next(root.rglob("results.json")).read_text())["run_dir"])
+    reads = pq.read_table(run_dir / layout.TXN_READS).to_pylist()
+    txns = {r["txn"]: r for r in pq.read_table(run_dir / layout.TRANSACTIONS).to_pylist()}
+    assert len({r["txn"] for r in reads}) > 10, len(reads)
+    for read in reads:
+        writer = next(
+            t for t in txns.values() if 0 <= read["msg_id"] - t["first_msg_id"] < t["messages"]
+        )
+        assert writer["txn"] < read["txn"] and writer["outcome"] != "aborted", (read, writer)
+    counts = json.loads(next(root.rglob("results.json")).read_text())["counts"]
+    assert counts["g0"] == counts["g1c"] == 0, counts
 
 
 @pytest.mark.integration
