@@ -208,7 +208,8 @@ def _torn_or_lost_finding(
         f"{torn} {anomaly(torn_name).label}{_shown(quoted)}"
     )
     if loss_is_violation:
-        if known := _known_bug(lost_name, config, events, what, quoted):
+        witnesses = (*(examples.get(lost_name) or ()), *(examples.get(torn_name) or ()))
+        if known := _known_bug(lost_name, config, events, what, quoted, witnesses):
             return known
         detail = f"torn or lost transactions: {what}; {ATOMIC_CITATION}"
         return Finding(lost_name, Verdict.VIOLATION, detail, quoted)
@@ -230,7 +231,7 @@ def _cycle_finding(
     quoted = _quoted(examples, name)
     cycles = "; ".join(row.cycle or "" for row in quoted)
     what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {cycles})"
-    if known := _known_bug(name, config, events, what, quoted):
+    if known := _known_bug(name, config, events, what, quoted, examples.get(name) or ()):
         return known
     return Finding(name, Verdict.VIOLATION, f"{what}; {ORDER_CITATION}", quoted)
 
@@ -272,7 +273,7 @@ def _aborted_findings(
         return []
     quoted = _quoted(examples, name)
     what = f"{aborted} {anomaly(name).label} ({anomaly(name).meaning}){_shown(quoted)}"
-    if known := _known_bug(name, config, events, what, quoted):
+    if known := _known_bug(name, config, events, what, quoted, examples.get(name) or ()):
         return [known]
     detail = f"aborted reads: {what}; {ABORTED_CITATION}"
     return [Finding(name, Verdict.VIOLATION, detail, quoted)]
@@ -284,13 +285,15 @@ def _known_bug(
     events: RunEvidence,
     what: str,
     quoted: tuple[Example, ...],
+    witnesses: Sequence[Example],
 ) -> Finding | None:
     """The KNOWN-BUG finding of the first transactional bug that explains anomaly `name` on
-    this release and client, when the run shows its pattern; None otherwise."""
+    this release and client, when the run shows its pattern (read from the events and every
+    example the check kept, `witnesses`); None otherwise."""
     for bug in bugs_explaining(name):
         if not bug.affects(config.kafka_version, config.client):
             continue
-        if evidence := RUN_EVIDENCE[bug.reference](events, quoted):
+        if evidence := RUN_EVIDENCE[bug.reference](events, witnesses):
             client = config.client or "librdkafka"
             detail = (
                 f"{BUG_REASON}{bug.reference} of Kafka {config.kafka_version} with {client} "

@@ -64,3 +64,22 @@ def test_the_known_bug_evidence_falls_back_to_the_fault_that_made_requests_late(
     inside = [_witness(57, T0 + 7_500_000, T0 + 8_500_000)]
     said = RUN_EVIDENCE["KAFKA-17754"](_run(T0 + 1_000_000, 7000), inside)
     assert said.startswith("an EndTxn sent at ") and "it ended transaction 57, not its own" in said
+
+
+def test_a_late_end_txn_is_found_among_every_kept_witness_not_only_the_quoted_ones():
+    """The reason quotes three examples; the evidence reads every one the check kept, so a
+    late EndTxn that landed in the fourth's transaction is named."""
+    from analysis.judge.transactions import transaction_findings
+    from harness.rundir.config import CellConfig
+
+    config = CellConfig(transactions=True, kafka_version="3.8.1", client="java 3.8.0")
+    early = [_witness(7, T0 + 50_000_000, T0 + 51_000_000) for _ in range(3)]
+    landed_in = _witness(9, T0 + 7_500_000, T0 + 8_500_000)
+    counts = {"txn_committed": 5, "aborted_read": 4, "txn_aborted_in_log": 4}
+    examples = {"aborted_read": [*early, landed_in]}
+    findings = transaction_findings(
+        config, counts, _run(T0 + 1_000_000, 7000), examples, loss_is_violation=True
+    )
+    [finding] = [f for f in findings if f.anomaly == "aborted_read"]
+    assert finding.verdict.value == "KNOWN-BUG"
+    assert "while transaction 9 was open" in finding.detail, finding.detail

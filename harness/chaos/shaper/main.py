@@ -84,13 +84,13 @@ class Figures:
     held_connections: dict[str, dict[str, int | None]] = field(default_factory=dict)
     passed_connections: int = 0
 
-    def hold_connection(self, flow: Flow, request: int | None) -> None:
-        """Name a newly held connection, with the time its first packet came and the request
-        it started."""
+    def hold_connection(self, flow: Flow, request: int | None, came_us: int) -> None:
+        """Name a newly held connection, with the time its first held packet came (epoch µs,
+        the time its hold is counted from) and the request it started."""
         if len(self.held_connections) < HELD_CONNECTIONS_KEPT:
             source, sport, destination, dport = flow
             name = f"{socket.inet_ntoa(source)}:{sport} > {socket.inet_ntoa(destination)}:{dport}"
-            held = {"at_us": int(time.time() * 1e6), "api_key": request}
+            held = {"at_us": came_us, "api_key": request}
             self.held_connections.setdefault(name, held)
 
     def add_hold(self, seconds: float) -> None:
@@ -174,6 +174,9 @@ class Shaper:
             self.release(time.monotonic())
 
     def take(self, now: float) -> None:
+        """Decide the fate of every packet waiting, each counted as come at `now`
+        (monotonic)."""
+        came_us = int((time.time() - (time.monotonic() - now)) * 1e6)  # `now` on the wall clock
         by_connection = self.plan.shape.by_connection
         by_request = bool(self.plan.shape.request_keys)
         for packet in self.queue.read():
@@ -183,7 +186,7 @@ class Shaper:
             held_before = self.policy.held_connections
             decision = self.policy.decide(now, flow, request)
             if flow is not None and self.policy.held_connections > held_before:
-                self.figures.hold_connection(flow, request)
+                self.figures.hold_connection(flow, request, came_us)
             self.figures.passed_connections = self.policy.passed_connections
             if decision.drop:
                 self.figures.dropped += 1
