@@ -95,11 +95,16 @@ TRANSACTION_SCHEMA: Final = pa.schema([
 
 def read_transactions(run_dir: Path) -> pa.Table | None:
     """transactions.parquet of a transactional run, ordered by first_msg_id; None otherwise."""
-    path = Path(run_dir) / layout.TRANSACTIONS
+    table = _read(run_dir, layout.TRANSACTIONS, TRANSACTION_SCHEMA)
+    return None if table is None else table.sort_by("first_msg_id")
+
+
+def _read(run_dir: Path, name: str, schema: pa.Schema) -> pa.Table | None:
+    """The columns of `schema` from the Parquet file `name` of the run; None without it."""
+    path = Path(run_dir) / name
     if not path.is_file():
         return None
-    columns = [field.name for field in TRANSACTION_SCHEMA]
-    return pq.read_table(path, columns=columns).sort_by("first_msg_id")
+    return pq.read_table(path, columns=[field.name for field in schema])
 
 
 # One row per record a transaction read before its sends (workload.transactions.reads): the
@@ -113,7 +118,4 @@ TXN_READ_SCHEMA: Final = pa.schema([
 
 def read_txn_reads(run_dir: Path) -> pa.Table | None:
     """txn-reads.parquet of a run whose transactions read, in journal order; None otherwise."""
-    path = Path(run_dir) / layout.TXN_READS
-    if not path.is_file():
-        return None
-    return pq.read_table(path, columns=[field.name for field in TXN_READ_SCHEMA])
+    return _read(run_dir, layout.TXN_READS, TXN_READ_SCHEMA)
