@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyarrow import ipc
 
 
@@ -51,6 +52,20 @@ class StreamWriter:
             self._writer.close()
         except Exception as exc:
             self.error = self.error or f"closing {self.path.name} failed: {exc}"
+
+
+def stream_to_parquet(
+    stream: Path, schema: pa.Schema, parquet: Path, sort_by: str | None = None
+) -> pa.Table | None:
+    """Write the stream at `stream` (read as read_stream does, sorted by `sort_by` if given) to
+    the Parquet file `parquet`, and return it; None, writing nothing, when there is no stream."""
+    if not stream.exists():
+        return None
+    table = read_stream(stream, schema)
+    if sort_by is not None:
+        table = table.sort_by(sort_by)
+    pq.write_table(table, parquet)
+    return table
 
 
 def read_stream(path: Path, schema: pa.Schema) -> pa.Table:

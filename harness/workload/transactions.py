@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
-from harness.rundir.streams import StreamWriter, read_stream
+from harness.rundir.streams import StreamWriter, stream_to_parquet
 from harness.rundir.transactions import (
     TIMEOUT_ANSWERED,
     TRANSACTION_SCHEMA,
@@ -149,12 +148,9 @@ def finalize_transactions(run_dir: Path) -> pa.Table | None:
     """Write transactions.parquet from the transaction journal (and txn-reads.parquet from
     the reads journal, when the transactions read); None for a run without one."""
     journal = run_dir / layout.TRANSACTIONS_JOURNAL
-    if not journal.exists():
-        return None
-    finalize_txn_reads(run_dir)
-    table = read_stream(journal, TRANSACTION_SCHEMA).sort_by("txn")
-    pq.write_table(table, run_dir / layout.TRANSACTIONS)
-    return table
+    if journal.exists():
+        finalize_txn_reads(run_dir)
+    return stream_to_parquet(journal, TRANSACTION_SCHEMA, run_dir / layout.TRANSACTIONS, "txn")
 
 
 class TransactionalRecorder:

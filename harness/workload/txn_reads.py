@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from harness.rundir import layout
 from harness.rundir.events import now_us
-from harness.rundir.streams import StreamWriter, read_stream
+from harness.rundir.streams import StreamWriter, stream_to_parquet
 from harness.rundir.transactions import TXN_READ_SCHEMA
 from harness.workload.recorder import decode_value
 
@@ -202,9 +201,6 @@ def open_reader(
 def finalize_txn_reads(run_dir: Path) -> pa.Table | None:
     """Write txn-reads.parquet from the reads journal; None for a run whose transactions did
     not read."""
-    journal = run_dir / layout.TXN_READS_JOURNAL
-    if not journal.exists():
-        return None
-    table = read_stream(journal, TXN_READ_SCHEMA)
-    pq.write_table(table, run_dir / layout.TXN_READS)
-    return table
+    return stream_to_parquet(
+        run_dir / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA, run_dir / layout.TXN_READS
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +18,7 @@ from harness.rundir.records import (
     COMMIT_SCHEMA,
     PROCESSED_SCHEMA,
 )
-from harness.rundir.streams import StreamWriter, iter_stream, read_stream
+from harness.rundir.streams import StreamWriter, iter_stream, read_stream, stream_to_parquet
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
 from harness.workload.consumer_member import ASSIGNED, _Journal, _rebalance_callbacks
 from harness.workload.transactions import TransactionJournal
@@ -196,3 +197,21 @@ def test_each_change_of_assignment_is_journalled_before_the_records_it_brings(tm
     ]  # fmt: skip
     processed = read_stream(tmp_path / files.processed, PROCESSED_SCHEMA).to_pylist()
     assert rows[0]["ts_us"] <= processed[0]["ts_us"] <= rows[2]["ts_us"] <= rows[3]["ts_us"]
+
+
+@given(st.lists(st.lists(st.integers(-(2**40), 2**40), max_size=20), max_size=6))
+def test_a_stream_becomes_parquet_sorted_as_asked(tmp_path_factory, batches):
+    """stream_to_parquet writes every row of every batch, sorted, and returns that table;
+    without a stream it writes nothing."""
+    folder = tmp_path_factory.mktemp("stream")
+    schema = pa.schema([("v", pa.int64())])
+    writer = StreamWriter(folder / "s.arrows", schema)
+    for values in batches:
+        writer.write(pa.record_batch({"v": values}, schema=schema))
+    writer.close()
+    table = stream_to_parquet(folder / "s.arrows", schema, folder / "s.parquet", sort_by="v")
+    expected = sorted(v for values in batches for v in values)  # the oracle
+    assert table is not None and table.column("v").to_pylist() == expected
+    assert pq.read_table(folder / "s.parquet").column("v").to_pylist() == expected
+    assert stream_to_parquet(folder / "none.arrows", schema, folder / "n.parquet") is None
+    assert not (folder / "n.parquet").exists()
