@@ -37,8 +37,8 @@ VERDICT_MEANING: Final = {
     Verdict.PASS: "the documented guarantee held",
     Verdict.VIOLATION: "a documented guarantee was broken",
     Verdict.EXPECTED_LOSS: "acknowledged data was lost where the documentation allows it",
-    Verdict.KNOWN_BUG: "acknowledged data was lost by a known bug of this Kafka release, "
-    "fixed in a later one (the reason names the JIRA)",
+    Verdict.KNOWN_BUG: "a documented guarantee was broken by a known bug of this Kafka "
+    "release or client, fixed in a later one or still open (the reason names the JIRA)",
     Verdict.NOT_PROVOKED: "loss is allowed but never happened: the faults were too weak",
     Verdict.UNKNOWN: "incomplete or failed run, or the checker could not judge it",
 }

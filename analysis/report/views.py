@@ -93,7 +93,7 @@ def verdict_summary(cells: Sequence[CellVerdict]) -> str:
     known = sum(c.verdict == Verdict.KNOWN_BUG for c in cells)
     if known:
         return (
-            f"{known} of {len(cells)} cells show a known loss bug of their Kafka release; "
+            f"{known} of {len(cells)} cells show a known bug of their Kafka release or client; "
             "the others are consistent with the documented guarantees"
         )
     return f"All {len(cells)} cells are consistent with the documented guarantees"

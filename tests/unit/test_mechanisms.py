@@ -488,7 +488,7 @@ def test_a_known_bug_cell_renders_everywhere_with_its_jira(tmp_path):
     html, md = paths.html.read_text(), paths.markdown.read_text()
     assert f'class="badge v-known-bug">{word}</span>' in html and meaning in html
     assert "KAFKA-1211" in html and "KAFKA-1211" in md and f"**{word}** |" in md
-    assert "show a known loss bug of their Kafka release" in html
+    assert "show a known bug of their Kafka release or client" in html
     junit = ET.parse(write_junit(cells, events, tmp_path / "junit.xml")).getroot()
     assert not list(junit.iter("failure")) and "verdict: KNOWN-BUG" in ET.tostring(
         junit, encoding="unicode"

@@ -100,7 +100,7 @@ def _cells(*verdicts: Verdict) -> list[Any]:
         ),
         (
             (Verdict.KNOWN_BUG, Verdict.PASS, Verdict.EXPECTED_LOSS),
-            "1 of 3 cells show a known loss bug of their Kafka release; the others are "
+            "1 of 3 cells show a known bug of their Kafka release or client; the others are "
             "consistent with the documented guarantees",
         ),
         (
