@@ -243,3 +243,21 @@ def test_an_aborted_message_a_consumer_processed_during_the_run_is_an_aborted_re
         held = example["msg_id"] in read_back
         assert example["reads"] == int(held)
     assert facts.sensitivity is not None and facts.sensitivity.passed
+
+
+calls = st.sampled_from(["commit", "abort", "send"])
+clauses = st.tuples(calls, st.text(st.characters(exclude_characters=";"), max_size=30))
+
+
+@given(st.sampled_from(["commit", "abort"]), st.lists(clauses, max_size=4), st.booleans())
+def test_commit_never_requested_is_an_abort_with_no_commit_clause(intent, made, answered):
+    """The oracle knows which calls it wrote into the error: the producer never asked to
+    commit exactly when it meant to abort and wrote no commit clause."""
+    from harness.rundir.transactions import TIMEOUT_ANSWERED, commit_never_requested
+
+    text = [f"{call}: {what}" for call, what in made]
+    if answered:
+        text.append(TIMEOUT_ANSWERED.format("reinit"))
+    error = "; ".join(text) or None
+    expected = intent == "abort" and all(call != "commit" for call, _ in made)
+    assert commit_never_requested(intent, error) == expected
