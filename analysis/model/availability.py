@@ -5,13 +5,100 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-from harness.rundir.records import Status
+__all__ = [
+    "Availability",
+    "AvailabilityError",
+    "AvailabilityJson",
+    "FaultLatency",
+    "Gap",
+    "HealRecovery",
+    "Latency",
+    "PartitionAvailability",
+]
 
 
 class AvailabilityError(ValueError):
     """The run directory cannot be measured; the message names the file and the problem."""
+
+
+class GapJson(TypedDict):
+    """A gap in results.json: its length, its ends in seconds of the window and in epoch µs."""
+
+    seconds: float
+    start_s: float
+    end_s: float
+    start_us: int
+    end_us: int
+
+
+class PartitionAvailabilityJson(TypedDict):
+    """One partition in results.json: its sends by Status (ok, failed, indeterminate) and its
+    longest gap."""
+
+    ok: int
+    failed: int
+    indeterminate: int
+    longest_gap_s: float
+    longest_gap: GapJson
+
+
+class HealRecoveryJson(TypedDict):
+    """One heal in results.json; `first_ack_by_partition` keyed by the partition as text."""
+
+    fault_id: int | None
+    fault: str
+    heal_us: int
+    heal_s: float | None
+    during_workload: bool
+    first_ack_s: float | None
+    every_partition_s: float | None
+    first_ack_by_partition: dict[str, float | None]
+
+
+class LatencyJson(TypedDict):
+    """Produce latency in results.json: sends and percentiles in ms (None without sends)."""
+
+    sends: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+
+class FaultLatencyJson(LatencyJson):
+    """The latency while one fault was in force, in results.json."""
+
+    fault_id: int | None
+    fault: str
+    start_us: int
+    end_us: int
+
+
+class LatencySplitJson(TypedDict):
+    """results.json's `availability.latency`: outside every fault, and per fault."""
+
+    outside_faults: LatencyJson | None
+    faults: list[FaultLatencyJson]
+
+
+class AvailabilityJson(TypedDict):
+    """results.json's `availability` object (docs/verdicts.md, "The price of safety"); the
+    send counts are keyed by Status (ok, failed, indeterminate)."""
+
+    workload_start_us: int | None
+    workload_end_us: int | None
+    window_from_events: bool
+    ok: int
+    failed: int
+    indeterminate: int
+    failed_without_partition: int
+    indeterminate_without_partition: int
+    longest_gap_s: float | None
+    longest_gap: GapJson | None
+    longest_partition_gap_s: float | None
+    partitions: dict[str, PartitionAvailabilityJson]
+    heals: list[HealRecoveryJson]
+    latency: LatencySplitJson
 
 
 @dataclass(frozen=True)
@@ -33,7 +120,7 @@ class Gap:
         """The gap's length in seconds."""
         return (self.end_us - self.start_us) / 1e6
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> GapJson:
         """The results.json form."""
         return {
             "seconds": self.seconds,
@@ -54,12 +141,12 @@ class PartitionAvailability:
     indeterminate: int
     longest_gap: Gap
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> PartitionAvailabilityJson:
         """The results.json form."""
         return {
-            Status.OK: self.ok,
-            Status.FAILED: self.failed,
-            Status.INDETERMINATE: self.indeterminate,
+            "ok": self.ok,
+            "failed": self.failed,
+            "indeterminate": self.indeterminate,
             "longest_gap_s": self.longest_gap.seconds,
             "longest_gap": self.longest_gap.as_json(),
         }
@@ -90,7 +177,7 @@ class HealRecovery:
             return None
         return max(v for v in values if v is not None)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> HealRecoveryJson:
         """The results.json form."""
         return {
             "fault_id": self.fault_id,
@@ -115,7 +202,7 @@ class Latency:
     p50_ms: float | None
     p99_ms: float | None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> LatencyJson:
         """The results.json form."""
         return {"sends": self.sends, "p50_ms": self.p50_ms, "p99_ms": self.p99_ms}
 
@@ -131,7 +218,7 @@ class FaultLatency:
     end_us: int
     latency: Latency
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> FaultLatencyJson:
         """The results.json form."""
         return {
             "fault_id": self.fault_id,
@@ -166,16 +253,16 @@ class Availability:
         """The partition with the longest gap (lowest partition on a tie); None without any."""
         return max(self.partitions, key=lambda p: p.longest_gap.seconds, default=None)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> AvailabilityJson:
         """The results.json `availability` object (docs/verdicts.md, "The price of safety")."""
         worst = self.longest_partition_gap
         return {
             "workload_start_us": self.workload_start_us,
             "workload_end_us": self.workload_end_us,
             "window_from_events": self.window_from_events,
-            Status.OK: self.ok,
-            Status.FAILED: self.failed,
-            Status.INDETERMINATE: self.indeterminate,
+            "ok": self.ok,
+            "failed": self.failed,
+            "indeterminate": self.indeterminate,
             "failed_without_partition": self.failed_without_partition,
             "indeterminate_without_partition": self.indeterminate_without_partition,
             "longest_gap_s": None if self.longest_gap is None else self.longest_gap.seconds,

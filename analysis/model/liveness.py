@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from analysis.model.anomalies import AnomalyName
-from analysis.model.results import ExampleRows
+from analysis.model.results import ExampleRow, ExampleRows
 
 __all__ = ["LivenessFacts", "Reset", "StuckWindow"]
 
@@ -25,7 +24,7 @@ class StuckWindow:
     end: int
     lso_held: bool = False
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> ExampleRow:
         """Its example row (the registry's STUCK_WINDOW fields)."""
         return asdict(self)
 
@@ -49,7 +48,7 @@ class Reset:
         """The offsets below the committed one the group read again."""
         return self.committed - self.reset_to
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> ExampleRow:
         """Its example row (the registry's RESET_POINT fields)."""
         return {**asdict(self), "reprocessed": self.reprocessed}
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
-from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, CountName, Counts
+from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, Counts
 from analysis.model.attribution import Attribution
-from analysis.model.availability import Availability
+from analysis.model.availability import Availability, AvailabilityJson
 from harness.rundir.config import CellConfig
 from harness.rundir.records import STATUSES
 
@@ -21,10 +21,12 @@ __all__ = [
     "TIMELINE_ANOMALIES",
     "Contract",
     "Example",
+    "ExampleJson",
     "ExampleRow",
     "ExampleRows",
     "PartitionCounts",
     "RunResult",
+    "RunResultJson",
     "RunStatus",
     "Sensitivity",
     "TimelineSecond",
@@ -47,6 +49,10 @@ PartitionCounts = Mapping[str, int]
 ExampleRow = dict[str, Any]
 # A check's examples: anomaly class (an AnomalyName) → its rows, lowest msg_id first.
 ExampleRows = dict[str, list[ExampleRow]]
+
+
+# An example in results.json: the fields its class shows (Example's fields) → their values.
+ExampleJson = dict[str, int | str | bool | None]
 
 
 class RunStatus(StrEnum):
@@ -89,6 +95,7 @@ class Example:
     from_offset: int | None = None
     to_offset: int | None = None
     skipped: int | None = None
+    read_by_aborted: int | None = None  # the transactions' reader: skipped records it aborted
     # A cyclic component of committed transactions (analysis.checks.cycles).
     transactions: int | None = None
     cycle: str | None = None
@@ -98,7 +105,7 @@ class Example:
         """The example of class `anomaly` from a row holding at least its fields."""
         return cls(**{name: fields.get(name) for name in EXAMPLE_FIELDS[anomaly]})
 
-    def as_json(self, anomaly: str) -> dict[str, Any]:
+    def as_json(self, anomaly: str) -> ExampleJson:
         """The results.json form: exactly the fields its class shows."""
         return {name: getattr(self, name) for name in EXAMPLE_FIELDS[anomaly]}
 
@@ -169,6 +176,30 @@ class Sensitivity:
         )
 
 
+class RunResultJson(TypedDict):
+    """The results.json object (docs/run-directory.md); `loss` is CountName.LOSS."""
+
+    run_dir: str
+    experiment: str
+    cell: str
+    repetition: int
+    config: Mapping[str, object]  # CellConfig.as_json()
+    axes: dict[str, str]
+    status: str
+    counts: dict[str, int] | None
+    examples: dict[str, list[ExampleJson]]
+    timeline: list[dict[str, int | float | None]]  # TimelineSecond's fields
+    error: str | None
+    loss: int | None
+    loss_by_partition: dict[str, int]
+    divergence_by_partition: dict[str, int]
+    contract: dict[str, int] | None
+    sensitivity: dict[str, int | bool | None] | None  # Sensitivity's fields
+    attribution: Mapping[str, object] | None  # Attribution.as_dict()
+    availability: AvailabilityJson | None
+    availability_error: str | None
+
+
 @dataclass(frozen=True)
 class RunResult:
     """The reconciliation of one repetition directory."""
@@ -200,7 +231,7 @@ class RunResult:
         first = self.timeline[0]
         return (float(first.epoch_s) - float(first.t_s)) * 1e6
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> RunResultJson:
         """The results.json object (docs/run-directory.md)."""
         return {
             "run_dir": self.run_dir,
@@ -217,7 +248,7 @@ class RunResult:
             },
             "timeline": [asdict(second) for second in self.timeline],
             "error": self.error,
-            CountName.LOSS: self.loss,
+            "loss": self.loss,
             "loss_by_partition": dict(self.loss_by_partition),
             "divergence_by_partition": dict(self.divergence_by_partition),
             "contract": None if self.contract is None else dict(self.contract),

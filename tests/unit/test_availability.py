@@ -266,3 +266,15 @@ def test_a_cell_folds_maxima_and_sums_over_its_repetitions(tmp_path: Path) -> No
     assert cell_price([recovered]).first_ack_after_heal_s == 1.0
     nothing = cell_price([None])
     assert nothing.longest_gap_s is None and nothing.failed is None and nothing.measured == 0
+
+
+def test_the_json_forms_key_the_send_counts_by_status(tmp_path: Path) -> None:
+    """The typed results.json forms spell the send counts as Status spells them (ok, failed,
+    indeterminate), for the run and for each partition."""
+    from analysis.model.availability import AvailabilityJson, PartitionAvailabilityJson
+    from harness.rundir.records import STATUSES
+
+    for form in (AvailabilityJson, PartitionAvailabilityJson):
+        assert set(STATUSES) <= set(form.__annotations__)
+    data = Availability(1, 2, True, 3, 4, 5, 0, 0, None).as_json()
+    assert [data[s] for s in STATUSES] == [3, 4, 5]
