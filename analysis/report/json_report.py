@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Final
+from typing import Final, NotRequired, TypedDict
 
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
 from analysis.judge.verdicts import exit_code
-from analysis.model.anomalies import CountName
+from analysis.model.availability import AvailabilityJson
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult
 from analysis.report.matrix import price_of
@@ -31,6 +31,113 @@ __all__ = ["SCHEMA_VERSION", "report_json"]
 SCHEMA_VERSION: Final = 3
 
 
+class CountJson(TypedDict):
+    """One count over a cell's repetitions with counts."""
+
+    mean: float
+    min: int
+    max: int
+
+
+class StatsJson(TypedDict):
+    """A cell's stats: repetitions, those with counts, each count, the rates."""
+
+    repetitions: int
+    counted: int
+    counts: dict[str, CountJson]
+    loss_rate: float | None
+    divergence_rate: float | None
+
+
+class AvailabilityFieldsJson(TypedDict):
+    """A repetition's availability figures, present only when the report had the results."""
+
+    availability: NotRequired[AvailabilityJson | None]
+    availability_error: NotRequired[str | None]
+
+
+class ClientJson(TypedDict):
+    """The producer client a repetition ran and its settings, defaults resolved."""
+
+    client: str
+    config: dict[str, str]
+    idempotent: bool | None
+
+
+class MembersJson(TypedDict):
+    """The consumer group's client and settings."""
+
+    client: str
+    config: dict[str, str]
+
+
+class RepetitionJson(AvailabilityFieldsJson):
+    """One repetition of a cell; `loss` and `acked` are CountName.LOSS and CountName.ACKED."""
+
+    repetition: int
+    run_dir: str
+    verdict: str
+    reasons: list[str]
+    loss: int | None
+    acked: int | None
+    loss_rate: float | None
+    client: ClientJson | None
+    members: MembersJson | None
+
+
+class CellJson(TypedDict):
+    """One cell: verdict, reasons, stats, guarantee, repetitions (price with the results)."""
+
+    experiment: str
+    cell: str
+    config: Mapping[str, object]  # CellConfig.as_json()
+    verdict: str
+    reasons: list[str]
+    guarantee: Mapping[str, object] | None  # the Guarantee's fields
+    stats: StatsJson
+    repetitions: list[RepetitionJson]
+    price_of_safety: NotRequired[Mapping[str, object]]  # CellPrice.as_json()
+
+
+class CellErrorJson(TypedDict):
+    """A cell whose JSON could not be built: its identity, verdict and the error."""
+
+    experiment: str
+    cell: str
+    verdict: str
+    error: str
+
+
+class ErrorJson(TypedDict):
+    """A part that could not be built: what failed."""
+
+    error: str
+
+
+class ProvenanceJson(TypedDict):
+    """One experiment run root: the recorded provenance, why not, and the lines shown."""
+
+    root: str
+    recorded: Mapping[str, object] | None  # Provenance.model_dump(mode="json")
+    problem: str | None
+    shown: dict[str, str]
+
+
+class ReportJson(TypedDict):
+    """report.json (SCHEMA_VERSION)."""
+
+    schema_version: int
+    title: str
+    exit_code: int
+    outcome: str
+    verdict_counts: dict[str, int]
+    verdict_meanings: dict[str, str]
+    source: str
+    cells: list[CellJson | CellErrorJson]
+    provenance: list[ProvenanceJson]
+    summary: Mapping[str, object] | ErrorJson | None  # summary_json()
+
+
 def report_json(
     cells: Sequence[CellVerdict],
     provenance: Sequence[RunProvenance],
@@ -38,7 +145,7 @@ def report_json(
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
     summary: CrossRunSummary | PartFailure | None = None,
-) -> dict[str, Any]:
+) -> ReportJson:
     """The machine-readable report: outcome, verdict counts, every cell, provenance, and the
     cross-run summary (null when not computed, {"error": ...} when it failed); with the results,
     each cell's price of safety and each repetition's availability figures."""
@@ -58,7 +165,7 @@ def report_json(
 
 def _cell_or_error(
     cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None
-) -> dict[str, Any]:
+) -> CellJson | CellErrorJson:
     """_cell_json of the cell, or its name, its verdict and the error that kept the rest out."""
     data = safely(f"cell {cell.cell}", partial(_cell_json, cell, results_by_run))
     if isinstance(data, PartFailure):
@@ -71,7 +178,9 @@ def _cell_or_error(
     return data
 
 
-def _summary_or_error(summary: CrossRunSummary | PartFailure | None) -> dict[str, Any] | None:
+def _summary_or_error(
+    summary: CrossRunSummary | PartFailure | None,
+) -> Mapping[str, object] | ErrorJson | None:
     """summary_json of the summary (None without one), or {"error": what failed}."""
     if summary is None:
         return None
@@ -81,7 +190,7 @@ def _summary_or_error(summary: CrossRunSummary | PartFailure | None) -> dict[str
     return {"error": str(data)} if isinstance(data, PartFailure) else data
 
 
-def _provenance_json(run: RunProvenance, view: ProvenanceView) -> dict[str, Any]:
+def _provenance_json(run: RunProvenance, view: ProvenanceView) -> ProvenanceJson:
     """One experiment run root: the recorded provenance as data, and as the reports show it."""
     recorded = None if run.provenance is None else run.provenance.model_dump(mode="json")
     return {
@@ -92,7 +201,7 @@ def _provenance_json(run: RunProvenance, view: ProvenanceView) -> dict[str, Any]
     }
 
 
-def _stats_json(stats: CellStats) -> dict[str, Any]:
+def _stats_json(stats: CellStats) -> StatsJson:
     """Cell stats as plain JSON values."""
     return {
         "repetitions": stats.repetitions,
@@ -107,10 +216,10 @@ def _stats_json(stats: CellStats) -> dict[str, Any]:
 
 def _cell_json(
     cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None = None
-) -> dict[str, Any]:
+) -> CellJson:
     """One cell with its verdict, reasons, stats, guarantee and repetitions (and, with the
     results, its price of safety)."""
-    data = {
+    data: CellJson = {
         "experiment": cell.experiment,
         "cell": cell.cell,
         "config": cell.config.as_json(),
@@ -124,8 +233,8 @@ def _cell_json(
                 "run_dir": r.run_dir,
                 "verdict": r.verdict.value,
                 "reasons": list(r.reasons),
-                CountName.LOSS: r.loss,
-                CountName.ACKED: r.acked,
+                "loss": r.loss,
+                "acked": r.acked,
                 "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
                 **_availability_json(r.run_dir, results_by_run),
                 "client": _client_json(r.run_dir),
@@ -139,7 +248,7 @@ def _cell_json(
     return data
 
 
-def _client_json(run_dir: str) -> dict[str, Any] | None:
+def _client_json(run_dir: str) -> ClientJson | None:
     """The repetition's producer client and the settings it ran with, defaults resolved (its
     client_config event); None when the run recorded none or cannot be read."""
     try:
@@ -151,7 +260,7 @@ def _client_json(run_dir: str) -> dict[str, Any] | None:
     return {"client": config.client, "config": dict(config.config), "idempotent": config.idempotent}
 
 
-def _members_json(run_dir: str) -> dict[str, Any] | None:
+def _members_json(run_dir: str) -> MembersJson | None:
     """The repetition's consumer group's client and settings (its `consumers` event); None
     when the run had no group or cannot be read."""
     try:
@@ -163,7 +272,7 @@ def _members_json(run_dir: str) -> dict[str, Any] | None:
 
 def _availability_json(
     run_dir: str, results_by_run: Mapping[str, RunResult] | None
-) -> dict[str, Any]:
+) -> AvailabilityFieldsJson:
     """A repetition's `availability` and `availability_error` (nothing without the results)."""
     if results_by_run is None:
         return {}

@@ -254,3 +254,11 @@ def test_the_summary_or_the_error_that_kept_it_out(monkeypatch: pytest.MonkeyPat
 def test_provenance_and_its_views_must_pair_up() -> None:
     with pytest.raises(ValueError, match="zip"):
         report_json([], RUNS, provenance_views(RUNS[:1]), "T")
+
+
+def test_a_repetitions_typed_form_spells_loss_and_acked_as_the_count_names() -> None:
+    """RepetitionJson's `loss` and `acked` keys are CountName.LOSS and CountName.ACKED."""
+    from analysis.model.anomalies import CountName
+
+    keys = json_report.RepetitionJson.__annotations__
+    assert {CountName.LOSS, CountName.ACKED} <= set(keys)
