@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -29,6 +29,9 @@ __all__ = ["DATASET_DIR", "RESULTS_SCHEMA", "results_partitioning", "write_datas
 DATASET_DIR: Final = "results"  # under the report folder
 PARTITION_COLUMNS: Final = ("experiment", "kafka_version")
 UNKNOWN_VERSION: Final = "unknown"
+
+# One repetition's row: RESULTS_SCHEMA's column → its value (`axes` as (key, value) pairs).
+DatasetRow = dict[str, str | int | float | bool | list[tuple[str, str]] | None]
 
 RESULTS_SCHEMA: Final = pa.schema(
     [
@@ -53,9 +56,7 @@ RESULTS_SCHEMA: Final = pa.schema(
 )
 
 
-def dataset_rows(
-    results: Sequence[RunResult], cells: Sequence[CellVerdict]
-) -> list[dict[str, Any]]:
+def dataset_rows(results: Sequence[RunResult], cells: Sequence[CellVerdict]) -> list[DatasetRow]:
     """One row per repetition in RESULTS_SCHEMA's columns."""
     verdict_of = {r.run_dir: r.verdict.value for c in cells for r in c.repetitions}
     return [_row(result, verdict_of.get(result.run_dir)) for result in results]
@@ -85,7 +86,7 @@ def results_partitioning() -> ds.Partitioning:
     return ds.partitioning(pa.schema(fields), flavor="hive")
 
 
-def _row(result: RunResult, verdict: str | None) -> dict[str, Any]:
+def _row(result: RunResult, verdict: str | None) -> DatasetRow:
     """The dataset row of one repetition."""
     counts = result.counts or {}
     acked = counts.get(CountName.ACKED)

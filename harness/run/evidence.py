@@ -14,15 +14,16 @@ import shutil
 import tarfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.rundir import layout
+from harness.rundir.events import BrokerSegments
 from harness.rundir.records import PRODUCER_ID_STRIDE, Status
 
 _COPY_CHUNK = 1 << 20
@@ -46,6 +47,15 @@ class BrokerCopy:
     bytes: int = 0
     partitions: list[str] = field(default_factory=list)
     skipped: str | None = None
+
+    def as_event(self) -> BrokerSegments:
+        """The `segments` event's entry for this broker (its fields, in their order)."""
+        return BrokerSegments(
+            files=self.files,
+            bytes=self.bytes,
+            partitions=list(self.partitions),
+            skipped=self.skipped,
+        )
 
 
 class _OverBudget(Exception):
@@ -95,37 +105,60 @@ def _own(ids: np.ndarray, slot: int) -> np.ndarray:
     return ids[(ids >= base) & (ids < base + PRODUCER_ID_STRIDE)] - base
 
 
+class SegmentsFields(TypedDict):
+    """The fields of a `segments` event (harness.rundir.events.SegmentsKept), in its order."""
+
+    kept: bool
+    topic: str
+    budget_bytes: int
+    missing_acked: int | None
+    brokers: dict[str, BrokerSegments]
+    error: str | None
+    reason: str
+    seconds: float
+
+
 def segments_event(
     nodes: Sequence[SegmentSource],
     topic: str,
     partitions: int,
     run_dir: Path,
     budget_bytes: int = layout.SEGMENTS_BUDGET_BYTES,
-) -> dict[str, Any]:
+) -> SegmentsFields:
     """The fields of the `segments` event, after keeping the segments when acknowledged
     messages are missing (or when that cannot be checked). Never raises: a failure is
     recorded in the event, never a failed repetition."""
     started = time.monotonic()
-    event: dict[str, Any] = {"kept": False, "topic": topic, "budget_bytes": budget_bytes}
-    event.update(missing_acked=None, brokers={}, error=None)
+    missing: int | None = None
+    error: str | None = None
+    brokers: dict[str, BrokerSegments] = {}
+    kept = False
     try:
-        event["missing_acked"] = missing_acked(run_dir)
+        missing = missing_acked(run_dir)
     except Exception as exc:
-        event["error"] = f"missing-message check failed: {type(exc).__name__}: {exc}"
-    if event["missing_acked"] == 0:
-        event["reason"] = "no acknowledged message is missing from the read-back"
+        error = f"missing-message check failed: {type(exc).__name__}: {exc}"
+    if missing == 0:
+        reason = "no acknowledged message is missing from the read-back"
     else:
-        event["reason"] = "acknowledged messages are missing from the read-back"
-        if event["error"] is not None:
-            event["reason"] = "the missing-message check failed: kept to be safe"
+        reason = "acknowledged messages are missing from the read-back"
+        if error is not None:
+            reason = "the missing-message check failed: kept to be safe"
         try:
             copies = keep_segments(nodes, topic, partitions, run_dir, budget_bytes)
-            event["brokers"] = {str(node_id): asdict(copy) for node_id, copy in copies.items()}
-            event["kept"] = True
+            brokers = {str(node_id): copy.as_event() for node_id, copy in copies.items()}
+            kept = True
         except Exception as exc:
-            event["error"] = f"{type(exc).__name__}: {exc}"
-    event["seconds"] = round(time.monotonic() - started, 3)
-    return event
+            error = f"{type(exc).__name__}: {exc}"
+    return {
+        "kept": kept,
+        "topic": topic,
+        "budget_bytes": budget_bytes,
+        "missing_acked": missing,
+        "brokers": brokers,
+        "error": error,
+        "reason": reason,
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def keep_segments(

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 from harness.chaos.faults import FaultContext
-from harness.rundir.events import EventLog, PartitionEnd, Sample, now_us
+from harness.rundir.events import EventLog, PartitionEnd, PartitionRoles, Sample, now_us
 
 # ListOffsets may wait on a leader that is gone (a fault): bounded, so a sample stays ~1 s.
 ENDS_TIMEOUT_S = 1.5
+
+
+class _SampleFields(TypedDict, total=False):
+    """The fields of a `sample` event the sampler learnt (the others stay out of the line)."""
+
+    partitions: list[PartitionRoles]
+    controller: int | None
+    ends: list[PartitionEnd]
+    ends_error: str
+    ends_us: int
 
 
 class Sampler:
@@ -22,7 +32,7 @@ class Sampler:
         self.ctx = ctx
         self.events = events
         self.interval_s = interval_s
-        self.latest: list[dict[str, Any]] = []
+        self.latest: list[PartitionRoles] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
@@ -45,9 +55,9 @@ class Sampler:
             return
         stamp = now_us()  # the leader/ISR's time: the ends, read after, carry their own
         self.latest = [
-            {"partition": s.partition, "leader": s.leader, "isr": list(s.isr)} for s in states
+            PartitionRoles(partition=s.partition, leader=s.leader, isr=list(s.isr)) for s in states
         ]
-        fields: dict[str, Any] = {"partitions": self.latest}
+        fields: _SampleFields = {"partitions": self.latest}
         if with_controller:
             with contextlib.suppress(Exception):
                 fields["controller"] = self.ctx.cluster.active_controller()

@@ -11,7 +11,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from harness.rundir.layout import EVENTS
 
@@ -68,6 +69,40 @@ class _Event(BaseModel):
     ts_us: int | None = None  # None only in a hand-written line; EventLog.write stamps now
 
 
+@with_config(ConfigDict(extra="allow"))
+class PartitionRoles(TypedDict, total=False):
+    """One partition's roles as a `sample` and a `fault_start` record them: its leader (None:
+    it had none), its ISR and, at an injection, its replicas (writers give the keys in this
+    order; keys no field names are kept; readers take a missing or null list as empty)."""
+
+    partition: int
+    leader: int | None
+    isr: list[int] | None
+    replicas: list[int] | None
+
+
+@with_config(ConfigDict(extra="allow"))
+class UncommittedView(TypedDict, total=False):
+    """A transactional run's read_uncommitted read-back: whether it reached every end, its
+    records, each partition's high watermark, and its seconds."""
+
+    complete: bool
+    records: int
+    high_watermarks: dict[Any, int]
+    seconds: float
+
+
+@with_config(ConfigDict(extra="allow"))
+class BrokerSegments(TypedDict, total=False):
+    """What was kept of one broker's segments: files, bytes, partition folders, and why not
+    (`skipped`)."""
+
+    files: int
+    bytes: int
+    partitions: list[str]
+    skipped: str | None
+
+
 class PhaseEvent(_Event):
     """A phase of the repetition began: cluster-start, topic-ready, workload-start, ..."""
 
@@ -96,7 +131,7 @@ class FaultStart(_Event):
     nodes: list[int] = []  # broker ids faulted
     hosts: list[str] = []  # every faulted node's host name (controllers, ZooKeeper too)
     # [{partition, leader, isr, replicas}] just before injection, or why not
-    partitions: list[dict[str, Any]] | None = None
+    partitions: list[PartitionRoles] | None = None
     partitions_error: str | None = None
     detail: Any = None
 
@@ -150,7 +185,7 @@ class Sample(_Event):
     and each partition's ends read just after (at `ends_us`; `ends_error` when unreadable)."""
 
     type: Literal[EventType.SAMPLE] = EventType.SAMPLE
-    partitions: list[dict[str, Any]] = []
+    partitions: list[PartitionRoles] = []
     controller: int | None = None
     error: str | None = None
     ends: list[PartitionEnd] | None = None  # None: not recorded (older runs, or unreadable)
@@ -172,7 +207,7 @@ class ReadbackDone(_Event):
     seconds: float | None = None
     log_start_is_zero: bool | None = None
     isolation: str | None = None
-    uncommitted: dict[str, Any] | None = None  # transactional runs: the read_uncommitted view
+    uncommitted: UncommittedView | None = None  # transactional runs: the read_uncommitted view
 
 
 class RecorderTally(_Event):
@@ -181,7 +216,9 @@ class RecorderTally(_Event):
     type: Literal[EventType.RECORDER_TALLY] = EventType.RECORDER_TALLY
     reports: dict[str, int] = {}  # {ok, failed, indeterminate}
     journal_error: str | None = None
-    producers: list[dict[str, Any]] | None = None  # per producer process
+    # Per producer process: its {ok, failed, indeterminate}, or (a fleet of client programs)
+    # {producer, reports, journal_error, problem}.
+    producers: list[dict[str, object]] | None = None
     transactions: dict[str, int] | None = None  # transactional runs: outcomes
 
 
@@ -221,7 +258,7 @@ class SegmentsKept(_Event):
     budget_bytes: int | None = None
     topic: str | None = None
     error: str | None = None
-    brokers: dict[str, Any] | None = None  # {id: {files, bytes, partitions, skipped}}
+    brokers: dict[str, BrokerSegments] | None = None  # broker id → what was kept
     seconds: float | None = None
 
 

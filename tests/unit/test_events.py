@@ -97,3 +97,26 @@ def test_torn_foreign_and_invalid_lines_are_counted_not_raised() -> None:
 def test_a_run_without_events_has_none(tmp_path: Path) -> None:
     events = read_events(tmp_path)
     assert events.events == () and events.unreadable == 0
+
+
+def test_partition_roles_keep_their_order_unknown_keys_and_tolerate_null_lists() -> None:
+    """A sample's and a fault_start's partition roles are typed yet read as written: the keys
+    in the writer's order, unknown keys kept, a null ISR read as null (readers take it as
+    empty), a partition written as text read as its number."""
+    from harness.rundir.events import Sample
+    from harness.rundir.events import parse_events as parse
+
+    line = {
+        "ts_us": 1,
+        "type": "sample",
+        "partitions": [
+            {"partition": 0, "leader": 1, "isr": [1, 2], "note": "x"},
+            {"partition": "1", "leader": None, "isr": None},
+        ],
+    }
+    (sample,) = parse([json.dumps(line)]).of(Sample)
+    assert sample.partitions == [
+        {"partition": 0, "leader": 1, "isr": [1, 2], "note": "x"},
+        {"partition": 1, "leader": None, "isr": None},
+    ]
+    assert list(sample.partitions[0]) == ["partition", "leader", "isr", "note"]
