@@ -9,7 +9,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ class ConsumerTask:
         return layout.consumer_journal(self.member, self.start)
 
 
-def consumer_config(task: ConsumerTask) -> dict[str, Any]:
+def consumer_config(task: ConsumerTask) -> dict[str, str | int | bool]:
     """The member's librdkafka settings: only the commit mode departs from the defaults
     (besides a short session, so a dead member is replaced within a fault); read_committed,
     the default, is spelled out."""
@@ -186,12 +186,18 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
         outcomes.put((task.member, task.start, error))
 
 
-def _rebalance_callbacks(journal: _Journal, member: int, counters: Any) -> dict[str, Any]:
+# A rebalance callback of subscribe(): (the consumer, the partitions that changed).
+RebalanceCallback = Callable[[Any, list[Any]], None]
+
+
+def _rebalance_callbacks(
+    journal: _Journal, member: int, counters: Any
+) -> dict[str, RebalanceCallback]:
     """subscribe()'s on_assign, on_revoke and on_lost: each journals the change (before the
     member is given a record of a new assignment) and counts the partitions held."""
     assigned: set[int] = set()
 
-    def change(kind: AssignmentKind) -> Any:
+    def change(kind: AssignmentKind) -> RebalanceCallback:
         def callback(_: Any, partitions: list) -> None:
             numbers = sorted(p.partition for p in partitions)
             journal.assignments(numbers, kind, member)

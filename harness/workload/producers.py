@@ -25,6 +25,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.experiment.fields import Scalar
 from harness.rundir.events import EventLog, PhaseEvent, ProducerCrashed, RecorderTally
 from harness.rundir.records import Status
 from harness.waiting import Deadline, wait_for
@@ -71,7 +72,7 @@ class ProducerTask:
     workload: Workload  # its share
     bootstrap: str
     topic: str
-    producer_config: dict[str, Any]
+    producer_config: dict[str, Scalar]
     run_dir: Path
     parent_pid: int
     log_level: int
@@ -82,7 +83,7 @@ def producer_tasks(
     workload: Workload,
     bootstrap: str,
     topic: str,
-    producer_config: dict[str, Any],
+    producer_config: dict[str, Scalar],
     run_dir: Path,
 ) -> list[ProducerTask]:
     """One task per producer, each with its slot and share of `workload` (the total)."""
@@ -408,7 +409,12 @@ class LocalRecorder:
     one journal, as before several producers existed."""
 
     def __init__(
-        self, workload: Workload, bootstrap: str, topic: str, config: dict[str, Any], run_dir: Path
+        self,
+        workload: Workload,
+        bootstrap: str,
+        topic: str,
+        config: dict[str, Scalar],
+        run_dir: Path,
     ):
         self.journal = AckJournal(run_dir, workload.keys, status_of)
         self._client = (bootstrap, topic, config, workload)

@@ -22,10 +22,10 @@ import json
 import logging
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict
 
 import pyarrow as pa
 
@@ -244,7 +244,30 @@ def _integers(values: list[Any]) -> list[int]:
     return values
 
 
-def _processed_row(values: list[Any], member: int) -> dict[str, Any]:
+class ProcessedRow(TypedDict):
+    """A row of the member's processed stream (PROCESSED_SCHEMA); msg_id None: not ours."""
+
+    msg_id: int | None
+    partition: int
+    offset: int
+    consumer: int
+    ts_us: int
+
+
+class CommitRow(TypedDict):
+    """A row of the member's commit stream (COMMIT_SCHEMA)."""
+
+    partition: int
+    offset: int
+    consumer: int
+    ts_us: int
+    outcome: str
+
+
+JournalRow = ProcessedRow | CommitRow
+
+
+def _processed_row(values: list[Any], member: int) -> ProcessedRow:
     msg_id, partition, offset, ts_us = _integers(values)
     return {
         "msg_id": None if msg_id < 0 else msg_id,
@@ -255,7 +278,7 @@ def _processed_row(values: list[Any], member: int) -> dict[str, Any]:
     }
 
 
-def _commit_row(values: list[Any], member: int) -> dict[str, Any]:
+def _commit_row(values: list[Any], member: int) -> CommitRow:
     partition, offset, outcome, ts_us = values
     _integers([partition, offset, ts_us])
     if not isinstance(outcome, str):
@@ -269,10 +292,16 @@ def _commit_row(values: list[Any], member: int) -> dict[str, Any]:
     }
 
 
-def _convert(source: Path, target: Path, schema: pa.Schema, member: int, row: Any) -> None:
+def _convert(
+    source: Path,
+    target: Path,
+    schema: pa.Schema,
+    member: int,
+    row: Callable[[list[Any], int], JournalRow],
+) -> None:
     """Rows of `source` (missing: none) through `row` into a new Arrow stream at `target`."""
     writer = StreamWriter(target, schema)
-    rows: list[dict[str, Any]] = []
+    rows: list[JournalRow] = []
     try:
         for values in _journal_lines(source):
             try:

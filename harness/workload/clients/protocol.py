@@ -16,9 +16,10 @@ the verifiable clients' (`[<prefix>.]<counter>`), so a message's id is known eit
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from harness.rundir.transactions import Intent, TxnOutcome
 from harness.workload.recorder import VALUE_HEAD_BYTES, decode_value, encode_value
@@ -190,7 +191,7 @@ class _Missing(Exception):
     """A field a line of its kind must have is absent or of the wrong type."""
 
 
-def _typed(name: str, data: dict[str, Any]) -> Line:
+def _typed(name: str, data: Mapping[str, object]) -> Line:
     match name:
         case "producer_send_success":
             return SendSuccess(
@@ -228,7 +229,7 @@ def _typed(name: str, data: dict[str, Any]) -> Line:
     return OtherLine(name)
 
 
-def _transaction_end(data: dict[str, Any]) -> TransactionEnd:
+def _transaction_end(data: Mapping[str, object]) -> TransactionEnd:
     error = data.get("error")
     if error is not None and not isinstance(error, str):
         raise _Missing("a string or null `error`")
@@ -244,7 +245,7 @@ def _transaction_end(data: dict[str, Any]) -> TransactionEnd:
     )
 
 
-def _member(kind: type[_E], data: dict[str, Any], key: str) -> _E:
+def _member(kind: type[_E], data: Mapping[str, object], key: str) -> _E:
     """The member of `kind` a line's `key` names (its value, e.g. `commit`)."""
     value = data.get(key)
     if not isinstance(value, str) or value not in kind._value2member_map_:
@@ -252,7 +253,7 @@ def _member(kind: type[_E], data: dict[str, Any], key: str) -> _E:
     return kind(value)
 
 
-def _value(data: dict[str, Any]) -> bytes | None:
+def _value(data: Mapping[str, object]) -> bytes | None:
     """The record value of a send line (a string, or null for a null value); it must be there."""
     if "value" not in data:
         raise _Missing("`value`")
@@ -264,25 +265,25 @@ def _value(data: dict[str, Any]) -> bytes | None:
     return value.encode()
 
 
-def _whole(data: dict[str, Any], key: str) -> int:
+def _whole(data: Mapping[str, object], key: str) -> int:
     value = data.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _Missing(f"a whole `{key}`")
     return value
 
 
-def _offset(data: dict[str, Any]) -> int | None:
+def _offset(data: Mapping[str, object]) -> int | None:
     """A success's offset; -1 (no offset known, as the Java client reports acks=0) is None."""
     if data.get("offset") == -1:
         return None
     return _whole(data, "offset")
 
 
-def _optional_whole(data: dict[str, Any], key: str) -> int | None:
+def _optional_whole(data: Mapping[str, object], key: str) -> int | None:
     return _whole(data, key) if data.get(key) is not None else None
 
 
-def _error_name(data: dict[str, Any]) -> str:
+def _error_name(data: Mapping[str, object]) -> str:
     """The error a send error names: Java's `exception` class, else the code librdkafka's
     message carries (`KafkaError{code=_MSG_TIMED_OUT,...}`), else the message itself."""
     exception = data.get("exception")
