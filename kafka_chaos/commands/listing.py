@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from harness.settings import Settings
 from kafka_chaos.commands.common import EXIT_OK
@@ -18,6 +18,23 @@ TARGET_PATTERNS = {
     "consumer-<i>": "one member of the consumer group (workload.consumers)",
     "@<name>": "the nodes an earlier step bound with `as: <name>`",
 }
+
+
+class Param(TypedDict):
+    """A fault's param: its name, its default (None: required) as JSON writes it, its meaning."""
+
+    name: str
+    default: object
+    meaning: str
+
+
+class Entry(TypedDict):
+    """One listed item: its name and summary, a fault's params, other items' details."""
+
+    name: str
+    summary: str
+    params: NotRequired[list[Param]]
+    details: NotRequired[list[str]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +59,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _text(entry: dict[str, Any]) -> str:
+def _text(entry: Entry) -> str:
     """One entry as text: its name and summary, then an indented line per param or feature."""
     lines = [f"{entry['name']}: {entry['summary']}"]
     for param in entry.get("params", []):
@@ -57,13 +74,13 @@ def _summary(doc: str | None) -> str:
     return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
-def faults() -> list[dict[str, Any]]:
+def faults() -> list[Entry]:
     """Every fault type with its summary and params (name, default, meaning)."""
     from harness.chaos.faults import FAULT_TYPES
 
-    listed = []
+    listed: list[Entry] = []
     for name, fault in FAULT_TYPES.items():
-        params = [
+        params: list[Param] = [
             {
                 "name": info.alias or field,
                 "default": None if info.is_required() else _plain(info.get_default()),
@@ -80,7 +97,7 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def targets() -> list[dict[str, Any]]:
+def targets() -> list[Entry]:
     """Every target a step may name: the roles, then the patterns."""
     from harness.experiment.fields import COORDINATOR_TARGETS, PARTITION_TARGETS, TARGET_ROLES
 
@@ -91,15 +108,15 @@ def targets() -> list[dict[str, Any]]:
             return "the coordinator of the workload's transactional id or group"
         return "nodes of the cluster, resolved when the step acts"
 
-    roles = [{"name": role, "summary": summary(role)} for role in TARGET_ROLES]
+    roles: list[Entry] = [{"name": role, "summary": summary(role)} for role in TARGET_ROLES]
     return roles + [{"name": name, "summary": text} for name, text in TARGET_PATTERNS.items()]
 
 
-def experiments(settings: Settings) -> list[dict[str, Any]]:
+def experiments(settings: Settings) -> list[Entry]:
     """The shipped experiment files (known-bugs/ included), each with its description."""
     import yaml
 
-    listed = []
+    listed: list[Entry] = []
     for path in sorted(settings.experiments_dir.rglob("*.yaml")):
         try:
             document = yaml.safe_load(path.read_text()) or {}
@@ -111,12 +128,12 @@ def experiments(settings: Settings) -> list[dict[str, Any]]:
     return listed
 
 
-def versions() -> list[dict[str, Any]]:
+def versions() -> list[Entry]:
     """The releases the harness builds, the default one, and each feature's releases."""
     from harness.platform.versions import FEATURES, OLDEST, Mode
     from harness.settings import DEFAULT_KAFKA_VERSION
 
-    listed = [
+    listed: list[Entry] = [
         {
             "name": "releases",
             "summary": f"any Apache Kafka release from {OLDEST} on (built from Maven Central's "

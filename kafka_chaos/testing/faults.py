@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.nemesis import ActiveFault, Nemesis
@@ -32,13 +32,23 @@ def call_text(fault: Any, target: Any, partition: Any, params: Any, duration_s: 
     return f"inject({', '.join(args)})"
 
 
+class StepDocument(TypedDict):
+    """A `faults.schedule` step of an experiment document, as inject() writes it."""
+
+    fault: str
+    target: str
+    partition: int
+    params: NotRequired[Mapping[str, Any]]
+    duration_s: NotRequired[float]
+
+
 def step_document(
     fault: str,
     target: str,
     partition: int,
     params: Mapping[str, Any] | None,
     duration_s: float | None,
-) -> dict[str, Any]:
+) -> StepDocument:
     """The `faults.schedule` step an inject call stands for; ChaosUsageError for what only an
     experiment has (heal steps and @name targets: the handle does their job; faults on the
     harness's consumer group)."""
@@ -55,7 +65,7 @@ def step_document(
             f"{call}: {fault} acts on the members of the harness's own consumer group "
             "(workload.consumers of an experiment file), which a test's run does not have"
         )
-    step: dict[str, Any] = {"fault": fault, "target": target, "partition": partition}
+    step: StepDocument = {"fault": fault, "target": target, "partition": partition}
     if params is not None:
         step["params"] = params
     if duration_s is not None:

@@ -14,15 +14,19 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from harness.experiment.fields import PRODUCER_KEY_FIELDS
+from harness.experiment.fields import PRODUCER_KEY_FIELDS, Scalar
 from harness.limits import shown
 from kafka_chaos.testing.errors import ChaosUsageError
 
-__all__ = ["LIBRDKAFKA_DEFAULTS", "producer_section"]
+__all__ = ["LIBRDKAFKA_DEFAULTS", "ProducerSection", "producer_section"]
+
+# The `producer:` section of an experiment document: field → value (None: librdkafka's own
+# default), and `config`, the settings no field models (librdkafka name → value).
+ProducerSection = dict[str, Scalar | dict[str, Scalar] | None]
 
 # librdkafka's defaults (CONFIGURATION.md of librdkafka 2.x) for the fields a test leaves out;
 # retries None is its own default (INT32_MAX), as in an experiment file.
-LIBRDKAFKA_DEFAULTS: Final[dict[str, Any]] = {
+LIBRDKAFKA_DEFAULTS: Final[dict[str, Scalar | None]] = {
     "acks": "all",
     "enable_idempotence": False,
     "max_in_flight": 1_000_000,
@@ -32,7 +36,7 @@ LIBRDKAFKA_DEFAULTS: Final[dict[str, Any]] = {
     "message_timeout_ms": 300_000,
 }
 # What librdkafka sets itself when enable.idempotence is on and the test left them out.
-IDEMPOTENT_DEFAULTS: Final[dict[str, Any]] = {"acks": "all", "max_in_flight": 5}
+IDEMPOTENT_DEFAULTS: Final[dict[str, Scalar]] = {"acks": "all", "max_in_flight": 5}
 # Settings naming the cluster: the plugin's own; they are not recorded.
 CLUSTER_KEYS: Final = frozenset({"bootstrap.servers", "metadata.broker.list"})
 # A transactional producer needs the harness's transaction journal, which this one is not.
@@ -44,7 +48,7 @@ _WHOLE_TEXT = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _FLAG_WORDS: Final = {"true": True, "false": False}
 
 
-def producer_section(config: Mapping[str, Any]) -> dict[str, Any]:
+def producer_section(config: Mapping[str, Any]) -> ProducerSection:
     """The `producer:` section of the experiment for a client created with `config`.
 
     ChaosUsageError when `config` is not a mapping, asks for transactions, or gives a field
@@ -60,9 +64,9 @@ def producer_section(config: Mapping[str, Any]) -> dict[str, Any]:
             "only; a transactional workload needs the harness's transactional recorder "
             "(workload.transactions in an experiment file)"
         )
-    section: dict[str, Any] = {}
+    section: ProducerSection = {}
     named: dict[str, str] = {}  # field -> the name it was given under
-    extra: dict[str, Any] = {}
+    extra: dict[str, Scalar] = {}
     for key, value in config.items():
         if key in CLUSTER_KEYS or not isinstance(value, str | int | float | bool):
             continue  # the plugin's cluster; callbacks, loggers and other objects
@@ -85,7 +89,7 @@ def producer_section(config: Mapping[str, Any]) -> dict[str, Any]:
     return section
 
 
-def _field_value(field: str, value: Any) -> Any:
+def _field_value(field: str, value: Scalar) -> Scalar:
     """A setting as the experiment's field takes it: librdkafka's text forms of numbers and
     booleans read as such; anything else is left for the experiment's validation."""
     if not isinstance(value, str):

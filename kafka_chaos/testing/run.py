@@ -37,10 +37,16 @@ from harness.settings import load_settings
 from harness.workload.clients import librdkafka_config
 from kafka_chaos.testing.clusters import LiveCluster
 from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
-from kafka_chaos.testing.faults import FaultHandle, call_text, step_document, step_error
+from kafka_chaos.testing.faults import (
+    FaultHandle,
+    StepDocument,
+    call_text,
+    step_document,
+    step_error,
+)
 from kafka_chaos.testing.journal import ChaosJournal
 from kafka_chaos.testing.options import ChaosOptions, option_of
-from kafka_chaos.testing.producer_config import producer_section
+from kafka_chaos.testing.producer_config import ProducerSection, producer_section
 from kafka_chaos.testing.verdict import ChaosVerdict, Judge
 
 __all__ = ["Chaos", "experiment_of", "options_error", "with_steps"]
@@ -55,7 +61,7 @@ def experiment_of(
     *,
     producer: Mapping[str, Any] | None = None,
     workload: Mapping[str, Any] | None = None,
-    steps: list[dict[str, Any]] | None = None,
+    steps: list[StepDocument] | None = None,
 ) -> Experiment:
     """The validated experiment a test's run is (SpecError when invalid): the options, the
     journal's producer and workload settings, the injected steps; sends are the test's own,
@@ -75,7 +81,7 @@ def with_steps(
     name: str,
     producer: Mapping[str, Any] | None,
     workload: Mapping[str, Any] | None,
-    steps: list[dict[str, Any]],
+    steps: list[StepDocument],
     call: str,
 ) -> Experiment:
     """The experiment with `steps`, the last one new (asked for by `call`); ChaosUsageError
@@ -119,10 +125,10 @@ class Chaos:
         self.partitions = self._spec.topic.partitions
         cell = expand(self._spec)[0]
         self.run_dir = root / cell.name / "0"
-        self._steps: list[dict[str, Any]] = []
+        self._steps: list[StepDocument] = []
         self._handles: list[FaultHandle] = []
-        self._producer: dict[str, Any] | None = None
-        self._workload: dict[str, Any] = {}
+        self._producer: ProducerSection | None = None
+        self._workload: dict[str, int] = {}  # the journal's keys and message_bytes
         self._journal: ChaosJournal | None = None
         self._verdict: ChaosVerdict | None = None
         self._finished = self._healed = False
