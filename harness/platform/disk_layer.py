@@ -19,7 +19,7 @@ import io
 import shlex
 import tarfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     import docker
@@ -68,7 +68,17 @@ class DiskLayerError(RuntimeError):
     """The disk layer could not be set up or did not answer; the message says why."""
 
 
-def create_options(client: docker.DockerClient, image: str, log_dir: str) -> dict[str, Any]:
+class CreateOptions(TypedDict, total=False):
+    """containers.create() keyword arguments for a node under the disk layer (none for a node
+    without it; create_options gives the first three always)."""
+
+    devices: list[str]
+    entrypoint: list[str]
+    command: list[str]
+    security_opt: list[str]
+
+
+def create_options(client: docker.DockerClient, image: str, log_dir: str) -> CreateOptions:
     """The containers.create() keyword arguments that give a node of `image` the layer over
     `log_dir`: the FUSE device, the start script before the image's entrypoint (the caller
     adds CAP_SYS_ADMIN, which mounting needs)."""
@@ -76,7 +86,7 @@ def create_options(client: docker.DockerClient, image: str, log_dir: str) -> dic
     own = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
     if not own:
         raise DiskLayerError(f"image {image} names no entrypoint or command to run under chaosfs")
-    options: dict[str, Any] = {
+    options: CreateOptions = {
         "devices": ["/dev/fuse:/dev/fuse:rwm"],
         "entrypoint": ["/bin/sh", "-c", start_script(log_dir), "kafka-chaos-disk-layer"],
         "command": own,
