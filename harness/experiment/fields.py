@@ -211,11 +211,16 @@ def check_condition(value: str | None) -> str | None:
     return value
 
 
+MAX_FAULT_NAME = 40  # longer than any fault's name by far: an unknown one is not a typo
+
+
 def check_fault(value: str) -> str:
     if value in FAULT_TYPES or value == HEAL:
         return value
     close = difflib.get_close_matches(value, list(FAULT_TYPES), n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
+    if len(value) > MAX_FAULT_NAME:  # not a typo: the whole list would only make it longer
+        raise ValueError(f"unknown fault {shown(value)}; `kafka-chaos list faults` names them")
     kinds = ", ".join([*FAULT_TYPES, HEAL])
     raise ValueError(f"unknown fault {shown(value)}; {hint}use one of {kinds}")
 
