@@ -13,6 +13,13 @@ the stamps are compared inclusively, so a change stamped with either record brea
   (the read-back reads as the members do, read_committed, so aborted records and transaction
   markers, which the members are never given, are not there to skip).
 
+The transactions' reader (workload.transactions.reads) is judged the same way as one more
+member, READER: its records are those read by committed transactions, in transaction order,
+and a transaction of unknown outcome breaks every pair around it (it may have committed its
+reads). A skip there is a record no committed transaction read although a later one read past
+it; each such step also counts the skipped records an aborted transaction of the reader read
+(`read_by_aborted`, KAFKA-17582's evidence: a reader that was not rewound after the abort).
+
 In before-process mode a batch whose commit failed is never processed (at-most-once), so a
 failed commit of the partition between the two records breaks the pair as well. Rebalances,
 resets and restarts are what the consumer_reprocessed/unprocessed and `reset` checks judge:
@@ -31,7 +38,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import filled_ints
-from analysis.model.polls import PollFacts, PollStep
+from analysis.model.polls import READER, PollFacts, PollStep
 from harness.rundir import layout
 from harness.rundir.records import (
     ASSIGNMENT_SCHEMA,
@@ -41,8 +48,9 @@ from harness.rundir.records import (
     CommitMode,
 )
 from harness.rundir.streams import read_stream
+from harness.rundir.transactions import TxnOutcome, read_transactions, read_txn_reads
 
-__all__ = ["MemberStart", "member_starts", "poll_facts", "steps_of"]
+__all__ = ["MemberStart", "member_starts", "poll_facts", "reader_start", "steps_of"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class MemberStart:
     offset: np.ndarray
     ts_us: np.ndarray
     breaks: dict[int, np.ndarray] | None  # partition → stamps that break a pair, ascending
+    # partition → the offsets aborted transactions read there, ascending (the reader only)
+    aborted: dict[int, np.ndarray] | None = None
 
 
 def poll_facts(starts: Iterable[MemberStart], records: dict[int, np.ndarray]) -> PollFacts:
@@ -89,10 +99,49 @@ def steps_of(start: MemberStart, records: dict[int, np.ndarray]) -> Iterable[Pol
         held = records.get(partition, none)
         between = np.searchsorted(held, second, "left") - np.searchsorted(held, first, "right")
         odd = ~broken & ((second <= first) | (between > 0))
+        aborted = None if start.aborted is None else start.aborted.get(partition, none)
         for i in np.flatnonzero(odd).tolist():
             skipped = max(int(between[i]), 0)
             at, low, high = int(ts[i + 1]), int(first[i]), int(second[i])
-            yield PollStep(partition, start.consumer, at, low, high, skipped)
+            by_aborted = None if aborted is None else _strictly_between(aborted, low, high)
+            yield PollStep(partition, start.consumer, at, low, high, skipped, by_aborted)
+
+
+def _strictly_between(sorted_offsets: np.ndarray, low: int, high: int) -> int:
+    """How many distinct offsets of an ascending array lie strictly between low and high."""
+    inside = sorted_offsets[
+        np.searchsorted(sorted_offsets, low, "right") : np.searchsorted(sorted_offsets, high)
+    ]
+    return len(np.unique(inside))
+
+
+def reader_start(run_dir: Path) -> MemberStart | None:
+    """The transactions' reader as one member start (see the module docstring); None for a
+    run whose transactions did not read."""
+    reads, txns = read_txn_reads(run_dir), read_transactions(run_dir)
+    if reads is None or txns is None:
+        return None
+    numbers = filled_ints(txns["txn"], -1)
+    outcome = np.asarray(txns["outcome"].to_pylist(), dtype=object)
+    committed = numbers[outcome == TxnOutcome.COMMITTED.value]
+    aborted = numbers[outcome == TxnOutcome.ABORTED.value]
+    begins = filled_ints(txns["begin_ts_us"], -1)
+    unknown_begins = np.sort(begins[outcome == TxnOutcome.UNKNOWN.value])
+    txn = filled_ints(reads["txn"], -1)
+    partition = filled_ints(reads["partition"], -1)
+    offset = filled_ints(reads["offset"], -1)
+    order = np.argsort(txn, kind="stable")  # transaction order, journal order within
+    kept = order[np.isin(txn[order], committed)]
+    by_aborted = np.isin(txn, aborted)
+    partitions = np.unique(partition).tolist()
+    return MemberStart(
+        READER,
+        partition[kept],
+        offset[kept],
+        filled_ints(reads["ts_us"], -1)[kept],
+        {p: unknown_begins for p in partitions},
+        {p: np.sort(offset[by_aborted & (partition == p)]) for p in partitions},
+    )
 
 
 def member_starts(run_dir: Path, commit: CommitMode | None) -> Iterable[MemberStart]:

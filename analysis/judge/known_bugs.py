@@ -5,7 +5,8 @@ A finding the documentation forbids is KNOWN-BUG, never VIOLATION, when a row af
 release (and client) that ran and the run shows that row's evidence. The evidence a row needs
 is read where its anomaly is judged: a loss bug's from one partition's history
 (analysis.judge.mechanisms.PARTITION_EVIDENCE), a transactional bug's from the run's events
-(analysis.judge.transactions.RUN_EVIDENCE), each keyed by the row's reference.
+(analysis.judge.transactions.RUN_EVIDENCE), a consumer position's bug from the case its poll
+steps show (analysis.judge.liveness.LIVENESS_EVIDENCE), each keyed by the row's reference.
 docs/known-bugs.md shows this table with each row's experiment and what it measured.
 """
 
@@ -135,6 +136,17 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         fixed_in=None,
         first_affected="4.1.0",
         experiment="experiments/known-bugs/kafka-fsync.yaml (release=4.3.1-kraft)",
+    ),
+    KnownBug(
+        reference="KAFKA-17582",
+        explains=AnomalyName.POLL_SKIP,
+        mechanism="a consumer's position is not moved back when the transaction that read its "
+        "records aborts, unless a rebalance happens: the next committed transaction commits "
+        "offsets past records no committed transaction read (Jepsen 2024; the application has "
+        "to seek back to the committed offsets itself)",
+        fixed_in=None,
+        first_affected=None,
+        experiment="experiments/known-bugs/KAFKA-17582.yaml",
     ),
     *(
         _kafka_17754(explains, mechanism)

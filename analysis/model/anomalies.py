@@ -120,7 +120,9 @@ RESET_POINT: Final = (
 
 # Two consecutive records one member start processed from a partition it held throughout: when
 # the second was processed, the offsets, and the read-back's records strictly between them.
-POLL_STEP: Final = ("partition", "consumer", "at_us", "from_offset", "to_offset", "skipped")
+POLL_STEP: Final = (
+    *("partition", "consumer", "at_us", "from_offset", "to_offset", "skipped", "read_by_aborted"),
+)
 # A cyclic component of committed transactions: its lowest transaction, how many it holds, and
 # one cycle through it ("T12 -ww p0@345-> T13 -ww p1@120-> T12").
 CYCLE_WITNESS: Final = ("txn", "transactions", "cycle")

@@ -9,18 +9,24 @@ from typing import Any, Final
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRows
 
-__all__ = ["UNJOURNALLED_STARTS", "PollFacts", "PollStep"]
+__all__ = ["READER", "SKIPS_AFTER_ABORT", "UNJOURNALLED_STARTS", "PollFacts", "PollStep"]
+
+READER: Final = -1  # the `consumer` of the transactions' reader's steps (analysis.checks.polls)
 
 # The fact beside the two counts: member starts that processed records but journalled no
 # change of assignment (a harness before the assignment journal), whose steps were not judged.
 UNJOURNALLED_STARTS: Final = "poll_starts_unjournalled"
+# The other fact: the transactions' reader's skips that passed over records only its aborted
+# transactions read (KAFKA-17582's pattern), judged all alike beyond the examples.
+SKIPS_AFTER_ABORT: Final = "poll_skips_after_abort"
 
 
 @dataclass(frozen=True)
 class PollStep:
     """Member `consumer` processed `to_offset` of `partition` at `at_us` right after
     `from_offset`, holding the partition throughout; `skipped` records of the final read-back
-    lie strictly between the two (a step backwards has to_offset <= from_offset)."""
+    lie strictly between the two (a step backwards has to_offset <= from_offset). The
+    transactions' reader is `consumer` READER (analysis.checks.polls)."""
 
     partition: int
     consumer: int
@@ -28,6 +34,15 @@ class PollStep:
     from_offset: int
     to_offset: int
     skipped: int
+    # The transactions' reader only: how many of the skipped records an aborted transaction
+    # of the reader read (None for a group member).
+    read_by_aborted: int | None = None
+
+    @property
+    def after_abort(self) -> bool:
+        """Whether every record it passed over was read by an aborted transaction of the
+        reader (KAFKA-17582's pattern)."""
+        return self.skipped > 0 and self.read_by_aborted == self.skipped
 
     @property
     def backwards(self) -> bool:
@@ -54,6 +69,7 @@ class PollFacts:
             AnomalyName.POLL_SKIP: len(self.skips),
             AnomalyName.NONMONOTONIC_POLL: len(self.backwards),
             UNJOURNALLED_STARTS: self.unjournalled_starts,
+            SKIPS_AFTER_ABORT: sum(s.after_abort for s in self.skips),
         }
 
     def examples(self, limit: int) -> ExampleRows:

@@ -190,6 +190,11 @@ class TransactionsSpec(_Section):
     reads: Annotated[whole, at_most(10_000, "a transaction's reads are held in memory")] = Field(
         0, ge=0
     )
+    # After a transaction that did not commit, move the reader back to where the last
+    # committed transaction left it (the group's committed offsets with send_offsets), as
+    # Kafka's exactly-once example does; false keeps its position, as a client left alone
+    # does unless a rebalance happens (KAFKA-17582). Only with reads.
+    rewind_on_abort: bool = True
 
 
 class WorkloadSpec(_Section):

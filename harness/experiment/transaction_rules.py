@@ -42,6 +42,13 @@ def transaction_problems(spec: Experiment) -> Iterator[Problem]:
             "client: librdkafka"
         )
         yield "workload.transactions.reads", reason
+    if not transactions.rewind_on_abort and not transactions.reads:
+        reason = (
+            "rewind_on_abort: false moves the position of the transactions' reader, which "
+            "reads nothing (reads: 0); Fix: set workload.transactions.reads above 0 or drop "
+            "rewind_on_abort"
+        )
+        yield "workload.transactions.rewind_on_abort", reason
     if spec.kafka.version and (
         lacking := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
     ):

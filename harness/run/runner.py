@@ -403,6 +403,7 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
         partitions=spec.topic.partitions,
         on_timeout=OnTimeout(transactions.on_timeout),
         reads=transactions.reads,
+        rewind_on_abort=transactions.rewind_on_abort,
     )
 
 

@@ -68,6 +68,9 @@ class CellConfig(BaseModel):
     consumer_commit: str | None = None  # harness.rundir.records.CommitMode
     transactions: bool | None = None  # the workload ran transactions (workload.transactions)
     client: str | None = None  # the producer's client when not librdkafka: "java 3.8.0", ...
+    # Transactions that read (workload.transactions.reads): whether the reader goes back to the
+    # committed position after a transaction that did not commit. None: they do not read.
+    txn_reader_rewinds: bool | None = None
     # Every append fsynced before it is acknowledged: the topic's flush.messages (or, when the
     # topic leaves it out, the brokers' log.flush.interval.messages) is 1. Absent: it is not.
     fsync_each_message: bool | None = None
@@ -81,6 +84,7 @@ class CellConfig(BaseModel):
         "unclean_leader_election",
         "enable_idempotence",
         "transactions",
+        "txn_reader_rewinds",
         "fsync_each_message",
         mode="before",
     )

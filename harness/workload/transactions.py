@@ -89,6 +89,7 @@ class TransactionPlan:
     partitions: int
     on_timeout: OnTimeout = OnTimeout.RETRY  # how a timed-out commit, abort or offer is answered
     reads: int = 0  # records each transaction reads before its sends (txn_reads.py)
+    rewind_on_abort: bool = True  # the reader goes back after a transaction not committed
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
         """Whether transaction `txn` is to be committed or aborted."""
@@ -203,9 +204,13 @@ class TransactionalRecorder:
         """Create the client and register the transactional id (init_transactions), and the
         reader when the transactions read."""
         self.producer = self._new_producer()
-        if self.plan.reads:
-            args = (self.bootstrap, self.topic, self.plan.partitions, self.plan.reads)
-            self.reader = open_reader(*args, self.run_dir)
+        if self.plan.reads:  # with send_offsets, its position is what each one commits
+            group = GROUP_ID if self.plan.send_offsets else None
+            args = (self.bootstrap, self.topic, self.plan.partitions, self.plan.reads, self.run_dir)
+            self.reader = open_reader(*args, group=group, rewind=self.plan.rewind_on_abort)
+            if (metadata := self.reader.group_metadata) is not None:
+                self._group = metadata
+                return
         if self.plan.send_offsets:
             self._consumer = Consumer(
                 {"bootstrap.servers": self.bootstrap, "group.id": GROUP_ID, "log_level": 3}
@@ -283,6 +288,8 @@ class TransactionalRecorder:
         # After a refusal the transaction is aborted whatever was intended (its intent stays
         # in the journal): committing part of it would be a torn transaction of our own making.
         outcome, end_error, fatal = self._end(producer, intent, txn, abort=refusal is not None)
+        if self.reader is not None:
+            self.reader.ended(outcome is TxnOutcome.COMMITTED)
         error = "; ".join(e for e in (refusal, end_error) if e) or None
         self.journal.commit()
         self.transactions.write(txn, first, msg_id - first, intent, outcome, error, begin_us)
@@ -327,7 +334,9 @@ class TransactionalRecorder:
         for _ in range(self.END_ATTEMPTS):
             try:
                 if self._group is not None and doing == Intent.COMMIT:
-                    self._send_offsets(producer, [TopicPartition(self.topic, 0, txn + 1)])
+                    # The reader's position; else an offset that brings in the coordinator.
+                    fake = [TopicPartition(self.topic, 0, txn + 1)]
+                    self._send_offsets(producer, self.reader.offsets() if self.reader else fake)
                 if doing == Intent.COMMIT:
                     producer.commit_transaction(self.END_TIMEOUT_S)
                     return TxnOutcome.COMMITTED, "; ".join(errors), False

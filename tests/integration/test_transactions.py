@@ -77,6 +77,22 @@ def test_transactional_repetition_end_to_end(tmp_path: Path) -> None:
         assert writer["txn"] < read["txn"] and writer["outcome"] != "aborted", (read, writer)
     counts = json.loads(next(root.rglob("results.json")).read_text())["counts"]
     assert counts["g0"] == counts["g1c"] == 0, counts
+    # The reader went back after each abort (rewind_on_abort, the default): what an aborted
+    # transaction read, a later committed one read again, and no committed read skipped.
+    last_commit = max(t for t, row in txns.items() if row["outcome"] == "committed")
+    where = {
+        outcome: {
+            (r["partition"], r["offset"])
+            for r in reads
+            if txns[r["txn"]]["outcome"] == outcome
+            and (outcome == "committed" or r["txn"] < last_commit)
+        }
+        for outcome in ("committed", "aborted")
+    }
+    assert where["aborted"] and where["aborted"] <= where["committed"], (
+        where["aborted"] - where["committed"]
+    )
+    assert counts["poll_skip"] == 0, counts
 
 
 @pytest.mark.integration

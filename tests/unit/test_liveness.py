@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 from analysis.checks.liveness import Ends, GroupHistory, Journal, liveness_facts, resets
 from analysis.checks.liveness import stuck_windows as windows_of
 from analysis.checks.messages import RunInput, check_run
-from analysis.judge.guarantees import LIVENESS_TABLE
+from analysis.judge.liveness import LIVENESS_TABLE
 from analysis.judge.outcomes import Verdict
 from analysis.model.anomalies import AnomalyName
 from analysis.model.evidence import RunEvidence

@@ -12,11 +12,12 @@ import pytest
 from analysis.judge import verdicts
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
 from analysis.judge.known_bugs import KNOWN_BUGS, bugs_explaining
+from analysis.judge.liveness import LIVENESS_EVIDENCE
 from analysis.judge.mechanisms import PARTITION_EVIDENCE, log_evidence
 from analysis.judge.outcomes import Verdict
 from analysis.judge.transactions import RUN_EVIDENCE
 from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
-from analysis.model.anomalies import CountName
+from analysis.model.anomalies import AnomalyName, CountName
 from harness.rundir import layout
 from tests.unit.results_json import typed
 from tests.unit.verdict_runs import (
@@ -384,13 +385,16 @@ def test_known_bug_ranges():
 
 
 def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_judged():
+    polls = {b.reference for b in bugs_explaining(AnomalyName.POLL_SKIP)}
     for bug in KNOWN_BUGS:
         evidence = PARTITION_EVIDENCE if bug.explains == CountName.LOSS else RUN_EVIDENCE
+        evidence = LIVENESS_EVIDENCE if bug.reference in polls else evidence
         assert bug.reference in evidence, bug.reference
         assert bug.experiment, f"{bug.reference}: no experiment provokes it"
     loss_refs = {b.reference for b in bugs_explaining(CountName.LOSS)}
     assert set(PARTITION_EVIDENCE) == loss_refs
-    assert set(RUN_EVIDENCE) == {b.reference for b in KNOWN_BUGS} - loss_refs
+    assert set(LIVENESS_EVIDENCE) == polls
+    assert set(RUN_EVIDENCE) == {b.reference for b in KNOWN_BUGS} - loss_refs - polls
 
 
 def test_log_evidence_names_the_partition_exactly(tmp_path):

@@ -43,7 +43,7 @@ from analysis.checks.messages.timeline import (
     send_facts,
     status_counts,
 )
-from analysis.checks.polls import member_starts, poll_facts
+from analysis.checks.polls import MemberStart, member_starts, poll_facts, reader_start
 from analysis.checks.transactions import MessageView, Transactions, TxnFacts, read_uncommitted_ids
 from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
@@ -98,10 +98,8 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= live.examples(MAX_EXAMPLES)
         for second, row in live.seconds.items():
             seconds.setdefault(second, {}).update(row)
-        group_mode = run.evidence.consumers.commit if run.evidence.consumers else None
-        commit = CommitMode(group_mode) if group_mode in tuple(CommitMode) else None
-        records = records_by_partition(reads.partition, reads.offset)
-        polls = poll_facts(member_starts(run.run_dir, commit), records)
+    if (starts := _poll_starts(run)) is not None:
+        polls = poll_facts(starts, records_by_partition(reads.partition, reads.offset))
         counts |= polls.counts
         examples |= polls.examples(MAX_EXAMPLES)
     return RunFacts(
@@ -116,6 +114,20 @@ def check_run(run: RunInput) -> RunFacts:
         missing=missing_of(classes.loss_mask(found), messages),
         sensitivity=sensitivity,
     )
+
+
+def _poll_starts(run: RunInput) -> list[MemberStart] | None:
+    """The member starts whose steps the poll check judges: the group's members (a run with
+    consumer journals) and the transactions' reader (a run whose transactions read); None for
+    a run with neither."""
+    starts: list[MemberStart] = []
+    if has_consumer_journals(run.run_dir):
+        group_mode = run.evidence.consumers.commit if run.evidence.consumers else None
+        commit = CommitMode(group_mode) if group_mode in tuple(CommitMode) else None
+        starts += member_starts(run.run_dir, commit)
+    if (reader := reader_start(run.run_dir)) is not None:
+        starts.append(reader)
+    return starts if starts or has_consumer_journals(run.run_dir) else None
 
 
 def _transaction_facts(
