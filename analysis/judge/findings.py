@@ -11,6 +11,7 @@ from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
+    UNDOCUMENTED,
     DeliveryRule,
     Guarantee,
     delivery_rule,
@@ -100,6 +101,9 @@ def judge_loss(
         return hit.finding(None, f"{hit.what}; loss allowed: {guarantee.citation}")
     if guarantee.loss == FORBIDDEN:
         return hit.finding(Verdict.VIOLATION, f"loss: {hit.what}; {guarantee.citation}")
+    if guarantee.loss == UNDOCUMENTED:
+        why = f"{hit.what}; loss not documented: {guarantee.citation}"
+        return hit.finding(Verdict.UNKNOWN, why)
     if guarantee.loss != FORBIDDEN_UNLESS_ISR_SHRANK:
         raise ValueError(f"unknown loss rule {guarantee.loss!r}")
     return _isr_exception_finding(hit, "loss", guarantee, evidence)
@@ -134,6 +138,8 @@ def judge_divergence(
         return [hit.finding(None, f"{hit.what}; allowed where loss is: {guarantee.citation}")]
     if guarantee.loss == FORBIDDEN:
         return [hit.finding(Verdict.VIOLATION, f"{rule}: {hit.what}; {guarantee.citation}")]
+    if guarantee.loss == UNDOCUMENTED:
+        return [hit.finding(Verdict.UNKNOWN, f"{hit.what}; not documented: {guarantee.citation}")]
     return [_isr_exception_finding(hit, rule, guarantee, evidence)]
 
 
@@ -173,6 +179,8 @@ def _partition_finding(hit: _Hit, judgements: Sequence[PartitionJudgement], rule
     explained = "; ".join(f"p{j.partition}: {j.reason}" for j in judgements)
     if any(j.outcome == "known-bug" for j in judgements):
         return hit.finding(Verdict.KNOWN_BUG, f"{hit.what}; {explained}")
+    if any(j.outcome == UNDOCUMENTED for j in judgements):
+        return hit.finding(Verdict.UNKNOWN, f"{hit.what}; not documented: {explained}")
     return hit.finding(None, f"{hit.what}; allowed by mechanism: {explained}")
 
 
@@ -284,6 +292,8 @@ def judge_duplicates(counts: Counts, examples: Examples, guarantee: Guarantee) -
         citation = guarantee.duplicates_citation
         if guarantee.duplicates == FORBIDDEN:
             verdict, detail = Verdict.VIOLATION, f"duplicates: {what}; {citation}"
+        elif guarantee.duplicates == UNDOCUMENTED:
+            verdict, detail = Verdict.UNKNOWN, f"{what}; not documented: {citation}"
         else:
             verdict, detail = Verdict.PASS, f"{what}; allowed: {citation}"
         findings.append(Finding(name, verdict, detail, _shown(examples, name)))
@@ -310,6 +320,9 @@ def judge_order(counts: Counts, examples: Examples, guarantee: Guarantee) -> lis
     if guarantee.order == "guaranteed":
         detail = f"reordering: {what}; {guarantee.order_citation}"
         return [Finding(name, Verdict.VIOLATION, detail, quoted)]
+    if guarantee.order == UNDOCUMENTED:
+        detail = f"{what}; not documented: {guarantee.order_citation}"
+        return [Finding(name, Verdict.UNKNOWN, detail, quoted)]
     return [Finding(name, Verdict.PASS, f"{what}; allowed: {guarantee.order_citation}", quoted)]
 
 

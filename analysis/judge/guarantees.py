@@ -20,26 +20,25 @@ __all__ = [
     "CONSUMER_DELIVERY",
     "FORBIDDEN",
     "FORBIDDEN_UNLESS_ISR_SHRANK",
-    "LIVENESS_SOURCE",
-    "LIVENESS_TABLE",
     "LOSS_TABLE",
     "SOURCE",
+    "UNDOCUMENTED",
     "DeliveryRule",
     "FaultClass",
     "Guarantee",
-    "LivenessRow",
     "Setting",
     "delivery_rule",
     "guarantee_for",
 ]
 
-LossRule = Literal["forbidden", "allowed", "forbidden-unless-isr-shrank"]
-DuplicateRule = Literal["forbidden", "allowed"]
-OrderRule = Literal["guaranteed", "not-guaranteed"]
+LossRule = Literal["forbidden", "allowed", "forbidden-unless-isr-shrank", "unknown"]
+DuplicateRule = Literal["forbidden", "allowed", "unknown"]
+OrderRule = Literal["guaranteed", "not-guaranteed", "unknown"]
 
 FORBIDDEN: Final = "forbidden"
 ALLOWED: Final = "allowed"
 FORBIDDEN_UNLESS_ISR_SHRANK: Final = "forbidden-unless-isr-shrank"
+UNDOCUMENTED: Final = "unknown"  # Kafka documents no outcome: a loss is judged UNKNOWN
 
 SOURCE: Final = "docs/kafka-reliability.md, “Expected outcome per configuration and fault”"
 
@@ -174,6 +173,13 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         loss=ALLOWED,
         citation="acks=0: “success as soon as the bytes are in the socket buffer”; "
         "“loss allowed” in every column of the table",
+    ),
+    LossRow(
+        acks=ACKS_1_OR_ALL,
+        faults=("*-corruption",),
+        loss=UNDOCUMENTED,
+        citation="silent corruption of a replica's files: “Kafka documents no outcome for data "
+        "a replica's disk corrupted”",
     ),
     LossRow(
         acks=ACKS_1_OR_ALL,
@@ -386,9 +392,14 @@ def loss_row_for(setting: Setting) -> LossRow:
 
 
 def guarantee_for(config: CellConfig) -> Guarantee:
-    """The documented guarantee for a cell's config; raises on unknown or missing settings."""
+    """The documented guarantee for a cell's config; raises on unknown or missing settings.
+    Where Kafka documents no outcome (silent corruption), none for duplicates and order
+    either."""
     setting = Setting.from_config(config)
     row = loss_row_for(setting)
+    if row.loss == UNDOCUMENTED:  # a corrupted record can read as a duplicate or out of order
+        return Guarantee(UNDOCUMENTED, UNDOCUMENTED, UNDOCUMENTED, row.citation, row.citation,
+                         row.citation)  # fmt: skip
     idempotent = setting.enable_idempotence
     return Guarantee(
         loss=row.loss,
@@ -462,39 +473,3 @@ def delivery_rule(commit: str, members_client: str) -> DeliveryRule | None:
 
 # ---------------------------------------------------------------------------------------------
 # The group's liveness and each member's position: docs/kafka-reliability.md, “Consumer liveness”
-
-LIVENESS_SOURCE: Final = "docs/kafka-reliability.md, “Consumer liveness”"
-
-
-@dataclass(frozen=True)
-class LivenessRow:
-    """The rule of an example of one of these classes showing `case` (first fitting row decides)."""
-
-    anomaly: Literal["stuck", "reset", "poll_skip", "nonmonotonic_poll"]
-    case: Literal["lso-held-unclean", "lso-held", "end-below", "log-kept", "any"]
-    rule: Literal["allowed", "forbidden", "unknown"]
-    citation: str
-
-
-LIVENESS_TABLE: Final[tuple[LivenessRow, ...]] = (
-    LivenessRow("stuck", "lso-held-unclean", "unknown", "an unclean leader can lose a transaction "
-        "marker, so the last stable offset cannot advance (KAFKA-7408, open; KAFKA-20716)"),
-    LivenessRow("stuck", "lso-held", "forbidden", "transaction.timeout.ms: the coordinator is "
-        "“proactively aborting the ongoing transaction” then, so none holds the LSO longer"),
-    LivenessRow("stuck", "any", "unknown", "Kafka documents no bound on a consumer's progress: "
-        "the client or the group coordinator is suspect (KAFKA-17582 is one such stall)"),
-    LivenessRow("reset", "end-below", "allowed", "auto.offset.reset: “if the current offset does "
-        "not exist any more on the server”; the high watermark was seen below the commit"),
-    LivenessRow("reset", "log-kept", "forbidden", "the committed position “is the offset that the "
-        "consumer will recover to”, and the guarantee forbids loss: the log below it was kept"),
-    LivenessRow("reset", "any", "unknown", "the log may have been truncated below the committed "
-        "offset between two samples, where auto.offset.reset applies"),
-    LivenessRow("poll_skip", "log-kept", "forbidden", "the position is “the offset of the next "
-        "record that will be given out”: within one assignment, no record is passed over"),
-    LivenessRow("nonmonotonic_poll", "log-kept", "forbidden", "the position “automatically "
-        "advances every time the consumer receives messages in a call to poll”"),
-    LivenessRow("poll_skip", "any", "unknown", "the guarantee allows loss: where the log was "
-        "truncated under a member, truncation detection (KIP-320) moves its position"),
-    LivenessRow("nonmonotonic_poll", "any", "unknown", "the guarantee allows loss: truncation "
-        "detection (KIP-320) or auto.offset.reset moves a position past a truncation back"),
-)  # fmt: skip

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from analysis.model.evidence import RunEvidence
+from harness.chaos.faults import CORRUPTION
 from harness.rundir.events import FaultEnd, FaultStart, Sample
 
 __all__ = [
@@ -202,7 +203,8 @@ def partition_fault_class(hits: Iterable[FaultHit]) -> str:
 
     'none' when nothing hit it; '<role>-<kind>' when every hit is that, on the same nodes;
     'follower-<kind>' when only followers were hit (every follower row says the same);
-    'all-power-loss' when one hit was that; else 'mixed' (e.g. two leaders killed one after
+    'all-power-loss' when one hit was that, else a '<role>-corruption' one when one hit was
+    silent corruption; else 'mixed' (e.g. two leaders killed one after
     the other: several nodes, as the table's multi-node rows mean).
     """
     hits = list(hits)
@@ -211,6 +213,8 @@ def partition_fault_class(hits: Iterable[FaultHit]) -> str:
         return "none"
     if "all-power-loss" in classes:
         return "all-power-loss"
+    if corrupted := sorted(c for c in classes if c.endswith(f"-{CORRUPTION}")):
+        return corrupted[0]  # Kafka documents no outcome: the weakest guarantee after it
     if len(classes) == 1 and len({hit.nodes for hit in hits}) == 1:
         return classes.pop()
     if all(hit.role == FOLLOWER for hit in hits):

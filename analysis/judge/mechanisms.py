@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from analysis.judge.guarantees import ALLOWED, FORBIDDEN_UNLESS_ISR_SHRANK, guarantee_for
+from analysis.judge.guarantees import (
+    ALLOWED,
+    FORBIDDEN_UNLESS_ISR_SHRANK,
+    UNDOCUMENTED,
+    guarantee_for,
+)
 from analysis.judge.history import (
     LEADER,
     WHOLE,
@@ -40,7 +45,7 @@ __all__ = [
     "log_evidence",
 ]
 
-Outcome = Literal["allowed", "known-bug", "violation"]
+Outcome = Literal["allowed", "known-bug", "unknown", "violation"]
 LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
 # How brokers log an ISR shrink: the leader's request (every release) and its outcome (2.7+).
 ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
@@ -323,6 +328,8 @@ def judge_partition(
     if guarantee.loss == ALLOWED:
         reason = f"{_allowed_mechanism(history, context, cls)} ({guarantee.citation})"
         return PartitionJudgement(p, cls, "allowed", reason)
+    if guarantee.loss == UNDOCUMENTED:
+        return PartitionJudgement(p, cls, "unknown", f"p{p} ({cls}): {guarantee.citation}")
     if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (found := _isr_alone(history)):
         alone, hit = found
         line = log_evidence(context.run_dir, context.topic, p, ISR_SHRINK_NEEDLES)

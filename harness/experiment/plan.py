@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.chaos.faults import FAULT_TYPES
+from harness.chaos.faults import CORRUPTION, FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
@@ -112,7 +112,8 @@ def _step_class(step: FaultStep, steps: Sequence[FaultStep], mode: Mode | None) 
 
 def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     """'none' without steps; '<role>-<kind>' when all steps are that one fault; else 'mixed'
-    (but 'all-power-loss' whenever one step is that: it allows any loss). `mode` is the
+    (but 'all-power-loss' whenever one step is that: it allows any loss; else a step's
+    '<role>-corruption', whose outcome is not documented). `mode` is the
     cluster's: dedicated controllers hold no data, combined ones are every broker. Heal steps
     add no class: they end a fault another step started. Faults on the consumer group touch no
     broker: beside broker faults they add no class, alone they give (the first) consumer-<kind>."""
@@ -125,6 +126,8 @@ def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
         return "none"
     if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
         return "all-power-loss"
+    if corrupted := sorted(c for c in classes if c.endswith(f"-{CORRUPTION}")):
+        return corrupted[0]  # next weakest: Kafka documents no outcome at all
     return classes.pop() if len(classes) == 1 else "mixed"
 
 
@@ -161,6 +164,8 @@ def _optional_config(spec: Experiment) -> dict[str, Any]:
         optional |= {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
     if workload.transactions is not None:
         optional["transactions"] = True
+        if workload.transactions.reads:
+            optional["txn_reader_rewinds"] = workload.transactions.rewind_on_abort
     if workload.client.kind != "librdkafka":
         optional["client"] = workload.client.label
     if spec.fsyncs_each_message():

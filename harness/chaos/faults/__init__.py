@@ -24,7 +24,7 @@ from harness.chaos.faults.consumer import (
     is_consumer_target,
 )
 from harness.chaos.faults.disk import DiskFull, FsyncError, LoseUnsynced, SlowDisk, TornWrite
-from harness.chaos.faults.file_damage import Truncate
+from harness.chaos.faults.file_damage import CORRUPTION, Flip, Truncate
 from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
@@ -43,7 +43,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
         *(Delay, Reorder, Duplicate, Reassign, RemoveController),
-        *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk, Truncate),
+        *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk, Truncate, Flip),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )
 }
@@ -61,6 +61,7 @@ RESIDUE_CLEANUP: str = "; ".join(
 
 __all__ = [
     "CLASS_KINDS",
+    "CORRUPTION",
     "FAULT_TYPES",
     "RESIDUE_CLEANUP",
     "Fault",

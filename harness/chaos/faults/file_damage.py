@@ -1,6 +1,8 @@
 """Damage to one file of a node's log directory, chosen by kind: `truncate` cuts its last
 bytes off, what a lost page cache leaves of one file on one node (the scenario of
-redpanda-data/kafka-fsync: ten bytes cut off the last leader's segment while it was down).
+redpanda-data/kafka-fsync: ten bytes cut off the last leader's segment while it was down);
+`flip` inverts one bit near its end, silent corruption of one replica (Jepsen's NATS 2.12.1
+analysis lost acknowledged writes to one flipped bit on a minority of nodes).
 
 The file is one of the step's partition of the experiment topic (its newest segment, offset
 index or time index, its leader-epoch checkpoint or partition.metadata), or one of the log
@@ -13,7 +15,7 @@ heal does nothing (a stopped node stays stopped; the step that stopped it starts
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
 
 MAX_CUT_BYTES = 1 << 30  # a whole default segment
+CORRUPTION = "corruption"  # the class kind of silent corruption (`flip`): no documented outcome
 FileKind = Literal[
     "segment",
     "index",
@@ -64,12 +67,29 @@ class TruncateParams(FaultParams):
     ] = 10
 
 
+class FlipParams(FaultParams):
+    """Which file has which bit of which byte inverted."""
+
+    file: Annotated[FileKind, Field(description=FILE_DESCRIPTION)] = "segment"
+    byte_from_end: Annotated[
+        whole,
+        Field(
+            ge=1,
+            description="the byte, counted from the file's end (1: the last byte; the first "
+            "byte when the file is shorter), >= 1; the default lands in the newest record's "
+            "value",
+        ),
+        at_most(MAX_CUT_BYTES, "a whole default segment", " bytes"),
+    ] = 20
+    bit: Annotated[whole, Field(ge=0, le=7, description="which bit of the byte, 0-7")] = 0
+
+
 class _FileDamage(Fault[Any]):
     """Finding the file, and reading and writing it on a running or a stopped node: `_damage`
     turns the file's bytes into the damaged bytes, `_change_in_place` damages it in place."""
 
     helper_site = HelperSite.BROKER_CONTAINER
-    tools = ("truncate", "stat", "ls")
+    tools: ClassVar[tuple[str, ...]] = ("truncate", "stat", "ls")
 
     def inject(self) -> dict[str, Any]:
         return {"files": {node.hostname: self._damage_on(node) for node in self.nodes}}
@@ -147,6 +167,38 @@ class Truncate(_FileDamage):
         kept = max(0, size - self.params.bytes)
         _run(node, f"truncate -s {kept} {shlex.quote(path)}")
         return {"size_after": kept}
+
+
+class Flip(_FileDamage):
+    """One bit of one byte near the file's end inverted, the file's size unchanged."""
+
+    name = "flip"
+    Params = FlipParams
+    tools = ("stat", "ls", "od", "dd")
+    # Silent corruption of one replica: Kafka documents no outcome for it.
+    class_kinds = (CORRUPTION,)
+
+    def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
+        if not data:
+            raise FaultError(f"the file to flip a bit of is empty ({self.params.file})")
+        at = max(0, len(data) - self.params.byte_from_end)
+        after = data[at] ^ (1 << self.params.bit)
+        detail = {"at": at, "bit": self.params.bit, "byte_before": data[at], "byte_after": after}
+        return data[:at] + bytes([after]) + data[at + 1 :], detail
+
+    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> dict[str, Any]:
+        if size == 0:
+            raise FaultError(f"{node.hostname}: {path} is empty, no bit to flip")
+        at, quoted = max(0, size - self.params.byte_from_end), shlex.quote(path)
+        before = int(_run(node, f"od -An -tu1 -j {at} -N1 {quoted}"))
+        after = before ^ (1 << self.params.bit)
+        # printf writes the byte from its octal escape; dd overwrites it and keeps the size.
+        _run(
+            node,
+            f"printf '\\{after:03o}' | dd of={quoted} bs=1 seek={at} count=1 conv=notrunc "
+            "2>/dev/null",
+        )
+        return {"at": at, "bit": self.params.bit, "byte_before": before, "byte_after": after}
 
 
 def _run(node: KafkaNode, script: str) -> str:
