@@ -13,13 +13,13 @@ from typing import Final
 from analysis.checks.messages.facts import SHARD_ROWS
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
-from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
 from analysis.judge.outcomes import CellVerdict, CountStats
 from analysis.judge.verdicts import exit_code, judge_all, read_evidence_by_run
 from analysis.model.anomalies import COUNT_LABELS, LOSS_CLASSES, AnomalyName, CountKey, CountName
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely
+from analysis.spark.reconcile import find_runs, reconcile_runs, write_results
 from harness.rundir.provenance import read_provenance
 
 
@@ -59,7 +59,7 @@ def analyse(
 ) -> Analysis:
     """Reconcile every run under `patterns` (one Spark job), judge each cell, and write all
     reports, the results dataset and the cross-run summary to `out_dir`. Runs above
-    `shard_rows` acked rows are reconciled in shards (analysis.engine.shards)."""
+    `shard_rows` acked rows are reconciled in shards (analysis.spark.shards)."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
         raise NoRunsFound(

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.engine.reconcile import find_runs, spark_session
 from analysis.pipeline import analyse
+from analysis.spark.reconcile import find_runs, spark_session
 
 TARGET_S = 10.0
 

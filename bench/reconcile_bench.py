@@ -1,4 +1,4 @@
-"""Time analysis.engine.reconcile on synthetic runs of growing size and print rows/s per size,
+"""Time analysis.spark.reconcile on synthetic runs of growing size and print rows/s per size,
 beside a single-process Arrow reference that answers the three core questions on the same files.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000,30000000] [--master M]
@@ -38,9 +38,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis.checks.messages import RunInput, check_run
-from analysis.engine.reconcile import reconcile, spark_session
 from analysis.model.anomalies import COUNT_NAMES
 from analysis.model.results import RunResult
+from analysis.spark.reconcile import reconcile, spark_session
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 CHUNK_ROWS = 1_000_000

@@ -11,7 +11,7 @@ written chunk by chunk to --tmp and removed after each size. Python workers are 
 (spark.python.worker.reuse=false), so each shard task's peak resident memory is its own; the
 whole-run figure is a fresh process checking the run, as its one task would. --standalone N
 starts a standalone Spark cluster of N one-core workers on 127.0.0.1 (pyspark's own jars,
-analysis/engine/spark_cluster.py; default executor memory) and reconciles there instead.
+analysis/spark/spark_cluster.py; default executor memory) and reconciles there instead.
 Targets on a 2-core machine: 10M within 2x the reference; sharded time linear in rows from 10M
 to 100M (within 15 %); peak task memory flat across sizes.
 """
@@ -30,9 +30,9 @@ from pathlib import Path
 from reconcile_bench import arrow_reference, task_peak_mb, write_runs
 
 from analysis.checks.messages import RunInput
-from analysis.engine.reconcile import reconcile, spark_session
-from analysis.engine.shards import SHARD_ROWS, check_sharded, shard_count
-from analysis.engine.spark_cluster import StandaloneCluster
+from analysis.spark.reconcile import reconcile, spark_session
+from analysis.spark.shards import SHARD_ROWS, check_sharded, shard_count
+from analysis.spark.spark_cluster import StandaloneCluster
 
 TARGET_ROWS, TARGET_RATIO, LINEAR_TOLERANCE = 10_000_000, 2.0, 0.15
 

@@ -1,4 +1,4 @@
-"""Where the sharded reconciliation's time goes: each Spark stage of analysis.engine.shards timed
+"""Where the sharded reconciliation's time goes: each Spark stage of analysis.spark.shards timed
 alone on one synthetic run, beside the Python work of its shards measured in this process.
 
     .venv/bin/python bench/shards_profile.py [--rows 4000000] [--shard-rows 2000000]
@@ -29,8 +29,8 @@ from analysis.checks.messages import RunInput
 from analysis.checks.messages.columns import ACKED_COLUMNS, READBACK_COLUMNS, Acked, Reads
 from analysis.checks.messages.index import Holders, Index, Progress
 from analysis.checks.messages.shard import check_order, check_shard
-from analysis.engine import shards
-from analysis.engine.reconcile import spark_session
+from analysis.spark import shards
+from analysis.spark.reconcile import spark_session
 from harness.rundir import layout
 
 

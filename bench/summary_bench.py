@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 
 from analysis.crossrun.dataset import write_dataset
 from analysis.crossrun.summary import cross_run_summary
-from analysis.engine.reconcile import find_runs, reconcile, spark_session
 from analysis.judge.verdicts import judge_all, read_evidence_by_run
 from analysis.report.render import render_report
+from analysis.spark.reconcile import find_runs, reconcile, spark_session
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 EXPERIMENTS = 5

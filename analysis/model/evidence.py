@@ -1,6 +1,6 @@
 """A run's evidence beyond its Arrow files: its events.jsonl, parsed once into typed events.
 
-`RunEvidence.read` is the one place the analysis reads events.jsonl; the engine reads it on the
+`RunEvidence.read` is the one place the analysis reads events.jsonl; the Spark job reads it on the
 driver and ships it with each task, so the checks and the judge receive the same object.
 """
 

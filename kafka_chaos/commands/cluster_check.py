@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Start a master and workers on 127.0.0.1, reconcile through it and in local mode, compare;
     exit 0 when every run's result is the same, 2 otherwise (an analysis fault, not Kafka's)."""
-    from analysis.engine.reconcile import find_runs
-    from analysis.engine.spark_cluster import ClusterError, StandaloneCluster, compare_with_local
+    from analysis.spark.reconcile import find_runs
+    from analysis.spark.spark_cluster import ClusterError, StandaloneCluster, compare_with_local
 
     if not require_java():
         return EXIT_ERROR

@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Reconcile the runs matching the globs, write results.json and the cell table; exit 2
     when no run matches."""
-    from analysis.engine.reconcile import find_runs, reconcile_runs, write_results
+    from analysis.spark.reconcile import find_runs, reconcile_runs, write_results
 
     run_dirs = find_runs(args.runs)
     if not run_dirs:

@@ -104,8 +104,8 @@ class Judge:
         )
 
     def _analyse(self, run_dir: Path, report_dir: Path, title: str) -> Analysis:
-        from analysis.engine.reconcile import spark_session
         from analysis.pipeline import analyse
+        from analysis.spark.reconcile import spark_session
 
         if self._spark is None:
             self._spark = spark_session(self.master, app_name="kafka-chaos-pytest")

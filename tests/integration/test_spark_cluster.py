@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.engine.reconcile import find_runs
-from analysis.engine.spark_cluster import StandaloneCluster, compare_with_local
+from analysis.spark.reconcile import find_runs
+from analysis.spark.spark_cluster import StandaloneCluster, compare_with_local
 from tests.unit.reconcile_runs import EVENTS, SCENARIOS, write_run
 from tests.unit.test_sensitivity import three_partitions
 

@@ -7,7 +7,7 @@ import pyarrow.fs as pafs
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.engine.reconcile import spark_session
+from analysis.spark.reconcile import spark_session
 from tests.unit.reconcile_runs import results, runs_root  # noqa: F401  (fixtures, by name)
 from tests.unit.report_runs import crafted, rendered  # noqa: F401  (fixtures, by name)
 

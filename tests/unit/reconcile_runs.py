@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.engine.reconcile import (
+from analysis.model.anomalies import ANOMALY_NAMES
+from analysis.model.results import RunResult
+from analysis.spark.reconcile import (
     find_runs,
     reconcile_in_process,
 )
-from analysis.model.anomalies import ANOMALY_NAMES
-from analysis.model.results import RunResult
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA
 
 T0_US = 1_700_000_000_000_000

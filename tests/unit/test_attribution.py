@@ -21,7 +21,7 @@ SEGMENT = "00000000000000000000.log"
 
 
 def attributed(run_dir: Path, missing: list[MissingMessage], loss: int):
-    """attribute() with the run directory's evidence read as the engine reads it."""
+    """attribute() with the run directory's evidence read as the Spark job reads it."""
     return attribute(RunEvidence.read(run_dir), missing, loss)
 
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from analysis.engine.reconcile import reconcile_in_process
 from analysis.judge.outcomes import Verdict
 from analysis.judge.verdicts import judge_repetition
 from analysis.model.results import RunResult
+from analysis.spark.reconcile import reconcile_in_process
 from harness.rundir.events import load_events
 from tests.unit.generated_runs import OK, GeneratedRun, expected_counts, runs, write_run_dir
 from tests.unit.verdict_runs import CP as VERDICT_CP

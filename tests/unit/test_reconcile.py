@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis.engine.reconcile import (
+from analysis.model.anomalies import ANOMALY_NAMES
+from analysis.model.attribution import MissingMessage
+from analysis.model.results import RunResult, RunStatus
+from analysis.spark.reconcile import (
     find_runs,
     reconcile,
     reconcile_in_process,
     write_results,
 )
-from analysis.model.anomalies import ANOMALY_NAMES
-from analysis.model.attribution import MissingMessage
-from analysis.model.results import RunResult, RunStatus
 from harness.rundir.events import load_events
 from harness.rundir.layout import segments_dir
 from kafka_chaos.cli import main

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from analysis.checks.messages import RunInput, check_run
-from analysis.engine.reconcile import reconcile, reconcile_in_process
+from analysis.spark.reconcile import reconcile, reconcile_in_process
 from tests.unit.generated_runs import (
     FAILED,
     OK,

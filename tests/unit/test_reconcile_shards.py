@@ -4,7 +4,7 @@ Two levels, both against the whole-run check on generated runs (tests/unit/gener
 - in this process, the run's tables are split by shard in the test (each acked row's holder
   found with a plain dict over the read-back), checked shard by shard and merged: many runs,
   many shard counts, no Spark;
-- through Spark (analysis.engine.shards): the joins, the timeline, the order check and the
+- through Spark (analysis.spark.shards): the joins, the timeline, the order check and the
   cogroup; every result, field for field, equals the whole-run result, and its counts equal the
   oracle's.
 """
@@ -28,9 +28,9 @@ from analysis.checks.messages.facts import RunFacts
 from analysis.checks.messages.index import Holders, Index, Progress
 from analysis.checks.messages.shard import Reordering, SendFacts, check_shard, merge, merge_orders
 from analysis.checks.messages.timeline import send_facts
-from analysis.engine.reconcile import reconcile, reconcile_in_process
-from analysis.engine.shards import shard_count
 from analysis.model.anomalies import AnomalyName
+from analysis.spark.reconcile import reconcile, reconcile_in_process
+from analysis.spark.shards import shard_count
 from harness.rundir import layout
 from tests.unit.generated_runs import GeneratedRun, expected_counts, runs, write_run_dir
 

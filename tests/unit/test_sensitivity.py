@@ -10,9 +10,9 @@ import pytest
 
 from analysis.checks import messages as checker
 from analysis.checks.messages import RunInput, classes
-from analysis.engine.reconcile import reconcile
 from analysis.judge.outcomes import Verdict
 from analysis.model.results import Sensitivity
+from analysis.spark.reconcile import reconcile
 from tests.unit.reconcile_runs import read, sent, write_run
 
 

@@ -1,4 +1,4 @@
-"""The Spark standalone cluster's start-up wait (analysis/engine/spark_cluster.py), without
+"""The Spark standalone cluster's start-up wait (analysis/spark/spark_cluster.py), without
 Spark: the master's state and the daemons are scripted."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from analysis.engine import spark_cluster
-from analysis.engine.spark_cluster import ClusterError, StandaloneCluster, _Daemon
+from analysis.spark import spark_cluster
+from analysis.spark.spark_cluster import ClusterError, StandaloneCluster, _Daemon
 
 
 @pytest.fixture

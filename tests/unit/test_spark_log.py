@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.engine.reconcile import SPARK_LOG_ENV
+from analysis.spark.reconcile import SPARK_LOG_ENV
 
 SESSION = """
-from analysis.engine.reconcile import spark_session
+from analysis.spark.reconcile import spark_session
 spark = spark_session("local[1]", app_name="spark-log-test")
 assert spark.range(10).count() == 10
 spark.stop()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.engine.s3a import S3aError, pyspark_hadoop_version, s3a_spark_conf
+from analysis.spark.s3a import S3aError, pyspark_hadoop_version, s3a_spark_conf
 from kafka_chaos.cli import main
 
 KEYS = {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret"}

@@ -1,7 +1,7 @@
 """The checker: reconcile one run's acked.parquet against its readback.parquet, in one process.
 
 A run is the unit of reconciliation (every question is asked within a run), so
-analysis.engine.reconcile hands each run to a Spark task and this module answers all of them
+analysis.spark.reconcile hands each run to a Spark task and this module answers all of them
 with Arrow and numpy: sorts,
 binary searches and segment reductions over columns, no per-row Python. The anomaly classes are
 those of analysis.model.anomalies, decided as docs/kafka-reliability.md says:

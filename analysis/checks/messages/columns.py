@@ -133,7 +133,7 @@ class Reads:
 def shard_of(msg_id: np.ndarray, shards: int) -> np.ndarray:
     """The shard of each message key (msg_id, NO_ID for the message without one) when a run is
     reconciled in `shards` shards: msg_id mod shards, and shard 0 for NO_ID. Sequential ids
-    spread evenly; the Spark side computes the same (analysis.engine.shards)."""
+    spread evenly; the Spark side computes the same (analysis.spark.shards)."""
     return np.where(msg_id == NO_ID, 0, msg_id % max(shards, 1))
 
 

@@ -1,12 +1,12 @@
 """The message check on one shard of a run, and the shards' answers merged into the run's.
 
-A large run is reconciled in shards (analysis.engine.shards): shard s holds the acked rows and
+A large run is reconciled in shards (analysis.spark.shards): shard s holds the acked rows and
 the distinct records of the messages whose key `shard_of` maps to s, so every fact decided per
 message (its class, its example row, whether it is missing, what the probe finds of it) is
 decided inside one shard, with the same functions as a whole run. What a shard cannot see is
 given to it: the records of the whole run at its acked slots (`Holders`, from a join) and how
 far the read-back got in each partition (`Progress`). The send timeline and the order check
-are not per message; the engine computes them over the whole run and `merge` adds them.
+are not per message; the Spark job computes them over the whole run and `merge` adds them.
 
 Merging is exact: counts add up, examples and the missing list keep the lowest msg_ids (a
 shard's lowest contain the run's), and the probe's tallies add up. A run reconciled in shards
@@ -62,8 +62,8 @@ class ShardFacts:
 
 @dataclass(frozen=True)
 class SendFacts:
-    """What the whole run's sends say, computed over every acked row (the engine's timeline
-    job): the timeline seconds, the send counts and the status contract."""
+    """What the whole run's sends say, computed over every acked row (the Spark
+    timeline job): the timeline seconds, the send counts and the status contract."""
 
     seconds: dict[int, dict[str, Any]]
     counts: dict[str, int]

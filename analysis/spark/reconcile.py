@@ -32,7 +32,6 @@ from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consume
 from analysis.checks.liveness import TIMELINE_LIVENESS
 from analysis.checks.messages import RunFacts, RunInput, check_run
 from analysis.checks.messages.facts import SHARD_ROWS
-from analysis.engine.shards import check_sharded, shard_count
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
@@ -45,6 +44,7 @@ from analysis.model.results import (
     RunStatus,
     TimelineSecond,
 )
+from analysis.spark.shards import check_sharded, shard_count
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
@@ -139,7 +139,7 @@ def reconcile(
 ) -> list[RunResult]:
     """One result per run dir, in order; a failing run becomes "error". Runs up to `shard_rows`
     acked rows (and runs with transactions or a consumer group) are checked whole, one Spark
-    task each, in one job; larger ones in shards (analysis.engine.shards)."""
+    task each, in one job; larger ones in shards (analysis.spark.shards)."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
     inputs = [(r.run_id, _input_of(r, shard_rows)) for r in runs if r.status != RunStatus.ERROR]
     sharded = [(run_id, run) for run_id, run in inputs if _shardable(run)]

@@ -250,7 +250,7 @@ def compare_with_local(
 ) -> ClusterReport:
     """Reconcile run_dirs in local mode and through the cluster, one session after the other,
     and name the runs whose results differ."""
-    from analysis.engine.reconcile import reconcile_runs
+    from analysis.spark.reconcile import reconcile_runs
 
     started = time.perf_counter()
     local = reconcile_runs(run_dirs, local_master)
