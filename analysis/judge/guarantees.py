@@ -312,8 +312,8 @@ LOSS_TABLE: Final[tuple[LossRow, ...]] = (
         min_insync=MIN_INSYNC_2_PLUS,
         faults=("*",),
         loss=FORBIDDEN,
-        citation="acks=all, min.insync=2, leader kill: “none” (no column allows loss short of "
-        "power loss of all, fault class all-power-loss)",
+        citation="acks=all, min.insync=2: “none” under every fault the table lists but power "
+        "loss of all (fault class all-power-loss), a leader kill's included",
     ),
     # acks=all, min.insync.replicas=1: acks=all may degrade to "acked by the leader alone".
     LossRow(
