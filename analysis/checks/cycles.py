@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import pairwise
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
+import pyarrow as pa
 
 from analysis.checks.transactions import COMMITTED, Transactions
 from analysis.model.cycles import CycleFacts, CyclicComponent, TxnReads
-from harness.rundir.transactions import read_txn_reads
 
 __all__ = ["cycle_facts", "dependency_graph", "reads_of"]
 
@@ -52,11 +51,10 @@ def cycle_facts(
     return CycleFacts(g0=g0, g1c=tuple(_components(graph, WR)))
 
 
-def reads_of(run_dir: Path) -> TxnReads | None:
-    """What the run's transactions read (txn-reads.parquet), the records that name no msg_id
-    left out; None for a run whose transactions did not read. Whether a reader committed is
-    the graph's question, not this one's."""
-    table = read_txn_reads(run_dir)
+def reads_of(table: pa.Table | None) -> TxnReads | None:
+    """What the run's transactions read (its txn-reads table), the records that name no
+    msg_id left out; None for a run whose transactions did not read. Whether a reader
+    committed is the graph's question, not this one's."""
     if table is None:
         return None
     table = table.filter(table["msg_id"].is_valid())

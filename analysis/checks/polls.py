@@ -35,9 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import filled_ints
+from analysis.checks.transactions import ABORTED, COMMITTED, UNKNOWN, Transactions
 from analysis.model.polls import READER, PollFacts, PollStep
 from harness.rundir import layout
 from harness.rundir.records import (
@@ -48,7 +50,6 @@ from harness.rundir.records import (
     CommitMode,
 )
 from harness.rundir.streams import read_stream
-from harness.rundir.transactions import TxnOutcome, read_transactions, read_txn_reads
 
 __all__ = ["MemberStart", "member_starts", "poll_facts", "reader_start", "steps_of"]
 
@@ -115,24 +116,20 @@ def _strictly_between(sorted_offsets: np.ndarray, low: int, high: int) -> int:
     return len(np.unique(inside))
 
 
-def reader_start(run_dir: Path) -> MemberStart | None:
-    """The transactions' reader as one member start (see the module docstring); None for a
-    run whose transactions did not read."""
-    reads, txns = read_txn_reads(run_dir), read_transactions(run_dir)
-    if reads is None or txns is None:
+def reader_start(txns: Transactions, reads: pa.Table | None) -> MemberStart | None:
+    """The transactions' reader as one member start (see the module docstring), from the
+    run's transactions and its txn-reads table; None for a run whose transactions did not
+    read."""
+    if reads is None:
         return None
-    numbers = filled_ints(txns["txn"], -1)
-    outcome = np.asarray(txns["outcome"].to_pylist(), dtype=object)
-    committed = numbers[outcome == TxnOutcome.COMMITTED.value]
-    aborted = numbers[outcome == TxnOutcome.ABORTED.value]
-    begins = filled_ints(txns["begin_ts_us"], -1)
-    unknown_begins = np.sort(begins[outcome == TxnOutcome.UNKNOWN.value])
+    committed = txns.txn[txns.outcome == COMMITTED]
+    unknown_begins = np.sort(txns.began[txns.outcome == UNKNOWN])
     txn = filled_ints(reads["txn"], -1)
     partition = filled_ints(reads["partition"], -1)
     offset = filled_ints(reads["offset"], -1)
     order = np.argsort(txn, kind="stable")  # transaction order, journal order within
     kept = order[np.isin(txn[order], committed)]
-    by_aborted = np.isin(txn, aborted)
+    by_aborted = np.isin(txn, txns.txn[txns.outcome == ABORTED])
     partitions = np.unique(partition).tolist()
     return MemberStart(
         READER,

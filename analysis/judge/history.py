@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from analysis.model.evidence import RunEvidence
-from harness.chaos.faults import CORRUPTION
+from harness.chaos.faults import deciding_class
 from harness.rundir.events import FaultEnd, FaultStart, Sample
 
 __all__ = [
@@ -211,10 +211,8 @@ def partition_fault_class(hits: Iterable[FaultHit]) -> str:
     classes = {hit.fault_class for hit in hits}
     if not classes:
         return "none"
-    if "all-power-loss" in classes:
-        return "all-power-loss"
-    if corrupted := sorted(c for c in classes if c.endswith(f"-{CORRUPTION}")):
-        return corrupted[0]  # Kafka documents no outcome: the weakest guarantee after it
+    if deciding := deciding_class(classes):  # the weakest guarantee of any mix decides
+        return deciding
     if len(classes) == 1 and len({hit.nodes for hit in hits}) == 1:
         return classes.pop()
     if all(hit.role == FOLLOWER for hit in hits):

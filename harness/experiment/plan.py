@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.chaos.faults import CORRUPTION, FAULT_TYPES
+from harness.chaos.faults import FAULT_TYPES, deciding_class
 from harness.experiment.clients import java_durability, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
@@ -124,10 +124,8 @@ def fault_class(steps: Sequence[FaultStep], mode: Mode | None = None) -> str:
     classes = on_brokers  # beside broker faults, one on the consumer group changes nothing
     if not classes:
         return "none"
-    if "all-power-loss" in classes:  # the weakest guarantee of any mix: it decides
-        return "all-power-loss"
-    if corrupted := sorted(c for c in classes if c.endswith(f"-{CORRUPTION}")):
-        return corrupted[0]  # next weakest: Kafka documents no outcome at all
+    if deciding := deciding_class(classes):  # the weakest guarantee of any mix decides
+        return deciding
     return classes.pop() if len(classes) == 1 else "mixed"
 
 

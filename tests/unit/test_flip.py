@@ -15,7 +15,7 @@ from analysis.judge.guarantees import UNDOCUMENTED, guarantee_for
 from analysis.judge.history import FaultHit, partition_fault_class
 from analysis.judge.outcomes import Verdict
 from analysis.model.anomalies import AnomalyName
-from harness.chaos.faults import FAULT_TYPES
+from harness.chaos.faults import FAULT_TYPES, deciding_class
 from harness.chaos.faults.base import FaultError
 from harness.chaos.faults.file_damage import Flip, FlipParams
 from harness.experiment.load import load_experiment
@@ -97,3 +97,21 @@ def test_a_duplicate_or_reordering_under_corruption_is_unknown_not_a_violation()
     # The same counts with the recipe's own guarantee are violations.
     cp = guarantee_for(CellConfig.read({**CP, "fault_class": "leader-kill"}))
     assert judge_duplicates(counts, {}, cp)[0].verdict == Verdict.VIOLATION
+
+
+CLASSES = st.sampled_from(
+    ["all-power-loss", "leader-corruption", "follower-corruption", "leader-kill", "all-kill",
+     "follower-pause", "node-partition"]
+)  # fmt: skip
+
+
+@given(st.lists(CLASSES, max_size=6))
+def test_the_deciding_class_of_a_mix_is_power_loss_of_all_then_corruption(classes) -> None:
+    # Oracle: the weakest guarantee first (power loss of all allows loss), then the classes
+    # with no documented outcome, in name order; none of the others decides a mix.
+    if "all-power-loss" in classes:
+        expected = "all-power-loss"
+    else:
+        expected = next((c for c in sorted(classes) if c.split("-", 1)[1] == "corruption"), None)
+    assert deciding_class(classes) == expected
+    assert deciding_class(iter(classes)) == expected

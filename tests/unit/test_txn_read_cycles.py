@@ -21,7 +21,7 @@ from analysis.checks import messages as checker
 from analysis.checks.cycles import reads_of
 from analysis.checks.messages import RunInput
 from harness.rundir import layout
-from harness.rundir.transactions import TXN_READ_SCHEMA
+from harness.rundir.transactions import TXN_READ_SCHEMA, read_txn_reads
 from tests.examples import examples
 from tests.unit.test_transaction_check import COMMITTED, SENT, location, write_txn_run
 
@@ -69,12 +69,12 @@ def test_only_reads_by_and_of_committed_transactions_count(tmp_path: Path) -> No
 
 def test_a_run_without_reads_gives_none(tmp_path: Path) -> None:
     run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
-    assert reads_of(run_dir) is None
+    assert reads_of(read_txn_reads(run_dir)) is None
     assert counts_of(run_dir)[0]["g1c"] == 0
 
 
 def test_reads_of_leaves_out_records_that_name_no_message(tmp_path: Path) -> None:
-    reads = reads_of(run_with_reads(tmp_path, [(2, 1), (0, None), (5, 7)]))
+    reads = reads_of(read_txn_reads(run_with_reads(tmp_path, [(2, 1), (0, None), (5, 7)])))
     assert reads is not None
     assert reads.txn.tolist() == [2, 5] and reads.msg_id.tolist() == [1, 7]
 

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.checks.polls import poll_facts, reader_start
+from analysis.checks.transactions import Transactions
 from analysis.judge.liveness import judge_liveness
 from analysis.judge.outcomes import Verdict
 from analysis.model.anomalies import AnomalyName
@@ -21,7 +22,12 @@ from analysis.model.polls import READER, SKIPS_AFTER_ABORT
 from analysis.model.results import Example
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
-from harness.rundir.transactions import TRANSACTION_SCHEMA, TXN_READ_SCHEMA, TxnOutcome
+from harness.rundir.transactions import (
+    TRANSACTION_SCHEMA,
+    TXN_READ_SCHEMA,
+    TxnOutcome,
+    read_txn_reads,
+)
 from harness.workload.txn_reads import TransactionReader, TxnReadJournal
 
 COMMITTED, ABORTED, UNKNOWN = (o.value for o in TxnOutcome)
@@ -162,7 +168,7 @@ def oracle(txns: list[tuple[str, list[int]]], log: list[int]) -> list[tuple[int,
 def test_the_readers_skips_are_the_oracles(tmp_path_factory, txns, log: set[int]) -> None:
     run_dir = tmp_path_factory.mktemp("run")
     write_run(run_dir, txns)
-    start = reader_start(run_dir)
+    start = reader_start(Transactions.read(run_dir), read_txn_reads(run_dir))
     assert start is not None and start.consumer == READER
     facts = poll_facts([start], {0: np.asarray(sorted(log), dtype=np.int64)})
     got = [(s.from_offset, s.to_offset, s.skipped, s.read_by_aborted) for s in facts.skips]
@@ -173,7 +179,9 @@ def test_the_readers_skips_are_the_oracles(tmp_path_factory, txns, log: set[int]
 
 
 def test_no_reads_no_reader(tmp_path: Path) -> None:
-    assert reader_start(tmp_path) is None
+    write_run(tmp_path, [("committed", [])])
+    assert read_txn_reads(tmp_path) is not None  # an empty journal
+    assert reader_start(Transactions.read(tmp_path), None) is None
 
 
 def judged(example: Example, rewinds: bool, version: str = "4.3.1") -> Verdict:

@@ -49,6 +49,7 @@ from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
 from harness.rundir.records import CommitMode, Status
+from harness.rundir.transactions import read_txn_reads
 
 __all__ = ["RunFacts", "RunInput", "check_run"]
 
@@ -77,13 +78,15 @@ def check_run(run: RunInput) -> RunFacts:
     add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
     sensitivity = run_probe(index, run, messages, classes.loss_mask(found))
+    txn_reads = read_txn_reads(run.run_dir) if txns is not None else None
+    reader = reader_start(txns, txn_reads) if txns is not None else None
     if txns is not None:
         txn = _transaction_facts(run, txns, messages, reads, found[AnomalyName.EXPIRED])
         counts |= txn.counts
         examples |= txn.examples
         sensitivity = sensitivity & txn.sensitivity
         ours = np.where(reads.identified, reads.msg_id, -1)
-        cycles = cycle_facts(txns, ours, reads.partition, reads.offset, reads_of(run.run_dir))
+        cycles = cycle_facts(txns, ours, reads.partition, reads.offset, reads_of(txn_reads))
         counts |= cycles.counts
         examples |= cycles.examples(MAX_EXAMPLES)
     if has_consumer_journals(run.run_dir):
@@ -98,7 +101,7 @@ def check_run(run: RunInput) -> RunFacts:
         examples |= live.examples(MAX_EXAMPLES)
         for second, row in live.seconds.items():
             seconds.setdefault(second, {}).update(row)
-    if (starts := _poll_starts(run)) is not None:
+    if (starts := _poll_starts(run, reader)) is not None:
         polls = poll_facts(starts, records_by_partition(reads.partition, reads.offset))
         counts |= polls.counts
         examples |= polls.examples(MAX_EXAMPLES)
@@ -116,16 +119,16 @@ def check_run(run: RunInput) -> RunFacts:
     )
 
 
-def _poll_starts(run: RunInput) -> list[MemberStart] | None:
+def _poll_starts(run: RunInput, reader: MemberStart | None) -> list[MemberStart] | None:
     """The member starts whose steps the poll check judges: the group's members (a run with
-    consumer journals) and the transactions' reader (a run whose transactions read); None for
-    a run with neither."""
+    consumer journals) and the transactions' `reader` (a run whose transactions read); None
+    for a run with neither."""
     starts: list[MemberStart] = []
     if has_consumer_journals(run.run_dir):
         group_mode = run.evidence.consumers.commit if run.evidence.consumers else None
         commit = CommitMode(group_mode) if group_mode in tuple(CommitMode) else None
         starts += member_starts(run.run_dir, commit)
-    if (reader := reader_start(run.run_dir)) is not None:
+    if reader is not None:
         starts.append(reader)
     return starts if starts or has_consumer_journals(run.run_dir) else None
 

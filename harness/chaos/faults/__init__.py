@@ -7,6 +7,8 @@ from here. Adding a fault type is one new module, listed
 below, plus its rows in analysis/judge/guarantees.py.
 """
 
+from collections.abc import Iterable
+
 from harness.chaos.faults.base import (
     Fault,
     FaultContext,
@@ -59,9 +61,19 @@ RESIDUE_CLEANUP: str = "; ".join(
     [*dict.fromkeys(f.residue_cleanup for f in FAULT_TYPES.values() if f.residue_cleanup), "true"]
 )
 
+
+def deciding_class(classes: Iterable[str]) -> str | None:
+    """The fault class that decides the guarantee of a mix of faults: 'all-power-loss' (it
+    allows any loss), else the first '<role>-corruption' (Kafka documents no outcome for it);
+    None when neither is among `classes`."""
+    chosen = set(classes)
+    if "all-power-loss" in chosen:
+        return "all-power-loss"
+    return min((c for c in chosen if c.endswith(f"-{CORRUPTION}")), default=None)
+
+
 __all__ = [
     "CLASS_KINDS",
-    "CORRUPTION",
     "FAULT_TYPES",
     "RESIDUE_CLEANUP",
     "Fault",
@@ -72,5 +84,6 @@ __all__ = [
     "NoParams",
     "check_tools",
     "consumer_members",
+    "deciding_class",
     "is_consumer_target",
 ]
