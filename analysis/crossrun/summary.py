@@ -35,7 +35,9 @@ __all__ = [
 
 CONFIDENCE_Z: Final = 1.959964  # two-sided 95 % of the standard normal
 # The CellConfig fields that make a configuration; fault_class and kafka_version are axes of
-# their own in the summary, and the workload's rate and size are not a durability setting.
+# their own in the summary, and the workload's rate and size are not a setting that changes
+# what is promised. The client, the fsync setting and the consumers' and transactions' ways
+# are: a kept and a rewound transactional reader, say, must not share a group.
 SETTINGS: Final = (
     "acks",
     "min_insync_replicas",
@@ -45,7 +47,14 @@ SETTINGS: Final = (
     "replication_factor",
     "partitions",
     "kafka_mode",
+    "fsync_each_message",
+    "client",
+    "consumers",
+    "consumer_commit",
+    "transactions",
+    "txn_reader_rewinds",
 )
+NOT_RECORDED: Final = "-"
 
 
 @dataclass(frozen=True)
@@ -115,8 +124,9 @@ class GroupSummary:
 
     @property
     def label(self) -> str:
-        """The configuration as `setting=value` words."""
-        return " ".join(f"{k}={v}" for k, v in self.configuration)
+        """The configuration as `setting=value` words, leaving out the settings the runs did not
+        record (a run without consumers has no commit mode)."""
+        return " ".join(f"{k}={v}" for k, v in self.configuration if v != NOT_RECORDED)
 
 
 @dataclass(frozen=True)
@@ -162,7 +172,7 @@ def cross_run_summary(
 
 def _text(value: object) -> str:
     """A setting's value as the summary shows it ("-" when the run did not record it)."""
-    return "-" if value is None else setting_text(value)
+    return NOT_RECORDED if value is None else setting_text(value)
 
 
 def _group_key(config: CellConfig) -> GroupKey:

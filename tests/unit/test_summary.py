@@ -188,3 +188,25 @@ def test_the_summary_is_in_report_json_and_html(results, tmp_path: Path) -> None
     html = paths.html.read_text()
     assert "Across runs" in html and "6/6 = 100 %" in html and "acks 1 → all" in html
     assert "loss probability by configuration" in html
+
+
+def test_a_kept_and_a_rewound_transactional_reader_are_groups_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """Settings beyond durability (here the reader's rewind) split groups, the effect between
+    them is found, and a label leaves out what the runs did not record."""
+    runs = []
+    for rewinds, loss in ((True, 0), (False, 40)):
+        for rep in range(5):
+            run = result(tmp_path, f"r{rewinds}", "all", "4.3.1", rep, loss=loss)
+            config = run.config.model_copy(update={"txn_reader_rewinds": rewinds})
+            runs.append(replace(run, config=config))
+    summary = cross_run_summary(runs)
+    labels = sorted(g.label for g in summary.groups)
+    assert labels == [
+        "acks=all min_insync_replicas=1 txn_reader_rewinds=false",
+        "acks=all min_insync_replicas=1 txn_reader_rewinds=true",
+    ]
+    (effect,) = summary.effects
+    assert effect.setting == "txn_reader_rewinds"
+    assert summary.decisive_settings == ("txn_reader_rewinds",)
