@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-from harness.chaos.faults import CLASS_KINDS
 from harness.rundir.config import Acks, CellConfig
+from harness.rundir.faults import CLASS_KINDS
 
 __all__ = [
     "ALLOWED",
@@ -47,7 +47,7 @@ ROLES: Final = frozenset({
     "leader", "follower", "controller", "controllers", "zookeeper", "random", "node", "all",
     "consumer",
 })  # fmt: skip
-KINDS: Final = CLASS_KINDS  # every fault type declares the kinds it yields (harness.chaos.faults)
+KINDS: Final = CLASS_KINDS  # the contract's kinds (harness.rundir.faults)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from analysis.model.evidence import RunEvidence
-from harness.chaos.faults import deciding_class
 from harness.rundir.events import FaultEnd, FaultStart, Sample
+from harness.rundir.faults import deciding_class
 
 __all__ = [
     "FaultHit",

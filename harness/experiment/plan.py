@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.chaos.faults import FAULT_TYPES, deciding_class
+from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
@@ -19,6 +19,7 @@ from harness.experiment.soak import expand_repeats
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig, setting_text
+from harness.rundir.faults import deciding_class
 
 __all__ = [
     "REPETITION_OVERHEAD_S",

@@ -13,7 +13,6 @@ from pydantic import Field
 
 from analysis.judge.guarantees import KINDS, ROLES, guarantee_for
 from harness.chaos.faults import (
-    CLASS_KINDS,
     FAULT_TYPES,
     RESIDUE_CLEANUP,
     Fault,
@@ -27,6 +26,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
 from harness.rundir.config import CellConfig
+from harness.rundir.faults import CLASS_KINDS
 
 
 def test_every_type_declares_itself_under_its_own_name():
@@ -39,6 +39,8 @@ def test_every_type_declares_itself_under_its_own_name():
 
 def test_the_guarantee_table_knows_every_kind_a_fault_type_yields():
     assert KINDS == CLASS_KINDS
+    # and every kind of the contract is one some fault type yields: none is left unused
+    assert {kind for fault in FAULT_TYPES.values() for kind in fault.class_kinds} == CLASS_KINDS
     assert {"kill", "isolate", "partition-groups", "power-loss", "rolling-restart"} <= KINDS
 
 

@@ -15,13 +15,14 @@ from analysis.judge.guarantees import UNDOCUMENTED, guarantee_for
 from analysis.judge.history import FaultHit, partition_fault_class
 from analysis.judge.outcomes import Verdict
 from analysis.model.anomalies import AnomalyName
-from harness.chaos.faults import FAULT_TYPES, deciding_class
+from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.faults.base import FaultError
 from harness.chaos.faults.file_damage import Flip, FlipParams
 from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class
 from harness.rundir.config import CellConfig
+from harness.rundir.faults import deciding_class
 from tests.unit.test_mechanisms import judged, start
 from tests.unit.verdict_runs import AP, CP
 

@@ -2,12 +2,10 @@
 
 Each type declares its name, parameter model, where its helper runs (HelperSite) and the tools
 it needs there, fault-class kinds and final-heal cleanup (see base.py); experiment validation,
-fault classes, the nemesis' final heal and the guarantee table's list of kinds all read them
-from here. Adding a fault type is one new module, listed
+fault classes and the nemesis' final heal read them from here; the kinds they yield are the
+contract's (harness.rundir.faults). Adding a fault type is one new module, listed
 below, plus its rows in analysis/judge/guarantees.py.
 """
-
-from collections.abc import Iterable
 
 from harness.chaos.faults.base import (
     Fault,
@@ -26,7 +24,7 @@ from harness.chaos.faults.consumer import (
     is_consumer_target,
 )
 from harness.chaos.faults.disk import DiskFull, FsyncError, LoseUnsynced, SlowDisk, TornWrite
-from harness.chaos.faults.file_damage import CORRUPTION, Flip, Truncate
+from harness.chaos.faults.file_damage import Flip, Truncate
 from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
@@ -50,11 +48,6 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     )
 }
 
-# Every <kind> of a '<role>-<kind>' fault class some fault type yields.
-CLASS_KINDS: frozenset[str] = frozenset(
-    kind for fault in FAULT_TYPES.values() for kind in fault.class_kinds
-)
-
 # The final heal's one shell line per node: every type's cleanup once, and never a failure
 # (a node may have had none of these faults).
 RESIDUE_CLEANUP: str = "; ".join(
@@ -62,18 +55,7 @@ RESIDUE_CLEANUP: str = "; ".join(
 )
 
 
-def deciding_class(classes: Iterable[str]) -> str | None:
-    """The fault class that decides the guarantee of a mix of faults: 'all-power-loss' (it
-    allows any loss), else the first '<role>-corruption' (Kafka documents no outcome for it);
-    None when neither is among `classes`."""
-    chosen = set(classes)
-    if "all-power-loss" in chosen:
-        return "all-power-loss"
-    return min((c for c in chosen if c.endswith(f"-{CORRUPTION}")), default=None)
-
-
 __all__ = [
-    "CLASS_KINDS",
     "FAULT_TYPES",
     "RESIDUE_CLEANUP",
     "Fault",
@@ -84,6 +66,5 @@ __all__ = [
     "NoParams",
     "check_tools",
     "consumer_members",
-    "deciding_class",
     "is_consumer_target",
 ]

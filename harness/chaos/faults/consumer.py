@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from harness.chaos.faults.base import Fault, FaultError, HelperSite, NoParams
+from harness.rundir.faults import ClassKind
 
 if TYPE_CHECKING:
     from harness.chaos.faults.base import FaultContext
@@ -66,7 +67,7 @@ class ConsumerKill(ConsumerFault):
     """SIGKILL of a member mid-batch; healed by starting it again (it rejoins the group)."""
 
     name = "consumer-kill"
-    class_kinds = ("kill",)
+    class_kinds = (ClassKind.KILL,)
 
     def inject(self) -> dict[str, Any]:
         for member in self.members:
@@ -84,7 +85,7 @@ class ConsumerPause(ConsumerFault):
     timeout, it loses its partitions and finds its generation fenced when it resumes."""
 
     name = "consumer-pause"
-    class_kinds = ("pause",)
+    class_kinds = (ClassKind.PAUSE,)
 
     def inject(self) -> dict[str, Any]:
         for member in self.members:
@@ -102,7 +103,7 @@ class ConsumerRebalance(ConsumerFault):
     healed, so the group rebalances twice."""
 
     name = "consumer-rebalance"
-    class_kinds = ("rebalance",)
+    class_kinds = (ClassKind.REBALANCE,)
 
     def inject(self) -> dict[str, Any]:
         for member in self.members:

@@ -27,6 +27,7 @@ from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.chaos.faults.power_loss import wait_until_down
 from harness.limits import at_most, whole
 from harness.platform import disk_layer
+from harness.rundir.faults import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -65,7 +66,7 @@ class LoseUnsynced(_OnDisk):
     """Power loss for real: unsynced writes undone on the disk, then SIGKILL; heal restarts."""
 
     name = "lose-unsynced"
-    class_kinds = ("power-loss",)
+    class_kinds = (ClassKind.POWER_LOSS,)
     crash_command: tuple[str, ...] = ("crash",)
 
     def inject(self) -> dict[str, Any]:
@@ -114,7 +115,7 @@ class _Mode(_OnDisk):
     """A disk fault that is a mode of the layer: on at inject, off at heal. A broker that
     halted on the failure (Kafka halts when its only log directory fails) is started again."""
 
-    class_kinds = ("disk-error",)
+    class_kinds = (ClassKind.DISK_ERROR,)
     mode: str
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -176,7 +177,7 @@ class SlowDisk(_OnDisk):
 
     name = "slow-disk"
     Params = SlowDiskParams
-    class_kinds = ("slow-disk",)
+    class_kinds = (ClassKind.SLOW_DISK,)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:

@@ -21,12 +21,12 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, whole
+from harness.rundir.faults import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
 
 MAX_CUT_BYTES = 1 << 30  # a whole default segment
-CORRUPTION = "corruption"  # the class kind of silent corruption (`flip`): no documented outcome
 FileKind = Literal[
     "segment",
     "index",
@@ -157,7 +157,7 @@ class Truncate(_FileDamage):
     name = "truncate"
     Params = TruncateParams
     # What a lost page cache leaves of the file, on the target alone.
-    class_kinds = ("power-loss",)
+    class_kinds = (ClassKind.POWER_LOSS,)
 
     def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
         kept = max(0, len(data) - self.params.bytes)
@@ -176,7 +176,7 @@ class Flip(_FileDamage):
     Params = FlipParams
     tools = ("stat", "ls", "od", "dd")
     # Silent corruption of one replica: Kafka documents no outcome for it.
-    class_kinds = (CORRUPTION,)
+    class_kinds = (ClassKind.CORRUPTION,)
 
     def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
         if not data:

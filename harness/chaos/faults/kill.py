@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.chaos.faults.base import Fault, FaultParams, NoParams, start_stopped
+from harness.rundir.faults import ClassKind
 
 
 class Kill(Fault[NoParams]):
     """SIGKILL: the process dies at once; the OS page cache (unflushed log data) survives."""
 
     name = "kill"
-    class_kinds = ("kill",)
+    class_kinds = (ClassKind.KILL,)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:

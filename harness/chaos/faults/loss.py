@@ -16,6 +16,7 @@ from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite
 from harness.chaos.faults.shape import DropParams, PeerDrop, To
 from harness.limits import param_number
+from harness.rundir.faults import ClassKind
 
 
 class LossParams(FaultParams):
@@ -35,7 +36,7 @@ class Loss(Fault[LossParams]):
     Params = LossParams
     helper_site = HelperSite.BROKER_CONTAINER
     tools = ("iptables",)
-    class_kinds = ("loss",)
+    class_kinds = (ClassKind.LOSS,)
     residue_cleanup = netfilter.CLEANUP
 
     def inject(self) -> dict[str, Any]:

@@ -12,15 +12,16 @@ from pydantic import BeforeValidator, Field, model_validator
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import shown
+from harness.rundir.faults import ClassKind
 
 PartitionMode = Literal["from-brokers", "from-quorum", "full", "groups"]
 # The <kind> of the fault class each mode yields: an isolated node differs from a zombie
 # leader that clients still reach, and groups cut the whole cluster.
-CLASS_KIND_OF_MODE: dict[str, str] = {
-    "from-brokers": "partition",
-    "from-quorum": "partition-quorum",
-    "full": "isolate",
-    "groups": "partition-groups",
+CLASS_KIND_OF_MODE: dict[str, ClassKind] = {
+    "from-brokers": ClassKind.PARTITION,
+    "from-quorum": ClassKind.PARTITION_QUORUM,
+    "full": ClassKind.ISOLATE,
+    "groups": ClassKind.PARTITION_GROUPS,
 }
 GROUPS_SHAPE = "must be a list of lists of node ids, e.g. [[1], [2, 3]]"
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.chaos.faults.base import Fault, NoParams
+from harness.rundir.faults import ClassKind
 
 
 class Pause(Fault[NoParams]):
     """docker pause (cgroup freezer): connections stay open but nothing answers."""
 
     name = "pause"
-    class_kinds = ("pause",)
+    class_kinds = (ClassKind.PAUSE,)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:

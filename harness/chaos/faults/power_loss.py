@@ -24,6 +24,7 @@ from harness.limits import (
     at_most,
     optional_param_number,
 )
+from harness.rundir.faults import ClassKind
 from harness.rundir.segments import read_checkpoint, surviving_length
 from harness.waiting import wait_for
 
@@ -52,7 +53,7 @@ class PowerLoss(Fault[PowerLossParams]):
 
     name = "power-loss"
     Params = PowerLossParams
-    class_kinds = ("power-loss",)
+    class_kinds = (ClassKind.POWER_LOSS,)
 
     def inject(self) -> dict[str, Any]:
         for node in self.nodes:

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import admin_wait_s
+from harness.rundir.faults import ClassKind
 
 
 class RemoveControllerParams(FaultParams):
@@ -42,7 +43,7 @@ class RemoveController(Fault[RemoveControllerParams]):
     name = "remove-controller"
     Params = RemoveControllerParams
     helper_site = HelperSite.ADMIN_CLIENT
-    class_kinds = ("quorum-change",)
+    class_kinds = (ClassKind.QUORUM_CHANGE,)
     needs_dynamic_quorum = True
 
     @classmethod

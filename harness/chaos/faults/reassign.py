@@ -16,6 +16,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import admin_wait_s
+from harness.rundir.faults import ClassKind
 
 ReassignMode = Literal["drop", "move"]
 
@@ -63,7 +64,7 @@ class Reassign(Fault[ReassignParams]):
     name = "reassign"
     Params = ReassignParams
     helper_site = HelperSite.ADMIN_CLIENT
-    class_kinds = ("reassign",)
+    class_kinds = (ClassKind.REASSIGN,)
 
     @classmethod
     def prepare(cls, settings: Any) -> None:

@@ -16,6 +16,7 @@ from pydantic import Field
 from harness.chaos.faults.base import Fault, FaultParams
 from harness.chaos.faults.stop import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
+from harness.rundir.faults import ClassKind
 from harness.waiting import wait_for
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class RollingRestart(Fault[RollingRestartParams]):
 
     name = "rolling-restart"
     Params = RollingRestartParams
-    class_kinds = ("rolling-restart",)
+    class_kinds = (ClassKind.ROLLING_RESTART,)
 
     def inject(self) -> dict[str, Any]:
         controller = self.ctx.cluster.active_controller()

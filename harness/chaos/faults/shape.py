@@ -25,6 +25,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, param_number, shown
+from harness.rundir.faults import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.sidecar import Sidecar
@@ -329,7 +330,7 @@ class Delay(_Shaped):
 
     name = "delay"
     Params = DelayParams
-    class_kinds = ("delay",)
+    class_kinds = (ClassKind.DELAY,)
 
 
 class Reorder(_Shaped):
@@ -338,7 +339,7 @@ class Reorder(_Shaped):
 
     name = "reorder"
     Params = ReorderParams
-    class_kinds = ("reorder",)
+    class_kinds = (ClassKind.REORDER,)
 
 
 class Duplicate(_Shaped):
@@ -346,7 +347,7 @@ class Duplicate(_Shaped):
 
     name = "duplicate"
     Params = DuplicateParams
-    class_kinds = ("duplicate",)
+    class_kinds = (ClassKind.DUPLICATE,)
 
 
 class PeerDrop(_Shaped):
@@ -355,4 +356,4 @@ class PeerDrop(_Shaped):
 
     name = "loss"
     Params = DropParams
-    class_kinds = ("loss",)
+    class_kinds = (ClassKind.LOSS,)

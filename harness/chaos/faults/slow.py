@@ -9,6 +9,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite, run_in
 from harness.limits import at_least, at_most, optional_whole, whole
+from harness.rundir.faults import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -49,7 +50,7 @@ class Slow(Fault[SlowParams]):
     Params = SlowParams
     helper_site = HelperSite.BROKER_CONTAINER
     tools = ("tc",)
-    class_kinds = ("slow",)
+    class_kinds = (ClassKind.SLOW,)
     residue_cleanup = f"{shlex.join(REMOVE_QDISC)} 2>/dev/null"
 
     def inject(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, start_stopped
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
+from harness.rundir.faults import ClassKind
 
 StopTimeout = Annotated[
     whole,
@@ -27,7 +28,7 @@ class Stop(Fault[StopParams]):
 
     name = "stop"
     Params = StopParams
-    class_kinds = ("stop",)
+    class_kinds = (ClassKind.STOP,)
 
     def inject(self) -> dict[str, Any]:
         timeout_s = self.params.timeout_s
