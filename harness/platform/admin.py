@@ -1,5 +1,5 @@
 """Admin actions librdkafka's admin API lacks (partition reassignment, the KRaft quorum's voter
-set), run by the harness's small Java program (java/KafkaChaosAdmin.java) built on demand
+set), run by the harness's small Java program (java_programs/KafkaChaosAdmin.java) built on demand
 against kafka-clients.
 
 The program runs beside the harness like every client and reaches the brokers through the
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # The client the admin program is built with: AlterPartitionReassignments is in every broker
 # from 2.4 on, whatever the client's release; the voter changes (KIP-853) need a 3.9 client.
 ADMIN_CLIENT_VERSION = "3.9.1"
-ADMIN_SOURCE = Path(__file__).resolve().parent / "java" / "KafkaChaosAdmin.java"
+ADMIN_SOURCE = Path(__file__).resolve().parent / "java_programs" / "KafkaChaosAdmin.java"
 ADMIN_CLASS = "KafkaChaosAdmin"
 ADMIN_DIR = "/tmp/kafka-chaos-admin"  # where the classes go inside a broker's container
 KAFKA_LIBS = "/opt/kafka/libs/*"  # the broker image's Kafka jars (its KAFKA_HOME)

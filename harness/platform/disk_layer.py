@@ -1,4 +1,4 @@
-"""The disk layer: chaosfs (harness/platform/diskfs), a FUSE file system mounted over a node's
+"""The disk layer: chaosfs (harness/platform/chaosfs/), a FUSE file system mounted over a node's
 log directory inside its container, through which the disk faults act.
 
 A node with the layer keeps its log data in DISK_DIR of its container (what a disk holds)

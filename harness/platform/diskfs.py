@@ -1,6 +1,6 @@
 """chaosfs, the FUSE file system that injects disk faults under a broker's log directory
 (lost unsynced writes on a crash, failing fsync, a full disk, a slow disk), built on demand
-from its Go sources in diskfs/ into a static binary.
+from its Go sources in chaosfs/ into a static binary.
 
 The binary is cached under the cache directory, keyed by a digest of the sources, so a
 second call is a lookup; it needs the Go toolchain only to build.
@@ -18,7 +18,7 @@ from harness.settings import Settings
 
 __all__ = ["SOURCE", "DiskLayerError", "chaosfs_binary", "go_tool"]
 
-SOURCE = Path(__file__).resolve().parent / "diskfs"
+SOURCE = Path(__file__).resolve().parent / "chaosfs"
 _FALLBACK_GO = Path("/usr/local/go/bin/go")
 _BUILD_TIMEOUT_S = 600
 

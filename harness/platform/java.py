@@ -26,9 +26,12 @@ __all__ = [
     "tools_classpath",
 ]
 
-POM = Path(__file__).resolve().parent / "java" / "pom.xml"
+# The platform's Java sources: pom.xml (Maven's project, resolving every classpath), JsonText.java
+# and the admin program (harness/platform/admin.py).
+PROGRAMS_DIR = Path(__file__).resolve().parent / "java_programs"
+POM = PROGRAMS_DIR / "pom.xml"
 # The JSON quoting every harness Java program prints with, compiled beside each of them.
-JSON_TEXT = Path(__file__).resolve().parent / "java" / "JsonText.java"
+JSON_TEXT = PROGRAMS_DIR / "JsonText.java"
 _MAVEN_TIMEOUT_S = 600
 
 

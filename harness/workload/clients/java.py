@@ -1,4 +1,4 @@
-"""The harness's Java recorder (java/KafkaChaosProducer.java) compiled on demand against
+"""The harness's Java recorder (java_programs/KafkaChaosProducer.java) compiled on demand against
 kafka-clients at any released version (harness/platform/java.py builds and caches it)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from harness.workload.clients.java_member import JavaMember
 
 __all__ = ["JavaBuildError", "group_member", "java_client", "java_member", "tools_classpath"]
 
-JAVA_DIR = Path(__file__).resolve().parent / "java"
+JAVA_DIR = Path(__file__).resolve().parent / "java_programs"
 RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"
 RECORDER_CLASS = "KafkaChaosProducer"
 # Compiled with the recorder for a client that has transactions (0.11+): its transactional

@@ -1,5 +1,6 @@
 """A consumer-group member on the Java client: one start of it as an OS process running
-java/KafkaChaosConsumer.java, and its journal turned into the run directory's Arrow streams.
+java_programs/KafkaChaosConsumer.java, and its journal turned into the run directory's Arrow
+streams.
 
 The Java member journals as the librdkafka member does (harness.workload.consumer_member), in
 two files of JSON arrays it writes itself a batch at a time (layout.java_consumer_journal), so a

@@ -1,4 +1,4 @@
-"""The Java recorder in transactions (java/TransactionalSends.java): the transactional
+"""The Java recorder in transactions (java_programs/TransactionalSends.java): the transactional
 workload of harness/workload/transactions.py on the Java client, journalled the same way.
 
 The plan stays the harness's (`TransactionPlan`, one definition): the program reads one intent

@@ -27,7 +27,7 @@ def test_binary_is_cached(binary: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_build_failure_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = tmp_path / "diskfs"
+    broken = tmp_path / "chaosfs"
     shutil.copytree(diskfs.SOURCE, broken)
     with open(broken / "main.go", "a") as main:
         main.write("\nthis is not Go\n")
