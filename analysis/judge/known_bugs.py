@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from analysis.model.anomalies import AnomalyName, CountName
-from harness.platform.versions import KafkaVersion
+from harness.rundir.release import KafkaVersion
 
 __all__ = ["BUG_REASON", "KNOWN_BUGS", "KnownBug", "bugs_explaining"]
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from harness.experiment.fields import Scalar
-from harness.platform.versions import KafkaVersion, VersionError
+from harness.rundir.release import KafkaVersion, VersionError
 
 __all__ = ["ClientSpec", "java_durability", "java_producer_settings"]
 

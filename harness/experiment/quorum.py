@@ -10,7 +10,8 @@ from harness.experiment.fields import BOUND_TARGET, QUORUM_TARGETS
 from harness.experiment.problems import Problem
 from harness.experiment.spec import Experiment
 from harness.limits import shown
-from harness.platform.versions import Feature, KafkaVersion, Mode, lacks
+from harness.platform.versions import Feature, Mode, lacks
+from harness.rundir.release import KafkaVersion
 
 
 def controller_config_problems(spec: Experiment) -> Iterator[Problem]:

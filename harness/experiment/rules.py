@@ -25,14 +25,8 @@ from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.transaction_rules import transaction_problems
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
-from harness.platform.versions import (
-    Feature,
-    KafkaVersion,
-    Mode,
-    lacks,
-    mode_refusal,
-    version_refusal,
-)
+from harness.platform.versions import Feature, Mode, lacks, mode_refusal, version_refusal
+from harness.rundir.release import KafkaVersion
 
 __all__ = ["rule_problems"]
 

@@ -72,12 +72,9 @@ from harness.limits import (
     optional_whole,
     whole,
 )
-from harness.platform.versions import (
-    KafkaVersion,
-    Mode,
-    default_mode,
-)
+from harness.platform.versions import Mode, default_mode
 from harness.rundir.records import CONSUMER_STUCK_S
+from harness.rundir.release import KafkaVersion
 
 __all__ = [
     "Experiment",

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from harness.experiment.problems import Problem
 from harness.experiment.spec import Experiment
-from harness.platform.versions import Feature, KafkaVersion, lacks
+from harness.platform.versions import Feature, lacks
+from harness.rundir.release import KafkaVersion
 
 __all__ = ["transaction_problems"]
 

@@ -58,11 +58,8 @@ from harness.platform.topology import (
     port_in_use,
     publish_address,
 )
-from harness.platform.versions import (
-    KafkaVersion,
-    Mode,
-    VersionError,
-)
+from harness.platform.versions import Mode
+from harness.rundir.release import KafkaVersion, VersionError
 from harness.settings import Settings, load_settings
 from harness.waiting import Deadline, WaitTimeout, poll_until, wait_for
 

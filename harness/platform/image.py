@@ -23,14 +23,8 @@ import docker
 import docker.errors
 
 from harness.platform.engine import apt_install
-from harness.platform.versions import (
-    KafkaVersion,
-    Logging,
-    Recipe,
-    VersionError,
-    recipe,
-    version_refusal,
-)
+from harness.platform.versions import Logging, Recipe, recipe, version_refusal
+from harness.rundir.release import KafkaVersion, VersionError
 from harness.settings import Settings, load_settings
 
 # The files the image build copies into its context (beside the resolved jars).

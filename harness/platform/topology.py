@@ -13,15 +13,9 @@ from enum import StrEnum
 
 from testcontainers.core.docker_client import DockerClient as TestcontainersClient
 
-from harness.platform.versions import (
-    Feature,
-    KafkaVersion,
-    Mode,
-    lacks,
-    mode_refusal,
-    supports,
-)
+from harness.platform.versions import Feature, Mode, lacks, mode_refusal, supports
 from harness.rundir.config import setting_text
+from harness.rundir.release import KafkaVersion
 
 INTERNAL_PORT = 9092
 CONTROLLER_PORT = 9093

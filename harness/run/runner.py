@@ -30,7 +30,7 @@ from harness.experiment.spec import Experiment, FaultStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
-from harness.platform.versions import KafkaVersion, Mode, broker_defaults
+from harness.platform.versions import Mode, broker_defaults
 from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
@@ -52,6 +52,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
+from harness.rundir.release import KafkaVersion
 from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config, value_decoder

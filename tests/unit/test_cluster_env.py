@@ -8,7 +8,8 @@ import pytest
 
 from harness.platform.cluster import KafkaCluster
 from harness.platform.topology import ClusterError, Role, Topology, broker_env, plan_nodes
-from harness.platform.versions import KafkaVersion, Mode
+from harness.platform.versions import Mode
+from harness.rundir.release import KafkaVersion
 from harness.settings import REPO_ROOT
 
 ENTRYPOINT = REPO_ROOT / "compose" / "kafka-entrypoint.sh"

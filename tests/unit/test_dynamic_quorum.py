@@ -23,7 +23,8 @@ from harness.platform.topology import (
     new_cluster_id,
     plan_nodes,
 )
-from harness.platform.versions import KafkaVersion, Mode
+from harness.platform.versions import Mode
+from harness.rundir.release import KafkaVersion
 from tests.unit.spec_documents import doc, one_cell, rejects, step
 from tests.unit.test_cluster_env import PORTS, properties
 from tests.unit.test_mechanisms import ROLES, judged, start

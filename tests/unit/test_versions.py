@@ -10,10 +10,8 @@ import pytest
 from harness.platform.image import ImageError, cds_steps, maven_arguments, release_recipe
 from harness.platform.versions import (
     Feature,
-    KafkaVersion,
     Logging,
     Mode,
-    VersionError,
     broker_defaults,
     default_mode,
     lacks,
@@ -23,6 +21,7 @@ from harness.platform.versions import (
     supports,
     version_refusal,
 )
+from harness.rundir.release import KafkaVersion, VersionError
 
 
 def v(text: str) -> KafkaVersion:

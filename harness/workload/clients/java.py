@@ -8,7 +8,8 @@ from pathlib import Path
 
 from harness.experiment.clients import ClientSpec
 from harness.platform.java import JavaBuildError, compiled_classpath, java_tool, tools_classpath
-from harness.platform.versions import Feature, KafkaVersion, supports
+from harness.platform.versions import Feature, supports
+from harness.rundir.release import KafkaVersion
 from harness.settings import Settings
 from harness.workload.clients.java_member import JavaMember
 
