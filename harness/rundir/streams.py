@@ -1,13 +1,15 @@
 """The Arrow IPC stream files of the harness's journals (producer, consumer and transaction
-journals), written and read the one way: `StreamWriter` appends batches, each in the OS's hands
-when `write` returns, so a SIGKILL of the writer loses no written batch; `read_stream`
-reads every complete batch and nothing of a torn tail, `iter_stream` the same batch by batch."""
+journals), written and read the one way: `StreamWriter` appends batches (`write`) or rows
+(`append`), each in the OS's hands when the call returns, so a SIGKILL of the writer loses no
+written batch; `read_stream` reads every complete batch and nothing of a torn tail,
+`iter_stream` the same batch by batch."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +27,7 @@ class StreamWriter:
     """
 
     def __init__(self, path: Path, schema: pa.Schema):
-        self.path = path
+        self.path, self.schema = path, schema
         self.error: str | None = None
         self._writer = ipc.new_stream(pa.OSFile(str(path), "wb"), schema)
         self._closed = False
@@ -42,16 +44,27 @@ class StreamWriter:
             return False
         return True
 
-    def close(self) -> None:
+    def append(self, **columns: Any) -> bool:
+        """Append the rows `columns` give, as one batch of the schema: a list or tuple is a
+        column (all of one length), any other value that column on every row (only such values:
+        one row). Zero rows write nothing and answer True; else as `write`."""
+        lengths = [len(v) for v in columns.values() if isinstance(v, list | tuple)]
+        rows = max(lengths, default=1)
+        if not rows:
+            return True
+        data = {k: v if isinstance(v, list | tuple) else [v] * rows for k, v in columns.items()}
+        return self.write(pa.record_batch(data, schema=self.schema))
+
+    def close(self) -> str | None:
         """Close the file once; a failure to close is kept in `error` like a write's (the first
-        error stays)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close()
-        except Exception as exc:
-            self.error = self.error or f"closing {self.path.name} failed: {exc}"
+        error stays). Returns `error`."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._writer.close()
+            except Exception as exc:
+                self.error = self.error or f"closing {self.path.name} failed: {exc}"
+        return self.error
 
 
 def stream_to_parquet(

@@ -9,12 +9,10 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
 
 from harness.rundir import layout
 from harness.rundir.events import now_us
@@ -90,62 +88,44 @@ def consumer_config(task: ConsumerTask) -> dict[str, str | int | bool]:
 
 
 class _Journal:
-    """A member's three Arrow streams (StreamWriter: each batch survives a SIGKILL of the
-    process once written). A batch that cannot be written raises: the member must not go on
-    processing what it cannot journal."""
+    """A member start's three Arrow streams (StreamWriter: each batch survives a SIGKILL of the
+    process once written), every row stamped with the member and the time it is written. A row
+    that cannot be written raises OSError: the member must not go on processing what it cannot
+    journal."""
 
-    def __init__(self, run_dir: Path, files: layout.ConsumerFiles):
+    def __init__(self, run_dir: Path, files: layout.ConsumerFiles, member: int):
+        self.member = member
         self._processed = StreamWriter(run_dir / files.processed, PROCESSED_SCHEMA)
         self._commits = StreamWriter(run_dir / files.commits, COMMIT_SCHEMA)
         self._assignments = StreamWriter(run_dir / files.assignments, ASSIGNMENT_SCHEMA)
 
-    def processed(self, rows: list[tuple[int | None, int, int]], member: int) -> None:
+    def processed(self, rows: list[tuple[int | None, int, int]]) -> None:
         """Journal (msg_id, partition, offset) rows as processed now: this is the processing."""
-        if not rows:
-            return
-        msg_id, partition, offset = zip(*rows, strict=True)
-        batch = _stamped(
-            PROCESSED_SCHEMA, member, msg_id=msg_id, partition=partition, offset=offset
-        )
-        _append(self._processed, batch)
+        if rows:
+            msg_id, partition, offset = zip(*rows, strict=True)
+            self._append(self._processed, msg_id=msg_id, partition=partition, offset=offset)
 
-    def commits(self, outcomes: list[tuple[int, int, str]], member: int) -> None:
+    def commits(self, outcomes: list[tuple[int, int, str]]) -> None:
         """Journal (partition, next offset, outcome) of one commit attempt."""
-        if not outcomes:
-            return
-        partition, offset, outcome = zip(*outcomes, strict=True)
-        batch = _stamped(COMMIT_SCHEMA, member, partition=partition, offset=offset, outcome=outcome)
-        _append(self._commits, batch)
+        if outcomes:
+            partition, offset, outcome = zip(*outcomes, strict=True)
+            self._append(self._commits, partition=partition, offset=offset, outcome=outcome)
 
-    def assignments(self, partitions: Sequence[int], kind: AssignmentKind, member: int) -> None:
+    def assignments(self, partitions: list[int], kind: AssignmentKind) -> None:
         """Journal a change of assignment: `partitions` were assigned, revoked or lost now."""
-        if partitions:
-            batch = _stamped(
-                ASSIGNMENT_SCHEMA, member, partition=partitions, kind=[kind.value] * len(partitions)
-            )
-            _append(self._assignments, batch)
+        self._append(self._assignments, partition=partitions, kind=kind.value)
+
+    def _append(self, stream: StreamWriter, **columns: Any) -> None:
+        """Append the rows `columns` give to `stream`, stamped with the member and now;
+        OSError when they were not written."""
+        if not stream.append(**columns, consumer=self.member, ts_us=now_us()):
+            raise OSError(stream.error or f"{stream.path.name} is closed")
 
     def close(self) -> None:
         """Close the streams; raise the first failure one had (the member reports it)."""
-        streams = (self._processed, self._commits, self._assignments)
-        for stream in streams:
-            stream.close()
-        if error := next((s.error for s in streams if s.error), None):
+        errors = [s.close() for s in (self._processed, self._commits, self._assignments)]
+        if error := next(filter(None, errors), None):
             raise OSError(error)
-
-
-def _stamped(schema: pa.Schema, member: int, **columns: Sequence[Any]) -> pa.RecordBatch:
-    """`columns` as one batch of `schema`, its `consumer` column `member` and its `ts_us` column
-    now on every row (a journal row is stamped when it is written)."""
-    n = len(next(iter(columns.values())))
-    stamps = {"consumer": [member] * n, "ts_us": [now_us()] * n}
-    return pa.RecordBatch.from_pydict({**columns, **stamps}, schema=schema)
-
-
-def _append(stream: StreamWriter, batch: pa.RecordBatch) -> None:
-    """Write `batch` to `stream`, or raise OSError with the stream's first failure."""
-    if not stream.write(batch):
-        raise OSError(stream.error or f"{stream.path.name} is closed")
 
 
 def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None:
@@ -158,12 +138,12 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
     journal: _Journal | None = None
     consumer = None
     try:
-        journal = _Journal(task.run_dir, task.files)
+        journal = _Journal(task.run_dir, task.files, task.member)
         consumer = Consumer(
             consumer_config(task)
-            | ({"on_commit": _auto_commits(journal, task.member)} if task.commit == "auto" else {})
+            | ({"on_commit": _auto_commits(journal)} if task.commit == "auto" else {})
         )
-        callbacks = _rebalance_callbacks(journal, task.member, counters)
+        callbacks = _rebalance_callbacks(journal, counters)
         consumer.subscribe([task.topic], **callbacks)
         counters[READY] = 1
         while not stop.is_set() and os.getppid() == task.parent_pid:
@@ -190,9 +170,7 @@ def consume(task: ConsumerTask, counters: Any, outcomes: Any, logs: Any) -> None
 RebalanceCallback = Callable[[Any, list[Any]], None]
 
 
-def _rebalance_callbacks(
-    journal: _Journal, member: int, counters: Any
-) -> dict[str, RebalanceCallback]:
+def _rebalance_callbacks(journal: _Journal, counters: Any) -> dict[str, RebalanceCallback]:
     """subscribe()'s on_assign, on_revoke and on_lost: each journals the change (before the
     member is given a record of a new assignment) and counts the partitions held."""
     assigned: set[int] = set()
@@ -200,7 +178,7 @@ def _rebalance_callbacks(
     def change(kind: AssignmentKind) -> RebalanceCallback:
         def callback(_: Any, partitions: list) -> None:
             numbers = sorted(p.partition for p in partitions)
-            journal.assignments(numbers, kind, member)
+            journal.assignments(numbers, kind)
             if kind == AssignmentKind.ASSIGNED:
                 assigned.update(numbers)
             else:
@@ -237,11 +215,11 @@ def _process(task: ConsumerTask, journal: _Journal, rows: list) -> None:
     """Process rows: with a processing time, one message after the other, each journalled as
     it is done (a kill mid-batch leaves part of it processed, as in a real application)."""
     if not task.processing_s:
-        journal.processed(rows, task.member)
+        journal.processed(rows)
         return
     for row in rows:
         time.sleep(task.processing_s)
-        journal.processed([row], task.member)
+        journal.processed([row])
 
 
 def _commit(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) -> set[int]:
@@ -259,11 +237,11 @@ def _commit(task: ConsumerTask, consumer: Any, journal: _Journal, rows: list) ->
     except KafkaException as exc:
         name = _outcome(exc.args[0] if exc.args else None)
         outcomes = [(p, o, name) for p, o in sorted(ends.items())]
-    journal.commits(outcomes, task.member)
+    journal.commits(outcomes)
     return {p for p, _, outcome in outcomes if outcome == COMMIT_OK}
 
 
-def _auto_commits(journal: _Journal, member: int) -> Any:
+def _auto_commits(journal: _Journal) -> Any:
     """The commit callback of auto mode: journal each automatic commit's outcome."""
 
     def on_commit(error: Any, partitions: list) -> None:
@@ -272,7 +250,7 @@ def _auto_commits(journal: _Journal, member: int) -> Any:
             (p.partition, p.offset, whole or _outcome(p.error)) for p in partitions if p.offset >= 0
         ]
         with contextlib.suppress(Exception):  # an exception here would surface from consume()
-            journal.commits(rows, member)
+            journal.commits(rows)
 
     return on_commit
 

@@ -203,12 +203,7 @@ class AckJournal:
         """Write the send checkpoint and every committed page; failures are kept in `error`."""
         with self._lock:
             sent = self.sent_upto
-            if sent != self._last_checkpoint and self._sends.write(
-                pa.record_batch(
-                    [pa.array([sent], pa.int64()), pa.array([now_us()], pa.int64())],
-                    schema=CHECKPOINT_SCHEMA,
-                )
-            ):
+            if sent != self._last_checkpoint and self._sends.append(sent_upto=sent, ts_us=now_us()):
                 self._last_checkpoint = sent
             self._note(self._sends.error)
             pages = []

@@ -111,18 +111,12 @@ def transactional_config(config: dict[str, Any], plan: TransactionPlan) -> dict[
 
 
 class TransactionJournal:
-    """One row per ended transaction, appended to an Arrow stream as it ends (crash-safe:
-    a truncated last batch is not read). A failure to write is kept in `error`."""
+    """One row per ended transaction, appended to its stream (crash-safe) as it ends; `outcomes`
+    counts every ended transaction by outcome, `close()` returns the stream's first error."""
 
     def __init__(self, path: Path):
-        self.path = path
         self.outcomes: Counter[str] = Counter()
-        self._stream = StreamWriter(path, TRANSACTION_SCHEMA)
-
-    @property
-    def error(self) -> str | None:
-        """The first failure to write or close the stream, or None."""
-        return self._stream.error
+        self.stream = StreamWriter(path, TRANSACTION_SCHEMA)
 
     def write(
         self, txn: int, first: int, messages: int, intent: Intent, outcome: TxnOutcome,
@@ -130,19 +124,15 @@ class TransactionJournal:
     ) -> None:  # fmt: skip
         """Append the row of one ended transaction (ended at `end_us`, else now)."""
         self.outcomes[outcome.value] += 1
-        if self.error is not None:
-            return
-        row = {
-            "txn": [txn], "first_msg_id": [first], "messages": [messages],
-            "intent": [intent.value], "outcome": [outcome.value], "error": [error],
-            "begin_ts_us": [begin_us], "end_ts_us": [now_us() if end_us is None else end_us],
-        }  # fmt: skip
-        self._stream.write(pa.record_batch(row, schema=TRANSACTION_SCHEMA))
+        self.stream.append(
+            txn=txn, first_msg_id=first, messages=messages, intent=intent.value,
+            outcome=outcome.value, error=error, begin_ts_us=begin_us,
+            end_ts_us=now_us() if end_us is None else end_us,
+        )  # fmt: skip
 
     def close(self) -> str | None:
-        """Close the stream; the first error, or None."""
-        self._stream.close()
-        return self.error
+        """Close the stream; its first error, or None."""
+        return self.stream.close()
 
 
 def finalize_transactions(run_dir: Path) -> pa.Table | None:

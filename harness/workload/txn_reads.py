@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -46,7 +46,6 @@ __all__ = [
     "READ_BUDGET_S",
     "ReadRecord",
     "TransactionReader",
-    "TxnReadJournal",
     "finalize_txn_reads",
     "open_reader",
     "reader_consumer",
@@ -82,43 +81,6 @@ class ReadRecord:
     partition: int
     offset: int
     ts_us: int
-
-
-class TxnReadJournal:
-    """The reads of each transaction, one batch per transaction appended to an Arrow stream as
-    it is read (crash-safe). A failure to write is kept in `error`, as TransactionJournal does."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.records = 0
-        self._stream = StreamWriter(path, TXN_READ_SCHEMA)
-
-    @property
-    def error(self) -> str | None:
-        """The first failure to write or close the stream, or None."""
-        return self._stream.error
-
-    def write(self, txn: int, records: Sequence[ReadRecord]) -> None:
-        """Append the records transaction `txn` read (nothing for none)."""
-        if not records:
-            return
-        self.records += len(records)
-        batch = pa.record_batch(
-            {
-                "txn": [txn] * len(records),
-                "msg_id": [r.msg_id for r in records],
-                "partition": [r.partition for r in records],
-                "offset": [r.offset for r in records],
-                "ts_us": [r.ts_us for r in records],
-            },
-            schema=TXN_READ_SCHEMA,
-        )
-        self._stream.write(batch)
-
-    def close(self) -> str | None:
-        """Close the stream; the first error, or None."""
-        self._stream.close()
-        return self.error
 
 
 def reader_consumer(
@@ -168,15 +130,16 @@ class TransactionReader:
 
     `read(txn)` is what a transaction calls before its sends, `position` what it commits for
     the group, `ended(committed)` what it calls once it ended; `close()` closes the source and
-    the journal. The clock, the source and the rewinder are parameters so the bounds can be
-    tested without a broker; without a rewinder the reader never goes back.
+    the journal (a stream of TXN_READ_SCHEMA, one batch per transaction that read). The clock,
+    the source and the rewinder are parameters so the bounds can be tested without a broker;
+    without a rewinder the reader never goes back.
     """
 
     def __init__(
         self,
         source: RecordSource,
         reads: int,
-        journal: TxnReadJournal,
+        journal: StreamWriter,
         decode: Decoder = decode_value,
         budget_s: float = READ_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
@@ -235,7 +198,10 @@ class TransactionReader:
             self.position |= {r.partition: r.offset + 1 for r in got}
             if not batch:
                 break
-        self.journal.write(txn, records)
+        self.journal.append(
+            txn=txn, msg_id=[r.msg_id for r in records], offset=[r.offset for r in records],
+            partition=[r.partition for r in records], ts_us=[r.ts_us for r in records],
+        )  # fmt: skip
         return records
 
     def _record(self, msg: Any) -> ReadRecord | None:
@@ -273,7 +239,7 @@ def open_reader(
     journalling to the run directory's layout.TXN_READS_JOURNAL; its position committed for
     `group` when given, and, with `rewind`, rewound after a transaction that did not commit
     (to the group's committed offsets when it has a group)."""
-    journal = TxnReadJournal(run_dir / layout.TXN_READS_JOURNAL)
+    journal = StreamWriter(run_dir / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA)
     consumer = reader_consumer(bootstrap, topic, partitions, group)
     back = rewinder(consumer, topic, partitions, group is not None) if rewind else None
     metadata = consumer.consumer_group_metadata() if group is not None else None

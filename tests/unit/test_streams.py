@@ -1,5 +1,5 @@
-"""The journals' Arrow streams (harness/rundir/streams.py): one writer that keeps its first
-error, one reader that leaves a torn tail out; and the journals that use them."""
+"""The journals' Arrow streams (harness/rundir/streams.py): one writer of batches or rows that
+keeps its first error, one reader that leaves a torn tail out; and the journals that use them."""
 
 from __future__ import annotations
 
@@ -140,13 +140,48 @@ def test_a_closed_writer_writes_nothing(tmp_path: Path) -> None:
     assert not writer.write(batch(1)) and writer.error is None
 
 
+ROW = st.tuples(st.none() | st.integers(0, 2**62), st.integers(0, 2**31 - 1), st.integers(0, 2**62))
+NAMES = ("msg_id", "partition", "offset")
+
+
+@pytest.mark.property
+@given(st.lists(st.lists(ROW, max_size=4) | ROW, max_size=8), st.integers(0, 8), st.booleans())
+def test_append_writes_exactly_the_rows_appended_until_it_is_refused(
+    tmp_path_factory, appends, stop_at, fail
+) -> None:
+    """`append` against an oracle: an append of rows (a list) is one batch of them, the
+    scalars the same on every row; a tuple of scalars is one row; no rows write nothing. From
+    append `stop_at` on, the writer has failed (`fail`) or is closed: an append with rows is
+    refused (False) and adds nothing, and close() returns the first failure."""
+    path = tmp_path_factory.mktemp("append") / "s.arrows"
+    writer = StreamWriter(path, PROCESSED_SCHEMA)
+    written: list[list[dict]] = []  # the oracle: the batches that must be read back
+    for i, appended in enumerate(appends):
+        if i == stop_at and fail:
+            writer._writer = FailingWriter()
+        elif i == stop_at:
+            writer.close()
+        if isinstance(appended, list):
+            rows, columns = appended, {n: [r[k] for r in appended] for k, n in enumerate(NAMES)}
+        else:
+            rows, columns = [appended], dict(zip(NAMES, appended, strict=True))
+        assert writer.append(**columns, consumer=i, ts_us=7) == (not rows or i < stop_at)
+        if rows and i < stop_at:
+            written.append(
+                [{**dict(zip(NAMES, r, strict=True)), "consumer": i, "ts_us": 7} for r in rows]
+            )
+    assert (writer.close() is None) == (not fail or stop_at >= len(appends))
+    assert [b.num_rows for b in iter_stream(path, PROCESSED_SCHEMA)] == [len(b) for b in written]
+    assert read_stream(path, PROCESSED_SCHEMA).to_pylist() == [r for b in written for r in b]
+
+
 # --- the journals on it ----------------------------------------------------------------------
 
 
 def test_the_transaction_journal_reports_its_first_error_on_close(tmp_path: Path) -> None:
     journal = TransactionJournal(tmp_path / layout.TRANSACTIONS_JOURNAL)
     journal.write(0, 0, 2, Intent.COMMIT, TxnOutcome.COMMITTED, None, 1)
-    journal._stream._writer = FailingWriter()
+    journal.stream._writer = FailingWriter()
     journal.write(1, 2, 2, Intent.ABORT, TxnOutcome.ABORTED, None, 2)
     journal.write(2, 4, 2, Intent.COMMIT, TxnOutcome.UNKNOWN, "fatal", 3)
     assert journal.outcomes == {"committed": 1, "aborted": 1, "unknown": 1}
@@ -159,12 +194,13 @@ def test_the_transaction_journal_reports_its_first_error_on_close(tmp_path: Path
 
 def test_a_consumer_journal_that_cannot_write_stops_its_member(tmp_path: Path) -> None:
     files = layout.consumer_journal(0, 0)
-    journal = _Journal(tmp_path, files)
-    journal.processed([(1, 0, 10)], member=0)
-    journal.commits([(0, 11, "ok")], member=0)
+    journal = _Journal(tmp_path, files, member=0)
+    journal.processed([(1, 0, 10)])
+    journal.commits([(0, 11, "ok")])
     journal._processed._writer = FailingWriter()
     with pytest.raises(OSError, match="No space left on device"):
-        journal.processed([(2, 0, 11)], member=0)
+        journal.processed([(2, 0, 11)])
+    journal.processed([])  # nothing to write: nothing refused
     with pytest.raises(OSError, match="No space left on device"):
         journal.close()  # the member's finally reports it (as its first error, if none yet)
     assert read_stream(tmp_path / files.processed, PROCESSED_SCHEMA)["msg_id"].to_pylist() == [1]
@@ -180,13 +216,13 @@ class _Partition:
 
 def test_each_change_of_assignment_is_journalled_before_the_records_it_brings(tmp_path) -> None:
     files = layout.consumer_journal(3, 1)
-    journal = _Journal(tmp_path, files)
+    journal = _Journal(tmp_path, files, member=3)
     counters = [0, 0]
-    callbacks = _rebalance_callbacks(journal, 3, counters)
+    callbacks = _rebalance_callbacks(journal, counters)
     assert set(callbacks) == {"on_assign", "on_revoke", "on_lost"}
     callbacks["on_assign"](None, [_Partition(2), _Partition(0)])
     assert counters[ASSIGNED] == 2
-    journal.processed([(1, 0, 10)], member=3)
+    journal.processed([(1, 0, 10)])
     callbacks["on_revoke"](None, [_Partition(2)])
     callbacks["on_lost"](None, [_Partition(0)])
     assert counters[ASSIGNED] == 0

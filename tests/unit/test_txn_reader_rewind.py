@@ -22,13 +22,14 @@ from analysis.model.polls import READER, SKIPS_AFTER_ABORT
 from analysis.model.results import Example
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
+from harness.rundir.streams import StreamWriter
 from harness.rundir.transactions import (
     TRANSACTION_SCHEMA,
     TXN_READ_SCHEMA,
     TxnOutcome,
     read_txn_reads,
 )
-from harness.workload.txn_reads import TransactionReader, TxnReadJournal
+from harness.workload.txn_reads import TransactionReader
 
 COMMITTED, ABORTED, UNKNOWN = (o.value for o in TxnOutcome)
 
@@ -80,7 +81,7 @@ def test_a_rewound_reader_commits_every_record_once_and_a_kept_one_skips_what_ab
     tmp_path_factory, txns: list[tuple[int, str]], rewind: bool
 ) -> None:
     log = Log()
-    journal = TxnReadJournal(tmp_path_factory.mktemp("r") / layout.TXN_READS_JOURNAL)
+    journal = StreamWriter(tmp_path_factory.mktemp("r") / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA)
     reader = TransactionReader(log, 3, journal, rewind=log.rewind if rewind else None)
     committed: list[int] = []
     aborted: set[int] = set()

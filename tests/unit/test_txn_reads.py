@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.rundir import layout
-from harness.rundir.streams import read_stream
+from harness.rundir.streams import StreamWriter, read_stream
 from harness.rundir.transactions import TXN_READ_SCHEMA, read_txn_reads
 from harness.workload.recorder import Workload, encode_value
 from harness.workload.transactions import (
@@ -23,9 +23,7 @@ from harness.workload.transactions import (
 )
 from harness.workload.txn_reads import (
     POLL_S,
-    ReadRecord,
     TransactionReader,
-    TxnReadJournal,
     finalize_txn_reads,
 )
 
@@ -83,7 +81,7 @@ class Scripted:
 def reader(
     tmp_path: Path, source: Scripted, reads: int, budget_s: float = BUDGET_S
 ) -> TransactionReader:
-    journal = TxnReadJournal(tmp_path / layout.TXN_READS_JOURNAL)
+    journal = StreamWriter(tmp_path / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA)
     return TransactionReader(source, reads, journal, budget_s=budget_s, clock=source.clock)
 
 
@@ -92,26 +90,24 @@ def journalled(tmp_path: Path) -> list[dict]:
 
 
 def test_the_journal_round_trips_through_finalize(tmp_path: Path) -> None:
-    journal = TxnReadJournal(tmp_path / layout.TXN_READS_JOURNAL)
-    journal.write(3, [ReadRecord(7, 1, 12, 100), ReadRecord(None, 2, 5, 101)])
-    journal.write(4, [])  # a transaction that read nothing adds no row
-    journal.write(5, [ReadRecord(9, 0, 3, 102)])
-    assert journal.close() is None and journal.records == 3
+    read = reader(tmp_path, Scripted([[ours(7, 1), Record(2, 5, b"not ours")], [], [ours(9)]]), 2)
+    for txn in (3, 4, 5):  # transaction 4 reads nothing: it adds no row
+        read.read(txn)
+    assert read.close() is None
     table = finalize_txn_reads(tmp_path)
     assert table is not None and table.schema.equals(TXN_READ_SCHEMA)
     again = read_txn_reads(tmp_path)
     assert again is not None and again.equals(table)
-    assert again.to_pylist() == [
-        {"txn": 3, "msg_id": 7, "partition": 1, "offset": 12, "ts_us": 100},
-        {"txn": 3, "msg_id": None, "partition": 2, "offset": 5, "ts_us": 101},
-        {"txn": 5, "msg_id": 9, "partition": 0, "offset": 3, "ts_us": 102},
-    ]
+    assert [(r["txn"], r["msg_id"], r["partition"], r["offset"]) for r in again.to_pylist()] == [
+        (3, 7, 1, 7), (3, None, 2, 5), (5, 9, 0, 9),
+    ]  # fmt: skip
+    assert table["ts_us"].to_pylist() == sorted(table["ts_us"].to_pylist())
 
 
 def test_a_torn_last_batch_is_not_read(tmp_path: Path) -> None:
-    journal = TxnReadJournal(tmp_path / layout.TXN_READS_JOURNAL)
-    journal.write(0, [ReadRecord(1, 0, 1, 10)])
-    journal.write(1, [ReadRecord(2, 0, 2, 11)])
+    journal = StreamWriter(tmp_path / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA)
+    journal.append(txn=0, msg_id=1, partition=0, offset=1, ts_us=10)
+    journal.append(txn=1, msg_id=2, partition=0, offset=2, ts_us=11)
     journal.close()
     path = tmp_path / layout.TXN_READS_JOURNAL
     path.write_bytes(path.read_bytes()[:-20])  # killed mid-batch, no end-of-stream marker
@@ -127,7 +123,8 @@ def test_finalize_transactions_writes_the_reads_beside_transactions(tmp_path: Pa
     recorder = TransactionalRecorder(
         "127.0.0.1:1", "t", {}, Workload(None, None, 2, 40, 1), plan, tmp_path
     )
-    TxnReadJournal(tmp_path / layout.TXN_READS_JOURNAL).write(0, [ReadRecord(1, 0, 1, 10)])
+    reads = StreamWriter(tmp_path / layout.TXN_READS_JOURNAL, TXN_READ_SCHEMA)
+    reads.append(txn=0, msg_id=1, partition=0, offset=1, ts_us=10)
     recorder.transactions.close()
     recorder.journal.close()
     assert finalize_transactions(tmp_path) is not None

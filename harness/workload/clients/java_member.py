@@ -156,26 +156,20 @@ class JavaMemberProcess:
                 with contextlib.suppress(OSError):
                     self._popen.stdin.close()
         self.counters[ASSIGNED] = 0
-        assignments.close()
-        self._error = self._error or assignments.error
+        self._error = self._error or assignments.close()
         with contextlib.suppress(Exception):
             self.outcomes.put((self.task.member, self.task.start, self._error))
 
 
-class AssignmentJournal:
+class AssignmentJournal(StreamWriter):
     """A Java member start's assignment journal, written from the program's lines, each of
     which gives the partitions held after a change: the partitions new to it are `assigned`,
     those gone `revoked` or `lost` as the line says, stamped with the line's ts_us."""
 
     def __init__(self, path: Path, member: int):
+        super().__init__(path, ASSIGNMENT_SCHEMA)
         self.member = member
         self.held: set[int] = set()
-        self._stream = StreamWriter(path, ASSIGNMENT_SCHEMA)
-
-    @property
-    def error(self) -> str | None:
-        """The stream's first failure to write or close, if any."""
-        return self._stream.error
 
     def holding(self, line: dict[str, Any], gone: AssignmentKind) -> None:
         """Journal the change to the partitions `line` holds; those no longer held became
@@ -183,19 +177,10 @@ class AssignmentJournal:
         now = {int(p) for p in line.get("partitions") or []}
         stamp = line.get("ts_us")
         ts_us = stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else now_us()
-        changes = [(p, AssignmentKind.ASSIGNED) for p in sorted(now - self.held)]
-        changes += [(p, gone) for p in sorted(self.held - now)]
+        new, old = sorted(now - self.held), sorted(self.held - now)
         self.held = now
-        if changes:
-            rows = [
-                {"consumer": self.member, "partition": p, "kind": k.value, "ts_us": ts_us}
-                for p, k in changes
-            ]
-            self._stream.write(pa.RecordBatch.from_pylist(rows, schema=ASSIGNMENT_SCHEMA))
-
-    def close(self) -> None:
-        """Close the stream (its failure, if any, in `error`)."""
-        self._stream.close()
+        kinds = [AssignmentKind.ASSIGNED.value] * len(new) + [gone.value] * len(old)
+        self.append(consumer=self.member, partition=new + old, kind=kinds, ts_us=ts_us)
 
 
 def _lines(stdout: IO[bytes] | None) -> Iterator[dict[str, Any]]:
