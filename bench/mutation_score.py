@@ -5,9 +5,12 @@ the modules that pyproject.toml's [tool.mutmut] only_mutate names, classifies ea
 with mutmut's own table, and prints the score, per module and in total. Only "killed" counts
 as killed: a survivor, a timeout, a mutant no test reached or one not yet checked lowers it.
   python bench/mutation_score.py [--survivors] [--fail-under 85] [--only NAMES_FILE]
+                                 [--write-survivors FILE]
 
 --only scores the mutants a file names (one mutant name a line) and no other: a random sample
 run with `mutmut run <names>` when the whole run does not fit the time there is.
+--write-survivors writes the survivors' and timeouts' names to FILE, one a line, for
+`mutmut run <names>` to test them again on the current tests (make mutation-survivors).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from mutmut.stats import status_by_exit_code
 
 KILLED = "killed"
+RETRIED = ("survived", "timeout")  # what make mutation-survivors tests again
 
 
 def modules(pyproject: Path) -> list[str]:
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors", action="store_true", help="list every mutant not killed")
     parser.add_argument("--fail-under", type=float, help="exit 1 below this percentage")
     parser.add_argument("--only", type=Path, help="score only the mutants this file names")
+    parser.add_argument("--write-survivors", type=Path, help="write survivors' names to this file")
     args = parser.parse_args(argv)
     only = None if args.only is None else set(args.only.read_text("utf-8").split())
 
@@ -73,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.survivors:
         for name, status in not_killed:
             print(f"  {status}: {name}")
+    if args.write_survivors is not None:
+        names = [name for name, status in not_killed if status in RETRIED]
+        args.write_survivors.write_text("".join(f"{name}\n" for name in names), "utf-8")
     killed, n = total[KILLED], sum(total.values())
     print(score_line(killed, n))
     if n == 0:
