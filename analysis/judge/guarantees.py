@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Final, Literal
 
 from harness.rundir.config import Acks, CellConfig
-from harness.rundir.faults import CLASS_KINDS
+from harness.rundir.fault_classes import CLASS_KINDS
 
 __all__ = [
     "ALLOWED",
@@ -47,7 +47,7 @@ ROLES: Final = frozenset({
     "leader", "follower", "controller", "controllers", "zookeeper", "random", "node", "all",
     "consumer",
 })  # fmt: skip
-KINDS: Final = CLASS_KINDS  # the contract's kinds (harness.rundir.faults)
+KINDS: Final = CLASS_KINDS  # the contract's kinds (harness.rundir.fault_classes)
 WHOLE_CLUSTER_CLASSES: Final = frozenset({"none", "mixed"})
 MAX_MIN_INSYNC: Final = 1_000
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from analysis.model.evidence import RunEvidence
 from harness.rundir.events import FaultEnd, FaultStart, Sample
-from harness.rundir.faults import deciding_class
+from harness.rundir.fault_classes import deciding_class
 
 __all__ = [
     "FaultHit",

@@ -19,7 +19,7 @@ from harness.experiment.soak import expand_repeats
 from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig, setting_text
-from harness.rundir.faults import deciding_class
+from harness.rundir.fault_classes import deciding_class
 
 __all__ = [
     "REPETITION_OVERHEAD_S",

@@ -26,7 +26,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
 from harness.rundir.config import CellConfig
-from harness.rundir.faults import CLASS_KINDS
+from harness.rundir.fault_classes import CLASS_KINDS
 
 
 def test_every_type_declares_itself_under_its_own_name():

@@ -22,7 +22,7 @@ from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class
 from harness.rundir.config import CellConfig
-from harness.rundir.faults import deciding_class
+from harness.rundir.fault_classes import deciding_class
 from tests.unit.test_mechanisms import judged, start
 from tests.unit.verdict_runs import AP, CP
 

@@ -3,7 +3,7 @@
 Each type declares its name, parameter model, where its helper runs (HelperSite) and the tools
 it needs there, fault-class kinds and final-heal cleanup (see base.py); experiment validation,
 fault classes and the nemesis' final heal read them from here; the kinds they yield are the
-contract's (harness.rundir.faults). Adding a fault type is one new module, listed
+contract's (harness.rundir.fault_classes). Adding a fault type is one new module, listed
 below, plus its rows in analysis/judge/guarantees.py.
 """
 

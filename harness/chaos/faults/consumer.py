@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from harness.chaos.faults.base import Fault, FaultError, HelperSite, NoParams
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
     from harness.chaos.faults.base import FaultContext

@@ -27,7 +27,7 @@ from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.chaos.faults.power_loss import wait_until_down
 from harness.limits import at_most, whole
 from harness.platform import disk_layer
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode

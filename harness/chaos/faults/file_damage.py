@@ -21,7 +21,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, whole
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.chaos.faults.base import Fault, FaultParams, NoParams, start_stopped
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 
 class Kill(Fault[NoParams]):

@@ -16,7 +16,7 @@ from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite
 from harness.chaos.faults.shape import DropParams, PeerDrop, To
 from harness.limits import param_number
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 
 class LossParams(FaultParams):

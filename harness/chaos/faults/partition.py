@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import shown
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 PartitionMode = Literal["from-brokers", "from-quorum", "full", "groups"]
 # The <kind> of the fault class each mode yields: an isolated node differs from a zombie

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.chaos.faults.base import Fault, NoParams
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 
 class Pause(Fault[NoParams]):

@@ -24,7 +24,7 @@ from harness.limits import (
     at_most,
     optional_param_number,
 )
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 from harness.rundir.segments import read_checkpoint, surviving_length
 from harness.waiting import wait_for
 

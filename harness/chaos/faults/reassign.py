@@ -16,7 +16,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import admin_wait_s
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 ReassignMode = Literal["drop", "move"]
 

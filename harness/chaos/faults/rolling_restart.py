@@ -16,7 +16,7 @@ from pydantic import Field
 from harness.chaos.faults.base import Fault, FaultParams
 from harness.chaos.faults.stop import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 from harness.waiting import wait_for
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, param_number, shown
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.sidecar import Sidecar

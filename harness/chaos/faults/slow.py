@@ -9,7 +9,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite, run_in
 from harness.limits import at_least, at_most, optional_whole, whole
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, start_stopped
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
-from harness.rundir.faults import ClassKind
+from harness.rundir.fault_classes import ClassKind
 
 StopTimeout = Annotated[
     whole,
