@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.chaos.heal import heal_all
-from harness.run.evidence import segments_event
 from harness.run.final_read import read_back_topic
+from harness.run.kept_segments import segments_event
 from harness.rundir.events import EventLog, PhaseEvent, SegmentsKept
 from harness.workload.finalize import finalize
 from harness.workload.readback import Decoder, Readback

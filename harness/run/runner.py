@@ -56,7 +56,7 @@ from harness.rundir.release import KafkaVersion
 from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import OnTimeout
 from harness.workload.clients import client_senders, librdkafka_config, value_decoder
-from harness.workload.clients.java import group_member
+from harness.workload.clients.java_client import group_member
 from harness.workload.clients.transactional import java_transactions
 from harness.workload.consumers import CatchUp, ConsumerGroup, Liveness
 from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks

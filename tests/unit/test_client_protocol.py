@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.workload.clients.command import ClientProgram, CommandProducer
-from harness.workload.clients.errors import status_of_error
 from harness.workload.clients.protocol import (
     EffectiveConfig,
     OtherLine,
@@ -27,6 +26,7 @@ from harness.workload.clients.protocol import (
     decode_with,
     parse_line,
 )
+from harness.workload.clients.send_errors import status_of_error
 from harness.workload.recorder import Workload
 from tests.unit.finalized import finalized
 

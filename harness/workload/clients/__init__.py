@@ -20,7 +20,7 @@ from harness.rundir.config import setting_text
 from harness.rundir.events import ClientConfig
 from harness.workload.clients.command import ClientProgram, CommandProducer
 from harness.workload.clients.fleet import CommandFleet
-from harness.workload.clients.java import java_client, tools_classpath
+from harness.workload.clients.java_client import java_client, tools_classpath
 from harness.workload.clients.protocol import ValueFormat, decode_with
 from harness.workload.journal import SOLE, ProducerSlot
 from harness.workload.producers import share_of

@@ -26,7 +26,6 @@ from typing import IO
 
 from harness.rundir.events import ClientConfig, EventLog, RecorderTally
 from harness.rundir.records import Status
-from harness.workload.clients.errors import status_of_error
 from harness.workload.clients.protocol import (
     EffectiveConfig,
     Line,
@@ -41,6 +40,7 @@ from harness.workload.clients.protocol import (
     journal_value,
     parse_line,
 )
+from harness.workload.clients.send_errors import status_of_error
 from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
 from harness.workload.recorder import DeliveryTally, RecorderStats, Workload
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.run import evidence
-from harness.run.evidence import keep_segments, missing_acked, segments_event
+from harness.run import kept_segments
+from harness.run.kept_segments import keep_segments, missing_acked, segments_event
 from harness.rundir.layout import segments_dir
 from harness.rundir.records import ACKED_SCHEMA, PRODUCER_ID_STRIDE, READBACK_SCHEMA
 from tests.examples import examples
@@ -172,7 +172,7 @@ def test_missing_acked_in_batches_matches_a_set_oracle(
     read: list[int | None],
     batch_rows: int,
 ) -> None:
-    monkeypatch.setattr(evidence, "_BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(kept_segments, "_BATCH_ROWS", batch_rows)
     run_dir = write_run(tmp_path_factory.mktemp("run"), acked, read)
     # The oracle: every ok row whose id the read-back lacks (a repeated ok id counts each time).
     assert missing_acked(run_dir) == sum(1 for i in acked if i not in set(read))
