@@ -144,6 +144,8 @@ def test_the_isr_exception_reads_the_samples_before_the_last_fault() -> None:
     )
     # Without partition facts any partition's shrunk ISR will do.
     assert "(p1 ISR [2] at t=2.5 s)" in judged(shrunk, {}).detail
+    # t is in seconds of 10^6 µs: 2 250 001 µs after t=0 rounds up.
+    assert "(p0 ISR [1] at t=2.3 s)" in judged([sample(3_250_001, [1])], {}).detail
     fault = {"type": "fault_start", "ts_us": 3_000_000, "fault_id": 1, "fault": "kill",
              "nodes": [1], "detail": {}}  # fmt: skip
     violation = judged([*shrunk, fault], {"1": 1, "0": 2})
@@ -191,6 +193,17 @@ def test_each_partitions_judgement_is_joined_into_one_reason() -> None:
     assert head.startswith("2 of 100 acked missing (2 ")
     first, second = partitions.split("; p1: ")
     assert first.startswith("p0: acks=1 truncation: fault 1 (kill) hit node 1, leader of p0, at")
+    assert second.startswith("acks=1 truncation: fault 1 (kill) hit node 1, leader of p1, at")
+    # One partition's replicas silently corrupted: Kafka documents no outcome, so the loss is
+    # unknown, each partition's judgement named.
+    corrupt = FaultHit(2, "corrupt", "corruption", "leader", (1,), 2_000_000)
+    corruption = guarantee_for(config.model_copy(update={"fault_class": "leader-corruption"}))
+    undocumented = judged({0: PartitionHistory(0, (corrupt,), (), ()), 1: hit_both[1]})
+    assert undocumented.verdict == Verdict.UNKNOWN
+    head, _, partitions = undocumented.detail.partition("; not documented: ")
+    assert head == allowed.detail.partition("; allowed by mechanism: ")[0]
+    first, second = partitions.split("; p1: ")
+    assert first == f"p0: p0 (leader-corruption): {corruption.citation}"
     assert second.startswith("acks=1 truncation: fault 1 (kill) hit node 1, leader of p1, at")
     unexplained = judged({})  # no fault hit either partition: nothing allows the loss
     assert unexplained.verdict == Verdict.VIOLATION
