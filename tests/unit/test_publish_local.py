@@ -5,14 +5,34 @@ replaced when its runs are reported again, never another report's)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from analysis.crossrun.dataset import RESULTS_SCHEMA, results_partitioning, write_dataset
-from analysis.report.publish import append_results, destination, publish_folder, runs_digest
+from analysis.report.publish import (
+    Destination,
+    DestinationError,
+    append_results,
+    destination,
+    publish_folder,
+    runs_digest,
+)
 from tests.unit.report_runs import AP, CP, judge_all, result
 from tests.unit.results_json import typed
+
+FIX = (
+    "Fix: give a local folder, or a URI pyarrow opens (s3://bucket/prefix, "
+    "s3a://bucket/prefix, gs://bucket/prefix, hdfs://namenode:port/path with libhdfs "
+    "installed, file:///path)"
+)
 
 
 def test_a_folder_is_copied_whole_and_its_uris_listed_in_order(tmp_path: Path) -> None:
@@ -72,24 +92,16 @@ def test_reports_append_to_one_lake_each_replacing_only_its_own_files(tmp_path: 
 
 
 def test_a_destination_error_names_the_uri_its_first_line_and_the_fix(tmp_path: Path) -> None:
-    import pytest
-
     from analysis.report import publish
-    from analysis.report.publish import DestinationError
 
-    fix = (
-        "Fix: give a local folder, or a URI pyarrow opens (s3://bucket/prefix, "
-        "s3a://bucket/prefix, gs://bucket/prefix, hdfs://namenode:port/path with libhdfs "
-        "installed, file:///path)"
-    )
     (tmp_path / "f").write_text("x")
     with pytest.raises(DestinationError) as caught:
         destination((tmp_path / "f").as_uri() + "/")
-    assert str(caught.value) == f"{(tmp_path / 'f').as_uri()}/ is a file, not a folder. {fix}"
+    assert str(caught.value) == f"{(tmp_path / 'f').as_uri()}/ is a file, not a folder. {FIX}"
     with pytest.raises(DestinationError) as caught:
         destination("nope://x/y")
     text = str(caught.value)
-    assert text.startswith("cannot open nope://x/y: ") and text.endswith(f". {fix}")
+    assert text.startswith("cannot open nope://x/y: ") and text.endswith(f". {FIX}")
     assert "\n" not in text
     assert publish._first_line(ValueError("  first\nsecond ")) == "first"
     assert publish._first_line(OSError()) == "OSError"
@@ -119,6 +131,26 @@ def test_the_lake_is_partitioned_by_experiment_and_version(tmp_path: Path) -> No
     assert set(table["kafka_version"].to_pylist()) == {"3.9.0"}
 
 
+def test_the_lake_gets_the_results_schema_whatever_else_the_dataset_holds(
+    tmp_path: Path,
+) -> None:
+    # A dataset whose files carry a column the lake does not know: the lake's files keep
+    # RESULTS_SCHEMA's columns (the partition columns are its folders), and only those.
+    written = ds.dataset(
+        _dataset(tmp_path, "r1", [("ap", 0), ("cp", 0)]),
+        schema=RESULTS_SCHEMA,
+        partitioning=results_partitioning(),
+    ).to_table()
+    extra = written.append_column("extra", pa.array(["x"] * written.num_rows))
+    ds.write_dataset(extra, tmp_path / "wider", format="parquet",
+                     partitioning=results_partitioning())  # fmt: skip
+    assert append_results(tmp_path / "wider", destination((tmp_path / "lake").as_uri())) == 2
+    (part,) = (tmp_path / "lake").rglob("*.parquet")
+    stored = [n for n in RESULTS_SCHEMA.names if n not in ("experiment", "kafka_version")]
+    assert pq.read_schema(part).names == stored
+    assert _lake(tmp_path / "lake") == [("ap", 0), ("cp", 0)]
+
+
 def test_a_store_whose_paths_are_not_local_gets_the_files(tmp_path: Path) -> None:
     import pyarrow.fs as pafs
 
@@ -136,3 +168,60 @@ def test_a_store_whose_paths_are_not_local_gets_the_files(tmp_path: Path) -> Non
     lake = Destination("s3://bucket/lake", filesystem, "bucket/lake")
     assert append_results(_dataset(tmp_path, "r1", [("ap", 0)]), lake) == 1
     assert _lake(store / "bucket" / "lake") == [("ap", 0)]
+
+
+# A folder name as a URI or a store path spells it: letters, the mutation-prone X, a dot.
+_name = st.text(alphabet="aXx.9", min_size=1, max_size=4)
+
+
+@pytest.mark.property
+@example(["bucket", "X"], 0, "report.html")
+@given(st.lists(_name, min_size=1, max_size=4), st.integers(0, 3), _name)
+def test_a_child_is_the_folder_uri_one_slash_and_the_name(
+    folders: list[str], slashes: int, child: str
+) -> None:
+    uri = "s3://" + "/".join(folders) + "/" * slashes
+    target = Destination(uri, pafs.LocalFileSystem(), "unused")
+    assert target.child(child) == f"s3://{'/'.join(folders)}/{child}"
+
+
+@pytest.mark.property
+@example(["a", "b"], 1)
+@example(["laX"], 0)
+@given(st.lists(_name.filter(lambda n: n.strip(".")), min_size=1, max_size=4), st.integers(0, 3))
+def test_a_store_folder_is_its_path_without_trailing_slashes(
+    folders: list[str], slashes: int
+) -> None:
+    # mock:// (pyarrow's in-memory store) keeps a trailing slash in the path it gives, as S3
+    # does: the destination's path is the folder's, whatever ends its name.
+    found = destination("mock:///" + "/".join(folders) + "/" * slashes)
+    assert isinstance(found.filesystem, pafs._MockFileSystem)
+    assert found.path == "/".join(folders)
+
+
+def test_a_local_folder_ending_in_x_keeps_its_name(tmp_path: Path) -> None:
+    assert destination((tmp_path / "laX").as_uri()).path == (tmp_path / "laX").as_posix()
+    assert destination((tmp_path / "laX").as_uri() + "/").path == (tmp_path / "laX").as_posix()
+
+
+def _arrow_error(call: Callable[[], object]) -> str:
+    """The first line of what pyarrow raises for `call` (the reason a destination quotes)."""
+    with pytest.raises((ValueError, OSError)) as caught:
+        call()
+    return str(caught.value).strip().splitlines()[0]
+
+
+def test_an_unopenable_or_unreachable_store_is_refused_with_pyarrows_reason(
+    tmp_path: Path,
+) -> None:
+    reason = _arrow_error(lambda: pafs.FileSystem.from_uri("nope://x/y"))
+    with pytest.raises(DestinationError) as caught:
+        destination("nope://x/y")
+    assert str(caught.value) == f"cannot open nope://x/y: {reason}. {FIX}"
+    # A name longer than the file system allows: opened, but stat() fails (ENAMETOOLONG).
+    long = tmp_path / ("n" * 300)
+    reason = _arrow_error(lambda: pafs.LocalFileSystem().get_file_info(long.as_posix()))
+    assert "too long" in reason
+    with pytest.raises(DestinationError) as caught:
+        destination(long.as_uri())
+    assert str(caught.value) == f"cannot reach {long.as_uri()}: {reason}. {FIX}"
