@@ -69,16 +69,17 @@ def select_run_dirs(pattern: str, files: dict[str, object]) -> list[str]:
     """The run directories (folders holding spec.json) among `files`' paths that lie at or
     under a match of `pattern`, matched name by name as glob.glob(recursive=True) matches:
     `*`, `?` and `[...]` within a name, `**` for any number of folders, and a name starting
-    with a dot matched only by a pattern name starting with one. Sorted."""
+    with a dot matched only by a pattern name starting with one. Each is spelt as `files`
+    spell it (a doubled slash kept: the run's files are found by that prefix). Sorted."""
     wanted = PurePosixPath(pattern).parts
     found = set()
     for path in files:
-        run_dir = PurePosixPath(path)
-        if run_dir.name != layout.SPEC:
+        spec = PurePosixPath(path)
+        if spec.name != layout.SPEC:
             continue
-        parts = run_dir.parent.parts
+        parts = spec.parent.parts
         if any(_names_match(wanted, parts[:k]) for k in range(len(parts) + 1)):
-            found.add(run_dir.parent.as_posix())
+            found.add(path.removesuffix(layout.SPEC).rstrip("/") or spec.parent.as_posix())
     return sorted(found)
 
 

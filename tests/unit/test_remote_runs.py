@@ -192,6 +192,24 @@ def test_a_copy_is_made_again_when_the_store_changed_and_keeps_its_time(tmp_path
     assert copied_spec.read_text() == same_size + " "
 
 
+def test_a_doubled_slash_in_a_uri_still_copies_the_runs_it_selects(tmp_path: Path) -> None:
+    # The listing spells paths with the doubled slash (a local or HDFS folder, an S3 key); the
+    # run directory must be named as the listing names it, or none of its files is copied.
+    store = tmp_path / "store"
+    run = write_run(store, "cp", *in_order(2))
+    (run / "extra.txt").write_text("kept")
+    runs = (store / "runs").as_uri()
+    for n, pattern in enumerate([f"{runs}//exp", f"{runs}//exp/*", f"{runs}/exp//*//cp/"]):
+        cache = tmp_path / f"cache{n}"
+        (staged,) = stage_runs([pattern], cache)
+        assert staged == str(local_mirror(cache, "file://", run.as_posix())), pattern
+        copied = {p.name: p.read_bytes() for p in Path(staged).iterdir()}
+        assert copied == {p.name: p.read_bytes() for p in run.iterdir()}, pattern
+    files = {"a//b/c/spec.json": None, "a//b/c/x.json": None}
+    assert select_run_dirs("a/b/*", files) == ["a//b/c"]
+    assert select_run_dirs("/", {"/spec.json": None, "/x/spec.json": None}) == ["/", "/x"]
+
+
 def test_a_store_whose_paths_are_not_local_is_copied_through_its_file_system(
     tmp_path: Path,
 ) -> None:
