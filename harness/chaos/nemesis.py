@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from harness.chaos.conditions import ClusterView, Condition
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
@@ -35,6 +35,7 @@ from harness.rundir.events import (
     FaultEnd,
     FaultFailed,
     FaultStart,
+    PartitionRoles,
     now_us,
 )
 
@@ -170,7 +171,22 @@ def _whole_cluster(ctx: FaultContext, step: Step, nodes: Sequence[KafkaNode]) ->
     return every or FAULT_TYPES[step.fault].hits_whole_cluster(step.params)
 
 
-def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
+class Faulted(TypedDict):
+    """The event fields naming faulted nodes (see _faulted)."""
+
+    nodes: list[int]
+    hosts: list[str]
+
+
+class Roles(TypedDict, total=False):
+    """The fault_start fields of the roles just before an injection: `partitions`, or why not
+    (`partitions_error`, with the last snapshot taken as `partitions` when there was one)."""
+
+    partitions: list[PartitionRoles]
+    partitions_error: str
+
+
+def _faulted(nodes: Sequence[KafkaNode]) -> Faulted:
     """The event fields naming faulted nodes: `nodes` the broker ids (what the analysis reads
     leaders and ISRs against), `hosts` every node's name, controllers and ZooKeeper too."""
     return {
@@ -179,13 +195,13 @@ def _faulted(nodes: Sequence[KafkaNode]) -> dict[str, list]:
     }
 
 
-def _led_by(roles: dict[str, Any], nodes: Sequence[KafkaNode]) -> list[int]:
+def _led_by(roles: Roles, nodes: Sequence[KafkaNode]) -> list[int]:
     """The partitions one of `nodes` led in a roles snapshot ([] without one)."""
     ids = {n.node_id for n in nodes if n.role.is_broker}
     return sorted(p["partition"] for p in roles.get("partitions", []) if p["leader"] in ids)
 
 
-def _states_field(states: Sequence[PartitionState]) -> list[dict[str, Any]]:
+def _states_field(states: Sequence[PartitionState]) -> list[PartitionRoles]:
     """Partition states as events record them (the sampler's shape, with the replicas)."""
     return [
         {
@@ -224,7 +240,7 @@ class Nemesis:
         self._leaders_before: dict[int, int | None] = {}
         # The last roles snapshot taken, and when (monotonic): a fault on a cluster with no
         # broker answering records these, marked stale (no broker can have changed them).
-        self._last_roles: tuple[float, list[dict[str, Any]]] | None = None
+        self._last_roles: tuple[float, list[PartitionRoles]] | None = None
 
     @property
     def injected(self) -> int:
@@ -435,7 +451,7 @@ class Nemesis:
             }
         return {}
 
-    def _roles(self) -> dict[str, Any]:
+    def _roles(self) -> Roles:
         """`partitions` (leader, ISR and replicas of each) just before an injection, or why not
         (with the last snapshot taken, when there was one, as `partitions`)."""
         try:

@@ -16,12 +16,13 @@ import json
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import docker
 import docker.errors
 
 from harness.platform.image import base_tag
+from harness.rundir.events import ShaperFigures
 from harness.waiting import wait_for
 
 if TYPE_CHECKING:
@@ -42,6 +43,23 @@ class HelperOwner(Protocol):
 
     @property
     def labels(self) -> dict[str, str]: ...
+
+
+class HelperReady(TypedDict, total=False):
+    """What a helper set up, as its `ready` line says (the shaper: its queue, chain, rules)."""
+
+    queue: int
+    chain: str
+    rules: list[list[str]]
+
+
+class HelperLine(TypedDict, total=False):
+    """One JSON line of a helper's program, as read (not validated): `ready` or `error` when it
+    acts, what it reports when SIGTERM ends it (the shaper: `figures`)."""
+
+    ready: HelperReady
+    error: str
+    figures: ShaperFigures
 
 
 class SidecarError(RuntimeError):
@@ -70,7 +88,7 @@ def package_archive(package: Path) -> bytes:
     return buffer.getvalue()
 
 
-def json_lines(text: str) -> list[dict[str, Any]]:
+def json_lines(text: str) -> list[dict[str, object]]:
     """The JSON objects among `text`'s lines (other lines are not for the harness)."""
     found = []
     for line in text.splitlines():
@@ -98,9 +116,9 @@ class Sidecar:
     argument: str
     kind: str  # what the helper is, in its name and label (e.g. shaper)
     container: Any = None
-    said: list[dict[str, Any]] = field(default_factory=list)
+    said: list[HelperLine] = field(default_factory=list)
 
-    def start(self, timeout_s: float = 20.0) -> dict[str, Any]:
+    def start(self, timeout_s: float = 20.0) -> HelperReady:
         """Start the helper and wait for its `ready` line; return what it said there."""
         settings = self.cluster.settings
         client = docker.from_env()
@@ -131,13 +149,13 @@ class Sidecar:
             raise SidecarError(f"{self.where}: no answer from the {self.kind} in {timeout_s:.0f} s")
         for line in self.said:
             if "ready" in line:
-                return dict(line["ready"])
+                return line["ready"]
         reason = next((str(line["error"]) for line in self.said if "error" in line), None)
         tail = reason or self._logs()[-400:].strip() or "it exited without a word"
         self.remove()
         raise SidecarError(f"{self.where}: the {self.kind} did not start: {tail}")
 
-    def stop(self, timeout_s: int = 10) -> list[dict[str, Any]]:
+    def stop(self, timeout_s: int = 10) -> list[HelperLine]:
         """SIGTERM, wait for the program to end, remove the container; its JSON lines."""
         if self.container is None:
             return self.said
@@ -173,7 +191,7 @@ class Sidecar:
     def _read_output(self) -> None:
         with contextlib.suppress(docker.errors.APIError):
             out = self.container.logs(stdout=True, stderr=False).decode(errors="replace")
-            self.said = json_lines(out)
+            self.said = cast("list[HelperLine]", json_lines(out))
 
 
 NETWORK_TOOLS = ("iptables", "tc")  # what the faults run in a node's network namespace

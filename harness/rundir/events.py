@@ -11,7 +11,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
+from pydantic_core import core_schema
 from typing_extensions import TypedDict  # pydantic reads typing's only from Python 3.12
 
 from harness.rundir.layout import EVENTS
@@ -103,6 +112,52 @@ class BrokerSegments(TypedDict, total=False):
     skipped: str | None
 
 
+class FaultDetail(TypedDict, total=False):
+    """A fault_start's `detail`: what the fault's inject() said. Each fault type's detail
+    (harness/chaos/faults/<type>.py) extends this with its own keys; these are the keys the
+    analysis reads: a shaped fault's direction (`in`: the target's incoming packets are held)
+    and the delay it adds, ms."""
+
+    direction: str
+    delay_ms: float
+
+
+class HeldConnection(TypedDict):
+    """A connection a shaper held: when its first held packet came (epoch µs) and the API key
+    of the request that packet started (None: not chosen by its request)."""
+
+    at_us: int
+    api_key: int | None
+
+
+class ShaperFigures(TypedDict, total=False):
+    """What one node's shaper did (harness/chaos/shaper/main.py prints it as it ends; the
+    connections only when it held or passed any; an older shaper's may lack keys)."""
+
+    packets: int
+    dropped: int
+    duplicated: int
+    reordered: int
+    hold_ms_p50: float | None
+    hold_ms_p99: float | None
+    hold_ms_max: float | None
+    held_connections: dict[str, HeldConnection]  # by "source:port > destination:port"
+    passed_connections: int
+
+
+class FaultEndDetail(TypedDict, total=False):
+    """A fault_end's `detail`: what the fault's detail() said after the heal. Each fault type's
+    extends this; the key the analysis reads: each node's shaper figures (None: it ended
+    without them)."""
+
+    shaper: dict[str, ShaperFigures | None]
+
+
+# A fault's detail as written: typed for the code on both sides, never validated or reshaped
+# (the line keeps the fault's keys in its order; an older run's detail reads as it is).
+AsWritten: Final = GetPydanticSchema(lambda _source, _handler: core_schema.any_schema())
+
+
 class PhaseEvent(_Event):
     """A phase of the repetition began: cluster-start, topic-ready, workload-start, ..."""
 
@@ -133,7 +188,7 @@ class FaultStart(_Event):
     # [{partition, leader, isr, replicas}] just before injection, or why not
     partitions: list[PartitionRoles] | None = None
     partitions_error: str | None = None
-    detail: Any = None
+    detail: Annotated[FaultDetail, AsWritten] = {}
 
 
 class FaultEnd(_Event):
@@ -144,7 +199,7 @@ class FaultEnd(_Event):
     fault: str | None = None
     nodes: list[int] = []
     hosts: list[str] = []
-    detail: Any = None
+    detail: Annotated[FaultEndDetail, AsWritten] = {}
 
 
 class FaultFailed(_Event):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import (
     EventLog,
+    FaultEnd,
     FaultStart,
     PhaseEvent,
     ReadbackDone,
@@ -75,6 +76,19 @@ def test_a_line_holds_only_the_fields_its_writer_set(tmp_path: Path) -> None:
     assert first == {"ts_us": 7, "type": "phase", "phase": "workload-start"}
     assert list(second)[:2] == ["ts_us", "type"]
     assert second["as"] == "victim" and "nodes" not in second and "detail" not in second
+
+
+def test_a_fault_detail_is_written_and_read_as_the_fault_gave_it(tmp_path: Path) -> None:
+    # Typed for the code on both sides, never validated: keys in the fault's order, 100 no 100.0.
+    detail = {"percent": 30, "to": ["all"], "delay_ms": 100, "shaper": "nfqueue", "z": None}
+    log = EventLog(tmp_path / layout.EVENTS)
+    log.write(FaultStart(fault_id=1, detail=detail))
+    log.write(FaultEnd(fault_id=1))
+    log.close()
+    line = (tmp_path / layout.EVENTS).read_text().splitlines()[0]
+    assert line.endswith(f', "detail": {json.dumps(detail)}}}')
+    start, end = read_events(tmp_path).events
+    assert list(start.detail.items()) == list(detail.items()) and end.detail == {}
 
 
 def test_torn_foreign_and_invalid_lines_are_counted_not_raised() -> None:

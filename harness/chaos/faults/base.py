@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer
 
 from harness.limits import shown
+from harness.rundir.events import FaultDetail, FaultEndDetail
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
@@ -42,7 +43,7 @@ class FaultParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @model_serializer(mode="wrap")
-    def _used_values(self, handler: Any) -> dict[str, Any]:
+    def _used_values(self, handler: Any) -> dict[str, object]:
         data = handler(self)
         return {k: v for k, v in data.items() if v is not None or k in self.model_fields_set}
 
@@ -155,15 +156,17 @@ class Fault(ABC, Generic[P]):
         return iter(())
 
     @abstractmethod
-    def inject(self) -> dict[str, Any]:
-        """Start the fault; return details worth recording in events.jsonl."""
+    def inject(self) -> FaultDetail:
+        """Start the fault; return details worth recording in events.jsonl (the fault_start's
+        `detail`: each type declares its own FaultDetail beside it)."""
 
     @abstractmethod
     def heal(self) -> None:
         """End the fault."""
 
-    def detail(self) -> dict[str, Any]:
-        """After heal: what the fault ended up doing, worth recording (empty by default)."""
+    def detail(self) -> FaultEndDetail:
+        """After heal: what the fault ended up doing, worth recording (the fault_end's
+        `detail`; empty by default)."""
         return {}
 
 

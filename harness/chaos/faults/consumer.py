@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from harness.chaos.faults.base import Fault, FaultError, HelperSite, NoParams
+from harness.chaos.faults.kill import SignalDetail
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class ConsumerKill(ConsumerFault):
     name = "consumer-kill"
     class_kinds = (ClassKind.KILL,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SignalDetail:
         for member in self.members:
             member.kill()
         return {"signal": "SIGKILL"}
@@ -87,7 +88,7 @@ class ConsumerPause(ConsumerFault):
     name = "consumer-pause"
     class_kinds = (ClassKind.PAUSE,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SignalDetail:
         for member in self.members:
             member.pause()
         return {"signal": "SIGSTOP"}
@@ -105,7 +106,7 @@ class ConsumerRebalance(ConsumerFault):
     name = "consumer-rebalance"
     class_kinds = (ClassKind.REBALANCE,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SignalDetail:
         for member in self.members:
             member.leave()
         return {"signal": "SIGTERM"}

@@ -19,14 +19,16 @@ that were created, even empty, which a real file system without a directory fsyn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite, start_stopped
+from harness.chaos.faults.kill import SignalDetail
 from harness.chaos.faults.power_loss import wait_until_down
 from harness.limits import at_most, whole
 from harness.platform import disk_layer
+from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -35,7 +37,26 @@ if TYPE_CHECKING:
 MAX_DISK_DELAY_MS = 60_000
 
 
-def _layer_answer(node: KafkaNode, *command: str) -> dict[str, Any]:
+class _FileReport(TypedDict, total=False):
+    """What a crash did to one file (chaosfs's FileReport: tracker.go)."""
+
+    path: str
+    synced_size: int
+    size_before: int
+    size_after: int
+    restored_bytes: int
+
+
+class _LayerReply(TypedDict, total=False):
+    """chaosfs's reply, as read: a crash's (CrashReport: tracker.go) or a status's."""
+
+    torn: bool
+    files: list[_FileReport]
+    dropped_bytes: int
+    failed_ops: int
+
+
+def _layer_answer(node: KafkaNode, *command: str) -> _LayerReply:
     """chaosfs's reply to `command` on `node`; FaultError when the node has no disk layer or
     the layer refuses."""
     if not node.disk_layered:
@@ -44,7 +65,7 @@ def _layer_answer(node: KafkaNode, *command: str) -> dict[str, Any]:
             "mounts one under every node when an experiment has disk faults"
         )
     try:
-        return disk_layer.control(node, *command)
+        return cast("_LayerReply", disk_layer.control(node, *command))
     except disk_layer.DiskLayerError as exc:
         raise FaultError(str(exc)) from exc
 
@@ -62,6 +83,30 @@ class _OnDisk(Fault[Any]):
         chaosfs_binary(settings)
 
 
+class FileSizes(TypedDict):
+    """One file's size when last synced, before the crash and after it."""
+
+    synced: int
+    before: int
+    after: int
+
+
+class CrashSummary(TypedDict):
+    """What a crash took on one node: bytes dropped, whether torn, per changed file its sizes."""
+
+    dropped_bytes: int
+    torn: bool | None
+    files: dict[str, FileSizes]
+
+
+class CrashDetail(SignalDetail):
+    """The disk layer's power loss (page cache lost), and per host what its crash took."""
+
+    method: str
+    page_cache: str
+    lost: dict[str, CrashSummary]
+
+
 class LoseUnsynced(_OnDisk):
     """Power loss for real: unsynced writes undone on the disk, then SIGKILL; heal restarts."""
 
@@ -69,7 +114,7 @@ class LoseUnsynced(_OnDisk):
     class_kinds = (ClassKind.POWER_LOSS,)
     crash_command: tuple[str, ...] = ("crash",)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> CrashDetail:
         lost = {}
         for node in self.nodes:
             # The layer refuses every operation after the crash, so nothing Kafka writes
@@ -93,9 +138,9 @@ class TornWrite(LoseUnsynced):
     crash_command = ("crash", "torn")
 
 
-def _crash_summary(reply: dict[str, Any]) -> dict[str, Any]:
+def _crash_summary(reply: _LayerReply) -> CrashSummary:
     """What a crash took, for events.jsonl: bytes dropped, and per changed file its sizes."""
-    files = {
+    files: dict[str, FileSizes] = {
         entry.get("path") or "(unlinked)": {
             "synced": entry.get("synced_size", 0),
             "before": entry.get("size_before", 0),
@@ -111,6 +156,19 @@ def _crash_summary(reply: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class ModeDetail(FaultDetail):
+    """The disk layer's mode switched on."""
+
+    mode: str
+
+
+class ModeEnd(FaultEndDetail):
+    """Operations the layer failed per node running at heal; the nodes stopped by then."""
+
+    failed_ops: dict[str, int]
+    halted: list[str]
+
+
 class _Mode(_OnDisk):
     """A disk fault that is a mode of the layer: on at inject, off at heal. A broker that
     halted on the failure (Kafka halts when its only log directory fails) is started again."""
@@ -123,7 +181,7 @@ class _Mode(_OnDisk):
         self._failed_ops: dict[str, int] = {}
         self._halted: list[str] = []
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> ModeDetail:
         for node in self.nodes:
             _layer_answer(node, "set", self.mode, "on")
         return {"mode": self.mode}
@@ -138,7 +196,7 @@ class _Mode(_OnDisk):
                 self._halted.append(node.hostname)
         start_stopped(self.nodes)
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> ModeEnd:
         """How many operations the layer failed on each node still running at heal, and which
         nodes had stopped by then (the broker halted on the failure)."""
         return {"failed_ops": dict(self._failed_ops), "halted": list(self._halted)}
@@ -172,6 +230,13 @@ class SlowDiskParams(FaultParams):
     fsync_ms: Annotated[DiskDelay, Field(description="wait before each fsync, whole ms")] = 200
 
 
+class SlowDiskDetail(FaultDetail):
+    """The wait before each write and each fsync, ms."""
+
+    write_ms: int
+    fsync_ms: int
+
+
 class SlowDisk(_OnDisk):
     """Every write and fsync of the target's log directory waits (params.write_ms, fsync_ms)."""
 
@@ -179,7 +244,7 @@ class SlowDisk(_OnDisk):
     Params = SlowDiskParams
     class_kinds = (ClassKind.SLOW_DISK,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SlowDiskDetail:
         for node in self.nodes:
             _layer_answer(node, "set", "write-delay", str(self.params.write_ms))
             _layer_answer(node, "set", "fsync-delay", str(self.params.fsync_ms))

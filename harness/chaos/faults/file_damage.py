@@ -15,12 +15,13 @@ heal does nothing (a stopped node stays stopped; the step that stopped it starts
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, whole
+from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -84,6 +85,27 @@ class FlipParams(FaultParams):
     bit: Annotated[whole, Field(ge=0, le=7, description="which bit of the byte, 0-7")] = 0
 
 
+class DamagedFile(TypedDict, total=False):
+    """What was done to one node's file: whether the node ran, the file (relative to the log
+    directory), its size before, and the damage: truncate's size_after; flip's byte (`at`,
+    from the start), bit, and the byte's values before and after."""
+
+    node: str
+    file: str
+    size_before: int
+    size_after: int
+    at: int
+    bit: int
+    byte_before: int
+    byte_after: int
+
+
+class FileDamageDetail(FaultDetail):
+    """Per host, what was done to its file."""
+
+    files: dict[str, DamagedFile]
+
+
 class _FileDamage(Fault[Any]):
     """Finding the file, and reading and writing it on a running or a stopped node: `_damage`
     turns the file's bytes into the damaged bytes, `_change_in_place` damages it in place."""
@@ -91,13 +113,13 @@ class _FileDamage(Fault[Any]):
     helper_site = HelperSite.BROKER_CONTAINER
     tools: ClassVar[tuple[str, ...]] = ("truncate", "stat", "ls")
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> FileDamageDetail:
         return {"files": {node.hostname: self._damage_on(node) for node in self.nodes}}
 
     def heal(self) -> None:
         """Nothing to undo: the damage stays, as a disk's would."""
 
-    def _damage_on(self, node: KafkaNode) -> dict[str, Any]:
+    def _damage_on(self, node: KafkaNode) -> DamagedFile:
         running = node.state() == "running"
         folder, name = self._where(node, running)
         if running:
@@ -129,7 +151,7 @@ class _FileDamage(Fault[Any]):
         files = node.read_files(f"{node.disk_dir}/{folder}")
         return [name.rsplit("/", 1)[-1] for name in files]
 
-    def _through_archive(self, node: KafkaNode, folder: str, name: str) -> dict[str, Any]:
+    def _through_archive(self, node: KafkaNode, folder: str, name: str) -> DamagedFile:
         path = f"{node.disk_dir}/{folder}{name}"
         files = node.read_files(path)
         if name not in files:
@@ -139,15 +161,15 @@ class _FileDamage(Fault[Any]):
         node.write_files(path.rsplit("/", 1)[0], {name: (header, damaged)})
         return {"file": f"{folder}{name}", "size_before": len(data), **detail}
 
-    def _in_place(self, node: KafkaNode, path: str) -> dict[str, Any]:
+    def _in_place(self, node: KafkaNode, path: str) -> DamagedFile:
         size = int(_run(node, f"stat -c %s {shlex.quote(path)}"))
         detail = self._change_in_place(node, path, size)
         return {"file": path.removeprefix(f"{node.log_dir}/"), "size_before": size, **detail}
 
-    def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
+    def _damage(self, data: bytes) -> tuple[bytes, DamagedFile]:
         raise NotImplementedError
 
-    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> dict[str, Any]:
+    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> DamagedFile:
         raise NotImplementedError
 
 
@@ -159,11 +181,11 @@ class Truncate(_FileDamage):
     # What a lost page cache leaves of the file, on the target alone.
     class_kinds = (ClassKind.POWER_LOSS,)
 
-    def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
+    def _damage(self, data: bytes) -> tuple[bytes, DamagedFile]:
         kept = max(0, len(data) - self.params.bytes)
         return data[:kept], {"size_after": kept}
 
-    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> dict[str, Any]:
+    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> DamagedFile:
         kept = max(0, size - self.params.bytes)
         _run(node, f"truncate -s {kept} {shlex.quote(path)}")
         return {"size_after": kept}
@@ -178,15 +200,20 @@ class Flip(_FileDamage):
     # Silent corruption of one replica: Kafka documents no outcome for it.
     class_kinds = (ClassKind.CORRUPTION,)
 
-    def _damage(self, data: bytes) -> tuple[bytes, dict[str, Any]]:
+    def _damage(self, data: bytes) -> tuple[bytes, DamagedFile]:
         if not data:
             raise FaultError(f"the file to flip a bit of is empty ({self.params.file})")
         at = max(0, len(data) - self.params.byte_from_end)
         after = data[at] ^ (1 << self.params.bit)
-        detail = {"at": at, "bit": self.params.bit, "byte_before": data[at], "byte_after": after}
+        detail: DamagedFile = {
+            "at": at,
+            "bit": self.params.bit,
+            "byte_before": data[at],
+            "byte_after": after,
+        }
         return data[:at] + bytes([after]) + data[at + 1 :], detail
 
-    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> dict[str, Any]:
+    def _change_in_place(self, node: KafkaNode, path: str, size: int) -> DamagedFile:
         if size == 0:
             raise FaultError(f"{node.hostname}: {path} is empty, no bit to flip")
         at, quoted = max(0, size - self.params.byte_from_end), shlex.quote(path)

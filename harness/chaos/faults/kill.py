@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.chaos.faults.base import Fault, FaultParams, NoParams, start_stopped
+from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
+
+
+class SignalDetail(FaultDetail):
+    """The signal a process got (kill and stop here, the consumer faults on group members)."""
+
+    signal: str
 
 
 class Kill(Fault[NoParams]):
@@ -14,7 +19,7 @@ class Kill(Fault[NoParams]):
     name = "kill"
     class_kinds = (ClassKind.KILL,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SignalDetail:
         for node in self.nodes:
             node.kill()
         return {"signal": "SIGKILL"}

@@ -8,14 +8,15 @@ other shaped faults do.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite
-from harness.chaos.faults.shape import DropParams, PeerDrop, To
+from harness.chaos.faults.shape import DropParams, PeerDrop, ShapedDetail, To
 from harness.limits import param_number
+from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
 
 
@@ -26,6 +27,12 @@ class LossParams(FaultParams):
         param_number, Field(ge=1, le=100, description="share of packets dropped, 1 to 100 %")
     ] = 30
     to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
+
+
+class LossDetail(FaultDetail):
+    """The share of packets dropped on the target's interface, %."""
+
+    percent: float
 
 
 class Loss(Fault[LossParams]):
@@ -39,7 +46,7 @@ class Loss(Fault[LossParams]):
     class_kinds = (ClassKind.LOSS,)
     residue_cleanup = netfilter.CLEANUP
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> LossDetail | ShapedDetail:
         percent = float(self.params.percent)
         if self.params.to != ["all"]:
             params = DropParams(percent=self.params.percent, to=self.params.to)
@@ -58,7 +65,7 @@ class Loss(Fault[LossParams]):
             if node.state() == "running":
                 netfilter.flush(node)
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> FaultEndDetail:
         """With peers: what the shaper dropped (packets seen, dropped)."""
         peers = getattr(self, "_peers", None)
         return {} if peers is None else peers.detail()

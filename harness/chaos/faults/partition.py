@@ -12,6 +12,7 @@ from pydantic import BeforeValidator, Field, model_validator
 from harness.chaos.faults import netfilter
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import shown
+from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
 
 PartitionMode = Literal["from-brokers", "from-quorum", "full", "groups"]
@@ -67,6 +68,14 @@ class PartitionParams(FaultParams):
         return self
 
 
+class PartitionDetail(FaultDetail, total=False):
+    """The mode, and who was cut: the groups of node ids, or (from-quorum) the quorum's hosts."""
+
+    mode: str
+    groups: list[list[int]]
+    cut_from: list[str]
+
+
 class Partition(Fault[PartitionParams]):
     """Cut links between nodes with iptables in their namespaces.
 
@@ -113,7 +122,7 @@ class Partition(Fault[PartitionParams]):
             reason = "all brokers are in one group, so nothing is cut; list at least two groups"
             yield "params.groups", reason
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> PartitionDetail:
         mode = self.params.mode
         if mode == "full":
             for node in self.nodes:

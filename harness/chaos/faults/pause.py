@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.chaos.faults.base import Fault, NoParams
+from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
 
 
@@ -14,7 +13,7 @@ class Pause(Fault[NoParams]):
     name = "pause"
     class_kinds = (ClassKind.PAUSE,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> FaultDetail:
         for node in self.nodes:
             node.pause()
         return {}

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import tarfile
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, start_stopped
+from harness.chaos.faults.kill import SignalDetail
 from harness.limits import (
     MAX_DURATION_S,
     WHY_DURATION,
@@ -48,6 +49,14 @@ class PowerLossParams(FaultParams):
     ] = 30  # Linux writes dirty pages back after 30 s
 
 
+class PowerLossDetail(SignalDetail):
+    """SIGKILL with the page cache lost: the window, and per host what each partition lost."""
+
+    page_cache: str
+    window_s: float | None
+    lost: dict[str, dict[str, dict[str, int | str]]]  # host -> partition -> its cut
+
+
 class PowerLoss(Fault[PowerLossParams]):
     """SIGKILL plus the loss of each target's unflushed partition data; heal restarts."""
 
@@ -55,7 +64,7 @@ class PowerLoss(Fault[PowerLossParams]):
     Params = PowerLossParams
     class_kinds = (ClassKind.POWER_LOSS,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> PowerLossDetail:
         for node in self.nodes:
             node.kill()
         window_s = self.params.window_s

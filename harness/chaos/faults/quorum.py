@@ -12,12 +12,13 @@ changes, leader elections) until the heal.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import admin_wait_s
+from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
 
 
@@ -37,6 +38,32 @@ class RemoveControllerParams(FaultParams):
     ] = 60
 
 
+class RemovedDetail(FaultDetail):
+    """The controller removed, the voters and leader before and after, how long it took, and
+    how often the leader refused first and why (last), how many admin clients were new."""
+
+    controller: int
+    voters_before: list[int]
+    leader_before: int
+    voters_after: list[int]
+    leader_after: int
+    completed_ms: int
+    refusals: NotRequired[int]
+    last_refusal: NotRequired[str]
+    new_clients: NotRequired[int]
+
+
+class RestoredDetail(FaultEndDetail, total=False):
+    """The same of the heal's addition (nothing when no controller was removed)."""
+
+    voters_restored: list[int]
+    leader_restored: int
+    restored_ms: int
+    restore_refusals: int
+    restore_last_refusal: str
+    restore_new_clients: int
+
+
 class RemoveController(Fault[RemoveControllerParams]):
     """The targeted KRaft controller removed from the voter set, added back at heal."""
 
@@ -53,7 +80,7 @@ class RemoveController(Fault[RemoveControllerParams]):
 
         admin_classpath(settings)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> RemovedDetail:
         from harness.platform.admin import AdminError, remove_voter
         from harness.platform.topology import Role, directory_id
 
@@ -79,15 +106,19 @@ class RemoveController(Fault[RemoveControllerParams]):
             raise FaultError(f"remove-controller of {node.hostname}: {exc}") from exc
         self._removed: int | None = node.node_id
         before = after.before or after
-        return {
+        detail: RemovedDetail = {
             "controller": node.node_id,
             "voters_before": before.voter_ids,
             "leader_before": before.leader,
             "voters_after": after.voter_ids,
             "leader_after": after.leader,
             "completed_ms": after.ms,
-            **_refusals(after),
         }
+        if after.refusals:
+            detail |= {"refusals": after.refusals, "last_refusal": after.last_refusal}
+        if after.new_clients:
+            detail["new_clients"] = after.new_clients
+        return detail
 
     def heal(self) -> None:
         from harness.platform.admin import AdminError, add_voter
@@ -109,25 +140,20 @@ class RemoveController(Fault[RemoveControllerParams]):
             )
         except AdminError as exc:
             raise FaultError(f"adding {node.hostname} back to the quorum: {exc}") from exc
-        self._restored = {
+        self._restored: RestoredDetail = {
             "voters_restored": after.voter_ids,
             "leader_restored": after.leader,
             "restored_ms": after.ms,
-            **_refusals(after, "restore_"),
         }
+        if after.refusals:
+            self._restored |= {
+                "restore_refusals": after.refusals,
+                "restore_last_refusal": after.last_refusal,
+            }
+        if after.new_clients:
+            self._restored["restore_new_clients"] = after.new_clients
         self._removed = None
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> RestoredDetail:
         """The voter set restored at heal and how long adding the controller back took."""
-        return getattr(self, "_restored", {})
-
-
-def _refusals(state: Any, prefix: str = "") -> dict[str, Any]:
-    """How often the quorum's leader refused the change before taking it, and why (last);
-    how many admin clients had to be started afresh to see the quorum again."""
-    found: dict[str, Any] = {}
-    if state.refusals:
-        found |= {f"{prefix}refusals": state.refusals, f"{prefix}last_refusal": state.last_refusal}
-    if state.new_clients:
-        found[f"{prefix}new_clients"] = state.new_clients
-    return found
+        return getattr(self, "_restored", RestoredDetail())

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import admin_wait_s
+from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
 
 ReassignMode = Literal["drop", "move"]
@@ -58,6 +59,23 @@ def new_replicas(
     return [chosen.get(r, r) for r in replicas]
 
 
+class ReassignDetail(FaultDetail):
+    """The mode, the replica sets before and after, the ISR then, and how long it took."""
+
+    mode: str
+    before: list[int]
+    after: list[int]
+    isr: list[int]
+    completed_ms: int
+
+
+class ReassignEnd(FaultEndDetail, total=False):
+    """The replica set restored at heal and how long that took (nothing when never moved)."""
+
+    restored: list[int]
+    restored_ms: int
+
+
 class Reassign(Fault[ReassignParams]):
     """The step's partition reassigned away from the targets (params.mode), back at heal."""
 
@@ -73,7 +91,7 @@ class Reassign(Fault[ReassignParams]):
 
         admin_classpath(settings)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> ReassignDetail:
         from harness.platform.admin import AdminError, reassign
 
         cluster, topic = self.ctx.cluster, self.ctx.topic
@@ -115,9 +133,9 @@ class Reassign(Fault[ReassignParams]):
             )
         except AdminError as exc:
             raise FaultError(f"moving partition {self.partition} back: {exc}") from exc
-        self._restored = {"restored": list(done.after), "restored_ms": done.ms}
+        self._restored: ReassignEnd = {"restored": list(done.after), "restored_ms": done.ms}
         self._before = None
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> ReassignEnd:
         """The replica set restored at heal and how long copying it back took."""
-        return getattr(self, "_restored", {})
+        return getattr(self, "_restored", ReassignEnd())

@@ -9,13 +9,14 @@ thread; healing stops it between steps and starts whatever is still down.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams
 from harness.chaos.faults.stop import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
+from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
 from harness.waiting import wait_for
 
@@ -38,6 +39,20 @@ class RollingRestartParams(FaultParams):
     ] = 60
 
 
+class RollingDetail(FaultDetail):
+    """The order of the roll (the active controller last) and that controller (None: none)."""
+
+    order: list[int]
+    controller: int | None
+
+
+class RollingEnd(FaultEndDetail):
+    """The nodes restarted before the heal, and whether that was all of them."""
+
+    restarted: list[int]
+    completed: bool
+
+
 class RollingRestart(Fault[RollingRestartParams]):
     """SIGTERM, start and wait for the ISR, node after node; heal ends the roll."""
 
@@ -45,7 +60,7 @@ class RollingRestart(Fault[RollingRestartParams]):
     Params = RollingRestartParams
     class_kinds = (ClassKind.ROLLING_RESTART,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> RollingDetail:
         controller = self.ctx.cluster.active_controller()
         self.order = sorted(self.nodes, key=lambda n: (n.node_id == controller, n.node_id))
         self.restarted: list[int] = []
@@ -78,7 +93,7 @@ class RollingRestart(Fault[RollingRestartParams]):
         states = self.ctx.cluster.partition_states(self.ctx.topic)
         return all(node.node_id in s.isr for s in states if node.node_id in s.replicas)
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> RollingEnd:
         """Which nodes were restarted before the heal, and whether that was all of them."""
         restarted = list(getattr(self, "restarted", []))
         return {"restarted": restarted, "completed": len(restarted) == len(self.nodes)}

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Required, TypedDict, cast
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
 from harness.limits import at_most, param_number, shown
+from harness.rundir.events import FaultEndDetail, ShaperFigures
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class _Directed(FaultParams):
         return self
 
     @model_serializer(mode="wrap")
-    def _used_values(self, handler: Any) -> dict[str, Any]:
+    def _used_values(self, handler: Any) -> dict[str, object]:
         """The values used, as FaultParams dumps them, with only the active side's peers."""
         data = handler(self)
         data.pop("to" if self.direction == "in" else "from", None)
@@ -200,7 +201,7 @@ class DropParams(FaultParams):
     to: To = ["all"]  # noqa: RUF012
 
 
-def shape_of(fault: str, params: FaultParams) -> dict[str, Any]:
+def shape_of(fault: str, params: FaultParams) -> dict[str, float | tuple[int, ...]]:
     """The shaper's Shape fields (harness/chaos/shaper/policy.py) for a step's params."""
     if isinstance(params, DelayParams):
         return {
@@ -261,12 +262,32 @@ def peers_and_direction(params: FaultParams) -> tuple[list[str], Direction]:
     return list(params.to), "out"  # type: ignore[attr-defined]
 
 
+# A shaped fault's detail: its params as used (`from` is a keyword, hence this form; direction
+# and delay_ms are FaultDetail's, which the analysis reads), the shaper and each node's rules.
+ShapedDetail = TypedDict(
+    "ShapedDetail",
+    {
+        "direction": str,
+        "delay_ms": float,
+        "to": list[str],
+        "from": list[str],
+        "jitter_ms": float,
+        "connections_percent": float,
+        "requests": list[str],
+        "percent": float,
+        "shaper": Required[str],
+        "rules": Required[dict[str, list[list[str]]]],
+    },
+    total=False,
+)
+
+
 class _Shaped(Fault[Any]):
     """The shared inject and heal of the faults shaped by a helper in each target's namespace."""
 
     helper_site = HelperSite.SIDECAR
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> ShapedDetail:
         from harness.platform.sidecar import Sidecar
 
         cluster = self.ctx.cluster
@@ -274,8 +295,8 @@ class _Shaped(Fault[Any]):
         brokers = {node.hostname for node in cluster.nodes}
         quorum = {node.hostname for node in [*cluster.quorum, *cluster.ensemble]}
         self._sidecars: list[Sidecar] = []
-        self._figures: dict[str, Any] = {}
-        rules: dict[str, Any] = {}
+        self._figures: dict[str, ShaperFigures | None] = {}
+        rules: dict[str, list[list[str]]] = {}
         try:
             peers, direction = peers_and_direction(self.params)
             for node in self.nodes:
@@ -289,7 +310,8 @@ class _Shaped(Fault[Any]):
         except Exception as exc:
             self.heal()
             raise FaultError(str(exc)) from exc
-        return {**self.params.model_dump(), "shaper": "nfqueue", "rules": rules}
+        detail = {**self.params.model_dump(), "shaper": "nfqueue", "rules": rules}
+        return cast("ShapedDetail", detail)  # the params' keys, as pydantic dumps them
 
     def _plan(self, matches: list[list[str]], skips: list[list[str]], direction: str) -> str:
         """The shaper's plan (harness/chaos/shaper/main.py) as its JSON argument."""
@@ -318,7 +340,7 @@ class _Shaped(Fault[Any]):
         if problems:
             raise FaultError("; ".join(problems))
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> FaultEndDetail:
         """What each node's shaper did: packets shaped, dropped, duplicated, hold times."""
         return {"shaper": getattr(self, "_figures", {})}
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, HelperSite, run_in
 from harness.limits import at_least, at_most, optional_whole, whole
+from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ def netem_available(node: KafkaNode) -> bool:
     return code == 0
 
 
+class SlowDetail(FaultDetail):
+    """The rate left, the delay added (0 without netem), the qdisc, and whether netem is there."""
+
+    rate_kbit: int
+    qdisc: str
+    netem_available: bool | None
+
+
 class Slow(Fault[SlowParams]):
     """Egress of the target limited to params.rate_kbit (default 256); params.delay_ms via netem."""
 
@@ -53,7 +62,7 @@ class Slow(Fault[SlowParams]):
     class_kinds = (ClassKind.SLOW,)
     residue_cleanup = f"{shlex.join(REMOVE_QDISC)} 2>/dev/null"
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> SlowDetail:
         rate = self.params.rate_kbit
         delay_ms = self.params.delay_ms or 0
         if delay_ms and self.ctx.netem is None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams, start_stopped
+from harness.chaos.faults.kill import SignalDetail
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, whole
 from harness.rundir.fault_classes import ClassKind
 
@@ -23,6 +24,12 @@ class StopParams(FaultParams):
     timeout_s: StopTimeout = 60
 
 
+class StopDetail(SignalDetail):
+    """SIGTERM, and how long each broker had for its controlled shutdown."""
+
+    timeout_s: int
+
+
 class Stop(Fault[StopParams]):
     """SIGTERM with time for controlled shutdown: leadership moves away before the exit."""
 
@@ -30,7 +37,7 @@ class Stop(Fault[StopParams]):
     Params = StopParams
     class_kinds = (ClassKind.STOP,)
 
-    def inject(self) -> dict[str, Any]:
+    def inject(self) -> StopDetail:
         timeout_s = self.params.timeout_s
         for node in self.nodes:
             node.stop(timeout_s=timeout_s)

@@ -20,10 +20,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .nfqueue import Packet, Queue
 from .policy import Flow, Policy, Shape, flow_of, request_key
+
+if TYPE_CHECKING:  # the harness's types: the helper container has this package only
+    from harness.rundir.events import HeldConnection, ShaperFigures
 
 IPT = ["iptables", "-w"]
 # Copies the shaper sends carry this mark, so its own rules let them pass.
@@ -81,7 +84,7 @@ class Figures:
     # With connections_percent < 100 or request_keys: each held connection, named source >
     # destination, with the wall-clock time (epoch microseconds) its first packet was held and
     # the API key of the request that packet started (None: not chosen by its request).
-    held_connections: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    held_connections: dict[str, HeldConnection] = field(default_factory=dict)
     passed_connections: int = 0
 
     def hold_connection(self, flow: Flow, request: int | None, came_us: int) -> None:
@@ -90,20 +93,20 @@ class Figures:
         if len(self.held_connections) < HELD_CONNECTIONS_KEPT:
             source, sport, destination, dport = flow
             name = f"{socket.inet_ntoa(source)}:{sport} > {socket.inet_ntoa(destination)}:{dport}"
-            held = {"at_us": came_us, "api_key": request}
+            held: HeldConnection = {"at_us": came_us, "api_key": request}
             self.held_connections.setdefault(name, held)
 
     def add_hold(self, seconds: float) -> None:
         if len(self.holds_ms) < HOLDS_KEPT:
             self.holds_ms.append(seconds * 1000.0)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ShaperFigures:
         holds = sorted(self.holds_ms)
 
         def pct(q: float) -> float | None:
             return round(holds[min(len(holds) - 1, int(q * len(holds)))], 3) if holds else None
 
-        return {
+        figures: ShaperFigures = {
             "packets": self.seen,
             "dropped": self.dropped,
             "duplicated": self.duplicated,
@@ -111,15 +114,11 @@ class Figures:
             "hold_ms_p50": pct(0.50),
             "hold_ms_p99": pct(0.99),
             "hold_ms_max": round(holds[-1], 3) if holds else None,
-            **(
-                {
-                    "held_connections": self.held_connections,
-                    "passed_connections": self.passed_connections,
-                }
-                if self.held_connections or self.passed_connections
-                else {}
-            ),
         }
+        if self.held_connections or self.passed_connections:
+            figures["held_connections"] = self.held_connections
+            figures["passed_connections"] = self.passed_connections
+        return figures
 
 
 def iptables(*args: str) -> None:
