@@ -167,7 +167,7 @@ def _copy_file(source: Destination, info: pafs.FileInfo, target: Path) -> None:
     partial = target.with_name(target.name + ".partial")
     pafs.copy_files(
         info.path,
-        str(partial),
+        str(partial.absolute()),  # relative, "kc:cache/..." would be refused as a URI
         source_filesystem=source.filesystem,
         destination_filesystem=pafs.LocalFileSystem(),
     )

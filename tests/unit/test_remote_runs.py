@@ -309,3 +309,14 @@ def test_local_patterns_pass_through_around_the_uris(tmp_path: Path) -> None:
         "or a journal). Fix: name the folder the runs were copied to, e.g. "
         "s3a://bucket/runs/<experiment>/<timestamp>, or a parent of it"
     )
+
+
+def test_a_relative_cache_named_like_a_scheme_is_a_local_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    run = write_run(store, "cp", *in_order(2))
+    monkeypatch.chdir(tmp_path)  # KCHAOS_CACHE_DIR=kc:cache: pyarrow takes "kc:" for a scheme
+    (staged,) = stage_runs([(store / "runs" / "exp").as_uri()], Path("kc:cache"))
+    assert staged == str(local_mirror(Path("kc:cache"), "file://", run.as_posix()))
+    assert (tmp_path / staged / layout.SPEC).read_bytes() == (run / layout.SPEC).read_bytes()
