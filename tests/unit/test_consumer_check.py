@@ -17,7 +17,7 @@ from analysis.judge.outcomes import Verdict
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Sensitivity
 from harness.rundir import layout
-from harness.rundir.records import COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.records import ASSIGNMENT_SCHEMA, COMMIT_SCHEMA, PROCESSED_SCHEMA
 from tests.unit.reconcile_runs import T0_US, in_order, read, sent, write_run
 from tests.unit.verdict_runs import CP, judge_repetition, result
 
@@ -186,6 +186,49 @@ def test_the_timeline_carries_the_group_lag_until_the_last_commit(tmp_path: Path
     lags = [timeline[s].get("group_lag") for s in range(second - 1, second + 3)]
     assert lags == [6, 3, 3, 0]
     assert second + 3 not in timeline
+
+
+def test_the_group_lag_counts_only_acknowledged_sends_with_an_offset(tmp_path: Path):
+    # A failed report and an ok one without an offset, both in partition 0 and acked seconds
+    # after the last commit, extend neither the group lag nor the seconds it covers.
+    acked, readback = in_order(6)
+    second = T0_US // 1_000_000 + 1  # the second after the six sends
+    failed = {**sent(7, None, status="failed"), "ack_ts_us": (second + 4) * 1_000_000}
+    unlocated = {**sent(8, None), "ack_ts_us": (second + 6) * 1_000_000}
+    events = [group_end({0: 6})]
+    run_dir = write_run(tmp_path, "c", [*acked, failed, unlocated], readback, events=events)
+    rows = [(0, 3, second * 1_000_000, "ok"), (0, 6, (second + 2) * 1_000_000, "ok")]
+    journal(run_dir, 0, 0, [(m, 0, m - 1) for m in range(1, 7)], second * 1_000_000, rows)
+    timeline = check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).seconds
+    lagged = {s: row["group_lag"] for s, row in timeline.items() if "group_lag" in row}
+    assert lagged == {second - 1: 6, second: 3, second + 1: 3, second + 2: 0}
+
+
+def _stream(path: Path, schema: pa.Schema, rows: list[dict[str, Any]]) -> None:
+    with ipc.new_stream(str(path), schema) as writer:
+        writer.write_batch(pa.RecordBatch.from_pylist(rows, schema=schema))
+
+
+@pytest.mark.parametrize(("commit", "skips"), [("before-process", 0), ("after-process", 1)])
+def test_a_failed_commit_breaks_a_poll_step_in_before_process_mode_only(
+    tmp_path: Path, commit: str, skips: int
+):
+    # Member 0 processed offsets 0, 1, then 5, past 2..4 the read-back holds; its commit of
+    # partition 0 failed in between. Before-process: that batch was never to be processed.
+    acked, readback = in_order(6)
+    events = [group_end({0: 6}, commit=commit)]
+    run_dir = write_run(tmp_path, "c", acked, readback, events=events)
+    files = layout.consumer_journal(0, 0)
+    processed = [
+        {"msg_id": o + 1, "partition": 0, "offset": o, "consumer": 0, "ts_us": ts}
+        for o, ts in ((0, 10), (1, 11), (5, 30))
+    ]
+    _stream(run_dir / files.processed, PROCESSED_SCHEMA, processed)
+    assigned = [{"consumer": 0, "partition": 0, "kind": "assigned", "ts_us": 5}]
+    _stream(run_dir / files.assignments, ASSIGNMENT_SCHEMA, assigned)
+    refused = [{"partition": 0, "offset": 2, "consumer": 0, "ts_us": 20, "outcome": "X"}]
+    _stream(run_dir / files.commits, COMMIT_SCHEMA, refused)
+    assert facts(run_dir)["poll_skip"] == skips
 
 
 def test_a_run_without_a_group_has_no_consumer_counts(tmp_path: Path):

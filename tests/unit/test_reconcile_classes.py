@@ -3,10 +3,16 @@ moved, divergent, expired, reordered or phantom, and the one loss figure."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from analysis.checks.messages import RunInput, check_run
 from analysis.model.results import Example
 from tests.unit.reconcile_runs import (
     counts,
     example_ids,
+    read,
+    sent,
+    write_run,
 )
 
 
@@ -152,3 +158,16 @@ def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> N
     assert example_ids(result, "lost") == [2]
     assert example_ids(result, "unseen") == [6]
     assert result.examples["lost"][0].offset is None
+
+
+def test_acks0_proof_counts_only_later_sends_without_an_offset(tmp_path: Path) -> None:
+    # Message 1 (no offset) is missing; 2, sent after it to the same partition, was read, but
+    # it carries its offset: it is judged at that offset and proves nothing of 1's.
+    acked = [sent(1, None), sent(2, 0)]
+    run_dir = write_run(tmp_path, "acks0", acked, [read(2, 0)], acks="0")
+    facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=True))
+    assert (facts.counts["lost"], facts.counts["unseen"]) == (0, 1)
+    # Without its offset, 2 proves 1 lost.
+    run_dir = write_run(tmp_path, "acks0-b", [sent(1, None), sent(2, None)], [read(2, 0)], acks="0")
+    facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=True))
+    assert (facts.counts["lost"], facts.counts["unseen"]) == (1, 0)

@@ -80,6 +80,19 @@ ACKS0_PROVEN_BY_A_FAILED_LATER_SEND = GeneratedRun(
     log_start={0: 0}, located=False, complete=True, acks="0",
 )  # fmt: skip
 
+# acks=0: a send at the same µs as the one read proves nothing (only a later send does).
+ACKS0_A_SEND_AT_THE_SAME_TIME_READ = GeneratedRun(
+    sends=[Send(m, f"k{m}", 0, OK, 0, None, T0_US + 1000) for m in (1, 2)],
+    log=_records((2, 0)), reread=[], log_start={0: 0}, located=False, complete=True, acks="0",
+)  # fmt: skip
+# acks=0: message 2, sent after 1, written to partitions 0 and 1 (3 after both, in 2): p1's
+# copy proves 1 lost.
+ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS = GeneratedRun(
+    sends=[Send(m, f"k{m}", 0, OK, p, None, T0_US + m * 1000) for m, p in ((1, 1), (2, 0), (3, 2))],
+    log=[Record(2, "k2", 0, 0, 0), Record(2, "k2", 0, 1, 0), Record(3, "k3", 0, 2, 0)],
+    reread=[], log_start={0: 0, 1: 0, 2: 0}, located=False, complete=True, acks="0",
+)  # fmt: skip
+
 
 @given(runs())
 @example(EVERYTHING_GONE)
@@ -87,6 +100,8 @@ ACKS0_PROVEN_BY_A_FAILED_LATER_SEND = GeneratedRun(
 @example(NOTHING_ACKED)
 @example(REWRITTEN_AND_MOVED)
 @example(ACKS0_PROVEN_BY_A_FAILED_LATER_SEND)
+@example(ACKS0_A_SEND_AT_THE_SAME_TIME_READ)
+@example(ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS)
 def test_the_checker_counts_what_the_oracle_counts(run: GeneratedRun) -> None:
     _same(_checked(run), expected_counts(run))
 

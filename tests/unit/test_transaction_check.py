@@ -17,7 +17,7 @@ from harness.chaos.coordinators import java_string_hash, partition_for
 from harness.rundir import layout
 from harness.rundir.records import ACKED_SCHEMA, PROCESSED_SCHEMA, READBACK_SCHEMA
 from harness.rundir.streams import StreamWriter
-from harness.rundir.transactions import TRANSACTION_SCHEMA
+from harness.rundir.transactions import TRANSACTION_SCHEMA, TXN_READ_SCHEMA
 from tests.examples import examples
 
 T0_US = 1_700_000_000_000_000
@@ -264,3 +264,78 @@ def test_commit_never_requested_is_an_abort_with_no_commit_clause(intent, made, 
     error = "; ".join(text) or None
     expected = intent == "abort" and all(call != "commit" for call, _ in made)
     assert commit_never_requested(intent, error) == expected
+
+
+def _rewritten(path: Path, change) -> None:
+    """Rewrite a Parquet file's rows with change(rows) -> rows, keeping its schema."""
+    table = pq.read_table(path)
+    pq.write_table(pa.Table.from_pylist(change(table.to_pylist()), schema=table.schema), path)
+
+
+@pytest.mark.parametrize("base", [0, 2**62])
+def test_each_message_the_group_processed_is_counted_to_it_across_int64(
+    tmp_path: Path, base: int
+) -> None:
+    # The unjournalled send (12, the highest msg_id) becomes transaction 4's, aborted; the
+    # group processed aborted 4 once and 12 twice, none in the read-back. With every msg_id
+    # moved by `base` (2^62: past what a float tells apart), each count stays its message's.
+    run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
+    aborted = {"txn": 4, "first_msg_id": SENT - 1, "messages": 1, "intent": "abort"}
+    _rewritten(
+        run_dir / layout.TRANSACTIONS,
+        lambda rows: [*rows, {**rows[1], **aborted}],
+    )
+
+    def moved(rows: list[dict]) -> list[dict]:
+        return [
+            {**r, **{k: r[k] + base for k in ("msg_id", "first_msg_id") if k in r}} for r in rows
+        ]
+
+    for name in (layout.ACKED, layout.READBACK, layout.READBACK_UNCOMMITTED, layout.TRANSACTIONS):
+        _rewritten(run_dir / name, moved)
+    rows = [
+        {"msg_id": base + m, "partition": 0, "offset": 0, "consumer": 0, "ts_us": T0_US}
+        for m in (4, SENT - 1, SENT - 1)
+    ]
+    writer = StreamWriter(run_dir / layout.consumer_journal(0, 0).processed, PROCESSED_SCHEMA)
+    writer.write(pa.RecordBatch.from_pylist(rows, schema=PROCESSED_SCHEMA))
+    writer.close()
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["aborted_read"] == 2
+    consumed = {e["msg_id"] - base: e["consumed"] for e in facts.examples["aborted_read"]}
+    assert consumed == {4: 1, SENT - 1: 2}
+
+
+def test_a_group_that_processed_records_of_no_send_counts_nothing(tmp_path: Path) -> None:
+    # No send and an empty read-back, but the group processed a record (a producer's own
+    # journal lost, the topic recreated): nothing to count it against.
+    run_dir = write_txn_run(tmp_path, [], [])
+    _rewritten(run_dir / layout.ACKED, lambda rows: [])
+    _rewritten(run_dir / layout.TRANSACTIONS, lambda rows: [])
+    write_processed(run_dir, [4])
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["aborted_read"] == 0 and facts.counts["sent"] == 0
+
+
+def test_a_record_of_no_send_is_a_phantom_not_an_unjournalled_send(tmp_path: Path) -> None:
+    run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
+    stranger = {"msg_id": 99, "key": "k99", "key_seq": 0, "partition": 0, "offset": 50}
+    _rewritten(run_dir / layout.READBACK, lambda rows: [*rows, {**rows[0], **stranger}])
+    counts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
+    assert counts["phantom"] == 1
+    assert counts["txn_unjournalled_sends"] == 1  # message 12 alone
+
+
+def test_the_transactions_reader_and_the_group_are_both_judged(tmp_path: Path) -> None:
+    # The reader (committed transaction 0) read p0@2 then p0@0: a step backwards; the group's
+    # member journalled no assignment: an unjournalled start.
+    run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
+    reads = [
+        {"txn": 0, "msg_id": m, "partition": 0, "offset": location(m)[1], "ts_us": T0_US + ts}
+        for m, ts in ((6, 100), (0, 200))
+    ]
+    pq.write_table(pa.Table.from_pylist(reads, schema=TXN_READ_SCHEMA), run_dir / layout.TXN_READS)
+    write_processed(run_dir, [0, 1])
+    counts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
+    assert counts["nonmonotonic_poll"] == 1
+    assert counts["poll_starts_unjournalled"] == 1
