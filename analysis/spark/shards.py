@@ -13,9 +13,8 @@ and everything that spans shards is a Spark operation that spills to disk:
 
 Then the acked rows (with their holders) and the records are spread by shard over as many
 tasks: a task holds whole shards and runs the whole-run message check on them
-(analysis.checks.messages.shard.check_shard); the order check's records are spread by partition
-and key the same way. The driver merges a run's answers. A task's memory grows with
-`shard_rows`, not with the run.
+(analysis.checks.messages.shard.check_shard). The driver merges a run's answers. A task's
+memory grows with `shard_rows`, not with the run.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analysis.checks.messages.columns import (
@@ -44,19 +43,19 @@ from analysis.checks.messages.columns import (
     Acked,
     Reads,
 )
+from analysis.checks.messages.examples import MAX_EXAMPLES
 from analysis.checks.messages.facts import SHARD_ROWS, RunFacts, RunInput
 from analysis.checks.messages.index import Holders, Progress
 from analysis.checks.messages.shard import (
     Reordering,
     SendFacts,
     ShardFacts,
-    check_order,
     check_shard,
     merge,
-    merge_orders,
 )
 from analysis.checks.messages.timeline import LATENCY_PERCENTILES
-from analysis.model.anomalies import STATUS_COUNTS, CountName
+from analysis.model.anomalies import EXAMPLE_FIELDS, STATUS_COUNTS, AnomalyName, CountName
+from analysis.model.results import ExampleRow
 from harness.rundir import layout
 from harness.rundir.records import NO_REPORT, STATUSES
 
@@ -70,6 +69,11 @@ _TASK = "task"
 # What check_shard reads of each side (the error, ack time and key serve other checks).
 _SHARD_ACKED = ("msg_id", "status", "partition", "offset", "send_ts_us", "held", "held_by")
 _SHARD_RECORDS = ("msg_id", "key_seq", "partition", "offset")
+# A late record's example row: the fields the whole-run check gives, key last as it does.
+_REORDERED_FIELDS = (
+    *(f for f in EXAMPLE_FIELDS[AnomalyName.REORDERED] if f != "key"),
+    "key",
+)
 
 
 def shard_count(acked_rows: int, shard_rows: int = SHARD_ROWS) -> int:
@@ -123,7 +127,7 @@ def _checked_shards(
 ) -> ShardedAnswer:
     """A complete run's facts from its acked rows, distinct records and send facts."""
     progress = _progress(acked, records, run.unlocated_acks)
-    reordering = _reordering(records, run.shards)
+    reordering = _reordering(records)
     held = records.select(
         "partition", "offset", F.col("msg_id").alias("held_by"), F.lit(True).alias("held")
     )
@@ -283,26 +287,33 @@ def _second_entry(row: dict) -> dict[str, Any]:
     return entry
 
 
-def _reordering(records: DataFrame, tasks: int) -> Reordering:
-    """The order check of the whole read-back: the records with a key sequence, spread by
-    partition and key over `tasks` tasks (every record of one partition and key in one task),
-    each task's records checked by check_order, the answers merged."""
-    out = (
-        records.filter(F.col("key_seq").isNotNull())
-        .repartition(tasks, "partition", "key")
-        .mapInArrow(_order_task, schema="order binary")
-        .collect()
+def _reordering(records: DataFrame) -> Reordering:
+    """The order check of the whole read-back in Spark (classes.reordered over every record): a
+    record with a key sequence is late when an earlier offset of its partition and key holds a
+    higher one; the count, and the example rows of the lowest msg_ids (`example_order`)."""
+    earlier = (
+        Window.partitionBy("partition", "key")
+        .orderBy("offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
     )
-    return merge_orders(pickle.loads(row["order"]) for row in out)
+    late = (
+        records.filter(F.col("key_seq").isNotNull())
+        .withColumn("max_key_seq_before", F.max("key_seq").over(earlier))
+        .filter(F.col("key_seq") < F.col("max_key_seq_before"))
+        .select(*_REORDERED_FIELDS)
+    )
+    # One job: the count beside each row, then only the lowest rows leave the JVM.
+    counted = late.withColumn("late", F.count(F.lit(1)).over(Window.partitionBy()))
+    lowest = counted.orderBy(F.col("msg_id").isNull(), "msg_id", "partition", "offset")
+    rows = lowest.limit(MAX_EXAMPLES).collect()
+    if not rows:
+        return Reordering()
+    return Reordering(int(rows[0]["late"]), [_reordered_row(row) for row in rows])
 
 
-def _order_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One task's records in, its pickled Reordering out (nothing for a task without rows)."""
-    parts = list(batches)
-    records = pa.Table.from_batches(parts) if parts else None
-    if records is not None and records.num_rows:
-        reordering = check_order(Reads.of(records.select(list(READBACK_COLUMNS))))
-        yield pa.RecordBatch.from_pydict({"order": [pickle.dumps(reordering)]})
+def _reordered_row(row: Row) -> ExampleRow:
+    """A late record's example row, its fields in the order the whole-run check gives them."""
+    return {name: row[name] for name in _REORDERED_FIELDS}
 
 
 def _shard_task(

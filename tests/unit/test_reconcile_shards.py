@@ -23,10 +23,9 @@ from hypothesis import strategies as st
 
 from analysis.checks.messages import RunInput, check_run
 from analysis.checks.messages.columns import ACKED_COLUMNS, NO_ID, READBACK_COLUMNS, Acked, Reads
-from analysis.checks.messages.examples import MAX_EXAMPLES, example_order
 from analysis.checks.messages.facts import RunFacts
 from analysis.checks.messages.index import Holders, Index, Progress
-from analysis.checks.messages.shard import Reordering, SendFacts, check_shard, merge, merge_orders
+from analysis.checks.messages.shard import Reordering, SendFacts, check_shard, merge
 from analysis.checks.messages.timeline import send_facts
 from analysis.model.anomalies import AnomalyName
 from analysis.spark.reconcile import reconcile, reconcile_in_process
@@ -105,30 +104,6 @@ def test_shards_merged_give_the_whole_runs_facts(run: GeneratedRun, shards: int)
             shards=shards,
         )
         assert _comparable(_sharded(run_dir, checked)) == _comparable(check_run(checked))
-
-
-ROW = st.fixed_dictionaries(
-    {
-        "msg_id": st.one_of(st.none(), st.integers(0, 50)),
-        "partition": st.integers(0, 3),
-        "offset": st.integers(0, 9),
-    }
-)
-
-
-@given(st.lists(st.lists(ROW, max_size=12), max_size=5))
-def test_merged_order_checks_keep_the_runs_lowest_examples(parts: list[list[dict]]) -> None:
-    everything = [row for part in parts for row in part]
-    oracle = sorted(
-        everything,
-        key=lambda r: (r["msg_id"] is None, r["msg_id"] or 0, r["partition"], r["offset"]),
-    )[:MAX_EXAMPLES]
-    shards = [
-        Reordering(len(part), sorted(part, key=example_order)[:MAX_EXAMPLES]) for part in parts
-    ]
-    merged = merge_orders(shards)
-    assert merged.count == len(everything)
-    assert merged.examples == oracle
 
 
 @given(st.integers(0, 10**9), st.integers(1, 10**7))

@@ -31,7 +31,6 @@ from analysis.checks.messages.examples import (
     examples_of,
     identity_facts,
     missing_of,
-    reordered_examples,
 )
 from analysis.checks.messages.facts import RunFacts, RunInput
 from analysis.checks.messages.index import Holders, Index, Progress, messages_of
@@ -162,17 +161,3 @@ def _missing_order(row: tuple[int | None, int | None, int | None]) -> tuple[bool
 def _lowest(rows: Iterable[Any], n: int, key: Callable[[Any], Any]) -> list[Any]:
     """The n lowest rows by key, in that order."""
     return heapq.nsmallest(n, rows, key=key)
-
-
-def check_order(reads: Reads) -> Reordering:
-    """The order check (classes.reordered) over records holding every record of each of their
-    (partition, key) pairs: a group of the run's records, or the whole read-back."""
-    reordered = classes.reordered(reads)
-    return Reordering(len(reordered["offset"]), reordered_examples(reordered, reads))
-
-
-def merge_orders(parts: Iterable[Reordering]) -> Reordering:
-    """The order check of a run from those of its groups: counts added, lowest examples kept."""
-    parts = list(parts)
-    examples = (row for part in parts for row in part.examples)
-    return Reordering(sum(p.count for p in parts), _lowest(examples, MAX_EXAMPLES, example_order))
