@@ -5,13 +5,16 @@ property against Python's own glob on the same tree), what is copied and what is
 from __future__ import annotations
 
 import glob
+import io
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from analysis.report.publish import DestinationError
@@ -60,6 +63,49 @@ def test_a_pattern_selects_the_run_directories_a_local_glob_selects(
         selected = select_run_dirs("/".join([root.as_posix(), *pattern]), files)
         assert set(selected) == _glob_oracle(root, pattern)
         assert selected == sorted(selected)
+
+
+# A URI pattern's names: folder names a URI can spell (a trailing X, a colon that makes
+# "k://" inside the path), globs, and "" (a doubled slash).
+URI_NAMES = ("a", "b", "X", "aX", "k:", ".h", "b ")
+uri_pattern_name = st.sampled_from([*URI_NAMES, "", "*", "?", "*X", "[ab]*", "**"])
+
+
+@pytest.mark.property
+@settings(max_examples=examples(0.5), deadline=None)
+@example([["a"], ["b", "k:", "a"]], ["*", "k:", "", "a"])  # "://" after a glob
+@example([["k:", "a", "b"], ["a"]], ["k:", "", "a", "*"])  # "://" in the fixed folder
+@example([["X", "a"], ["a"]], ["X", "*"])  # the fixed folder ends in X
+@example([["a", "X"], ["a", "b"]], ["*", "X"])  # the pattern ends in X
+@example([["a", "b "], ["a", "b"]], ["*", "b "])  # the pattern ends in a space
+@example([["a", "b"]], ["a", "", "*", ""])  # doubled and trailing slashes
+@given(
+    st.lists(st.lists(st.sampled_from(URI_NAMES), max_size=3), min_size=1, max_size=5),
+    st.lists(uri_pattern_name, min_size=1, max_size=4),
+)
+def test_a_uri_pattern_stages_the_run_directories_a_local_glob_selects(
+    run_dirs: list[list[str]], pattern: list[str]
+) -> None:
+    fixed = next((i for i, n in enumerate(pattern) if set(n) & set("*?[")), len(pattern))
+    assume(not any(" " in name for name in pattern[:fixed]))  # a URI spells no space
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder) / "s" / "t" / "base"  # experiment roots above base hold no files
+        for parts in run_dirs:
+            base.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+            (base.joinpath(*parts) / layout.SPEC).write_text("/".join(parts))
+        cache = Path(folder) / "cache"
+        expected = sorted(_glob_oracle(base, pattern))
+        uri = "/".join([base.as_uri(), *pattern])
+        if not expected:
+            with pytest.raises(DestinationError, match="no run directory under"):
+                stage_runs([uri], cache)
+            return
+        staged = stage_runs([uri], cache)
+        assert staged == [str(local_mirror(cache, "file://", d)) for d in expected]
+        for run_dir, copy in zip(expected, staged, strict=True):
+            assert (Path(copy) / layout.SPEC).read_text() == (
+                Path(run_dir) / layout.SPEC
+            ).read_text()
 
 
 def _journal_of(run_dir: Path) -> None:
@@ -309,6 +355,63 @@ def test_local_patterns_pass_through_around_the_uris(tmp_path: Path) -> None:
         "or a journal). Fix: name the folder the runs were copied to, e.g. "
         "s3a://bucket/runs/<experiment>/<timestamp>, or a parent of it"
     )
+
+
+class _CutShort(pafs.FileSystemHandler):
+    """A local store whose reads fail after their first bytes: a download cut short."""
+
+    def __init__(self) -> None:
+        self.local = pafs.LocalFileSystem()
+
+    def get_type_name(self) -> str:
+        return "cut-short"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(paths)
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        return self.local.get_file_info(selector)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        class Failing(io.BytesIO):
+            def read(self, size: int | None = -1) -> bytes:
+                if self.tell():
+                    raise OSError("connection reset")
+                return super().read(2)
+
+        return pa.PythonFile(Failing(Path(path).read_bytes()), mode="r")
+
+    open_input_file = open_input_stream
+
+    def _unused(self, *args: object) -> None:
+        raise NotImplementedError
+
+    copy_file = create_dir = delete_dir = delete_dir_contents = delete_file = _unused
+    delete_root_dir_contents = move = open_append_stream = open_output_stream = _unused
+
+
+def test_a_copy_cut_short_is_left_as_a_partial_file_and_completed_next_time(
+    tmp_path: Path,
+) -> None:
+    from analysis.report import remote_runs
+    from analysis.report.publish import Destination
+
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "f").write_text("12345")
+    info = pafs.LocalFileSystem().get_file_info((tmp_path / "s" / "f").as_posix())
+    target = tmp_path / "copy" / "f"
+    cut = Destination("s3://b/s", pafs.PyFileSystem(_CutShort()), (tmp_path / "s").as_posix())
+    with pytest.raises(OSError, match="connection reset"):
+        remote_runs._copy_file(cut, info, target)
+    # Never a whole-looking copy: what arrived is in `f.partial`, beside no `f`.
+    assert sorted(p.name for p in target.parent.iterdir()) == ["f.partial"]
+    whole = replace(cut, filesystem=pafs.LocalFileSystem())
+    remote_runs._copy_file(whole, info, target)
+    assert [p.name for p in target.parent.iterdir()] == ["f"]
+    assert target.read_text() == "12345"
 
 
 def test_a_relative_cache_named_like_a_scheme_is_a_local_folder(
