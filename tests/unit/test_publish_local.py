@@ -5,6 +5,7 @@ replaced when its runs are reported again, never another report's)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from analysis.report.publish import (
     DestinationError,
     append_results,
     destination,
+    is_uri,
     publish_folder,
     runs_digest,
 )
@@ -197,6 +199,17 @@ def test_a_store_folder_is_its_path_without_trailing_slashes(
     found = destination("mock:///" + "/".join(folders) + "/" * slashes)
     assert isinstance(found.filesystem, pafs._MockFileSystem)
     assert found.path == "/".join(folders)
+
+
+@pytest.mark.property
+@example("+://x")  # a scheme of no letter or digit
+@example("s3://b/k://x")  # "://" again in the path
+@given(st.text(alphabet="aZ9+-.:/ü ", max_size=12))
+def test_a_uri_is_a_scheme_of_ascii_letters_digits_and_plus_then_colon_slash_slash(
+    text: str,
+) -> None:
+    oracle = re.match(r"[A-Za-z0-9+]*[A-Za-z0-9][A-Za-z0-9+]*://", text) is not None
+    assert is_uri(text) == oracle
 
 
 def test_a_local_folder_ending_in_x_keeps_its_name(tmp_path: Path) -> None:
