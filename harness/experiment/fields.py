@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field
 
 from harness.chaos.conditions import ConditionError, parse_condition
 from harness.chaos.faults import FAULT_TYPES
+from harness.experiment.problems import RawDocument
 from harness.limits import (
     MAX_DURATION_S,
     MAX_NAME,
@@ -128,7 +129,7 @@ def check_config_value(key: str, item: Any) -> None:
         raise ValueError(f"'{key}' must be a finite number (got {shown(item)})")
 
 
-def check_config_map(value: dict[str, Any]) -> dict[str, Any]:
+def check_config_map(value: RawDocument) -> dict[str, Scalar]:
     for key, item in value.items():
         if not isinstance(key, str) or not _CONFIG_KEY.match(key):
             raise ValueError(
@@ -138,7 +139,7 @@ def check_config_map(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
-def reject_owned_keys(value: dict[str, Any], owned: dict[str, str]) -> dict[str, Any]:
+def reject_owned_keys(value: dict[str, Scalar], owned: dict[str, str]) -> dict[str, Scalar]:
     for key in value:
         if key in owned:
             raise ValueError(f"'{key}' must not be set here; {owned[key]}")

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.experiment.problems import (
     Problem,
+    RawDocument,
     SpecError,
     is_model,
     pydantic_problems,
@@ -95,7 +96,7 @@ def _resolve_override(path: str) -> _OverrideTarget:
     raise AssertionError(f"unreachable: {path}")
 
 
-def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def _merged(base: RawDocument, update: RawDocument) -> RawDocument:
     out = dict(base)
     for key, value in update.items():
         both_maps = isinstance(out.get(key), dict) and isinstance(value, dict)
@@ -103,7 +104,7 @@ def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def apply_override(raw: dict[str, Any], path: str, value: Any) -> None:
+def apply_override(raw: RawDocument, path: str, value: Any) -> None:
     """Set `path` in the raw experiment dict; a mapping given for a section is merged into it."""
     target = _resolve_override(path)
     node = raw
@@ -120,7 +121,7 @@ def apply_override(raw: dict[str, Any], path: str, value: Any) -> None:
         node[last] = value
 
 
-def _value_at(data: dict[str, Any], path: str) -> Any:
+def _value_at(data: RawDocument, path: str) -> Any:
     target = _resolve_override(path)
     node: Any = data
     for name in target.fields:
@@ -187,7 +188,7 @@ def _axis_choices(axis: str, values: Any) -> list[_Choice]:
     return choices
 
 
-def _long_names(matrix: dict[str, Any]) -> Iterator[Problem]:
+def _long_names(matrix: RawDocument) -> Iterator[Problem]:
     """Axis and variant names past MAX_NAME: they make up cell (directory) names."""
     why = f"use at most {MAX_NAME} (it becomes part of cell names, which name directories)"
     for axis, values in matrix.items():
@@ -226,7 +227,7 @@ def _overlap(first: str, second: str) -> bool:
     return a[: len(b)] == b or b[: len(a)] == a
 
 
-def _overlapping_axes(matrix: dict[str, Any]) -> Iterator[Problem]:
+def _overlapping_axes(matrix: RawDocument) -> Iterator[Problem]:
     """Two axes setting one key: in every cell the later would silently replace the earlier."""
     paths = {str(axis): _axis_paths(str(axis), values) for axis, values in matrix.items()}
     for (earlier, mine), (later, theirs) in itertools.combinations(paths.items(), 2):
@@ -247,7 +248,7 @@ def _overlapping_axes(matrix: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
-def _parse_matrix(matrix: dict[str, Any]) -> tuple[list[list[_Choice]], list[Problem]]:
+def _parse_matrix(matrix: RawDocument) -> tuple[list[list[_Choice]], list[Problem]]:
     axes: list[list[_Choice]] = []
     problems: list[Problem] = list(_long_names(matrix))
     for axis, values in matrix.items():
@@ -289,7 +290,7 @@ def _label(value: Any, position: int) -> str:
     return f"v{position + 1}"  # structured values have no short form; named variants read better
 
 
-def _choice_label(choice: _Choice, resolved: dict[str, Any] | None) -> str:
+def _choice_label(choice: _Choice, resolved: RawDocument | None) -> str:
     if choice.variant is not None:
         return choice.variant
     # Name after the validated value so 1, "1" and -1 / "all" read as Kafka spells them.
@@ -339,7 +340,7 @@ def _attributed(problems: list[Problem], combo: Sequence[_Choice]) -> list[Probl
 
 
 def _resolve_cell(
-    base: dict[str, Any], combo: Sequence[_Choice]
+    base: RawDocument, combo: Sequence[_Choice]
 ) -> tuple[Experiment | None, list[Problem]]:
     raw = copy.deepcopy(base)
     for choice in combo:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
@@ -154,11 +154,22 @@ def cell_config(
     )
 
 
-def _optional_config(spec: Experiment) -> dict[str, Any]:
+class _OptionalConfig(TypedDict, total=False):
+    """The CellConfig keys only some cells have (absent, not null, in the others' spec.json)."""
+
+    consumers: int
+    consumer_commit: str
+    transactions: bool
+    txn_reader_rewinds: bool
+    client: str
+    fsync_each_message: bool
+
+
+def _optional_config(spec: Experiment) -> _OptionalConfig:
     """The flat config's keys only some cells have: the consumer group's, and `transactions`
     for transactional cells (the spec.json of other cells is unchanged)."""
     workload = spec.workload
-    optional: dict[str, Any] = {}
+    optional: _OptionalConfig = {}
     if workload.consumers:
         optional |= {"consumers": workload.consumers, "consumer_commit": workload.consumer_commit}
     if workload.transactions is not None:

@@ -14,9 +14,19 @@ from pydantic import BaseModel, ValidationError
 
 from harness.limits import clipped, shown
 
-__all__ = ["Problem", "SpecError", "is_model", "pydantic_problems", "spec_error", "unwrap"]
+__all__ = [
+    "Problem",
+    "RawDocument",
+    "SpecError",
+    "is_model",
+    "pydantic_problems",
+    "spec_error",
+    "unwrap",
+]
 
 Problem = tuple[str, str]  # (field path, reason and fix)
+# An experiment document (or a part of one) as a user wrote it, before the model validates it.
+RawDocument = dict[str, Any]
 
 
 class SpecError(ValueError):

@@ -48,6 +48,7 @@ from harness.experiment.fields import (
     ConfigMap,
     FaultName,
     PartitionIndex,
+    Scalar,
     Seconds,
     Target,
     check_binding,
@@ -59,6 +60,7 @@ from harness.experiment.fields import (
     quoted_version,
     reject_owned_keys,
 )
+from harness.experiment.problems import RawDocument
 from harness.limits import (
     MAX_DURATION_S,
     MAX_PARTITIONS,
@@ -131,7 +133,7 @@ class TopicSpec(_Section):
 
     @field_validator("config")
     @classmethod
-    def _no_first_class_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _no_first_class_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
         return reject_owned_keys(value, TOPIC_OWNED_KEYS)
 
 
@@ -154,7 +156,7 @@ class ProducerSpec(_Section):
 
     @field_validator("config")
     @classmethod
-    def _no_first_class_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _no_first_class_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
         return reject_owned_keys(value, PRODUCER_OWNED_KEYS)
 
 
@@ -339,7 +341,7 @@ class FaultGenerator(_Section):
     partition: PartitionIndex = 0
     # The params of every drawn step of a kind, e.g. {delay: {direction: in, delay_ms: 6000}}
     # (a kind left out runs with its defaults); checked as a schedule step's params are.
-    params: dict[FaultName, dict[str, Any]] = Field(default_factory=dict)
+    params: dict[FaultName, RawDocument] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _params_of_drawn_kinds(self) -> FaultGenerator:
@@ -396,7 +398,7 @@ class Experiment(_Section):
     faults: FaultsSpec = Field(default_factory=FaultsSpec)
     seed: Annotated[whole, at_least(-(2**63)), at_most(2**63 - 1, WHY_SEED)] = 42
     repetitions: Annotated[whole, at_most(MAX_REPETITIONS, WHY_REPETITIONS)] = Field(1, ge=1)
-    matrix: dict[str, Any] = Field(default_factory=dict)
+    matrix: RawDocument = Field(default_factory=dict)
 
     _source: str = PrivateAttr(default="<dict>")
 

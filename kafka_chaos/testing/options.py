@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
 
+from harness.experiment.problems import RawDocument
 from harness.limits import MAX_NAME, shown
 from kafka_chaos.testing.errors import ChaosUsageError
 
@@ -59,10 +60,10 @@ class ChaosOptions:
     seed: int | None = None  # seeds the choice among followers (target `follower`, `random`)
     final_heal_timeout_s: float | None = None  # judge(): how long to wait for a full ISR
 
-    def document(self, name: str) -> dict[str, Any]:
+    def document(self, name: str) -> RawDocument:
         """The experiment document (as an experiment file would say it) named `name`, holding
         the options that were given."""
-        doc: dict[str, Any] = {"name": name}
+        doc: RawDocument = {"name": name}
         for option in fields(self):
             value = getattr(self, option.name)
             if value is None:
