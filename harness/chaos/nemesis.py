@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
 from harness.chaos.conditions import ClusterView, Condition
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
@@ -62,6 +62,24 @@ class Step(Protocol):
     def partition_binding(self) -> str | None: ...
     @property
     def condition(self) -> Condition | None: ...
+
+
+# A step as it acted, in spec.json's resolved_schedule: an injection (its fault, target, hosts
+# and the name it bound, `as`) or the heal of a named fault (heal: "@name").
+ResolvedStep = TypedDict(
+    "ResolvedStep",
+    {
+        "step": int,
+        "fault_id": int,
+        "fault": str,
+        "target": str,
+        "hosts": list[str],
+        "t_s": float,
+        "as": str,
+        "heal": str,
+    },
+    total=False,
+)
 
 
 class ConditionTimeout(FaultError):
@@ -227,7 +245,7 @@ class Nemesis:
         self.events = events
         self.active: list[ActiveFault] = []
         self.errors: list[str] = []
-        self.resolved: list[dict[str, Any]] = []
+        self.resolved: list[ResolvedStep] = []
         self.bindings: dict[str, list[KafkaNode]] = {}
         self._named: dict[str, ActiveFault] = {}  # open faults by the name their step bound
         self._led: dict[str, list[int]] = {}  # partitions a name's nodes led when bound
@@ -354,7 +372,7 @@ class Nemesis:
         self._heal(active)
 
     def _resolved(self, index: int, step: Step, fault_id: int, nodes: list[KafkaNode]) -> None:
-        entry = {
+        entry: ResolvedStep = {
             "step": index,
             "fault_id": fault_id,
             "fault": step.fault,
@@ -362,7 +380,9 @@ class Nemesis:
             "hosts": [n.hostname for n in nodes],
             "t_s": self._t(),
         }
-        self.resolved.append({**entry, **({"as": step.as_} if step.as_ else {})})
+        if step.as_:
+            entry["as"] = step.as_
+        self.resolved.append(entry)
 
     def _partition(self, step: Step) -> int:
         """The step's partition: its number, or the lowest one `@name`'s nodes led when bound."""

@@ -8,10 +8,10 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness.rundir import layout
-from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone
+from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone, UncommittedView
 from harness.workload.readback import Decoder, Readback, read_back
 from harness.workload.recorder import decode_value
 
@@ -49,7 +49,7 @@ def read_back_topic(
     waited = time.monotonic() - started
     phase("read-back")
     events.write(PhaseEvent(phase="readback-start"))
-    extra: dict[str, Any] = {}
+    view: dict[str, UncommittedView] = {}  # set only in a transactional run's event
     isolation = "read_uncommitted"
     if transactional:
         # Both views of the log: what read_committed may see (readback.parquet, judged) and
@@ -58,12 +58,12 @@ def read_back_topic(
             cluster.bootstrap_servers, topic, partitions, run_dir / layout.READBACK_UNCOMMITTED
         )
         isolation = "read_committed"
-        extra["uncommitted"] = {
-            "complete": uncommitted.complete,
-            "records": uncommitted.records,
-            "high_watermarks": uncommitted.high_watermarks,
-            "seconds": round(uncommitted.seconds, 3),
-        }
+        view["uncommitted"] = UncommittedView(
+            complete=uncommitted.complete,
+            records=uncommitted.records,
+            high_watermarks=uncommitted.high_watermarks,
+            seconds=round(uncommitted.seconds, 3),
+        )
     result = read_back(
         cluster.bootstrap_servers,
         topic,
@@ -72,8 +72,6 @@ def read_back_topic(
         isolation=isolation,
         decode=decode,
     )
-    extra["isolation"] = isolation
-    extra["end_offsets"] = result.end_offsets
     events.write(
         ReadbackDone(
             waited_s=round(waited, 3),
@@ -84,7 +82,9 @@ def read_back_topic(
             records=result.records,
             seconds=round(result.seconds, 3),
             log_start_is_zero=all(v == 0 for v in result.log_start_offsets.values()),
-            **extra,
+            isolation=isolation,
+            end_offsets=result.end_offsets,
+            **view,
         )
     )
     return result

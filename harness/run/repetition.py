@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from harness.rundir import layout
 
 if TYPE_CHECKING:
-    from harness.chaos.nemesis import Nemesis
+    from harness.chaos.nemesis import Nemesis, ResolvedStep
     from harness.experiment.matrix import Cell
     from harness.experiment.spec import Experiment
     from harness.workload.recorder import RecorderStats
@@ -59,7 +59,7 @@ class RepetitionSummary:
     fault_errors: list[str] = field(default_factory=list)
     error: str | None = None
     # What each step acted on and when (the nemesis' record), kept in spec.json.
-    resolved_schedule: list[dict[str, Any]] = field(default_factory=list)
+    resolved_schedule: list[ResolvedStep] = field(default_factory=list)
 
 
 LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment

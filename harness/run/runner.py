@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, HelperSite, check_tools
-from harness.chaos.nemesis import Nemesis
+from harness.chaos.nemesis import Nemesis, ResolvedStep
 from harness.experiment.matrix import Cell
 from harness.experiment.plan import (
     cell_config,
@@ -74,11 +74,20 @@ INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
 
 
+class SpecTimes(TypedDict):
+    """spec.json's keys after the cell's: its start, then at the end how the repetition ended."""
+
+    started_at_us: int
+    ended_at_us: NotRequired[int]
+    harness_error: NotRequired[str | None]
+    resolved_schedule: NotRequired[list[ResolvedStep]]
+
+
 def write_spec(
     repetition: Repetition,
     image: BrokerImage,
     steps: list,
-    extra: dict[str, Any],
+    extra: SpecTimes,
     topic: str = TOPIC,
 ) -> None:
     """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete);

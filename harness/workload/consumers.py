@@ -400,7 +400,7 @@ class ConsumerGroup:
             self.logs.put(None)
             self._forwarder.join(timeout=5)
         with contextlib.suppress(Exception):
-            events.write(ConsumersDone(**self._summary(catch_up)))
+            events.write(self._summary(catch_up))
 
     def _collect_last(self) -> None:
         """Take the last reports of processes that just ended (waiting briefly for them)."""
@@ -425,29 +425,29 @@ class ConsumerGroup:
             if error is not None:
                 self.errors[(member, start)] = error
 
-    def _summary(self, catch_up: CatchUp | None) -> dict[str, Any]:
-        """The `consumers` event's fields."""
+    def _summary(self, catch_up: CatchUp | None) -> ConsumersDone:
+        """The `consumers` event."""
         final = self._final_committed()
         ends = catch_up.end_offsets if catch_up else {}
         errors = [f"consumer-{m} (start {s}): {e}" for (m, s), e in self.errors.items()]
         errors += [self.conversion_error] if self.conversion_error else []
-        return {
-            "commit": self.commit.value,
-            "members": len(self.members),
-            "processing_ms": self.processing_s * 1000,
-            "starts": {m.hostname: m.starts for m in self.members},
-            "group": self.group_id,
-            "caught_up": bool(catch_up and catch_up.caught_up),
-            "waited_s": catch_up.waited_s if catch_up else None,
-            "end_offsets": {str(p): o for p, o in ends.items()},
-            "committed": {str(p): o for p, o in final.items()},
-            "journal_errors": errors,
-            "crashes": list(self.crashes),
-            "client": "librdkafka" if self.java is None else f"java {self.java.version}",
-            "config": self._members_config(),
-            "stuck_s": self.liveness.stuck_s,
-            "transaction_timeout_ms": self.liveness.transaction_timeout_ms,
-        }
+        return ConsumersDone(
+            commit=self.commit.value,
+            members=len(self.members),
+            processing_ms=self.processing_s * 1000,
+            starts={m.hostname: m.starts for m in self.members},
+            group=self.group_id,
+            caught_up=bool(catch_up and catch_up.caught_up),
+            waited_s=catch_up.waited_s if catch_up else None,
+            end_offsets={str(p): o for p, o in ends.items()},
+            committed={str(p): o for p, o in final.items()},
+            journal_errors=errors,
+            crashes=list(self.crashes),
+            client="librdkafka" if self.java is None else f"java {self.java.version}",
+            config=self._members_config(),
+            stuck_s=self.liveness.stuck_s,
+            transaction_timeout_ms=self.liveness.transaction_timeout_ms,
+        )
 
     def _members_config(self) -> dict[str, str]:
         """The members' settings: librdkafka's as the harness gives them (it cannot list its

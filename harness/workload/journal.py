@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import methodcaller
 from pathlib import Path
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, Required, TypedDict, cast
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +51,15 @@ log = logging.getLogger("kafka_chaos.journal")
 def key_of(key_index: int, prefix: str = "") -> str:
     """The record key of the `key_index`-th key (of the producer whose keys start `prefix`)."""
     return f"{prefix}k{key_index}"
+
+
+class JournalMeta(TypedDict, total=False):
+    """A journal's meta file: its keys, and for one of several producers its index and first
+    msg_id (ProducerSlot.id_base)."""
+
+    keys: Required[int]
+    producer: int
+    id_base: int
 
 
 @dataclass(frozen=True)
@@ -80,14 +89,14 @@ class ProducerSlot:
         """The names of this producer's journal files in the run directory."""
         return layout.JOURNAL if self.index is None else layout.producer_journal(self.index)
 
-    def meta(self, keys: int) -> dict[str, Any]:
+    def meta(self, keys: int) -> JournalMeta:
         """The journal's meta file: what `finalize` needs to rebuild the sends."""
         if self.index is None:
             return {"keys": keys}  # as before several producers existed
         return {"keys": keys, "producer": self.index, "id_base": self.id_base}
 
     @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> ProducerSlot:
+    def from_meta(cls, meta: JournalMeta) -> ProducerSlot:
         """The slot a journal meta file describes."""
         return cls(meta.get("producer"))
 

@@ -14,13 +14,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from harness.rundir.records import Status
 from harness.waiting import wait_for
 from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
+
+if TYPE_CHECKING:
+    from harness.experiment.fields import Scalar
 
 log = logging.getLogger("kafka_chaos.recorder")
 
@@ -202,7 +205,7 @@ class Recorder:
         self,
         bootstrap: str,
         topic: str,
-        producer_config: dict[str, Any],
+        producer_config: dict[str, Scalar],
         workload: Workload,
         journal: AckJournal,
     ):

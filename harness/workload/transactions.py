@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from harness.experiment.fields import Scalar
 from harness.rundir import layout
 from harness.rundir.events import EventLog, RecorderTally, now_us
 from harness.rundir.streams import StreamWriter, stream_to_parquet
@@ -100,7 +101,7 @@ class TransactionPlan:
         return Intent.ABORT if abort else Intent.COMMIT
 
 
-def transactional_config(config: dict[str, Any], plan: TransactionPlan) -> dict[str, Any]:
+def transactional_config(config: dict[str, Scalar], plan: TransactionPlan) -> dict[str, Scalar]:
     """The recorder's producer settings plus what transactions need."""
     return {
         **config,
@@ -163,7 +164,7 @@ class TransactionalRecorder:
         self,
         bootstrap: str,
         topic: str,
-        producer_config: dict[str, Any],
+        producer_config: dict[str, Scalar],
         workload: Workload,
         plan: TransactionPlan,
         run_dir: Path,

@@ -29,7 +29,7 @@ from harness.experiment.problems import SpecError
 from harness.experiment.spec import Experiment
 from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
 from harness.run.provenance import ProvenanceRecord
-from harness.run.runner import Repetition, write_spec
+from harness.run.runner import Repetition, SpecTimes, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
@@ -303,7 +303,7 @@ class Chaos:
             with contextlib.suppress(Exception):
                 self.cluster.collect_logs(self.run_dir / layout.BROKER_LOGS)
             self.events.close()
-            extra = {
+            extra: SpecTimes = {
                 "started_at_us": self._started_at,
                 "ended_at_us": now_us(),
                 "harness_error": "; ".join(errors) or None,
@@ -331,7 +331,7 @@ class Chaos:
         plan = ReadBackPlan(self.topic, self.partitions, timeout_s)
         read_back_and_keep(self._ctx, plan, self.run_dir, self.events)
 
-    def _write_spec(self, extra: dict[str, Any]) -> None:
+    def _write_spec(self, extra: SpecTimes) -> None:
         """spec.json as the harness writes it, for the experiment as it stands now."""
         sent = self._journal.sent if self._journal is not None else 0
         spec = experiment_of(
