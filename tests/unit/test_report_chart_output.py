@@ -1,23 +1,27 @@
 """The timeline chart as it leaves the report: the crafted run drawn, the inline svg and its
-ids, percentages, and the group's liveness marks."""
+ids, percentages, the group's liveness marks, and the price marks' edges (a short stall, heals
+that draw nothing, a matplotlibrc of other sizes)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import matplotlib
 import pytest
 from matplotlib.figure import Figure
 
+from analysis.model.availability import Gap, HealRecovery, PartitionAvailability
 from analysis.report import charts
 from tests.unit.report_runs import (
     CP,
     events_with_fault_and_leader_change,
     priced,
     result,
+    us,
 )
 from tests.unit.results_json import typed
-from tests.unit.test_report_charts import LEGEND, _drawn, _hex, _plain
+from tests.unit.test_report_charts import LEGEND, _availability, _drawn, _hex, _plain
 
 
 def test_the_crafted_run_draws_its_fault_leader_change_and_price() -> None:
@@ -125,3 +129,29 @@ def test_a_run_without_liveness_anomalies_has_no_band_or_diamond() -> None:
     top, _ = fig.axes
     assert len(top.lines) == len(top.texts) == 0
     assert [t.get_text() for t in fig.legends[0].get_texts()] == LEGEND
+
+
+@pytest.mark.parametrize("seconds", [0.5, 1.0])
+def test_a_one_partition_stall_of_a_second_or_less_is_still_marked(seconds: float) -> None:
+    stall = Gap(us(6), us(6 + seconds), 6.0, 6.0 + seconds)
+    short = _availability(partitions=(PartitionAvailability(0, 5, 0, 0, stall),), heals=())
+    top, _ = _drawn(replace(_plain([{}] * 12), availability=short), []).axes
+    (bar,) = [p for p in top.patches if p.get_zorder() == 4]
+    assert (bar.get_x(), bar.get_x() + bar.get_width()) == (6.0, 6.0 + seconds)
+    assert [t.get_text() for t in top.texts] == [f" p0 stall {seconds:.1f} s"]
+
+
+def test_heals_that_draw_nothing_leave_the_later_heals_drawn_at_their_size() -> None:
+    heals = (
+        HealRecovery(1, "pause", us(2), 2.0, True, 0.5, {0: 0.5, 1: None}),  # never all back
+        HealRecovery(2, "pause", us(3), 3.0, False, 0.1, {0: 0.1}),  # not during the workload
+        HealRecovery(3, "pause", us(8), 8.0, True, 0.5, {0: 1.0, 1: 1.5}),
+    )
+    run = replace(_plain([{}] * 12), availability=_availability(heals=heals))
+    # The chart's own sizes, whatever the user's matplotlibrc says.
+    with matplotlib.rc_context({"lines.markersize": 11}):
+        top, _ = _drawn(run, []).axes
+    line, triangle = top.lines
+    assert (list(line.get_xdata()), list(line.get_ydata())) == ([8.0, 9.5], [0.6, 0.6])
+    assert (list(triangle.get_xdata()), triangle.get_marker()) == ([9.5], "v")
+    assert triangle.get_markersize() == 6
