@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from analysis.model.availability import Availability
 
@@ -29,7 +28,7 @@ class CellPrice:
     heals_without_ack: int = 0
     unmeasured: tuple[str, ...] = ()  # why the others were not
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The report.json form."""
         return {**asdict(self), "unmeasured": list(self.unmeasured)}
 

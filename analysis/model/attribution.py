@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 MAX_EXAMPLES: Final = 20
 SEGMENT_SUFFIX: Final = ".log"  # Kafka's name for a segment's record file
@@ -63,7 +63,7 @@ class Attribution:
     note: str
     beyond_served: int = 0  # on_disk_not_served held only at or past the high watermark
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The results.json form."""
         return {
             "counts": dict(self.counts),

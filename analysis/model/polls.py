@@ -4,10 +4,10 @@ went backwards within one assignment, typed."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Final
 
 from analysis.model.anomalies import AnomalyName
-from analysis.model.results import ExampleRows
+from analysis.model.results import ExampleRow, ExampleRows
 
 __all__ = ["READER", "SKIPS_AFTER_ABORT", "UNJOURNALLED_STARTS", "PollFacts", "PollStep"]
 
@@ -49,7 +49,7 @@ class PollStep:
         """Whether the member's position moved back (or stood) instead of forward."""
         return self.to_offset <= self.from_offset
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> ExampleRow:
         """Its example row (the registry's POLL_STEP fields)."""
         return asdict(self)
 

@@ -120,6 +120,6 @@ class CellConfig(BaseModel):
             raise ConfigError(f"config.{key} is missing: the spec.json config does not say it")
         return value
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         """The spec.json / results.json form: the keys given, values normalised."""
         return self.model_dump(mode="json", exclude_unset=True)

@@ -35,7 +35,7 @@ class TopicSpec(_Part):
     name: str | None = None
     partitions: int | None = None
     replication_factor: int | None = None
-    config: dict[str, Any] = {}
+    config: dict[str, object] = {}
 
 
 class KafkaSpec(_Part):
@@ -52,15 +52,15 @@ class RunSpec(_Part):
     cell: str | None = None
     repetition: int | None = None
     seed: int | None = None
-    axes: dict[str, Any] = {}
+    axes: dict[str, Any] = {}  # as written: the harness's are text, a hand-written file's maybe not
     config: CellConfig = CellConfig()
     image: str | None = None
     image_id: str | None = None
     git_revision: str | None = None
-    producer: dict[str, Any] = {}
+    producer: dict[str, object] = {}
     topic: TopicSpec = TopicSpec()
-    workload: dict[str, Any] = {}
-    schedule: list[dict[str, Any]] = []
+    workload: dict[str, object] = {}
+    schedule: list[dict[str, object]] = []
     kafka: KafkaSpec = KafkaSpec()
     started_at_us: int | None = None
     ended_at_us: int | None = None
@@ -79,7 +79,7 @@ class RunSpec(_Part):
         return {} if value is None else value
 
     @field_serializer("config")
-    def _config_json(self, config: CellConfig) -> dict[str, Any]:
+    def _config_json(self, config: CellConfig) -> dict[str, object]:
         return config.as_json()
 
     @classmethod
