@@ -68,18 +68,10 @@ class Step(Protocol):
 # and the name it bound, `as`) or the heal of a named fault (heal: "@name").
 ResolvedStep = TypedDict(
     "ResolvedStep",
-    {
-        "step": int,
-        "fault_id": int,
-        "fault": str,
-        "target": str,
-        "hosts": list[str],
-        "t_s": float,
-        "as": str,
-        "heal": str,
-    },
+    {"step": int, "fault_id": int, "fault": str, "target": str, "hosts": list[str], "t_s": float,
+     "as": str, "heal": str},
     total=False,
-)
+)  # fmt: skip
 
 
 class ConditionTimeout(FaultError):
