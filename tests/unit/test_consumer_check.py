@@ -234,7 +234,9 @@ def test_a_failed_commit_breaks_a_poll_step_in_before_process_mode_only(
 def test_a_run_without_a_group_has_no_consumer_counts(tmp_path: Path):
     acked, readback = in_order(3)
     run_dir = write_run(tmp_path, "c", acked, readback)
-    assert "consumer_unprocessed" not in facts(run_dir)
+    counts = facts(run_dir)
+    assert "consumer_unprocessed" not in counts
+    assert "poll_skip" not in counts  # nor a member's poll to judge
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ moved, divergent, expired, reordered or phantom, and the one loss figure."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from analysis.checks.messages import RunInput, check_run
 from analysis.model.results import Example
@@ -171,3 +172,34 @@ def test_acks0_proof_counts_only_later_sends_without_an_offset(tmp_path: Path) -
     run_dir = write_run(tmp_path, "acks0-b", [sent(1, None), sent(2, None)], [read(2, 0)], acks="0")
     facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=True))
     assert (facts.counts["lost"], facts.counts["unseen"]) == (1, 0)
+
+
+def _checked(run_dir: Path) -> Any:
+    return check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+
+
+def test_orphan_reports_at_the_probes_hidden_record_leave_the_probe_whole(tmp_path: Path) -> None:
+    # Two delivery reports without a msg_id, one at p0@1, the slot of message 2, the
+    # partition's last healthy record, which the probe hides.
+    orphans = [{**sent(3, 1), "msg_id": None}, {**sent(4, 5), "msg_id": None}]
+    run_dir = write_run(tmp_path, "c", [sent(1, 0), sent(2, 1), *orphans], [read(1, 0), read(2, 1)])
+    facts = _checked(run_dir)
+    assert (facts.counts["lost"], facts.counts["offset_divergent"]) == (1, 1)
+    assert facts.sensitivity is not None and facts.sensitivity.passed
+
+
+def test_an_ack_without_a_partition_is_at_no_slot(tmp_path: Path) -> None:
+    # Message 1's ack names offset 0 but no partition; a record without a partition sits at
+    # offset 0: nothing proves 1 lost.
+    nowhere = {**read(2, 0), "partition": None}
+    run_dir = write_run(tmp_path, "c", [sent(1, 0, partition=None)], [nowhere])
+    counts = _checked(run_dir).counts
+    assert (counts["lost"], counts["unseen"], counts["phantom"]) == (0, 1, 1)
+
+
+def test_the_message_without_a_msg_id_comes_last_up_to_the_highest_id(tmp_path: Path) -> None:
+    top = 2**63 - 2  # the highest msg_id below the marker of none
+    run_dir = write_run(tmp_path, "c", [sent(1, 0)], [read(1, 0), read(top, 1), read(None, 2)])
+    facts = _checked(run_dir)
+    assert facts.counts["phantom"] == 2
+    assert [row["msg_id"] for row in facts.examples["phantom"]] == [top, None]

@@ -8,6 +8,7 @@ oracle derives from the ground truth with plain sets.
 from __future__ import annotations
 
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from analysis.checks.messages import RunInput, check_run
+from analysis.model.anomalies import AT_ACKED_OFFSET, AnomalyName
 from analysis.spark.reconcile import reconcile, reconcile_in_process
 from tests.unit.generated_runs import (
     FAILED,
@@ -104,6 +106,44 @@ ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS = GeneratedRun(
 @example(ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS)
 def test_the_checker_counts_what_the_oracle_counts(run: GeneratedRun) -> None:
     _same(_checked(run), expected_counts(run))
+
+
+# Messages 1..8, each written twice (at m - 1 and m + 7): an example names the lower offset.
+ALL_WRITTEN_TWICE = GeneratedRun(
+    sends=_sends(*((m, OK, m - 1) for m in range(1, 9))),
+    log=_records(*((m, m - 1) for m in range(1, 9)), *((m, m + 7) for m in range(1, 9))),
+    reread=[], log_start={0: 0}, located=True, complete=True,
+)  # fmt: skip
+
+
+@given(runs(complete=True))
+@example(ALL_WRITTEN_TWICE)
+@example(REWRITTEN_AND_MOVED)
+def test_each_example_names_where_its_message_was_acked_or_first_read(run: GeneratedRun) -> None:
+    """A class of AT_ACKED_OFFSET shows the acked location and the record there; the others
+    the message's lowest (partition, offset) read; every one how many records hold it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = write_run_dir(run, Path(tmp) / "run")
+        facts = check_run(
+            RunInput(run_dir, True, unlocated_acks=not run.located, log_start=run.log_start)
+        )
+    at = {(r.partition, r.offset): r for r in run.readback}
+    slots: dict[int | None, list[tuple[int, int]]] = defaultdict(list)
+    for slot, record in sorted(at.items()):
+        slots[record.msg_id].append(slot)
+    acked = {s.msg_id: (s.partition, s.offset) for s in run.sends if s.status == OK}
+    for name, rows in facts.examples.items():
+        if name == AnomalyName.REORDERED:  # a row per record read late, not per message
+            continue
+        for row in rows:
+            mine = slots.get(row["msg_id"], [])
+            where = acked.get(row["msg_id"], (None, None))
+            holder = at.get(where) if where[1] is not None else None
+            assert row["readback_msg_id_at_offset"] == (holder and holder.msg_id)
+            assert row["reads"] == len(mine)
+            if name not in AT_ACKED_OFFSET:
+                where = mine[0] if mine else (None, None)
+            assert (row["partition"], row["offset"]) == where, (name, row)
 
 
 @given(runs())

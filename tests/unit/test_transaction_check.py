@@ -327,14 +327,16 @@ def test_a_record_of_no_send_is_a_phantom_not_an_unjournalled_send(tmp_path: Pat
 
 
 def test_the_transactions_reader_and_the_group_are_both_judged(tmp_path: Path) -> None:
-    # The reader (committed transaction 0) read p0@2 then p0@0: a step backwards; the group's
-    # member journalled no assignment: an unjournalled start.
+    # The reader (committed transaction 0) read p0@2 then p0@0: a step backwards, judged with
+    # or without a group; the group's member journalled no assignment: an unjournalled start.
     run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
     reads = [
         {"txn": 0, "msg_id": m, "partition": 0, "offset": location(m)[1], "ts_us": T0_US + ts}
         for m, ts in ((6, 100), (0, 200))
     ]
     pq.write_table(pa.Table.from_pylist(reads, schema=TXN_READ_SCHEMA), run_dir / layout.TXN_READS)
+    alone = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
+    assert alone["nonmonotonic_poll"] == 1 and alone["poll_starts_unjournalled"] == 0
     write_processed(run_dir, [0, 1])
     counts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
     assert counts["nonmonotonic_poll"] == 1
