@@ -161,12 +161,18 @@ def test_acks0_lost_needs_a_later_send_read_in_the_partition(results: dict) -> N
     assert result.examples["lost"][0].offset is None
 
 
-def test_acks0_proof_counts_only_later_sends_without_an_offset(tmp_path: Path) -> None:
+def test_the_send_time_proof_is_acks0s_from_later_sends_without_an_offset(tmp_path: Path) -> None:
     # Message 1 (no offset) is missing; 2, sent after it to the same partition, was read, but
     # it carries its offset: it is judged at that offset and proves nothing of 1's.
     acked = [sent(1, None), sent(2, 0)]
     run_dir = write_run(tmp_path, "acks0", acked, [read(2, 0)], acks="0")
     facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=True))
+    assert (facts.counts["lost"], facts.counts["unseen"]) == (0, 1)
+    # Under acks=1 every success carries its offset: one without is unseen, whatever was
+    # read after it (here failed message 2, in the log all the same).
+    acked = [sent(1, None), sent(2, None, status="failed")]
+    run_dir = write_run(tmp_path, "acks1", acked, [read(2, 0)], acks="1")
+    facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
     assert (facts.counts["lost"], facts.counts["unseen"]) == (0, 1)
     # Without its offset, 2 proves 1 lost.
     run_dir = write_run(tmp_path, "acks0-b", [sent(1, None), sent(2, None)], [read(2, 0)], acks="0")

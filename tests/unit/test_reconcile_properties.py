@@ -95,6 +95,21 @@ ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS = GeneratedRun(
     reread=[], log_start={0: 0, 1: 0, 2: 0}, located=False, complete=True, acks="0",
 )  # fmt: skip
 
+# Message 2 missing at p0@1 below p0@2, read, with partition 1 read after partition 0.
+A_HOLE_BEFORE_ANOTHER_PARTITION = GeneratedRun(
+    sends=[*_sends((1, OK, 0), (2, OK, 1), (3, OK, 2)), Send(4, "k4", 0, OK, 1, 0, T0_US)],
+    log=[*_records((1, 0), (3, 2)), Record(4, "k4", 0, 1, 0)], reread=[],
+    log_start={0: 0, 1: 0}, located=True, complete=True,
+)  # fmt: skip
+# Two msg_ids next to each other near 2^62 (beyond what a float tells apart), each at the
+# other's acked offset.
+HIGH = 2**62
+HIGH_IDS_SWAPPED = GeneratedRun(
+    sends=[Send(HIGH + m, f"k{m}", 0, OK, 0, m - 1, T0_US + m) for m in (1, 2)],
+    log=[Record(HIGH + 2, "k2", 0, 0, 0), Record(HIGH + 1, "k1", 0, 0, 1)], reread=[],
+    log_start={0: 0}, located=True, complete=True,
+)  # fmt: skip
+
 
 @given(runs())
 @example(EVERYTHING_GONE)
@@ -104,6 +119,8 @@ ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS = GeneratedRun(
 @example(ACKS0_PROVEN_BY_A_FAILED_LATER_SEND)
 @example(ACKS0_A_SEND_AT_THE_SAME_TIME_READ)
 @example(ACKS0_A_LATER_SEND_READ_IN_TWO_PARTITIONS)
+@example(A_HOLE_BEFORE_ANOTHER_PARTITION)
+@example(HIGH_IDS_SWAPPED)
 def test_the_checker_counts_what_the_oracle_counts(run: GeneratedRun) -> None:
     _same(_checked(run), expected_counts(run))
 
