@@ -49,8 +49,8 @@ from kafka_chaos.testing.options import (
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster
+    from kafka_chaos.testing.chaos import Chaos
     from kafka_chaos.testing.clusters import ClusterPool
-    from kafka_chaos.testing.run import Chaos
     from kafka_chaos.testing.verdict import Judge
 
 __all__ = [
@@ -166,7 +166,7 @@ def kafka_chaos_options(request: pytest.FixtureRequest) -> ChaosOptions:
 def _live_cluster(session: ChaosSession, options: ChaosOptions, name: str) -> Any:
     """The pool's cluster for these options; a clean failure naming the problem if none."""
     from harness.experiment.problems import SpecError
-    from kafka_chaos.testing.run import experiment_of, options_error
+    from kafka_chaos.testing.chaos import experiment_of, options_error
 
     try:
         return session.pool.cluster_for(experiment_of(options, name))
@@ -196,7 +196,7 @@ def kafka_chaos(
 ) -> Iterator[Chaos]:
     """This test's run on a fresh topic of the session's cluster; at its end every fault is
     healed and the topic deleted (a cluster left damaged is replaced for the next test)."""
-    from kafka_chaos.testing.run import Chaos
+    from kafka_chaos.testing.chaos import Chaos
 
     name = experiment_name(request.node.name)
     live = _live_cluster(kafka_chaos_clusters, kafka_chaos_options, name)

@@ -1,5 +1,6 @@
 """The rules of a dynamic KRaft quorum (KIP-853) and of the faults that change its voters
-(harness.chaos.faults.quorum), each yielding (field path, problem) pairs like rules.py."""
+(harness.chaos.faults.remove_controller), each yielding (field path, problem) pairs like
+rules.py."""
 
 from __future__ import annotations
 

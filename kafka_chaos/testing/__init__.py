@@ -3,7 +3,7 @@
 The pytest plugin (kafka_chaos.pytest_plugin, loaded through the `pytest11` entry point)
 gives the fixtures; this package holds what they hand out, one role per module:
 
-- run.py: `Chaos`, one test's run (the `kafka_chaos` fixture): its topic on the session's
+- chaos.py: `Chaos`, one test's run (the `kafka_chaos` fixture): its topic on the session's
   cluster, `journal(config)`, `inject(...)`, `heal()` and `judge()`;
 - journal.py: `ChaosJournal`, the test's sends and delivery reports in the harness's journal
   (`message()`, `value(msg_id, key)`, `on_delivery`, `wrap(callback)`), and `ChaosMessage`;
@@ -25,12 +25,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kafka_chaos.testing.chaos import Chaos
     from kafka_chaos.testing.clusters import ClusterPool
     from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
     from kafka_chaos.testing.faults import FaultHandle
     from kafka_chaos.testing.journal import ChaosJournal, ChaosMessage
     from kafka_chaos.testing.options import ChaosOptions
-    from kafka_chaos.testing.run import Chaos
     from kafka_chaos.testing.verdict import ChaosVerdict, Verdict
 
 __all__ = [

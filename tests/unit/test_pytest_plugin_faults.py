@@ -13,10 +13,10 @@ import pytest
 
 from harness.experiment.spec import FaultStep
 from harness.platform.topology import Role
+from kafka_chaos.testing.chaos import with_steps
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.faults import FaultHandle, call_text, step_document
 from kafka_chaos.testing.options import ChaosOptions
-from kafka_chaos.testing.run import with_steps
 from kafka_chaos.testing.verdict import ChaosVerdict, Judge, Verdict
 
 

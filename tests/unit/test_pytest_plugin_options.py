@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from harness.experiment.fields import check_name
 from harness.experiment.problems import SpecError
 from harness.settings import load_settings
+from kafka_chaos.testing.chaos import experiment_of, options_error
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.options import (
     CLI_OPTIONS,
@@ -24,7 +25,6 @@ from kafka_chaos.testing.options import (
     option_of,
     resolve_options,
 )
-from kafka_chaos.testing.run import experiment_of, options_error
 
 pytestmark = pytest.mark.property
 

@@ -10,10 +10,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from harness.experiment.fields import PRODUCER_KEY_FIELDS, PRODUCER_OWNED_KEYS
+from kafka_chaos.testing.chaos import experiment_of
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.options import ChaosOptions
 from kafka_chaos.testing.producer_config import LIBRDKAFKA_DEFAULTS, producer_section
-from kafka_chaos.testing.run import experiment_of
 
 pytestmark = pytest.mark.property
 

@@ -30,8 +30,8 @@ from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
 from harness.chaos.faults.pause import Pause
 from harness.chaos.faults.power_loss import PowerLoss
-from harness.chaos.faults.quorum import RemoveController
 from harness.chaos.faults.reassign import Reassign
+from harness.chaos.faults.remove_controller import RemoveController
 from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.chaos.faults.shape import Delay, Duplicate, Reorder
 from harness.chaos.faults.slow import Slow
