@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.checks.arrays import filled_ints, gather
-from analysis.model.anomalies import AnomalyName, Check, classes_of
+from analysis.model.anomalies import TXN_COUNTS, AnomalyName, Check, CountName, classes_of
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import Status
@@ -42,14 +42,7 @@ __all__ = ["TXN_CLASSES", "TXN_FACTS", "Transactions", "TxnFacts", "read_uncommi
 
 # The classes this check decides: aborted_read, committed_lost and torn_transaction.
 TXN_CLASSES: Final = classes_of(Check.TRANSACTIONS)
-TXN_FACTS: Final = (
-    "txn_committed",
-    "txn_aborted",
-    "txn_unknown",
-    "txn_unjournalled_sends",
-    "txn_committed_hidden",
-    "txn_aborted_in_log",
-)
+TXN_FACTS: Final = TXN_COUNTS  # the facts beside the classes, named in the registry
 MAX_EXAMPLES = 20
 PROBE_ONE_IN = 101  # besides the last one, about one committed transaction in 101
 COMMITTED, ABORTED, UNKNOWN = 0, 1, 2
@@ -152,14 +145,14 @@ def check(txns: Transactions, m: MessageView, uncommitted: np.ndarray | None) ->
     mine = at >= 0
     outcome = gather(txns.outcome, at, UNKNOWN)
     counts |= {
-        "txn_committed": int(np.count_nonzero(txns.outcome == COMMITTED)),
-        "txn_aborted": int(np.count_nonzero(txns.outcome == ABORTED)),
-        "txn_unknown": int(np.count_nonzero(txns.outcome == UNKNOWN)),
-        "txn_unjournalled_sends": int(np.count_nonzero(~mine & m.sent)),
-        "txn_committed_hidden": int(
+        CountName.TXN_COMMITTED: int(np.count_nonzero(txns.outcome == COMMITTED)),
+        CountName.TXN_ABORTED: int(np.count_nonzero(txns.outcome == ABORTED)),
+        CountName.TXN_UNKNOWN: int(np.count_nonzero(txns.outcome == UNKNOWN)),
+        CountName.TXN_UNJOURNALLED_SENDS: int(np.count_nonzero(~mine & m.sent)),
+        CountName.TXN_COMMITTED_HIDDEN: int(
             np.count_nonzero((outcome == COMMITTED) & (m.reads == 0) & in_log)
         ),
-        "txn_aborted_in_log": int(np.count_nonzero((outcome == ABORTED) & in_log)),
+        CountName.TXN_ABORTED_IN_LOG: int(np.count_nonzero((outcome == ABORTED) & in_log)),
     }
     return TxnFacts(counts, examples, _probe(txns, m, at, counts, in_log))
 

@@ -28,7 +28,7 @@ from typing import Final
 
 from analysis.judge.known_bugs import BUG_REASON, bugs_explaining
 from analysis.judge.outcomes import Finding, Verdict
-from analysis.model.anomalies import AnomalyName, Counts, anomaly
+from analysis.model.anomalies import AnomalyName, CountName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
@@ -61,7 +61,7 @@ ORDER_CITATION: Final = (
     "Kafka keeps one idempotent producer's sends in order per partition”, so “no cycle can form "
     "among them”"
 )
-TXN_FACTS_KEY: Final = "txn_committed"  # present in the counts of every transactional run
+TXN_FACTS_KEY: Final = CountName.TXN_COMMITTED  # in the counts of every transactional run
 CYCLE_CLASSES: Final = (AnomalyName.G0, AnomalyName.G1C)
 
 
@@ -170,7 +170,7 @@ def transaction_findings(
         return []
     examples = examples or {}
     findings = _aborted_findings(config, counts, events, examples)
-    if hidden := int(counts.get("txn_committed_hidden", 0)):
+    if hidden := int(counts.get(CountName.TXN_COMMITTED_HIDDEN, 0)):
         detail = (
             f"hidden commits: {hidden} committed messages are in the log "
             f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
@@ -264,7 +264,7 @@ def _aborted_findings(
     name = AnomalyName.ABORTED_READ
     aborted = int(counts.get(name, 0))
     if not aborted:
-        if counts.get("txn_aborted", 0) and not counts.get("txn_aborted_in_log", 0):
+        if counts.get(CountName.TXN_ABORTED, 0) and not counts.get(CountName.TXN_ABORTED_IN_LOG, 0):
             detail = (
                 "no message of an aborted transaction reached the log: read_committed had "
                 "nothing to filter, so aborted reads were not tested"
@@ -306,9 +306,10 @@ def _known_bug(
 def _summary(counts: Counts) -> str:
     """The transactions by outcome, as a note."""
     return (
-        f"transactions: {counts.get('txn_committed', 0)} committed, "
-        f"{counts.get('txn_aborted', 0)} aborted ({counts.get('txn_aborted_in_log', 0)} aborted "
-        f"messages in the log), {counts.get('txn_unknown', 0)} unknown outcome "
-        f"(judged only if never asked to commit), {counts.get('txn_unjournalled_sends', 0)} "
+        f"transactions: {counts.get(CountName.TXN_COMMITTED, 0)} committed, "
+        f"{counts.get(CountName.TXN_ABORTED, 0)} aborted "
+        f"({counts.get(CountName.TXN_ABORTED_IN_LOG, 0)} aborted messages in the log), "
+        f"{counts.get(CountName.TXN_UNKNOWN, 0)} unknown outcome (judged only if never asked to "
+        f"commit), {counts.get(CountName.TXN_UNJOURNALLED_SENDS, 0)} "
         "sends in no ended transaction"
     )

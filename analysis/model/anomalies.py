@@ -29,6 +29,7 @@ __all__ = [
     "LOSS_CLASSES",
     "SEND_COUNTS",
     "STATUS_COUNTS",
+    "TXN_COUNTS",
     "Anomaly",
     "AnomalyName",
     "Check",
@@ -80,6 +81,13 @@ class CountName(StrEnum):
     INDETERMINATE = "indeterminate"
     READ = "read"  # distinct records the final read-back holds
     LOSS = "loss"  # distinct acknowledged messages missing: the sum of the LOSS_CLASSES
+    # A transactional run's facts beside its classes (analysis/checks/transactions.py):
+    TXN_COMMITTED = "txn_committed"  # transactions journalled committed
+    TXN_ABORTED = "txn_aborted"
+    TXN_UNKNOWN = "txn_unknown"  # the commit's outcome never came back
+    TXN_UNJOURNALLED_SENDS = "txn_unjournalled_sends"  # sends of no journalled transaction
+    TXN_COMMITTED_HIDDEN = "txn_committed_hidden"  # committed, held back by the stable offset
+    TXN_ABORTED_IN_LOG = "txn_aborted_in_log"  # aborted messages the log holds (as aborted)
 
 
 class Check(StrEnum):
@@ -93,6 +101,16 @@ class Check(StrEnum):
     POLLS = "polls"  # from each member start's journals and the read-back (checks/polls.py)
     CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
 
+
+# The transactional facts, in the order a run's counts list them.
+TXN_COUNTS: Final = (
+    CountName.TXN_COMMITTED,
+    CountName.TXN_ABORTED,
+    CountName.TXN_UNKNOWN,
+    CountName.TXN_UNJOURNALLED_SENDS,
+    CountName.TXN_COMMITTED_HIDDEN,
+    CountName.TXN_ABORTED_IN_LOG,
+)
 
 CountKey = CountName | AnomalyName
 # A repetition's counts: CountKey → count (results.json's `counts`: every COUNT_NAMES entry;
