@@ -209,3 +209,15 @@ def test_the_message_without_a_msg_id_comes_last_up_to_the_highest_id(tmp_path: 
     facts = _checked(run_dir)
     assert facts.counts["phantom"] == 2
     assert [row["msg_id"] for row in facts.examples["phantom"]] == [top, None]
+
+
+def test_a_run_without_its_read_back_has_its_send_counts_and_contract_only(tmp_path: Path) -> None:
+    acked = [sent(1, 0), sent(2, None, status="failed"), {**sent(3, 1), "status": "maybe"}]
+    run_dir = write_run(tmp_path, "c", acked, None)
+    facts = check_run(RunInput(run_dir, complete=False, unlocated_acks=False))
+    assert facts.counts == {"sent": 3, "acked": 1, "failed": 1, "indeterminate": 0}
+    assert facts.contract == {
+        "unknown_statuses": 1, "reported_ok": 1, "reported_failed": 1,
+        "reported_indeterminate": 0,
+    }  # fmt: skip
+    assert facts.examples == {} and facts.sensitivity is None

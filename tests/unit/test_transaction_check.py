@@ -92,6 +92,7 @@ def facts_of(
 def test_a_clean_transactional_run_has_no_anomaly(tmp_path: Path) -> None:
     facts = facts_of(tmp_path, COMMITTED)
     counts = facts.counts
+    assert counts["sent"] == SENT
     assert counts["acked"] == len(COMMITTED)  # acknowledged means committed
     assert counts["failed"] == SIZE  # the aborted transaction's messages
     assert counts["indeterminate"] == SIZE + 1  # the unknown one and the unjournalled send
