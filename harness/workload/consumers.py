@@ -55,7 +55,7 @@ from harness.workload.consumer_member import (
     consume,
     consumer_config,
 )
-from harness.workload.processes import forward_logs, sigint_ignored
+from harness.workload.processes import forward_logs, sigint_held
 
 # ---------------------------------------------------------------------------------------------
 # In the harness
@@ -115,7 +115,7 @@ class ConsumerMember:
             name=f"consumer-{self.index}",
             daemon=True,
         )
-        with sigint_ignored():
+        with sigint_held():
             self.process.start()
 
     def kill(self) -> None:

@@ -27,24 +27,25 @@ def forward_logs(logs: Any) -> None:
 
 
 @contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored meanwhile (a child spawned now inherits that through exec), in the main
-    thread only: no other thread may change handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+def sigint_held() -> Iterator[None]:
+    """SIGINT blocked in the calling thread meanwhile, in any thread (the nemesis thread starts
+    members again too). A child spawned now starts with it blocked, since the mask survives
+    fork and exec, until child_setup ignores it: a Ctrl-C typed while the child imports is no
+    traceback. The harness loses nothing: a SIGINT held back here is delivered when the block
+    ends, or at once to a thread that does not block it."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def child_setup(logs: Any, level: int) -> threading.Event:
     """In a freshly spawned child: ignore SIGINT (the harness decides), turn SIGTERM into the
     returned stop event, and send log records of `level` and above to the parent's `logs`."""
     stop = threading.Event()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C held back while it started: gone
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     root = logging.getLogger()
     root.handlers[:] = [QueueHandler(logs)]

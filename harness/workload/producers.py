@@ -36,7 +36,7 @@ from harness.workload.journal import (
     close_journal,
     write_meta,
 )
-from harness.workload.processes import child_setup, forward_logs, sigint_ignored
+from harness.workload.processes import child_setup, forward_logs, sigint_held
 from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
 
 log = logging.getLogger("kafka_chaos.producers")
@@ -264,7 +264,7 @@ class ProducerFleet:
         for task in self.tasks:
             write_meta(task.run_dir, task.slot, task.workload.keys)
         self._forwarder.start()
-        with sigint_ignored():  # inherited through exec: a Ctrl-C during imports is ignored
+        with sigint_held():  # inherited through exec: a Ctrl-C during imports is no traceback
             for process in self._processes:
                 process.start()
         if not wait_for(self._ready, self.READY_TIMEOUT_S, interval_s=0.1, pause=self._until_exit):
