@@ -1,13 +1,15 @@
 """The end of a repetition, whoever drove its workload (the runner, or a test through the
-pytest plugin): the final heal, the records built from the journals, the read-back and the
-log segments kept. Both callers run these steps, in this order, and nothing else between."""
+pytest plugin): `end_run` heals, closes the consumer group, builds the records from the
+journals, reads the topic back and keeps the log segments, in this order; both callers call
+it once their journals are closed, and sequence none of these steps themselves. (The runner
+reads back apart, `read_back_and_keep`, after a Ctrl-C has had its chance to stop it.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from harness.chaos.heal import heal_all
 from harness.run.final_read import read_back_topic
@@ -21,8 +23,9 @@ from harness.workload.transactions import finalize_transactions
 if TYPE_CHECKING:
     from harness.chaos.faults import FaultContext
     from harness.chaos.nemesis import Nemesis
+    from harness.run.sampler import Sampler
 
-__all__ = ["ReadBackPlan", "final_heal", "read_back_and_keep", "write_records"]
+__all__ = ["GroupEnd", "ReadBackPlan", "RunEnd", "end_run", "read_back_and_keep"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,67 @@ class ReadBackPlan:
     full_isr_timeout_s: float
     transactional: bool = False
     decode: Decoder = decode_value
+
+
+class GroupEnd(Protocol):
+    """The consumer group's part of the end, for a run that had one."""
+
+    def catch_up(self) -> None:
+        """Let the group commit up to the end of every partition (bounded)."""
+
+    def close(self) -> None:
+        """End every member and record the group's final offsets (after catch_up, if it ran)."""
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What the end of a repetition acts on. `records`: build acked.parquet (and
+    transactions.parquet) from the journals (False when the run journalled nothing);
+    `read_back`: what to read back (None: no read-back)."""
+
+    ctx: FaultContext
+    nemesis: Nemesis
+    events: EventLog
+    run_dir: Path
+    sampler: Sampler
+    read_back: ReadBackPlan | None
+    records: bool = True
+    group: GroupEnd | None = None
+    phase: Callable[[str], None] = lambda name: None
+
+
+def end_run(end: RunEnd) -> Readback | None:
+    """End a repetition whose journals are closed: the final heal; the consumer group caught
+    up (only after a heal that held) and closed; the records; the sampler stopped; then the
+    read-back and the segments kept, whose result is returned (None without a plan).
+
+    Every step before the read-back runs even when one of them failed (or was interrupted):
+    the first failure is raised after them all, an interrupt before any other, and there is
+    no read-back (the nodes may not be whole)."""
+    failures: list[BaseException] = []
+
+    def attempt(step: Callable[[], object]) -> bool:
+        try:
+            step()
+        except BaseException as exc:  # the journals' records must be written all the same
+            failures.append(exc)
+            return False
+        return True
+
+    end.phase("final heal")
+    if attempt(lambda: final_heal(end.ctx, end.nemesis, end.events)) and end.group is not None:
+        attempt(end.group.catch_up)
+    if end.group is not None:
+        attempt(end.group.close)
+    if end.records:
+        attempt(lambda: write_records(end.run_dir))
+    attempt(end.sampler.stop)
+    if failures:
+        interrupts = [f for f in failures if not isinstance(f, Exception)]
+        raise (interrupts or failures)[0]
+    if end.read_back is None:
+        return None
+    return read_back_and_keep(end.ctx, end.read_back, end.run_dir, end.events, end.phase)
 
 
 def final_heal(ctx: FaultContext, nemesis: Nemesis, events: EventLog) -> list[str]:

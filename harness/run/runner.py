@@ -31,7 +31,7 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
 from harness.platform.versions import Mode, broker_defaults
-from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
+from harness.run.ending import ReadBackPlan, RunEnd, end_run, read_back_and_keep
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord, git_revision
 from harness.run.repetition import (
@@ -264,7 +264,9 @@ def _workload_and_faults(
     summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
     ctx.consumers = _consumer_group(repetition, ctx.cluster.bootstrap_servers, events)
-    caught_up: CatchUp | None = None
+    group = None
+    if ctx.consumers is not None:
+        group = _GroupEnd(ctx.consumers, events, spec.workload.consumer_catch_up_s, progress)
     client_error: Exception | None = None
     try:
         try:
@@ -277,21 +279,35 @@ def _workload_and_faults(
         stop.set()
         # First, so that no failure below can keep the journal (and the tally) unwritten.
         workload_error = senders.close(events)
+        end = RunEnd(
+            ctx, nemesis, events, repetition.run_dir, sampler, None, group=group,
+            phase=progress.phase,
+        )  # fmt: skip
         try:
-            progress.phase("final heal")
-            final_heal(ctx, nemesis, events)
-            if ctx.consumers is not None and not INTERRUPTS.stop.is_set():
-                caught_up = _catch_up(ctx.consumers, spec.workload.consumer_catch_up_s, progress)
-        finally:
-            try:
-                if ctx.consumers is not None:
-                    ctx.consumers.close(events, caught_up)
-                write_records(repetition.run_dir)
-                sampler.stop()
-            finally:  # whatever failed above: the progress line tells what was really sent
-                _count_sends(summary, senders.stats, nemesis)
+            end_run(end)  # the read-back waits for the interrupt's chance below
+        finally:  # whatever failed above: the progress line tells what was really sent
+            _count_sends(summary, senders.stats, nemesis)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
     return client_error or workload_error
+
+
+@dataclasses.dataclass
+class _GroupEnd:
+    """The consumer group at the end of the run (ending.GroupEnd): caught up unless the run
+    was stopped, then closed with where it got."""
+
+    group: ConsumerGroup
+    events: EventLog
+    timeout_s: float
+    progress: Progress
+    caught_up: CatchUp | None = None
+
+    def catch_up(self) -> None:
+        if not INTERRUPTS.stop.is_set():
+            self.caught_up = _catch_up(self.group, self.timeout_s, self.progress)
+
+    def close(self) -> None:
+        self.group.close(self.events, self.caught_up)
 
 
 def _start_and_send(

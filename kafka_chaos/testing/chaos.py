@@ -21,13 +21,14 @@ from typing import Any, cast
 
 from harness.chaos.faults import FaultContext
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import Nemesis, Step
+from harness.chaos.nemesis import Nemesis
+from harness.chaos.targets import Step
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
 from harness.experiment.plan import client_durability, producer_settings, topic_settings
 from harness.experiment.problems import SpecError
 from harness.experiment.spec import Experiment
-from harness.run.ending import ReadBackPlan, final_heal, read_back_and_keep, write_records
+from harness.run.ending import ReadBackPlan, RunEnd, end_run
 from harness.run.provenance import ProvenanceRecord
 from harness.run.runner import Repetition, SpecTimes, write_spec
 from harness.run.sampler import Sampler
@@ -291,12 +292,15 @@ class Chaos:
             self.events.write(PhaseEvent(phase="workload-end"))
             if journal is not None and (error := journal.close(self.events)) is not None:
                 errors.append(f"JournalError: {error}")
-            self._attempt(errors, self._final_heal)
-            if journal is not None:
-                self._attempt(errors, lambda: write_records(self.run_dir))
-            self._sampler.stop()
-            if read_back:
-                self._attempt(errors, self._read_back)
+            for handle in self._handles:  # the test's own faults first: their handles say so
+                self._attempt(errors, handle.heal)
+            timeout_s = self._spec.faults.final_heal_timeout_s
+            end = RunEnd(
+                self._ctx, self._nemesis, self.events, self.run_dir, self._sampler,
+                ReadBackPlan(self.topic, self.partitions, timeout_s) if read_back else None,
+                records=journal is not None,
+            )  # fmt: skip
+            self._healed = self._attempt(errors, lambda: end_run(end))
         finally:
             for error in errors:
                 self.events.write(HarnessError(error=error))
@@ -313,23 +317,15 @@ class Chaos:
                 self._write_spec(extra)
 
     @staticmethod
-    def _attempt(errors: list[str], step: Any) -> None:
+    def _attempt(errors: list[str], step: Any) -> bool:
+        """Run `step`; whether it succeeded (its failure is logged and added to `errors`)."""
         try:
             step()
         except Exception as exc:
             log.exception("kafka_chaos: the run's end failed")
             errors.append(f"{type(exc).__name__}: {exc}")
-
-    def _final_heal(self) -> None:
-        for handle in self._handles:
-            handle.heal()
-        final_heal(self._ctx, self._nemesis, self.events)
-        self._healed = True
-
-    def _read_back(self) -> None:
-        timeout_s = self._spec.faults.final_heal_timeout_s
-        plan = ReadBackPlan(self.topic, self.partitions, timeout_s)
-        read_back_and_keep(self._ctx, plan, self.run_dir, self.events)
+            return False
+        return True
 
     def _write_spec(self, extra: SpecTimes) -> None:
         """spec.json as the harness writes it, for the experiment as it stands now."""

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted, _whole_cluster
+from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted
+from harness.chaos.targets import whole_cluster
 from harness.experiment.spec import FaultStep
 from harness.platform import disk_layer
 from harness.platform.topology import Role, hostname_of
@@ -133,12 +134,12 @@ def test_a_fault_on_every_broker_is_whole_cluster_whatever_its_target_said():
     brokers = [FakeNode(i, "running", Role.BROKER) for i in (1, 2, 3)]
     ctx = SimpleNamespace(cluster=SimpleNamespace(nodes=brokers))
     loss = FaultStep(fault="lose-unsynced", target="all", at_s=1, duration_s=1)
-    assert _whole_cluster(ctx, loss, brokers)
-    assert not _whole_cluster(ctx, loss, brokers[:2])
+    assert whole_cluster(ctx, loss, brokers)
+    assert not whole_cluster(ctx, loss, brokers[:2])
     controller = FakeNode(101, "running", Role.CONTROLLER)
-    assert not _whole_cluster(ctx, loss, [controller])  # no broker hit
+    assert not whole_cluster(ctx, loss, [controller])  # no broker hit
     kill_all = FaultStep(fault="kill-all", target="all", at_s=1, duration_s=1)
-    assert _whole_cluster(ctx, kill_all, brokers[:1])  # by its type
+    assert whole_cluster(ctx, kill_all, brokers[:1])  # by its type
 
 
 def test_fault_events_name_broker_ids_apart_from_other_nodes():

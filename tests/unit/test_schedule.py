@@ -13,7 +13,8 @@ import pytest
 
 from harness.chaos.conditions import ClusterView, ConditionError, parse_condition
 from harness.chaos.faults import FaultContext, FaultError
-from harness.chaos.nemesis import Nemesis, resolve_target
+from harness.chaos.nemesis import Nemesis
+from harness.chaos.targets import resolve_target
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for

@@ -1,0 +1,137 @@
+"""What a schedule step's target names when the step acts: the nodes (or consumer members) of
+`leader`, `follower`, `isr`, `successor`, `controller`, `txn-coordinator`, `node:<id>`,
+`@name` and the rest, resolved against the cluster as it is then, and whether a step hit the
+whole cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from harness.chaos.conditions import Condition
+from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
+from harness.chaos.faults import (
+    FAULT_TYPES,
+    FaultContext,
+    FaultError,
+    FaultParams,
+    consumer_members,
+)
+from harness.platform.node import KafkaNode
+from harness.platform.topology import PartitionState
+
+
+class Step(Protocol):
+    """What the nemesis reads of a schedule step (harness.experiment.spec.FaultStep)."""
+
+    at_s: float | None
+    fault: str
+    target: str
+    partition: int | str
+    duration_s: float | None
+    as_: str | None
+    timeout_s: float
+    params: FaultParams
+
+    @property
+    def heals(self) -> bool: ...
+    @property
+    def bound_target(self) -> str | None: ...
+    @property
+    def partition_binding(self) -> str | None: ...
+    @property
+    def condition(self) -> Condition | None: ...
+
+
+def _partition_targets(state: PartitionState, target: str) -> list[int]:
+    """The broker ids a partition target names in `state` (leader excluded but for `leader`)."""
+    others = [r for r in state.replicas if r != state.leader]
+    if target == "leader":
+        return [] if state.leader is None else [state.leader]
+    if target in ("follower", "followers"):
+        return others
+    if target == "isr":
+        return [r for r in state.isr if r != state.leader]
+    if target == "successor":
+        # Kafka elects the first live in-sync replica in assignment order. The client's
+        # metadata lists replicas sorted by id, but the ISR in assignment order until it
+        # changes: the ISR's order is the better record of the assignment.
+        return [r for r in state.isr if r != state.leader][:1]
+    return [r for r in state.replicas if r not in state.isr]  # out-of-sync
+
+
+def resolve_target(
+    ctx: FaultContext,
+    step: Step,
+    bindings: dict[str, list[KafkaNode]] | None = None,
+    partition: int | None = None,
+) -> list[KafkaNode]:
+    """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader).
+
+    `partition` is the step's partition resolved (for `@name`); None: `step.partition`."""
+    cluster, target = ctx.cluster, step.target
+    if (name := step.bound_target) is not None:
+        if bindings is None or name not in bindings:
+            raise FaultError(f"@{name} is not bound: the step that binds it did not act")
+        return list(bindings[name])
+    if FAULT_TYPES[step.fault].acts_on_consumers:  # group members, which act like nodes
+        return consumer_members(ctx, target)
+    if target in ("all", "brokers") or FAULT_TYPES[step.fault].hits_whole_cluster(step.params):
+        return list(cluster.nodes)
+    if target.startswith("node:"):
+        return [cluster.node(int(target.split(":", 1)[1]))]
+    if target.startswith("zookeeper:"):
+        return [cluster.zookeeper(int(target.split(":", 1)[1]))]
+    if target == "zookeeper":
+        return list(cluster.ensemble)
+    if target == "controllers":
+        return list(cluster.quorum)
+    if target == "random":
+        return [ctx.rng.choice(cluster.nodes)]
+    if target in COORDINATORS:
+        return [cluster.node(_coordinator(ctx, target))]
+    if target == "controller":
+        controller = cluster.active_controller()
+        if controller is None:
+            raise FaultError("no active controller to target")
+        return [cluster.node(controller)]
+    if target == "controller-follower":
+        active = cluster.active_controller()
+        standby = [node for node in cluster.quorum if node.node_id != active]
+        if not standby:
+            raise FaultError("no KRaft controller other than the active one to target")
+        return [ctx.rng.choice(standby)]
+    p = int(step.partition) if partition is None else partition
+    state = cluster.partition_states(ctx.topic)[p]
+    if target == "leader" and state.leader is None:
+        raise FaultError(f"partition {p} has no leader to target")
+    ids = _partition_targets(state, target)
+    if not ids:
+        raise FaultError(f"partition {p} has no {target} replica to target")
+    if target == "follower":
+        ids = [ctx.rng.choice(sorted(ids))]
+    return [cluster.node(node_id) for node_id in ids]
+
+
+# target → (internal topic, the FaultContext field holding the id it coordinates)
+COORDINATORS = {
+    "txn-coordinator": (TRANSACTION_STATE, "transactional_id"),
+    "group-coordinator": (CONSUMER_OFFSETS, "group_id"),
+}
+
+
+def _coordinator(ctx: FaultContext, target: str) -> int:
+    """The broker id coordinating the workload's id for `target`, as the metadata says now."""
+    topic, field = COORDINATORS[target]
+    key = getattr(ctx, field)
+    if key is None:
+        raise FaultError(f"{target}: the workload has no {field.replace('_', '.')}")
+    return coordinator_of(ctx.cluster, topic, key)
+
+
+def whole_cluster(ctx: FaultContext, step: Step, nodes: Sequence[KafkaNode]) -> bool:
+    """Whether the step hit every broker, by its type or its resolved target: each partition
+    is then judged by the "all" column (a power loss of all is not its leader's power loss)."""
+    hit = {n.node_id for n in nodes if n.role.is_broker}
+    every = bool(hit) and hit == {n.node_id for n in ctx.cluster.nodes}
+    return every or FAULT_TYPES[step.fault].hits_whole_cluster(step.params)
