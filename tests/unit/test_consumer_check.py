@@ -356,3 +356,40 @@ def test_a_group_check_blind_to_skips_fails_its_sensitivity_probe(
     check = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
     assert check.sensitivity.passed is False
     assert check.sensitivity.found < check.sensitivity.removed
+
+
+def test_the_liveness_facts_reach_the_runs_timeline(tmp_path: Path):
+    from tests.unit.test_liveness import group_run
+
+    facts = check_run(RunInput(group_run(tmp_path), complete=True, unlocated_acks=False))
+    second = T0_US // 1_000_000
+    assert facts.seconds[second + 10] == {"stuck": 1}  # within the window, nothing else
+    assert facts.seconds[second + 30]["reset"] == 3
+
+
+def test_liveness_and_poll_examples_stop_at_twenty_but_count_all(tmp_path: Path):
+    from tests.unit.test_liveness import S, ends_sample, write_journal
+
+    # Member 0 processes offsets 0..21 one every 25 s with the end at 22 (bound 20 s): a
+    # stuck window before each of the 21 records after the first. Member 1 reads offsets 0
+    # and 1 in turn 22 times within one assignment: 21 steps backwards.
+    acked, readback = in_order(22)
+    events = [
+        {"type": "phase", "phase": "consumers-ready", "ts_us": T0_US},
+        *(ends_sample(t, 22) for t in range(0, 540, 5)),
+        group_end({0: 22}, stuck_s=20.0, ts_us=T0_US + 540 * S),
+    ]
+    run_dir = write_run(tmp_path, "c", acked, readback, events=events)
+    write_journal(run_dir, 0, 0, [(T0_US + (25 * k + 1) * S, k) for k in range(22)], [])
+    files = layout.consumer_journal(1, 0)
+    rows = [
+        {"msg_id": i % 2 + 1, "partition": 0, "offset": i % 2, "consumer": 1, "ts_us": 10 + i}
+        for i in range(43)
+    ]
+    _stream(run_dir / files.processed, PROCESSED_SCHEMA, rows)
+    assigned = [{"consumer": 1, "partition": 0, "kind": "assigned", "ts_us": 5}]
+    _stream(run_dir / files.assignments, ASSIGNMENT_SCHEMA, assigned)
+    facts = check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["stuck"] == 21 and len(facts.examples["stuck"]) == 20
+    assert facts.counts["nonmonotonic_poll"] == 21
+    assert len(facts.examples["nonmonotonic_poll"]) == 20

@@ -221,3 +221,13 @@ def test_a_run_without_its_read_back_has_its_send_counts_and_contract_only(tmp_p
         "reported_indeterminate": 0,
     }  # fmt: skip
     assert facts.examples == {} and facts.sensitivity is None
+
+
+def test_loss_and_rewritten_offsets_are_counted_by_acked_partition(tmp_path: Path) -> None:
+    # p0: 2 lost below 3, read; p1: 5's offset holds 6, 7 never located (partition unknown).
+    acked = [sent(1, 0), sent(2, 1), sent(3, 2), sent(5, 0, partition=1), sent(6, 1, partition=1)]
+    acked.append(sent(7, None, partition=None))
+    readback = [read(1, 0), read(3, 2), read(6, 0, partition=1), read(6, 1, partition=1)]
+    facts = _checked(write_run(tmp_path, "c", acked, readback))
+    assert facts.loss_by_partition == {"0": 1, "1": 1, "unknown": 1}
+    assert facts.divergence_by_partition == {"1": 1}

@@ -123,6 +123,8 @@ def test_a_committed_transaction_partly_visible_is_torn_and_lost(tmp_path: Path)
     assert facts.examples["torn_transaction"][0]["msg_id"] == 7
     assert facts.examples["torn_transaction"][0]["txn"] == 2
     assert counts["txn_committed_hidden"] == 1  # it is in the log: read_committed hid it
+    missing = facts.examples["lost"] + facts.examples["unseen"]
+    assert [e["msg_id"] for e in missing] == [7]  # the message classes' examples stay
 
 
 def test_a_wholly_missing_committed_transaction_is_lost_not_torn(tmp_path: Path) -> None:
@@ -338,7 +340,52 @@ def test_the_transactions_reader_and_the_group_are_both_judged(tmp_path: Path) -
     pq.write_table(pa.Table.from_pylist(reads, schema=TXN_READ_SCHEMA), run_dir / layout.TXN_READS)
     alone = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
     assert alone["nonmonotonic_poll"] == 1 and alone["poll_starts_unjournalled"] == 0
+    assert alone["g1c"] == 2  # T0 read what T2 wrote after it: T0 -ww-> T2 -wr-> T0
     write_processed(run_dir, [0, 1])
     counts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
     assert counts["nonmonotonic_poll"] == 1
     assert counts["poll_starts_unjournalled"] == 1
+
+
+def test_a_record_that_is_not_the_producers_is_in_no_transaction(tmp_path: Path) -> None:
+    # A record without a msg_id after T2's message 6 in p0: no write of T0 (or any), so no
+    # T0 -ww-> T2 -ww-> T0 cycle.
+    run_dir = write_txn_run(tmp_path, COMMITTED, list(range(SENT)))
+    foreign = {"msg_id": None, "key": None, "key_seq": None, "partition": 0, "offset": 3}
+    _rewritten(run_dir / layout.READBACK, lambda rows: [*rows, {**rows[0], **foreign}])
+    counts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False)).counts
+    assert counts["phantom"] == 1
+    assert counts["g0"] == counts["g1c"] == 0
+
+
+def test_write_cycles_are_counted_in_full_and_shown_up_to_the_examples(tmp_path: Path) -> None:
+    # 21 pairs of committed transactions (2j, 2j + 1), each writing one message to partition
+    # 2j and one to 2j + 1, in opposite orders there: 21 G0 cycles of two transactions.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    pairs = 21
+    spec = {"experiment": "exp", "cell": "cell", "repetition": 0, "config": {"acks": "all"}}
+    (run_dir / layout.SPEC).write_text(json.dumps(spec))
+    acked, records, txns = [], [], []
+    for j in range(pairs):
+        a, b = 4 * j, 4 * j + 2  # the first messages of transactions 2j and 2j + 1
+        slots = {a: (2 * j, 0), b: (2 * j, 1), b + 1: (2 * j + 1, 0), a + 1: (2 * j + 1, 1)}
+        for m, (p, o) in slots.items():
+            where = {"msg_id": m, "key": f"k{m}", "key_seq": 0, "partition": p, "offset": o}
+            acked.append(where | {"status": "ok", "error": None, "send_ts_us": T0_US + m,
+                                  "ack_ts_us": T0_US + m + 10})  # fmt: skip
+            records.append(where | {"ts_us": T0_US})
+        for t, first in ((2 * j, a), (2 * j + 1, b)):
+            txns.append({"txn": t, "first_msg_id": first, "messages": 2, "intent": "commit",
+                         "outcome": "committed", "error": None, "begin_ts_us": T0_US,
+                         "end_ts_us": T0_US})  # fmt: skip
+    for name, rows, schema in (
+        (layout.ACKED, acked, ACKED_SCHEMA),
+        (layout.READBACK, records, READBACK_SCHEMA),
+        (layout.TRANSACTIONS, txns, TRANSACTION_SCHEMA),
+    ):
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), run_dir / name)
+    facts = checker.check_run(RunInput(run_dir, complete=True, unlocated_acks=False))
+    assert facts.counts["g0"] == 2 * pairs and facts.counts["g1c"] == 0
+    shown = facts.examples["g0"]
+    assert len(shown) == 20 and [e["txn"] for e in shown] == [2 * j for j in range(20)]
