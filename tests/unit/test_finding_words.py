@@ -210,3 +210,49 @@ def test_each_partitions_judgement_is_joined_into_one_reason() -> None:
     p0, p1 = unexplained.detail.split("; p1 (none: no fault hit its replicas): ")
     assert p0.startswith("loss: 2 of 100 acked missing (")
     assert p0.endswith("; p0 (none: no fault hit its replicas): " + p1)
+
+
+def test_partitions_without_roles_or_with_an_unknown_one_are_judged_by_words() -> None:
+    from analysis.judge.guarantees import guarantee_for
+    from analysis.judge.history import FaultHit, PartitionHistory
+    from analysis.model.anomalies import COUNT_NAMES
+
+    def config(version: str) -> CellConfig:
+        return CellConfig.read(
+            {"acks": "all", "min_insync_replicas": 2, "unclean_leader_election": False,
+             "enable_idempotence": True, "max_in_flight": 5, "replication_factor": 3,
+             "partitions": 2, "fault_class": "leader-kill", "kafka_version": version}
+        )  # fmt: skip
+
+    counts = dict.fromkeys(COUNT_NAMES, 0) | {"acked": 100, "lost": 2, "offset_divergent": 1}
+    hit = FaultHit(1, "kill", "kill", "leader", (1,), 2_000_000)
+    histories = {0: PartitionHistory(0, (hit,), (), ())}
+    cell = config("3.9.0")
+
+    def context(partitions: dict[str, int], cfg: CellConfig) -> findings.LossContext:
+        return findings.LossContext(
+            RunEvidence.coerce([]), 0.0, {"loss": partitions, "offset_divergent": partitions},
+            cfg, "r", histories,
+        )  # fmt: skip
+
+    # A message whose partition is unknown: the cell's fault class decides, not the partitions.
+    by_class = findings.judge_loss(
+        counts, {}, guarantee_for(cell), context({"0": 1, "unknown": 1}, cell)
+    )
+    assert by_class == findings.judge_loss(counts, {}, guarantee_for(cell), context({}, cell))
+    # Rewritten offsets in a partition no fault touched: nothing explains the rewriting.
+    [rewritten] = findings.judge_divergence(
+        counts, {}, guarantee_for(cell), context({"1": 1}, cell)
+    )
+    assert rewritten.verdict == Verdict.VIOLATION
+    assert "no documented mechanism explains this rewriting of acknowledged offsets" in (
+        rewritten.detail
+    )
+    # The same on a release with known bugs of failovers (KAFKA-6361, before 2.0): a partition
+    # without a history shows none of their evidence.
+    old = config("1.1.1")
+    lost = findings.judge_loss(counts, {}, guarantee_for(old), context({"1": 2}, old))
+    assert lost.verdict == Verdict.VIOLATION
+    assert "p1 (none: no fault hit its replicas): no documented mechanism explains this loss" in (
+        lost.detail
+    )
