@@ -89,6 +89,8 @@ def _oracle(sends: list[tuple[int, int | None, int, int | None, bool]]) -> dict[
 @example([(1, 0, 5, 10, True), (1, 0, 6, WIDE, True), (1, 2, 0, 3, False)])
 @example([(1, 1, 0, lat, True) for lat in range(100, 0, -1)])  # p99 of 100 is the 99th
 @example([(2, 0, 0, None, True), (0, 3, 0, None, False)])
+@example([(1, 0, 0, 0, True), (1, 0, 1, 1 << 40, True)])  # a range of exactly 40 bits
+@example([(1, 0, 0, -(1 << 40), True), (1, 0, 1, 0, True)])  # an ack stamped before its send
 def test_the_timeline_is_the_sends_per_second(
     sends: list[tuple[int, int | None, int, int | None, bool]],
 ) -> None:

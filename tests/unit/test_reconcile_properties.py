@@ -132,10 +132,18 @@ ALL_WRITTEN_TWICE = GeneratedRun(
     reread=[], log_start={0: 0}, located=True, complete=True,
 )  # fmt: skip
 
+# Key k's second send (2) logged before its first (1): 1 is read late.
+KEY_READ_OUT_OF_ORDER = GeneratedRun(
+    sends=[Send(m, "k", m - 1, OK, 0, 2 - m, T0_US + m * 1000) for m in (1, 2)],
+    log=[Record(2, "k", 1, 0, 0), Record(1, "k", 0, 0, 1)], reread=[], log_start={0: 0},
+    located=True, complete=True,
+)  # fmt: skip
+
 
 @given(runs(complete=True))
 @example(ALL_WRITTEN_TWICE)
 @example(REWRITTEN_AND_MOVED)
+@example(KEY_READ_OUT_OF_ORDER)
 def test_each_example_names_where_its_message_was_acked_or_first_read(run: GeneratedRun) -> None:
     """A class of AT_ACKED_OFFSET shows the acked location and the record there; the others
     the message's lowest (partition, offset) read; every one how many records hold it."""
@@ -151,6 +159,9 @@ def test_each_example_names_where_its_message_was_acked_or_first_read(run: Gener
     acked = {s.msg_id: (s.partition, s.offset) for s in run.sends if s.status == OK}
     for name, rows in facts.examples.items():
         if name == AnomalyName.REORDERED:  # a row per record read late, not per message
+            assert all(
+                row["msg_id"] == at[(row["partition"], row["offset"])].msg_id for row in rows
+            )
             continue
         for row in rows:
             mine = slots.get(row["msg_id"], [])
