@@ -66,11 +66,11 @@ def test_divergence_duplicates_order_and_legal_anomalies_in_words() -> None:
     assert findings.judge_divergence(zero, {}, strict, context) == []
     diverged = (example(msg_id=9, partition=0, offset=3, readback_msg_id_at_offset=11),)
     counts = zero | {"offset_divergent": 1}
-    what = (
-        f"1 acknowledged offsets rewritten (1 {anomaly('offset_divergent').label}: "
-        f"{anomaly('offset_divergent').meaning}; e.g. msg_id 9 at p0@3 (read-back holds msg_id "
-        "11))"
+    rewrite = (
+        f"1 {anomaly('offset_divergent').label}: {anomaly('offset_divergent').meaning}; e.g. "
+        "msg_id 9 at p0@3 (read-back holds msg_id 11)"
     )
+    what = f"1 acknowledged offsets rewritten ({rewrite})"
     examples = {"offset_divergent": diverged}
     assert findings.judge_divergence(counts, examples, strict, context) == [
         Finding("offset_divergent", Verdict.VIOLATION,
@@ -108,6 +108,19 @@ def test_divergence_duplicates_order_and_legal_anomalies_in_words() -> None:
         Finding("reordered", Verdict.PASS, f"{what}; allowed: ord", reordered)
     ]
     assert findings.judge_order(zero, {}, strict) == []
+    from analysis.judge.guarantees import UNDOCUMENTED
+
+    unknown = loose.__class__(UNDOCUMENTED, UNDOCUMENTED, UNDOCUMENTED, "cit", "dup", "ord")
+    assert findings.judge_order(counts, {"reordered": reordered}, unknown) == [
+        Finding("reordered", Verdict.UNKNOWN, f"{what}; not documented: ord", reordered)
+    ]
+    rewritten = zero | {"offset_divergent": 1}
+    [undocumented] = findings.judge_divergence(rewritten, {"offset_divergent": diverged}, unknown,
+                                               context)  # fmt: skip
+    assert undocumented == Finding(
+        "offset_divergent", Verdict.UNKNOWN,
+        f"1 acknowledged offsets rewritten ({rewrite}); not documented: cit", diverged,
+    )  # fmt: skip
     legal = zero | {"moved": 2, "phantom": 1, "expired": 0}
     assert findings.legal_anomaly_notes(legal) == [
         Finding("moved", Verdict.PASS, f"2 {anomaly('moved').label}: {anomaly('moved').meaning}"),
@@ -245,6 +258,7 @@ def test_partitions_without_roles_or_with_an_unknown_one_are_judged_by_words() -
         counts, {}, guarantee_for(cell), context({"1": 1}, cell)
     )
     assert rewritten.verdict == Verdict.VIOLATION
+    assert rewritten.detail.startswith("acknowledged offset rewritten: 1 acknowledged offsets")
     assert "no documented mechanism explains this rewriting of acknowledged offsets" in (
         rewritten.detail
     )
@@ -256,3 +270,6 @@ def test_partitions_without_roles_or_with_an_unknown_one_are_judged_by_words() -
     assert "p1 (none: no fault hit its replicas): no documented mechanism explains this loss" in (
         lost.detail
     )
+    # Partitions are judged in number order: p2 before p10.
+    ordered = findings.judge_loss(counts, {}, guarantee_for(cell), context({"10": 1, "2": 1}, cell))
+    assert ordered.detail.index("p2 (none") < ordered.detail.index("p10 (none")
