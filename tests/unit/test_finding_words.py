@@ -54,6 +54,12 @@ def test_loss_is_described_class_by_class_with_its_first_examples() -> None:
     assert findings.judge_loss(counts, examples, loose, context) == Finding(
         "loss", Verdict.EXPECTED_LOSS, f"{what}; loss allowed: cit", quoted
     )
+    from analysis.judge.guarantees import UNDOCUMENTED
+
+    unknown = loose.__class__(UNDOCUMENTED, UNDOCUMENTED, UNDOCUMENTED, "cit", "dup", "ord")
+    assert findings.judge_loss(counts, examples, unknown, context) == Finding(
+        "loss", Verdict.UNKNOWN, f"{what}; loss not documented: cit", quoted
+    )
     odd = loose.__class__("sometimes", "allowed", "x", "c", "d", "o")
     with pytest.raises(ValueError, match="unknown loss rule 'sometimes'"):
         findings.judge_loss(counts, examples, odd, context)
@@ -121,6 +127,18 @@ def test_divergence_duplicates_order_and_legal_anomalies_in_words() -> None:
         "offset_divergent", Verdict.UNKNOWN,
         f"1 acknowledged offsets rewritten ({rewrite}); not documented: cit", diverged,
     )  # fmt: skip
+    twice = (example(msg_id=5, partition=0, offset=1),)
+    counts = zero | {"duplicated": 2, "duplicated_unacked": 1}
+    both = {"duplicated": dup, "duplicated_unacked": twice}
+    noted = (
+        f"1 {unacked.label} ({unacked.meaning}; e.g. msg_id 5 at p0@1): the idempotence "
+        "guarantee covers acknowledged messages only"
+    )
+    undocumented_dup = f"2 duplicated ({meaning}; e.g. msg_id 4 at p2@8); not documented: dup"
+    assert findings.judge_duplicates(counts, both, unknown) == [
+        Finding("duplicated", Verdict.UNKNOWN, undocumented_dup, dup),
+        Finding("duplicated_unacked", Verdict.PASS, noted, twice),
+    ]
     legal = zero | {"moved": 2, "phantom": 1, "expired": 0}
     assert findings.legal_anomaly_notes(legal) == [
         Finding("moved", Verdict.PASS, f"2 {anomaly('moved').label}: {anomaly('moved').meaning}"),
