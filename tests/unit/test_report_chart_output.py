@@ -1,11 +1,12 @@
 """The timeline chart as it leaves the report: the crafted run drawn, the inline svg and its
-ids, percentages, the group's liveness marks, and the price marks' edges (a short stall, heals
-that draw nothing, a matplotlibrc of other sizes)."""
+ids, percentages, the group's liveness marks, the price marks' edges (a short stall, heals that
+draw nothing), and the same chart whatever the user's matplotlibrc says or how often drawn."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
+from xml.etree import ElementTree
 
 import matplotlib
 import pytest
@@ -40,7 +41,7 @@ def test_svg_of_gives_an_inline_svg_with_its_own_ids_and_nothing_external() -> N
         ax = fig.subplots()
         ax.plot([0, 1], [0, 1], marker="o")
         ax.axvspan(0.2, 0.4, hatch="///")
-        text = str(charts.svg_of(fig, 'a "b" <c> & d', "p q/1"))
+        text = str(charts.svg_of(fig, 'a "b" <c> & d', "P q/1"))
     assert text.startswith(
         '<svg class="chart" role="img" aria-label="a &quot;b&quot; &lt;c> &amp; d" '
         'xmlns:xlink="http://www.w3.org/1999/xlink" viewBox="0 0 '
@@ -51,11 +52,14 @@ def test_svg_of_gives_an_inline_svg_with_its_own_ids_and_nothing_external() -> N
     width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', text).groups())
     assert width < 4 * 72 and height < 2 * 72  # cut to what is drawn (bbox_inches="tight")
     ids = re.findall(r'\bid="([^"]*)"', text)
-    assert ids and all(i.startswith("p-q-1-") for i in ids)
-    assert "p-q-1-figure_1" in ids
+    assert ids and all(i.startswith("P-q-1-") for i in ids)  # letters kept, in their case
+    assert "P-q-1-figure_1" in ids
     refs = re.findall(r'(?:href="#|url\(#)([^")]*)', text)
     assert refs and set(refs) <= set(ids)
     assert text.count("<svg") == 1
+    root = ElementTree.fromstring(text)  # well-formed, and no stray text where metadata was
+    assert not (root.text or "").strip()
+    assert all(not (child.tail or "").strip() for child in root)
 
 
 def test_chart_rc_salts_the_svg_ids_and_keeps_the_style() -> None:
@@ -66,7 +70,15 @@ def test_chart_rc_salts_the_svg_ids_and_keeps_the_style() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0, "0 %"), (0.0, "0 %"), (12.3456, "12.3 %"), (0.001234, "0.00123 %"), (100, "100 %")],
+    [
+        (0, "0 %"),
+        (0.0, "0 %"),
+        (-0.0, "0 %"),  # a zero rate scaled by a negative or negated: no "-0 %"
+        (1, "1 %"),
+        (12.3456, "12.3 %"),
+        (0.001234, "0.00123 %"),
+        (100, "100 %"),
+    ],
 )
 def test_a_percentage_has_three_significant_digits(value: float, text: str) -> None:
     assert charts.percent(value) == text
@@ -155,3 +167,26 @@ def test_heals_that_draw_nothing_leave_the_later_heals_drawn_at_their_size() -> 
     assert (list(line.get_xdata()), list(line.get_ydata())) == ([8.0, 9.5], [0.6, 0.6])
     assert (list(triangle.get_xdata()), triangle.get_marker()) == ([9.5], "v")
     assert triangle.get_markersize() == 6
+
+
+def test_a_group_stuck_or_reset_in_different_seconds_is_in_the_legend() -> None:
+    fig = _drawn(_plain([{"stuck": 1}, {}, {"reset": 2}]), [])
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert names == [*LEGEND, "group stuck (a partition)", "group reset below its commit"]
+
+
+def test_the_same_run_draws_the_same_svg() -> None:
+    run = replace(_plain([{"sent": 2, "ok": 2, "group_lag": 1}] * 3), availability=_availability())
+    assert charts.timeline_svg(run, [], "c-0") == charts.timeline_svg(run, [], "c-0")
+
+
+def test_no_time_grid_whatever_the_users_matplotlibrc_grids() -> None:
+    # A matplotlibrc gridding the y axis only: the time axis stays without grid lines.
+    rows = [{"sent": 2, "ok": 2, "group_lag": 1, "ack_latency_p50_ms": 3.0}] * 3
+    with matplotlib.rc_context({"axes.grid.axis": "y"}):
+        fig = _drawn(_plain(rows), [])
+    top, bottom, right = fig.axes
+    for ax in (top, bottom, right):
+        assert not any(line.get_visible() for line in ax.xaxis.get_gridlines()), ax
+    assert all(line.get_visible() for ax in (top, bottom) for line in ax.yaxis.get_gridlines())
+    assert not any(line.get_visible() for line in right.yaxis.get_gridlines())
