@@ -95,7 +95,7 @@ def judge_loss(
         _quoted(counts, examples, LOSS_CLASSES),
         Verdict.EXPECTED_LOSS,
     )
-    if (by_partition := _by_partition(hit, guarantee, evidence, "loss")) is not None:
+    if (by_partition := _by_partition(hit, evidence, "loss")) is not None:
         return by_partition
     if guarantee.loss == ALLOWED:
         return hit.finding(None, f"{hit.what}; loss allowed: {guarantee.citation}")
@@ -132,7 +132,7 @@ def judge_divergence(
         Verdict.PASS,
     )
     rule = "acknowledged offset rewritten"
-    if (by_partition := _by_partition(hit, guarantee, evidence, rule)) is not None:
+    if (by_partition := _by_partition(hit, evidence, rule)) is not None:
         return [by_partition]
     if guarantee.loss == ALLOWED:
         return [hit.finding(None, f"{hit.what}; allowed where loss is: {guarantee.citation}")]
@@ -143,9 +143,7 @@ def judge_divergence(
     return [_isr_exception_finding(hit, rule, guarantee, evidence)]
 
 
-def _by_partition(
-    hit: _Hit, guarantee: Guarantee, evidence: LossContext, rule: str
-) -> Finding | None:
+def _by_partition(hit: _Hit, evidence: LossContext, rule: str) -> Finding | None:
     """Judge each partition the hit's subject hit by what hit it, the mechanism seen, and
     known bugs; None when the roles or the partitions are unknown (the cell's class decides)."""
     partitions = evidence.partitions.get(hit.subject) or {}
