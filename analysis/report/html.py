@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
@@ -35,6 +36,14 @@ TEMPLATES: Final = Path(__file__).parent / "templates"
 OUTCOME_CSS: Final = {0: "v-pass", 1: "v-violation", 2: "v-unknown"}  # by exit code
 
 
+def generated_at() -> str:
+    """The time a report is made, as "YYYY-MM-DD HH:MM UTC": now, or SOURCE_DATE_EPOCH when set
+    (the reproducible-builds convention), so the same runs can make the same page twice."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def render_html(
     cells: Sequence[CellVerdict],
     results_by_run: Mapping[str, RunResult],
@@ -50,7 +59,7 @@ def render_html(
     )
     return env.get_template("report.html.j2").render(
         title=title,
-        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        generated_at=generated_at(),
         outcome=verdict_summary(cells),
         outcome_css=OUTCOME_CSS[exit_code(cells)],
         counts=verdict_counts(cells),

@@ -4,6 +4,7 @@ fixtures (registered in tests/unit/conftest.py)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -234,7 +235,16 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
+def _per_test_under_mutmut(fixture_name: str, config: pytest.Config) -> str:
+    """ "function" while mutmut maps or runs tests, else "session".
+
+    mutmut credits a test with the functions it calls while it runs: a result computed once
+    for the session is credited to the first test only, and the mutants that only later
+    tests catch are run without them and counted as survivors."""
+    return "function" if os.environ.get("MUTANT_UNDER_TEST") else "session"
+
+
+@pytest.fixture(scope=_per_test_under_mutmut)
 def results(runs_root: Path) -> dict[tuple[str, int], RunResult]:
     """Every run of runs_root reconciled in one call, by (cell, repetition), by the Spark task's
     body in this process (test_the_spark_job_answers_each_run_as_its_task_body_does holds the
