@@ -185,7 +185,7 @@ class TransactionsSpec(_Section):
     on_timeout: Literal["retry", "abort", "reinit"] = "retry"
     # Consume-transform-produce: each transaction first reads up to `reads` records of the
     # topic (read_committed, within READ_BUDGET_S), journalled, so the cycle check gets wr
-    # edges (G1c). librdkafka only. harness/workload/txn_reads.py.
+    # edges (G1c). librdkafka only. harness/workload/transactions/reads.py.
     reads: Annotated[whole, at_most(10_000, "a transaction's reads are held in memory")] = Field(
         0, ge=0
     )

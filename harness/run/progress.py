@@ -18,7 +18,7 @@ from rich.table import Table
 from harness.chaos.nemesis import Nemesis
 from harness.limits import clipped
 from harness.run.repetition import RepetitionSummary
-from harness.workload.recorder import RecorderStats
+from harness.workload.producer.recorder import RecorderStats
 
 Clock = Callable[[], float]
 STATUS_EVERY_S = 60.0  # plain mode: one status line a minute while the workload runs

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from harness.chaos.nemesis import Nemesis, ResolvedStep
     from harness.experiment.matrix import Cell
     from harness.experiment.spec import Experiment
-    from harness.workload.recorder import RecorderStats
+    from harness.workload.producer.recorder import RecorderStats
 
 
 class Progress(Protocol):

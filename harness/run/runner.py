@@ -55,13 +55,18 @@ from harness.rundir.records import CommitMode
 from harness.rundir.release import KafkaVersion
 from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import OnTimeout
-from harness.workload.clients import client_senders, librdkafka_config, value_decoder
-from harness.workload.clients.java_client import group_member
-from harness.workload.clients.transactional import java_transactions
-from harness.workload.consumers import CatchUp, ConsumerGroup, Liveness
-from harness.workload.producers import LocalRecorder, ProducerFleet, Producing, producer_tasks
-from harness.workload.recorder import RecorderStats, Workload
-from harness.workload.transactions import (
+from harness.workload.consumer_group.group import CatchUp, ConsumerGroup, Liveness
+from harness.workload.java_client import group_member
+from harness.workload.producer.by_client import client_senders, librdkafka_config, value_decoder
+from harness.workload.producer.librdkafka import (
+    LocalRecorder,
+    ProducerFleet,
+    Producing,
+    producer_tasks,
+)
+from harness.workload.producer.recorder import RecorderStats, Workload
+from harness.workload.transactions.java import java_transactions
+from harness.workload.transactions.librdkafka import (
     GROUP_ID,
     TRANSACTIONAL_ID,
     TransactionalRecorder,

@@ -100,7 +100,7 @@ def consumer_journal(member: int, start: int) -> ConsumerFiles:
     )
 
 
-# A member on the Java client (harness/workload/clients/java_member.py) journals each start in
+# A member on the Java client (harness/workload/consumer_group/java.py) journals each start in
 # two files of JSON arrays first, consumer-c<c>-r<k>-processed.jsonl and -commits.jsonl (its
 # stderr in consumer-c<c>-r<k>.log); the harness writes the Arrow streams above from them once
 # the start has ended.

@@ -160,7 +160,7 @@ def analyse_and_print(
 
     from analysis.judge.verdicts import exit_code
     from analysis.pipeline import VERDICT_COLUMNS, analyse, verdict_table
-    from harness.workload.clients.java_member import convert_journals
+    from harness.workload.consumer_group.java import convert_journals
     from harness.workload.finalize import finalize
 
     for run_dir in unfinished_runs(patterns):

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
-    from harness.workload.clients.java_client import JavaBuildError
+    from harness.workload.java_client import JavaBuildError
 
     try:
         ensure_engine()
@@ -234,7 +234,7 @@ def _prepare_faults(args: argparse.Namespace, settings: Settings, cells) -> None
 def _build_clients(settings: Settings, cells) -> None:
     """Build (or find cached) the Java recorder of every Java client version of `cells`, and
     the Kafka tools their commands name."""
-    from harness.workload.clients.java_client import java_client, java_member, tools_classpath
+    from harness.workload.java_client import java_client, java_member, tools_classpath
 
     clients = [cell.spec.workload.client for cell in cells]
     for version in sorted({c.version for c in clients if c.kind == "java" and c.version}):

@@ -35,7 +35,7 @@ from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
 from harness.settings import load_settings
-from harness.workload.clients import librdkafka_config
+from harness.workload.producer.by_client import librdkafka_config
 from kafka_chaos.testing.clusters import LiveCluster
 from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
 from kafka_chaos.testing.faults import (

@@ -4,7 +4,7 @@ every delivery report its callback receives, in the harness's crash-safe journal
 The test produces with its own client and passes `on_delivery` (or a callback `wrap`ped by
 it). Each report is tallied and handed to the same AckJournal the harness's recorder writes
 (harness.workload.journal), committed at once with the time it arrived; `close` writes the
-tally event beside it (harness.workload.producers.close_with_tally), and `finalize` turns
+tally event beside it (harness.workload.producer.librdkafka.close_with_tally), and `finalize` turns
 the journal into acked.parquet as for any run.
 """
 
@@ -17,8 +17,13 @@ from typing import Any, Final, NamedTuple
 
 from harness.rundir.events import EventLog
 from harness.workload.journal import AckJournal, key_of
-from harness.workload.producers import close_with_tally
-from harness.workload.recorder import DeliveryTally, delivery_callback, encode_value, status_of
+from harness.workload.producer.librdkafka import close_with_tally
+from harness.workload.producer.recorder import (
+    DeliveryTally,
+    delivery_callback,
+    encode_value,
+    status_of,
+)
 from kafka_chaos.testing.errors import ChaosUsageError
 
 __all__ = ["MAX_CHOSEN_ID", "ChaosJournal", "ChaosMessage", "DeliveryCallback"]

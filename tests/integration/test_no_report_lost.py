@@ -25,7 +25,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal
-from harness.workload.recorder import Recorder, Workload, status_of
+from harness.workload.producer.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, read_all
 from tests.unit.finalized import finalized
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from harness.workload.journal import AckJournal
-from harness.workload.recorder import Recorder, Workload, status_of
+from harness.workload.producer.recorder import Recorder, Workload, status_of
 from tests.integration.support import expected_value, high_watermarks, poll_until, read_all
 from tests.unit.finalized import finalized
 

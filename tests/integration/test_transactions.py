@@ -15,8 +15,8 @@ from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coor
 from harness.platform.cluster import KafkaCluster
 from harness.rundir import layout
 from harness.rundir.events import EventLog
-from harness.workload.recorder import Workload
-from harness.workload.transactions import (
+from harness.workload.producer.recorder import Workload
+from harness.workload.transactions.librdkafka import (
     GROUP_ID,
     TRANSACTIONAL_ID,
     TransactionalRecorder,

@@ -15,8 +15,8 @@ from harness.rundir.events import EventLog, load_events
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA
 from harness.workload.journal import AckJournal
-from harness.workload.producers import ProducerFleet, producer_tasks
-from harness.workload.recorder import (
+from harness.workload.producer.librdkafka import ProducerFleet, producer_tasks
+from harness.workload.producer.recorder import (
     Recorder,
     RefusedSend,
     Workload,
@@ -24,7 +24,7 @@ from harness.workload.recorder import (
     delivery_callback,
     status_of,
 )
-from harness.workload.transactions import TransactionalRecorder, TransactionPlan
+from harness.workload.transactions.librdkafka import TransactionalRecorder, TransactionPlan
 from tests.unit.finalized import finalized
 
 UNKNOWN_TOPIC = KafkaError(KafkaError._UNKNOWN_TOPIC, "Unknown topic")

@@ -1,4 +1,4 @@
-"""The verifiable-client protocol as the harness reads it (harness/workload/clients/protocol.py,
+"""The verifiable-client protocol as the harness reads it (harness/workload/producer/protocol.py,
 errors.py): any text parses to a Line without raising, send lines round-trip, each client's
 output format journals to the same acked rows."""
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog
-from harness.workload.clients.command import ClientProgram, CommandProducer
-from harness.workload.clients.protocol import (
+from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.protocol import (
     EffectiveConfig,
     OtherLine,
     SendError,
@@ -26,8 +26,8 @@ from harness.workload.clients.protocol import (
     decode_with,
     parse_line,
 )
-from harness.workload.clients.send_errors import status_of_error
-from harness.workload.recorder import Workload
+from harness.workload.producer.recorder import Workload
+from harness.workload.producer.send_errors import status_of_error
 from tests.unit.finalized import finalized
 
 pytestmark = pytest.mark.property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.report.cells import client_text
-from harness.workload.clients import librdkafka_config
+from harness.workload.producer.by_client import librdkafka_config
 
 
 def test_a_java_client_shows_its_resolved_settings_durability_first():
@@ -67,7 +67,7 @@ def test_librdkafka_members_report_the_settings_the_harness_gives(tmp_path):
 
     from analysis.report.json_report import _members_json
     from harness.rundir.records import CommitMode
-    from harness.workload.consumers import ConsumerGroup
+    from harness.workload.consumer_group.group import ConsumerGroup
 
     group = ConsumerGroup.__new__(ConsumerGroup)  # only what _members_config reads
     group.java, group.run_dir, group.commit = None, tmp_path, CommitMode.AFTER_PROCESS

@@ -18,10 +18,10 @@ from harness.experiment.problems import SpecError
 from harness.experiment.spec import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.events import EventLog
-from harness.workload.clients import properties_text
-from harness.workload.clients.command import ClientProgram, CommandProducer
-from harness.workload.clients.protocol import ValueFormat
-from harness.workload.recorder import Workload
+from harness.workload.producer.by_client import properties_text
+from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.protocol import ValueFormat
+from harness.workload.producer.recorder import Workload
 
 
 def test_short_forms_and_cell_names():

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.workload.consumers import nothing_readable
+from harness.workload.consumer_group.group import nothing_readable
 
 EOF_CODE = KafkaError._PARTITION_EOF
 

@@ -24,7 +24,7 @@ from harness.rundir.records import (
     CommitMode,
 )
 from harness.rundir.streams import read_stream
-from harness.workload.clients.java_member import (
+from harness.workload.consumer_group.java import (
     AssignmentJournal,
     JavaMember,
     JavaMemberProcess,
@@ -32,7 +32,7 @@ from harness.workload.clients.java_member import (
     convert_journals,
     member_argv,
 )
-from harness.workload.consumer_member import ASSIGNED, READY, ConsumerTask
+from harness.workload.consumer_group.librdkafka import ASSIGNED, READY, ConsumerTask
 from tests.examples import examples
 
 ids = st.integers(min_value=-1, max_value=10**15)

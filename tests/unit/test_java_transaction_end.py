@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.platform.java import compiled_classpath
-from harness.workload.clients.java_client import RECORDER_SOURCE, TRANSACTIONS_SOURCE
+from harness.workload.java_client import RECORDER_SOURCE, TRANSACTIONS_SOURCE
 from tests.examples import examples
 
 pytestmark = pytest.mark.property

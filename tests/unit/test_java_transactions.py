@@ -1,5 +1,5 @@
-"""The Java client's transactions as the harness reads them (harness/workload/clients/
-transactional.py, protocol.py's transaction_end): the line round-trips, each line is checked
+"""The Java client's transactions as the harness reads them (harness/workload/transactions/
+java.py, producer/protocol.py's transaction_end): the line round-trips, each line is checked
 against the plan as an oracle written here checks it, and a program speaking the protocol
 journals its transactions to the rows the librdkafka recorder writes."""
 
@@ -22,17 +22,17 @@ from harness.experiment.problems import SpecError
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.transactions import Intent, OnTimeout, TxnOutcome
-from harness.workload.clients import properties_text
-from harness.workload.clients.command import ClientError, ClientProgram
-from harness.workload.clients.protocol import TransactionEnd, ValueFormat, Violation, parse_line
-from harness.workload.clients.transactional import (
+from harness.workload.producer.by_client import properties_text
+from harness.workload.producer.command import ClientError, ClientProgram
+from harness.workload.producer.protocol import TransactionEnd, ValueFormat, Violation, parse_line
+from harness.workload.producer.recorder import Workload
+from harness.workload.transactions.java import (
     JavaTransactions,
     PlanFollower,
     java_settings,
     java_transactions_argv,
 )
-from harness.workload.recorder import Workload
-from harness.workload.transactions import (
+from harness.workload.transactions.librdkafka import (
     GROUP_ID,
     TRANSACTIONAL_ID,
     TransactionPlan,

@@ -13,8 +13,8 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, FaultStart, PhaseEvent, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal, JournalError, parse_ids
-from harness.workload.producers import close_with_tally
-from harness.workload.recorder import (
+from harness.workload.producer.librdkafka import close_with_tally
+from harness.workload.producer.recorder import (
     DeliveryTally,
     decode_value,
     delivery_callback,

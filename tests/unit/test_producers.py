@@ -13,8 +13,8 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_STRIDE
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, key_of
-from harness.workload.producers import ProducerFleet, share_of, summed_stats, summed_tally
-from harness.workload.recorder import (
+from harness.workload.producer.librdkafka import ProducerFleet, share_of, summed_stats, summed_tally
+from harness.workload.producer.recorder import (
     DeliveryTally,
     RecorderStats,
     Workload,

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.run.progress import AckRate, LiveProgress, PlainProgress
-from harness.workload.recorder import RecorderStats
+from harness.workload.producer.recorder import RecorderStats
 
 
 class FakeClock:

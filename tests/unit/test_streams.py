@@ -20,8 +20,8 @@ from harness.rundir.records import (
 )
 from harness.rundir.streams import StreamWriter, iter_stream, read_stream, stream_to_parquet
 from harness.rundir.transactions import TRANSACTION_SCHEMA, Intent, TxnOutcome
-from harness.workload.consumer_member import ASSIGNED, _Journal, _rebalance_callbacks
-from harness.workload.transactions import TransactionJournal
+from harness.workload.consumer_group.librdkafka import ASSIGNED, _Journal, _rebalance_callbacks
+from harness.workload.transactions.librdkafka import TransactionJournal
 
 
 def batch(*sent: int) -> pa.RecordBatch:

@@ -15,8 +15,12 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA, TxnOutcome
-from harness.workload.recorder import Workload
-from harness.workload.transactions import ClientStuck, TransactionalRecorder, TransactionPlan
+from harness.workload.producer.recorder import Workload
+from harness.workload.transactions.librdkafka import (
+    ClientStuck,
+    TransactionalRecorder,
+    TransactionPlan,
+)
 
 
 class HangingProducer:

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.rundir.transactions import Intent, OnTimeout, TxnOutcome
-from harness.workload.recorder import Workload
-from harness.workload.transactions import TransactionalRecorder, TransactionPlan
+from harness.workload.producer.recorder import Workload
+from harness.workload.transactions.librdkafka import TransactionalRecorder, TransactionPlan
 
 pytestmark = pytest.mark.property
 

@@ -29,7 +29,7 @@ from harness.rundir.transactions import (
     TxnOutcome,
     read_txn_reads,
 )
-from harness.workload.txn_reads import TransactionReader
+from harness.workload.transactions.reads import TransactionReader
 
 COMMITTED, ABORTED, UNKNOWN = (o.value for o in TxnOutcome)
 

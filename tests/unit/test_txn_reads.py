@@ -1,6 +1,7 @@
-"""The reading side of a consume-transform-produce transaction (harness/workload/txn_reads.py):
-its journal's schema round trip and finalize, the bounds of one transaction's read against a
-scripted consumer and a fake clock, and the recorder reading before it sends."""
+"""The reading side of a consume-transform-produce transaction
+(harness/workload/transactions/reads.py): its journal's schema round trip and finalize, the
+bounds of one transaction's read against a scripted consumer and a fake clock, and the recorder
+reading before it sends."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.streams import StreamWriter, read_stream
 from harness.rundir.transactions import TXN_READ_SCHEMA, read_txn_reads
-from harness.workload.recorder import Workload, encode_value
-from harness.workload.transactions import (
+from harness.workload.producer.recorder import Workload, encode_value
+from harness.workload.transactions.librdkafka import (
     TransactionalRecorder,
     TransactionPlan,
     finalize_transactions,
 )
-from harness.workload.txn_reads import (
+from harness.workload.transactions.reads import (
     POLL_S,
     TransactionReader,
     finalize_txn_reads,

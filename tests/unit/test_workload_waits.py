@@ -13,11 +13,11 @@ import pytest
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.records import CommitMode
-from harness.workload import consumers
-from harness.workload.consumer_member import ASSIGNED, ConsumerCrash
-from harness.workload.consumers import ConsumerGroup
-from harness.workload.producers import READY, ProducerCrash, ProducerFleet
-from harness.workload.recorder import Recorder
+from harness.workload.consumer_group import group as consumers
+from harness.workload.consumer_group.group import ConsumerGroup
+from harness.workload.consumer_group.librdkafka import ASSIGNED, ConsumerCrash
+from harness.workload.producer.librdkafka import READY, ProducerCrash, ProducerFleet
+from harness.workload.producer.recorder import Recorder
 
 
 @pytest.fixture(autouse=True)

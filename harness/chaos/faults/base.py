@@ -63,8 +63,8 @@ class FaultContext:
     topic: str
     rng: random.Random = field(default_factory=random.Random)
     netem: bool | None = None  # detected once per cluster, never assumed
-    # The workload's consumer group (harness.workload.consumers.ConsumerGroup), when it has one:
-    # what the consumer faults act on.
+    # The workload's consumer group (harness.workload.consumer_group.group.ConsumerGroup), when
+    # it has one: what the consumer faults act on.
     consumers: Any = None
     # The workload's ids whose coordinators the targets txn-coordinator / group-coordinator
     # name (None: the workload has none).

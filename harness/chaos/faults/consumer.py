@@ -1,10 +1,11 @@
 """Faults on the consumer group's members (`workload.consumers`), not on brokers.
 
 Their targets are `consumer` (a member chosen with the repetition's seed) or `consumer-<i>`;
-the nemesis resolves them to the group's members (harness.workload.consumers.ConsumerMember),
-which can be killed, paused, made to leave and started again as a broker node can. No broker
-is touched, so the producer's guarantee is that of no fault; what changes is what the group
-processes (analysis.checks.consumers).
+the nemesis resolves them to the group's members
+(harness.workload.consumer_group.group.ConsumerMember), which can be killed, paused, made to
+leave and started again as a broker node can. No broker is touched, so the producer's
+guarantee is that of no fault; what changes is what the group processes
+(analysis.checks.consumers).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def consumer_members(ctx: FaultContext, target: str) -> list[Any]:
 
 
 class GroupMember(Protocol):
-    """What a consumer fault does to a member process (harness.workload.consumers)."""
+    """What a consumer fault does to a member process (harness.workload.consumer_group.group)."""
 
     def kill(self) -> None: ...
     def start(self) -> None: ...

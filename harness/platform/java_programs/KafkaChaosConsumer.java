@@ -1,6 +1,6 @@
 // kafka-chaos's Java consumer-group member: one start of one member of the workload's group
 // (workload.consumers) on the Java client, kafka-clients at the version it was compiled
-// against. It does what harness/workload/consumer_member.py does on librdkafka: join the group
+// against. It does what harness/workload/consumer_group/librdkafka.py does on librdkafka: join the group
 // read_committed, process what it polls and commit as the commit mode says, journalling every
 // processed record and every commit outcome before the next step of the commit protocol.
 //

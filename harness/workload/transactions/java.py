@@ -1,5 +1,5 @@
 """The Java recorder in transactions (java_programs/TransactionalSends.java): the transactional
-workload of harness/workload/transactions.py on the Java client, journalled the same way.
+workload of harness/workload/transactions/librdkafka.py on the Java client, journalled the same way.
 
 The plan stays the harness's (`TransactionPlan`, one definition): the program reads one intent
 a line on stdin before each transaction, written here from the plan (the pipe holds the writer
@@ -27,11 +27,11 @@ from harness.experiment.spec import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.events import RecorderTally
 from harness.rundir.transactions import Intent
-from harness.workload.clients import client_program
-from harness.workload.clients.command import ClientProgram, CommandProducer
-from harness.workload.clients.protocol import Line, TransactionEnd, Violation
-from harness.workload.recorder import Workload
-from harness.workload.transactions import (
+from harness.workload.producer.by_client import client_program
+from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.protocol import Line, TransactionEnd, Violation
+from harness.workload.producer.recorder import Workload
+from harness.workload.transactions.librdkafka import (
     GROUP_ID,
     TransactionJournal,
     TransactionPlan,

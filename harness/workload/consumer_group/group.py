@@ -46,8 +46,8 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CONSUMER_STUCK_S, CommitMode
 from harness.waiting import Deadline, wait_for
-from harness.workload.clients.java_member import JavaMember, JavaMemberProcess, convert_journals
-from harness.workload.consumer_member import (
+from harness.workload.consumer_group.java import JavaMember, JavaMemberProcess, convert_journals
+from harness.workload.consumer_group.librdkafka import (
     ASSIGNED,
     CONTEXT,
     ConsumerCrash,

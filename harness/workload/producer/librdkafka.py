@@ -37,7 +37,13 @@ from harness.workload.journal import (
     write_meta,
 )
 from harness.workload.processes import child_setup, forward_logs, sigint_held
-from harness.workload.recorder import DeliveryTally, Recorder, RecorderStats, Workload, status_of
+from harness.workload.producer.recorder import (
+    DeliveryTally,
+    Recorder,
+    RecorderStats,
+    Workload,
+    status_of,
+)
 
 log = logging.getLogger("kafka_chaos.producers")
 # librdkafka starts threads of its own: a forked child would inherit a client without them.

@@ -16,7 +16,7 @@ from typing import Final
 from confluent_kafka import KafkaError
 
 from harness.rundir.records import Status
-from harness.workload.recorder import INDETERMINATE
+from harness.workload.producer.recorder import INDETERMINATE
 
 __all__ = ["status_of_error"]
 

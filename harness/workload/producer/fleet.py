@@ -13,9 +13,9 @@ import threading
 from collections.abc import Sequence
 
 from harness.rundir.events import EventLog, RecorderTally
-from harness.workload.clients.command import CommandProducer, run_error
-from harness.workload.producers import summed_stats
-from harness.workload.recorder import DeliveryTally, RecorderStats
+from harness.workload.producer.command import CommandProducer, run_error
+from harness.workload.producer.librdkafka import summed_stats
+from harness.workload.producer.recorder import DeliveryTally, RecorderStats
 
 __all__ = ["CommandFleet"]
 

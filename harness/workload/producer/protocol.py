@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from harness.rundir.transactions import Intent, TxnOutcome
-from harness.workload.recorder import VALUE_HEAD_BYTES, decode_value, encode_value
+from harness.workload.producer.recorder import VALUE_HEAD_BYTES, decode_value, encode_value
 
 __all__ = [
     "EffectiveConfig",

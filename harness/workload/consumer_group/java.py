@@ -1,9 +1,9 @@
 """A consumer-group member on the Java client: one start of it as an OS process running
-java_programs/KafkaChaosConsumer.java, and its journal turned into the run directory's Arrow
-streams.
+harness/platform/java_programs/KafkaChaosConsumer.java, and its journal turned into the run
+directory's Arrow streams.
 
-The Java member journals as the librdkafka member does (harness.workload.consumer_member), in
-two files of JSON arrays it writes itself a batch at a time (layout.java_consumer_journal), so a
+The Java member journals as the librdkafka member does (consumer_group/librdkafka.py), in two
+files of JSON arrays it writes itself a batch at a time (layout.java_consumer_journal), so a
 SIGKILL or SIGSTOP of the process acts on the client alone, as a fault on a member must. When a
 start has ended, `convert_journal` writes the same rows to the Arrow streams the analysis
 reads; `convert_journals` does it for every start of a run (finalize calls it too, for a run a
@@ -39,7 +39,7 @@ from harness.rundir.records import (
     AssignmentKind,
 )
 from harness.rundir.streams import StreamWriter
-from harness.workload.consumer_member import ASSIGNED, READY, ConsumerTask
+from harness.workload.consumer_group.librdkafka import ASSIGNED, READY, ConsumerTask
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONVERT_BATCH = 50_000  # journal rows a converted Arrow batch holds at most

@@ -26,7 +26,8 @@ from typing import IO
 
 from harness.rundir.events import ClientConfig, EventLog, RecorderTally
 from harness.rundir.records import Status
-from harness.workload.clients.protocol import (
+from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
+from harness.workload.producer.protocol import (
     EffectiveConfig,
     Line,
     Progress,
@@ -40,9 +41,8 @@ from harness.workload.clients.protocol import (
     journal_value,
     parse_line,
 )
-from harness.workload.clients.send_errors import status_of_error
-from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
-from harness.workload.recorder import DeliveryTally, RecorderStats, Workload
+from harness.workload.producer.recorder import DeliveryTally, RecorderStats, Workload
+from harness.workload.producer.send_errors import status_of_error
 
 log = logging.getLogger("kafka_chaos.client")
 

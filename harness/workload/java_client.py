@@ -1,29 +1,34 @@
-"""The harness's Java recorder (java_programs/KafkaChaosProducer.java) compiled on demand against
-kafka-clients at any released version (harness/platform/java.py builds and caches it)."""
+"""The harness's Java recorder (harness/platform/java_programs/KafkaChaosProducer.java) and
+consumer-group member, compiled on demand against kafka-clients at any released version
+(harness/platform/java.py builds and caches them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.experiment.clients import ClientSpec
-from harness.platform.java import JavaBuildError, compiled_classpath, java_tool, tools_classpath
+from harness.platform.java import (
+    PROGRAMS_DIR,
+    JavaBuildError,
+    compiled_classpath,
+    java_tool,
+    tools_classpath,
+)
 from harness.platform.versions import Feature, supports
 from harness.rundir.release import KafkaVersion
 from harness.settings import Settings
-from harness.workload.clients.java_member import JavaMember
+from harness.workload.consumer_group.java import JavaMember
 
 __all__ = ["JavaBuildError", "group_member", "java_client", "java_member", "tools_classpath"]
 
-JAVA_DIR = Path(__file__).resolve().parent / "java_programs"
-RECORDER_SOURCE = JAVA_DIR / "KafkaChaosProducer.java"
+RECORDER_SOURCE = PROGRAMS_DIR / "KafkaChaosProducer.java"
 RECORDER_CLASS = "KafkaChaosProducer"
 # Compiled with the recorder for a client that has transactions (0.11+): its transactional
 # mode (--transaction-size).
-TRANSACTIONS_SOURCE = JAVA_DIR / "TransactionalSends.java"
+TRANSACTIONS_SOURCE = PROGRAMS_DIR / "TransactionalSends.java"
 # The consumer-group member (workload.consumers with a Java client), built on its own: only
 # runs with a group need it.
-MEMBER_SOURCE = JAVA_DIR / "KafkaChaosConsumer.java"
+MEMBER_SOURCE = PROGRAMS_DIR / "KafkaChaosConsumer.java"
 MEMBER_CLASS = "KafkaChaosConsumer"
 
 

@@ -18,14 +18,14 @@ from harness.experiment.fields import Scalar
 from harness.experiment.spec import ProducerSpec
 from harness.rundir.config import setting_text
 from harness.rundir.events import ClientConfig
-from harness.workload.clients.command import ClientProgram, CommandProducer
-from harness.workload.clients.fleet import CommandFleet
-from harness.workload.clients.java_client import java_client, tools_classpath
-from harness.workload.clients.protocol import ValueFormat, decode_with
+from harness.workload.java_client import java_client, tools_classpath
 from harness.workload.journal import SOLE, ProducerSlot
-from harness.workload.producers import share_of
+from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.fleet import CommandFleet
+from harness.workload.producer.librdkafka import share_of
+from harness.workload.producer.protocol import ValueFormat, decode_with
+from harness.workload.producer.recorder import Workload, decode_value
 from harness.workload.readback import Decoder
-from harness.workload.recorder import Workload, decode_value
 
 __all__ = [
     "client_program",

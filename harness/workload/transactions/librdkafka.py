@@ -7,7 +7,7 @@ producer meant (commit or abort) and what it became (committed, aborted or unkno
 are spread over the partitions round-robin, so a transaction of k >= 2 messages spans
 min(k, partitions) partitions. With `send_offsets`, every transaction also commits an offset
 for the group GROUP_ID (send_offsets_to_transaction), which involves the group coordinator.
-With `reads`, each transaction first reads records of the topic (harness/workload/txn_reads.py).
+With `reads`, each transaction first reads records of the topic (transactions/reads.py).
 
 Outcomes follow librdkafka's transactional API contract: a commit or abort call that returned
 is definite; an error that requires an abort makes the transaction aborted once the abort
@@ -54,7 +54,7 @@ from harness.rundir.transactions import (
 )
 from harness.waiting import Deadline, wait_for
 from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
-from harness.workload.recorder import (
+from harness.workload.producer.recorder import (
     DeliveryTally,
     Recorder,
     RecorderStats,
@@ -65,7 +65,7 @@ from harness.workload.recorder import (
     refused_error,
     status_of,
 )
-from harness.workload.txn_reads import TransactionReader, finalize_txn_reads, open_reader
+from harness.workload.transactions.reads import TransactionReader, finalize_txn_reads, open_reader
 
 log = logging.getLogger("kafka_chaos.transactions")
 
