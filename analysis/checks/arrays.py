@@ -21,13 +21,15 @@ SLOT_BITS = 40  # a record's slot is partition << 40 | offset (offsets stay far 
 
 def slot_of(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     """partition << SLOT_BITS | offset, one int64 per record location."""
-    return (partition << SLOT_BITS) + offset
+    slots: np.ndarray = (partition << SLOT_BITS) + offset
+    return slots
 
 
 def filled_ints(column: pa.ChunkedArray | pa.Array, fill: int) -> np.ndarray:
     """An integer column as int64 numpy, nulls as `fill`."""
     values = pc.fill_null(column.cast(pa.int64()), fill).to_numpy(zero_copy_only=False)
-    return values.astype(np.int64, copy=False)
+    ints: np.ndarray = values.astype(np.int64, copy=False)
+    return ints
 
 
 def gather(values: np.ndarray, index: np.ndarray, fill: Any) -> np.ndarray:

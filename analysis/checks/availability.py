@@ -126,6 +126,7 @@ def availability_of(evidence: RunEvidence) -> Availability:
     all_acks = np.sort(ack_us)
     partitions = _partition_figures(by_partition, rows, window) if window is not None else ()
     no_partition = rows.partition < 0
+    fault_latency, latency_outside_faults = _latencies(evidence, rows, window)
     return Availability(
         workload_start_us=None if window is None else window.start_us,
         workload_end_us=None if window is None else window.end_us,
@@ -138,7 +139,8 @@ def availability_of(evidence: RunEvidence) -> Availability:
         longest_gap=None if window is None else window.gap(all_acks),
         partitions=partitions,
         heals=tuple(_recoveries(evidence, all_acks, by_partition, window)),
-        **_latencies(evidence, rows, window),
+        fault_latency=fault_latency,
+        latency_outside_faults=latency_outside_faults,
     )
 
 
@@ -154,8 +156,10 @@ def latency_of(latency_us: np.ndarray) -> Latency:
     return Latency(len(ordered), rank(0.50), rank(0.99))
 
 
-def _latencies(evidence: RunEvidence, rows: _Rows, window: _Window | None) -> dict:
-    """`fault_latency` and `latency_outside_faults` of Availability (module docstring)."""
+def _latencies(
+    evidence: RunEvidence, rows: _Rows, window: _Window | None
+) -> tuple[tuple[FaultLatency, ...], Latency | None]:
+    """(`fault_latency`, `latency_outside_faults`) of Availability (module docstring)."""
     timed = rows.ok & rows.has_ack & (rows.send_us > 0)
     send_us = rows.send_us[timed]
     latency_us = rows.ack_us[timed] - send_us
@@ -175,10 +179,7 @@ def _latencies(evidence: RunEvidence, rows: _Rows, window: _Window | None) -> di
                 start.fault_id, start.fault or "", begin, end, latency_of(latency_us[inside])
             )
         )
-    return {
-        "fault_latency": tuple(faults),
-        "latency_outside_faults": latency_of(latency_us[outside]) if len(send_us) else None,
-    }
+    return tuple(faults), latency_of(latency_us[outside]) if len(send_us) else None
 
 
 def price_of_safety(evidence: RunEvidence) -> tuple[Availability | None, str | None]:
@@ -213,7 +214,8 @@ def _read_rows(path: Path) -> _Rows:
 def _mask(status: pa.ChunkedArray, value: Status) -> np.ndarray:
     """Rows whose status is `value` (a null status matches nothing)."""
     matches = pc.fill_null(pc.equal(status, value.value), False)
-    return matches.to_numpy(zero_copy_only=False).astype(bool)
+    mask: np.ndarray = matches.to_numpy(zero_copy_only=False).astype(bool)
+    return mask
 
 
 def _window(evidence: RunEvidence, rows: _Rows) -> _Window | None:

@@ -251,7 +251,8 @@ def _unprocessed(
     """A mask over the present acknowledged messages: never processed, and below the group's
     final committed offset of their partition (every one when it was not recorded)."""
     never = ~np.isin(msg_id, processed_ids)
-    return never & _below_committed(partition, offset, committed)
+    unprocessed: np.ndarray = never & _below_committed(partition, offset, committed)
+    return unprocessed
 
 
 def _below_committed(

@@ -163,7 +163,7 @@ def member_starts(run_dir: Path, commit: CommitMode | None) -> Iterable[MemberSt
         )
 
 
-def _breaks(stamps: list) -> dict[int, np.ndarray]:
+def _breaks(stamps: list[tuple[pa.ChunkedArray, pa.ChunkedArray]]) -> dict[int, np.ndarray]:
     """Partition → the sorted stamps of (partition, ts_us) column pairs."""
     partition = np.concatenate([filled_ints(p, -1) for p, _ in stamps])
     ts = np.concatenate([filled_ints(t, -1) for _, t in stamps])

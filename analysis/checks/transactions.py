@@ -230,7 +230,8 @@ def _in(values: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     if not len(sorted_ids):
         return np.zeros(len(values), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_ids, values), len(sorted_ids) - 1)
-    return sorted_ids[at] == values
+    found: np.ndarray = sorted_ids[at] == values
+    return found
 
 
 def _probe(

@@ -129,7 +129,8 @@ def append_results(dataset_dir: Path, lake: Destination) -> int:
         basename_template=f"part-{digest}-{{i}}.parquet",
         existing_data_behavior="overwrite_or_ignore",
     )
-    return table.num_rows
+    rows: int = table.num_rows
+    return rows
 
 
 def runs_digest(run_dirs: list[str]) -> str:

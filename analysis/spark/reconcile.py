@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -232,10 +233,10 @@ def _readable_as(actual: pa.DataType, wanted: pa.DataType) -> bool:
     if pa.types.is_null(actual):
         return True
     if pa.types.is_string(wanted):
-        return pa.types.is_string(actual) or pa.types.is_large_string(actual)
+        return bool(pa.types.is_string(actual) or pa.types.is_large_string(actual))
     if pa.types.is_signed_integer(wanted):
-        return pa.types.is_signed_integer(actual) and actual.bit_width <= wanted.bit_width
-    return actual == wanted
+        return bool(pa.types.is_signed_integer(actual) and actual.bit_width <= wanted.bit_width)
+    return bool(actual == wanted)
 
 
 def _check_all(spark: SparkSession, inputs: list[tuple[int, RunInput]]) -> dict[int, _Answer]:
@@ -284,7 +285,8 @@ def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
 
 def _acked_rows(run_dir: Path) -> int:
     """The rows of a run's acked.parquet, from its footer."""
-    return pq.ParquetFile(run_dir / layout.ACKED).metadata.num_rows
+    rows: int = pq.ParquetFile(run_dir / layout.ACKED).metadata.num_rows
+    return rows
 
 
 def _answered(run: RunInput, facts: RunFacts | None, error: str | None) -> _Answer:
@@ -392,7 +394,7 @@ def _attribution(
     return attribute(run, messages, loss_of(counts))
 
 
-def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:
+def _timeline(by_second: dict[int, dict[str, Any]]) -> tuple[TimelineSecond, ...]:
     """Entries for every epoch second from the first send's to the last's, gaps filled with zeros.
 
     t_s counts whole seconds from the epoch second of the first send.
@@ -403,7 +405,7 @@ def _timeline(by_second: dict[int, dict]) -> tuple[TimelineSecond, ...]:
     return tuple(_second(s, s - first, by_second.get(s, {})) for s in range(first, last + 1))
 
 
-def _second(epoch_s: int, t_s: int, row: dict) -> TimelineSecond:
+def _second(epoch_s: int, t_s: int, row: dict[str, Any]) -> TimelineSecond:
     """One timeline entry with every count present (zero when the second had none)."""
     return TimelineSecond(
         t_s=t_s,

@@ -275,7 +275,7 @@ def _tallies(code: Column, reported: Column) -> list[Column]:
     return counted
 
 
-def _second_entry(row: dict) -> dict[str, Any]:
+def _second_entry(row: dict[str, Any]) -> dict[str, Any]:
     """A timeline entry as send_facts writes it: int counts, latency percentiles in ms."""
     entry: dict[str, Any] = {
         name: int(value) for name, value in row.items() if name not in LATENCY_PERCENTILES

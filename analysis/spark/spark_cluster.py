@@ -19,10 +19,10 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pyspark
 
@@ -47,7 +47,7 @@ class _Daemon:
     """A started master or worker: its process and its log file."""
 
     name: str
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     log: Path
 
     def log_tail(self) -> str:
@@ -65,7 +65,8 @@ def free_port() -> int:
     """A TCP port on HOST that nothing listens on right now."""
     with socket.socket() as probe:
         probe.bind((HOST, 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 class StandaloneCluster:
@@ -148,7 +149,7 @@ class StandaloneCluster:
         state = self._master_state()
         return int(state.get("aliveworkers", 0)) if state else 0
 
-    def master_state(self) -> dict:
+    def master_state(self) -> dict[str, Any]:
         """The master's JSON status (workers, active and completed applications)."""
         state = self._master_state()
         if state is None:
@@ -183,15 +184,16 @@ class StandaloneCluster:
             )
         self._daemons.append(_Daemon(name, process, log))
 
-    def _master_state(self) -> dict | None:
+    def _master_state(self) -> dict[str, Any] | None:
         """The master's JSON status, or None while it does not answer."""
         try:
             with urllib.request.urlopen(f"{self.ui_url}/json/", timeout=2) as response:
-                return json.loads(response.read())
+                state: dict[str, Any] = json.loads(response.read())
+                return state
         except (OSError, ValueError):
             return None
 
-    def _wait_for(self, ready, what: str) -> None:
+    def _wait_for(self, ready: Callable[[dict[str, Any] | None], bool], what: str) -> None:
         """Poll the master until ready(state); ClusterError if a daemon exits or time runs out
         (the timeout's message ends with every daemon's log tail)."""
 
@@ -215,7 +217,7 @@ class StandaloneCluster:
             raise ClusterError(str(exc)) from exc
 
 
-def _stop_group(process: subprocess.Popen) -> None:
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group of process, SIGKILL it if it outlives the grace period."""
     if process.poll() is not None:
         return

@@ -8,7 +8,7 @@ each cell of the matrix. Command-line overrides go through the same validation.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
@@ -35,7 +35,9 @@ def _refuse(loader: _StrictLoader, node: yaml.Node, message: str) -> _PlainYamlE
     return _PlainYamlError(None, None, message, node.start_mark)
 
 
-def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_unique_mapping(
+    loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         if key_node.tag == f"{_YAML_TAG}merge":
@@ -59,7 +61,7 @@ def _construct_unique_mapping(loader: _StrictLoader, node: yaml.MappingNode, dee
     return loader.construct_mapping(node, deep=deep)
 
 
-def _construct_tagged(loader: _StrictLoader, node: yaml.Node):
+def _construct_tagged(loader: _StrictLoader, node: yaml.Node) -> NoReturn:
     tag = node.tag.replace(_YAML_TAG, "!!", 1)
     raise _refuse(
         loader,

@@ -356,10 +356,13 @@ def _resolve_cell(
 _MAX_REPORTED_CELLS = 5
 
 
-def _cells_error(source: str, failures: list[tuple[str, dict[str, str], list[Problem]]]):
+def _cells_error(
+    source: str, failures: list[tuple[str, dict[str, str], list[Problem]]]
+) -> SpecError:
     if len(failures) == 1 and not failures[0][1]:
         return spec_error(source, failures[0][2])
-    blocks, problems = [], []
+    blocks: list[str] = []
+    problems: list[Problem] = []
     for name, axes, cell_problems in failures[:_MAX_REPORTED_CELLS]:
         values = ", ".join(f"{clipped(axis)}={clipped(label)}" for axis, label in axes.items())
         lines = "\n".join(f"    {path}: {reason}" for path, reason in cell_problems)

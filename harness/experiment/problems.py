@@ -114,7 +114,7 @@ def _explain(root: type[BaseModel], error: Any) -> str:
         return "required; add this key"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping of keys to values (got {shown(error['input'])})"
-    message = error["msg"].removeprefix("Value error, ")
+    message: str = error["msg"].removeprefix("Value error, ")
     if kind == "value_error":
         return message
     return f"{message} (got {shown(error['input'])})"

@@ -61,7 +61,8 @@ def _per_partition(values: dict[int, int], partition: np.ndarray, default: int) 
 
 def loss_mask(classes: Masks) -> np.ndarray:
     """The messages that count as loss: acknowledged and missing."""
-    return np.logical_or.reduce([classes[name] for name in LOSS_CLASSES])
+    loss: np.ndarray = np.logical_or.reduce([classes[name] for name in LOSS_CLASSES])
+    return loss
 
 
 def weight(name: AnomalyName, mask: np.ndarray, messages: Messages) -> int:

@@ -80,7 +80,8 @@ def _records_to_hide(index: Index, m: Messages, shards: int) -> np.ndarray:
         last = np.r_[group[1:] != group[:-1], True]
         tails[order[last]] = True
     sampled = _seeded_hash(m.msg_id[healthy]) % SENSITIVITY_ONE_IN == 0
-    return healthy[tails | sampled]
+    hidden: np.ndarray = healthy[tails | sampled]
+    return hidden
 
 
 def _seeded_hash(values: np.ndarray) -> np.ndarray:
