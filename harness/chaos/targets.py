@@ -24,15 +24,23 @@ from harness.platform.topology import PartitionState
 class Step(Protocol):
     """What the nemesis reads of a schedule step (harness.experiment.spec.FaultStep)."""
 
-    at_s: float | None
-    fault: str
-    target: str
-    partition: int | str
-    duration_s: float | None
-    as_: str | None
-    timeout_s: float
-    params: FaultParams
-
+    # Read-only: the nemesis never changes a step (FaultStep is frozen).
+    @property
+    def at_s(self) -> float | None: ...
+    @property
+    def fault(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def partition(self) -> int | str: ...
+    @property
+    def duration_s(self) -> float | None: ...
+    @property
+    def as_(self) -> str | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def params(self) -> FaultParams: ...
     @property
     def heals(self) -> bool: ...
     @property

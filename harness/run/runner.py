@@ -14,34 +14,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import NotRequired, TypedDict
 
-from harness.chaos.faults import FAULT_TYPES, FaultContext, HelperSite, check_tools
-from harness.chaos.nemesis import Nemesis, ResolvedStep
+from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
+from harness.chaos.nemesis import Nemesis
 from harness.experiment.matrix import Cell
-from harness.experiment.plan import (
-    cell_config,
-    client_durability,
-    producer_settings,
-    schedule_for,
-    topic_settings,
-)
-from harness.experiment.spec import Experiment, FaultStep
-from harness.platform.cluster import KafkaCluster
+from harness.experiment.spec import Experiment
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
-from harness.platform.versions import Mode, broker_defaults
-from harness.run.ending import ReadBackPlan, RunEnd, end_run, read_back_and_keep
+from harness.run.ending import RunEnd, end_run, read_back_and_keep
 from harness.run.interrupts import INTERRUPTS
-from harness.run.provenance import ProvenanceRecord, git_revision
+from harness.run.provenance import ProvenanceRecord
 from harness.run.repetition import (
     Progress,
-    Repetition,
     RepetitionSummary,
     plan_repetitions,
     point_latest_at,
     write_plan,
 )
+from harness.run.resolved import RepetitionPlan, SpecTimes, resolve, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import (
@@ -52,25 +42,21 @@ from harness.rundir.events import (
 )
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
-from harness.rundir.release import KafkaVersion
-from harness.rundir.spec import RunSpec
-from harness.rundir.transactions import OnTimeout
 from harness.workload.consumer_group.group import CatchUp, ConsumerGroup, Liveness
 from harness.workload.java_client import group_member
-from harness.workload.producer.by_client import client_senders, librdkafka_config, value_decoder
+from harness.workload.producer.by_client import client_senders, librdkafka_config
 from harness.workload.producer.librdkafka import (
     LocalRecorder,
     ProducerFleet,
     Producing,
     producer_tasks,
 )
-from harness.workload.producer.recorder import RecorderStats, Workload
+from harness.workload.producer.recorder import RecorderStats
 from harness.workload.transactions.java import java_transactions
 from harness.workload.transactions.librdkafka import (
     GROUP_ID,
     TRANSACTIONAL_ID,
     TransactionalRecorder,
-    TransactionPlan,
 )
 
 TOPIC = layout.TOPIC
@@ -79,118 +65,31 @@ INTERRUPTED = "interrupted (SIGINT or SIGTERM) before the repetition finished"
 log = logging.getLogger("kafka_chaos")
 
 
-class SpecTimes(TypedDict):
-    """spec.json's keys after the cell's: its start, then at the end how the repetition ended."""
-
-    started_at_us: int
-    ended_at_us: NotRequired[int]
-    harness_error: NotRequired[str | None]
-    resolved_schedule: NotRequired[list[ResolvedStep]]
-
-
-def write_spec(
-    repetition: Repetition,
-    image: BrokerImage,
-    steps: list,
-    extra: SpecTimes,
-    topic: str = TOPIC,
-) -> None:
-    """spec.json: the resolved cell, seed, image and revision (rewritten as phases complete);
-    `topic` is the topic the run wrote."""
-    spec = repetition.cell.spec
-    document = RunSpec.model_validate(
-        {
-            "experiment": spec.name,
-            "cell": repetition.cell.name,
-            "repetition": repetition.index,
-            "seed": repetition.seed,
-            "axes": repetition.cell.axes,
-            "config": cell_config(repetition.cell, steps, image.kafka_version),
-            "image": image.tag,
-            "image_id": image.image_id,
-            "git_revision": git_revision(),
-            "producer": producer_settings(spec),
-            "topic": {
-                "name": topic,
-                "partitions": spec.topic.partitions,
-                "replication_factor": spec.topic.replication_factor,
-                "config": topic_settings(spec),
-            },
-            "workload": spec.workload.model_dump(),
-            "schedule": [step.model_dump(by_alias=True, exclude_none=True) for step in steps],
-            "kafka": {
-                **spec.kafka.model_dump(),
-                "mode": spec.kafka.effective_mode(),
-                # Broker defaults that differ between releases, as this version has them.
-                "effective_defaults": _effective_defaults(
-                    image.kafka_version or spec.kafka.version
-                ),
-            },
-            **extra,
-        }
-    )
-    document.write(repetition.run_dir)
-
-
-def _effective_defaults(version: str | None) -> dict[str, str] | None:
-    """The version-dependent broker defaults in force (None for an image of unknown version)."""
-    if not version:
-        return None
-    return broker_defaults(KafkaVersion.parse(version)).as_properties()
-
-
-def _disk_layer(steps: list[FaultStep]) -> Path | None:
-    """The chaosfs binary when a step's fault acts through the disk layer, else None (the
-    layer costs every write a trip through FUSE: only experiments with disk faults pay it)."""
-    faults = [FAULT_TYPES[step.fault] for step in steps if not step.heals]
-    if not any(fault.helper_site is HelperSite.FUSE_MOUNT for fault in faults):
-        return None
-    from harness.platform.diskfs import chaosfs_binary
-
-    return chaosfs_binary()
-
-
-def run_repetition(
-    repetition: Repetition, image: BrokerImage, progress: Progress
-) -> RepetitionSummary:
-    """Run one repetition end to end; the cluster is removed whatever happens."""
-    spec = repetition.cell.spec
-    repetition.run_dir.mkdir(parents=True, exist_ok=True)
-    steps = schedule_for(repetition.cell, repetition.seed)
+def run_repetition(plan: RepetitionPlan, progress: Progress) -> RepetitionSummary:
+    """Run one repetition end to end from its plan; the cluster is removed whatever happens."""
+    repetition, run_dir = plan.repetition, plan.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
     started_at = now_us()
-    write_spec(repetition, image, steps, {"started_at_us": started_at})
-    summary = RepetitionSummary(repetition.run_dir, repetition.cell.name, repetition.index)
-    events = EventLog(repetition.run_dir / layout.EVENTS)
-    cluster = KafkaCluster(
-        image=image.tag,
-        brokers=spec.kafka.brokers,
-        broker_config={k: str(v) for k, v in spec.kafka.broker_config.items()},
-        controller_config={k: str(v) for k, v in spec.kafka.controller_config.items()},
-        mode=spec.kafka.effective_mode() or Mode.KRAFT,
-        version=image.kafka_version or spec.kafka.version,
-        zookeeper_nodes=spec.kafka.zookeeper_nodes,
-        dynamic_quorum=spec.kafka.quorum == "dynamic",
-        disk_layer=_disk_layer(steps),
-    )
+    write_spec(plan, {"started_at_us": started_at})
+    summary = RepetitionSummary(run_dir, repetition.cell.name, repetition.index)
+    events = EventLog(run_dir / layout.EVENTS)
+    cluster = plan.new_cluster()
     try:
         progress.phase("starting cluster")
         events.write(PhaseEvent(phase="cluster-start"))
         cluster.start()
         # Before any write: a fault that cannot run would only show up as NOT-PROVOKED.
-        faults = [FAULT_TYPES[step.fault] for step in steps if not step.heals]
-        check_tools(cluster.nodes[0], faults, image.tag)
-        cluster.create_topic(
-            TOPIC, spec.topic.partitions, spec.topic.replication_factor, topic_settings(spec)
-        )
+        faults = [FAULT_TYPES[step.fault] for step in plan.schedule if not step.heals]
+        check_tools(cluster.nodes[0], faults, plan.image.tag)
+        topic = plan.topic
+        cluster.create_topic(topic.name, topic.partitions, topic.replication_factor, topic.settings)
         events.write(PhaseEvent(phase="topic-ready", bootstrap=cluster.bootstrap_servers))
-        ctx = FaultContext(cluster, TOPIC, random.Random(repetition.seed))
-        if spec.workload.transactions is not None:
+        ctx = FaultContext(cluster, topic.name, random.Random(repetition.seed))
+        if plan.transactions is not None:
             ctx = dataclasses.replace(ctx, transactional_id=TRANSACTIONAL_ID, group_id=GROUP_ID)
-        workload_error = _workload_and_faults(repetition, ctx, steps, events, summary, progress)
+        workload_error = _workload_and_faults(plan, ctx, events, summary, progress)
         try:
-            readback = read_back_and_keep(
-                ctx, read_back_plan(spec), repetition.run_dir, events, progress.phase
-            )
+            readback = read_back_and_keep(ctx, plan.read_back, run_dir, events, progress.phase)
             summary.read, summary.readback_complete = readback.records, readback.complete
         except Exception as exc:
             if workload_error is None:
@@ -210,21 +109,17 @@ def run_repetition(
         events.write(HarnessError(error=summary.error))
     finally:
         with contextlib.suppress(Exception):
-            cluster.collect_logs(repetition.run_dir / layout.BROKER_LOGS)
+            cluster.collect_logs(run_dir / layout.BROKER_LOGS)
         cluster.close()
         events.write(PhaseEvent(phase="cluster-removed"))
         events.close()
-        write_spec(
-            repetition,
-            image,
-            steps,
-            {
-                "started_at_us": started_at,
-                "ended_at_us": now_us(),
-                "harness_error": summary.error,
-                "resolved_schedule": summary.resolved_schedule,
-            },
-        )
+        ended: SpecTimes = {
+            "started_at_us": started_at,
+            "ended_at_us": now_us(),
+            "harness_error": summary.error,
+            "resolved_schedule": summary.resolved_schedule,
+        }
+        write_spec(plan, ended)
     progress.cell_finished(summary)
     return summary
 
@@ -239,9 +134,8 @@ def _described(exc: BaseException) -> str:
 
 
 def _workload_and_faults(
-    repetition: Repetition,
+    plan: RepetitionPlan,
     ctx: FaultContext,
-    steps: list,
     events: EventLog,
     summary: RepetitionSummary,
     progress: Progress,
@@ -253,25 +147,18 @@ def _workload_and_faults(
     it ended the workload early, a producer that crashed, or a journal that missed delivery
     reports (None when every report reached a journal).
     """
-    spec = repetition.cell.spec
-    workload = Workload(
-        spec.workload.rate,
-        spec.workload.duration_s,
-        spec.workload.count,
-        spec.workload.message_bytes,
-        spec.workload.keys,
-    )
-    senders = _senders(repetition, workload, ctx.cluster.bootstrap_servers, events)
-    if spec.workload.client.kind == "librdkafka":  # a program reports its own settings
-        events.write(librdkafka_config(producer_settings(spec), client_durability(spec)[1]))
+    senders = _senders(plan, ctx.cluster.bootstrap_servers, events)
+    if plan.client.kind == "librdkafka":  # a program reports its own settings
+        events.write(librdkafka_config(plan.producer, plan.durability[1]))
     sampler = Sampler(ctx, events)
-    nemesis = Nemesis(ctx, steps, events)
+    nemesis = Nemesis(ctx, plan.schedule, events)
     summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
-    ctx.consumers = _consumer_group(repetition, ctx.cluster.bootstrap_servers, events)
+    ctx.consumers = _consumer_group(plan, ctx.cluster.bootstrap_servers, events)
     group = None
     if ctx.consumers is not None:
-        group = _GroupEnd(ctx.consumers, events, spec.workload.consumer_catch_up_s, progress)
+        catch_up_s = plan.spec.workload.consumer_catch_up_s
+        group = _GroupEnd(ctx.consumers, events, catch_up_s, progress)
     client_error: Exception | None = None
     try:
         try:
@@ -285,9 +172,8 @@ def _workload_and_faults(
         # First, so that no failure below can keep the journal (and the tally) unwritten.
         workload_error = senders.close(events)
         end = RunEnd(
-            ctx, nemesis, events, repetition.run_dir, sampler, None, group=group,
-            phase=progress.phase,
-        )  # fmt: skip
+            ctx, nemesis, events, plan.run_dir, sampler, None, group=group, phase=progress.phase
+        )
         try:
             end_run(end)  # the read-back waits for the interrupt's chance below
         finally:  # whatever failed above: the progress line tells what was really sent
@@ -349,31 +235,24 @@ def _count_sends(summary: RepetitionSummary, stats: RecorderStats, nemesis: Neme
     summary.fault_errors = list(nemesis.errors)
 
 
-def _consumer_group(
-    repetition: Repetition, bootstrap: str, events: EventLog
-) -> ConsumerGroup | None:
+def _consumer_group(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> ConsumerGroup | None:
     """The workload's consumer group (not started), or None for `workload.consumers: 0`."""
-    spec = repetition.cell.spec
-    if not spec.workload.consumers:
+    workload = plan.spec.workload
+    if not workload.consumers:
         return None
+    timeout_ms = None if plan.transactions is None else plan.transactions.timeout_ms
     return ConsumerGroup(
-        spec.workload.consumers,
+        workload.consumers,
         bootstrap,
-        TOPIC,
-        spec.topic.partitions,
-        CommitMode(spec.workload.consumer_commit),
-        repetition.run_dir,
+        plan.topic.name,
+        plan.topic.partitions,
+        CommitMode(workload.consumer_commit),
+        plan.run_dir,
         events,
-        spec.workload.consumer_processing_ms,
-        group_member(spec.workload.client),
-        Liveness(spec.workload.consumer_stuck_s, _transaction_timeout_ms(spec)),
+        workload.consumer_processing_ms,
+        group_member(workload.client),
+        Liveness(workload.consumer_stuck_s, timeout_ms),
     )
-
-
-def _transaction_timeout_ms(spec: Experiment) -> int | None:
-    """The producers' transaction.timeout.ms; None for a workload without transactions."""
-    transactions = spec.workload.transactions
-    return None if transactions is None else transactions.timeout_ms
 
 
 def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) -> CatchUp:
@@ -383,59 +262,30 @@ def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) ->
         return consumers.catch_up(timeout_s, interrupted)
 
 
-def _senders(
-    repetition: Repetition, workload: Workload, bootstrap: str, events: EventLog
-) -> Producing:
+def _senders(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> Producing:
     """The one recorder in this process for `workload.producers: 1`, else a ProducerFleet."""
-    spec = repetition.cell.spec
-    config, run_dir = producer_settings(spec), repetition.run_dir
-    if spec.workload.transactions is not None:
-        plan = transaction_plan(spec, repetition.seed)
-        if spec.workload.client.kind == "java":
+    spec, workload, run_dir = plan.spec, plan.workload, plan.run_dir
+    endpoint = (bootstrap, plan.topic.name)
+    if plan.transactions is not None:
+        if plan.client.kind == "java":
             return java_transactions(
-                spec.workload.client, spec.producer, workload, plan, (bootstrap, TOPIC), run_dir,
-                client_durability(spec),
+                plan.client, spec.producer, workload, plan.transactions, endpoint, run_dir,
+                plan.durability,
             )  # fmt: skip
-        return TransactionalRecorder(bootstrap, TOPIC, config, workload, plan, run_dir)
-    if spec.workload.client.kind != "librdkafka":
+        return TransactionalRecorder(
+            bootstrap, plan.topic.name, plan.producer, workload, plan.transactions, run_dir
+        )
+    if plan.client.kind != "librdkafka":
         return client_senders(
-            spec.workload.client, spec.producer, workload, spec.workload.producers,
-            (bootstrap, TOPIC), run_dir, client_durability(spec),
+            plan.client, spec.producer, workload, spec.workload.producers, endpoint, run_dir,
+            plan.durability,
         )  # fmt: skip
     if spec.workload.producers == 1:
-        return LocalRecorder(workload, bootstrap, TOPIC, config, run_dir)
-    tasks = producer_tasks(spec.workload.producers, workload, bootstrap, TOPIC, config, run_dir)
+        return LocalRecorder(workload, bootstrap, plan.topic.name, plan.producer, run_dir)
+    tasks = producer_tasks(
+        spec.workload.producers, workload, bootstrap, plan.topic.name, plan.producer, run_dir
+    )
     return ProducerFleet(tasks, events)
-
-
-def read_back_plan(spec: Experiment) -> ReadBackPlan:
-    """The final read-back of the experiment's topic, as its workload wrote it."""
-    return ReadBackPlan(
-        TOPIC,
-        spec.topic.partitions,
-        spec.faults.final_heal_timeout_s,
-        transactional=spec.workload.transactions is not None,
-        decode=value_decoder(spec.workload.client, spec.workload.keys),
-    )
-
-
-def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
-    """workload.transactions as the transactional recorder takes it."""
-    transactions = spec.workload.transactions
-    if transactions is None:
-        raise ValueError("the workload has no transactions")
-    return TransactionPlan(
-        size=transactions.size,
-        abort_every=transactions.abort_every,
-        abort_ratio=transactions.abort_ratio,
-        seed=seed,
-        timeout_ms=transactions.timeout_ms,
-        send_offsets=transactions.send_offsets,
-        partitions=spec.topic.partitions,
-        on_timeout=OnTimeout(transactions.on_timeout),
-        reads=transactions.reads,
-        rewind_on_abort=transactions.rewind_on_abort,
-    )
 
 
 def _watch(progress: Progress, senders: Producing, nemesis: Nemesis, stop: threading.Event) -> None:
@@ -471,7 +321,7 @@ def run_experiment(
             image = image_for(repetition.cell)
             provenance.image_used(image)
             try:
-                summaries.append(run_repetition(repetition, image, progress))
+                summaries.append(run_repetition(resolve(repetition, image), progress))
             except KeyboardInterrupt:
                 summaries.append(
                     RepetitionSummary(

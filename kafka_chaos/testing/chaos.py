@@ -30,7 +30,8 @@ from harness.experiment.problems import SpecError
 from harness.experiment.spec import Experiment
 from harness.run.ending import ReadBackPlan, RunEnd, end_run
 from harness.run.provenance import ProvenanceRecord
-from harness.run.runner import Repetition, SpecTimes, write_spec
+from harness.run.repetition import Repetition
+from harness.run.resolved import SpecTimes, resolve, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
@@ -339,7 +340,8 @@ class Chaos:
         )
         cell: Cell = expand(spec)[0]
         repetition = Repetition(cell, 0, spec.seed, self.run_dir)
-        write_spec(repetition, self._live.image, list(spec.faults.schedule), extra, self.topic)
+        schedule = list(spec.faults.schedule)
+        write_spec(resolve(repetition, self._live.image, self.topic, schedule), extra)
 
     def close(self) -> bool:
         """The fixture's teardown: end the run if the test did not judge it, heal, delete the

@@ -19,7 +19,7 @@ from harness.experiment.soak import MAX_SCHEDULED_FAULTS, repetition_starts
 from harness.experiment.spec import FaultStep
 from harness.platform.image import BrokerImage
 from harness.run.repetition import Repetition
-from harness.run.runner import write_spec
+from harness.run.resolved import resolve, write_spec
 from harness.rundir import layout
 from harness.rundir.events import EventType
 from tests.unit.spec_documents import EXPERIMENTS, doc, one_cell, rejects
@@ -308,7 +308,7 @@ def test_the_soak_experiment_repeats_its_faults_for_an_hour_in_cp_and_ap():
 def test_spec_json_lists_the_repetitions_as_plain_steps(tmp_path):
     cp = expand(load_experiment(EXPERIMENTS / "soak.yaml"))[0]
     image = BrokerImage("kafka-chaos:4.3.1", "sha256:0", "4.3.1", "cached", 0.0)
-    write_spec(Repetition(cp, 0, 42, tmp_path), image, schedule_for(cp, 42), {})
+    write_spec(resolve(Repetition(cp, 0, 42, tmp_path), image), {"started_at_us": 0})
     schedule = json.loads((tmp_path / layout.SPEC).read_text())["schedule"]
     assert len(schedule) == 30 and not any("every_s" in step for step in schedule)
     assert [(s["at_s"], s["fault"], s["target"], s["duration_s"]) for s in schedule[:4]] == [

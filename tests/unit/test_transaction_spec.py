@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
-from harness.run.runner import transaction_plan
+from harness.run.resolved import transaction_plan
 from tests.unit.spec_documents import doc, rejects, step
 
 TXN = {"rate": 100, "duration_s": 30, "transactions": {"size": 4, "abort_every": 3}}
