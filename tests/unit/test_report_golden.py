@@ -100,15 +100,16 @@ def test_the_rich_report_is_the_kept_one(rendered_rich: ReportPaths, name: str) 
 
 
 def assert_kept(path: Path, name: str) -> None:
-    """The file at `path` is tests/unit/golden/`name`, or is written there (UPDATE_GOLDEN=1)."""
+    """The file at `path` is tests/unit/golden/`name`.golden, or is written there
+    (UPDATE_GOLDEN=1)."""
     drawn = path.read_text("utf-8")
-    kept = GOLDEN / name
+    kept = GOLDEN / f"{name}.golden"  # a data file, not a page or a program of the project
     if os.environ.get("UPDATE_GOLDEN") == "1":
         GOLDEN.mkdir(exist_ok=True)
         kept.write_text(drawn, "utf-8")
     difference = first_difference(kept.read_text("utf-8"), drawn)
     assert difference is None, (
-        f"{name} differs from tests/unit/golden/{name} at {difference}; if the change is "
+        f"{name} differs from tests/unit/golden/{name}.golden at {difference}; if the change is "
         "meant, regenerate with UPDATE_GOLDEN=1 and review the diff"
     )
 
