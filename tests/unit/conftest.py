@@ -25,17 +25,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-    if "__mutmut_" in os.environ.get("MUTANT_UNDER_TEST", "") and MUTMUT_STATS.is_file():
-        fastest_first(items, json.loads(MUTMUT_STATS.read_text("utf-8"))["duration_by_test"])
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if "__mutmut_" in mutant and MUTMUT_STATS.is_file():
+        seconds = json.loads(MUTMUT_STATS.read_text("utf-8"))["duration_by_test"]
+        fastest_first(items, seconds, golden_first=mutant.startswith("analysis.report."))
 
 
-def fastest_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
-    """Order `items` by the seconds each took in the clean pass, fastest first (unknown last).
+# The golden reports (test_report_golden.py) see every change to what a report shows.
+GOLDEN_TESTS = "tests/unit/test_report_golden.py::"
+
+
+def fastest_first(
+    items: list[pytest.Item], seconds: dict[str, float], golden_first: bool = False
+) -> None:
+    """Order `items` by the seconds each took in the clean pass, fastest first (unknown last);
+    with `golden_first`, the golden reports before them.
 
     mutmut runs a mutant's tests with -x in the order it lists them, which is a set's: a
     mutant that the 0.01 s test kills waited for the 5 s tests listed before it. Most mutants
-    are killed, so most mutants now end at their fastest killing test."""
-    items.sort(key=lambda item: seconds.get(item.nodeid, float("inf")))
+    are killed, so most mutants now end at their fastest killing test. A mutant of the report's
+    rendering is nearly always killed by a golden report and by few other tests: it would
+    first wait for every faster test of the report."""
+
+    def key(item: pytest.Item) -> tuple[bool, float]:
+        late = not (golden_first and item.nodeid.startswith(GOLDEN_TESTS))
+        return late, seconds.get(item.nodeid, float("inf"))
+
+    items.sort(key=key)
 
 
 @pytest.fixture(scope="session")

@@ -89,28 +89,33 @@ def rendered_rich(tmp_path: Path) -> ReportPaths:
     return render_report(cells, results, events, RUNS, tmp_path / "rich", "Rich report")
 
 
-@pytest.mark.parametrize("name", ["report.html", "report.md", "report.json"])
-def test_the_crafted_report_is_the_kept_one(rendered: ReportPaths, name: str) -> None:
-    assert_kept(rendered.html.parent / name, name)
+FILES = ("report.html", "report.md", "report.json")
 
 
-@pytest.mark.parametrize("name", ["report.html", "report.md", "report.json"])
-def test_the_rich_report_is_the_kept_one(rendered_rich: ReportPaths, name: str) -> None:
-    assert_kept(rendered_rich.html.parent / name, f"rich-{name}")
+def test_the_crafted_report_is_the_kept_one(rendered: ReportPaths) -> None:
+    assert_kept(rendered.html.parent, "")
 
 
-def assert_kept(path: Path, name: str) -> None:
-    """The file at `path` is tests/unit/golden/`name`.golden, or is written there
-    (UPDATE_GOLDEN=1)."""
-    drawn = path.read_text("utf-8")
-    kept = GOLDEN / f"{name}.golden"  # a data file, not a page or a program of the project
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        GOLDEN.mkdir(exist_ok=True)
-        kept.write_text(drawn, "utf-8")
-    difference = first_difference(kept.read_text("utf-8"), drawn)
-    assert difference is None, (
-        f"{name} differs from tests/unit/golden/{name}.golden at {difference}; if the change is "
-        "meant, regenerate with UPDATE_GOLDEN=1 and review the diff"
+def test_the_rich_report_is_the_kept_one(rendered_rich: ReportPaths) -> None:
+    assert_kept(rendered_rich.html.parent, "rich-")
+
+
+def assert_kept(folder: Path, prefix: str) -> None:
+    """Each report file in `folder` is tests/unit/golden/`prefix``name`.golden, or is written
+    there (UPDATE_GOLDEN=1); one test per report, so that it renders once."""
+    differences = []
+    for name in FILES:
+        drawn = (folder / name).read_text("utf-8")
+        kept = GOLDEN / f"{prefix}{name}.golden"  # a data file, not a page or a program
+        if os.environ.get("UPDATE_GOLDEN") == "1":
+            GOLDEN.mkdir(exist_ok=True)
+            kept.write_text(drawn, "utf-8")
+        difference = first_difference(kept.read_text("utf-8"), drawn)
+        if difference is not None:
+            differences.append(f"{name} differs from tests/unit/golden/{kept.name} at {difference}")
+    assert not differences, (
+        "; ".join(differences) + "; if the change is meant, regenerate with UPDATE_GOLDEN=1 and "
+        "review the diff"
     )
 
 
