@@ -89,7 +89,7 @@ class TransactionPlan:
     send_offsets: bool
     partitions: int
     on_timeout: OnTimeout = OnTimeout.RETRY  # how a timed-out commit, abort or offer is answered
-    reads: int = 0  # records each transaction reads before its sends (txn_reads.py)
+    reads: int = 0  # records each transaction reads before its sends (transactions/reads.py)
     rewind_on_abort: bool = True  # the reader goes back after a transaction not committed
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
