@@ -17,12 +17,11 @@ import random
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from harness.chaos.faults import FaultContext
 from harness.chaos.heal import heal_all
 from harness.chaos.nemesis import Nemesis
-from harness.chaos.targets import Step
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
 from harness.experiment.plan import client_durability, producer_settings, topic_settings
@@ -230,8 +229,7 @@ class Chaos:
         step = spec.faults.schedule[-1]
         self._live.check_tools(step.fault)
         self._steps = steps  # the nemesis numbers its steps as spec.json lists them
-        # A frozen FaultStep is what the nemesis runs (its Step protocol reads, never writes).
-        active = self._nemesis.act(cast("Step", step))
+        active = self._nemesis.act(step)
         if active is None:
             raise ChaosError(
                 f"{call} failed: {self._nemesis.errors[-1]} (recorded in events.jsonl: the "
