@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from analysis.judge.outcomes import CellVerdict, RepetitionVerdict, Verdict
+from analysis.report import junit
 from analysis.report.junit import write_junit
 from tests.unit.report_runs import (
     AP,
     CP,
+    _raising,
     events_with_fault_and_leader_change,
     healthy_events,
     judge_all,
@@ -128,3 +132,34 @@ def test_a_rep_that_passed_in_a_cell_that_did_not_pass_has_no_outcome_element(
     assert '<testcase classname="chaos.ap" name="rep-4" time="0.000">' in text
     assert '<error message="why" type="UNKNOWN">why</error>' in text
     assert 'tests="1" failures="0" errors="1" skipped="0"' in text
+
+
+def test_an_hour_long_case_lasts_an_hour_to_the_millisecond(tmp_path: Path) -> None:
+    (cell,) = judge_all([result("cp", CP, 0)], {})
+    run_dir = cell.repetitions[0].run_dir
+    events = {run_dir: [{"type": "phase", "ts_us": us(0)}, {"type": "phase", "ts_us": us(3600)}]}
+    text = write_junit([cell], events, tmp_path / "j.xml").read_text("utf-8")
+    assert text.count('time="3600.000"') == 3  # the case, the suite and the suites
+
+
+def test_a_case_that_cannot_be_built_is_an_error_naming_it_and_the_rest_stand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = _raising("bad rep " + "z" * 600, only="runs/chaos/ts/cp/1", at=1)
+    broken.real = junit._testcase
+    monkeypatch.setattr(junit, "_testcase", broken)
+    results = [result("cp", CP, 0), result("cp", CP, 1)]
+    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results}
+    (cell,) = judge_all(results, events)
+    text = write_junit([cell], events, tmp_path / "j.xml").read_text("utf-8")
+    why = f"the test case of cp rep-1 failed: RuntimeError: bad rep {'z' * 600}"
+    why += " (the rest of the report stands)"
+    head = '<testsuites name="kafka-chaos" tests="2" failures="0" errors="1" skipped="0" '
+    assert text.startswith(f"<?xml version='1.0' encoding='utf-8'?>\n{head}time=\"30.000\">")
+    assert text.count('time="30.000"') == 3  # the built case, the suite, the suites: 0 s more
+    assert (
+        '    <testcase classname="chaos.cp" name="rep-1" time="0.000">\n'
+        f'      <error message="{why[:500]}" type="report">{why}</error>\n'
+        "    </testcase>\n"
+    ) in text
+    assert '<testcase classname="chaos.cp" name="rep-0" time="30.000">' in text
