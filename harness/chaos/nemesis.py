@@ -50,10 +50,6 @@ ResolvedStep = TypedDict(
 )  # fmt: skip
 
 
-class ConditionTimeout(FaultError):
-    """A step's `after:` condition did not hold within its timeout."""
-
-
 @dataclass
 class ActiveFault:
     """A fault that was injected and not yet healed."""
