@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
+import pytest
 
+from analysis.report.render import render_report
 from harness.experiment.load import load_experiment
 from harness.platform.image import BrokerImage
 from harness.run.provenance import ProvenanceRecord, _version_text, memory_bytes
 from harness.rundir import layout
-from harness.rundir.provenance import BrokerImageUsed, read_provenance
+from harness.rundir.provenance import BrokerImageUsed, RunProvenance, read_provenance
 from harness.settings import REPO_ROOT
+from tests.unit.report_runs import PROVENANCE, RUNS
 
 EXPERIMENT = load_experiment(REPO_ROOT / "experiments" / "quick.yaml")
 
@@ -58,3 +63,21 @@ def test_each_image_is_recorded_once_as_cells_reach_it(tmp_path: Path) -> None:
 
 def test_a_version_reads_the_same_from_either_form_the_client_gives() -> None:
     assert _version_text("2.16.1") == _version_text(("2.16.1", 34603263)) == "2.16.1"
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # report.json dumps it as is
+def test_a_provenance_that_cannot_be_shown_says_why_under_its_root(
+    crafted: Any, tmp_path: Path
+) -> None:
+    broken = PROVENANCE.model_copy(update={"memory_bytes": "eight gigabytes"})
+    runs = (RunProvenance("runs/chaos/ts", broken), RUNS[1])
+    cells, results, events = crafted
+    paths = render_report(cells, results, events, runs, tmp_path / "report", "Chaos report")
+    why = "the provenance of runs/chaos/ts failed: TypeError: "
+    markdown = paths.markdown.read_text()
+    section = markdown[markdown.index("Runs under `runs/chaos/ts`:") :]
+    table = "Runs under `runs/chaos/ts`:\n\n| | |\n|---|---|\n"
+    assert section.startswith(f"{table}| provenance | {why}")
+    assert "Runs under `runs/old/ts`:" in section  # the other root, as it was
+    page = html.unescape(paths.html.read_text())
+    assert "Runs under <code>runs/chaos/ts</code>" in page and why in page
