@@ -184,3 +184,22 @@ def test_acked_and_readback_tables_become_the_checkers_arrays() -> None:
     assert distinct(np.array([1, 1, 2, 5, 5, 5, 9])).tolist() == [1, 2, 5, 9]
     assert distinct(np.array([], dtype=np.int64)).tolist() == []
     assert (max_of(np.array([3, 9, 2])), max_of(np.array([], dtype=np.int64))) == (9, -1)
+
+
+def test_a_read_back_record_without_a_partition_or_offset_is_at_null() -> None:
+    import pyarrow as pa
+
+    from analysis.checks.messages.columns import Reads
+
+    readback = pa.table(
+        {
+            "msg_id": pa.array([1, 2, 3], pa.int64()),
+            "key": pa.array(["k1", "k2", "k3"]),
+            "key_seq": pa.array([0, 0, 0], pa.int64()),
+            "partition": pa.array([None, 0, 1], pa.int32()),
+            "offset": pa.array([4, None, 2], pa.int64()),
+        }
+    )
+    r = Reads.of(readback)
+    located = sorted(zip(r.msg_id.tolist(), r.partition.tolist(), r.offset.tolist(), strict=True))
+    assert located == [(1, NULL, 4), (2, 0, NULL), (3, 1, 2)]
