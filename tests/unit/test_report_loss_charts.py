@@ -7,10 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from matplotlib import rc_context
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from analysis.crossrun.summary import CrossRunSummary, cross_run_summary
+from analysis.crossrun.summary import (
+    CrossRunSummary,
+    GroupSummary,
+    cross_run_summary,
+    wilson_interval,
+)
 from analysis.judge.outcomes import CellVerdict, Verdict
 from analysis.report import loss_charts
 from analysis.report.charts import MAX_CHART_ROWS
@@ -219,3 +225,47 @@ def test_an_empty_probability_chart_still_has_a_row_of_height() -> None:
         loss_charts.loss_probability_svg(empty)
         loss_charts.loss_chart_svg([], {})
     assert [tuple(f.get_size_inches()) for f in calls] == [pytest.approx((11, 1.26))] * 2
+
+
+def _group(version: str, lossy: int) -> GroupSummary:
+    return GroupSummary(
+        configuration=(("acks", "all"),),
+        fault="leader-kill",
+        kafka_version=version,
+        experiments=("chaos",),
+        repetitions=4,
+        counted=4,
+        lossy=lossy,
+        loss_probability=lossy / 4,
+        interval=wilson_interval(lossy, 4),
+        loss_rate=None,
+        verdicts={},
+    )
+
+
+def test_past_the_row_limit_the_probability_chart_draws_the_most_lossy_groups_and_says_so() -> None:
+    lossy_at = {5: 1, 50: 2, MAX_CHART_ROWS + 2: 4}
+    total = MAX_CHART_ROWS + 3
+    groups = tuple(_group(f"v{i}", lossy_at.get(i, 0)) for i in range(total))
+    svg = loss_charts.loss_probability_svg(CrossRunSummary(groups, (), ()))
+    assert f"the {MAX_CHART_ROWS} groups with the most loss of {total}; the tables list" in svg
+    drawn = [i for i in range(total) if f">leader-kill · v{i} · acks=all<" in svg]
+    assert drawn == [i for i in range(total) if i not in (99, 100, 101)]  # the last on ties
+    assert svg.count("  4/4<") == 1
+
+
+def test_the_probability_chart_is_the_same_svg_every_time() -> None:
+    assert loss_charts.loss_probability_svg(_summary()) == loss_charts.loss_probability_svg(
+        _summary()
+    )
+
+
+@pytest.mark.parametrize("grid", [True, False])
+def test_the_probability_chart_has_vertical_grid_lines_as_the_axes_had_and_no_horizontal(
+    grid: bool,
+) -> None:
+    with rc_context({"axes.grid": grid}):
+        ax = Figure().subplots()
+        draw_loss_probability(ax, loss_probability_points(_summary()))
+    assert not any(line.get_visible() for line in ax.yaxis.get_gridlines())
+    assert all(line.get_visible() == grid for line in ax.xaxis.get_gridlines())
