@@ -26,7 +26,8 @@ from harness.platform.engine import ensure_engine
 from harness.platform.image import ensure_image
 from harness.workload.finalize import finalize
 from harness.workload.journal import AckJournal
-from harness.workload.producer.recorder import Recorder, Workload, encode_value, status_of
+from harness.workload.producer.recorder import Recorder, Workload, status_of
+from harness.workload.values import encode_value
 
 CONFIG = {"acks": "1", "linger.ms": 5, "enable.idempotence": False}
 

@@ -33,12 +33,8 @@ import numpy as np
 from confluent_kafka import Message
 
 from harness.workload.journal import AckJournal
-from harness.workload.producer.recorder import (
-    DeliveryTally,
-    delivery_callback,
-    encode_value,
-    status_of,
-)
+from harness.workload.producer.recorder import DeliveryTally, delivery_callback, status_of
+from harness.workload.values import encode_value
 
 POLL_EVERY = 100  # reports served per poll (commit) in the profile
 

@@ -16,9 +16,9 @@ from harness.run.final_read import read_back_topic
 from harness.run.kept_segments import segments_event
 from harness.rundir.events import EventLog, PhaseEvent, SegmentsKept
 from harness.workload.finalize import finalize
-from harness.workload.producer.recorder import decode_value
 from harness.workload.readback import Decoder, Readback
 from harness.workload.transactions.librdkafka import finalize_transactions
+from harness.workload.values import decode_value
 
 if TYPE_CHECKING:
     from harness.chaos.faults import FaultContext

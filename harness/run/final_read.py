@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from harness.rundir import layout
 from harness.rundir.events import EventLog, PhaseEvent, ReadbackDone, UncommittedView
-from harness.workload.producer.recorder import decode_value
 from harness.workload.readback import Decoder, Readback, read_back
+from harness.workload.values import decode_value
 
 if TYPE_CHECKING:
     from harness.platform.cluster import KafkaCluster

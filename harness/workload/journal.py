@@ -128,7 +128,7 @@ Page = tuple[int, Sequence[Report], Sequence[Report], Sequence[Report]]
 PAGE_STATUSES: Final = (Status.OK.value, Status.FAILED.value, Status.INDETERMINATE.value)
 # Reports of one status from a set of pages: (reports, ack time of each in ns, status).
 Group = tuple[list[Report], np.ndarray, str]
-ID_DIGITS = 15  # values start with the id zero-padded to 15 digits (see recorder.encode_value)
+ID_DIGITS = 15  # values start with the id zero-padded to 15 digits (see values.encode_value)
 
 
 def error_status(classify: Callable[[Any], str], error: Any) -> str:

@@ -25,7 +25,7 @@ from confluent_kafka import (
 
 from harness.rundir.records import READBACK_SCHEMA
 from harness.waiting import Deadline, WaitTimeout, poll_until
-from harness.workload.producer.recorder import decode_value
+from harness.workload.values import decode_value
 
 # (msg_id, key_seq) of a record value; Nones for a value that names no message.
 Decoder = Callable[[bytes | None], tuple[int | None, int | None]]

@@ -18,12 +18,8 @@ from typing import Any, Final, NamedTuple
 from harness.rundir.events import EventLog
 from harness.workload.journal import AckJournal, key_of
 from harness.workload.producer.librdkafka import close_with_tally
-from harness.workload.producer.recorder import (
-    DeliveryTally,
-    delivery_callback,
-    encode_value,
-    status_of,
-)
+from harness.workload.producer.recorder import DeliveryTally, delivery_callback, status_of
+from harness.workload.values import encode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 
 __all__ = ["MAX_CHOSEN_ID", "ChaosJournal", "ChaosMessage", "DeliveryCallback"]

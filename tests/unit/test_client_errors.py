@@ -20,11 +20,11 @@ from harness.workload.producer.recorder import (
     Recorder,
     RefusedSend,
     Workload,
-    decode_value,
     delivery_callback,
     status_of,
 )
 from harness.workload.transactions.librdkafka import TransactionalRecorder, TransactionPlan
+from harness.workload.values import decode_value
 from tests.unit.finalized import finalized
 
 UNKNOWN_TOPIC = KafkaError(KafkaError._UNKNOWN_TOPIC, "Unknown topic")

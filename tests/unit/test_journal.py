@@ -14,13 +14,8 @@ from harness.rundir.events import EventLog, FaultStart, PhaseEvent, load_events
 from harness.rundir.records import NO_REPORT, STATUSES
 from harness.workload.journal import AckJournal, JournalError, parse_ids
 from harness.workload.producer.librdkafka import close_with_tally
-from harness.workload.producer.recorder import (
-    DeliveryTally,
-    decode_value,
-    delivery_callback,
-    encode_value,
-    status_of,
-)
+from harness.workload.producer.recorder import DeliveryTally, delivery_callback, status_of
+from harness.workload.values import decode_value, encode_value
 from tests.unit.finalized import finalized
 
 

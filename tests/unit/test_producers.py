@@ -19,9 +19,9 @@ from harness.workload.producer.recorder import (
     RecorderStats,
     Workload,
     delivery_callback,
-    encode_value,
     status_of,
 )
+from harness.workload.values import encode_value
 from tests.unit.finalized import finalized
 from tests.unit.test_journal import FakeMessage
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.records import NO_REPORT
-from harness.workload.producer.recorder import decode_value
+from harness.workload.values import decode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.journal import MAX_CHOSEN_ID, ChaosJournal
 from tests.examples import examples

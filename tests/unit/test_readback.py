@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from harness.rundir.records import READBACK_SCHEMA
 from harness.waiting import Deadline
 from harness.workload import readback
-from harness.workload.producer.recorder import decode_value, encode_value
+from harness.workload.values import decode_value, encode_value
 
 
 class _JustCreated:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.streams import StreamWriter, read_stream
 from harness.rundir.transactions import TXN_READ_SCHEMA, read_txn_reads
-from harness.workload.producer.recorder import Workload, encode_value
+from harness.workload.producer.recorder import Workload
 from harness.workload.transactions.librdkafka import (
     TransactionalRecorder,
     TransactionPlan,
@@ -27,6 +27,7 @@ from harness.workload.transactions.reads import (
     TransactionReader,
     finalize_txn_reads,
 )
+from harness.workload.values import encode_value
 
 BUDGET_S = 0.2
 

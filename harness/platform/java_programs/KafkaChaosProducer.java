@@ -34,7 +34,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class KafkaChaosProducer {
-    private static final int HEAD_BYTES = 29; // "%015d:%012d:", as harness/workload/producer/recorder.py
+    private static final int HEAD_BYTES = 29; // "%015d:%012d:", as harness/workload/values.py
     private static final long PROGRESS_EVERY_NS = 200_000_000L;
 
     private final BufferedWriter out =

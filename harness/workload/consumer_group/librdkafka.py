@@ -194,7 +194,7 @@ def _rebalance_callbacks(journal: _Journal, counters: Any) -> dict[str, Rebalanc
 
 def _row(message: Any) -> tuple[int | None, int, int]:
     """(msg_id, partition, offset) of a message handed to the application."""
-    from harness.workload.producer.recorder import decode_value
+    from harness.workload.values import decode_value
 
     return decode_value(message.value())[0], message.partition(), message.offset()
 

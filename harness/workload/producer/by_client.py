@@ -24,8 +24,9 @@ from harness.workload.producer.command import ClientProgram, CommandProducer
 from harness.workload.producer.fleet import CommandFleet
 from harness.workload.producer.librdkafka import share_of
 from harness.workload.producer.protocol import ValueFormat, decode_with
-from harness.workload.producer.recorder import Workload, decode_value
+from harness.workload.producer.recorder import Workload
 from harness.workload.readback import Decoder
+from harness.workload.values import decode_value
 
 __all__ = [
     "client_program",

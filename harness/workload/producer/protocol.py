@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from harness.rundir.transactions import Intent, TxnOutcome
-from harness.workload.producer.recorder import VALUE_HEAD_BYTES, decode_value, encode_value
+from harness.workload.values import VALUE_HEAD_BYTES, decode_value, encode_value
 
 __all__ = [
     "EffectiveConfig",
@@ -44,7 +44,7 @@ __all__ = [
 class ValueFormat(StrEnum):
     """How a client's record values name their message."""
 
-    KAFKA_CHAOS = "kafka-chaos"  # `<msg_id>:<key_seq>:` then padding (recorder.encode_value)
+    KAFKA_CHAOS = "kafka-chaos"  # `<msg_id>:<key_seq>:` then padding (values.encode_value)
     VERIFIABLE = "verifiable"  # `<counter>` or `<prefix>.<counter>`: VerifiableProducer's
 
 
@@ -298,7 +298,7 @@ def _error_name(data: Mapping[str, object]) -> str:
 
 
 def journal_value(msg_id: int | None, key_seq: int | None) -> bytes | None:
-    """The value the journal reads a report's id from (recorder.encode_value's head)."""
+    """The value the journal reads a report's id from (values.encode_value's head)."""
     if msg_id is None:
         return None
     return encode_value(msg_id, key_seq or 0, VALUE_HEAD_BYTES)

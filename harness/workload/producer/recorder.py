@@ -1,8 +1,5 @@
-"""The producer that records every send and its outcome: ok, failed or indeterminate.
-
-Each value starts with `<msg_id>:<key_seq>:`, zero-padded to 15 and 12 digits (a fixed width
-lets the journal parse ids column-wise); the id is unique in the run, the sequence counts sends
-per key, so the read-back can spot losses, duplicates and reordering.
+"""The producer that records every send and its outcome: ok, failed or indeterminate; each
+value as harness/workload/values.py writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from harness.rundir.records import Status
 from harness.waiting import wait_for
 from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
+from harness.workload.values import encode_value
 
 if TYPE_CHECKING:
     from harness.experiment.fields import Scalar
@@ -48,27 +46,6 @@ def status_of(error: KafkaError | None) -> str:
     if error is None:
         return "ok"
     return "indeterminate" if error.code() in INDETERMINATE else "failed"
-
-
-VALUE_HEAD_BYTES = 29  # b"%015d:%012d:"
-
-
-def encode_value(msg_id: int, key_seq: int, size: int) -> bytes:
-    """The record value: `<msg_id>:<key_seq>:` (15 and 12 digits) padded with '.' to `size`."""
-    return b"%015d:%012d:%s" % (msg_id, key_seq, b"." * (size - VALUE_HEAD_BYTES))
-
-
-def decode_value(value: bytes | None) -> tuple[int | None, int | None]:
-    """(msg_id, key_seq) from a value written by `encode_value`; Nones if it is not ours."""
-    if not value:
-        return None, None
-    parts = value.split(b":", 2)
-    if len(parts) < 3:
-        return None, None
-    try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        return None, None
 
 
 @dataclass(frozen=True)

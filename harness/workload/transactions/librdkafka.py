@@ -61,11 +61,11 @@ from harness.workload.producer.recorder import (
     RefusedSend,
     Workload,
     delivery_callback,
-    encode_value,
     refused_error,
     status_of,
 )
 from harness.workload.transactions.reads import TransactionReader, finalize_txn_reads, open_reader
+from harness.workload.values import encode_value
 
 log = logging.getLogger("kafka_chaos.transactions")
 
@@ -289,7 +289,7 @@ class TransactionalRecorder:
         return msg_id, fatal
 
     def _value(self, msg_id: int) -> bytes:
-        """The record value of `msg_id` (recorder.encode_value)."""
+        """The record value of `msg_id` (values.encode_value)."""
         w = self.workload
         return encode_value(msg_id, msg_id // w.keys, w.message_bytes)
 

@@ -39,7 +39,7 @@ from harness.rundir import layout
 from harness.rundir.events import now_us
 from harness.rundir.streams import StreamWriter, stream_to_parquet
 from harness.rundir.transactions import TXN_READ_SCHEMA
-from harness.workload.producer.recorder import decode_value
+from harness.workload.values import decode_value
 
 __all__ = [
     "POLL_S",
