@@ -265,15 +265,22 @@ class ReadbackDone(_Event):
     uncommitted: UncommittedView | None = None  # transactional runs: the read_uncommitted view
 
 
+class ProducerTally(TypedDict):
+    """One producer's part of a fleet's tally (workload.producers > 1), whatever the client."""
+
+    producer: int
+    reports: dict[str, int]  # {ok, failed, indeterminate}
+    journal_error: str | None
+    problem: str | None  # what ended it early (a crash, a client's error), None when nothing
+
+
 class RecorderTally(_Event):
     """The delivery reports a recorder served, and its journal's first error."""
 
     type: Literal[EventType.RECORDER_TALLY] = EventType.RECORDER_TALLY
     reports: dict[str, int] = {}  # {ok, failed, indeterminate}
     journal_error: str | None = None
-    # Per producer process: its {ok, failed, indeterminate}, or (a fleet of client programs)
-    # {producer, reports, journal_error, problem}.
-    producers: list[dict[str, object]] | None = None
+    producers: list[ProducerTally] | None = None  # a fleet's, each producer's part
     transactions: dict[str, int] | None = None  # transactional runs: outcomes
 
 

@@ -96,6 +96,11 @@ def test_three_producers_under_a_leader_kill(tmp_path: Path):
     [tally] = [e for e in events if e["type"] == "recorder_tally"]
     assert tally["journal_error"] is None and len(tally["producers"]) == PRODUCERS
     assert tally["reports"] == {s: result["contract"][f"reported_{s}"] for s in tally["reports"]}
+    # each producer's part, in the shape every client's fleet writes, adding up to the whole
+    assert [p["producer"] for p in tally["producers"]] == list(range(PRODUCERS))
+    assert not any(p["journal_error"] or p["problem"] for p in tally["producers"])
+    summed = {s: sum(p["reports"][s] for p in tally["producers"]) for s in tally["reports"]}
+    assert summed == tally["reports"]
     assert not [e for e in events if e["type"] in ("producer_crashed", "harness_error")]
     read = pq.read_table(run_dir / "readback.parquet", columns=["key"]).to_pydict()["key"]
     assert {k.split("-")[0] for k in read} == {f"p{p}" for p in range(PRODUCERS)}

@@ -12,7 +12,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 
-from harness.rundir.events import EventLog, RecorderTally
+from harness.rundir.events import EventLog, ProducerTally, RecorderTally
 from harness.workload.producer.command import CommandProducer, run_error
 from harness.workload.producer.librdkafka import summed_stats
 from harness.workload.producer.recorder import DeliveryTally, RecorderStats
@@ -57,7 +57,7 @@ class CommandFleet:
             summed.indeterminate += producer.tally.indeterminate
         journal_error = next((e for e, _ in outcomes if e is not None), None)
         per_producer = [
-            {"producer": i, "reports": p.tally.as_dict(), "journal_error": error, "problem": why}
+            ProducerTally(producer=i, reports=p.tally.as_dict(), journal_error=error, problem=why)
             for i, (p, (error, why)) in enumerate(zip(self.producers, outcomes, strict=True))
         ]
         with contextlib.suppress(Exception):

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.experiment.fields import Scalar
-from harness.rundir.events import EventLog, PhaseEvent, ProducerCrashed, RecorderTally
+from harness.rundir.events import (
+    EventLog,
+    PhaseEvent,
+    ProducerCrashed,
+    ProducerTally,
+    RecorderTally,
+)
 from harness.rundir.records import Status
 from harness.waiting import Deadline, wait_for
 from harness.workload.journal import (
@@ -328,7 +334,7 @@ class ProducerFleet:
                 RecorderTally(
                     reports=self.tally,
                     journal_error=error,
-                    producers=[self._tally_of(index) for index in range(len(self.tasks))],
+                    producers=[self._part(index) for index in range(len(self.tasks))],
                 )
             )
         if self.crashes:
@@ -391,6 +397,16 @@ class ProducerFleet:
                 exitcode=process.exitcode,
                 error=error or what,
             )
+        )
+
+    def _part(self, index: int) -> ProducerTally:
+        """Producer `index`'s part of the fleet's tally."""
+        outcome = self.outcomes.get(index)
+        return ProducerTally(
+            producer=index,
+            reports=self._tally_of(index),
+            journal_error=None if outcome is None else outcome.journal_error,
+            problem=self.crashes.get(index),
         )
 
     def _stats_of(self, index: int) -> RecorderStats:
