@@ -100,7 +100,7 @@ def publish_folder(local: Path, target: Destination) -> list[str]:
         parent = f"{target.path}/{relative}".rsplit("/", 1)[0]
         target.filesystem.create_dir(parent, recursive=True)
         pafs.copy_files(
-            str(path),
+            str(path.absolute()),  # relative, "kc:report/x" would read as a URI of scheme "kc"
             f"{target.path}/{relative}",
             source_filesystem=local_fs,
             destination_filesystem=target.filesystem,

@@ -238,3 +238,16 @@ def test_an_unopenable_or_unreachable_store_is_refused_with_pyarrows_reason(
     with pytest.raises(DestinationError) as caught:
         destination(long.as_uri())
     assert str(caught.value) == f"cannot reach {long.as_uri()}: {reason}. {FIX}"
+
+
+def test_a_relative_local_folder_whose_name_holds_a_colon_is_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyarrow reads "kc:report/x" as a URI of the scheme "kc": the source must be absolute.
+    monkeypatch.chdir(tmp_path)
+    local = Path("kc:report")
+    local.mkdir()
+    (local / "report.md").write_text("# md")
+    target = destination((tmp_path / "out").as_uri())
+    assert publish_folder(local, target) == [(tmp_path / "out").as_uri() + "/report.md"]
+    assert (tmp_path / "out" / "report.md").read_text() == "# md"
