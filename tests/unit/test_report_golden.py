@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from analysis.report.render import ReportPaths, render_report
 from tests.unit.report_runs import (
@@ -117,6 +119,26 @@ def assert_kept(folder: Path, prefix: str) -> None:
         "; ".join(differences) + "; if the change is meant, regenerate with UPDATE_GOLDEN=1 and "
         "review the diff"
     )
+
+
+@given(st.lists(st.sampled_from(["a", "b", ""]), max_size=6), st.data())
+def test_first_difference_is_the_first_line_that_differs(
+    kept: list[str], data: st.DataObject
+) -> None:
+    drawn = data.draw(st.lists(st.sampled_from(["a", "b", "c"]), max_size=6))
+    old, new = "\n".join(kept), "\n".join(drawn)
+    found = first_difference(old, new)
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    # the oracle: the first index where both have a line and the lines differ
+    first = next((i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=False)) if a != b), None)
+    if old == new:
+        assert found is None
+    elif first is not None:
+        assert found is not None and found.startswith(f"line {first + 1}: ")
+    else:
+        assert found == (
+            f"kept {len(old_lines)} lines, drawn {len(new_lines)} (or line ends differ)"
+        )
 
 
 def test_first_difference_names_the_line() -> None:
