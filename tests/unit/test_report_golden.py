@@ -130,7 +130,9 @@ def test_first_difference_is_the_first_line_that_differs(
     found = first_difference(old, new)
     old_lines, new_lines = old.splitlines(), new.splitlines()
     # the oracle: the first index where both have a line and the lines differ
-    first = next((i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=False)) if a != b), None)
+    first = next(
+        (i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=False)) if a != b), None
+    )
     if old == new:
         assert found is None
     elif first is not None:
