@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.platform.java import library_classpath
+from harness.platform.jdk import library_classpath
 from harness.settings import Settings
 
 __all__ = ["S3aError", "pyspark_hadoop_version", "s3a_jars", "s3a_spark_conf"]

@@ -22,7 +22,7 @@ from harness.platform.topology import PartitionState
 
 
 class Step(Protocol):
-    """What the nemesis reads of a schedule step (harness.experiment.spec.FaultStep)."""
+    """What the nemesis reads of a schedule step (harness.experiment.model.FaultStep)."""
 
     # Read-only: the nemesis never changes a step (FaultStep is frozen).
     @property

@@ -14,8 +14,8 @@ import yaml
 from pydantic import ValidationError
 
 from harness.experiment.matrix import apply_override, expand
+from harness.experiment.model import Experiment
 from harness.experiment.problems import SpecError, pydantic_problems, spec_error
-from harness.experiment.spec import Experiment
 from harness.limits import shown
 
 __all__ = ["load_experiment", "override", "parse_experiment"]

@@ -19,6 +19,7 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from harness.experiment.model import Experiment
 from harness.experiment.problems import (
     Problem,
     RawDocument,
@@ -29,7 +30,6 @@ from harness.experiment.problems import (
     unwrap,
 )
 from harness.experiment.rules import rule_problems
-from harness.experiment.spec import Experiment
 from harness.limits import MAX_NAME, clipped, shown
 
 __all__ = ["Cell", "apply_override", "expand"]

@@ -13,10 +13,10 @@ from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.matrix import Cell
+from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import spec_error
 from harness.experiment.rules import rule_problems
 from harness.experiment.soak import expand_repeats
-from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.platform.versions import Mode
 from harness.rundir.config import CellConfig, setting_text
 from harness.rundir.fault_classes import deciding_class

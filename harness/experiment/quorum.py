@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.fields import BOUND_TARGET, QUORUM_TARGETS
+from harness.experiment.model import Experiment
 from harness.experiment.problems import Problem
-from harness.experiment.spec import Experiment
 from harness.limits import shown
 from harness.platform.versions import Feature, Mode, lacks
 from harness.rundir.release import KafkaVersion

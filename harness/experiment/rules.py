@@ -20,9 +20,9 @@ from harness.experiment.fields import (
     PARTITION_TARGETS,
     ZOOKEEPER_TARGET,
 )
+from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import Problem
 from harness.experiment.soak import duty_problems, repeat_problems
-from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.transaction_rules import transaction_problems
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
 from harness.platform.versions import Feature, Mode, lacks, mode_refusal, version_refusal

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
+from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import Problem
-from harness.experiment.spec import Experiment, FaultGenerator, FaultStep, workload_duration_s
 
 __all__ = [
     "MAX_SCHEDULED_FAULTS",

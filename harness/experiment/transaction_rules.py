@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from harness.experiment.model import Experiment
 from harness.experiment.problems import Problem
-from harness.experiment.spec import Experiment
 from harness.platform.versions import Feature, lacks
 from harness.rundir.release import KafkaVersion
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from harness.platform.java import compiled_classpath, java_tool
+from harness.platform.jdk import compiled_classpath, java_tool
 from harness.platform.sidecar import last_json_object
 from harness.platform.topology import CONTROLLER_PORT
 from harness.settings import Settings

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.experiment.spec import Experiment
+from harness.experiment.model import Experiment
 from harness.platform.image import BrokerImage
 from harness.rundir.events import now_us
 from harness.rundir.provenance import BrokerImageUsed, Provenance, SettingFrom

@@ -20,7 +20,7 @@ from harness.rundir import layout
 if TYPE_CHECKING:
     from harness.chaos.nemesis import Nemesis, ResolvedStep
     from harness.experiment.matrix import Cell
-    from harness.experiment.spec import Experiment
+    from harness.experiment.model import Experiment
     from harness.workload.producer.recorder import RecorderStats
 
 

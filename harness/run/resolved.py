@@ -16,6 +16,7 @@ from harness.chaos.faults import FAULT_TYPES, HelperSite
 from harness.chaos.nemesis import ResolvedStep
 from harness.experiment.clients import ClientSpec
 from harness.experiment.fields import Scalar
+from harness.experiment.model import Experiment, FaultStep
 from harness.experiment.plan import (
     cell_config,
     client_durability,
@@ -23,7 +24,6 @@ from harness.experiment.plan import (
     schedule_for,
     topic_settings,
 )
-from harness.experiment.spec import Experiment, FaultStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.versions import Mode, broker_defaults

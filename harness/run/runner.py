@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.chaos.nemesis import Nemesis
 from harness.experiment.matrix import Cell
-from harness.experiment.spec import Experiment
+from harness.experiment.model import Experiment
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
 from harness.run.ending import RunEnd, end_run, read_back_and_keep

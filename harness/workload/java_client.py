@@ -1,13 +1,13 @@
 """The harness's Java recorder (harness/platform/java_programs/KafkaChaosProducer.java) and
 consumer-group member, compiled on demand against kafka-clients at any released version
-(harness/platform/java.py builds and caches them)."""
+(harness/platform/jdk.py builds and caches them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from harness.experiment.clients import ClientSpec
-from harness.platform.java import (
+from harness.platform.jdk import (
     PROGRAMS_DIR,
     JavaBuildError,
     compiled_classpath,

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     """Print `--jars ... --conf k=v ...` on one line (exit 0), or the problem and fix (2)."""
     from analysis.spark.s3a import S3aError, s3a_jars, s3a_spark_conf
-    from harness.platform.java import JavaBuildError
+    from harness.platform.jdk import JavaBuildError
 
     try:
         conf = s3a_spark_conf(s3a_jars(settings))

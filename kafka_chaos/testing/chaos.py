@@ -23,14 +23,13 @@ from harness.chaos.faults import FaultContext
 from harness.chaos.heal import heal_all
 from harness.chaos.nemesis import Nemesis
 from harness.experiment.load import parse_experiment
-from harness.experiment.matrix import Cell, expand
-from harness.experiment.plan import client_durability, producer_settings, topic_settings
+from harness.experiment.matrix import expand
+from harness.experiment.model import Experiment
 from harness.experiment.problems import SpecError
-from harness.experiment.spec import Experiment
 from harness.run.ending import ReadBackPlan, RunEnd, end_run
 from harness.run.provenance import ProvenanceRecord
 from harness.run.repetition import Repetition
-from harness.run.resolved import SpecTimes, resolve, write_spec
+from harness.run.resolved import RepetitionPlan, SpecTimes, resolve, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
@@ -138,10 +137,10 @@ class Chaos:
         self._write_spec({"started_at_us": self._started_at})
         ProvenanceRecord(root, self._spec).image_used(live.image)
         self.events = EventLog(self.run_dir / layout.EVENTS)
-        topic = self._spec.topic
+        topic = self._plan(self._spec).topic
         try:
             self.cluster.create_topic(
-                self.topic, topic.partitions, topic.replication_factor, topic_settings(self._spec)
+                topic.name, topic.partitions, topic.replication_factor, topic.settings
             )
         except Exception as exc:
             self.events.write(HarnessError(error=f"{type(exc).__name__}: {exc}"))
@@ -200,7 +199,8 @@ class Chaos:
             offsets_known=spec.producer.acks != "0",
         )
         # What the test's client ran with, as the harness records its own librdkafka recorder.
-        self.events.write(librdkafka_config(producer_settings(spec), client_durability(spec)[1]))
+        plan = self._plan(spec)
+        self.events.write(librdkafka_config(plan.producer, plan.durability[1]))
         self.events.write(PhaseEvent(phase="producers-ready", pids=[os.getpid()]))
         self.events.write(PhaseEvent(phase="workload-start"))
         return self._journal
@@ -336,10 +336,13 @@ class Chaos:
             workload={**self._workload, "count": max(1, sent)},
             steps=self._steps,
         )
-        cell: Cell = expand(spec)[0]
-        repetition = Repetition(cell, 0, spec.seed, self.run_dir)
-        schedule = list(spec.faults.schedule)
-        write_spec(resolve(repetition, self._live.image, self.topic, schedule), extra)
+        write_spec(self._plan(spec), extra)
+
+    def _plan(self, spec: Experiment) -> RepetitionPlan:
+        """The test's run as the harness resolves a repetition: `spec`'s only cell, its steps
+        as the test took them, on the session's image, writing the test's topic."""
+        repetition = Repetition(expand(spec)[0], 0, spec.seed, self.run_dir)
+        return resolve(repetition, self._live.image, self.topic, list(spec.faults.schedule))
 
     def close(self) -> bool:
         """The fixture's teardown: end the run if the test did not judge it, heal, delete the

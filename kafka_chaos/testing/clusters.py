@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.chaos.faults import FAULT_TYPES, check_tools
-from harness.experiment.spec import Experiment
+from harness.experiment.model import Experiment
 from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import engine_answers, engine_endpoint
 from harness.platform.image import BrokerImage, ImageError, ensure_image

@@ -2,7 +2,7 @@
 `--kafka-chaos-*` command-line options (with their ini twins), merged into one ChaosOptions.
 
 Pure: no Docker, no Kafka client. Each option is a field of the experiment model
-(harness/experiment/spec.py, which holds the defaults and the checks); an option left out
+(harness/experiment/model.py, which holds the defaults and the checks); an option left out
 keeps the experiment's default, and the experiment's validation judges the values (see
 `document`, and `option_of` to name the option a problem is about).
 """

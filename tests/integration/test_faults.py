@@ -20,7 +20,7 @@ from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.heal import heal_all
 from harness.chaos.nemesis import Nemesis
 from harness.chaos.targets import resolve_target
-from harness.experiment.spec import FaultStep
+from harness.experiment.model import FaultStep
 from harness.platform import admin
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from harness.experiment.clients import ClientSpec, java_durability, java_producer_settings
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
+from harness.experiment.model import ProducerSpec
 from harness.experiment.problems import SpecError
-from harness.experiment.spec import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.workload.producer.by_client import properties_text

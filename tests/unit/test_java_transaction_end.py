@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.platform.java import compiled_classpath
+from harness.platform.jdk import compiled_classpath
 from harness.workload.java_client import RECORDER_SOURCE, TRANSACTIONS_SOURCE
 from tests.examples import examples
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.experiment.spec import FaultStep
+from harness.experiment.model import FaultStep
 from harness.platform.topology import Role
 from kafka_chaos.testing.chaos import with_steps
 from kafka_chaos.testing.errors import ChaosUsageError

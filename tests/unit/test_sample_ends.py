@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 
-from harness.experiment.spec import WorkloadSpec
+from harness.experiment.model import WorkloadSpec
 from harness.run.sampler import read_ends
 from harness.rundir.events import ConsumersDone, EventLog, PartitionEnd, Sample, read_events
 from harness.rundir.records import CONSUMER_STUCK_S

@@ -17,9 +17,9 @@ from harness.chaos.nemesis import Nemesis
 from harness.chaos.targets import resolve_target
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
+from harness.experiment.model import FaultStep
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
-from harness.experiment.spec import FaultStep
 from harness.platform.topology import PartitionState, Role
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from harness.experiment.load import load_experiment
 from harness.experiment.matrix import expand
+from harness.experiment.model import FaultStep
 from harness.experiment.plan import cell_config, fault_class, schedule_for
 from harness.experiment.soak import MAX_SCHEDULED_FAULTS, repetition_starts
-from harness.experiment.spec import FaultStep
 from harness.platform.image import BrokerImage
 from harness.run.repetition import Repetition
 from harness.run.resolved import resolve, write_spec

@@ -11,12 +11,12 @@ import pytest
 
 from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
+from harness.experiment.model import FaultStep
 from harness.experiment.plan import (
     cell_config,
     schedule_for,
 )
 from harness.experiment.problems import SpecError
-from harness.experiment.spec import FaultStep
 from tests.unit.spec_documents import EXPERIMENTS, doc, one_cell, rejects, step
 
 # --- shipped experiments -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import Cell, expand
+from harness.experiment.model import Experiment, FaultStep
 from harness.experiment.plan import (
     cell_config,
     fault_class,
@@ -19,7 +20,6 @@ from harness.experiment.plan import (
     schedule_for,
     topic_settings,
 )
-from harness.experiment.spec import Experiment, FaultStep
 from tests.unit.spec_documents import SAFE_NAME, doc, one_cell, rejects, step
 
 # --- matrix ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import confluent_kafka
 
 from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
-from harness.experiment.spec import ProducerSpec
+from harness.experiment.model import ProducerSpec
 from harness.rundir.config import setting_text
 from harness.rundir.events import ClientConfig
 from harness.workload.java_client import java_client, tools_classpath

@@ -23,7 +23,7 @@ from typing import IO
 
 from harness.experiment.clients import ClientSpec
 from harness.experiment.fields import Scalar
-from harness.experiment.spec import ProducerSpec
+from harness.experiment.model import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.events import RecorderTally
 from harness.rundir.transactions import Intent
