@@ -45,12 +45,8 @@ from harness.rundir.records import CommitMode
 from harness.workload.consumer_group.group import CatchUp, ConsumerGroup, Liveness
 from harness.workload.java_client import group_member
 from harness.workload.producer.by_client import client_senders, librdkafka_config
-from harness.workload.producer.librdkafka import (
-    LocalRecorder,
-    ProducerFleet,
-    Producing,
-    producer_tasks,
-)
+from harness.workload.producer.fleet import Producing
+from harness.workload.producer.librdkafka import LocalRecorder, process_fleet, producer_tasks
 from harness.workload.producer.recorder import RecorderStats
 from harness.workload.transactions.java import java_transactions
 from harness.workload.transactions.librdkafka import (
@@ -263,7 +259,8 @@ def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) ->
 
 
 def _senders(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> Producing:
-    """The one recorder in this process for `workload.producers: 1`, else a ProducerFleet."""
+    """The senders of the plan's client: for librdkafka, the one recorder in this process for
+    `workload.producers: 1`, else a fleet of producer processes."""
     spec, workload, run_dir = plan.spec, plan.workload, plan.run_dir
     endpoint = (bootstrap, plan.topic.name)
     if plan.transactions is not None:
@@ -278,14 +275,14 @@ def _senders(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> Producin
     if plan.client.kind != "librdkafka":
         return client_senders(
             plan.client, spec.producer, workload, spec.workload.producers, endpoint, run_dir,
-            plan.durability,
+            events, plan.durability,
         )  # fmt: skip
     if spec.workload.producers == 1:
         return LocalRecorder(workload, bootstrap, plan.topic.name, plan.producer, run_dir)
     tasks = producer_tasks(
         spec.workload.producers, workload, bootstrap, plan.topic.name, plan.producer, run_dir
     )
-    return ProducerFleet(tasks, events)
+    return process_fleet(tasks, events)
 
 
 def _watch(progress: Progress, senders: Producing, nemesis: Nemesis, stop: threading.Event) -> None:

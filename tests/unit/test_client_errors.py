@@ -15,7 +15,7 @@ from harness.rundir.events import EventLog, load_events
 from harness.rundir.streams import read_stream
 from harness.rundir.transactions import TRANSACTION_SCHEMA
 from harness.workload.journal import AckJournal
-from harness.workload.producer.librdkafka import ProducerFleet, producer_tasks
+from harness.workload.producer.librdkafka import process_fleet, producer_tasks
 from harness.workload.producer.recorder import (
     Recorder,
     RefusedSend,
@@ -203,14 +203,15 @@ def test_producer_processes_whose_client_refuses_every_send_journal_each_as_fail
     config = {"acks": "all", "message.max.bytes": 1000, "log_level": 0}
     tasks = producer_tasks(2, workload, "127.0.0.1:9", "t", config, tmp_path)
     events = EventLog(tmp_path / layout.EVENTS)
-    fleet = ProducerFleet(tasks, events)
+    fleet = process_fleet(tasks, events)
     try:
         fleet.start()
         stats = fleet.run(threading.Event())
     finally:
         error = fleet.close(events)
         events.close()
-    assert error is None and fleet.crashes == {}
+    assert error is None
+    assert not [e for e in load_events(tmp_path) if e["type"] == "producer_crashed"]
     assert (stats.sent, stats.ok, stats.failed) == (24, 0, 24)
     acked = finalized(tmp_path)
     assert acked.num_rows == 24

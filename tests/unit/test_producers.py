@@ -13,7 +13,8 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_STRIDE
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, key_of
-from harness.workload.producer.librdkafka import ProducerFleet, share_of, summed_stats, summed_tally
+from harness.workload.producer.fleet import Fleet, summed_stats, summed_tally
+from harness.workload.producer.librdkafka import share_of
 from harness.workload.producer.recorder import (
     DeliveryTally,
     RecorderStats,
@@ -140,7 +141,7 @@ def test_stats_and_tallies_add_up_over_producers():
 
 def test_a_fleet_never_started_writes_a_zero_tally(tmp_path):
     events = EventLog(tmp_path / layout.EVENTS)
-    fleet = ProducerFleet([], events)
+    fleet = Fleet([], events)
     assert fleet.close(events) is None
     events.close()
     (event,) = load_events(tmp_path)

@@ -4,6 +4,7 @@ fleet's and the consumer group's start, the group's catch-up, the recorder's fin
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,8 +17,10 @@ from harness.rundir.records import CommitMode
 from harness.workload.consumer_group import group as consumers
 from harness.workload.consumer_group.group import ConsumerGroup
 from harness.workload.consumer_group.librdkafka import ASSIGNED, ConsumerCrash
-from harness.workload.producer.librdkafka import READY, ProducerCrash, ProducerFleet
-from harness.workload.producer.recorder import Recorder
+from harness.workload.journal import ProducerSlot
+from harness.workload.producer.fleet import Fleet, ProducerCrash
+from harness.workload.producer.librdkafka import READY, ProducerProcess, producer_tasks
+from harness.workload.producer.recorder import Recorder, Workload
 
 
 @pytest.fixture(autouse=True)
@@ -35,31 +38,56 @@ def events(tmp_path: Path):
 # --- the producer fleet ---------------------------------------------------------------------
 
 
-def _fleet(events: EventLog, ready: list[int]) -> ProducerFleet:
-    fleet = ProducerFleet([], events)
-    fleet._counters = [[0] * READY + [flag] for flag in ready]
-    return fleet
+class _Member:
+    """A fleet member without a process: ready once `has_client`, crashed when `crash`."""
+
+    pid = 7
+
+    def __init__(self, has_client: bool, crash: str | None = None):
+        self.has_client, self.crash = has_client, crash
+
+    def start(self) -> None:
+        pass
+
+    def ready(self) -> bool:
+        if self.crash:
+            raise ProducerCrash(self.crash)
+        return self.has_client
 
 
-def test_the_fleet_is_ready_once_every_producer_has_its_client(events) -> None:
-    fleet = _fleet(events, [1, 0])
+def test_the_fleet_is_ready_once_every_member_has_its_client(events) -> None:
+    members = [_Member(True), _Member(False)]
+    fleet = Fleet(members, events)  # type: ignore[arg-type]
     assert not fleet._ready()
-    fleet._counters[1][READY] = 1
+    members[1].has_client = True
     assert fleet._ready()
 
 
-def test_a_producer_that_crashed_while_starting_ends_the_wait_at_once(events) -> None:
-    fleet = _fleet(events, [1, 0])
-    fleet.crashes[1] = "exited with code 1"
-    with pytest.raises(ProducerCrash, match="producer 1 exited with code 1"):
-        fleet._ready()
+def test_a_member_that_crashed_while_starting_ends_the_wait_at_once(events) -> None:
+    fleet = Fleet([_Member(False), _Member(False, "producer 1: exited")], events)  # type: ignore[list-item]
+    with pytest.raises(ProducerCrash, match="producer 1: exited"):
+        fleet.start()
 
 
 def test_a_fleet_not_ready_in_time_is_a_producer_crash(events, monkeypatch) -> None:
-    fleet = _fleet(events, [0])
+    fleet = Fleet([_Member(False)], events)  # type: ignore[list-item]
     monkeypatch.setattr(fleet, "READY_TIMEOUT_S", 0.0)
     with pytest.raises(ProducerCrash, match="producers not ready within 0 s"):
         fleet.start()
+
+
+def test_a_producer_process_that_crashed_while_starting_is_a_producer_crash(
+    events, tmp_path: Path
+) -> None:
+    workload = Workload(rate=None, duration_s=None, count=2, message_bytes=10, keys=1)
+    (task,) = producer_tasks(1, workload, "127.0.0.1:9", "t", {}, tmp_path)
+    member = ProducerProcess(replace(task, slot=ProducerSlot(1)), events)
+    assert not member.ready()  # never started: no client, no crash
+    member.crash = "exited with code 1"
+    with pytest.raises(ProducerCrash, match="producer 1: exited with code 1"):
+        member.ready()
+    member.counters[READY] = 1
+    assert member.ready()
 
 
 # --- the consumer group ---------------------------------------------------------------------

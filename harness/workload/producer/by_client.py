@@ -17,11 +17,11 @@ from harness.experiment.clients import ClientSpec, java_producer_settings
 from harness.experiment.fields import Scalar
 from harness.experiment.model import ProducerSpec
 from harness.rundir.config import setting_text
-from harness.rundir.events import ClientConfig
+from harness.rundir.events import ClientConfig, EventLog
 from harness.workload.java_client import java_client, tools_classpath
 from harness.workload.journal import SOLE, ProducerSlot
 from harness.workload.producer.command import ClientProgram, CommandProducer
-from harness.workload.producer.fleet import CommandFleet
+from harness.workload.producer.fleet import Fleet
 from harness.workload.producer.librdkafka import share_of
 from harness.workload.producer.protocol import ValueFormat, decode_with
 from harness.workload.producer.recorder import Workload
@@ -139,9 +139,10 @@ def client_senders(
     producers: int,
     endpoint: tuple[str, str],
     run_dir: Path,
+    events: EventLog,
     expected: tuple[str, bool] | None = None,
-) -> CommandProducer | CommandFleet:
-    """The runner's `Producing` for a program client: one CommandProducer, or a CommandFleet of
+) -> CommandProducer | Fleet:
+    """The runner's `Producing` for a program client: one CommandProducer, or a Fleet of
     `producers`, each with its slot and share of `workload` (the total). `endpoint` is
     (bootstrap, topic)."""
     bootstrap, topic = endpoint
@@ -153,4 +154,4 @@ def client_senders(
         slot, share = ProducerSlot(index), share_of(workload, index, producers)
         program = client_program(client, producer, share, bootstrap, topic, run_dir, expected, slot)
         members.append(CommandProducer(program, share, run_dir, slot))
-    return CommandFleet(members)
+    return Fleet(members, events)

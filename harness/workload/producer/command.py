@@ -27,6 +27,7 @@ from typing import IO
 from harness.rundir.events import ClientConfig, EventLog, RecorderTally
 from harness.rundir.records import Status
 from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
+from harness.workload.producer.fleet import MemberEnd
 from harness.workload.producer.protocol import (
     EffectiveConfig,
     Line,
@@ -345,6 +346,19 @@ class CommandProducer:
         the run is incomplete), each None when all is well. Never raises."""
         self._terminate(self.program.term_s)
         return close_journal(self.journal), self.problem()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def ready(self) -> bool:
+        """A program has nothing to create before it runs: always ready."""
+        return True
+
+    def end(self) -> MemberEnd:
+        """As a member of a fleet: `finish`, with the tally and the client's settings."""
+        journal_error, problem = self.finish()
+        return MemberEnd(self.tally.as_dict(), journal_error, problem, self.config_event())
 
     def config_event(self) -> ClientConfig | None:
         """The client_config event of the settings the client said it ran with, if it did."""

@@ -1,9 +1,12 @@
-"""Several client programs at once (`workload.producers` > 1 with the Java client): each its
-own process, journal slot (msg_id base, key prefix, journal files) and share of the workload,
-as the librdkafka ProducerFleet runs recorders; `finalize` merges their journals.
+"""The workload's senders as the runner drives them (`Producing`), and several producers at once
+(`workload.producers` > 1) for every client: the `Fleet`.
 
-The runner sees one `Producing`: summed live stats, one summed recorder_tally, one error (the
-first producer's that made the run incomplete).
+Each member of a fleet sends its share of the workload from its own journal slot
+(journal.ProducerSlot: msg_id base, key prefix, files), so a crash of one loses no more than
+its own sends; `journal.finalize` merges the journals into acked.parquet. A librdkafka member
+is a Recorder in a process of its own (librdkafka.ProducerProcess), a program member a
+CommandProducer (command.py). The runner sees the fleet as one recorder: summed live stats,
+one summed recorder_tally with each member's part, one error.
 """
 
 from __future__ import annotations
@@ -11,34 +14,119 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from harness.rundir.events import EventLog, ProducerTally, RecorderTally
-from harness.workload.producer.command import CommandProducer, run_error
-from harness.workload.producer.librdkafka import summed_stats
-from harness.workload.producer.recorder import DeliveryTally, RecorderStats
+from harness.rundir.events import ClientConfig, EventLog, PhaseEvent, ProducerTally, RecorderTally
+from harness.rundir.records import Status
+from harness.waiting import wait_for
+from harness.workload.journal import JournalError
+from harness.workload.producer.recorder import RecorderStats
 
-__all__ = ["CommandFleet"]
+__all__ = [
+    "Fleet",
+    "FleetMember",
+    "MemberEnd",
+    "ProducerCrash",
+    "Producing",
+    "summed_stats",
+    "summed_tally",
+]
 
 
-class CommandFleet:
-    """n CommandProducers run side by side, seen as one."""
+class ProducerCrash(RuntimeError):
+    """A producer died or failed before it finished: the repetition is incomplete."""
 
-    def __init__(self, producers: Sequence[CommandProducer]):
-        self.producers = list(producers)
+
+class Producing(Protocol):
+    """The workload's senders: one recorder or program, or a Fleet of them.
+
+    Built before the run's `try` (nothing is started), then `start()`, `run(stop)` and, in
+    `finally`, `close(events)`, which writes the recorder_tally event and never raises.
+    """
+
+    @property
+    def stats(self) -> RecorderStats: ...
+    def start(self) -> None: ...
+    def run(self, stop: threading.Event) -> RecorderStats: ...
+    def close(self, events: EventLog) -> Exception | None: ...
+
+
+@dataclass(frozen=True)
+class MemberEnd:
+    """How a member of a fleet ended: its delivery reports by status, its journal's error, why
+    its sends are incomplete (None: they are not), and the settings it said it ran with."""
+
+    reports: dict[str, int]
+    journal_error: str | None = None
+    problem: str | None = None
+    config: ClientConfig | None = None
+
+
+class FleetMember(Protocol):
+    """One producer of a fleet: `start()` begins creating its client without waiting for it,
+    `ready()` says whether it has one (ProducerCrash when it never will), `run(stop)` sends
+    its share, `end()` stops it and closes its journal, never raising."""
+
+    @property
+    def stats(self) -> RecorderStats: ...
+    @property
+    def pid(self) -> int | None: ...
+    def start(self) -> None: ...
+    def ready(self) -> bool: ...
+    def run(self, stop: threading.Event) -> RecorderStats: ...
+    def end(self) -> MemberEnd: ...
+
+
+def summed_stats(stats: Sequence[RecorderStats]) -> RecorderStats:
+    """Sends and outcomes added up over producers."""
+    return RecorderStats(
+        sum(s.sent for s in stats),
+        sum(s.ok for s in stats),
+        sum(s.failed for s in stats),
+        sum(s.indeterminate for s in stats),
+    )
+
+
+def summed_tally(tallies: Sequence[dict[str, int]]) -> dict[str, int]:
+    """Delivery reports by status added up over producers."""
+    return {status.value: sum(t.get(status.value, 0) for t in tallies) for status in Status}
+
+
+class Fleet:
+    """n producers of one client run side by side, seen as one `Producing`."""
+
+    READY_TIMEOUT_S = 60.0
+
+    def __init__(self, members: Sequence[FleetMember], events: EventLog):
+        self.members = list(members)
+        self.events = events
 
     @property
     def stats(self) -> RecorderStats:
-        """Sends and outcomes so far, summed over the producers."""
-        return summed_stats([p.stats for p in self.producers])
+        """Sends and outcomes so far, summed over the members."""
+        return summed_stats([member.stats for member in self.members])
 
     def start(self) -> None:
-        """Nothing to create before the workload starts: each program starts in run()."""
+        """Start every member, then wait until each has its client; ProducerCrash as soon as
+        one crashed, or when they are not all ready within READY_TIMEOUT_S."""
+        for member in self.members:
+            member.start()
+        if not wait_for(self._ready, self.READY_TIMEOUT_S, interval_s=0.1):
+            raise ProducerCrash(f"producers not ready within {self.READY_TIMEOUT_S:g} s")
+        pids = [member.pid for member in self.members]
+        if pids and all(pid is not None for pid in pids):  # programs start in run()
+            self.events.write(PhaseEvent(phase="producers-ready", pids=pids))
+
+    def _ready(self) -> bool:
+        # Every member is asked, so that each crash is seen (and recorded) at once.
+        return all([member.ready() for member in self.members])
 
     def run(self, stop: threading.Event) -> RecorderStats:
-        """Run every program to its end (see CommandProducer.run), each in a thread."""
+        """Let every member send its share, each in a thread; return once all have ended."""
         threads = [
-            threading.Thread(target=p.run, args=(stop,), name=f"client-{i}", daemon=True)
-            for i, p in enumerate(self.producers)
+            threading.Thread(target=member.run, args=(stop,), name=f"producer-{i}", daemon=True)
+            for i, member in enumerate(self.members)
         ]
         for thread in threads:
             thread.start()
@@ -47,29 +135,34 @@ class CommandFleet:
         return self.stats
 
     def close(self, events: EventLog) -> Exception | None:
-        """Finish every producer, then write one summed tally (and the first client_config);
-        the first producer's error, or None. Never raises."""
-        outcomes = [p.finish() for p in self.producers]
-        summed = DeliveryTally()
-        for producer in self.producers:
-            summed.ok += producer.tally.ok
-            summed.failed += producer.tally.failed
-            summed.indeterminate += producer.tally.indeterminate
-        journal_error = next((e for e, _ in outcomes if e is not None), None)
-        per_producer = [
-            ProducerTally(producer=i, reports=p.tally.as_dict(), journal_error=error, problem=why)
-            for i, (p, (error, why)) in enumerate(zip(self.producers, outcomes, strict=True))
+        """End every member, write one summed recorder_tally with each member's part (and the
+        first client_config a member reported); the fleet's error, or None. Never raises.
+
+        The error is a ProducerCrash naming every member whose sends are incomplete, else a
+        JournalError naming every journal that missed reports."""
+        ends = [member.end() for member in self.members]
+        journal_errors = [
+            f"producer {i}: {end.journal_error}" for i, end in enumerate(ends) if end.journal_error
+        ]
+        journal_error = "; ".join(journal_errors) or None
+        parts = [
+            ProducerTally(
+                producer=i,
+                reports=end.reports,
+                journal_error=end.journal_error,
+                problem=end.problem,
+            )
+            for i, end in enumerate(ends)
         ]
         with contextlib.suppress(Exception):
+            reports = summed_tally([end.reports for end in ends])
             events.write(
-                RecorderTally(
-                    reports=summed.as_dict(), journal_error=journal_error, producers=per_producer
-                )
+                RecorderTally(reports=reports, journal_error=journal_error, producers=parts)
             )
-            config = next((c for p in self.producers if (c := p.config_event())), None)
+            config = next((end.config for end in ends if end.config is not None), None)
             if config is not None:
                 events.write(config)
-        for index, (error, problem) in enumerate(outcomes):
-            if error is not None or problem is not None:
-                return run_error(error, problem and f"producer {index}: {problem}")
-        return None
+        problems = [f"producer {i}: {end.problem}" for i, end in enumerate(ends) if end.problem]
+        if problems:
+            return ProducerCrash("; ".join(problems))
+        return None if journal_error is None else JournalError(journal_error)
