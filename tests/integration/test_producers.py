@@ -132,12 +132,12 @@ def test_a_killed_producer_is_reported_and_its_journal_kept(tmp_path: Path):
     [crash] = [e for e in events_in(run_dir) if e["type"] == "producer_crashed"]
     assert (crash["producer"], crash["pid"], crash["exitcode"]) == (1, victim, -signal.SIGKILL)
     [error] = [e["error"] for e in events_in(run_dir) if e["type"] == "harness_error"]
-    assert "producer 1 exited with code -9" in error
+    assert "producer 1: exited with code -9" in error
     check_journals_and_acked(run_dir)  # the killed producer's sends are in acked.parquet
     root = only_dir(tmp_path / "producers")
     verdict = repetition_verdict(root)
     assert verdict["verdict"] == "UNKNOWN", verdict
-    assert any("producer 1 exited" in reason for reason in verdict["reasons"]), verdict
+    assert any("producer 1: exited" in reason for reason in verdict["reasons"]), verdict
     wait_until(lambda: not any(alive(p) for p in producer_pids(run_dir)), 10, "no producer left")
     assert labelled_leftovers(harness.pid) == []
 
