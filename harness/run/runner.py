@@ -4,7 +4,6 @@ final heal, read-back, and a run directory written in phases (so a crash is stil
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -13,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
@@ -24,6 +24,7 @@ from harness.platform.leftovers import remove_leftovers
 from harness.run.ending import RunEnd, end_run, read_back_and_keep
 from harness.run.interrupts import INTERRUPTS
 from harness.run.provenance import ProvenanceRecord
+from harness.run.record import RunRecord
 from harness.run.repetition import (
     Progress,
     RepetitionSummary,
@@ -31,14 +32,13 @@ from harness.run.repetition import (
     point_latest_at,
     write_plan,
 )
-from harness.run.resolved import RepetitionPlan, SpecTimes, resolve, write_spec
+from harness.run.resolved import RepetitionPlan, resolve, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
 from harness.rundir.events import (
     EventLog,
     HarnessError,
     PhaseEvent,
-    now_us,
 )
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
@@ -64,11 +64,9 @@ log = logging.getLogger("kafka_chaos")
 def run_repetition(plan: RepetitionPlan, progress: Progress) -> RepetitionSummary:
     """Run one repetition end to end from its plan; the cluster is removed whatever happens."""
     repetition, run_dir = plan.repetition, plan.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started_at = now_us()
-    write_spec(plan, {"started_at_us": started_at})
+    record = RunRecord(run_dir, partial(write_spec, plan))
     summary = RepetitionSummary(run_dir, repetition.cell.name, repetition.index)
-    events = EventLog(run_dir / layout.EVENTS)
+    events = record.events
     cluster = plan.new_cluster()
     try:
         progress.phase("starting cluster")
@@ -104,18 +102,7 @@ def run_repetition(plan: RepetitionPlan, progress: Progress) -> RepetitionSummar
         log.exception("repetition %s/%s failed", repetition.cell.name, repetition.index)
         events.write(HarnessError(error=summary.error))
     finally:
-        with contextlib.suppress(Exception):
-            cluster.collect_logs(run_dir / layout.BROKER_LOGS)
-        cluster.close()
-        events.write(PhaseEvent(phase="cluster-removed"))
-        events.close()
-        ended: SpecTimes = {
-            "started_at_us": started_at,
-            "ended_at_us": now_us(),
-            "harness_error": summary.error,
-            "resolved_schedule": summary.resolved_schedule,
-        }
-        write_spec(plan, ended)
+        record.close(cluster, summary.error, summary.resolved_schedule, remove_cluster=True)
     progress.cell_finished(summary)
     return summary
 

@@ -28,11 +28,12 @@ from harness.experiment.model import Experiment
 from harness.experiment.problems import SpecError
 from harness.run.ending import ReadBackPlan, RunEnd, end_run
 from harness.run.provenance import ProvenanceRecord
+from harness.run.record import RunRecord
 from harness.run.repetition import Repetition
 from harness.run.resolved import RepetitionPlan, SpecTimes, resolve, write_spec
 from harness.run.sampler import Sampler
 from harness.rundir import layout
-from harness.rundir.events import EventLog, HarnessError, PhaseEvent, now_us
+from harness.rundir.events import HarnessError, PhaseEvent
 from harness.settings import load_settings
 from harness.workload.producer.by_client import librdkafka_config
 from kafka_chaos.testing.clusters import LiveCluster
@@ -132,11 +133,9 @@ class Chaos:
         self._journal: ChaosJournal | None = None
         self._verdict: ChaosVerdict | None = None
         self._finished = self._healed = False
-        self._started_at = now_us()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._write_spec({"started_at_us": self._started_at})
+        self._record = RunRecord(self.run_dir, self._write_spec)
         ProvenanceRecord(root, self._spec).image_used(live.image)
-        self.events = EventLog(self.run_dir / layout.EVENTS)
+        self.events = self._record.events
         topic = self._plan(self._spec).topic
         try:
             self.cluster.create_topic(
@@ -304,16 +303,12 @@ class Chaos:
             for error in errors:
                 self.events.write(HarnessError(error=error))
             with contextlib.suppress(Exception):
-                self.cluster.collect_logs(self.run_dir / layout.BROKER_LOGS)
-            self.events.close()
-            extra: SpecTimes = {
-                "started_at_us": self._started_at,
-                "ended_at_us": now_us(),
-                "harness_error": "; ".join(errors) or None,
-                "resolved_schedule": list(self._nemesis.resolved),
-            }
-            with contextlib.suppress(Exception):
-                self._write_spec(extra)
+                self._record.close(
+                    self.cluster,
+                    "; ".join(errors) or None,
+                    list(self._nemesis.resolved),
+                    remove_cluster=False,  # the session's, shared by the tests
+                )
 
     @staticmethod
     def _attempt(errors: list[str], step: Any) -> bool:
