@@ -10,10 +10,13 @@ from xml.etree import ElementTree
 
 import matplotlib
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from matplotlib.figure import Figure
 
 from analysis.model.availability import Gap, HealRecovery, PartitionAvailability
 from analysis.report import charts
+from analysis.report.marks import fault_windows
 from tests.unit.report_runs import (
     CP,
     events_with_fault_and_leader_change,
@@ -190,3 +193,65 @@ def test_no_time_grid_whatever_the_users_matplotlibrc_grids() -> None:
         assert not any(line.get_visible() for line in ax.xaxis.get_gridlines()), ax
     assert all(line.get_visible() for ax in (top, bottom) for line in ax.yaxis.get_gridlines())
     assert not any(line.get_visible() for line in right.yaxis.get_gridlines())
+
+
+def test_svg_of_unsizes_only_the_svg_element_not_text_that_looks_like_a_size() -> None:
+    """Only the root element's width and height go (CSS sizes the chart): a label reading like
+    a size attribute stays as written, however many there are."""
+    label = 'a box width="5pt" height="2.5pt" width="1pt"'
+    with matplotlib.rc_context(charts.chart_rc("s")):
+        fig = Figure(figsize=(4, 2))
+        fig.subplots().set_title(label)
+        text = str(charts.svg_of(fig, "sized", "p"))
+    root = ElementTree.fromstring(text)
+    assert "width" not in root.attrib and "height" not in root.attrib
+    assert label in ["".join(e.itertext()) for e in root.iter("{http://www.w3.org/2000/svg}text")]
+
+
+def _fault_events(starts: list[tuple[int | None, bool]]) -> list[dict[str, object]]:
+    """Fault i starts at its ts_us (None: a hand-written line without one) and, when ended,
+    heals at 100 + i."""
+    events: list[dict[str, object]] = []
+    for i, (ts_us, ended) in enumerate(starts):
+        start = {"type": "fault_start", "fault_id": i, "fault": f"f{i}", "target": "leader"}
+        events.append(start if ts_us is None else {**start, "ts_us": ts_us})
+        if ended:
+            events.append({"type": "fault_end", "ts_us": 100 + i, "fault_id": i})
+    return events
+
+
+@pytest.mark.property
+@given(st.lists(st.tuples(st.none() | st.integers(0, 3), st.booleans()), max_size=6))
+@example([(1, False), (None, False)])
+def test_fault_windows_are_in_start_order_an_untimed_start_at_zero(
+    starts: list[tuple[int | None, bool]],
+) -> None:
+    """Each fault start is one window at its time (0 without one), ends paired by fault_id;
+    the windows are in the order of their starts, in file order on ties."""
+    windows = fault_windows(_fault_events(starts))
+    start_us = [ts_us or 0 for ts_us, _ in starts]
+    order = sorted(range(len(starts)), key=lambda i: start_us[i])  # stable: file order on ties
+    assert [(w.fault, w.start_us, w.end_us) for w in windows] == [
+        (f"f{i}", start_us[i], 100 + i if starts[i][1] else None) for i in order
+    ]
+
+
+def test_the_legend_by_default_names_the_sends_latency_faults_and_leaders_only() -> None:
+    """Without `priced`, `consumed` or `liveness` the legend has no group, liveness or price
+    entries."""
+    fig = Figure()
+    charts._timeline_legend(fig)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == LEGEND
+
+
+def test_a_throughput_plot_of_no_seconds_keeps_a_scale_of_one() -> None:
+    """No second at all: empty bars of each status and the least scale, as for empty seconds."""
+    ax = Figure().subplots()
+    charts._plot_throughput(ax, [])
+    assert [(c.get_label(), len(c.patches)) for c in ax.containers] == [
+        ("ok", 0),
+        ("failed", 0),
+        ("indeterminate", 0),
+    ]
+    assert ax.get_ylim() == (0.0, 1.0)

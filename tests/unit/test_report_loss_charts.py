@@ -4,9 +4,13 @@ what the probability chart writes beside each point. Expected values are compute
 
 from __future__ import annotations
 
+import functools
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from matplotlib import rc_context
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
@@ -269,3 +273,111 @@ def test_the_probability_chart_has_vertical_grid_lines_as_the_axes_had_and_no_ho
         draw_loss_probability(ax, loss_probability_points(_summary()))
     assert not any(line.get_visible() for line in ax.yaxis.get_gridlines())
     assert all(line.get_visible() == grid for line in ax.xaxis.get_gridlines())
+
+
+@pytest.mark.parametrize(
+    ("rc", "vertical"),
+    [
+        ({"axes.grid": True}, True),
+        ({"axes.grid": False}, False),
+        ({"axes.grid": True, "axes.grid.axis": "x"}, True),  # a matplotlibrc gridding x only
+    ],
+)
+def test_the_loss_bars_have_no_horizontal_grid_lines_whatever_the_matplotlibrc(
+    rc: dict[str, Any], vertical: bool
+) -> None:
+    """The bars' rows never get horizontal grid lines, whether the axes had them or not; the
+    vertical ones stay as the axes had them."""
+    cells, results = _judged([result("ap", AP, 0, lost=19), result("cp", CP, 0)])
+    with rc_context(rc):
+        ax = Figure().subplots()
+        draw_loss_bars(ax, cells, results)
+    assert not any(line.get_visible() for line in ax.yaxis.get_gridlines())
+    assert all(line.get_visible() == vertical for line in ax.xaxis.get_gridlines())
+
+
+def test_past_the_row_limit_the_loss_chart_keeps_the_cells_of_highest_loss_not_widest_spread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cells are ranked by their loss figure first, their repetitions' worst only on a tie:
+    of x (1 % lost, one repetition 2 %) and y (1.58 %, one repetition), x is left out."""
+    fillers = [result(f"f{i:02}", AP, 0, lost=190) for i in range(MAX_CHART_ROWS - 1)]
+    raws = [*fillers, result("x", AP, 0), result("x", AP, 1, lost=38), result("y", AP, 0, lost=30)]
+    cells, results = _judged(raws)
+    assert [(c.cell, c.stats.loss_rate) for c in cells[-2:]] == [
+        ("x", pytest.approx(38 / 3800)),
+        ("y", pytest.approx(30 / 1900)),
+    ]
+    calls = _captured(monkeypatch)
+    loss_charts.loss_chart_svg(cells, results)
+    ((fig, _, _),) = calls
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == [r["cell"] for r in fillers] + ["y"]
+    assert ax.get_title(loc="left") == (
+        f"the {MAX_CHART_ROWS} cells with the most loss of {MAX_CHART_ROWS + 1}; "
+        "the tables list every one"
+    )
+
+
+def test_a_chart_of_exactly_the_row_limit_keeps_every_row_without_ranking_them() -> None:
+    """Nothing to leave out: the rows as given, and the key (for the loss chart, a pass over
+    each cell's repetitions) is never computed."""
+    rows = list(range(MAX_CHART_ROWS))
+    ranked: list[int] = []
+
+    def loss(row: int) -> int:
+        ranked.append(row)
+        return row
+
+    assert loss_charts._most_lossy(rows, loss) == rows
+    assert ranked == []
+    assert loss_charts._most_lossy([*rows, -1], loss) == rows  # one more: the least is left out
+    assert sorted(ranked) == [-1, *rows]
+
+
+COUNT = st.integers(0, 40)
+
+
+@functools.cache
+def _four_repetitions() -> CellVerdict:
+    """One cell of four repetitions (their results are drawn by the property below)."""
+    cells, _ = _judged([result("a", AP, rep) for rep in range(4)])
+    (cell,) = cells
+    return cell
+
+
+@pytest.mark.property
+@given(
+    st.lists(
+        st.none()
+        | st.fixed_dictionaries(
+            {}, optional={"acked": COUNT, "lost": COUNT | st.just("5"), "unseen": COUNT}
+        ),
+        min_size=4,
+        max_size=4,
+    )
+)
+@example([None, {"acked": 0, "lost": 1, "unseen": 0}, {"acked": 9, "lost": "5", "unseen": 0}, {}])
+@example([{"acked": 10, "lost": 1, "unseen": 1}, {"acked": 40, "lost": 2, "unseen": 0}, None, None])
+def test_a_cells_spread_is_the_min_and_max_loss_of_its_measured_repetitions(
+    counts: list[dict[str, Any] | None],
+) -> None:
+    """A repetition counts when it has a result with acks and integer loss counts: its rate is
+    100 × (lost + unseen) / acked; no such repetition is a spread of (0, 0), not a whisker."""
+    cell = _four_repetitions()
+    template = typed(result("a", AP, 0))
+    results = {
+        rep.run_dir: replace(template, run_dir=rep.run_dir, counts=c)
+        for rep, c in zip(cell.repetitions, counts, strict=True)
+        if c is not None
+    }
+    rates = [
+        100 * (c["lost"] + c["unseen"]) / c["acked"]
+        for c in counts
+        if c is not None
+        and c.get("acked")
+        and isinstance(c.get("lost"), int)
+        and isinstance(c.get("unseen"), int)
+    ]
+    expected = (min(rates), max(rates)) if rates else (0.0, 0.0)
+    assert loss_charts._rep_loss_span(cell, results) == expected
