@@ -19,7 +19,7 @@ from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.summary_view import summary_json
 from analysis.report.views import verdict_counts, verdict_summary
-from harness.rundir.provenance import RunProvenance
+from harness.rundir.provenance import ExperimentProvenance
 
 __all__ = ["SCHEMA_VERSION", "report_json"]
 
@@ -140,7 +140,7 @@ class ReportJson(TypedDict):
 
 def report_json(
     cells: Sequence[CellVerdict],
-    provenance: Sequence[RunProvenance],
+    provenance: Sequence[ExperimentProvenance],
     views: Sequence[ProvenanceView],
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
@@ -190,7 +190,7 @@ def _summary_or_error(
     return {"error": str(data)} if isinstance(data, PartFailure) else data
 
 
-def _provenance_json(run: RunProvenance, view: ProvenanceView) -> ProvenanceJson:
+def _provenance_json(run: ExperimentProvenance, view: ProvenanceView) -> ProvenanceJson:
     """One experiment run root: the recorded provenance as data, and as the reports show it."""
     recorded = None if run.provenance is None else run.provenance.model_dump(mode="json")
     return {

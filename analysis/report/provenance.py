@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from analysis.report.safe import PartFailure, safely
-from harness.rundir.provenance import RunProvenance, SettingFrom
+from harness.rundir.provenance import ExperimentProvenance, SettingFrom
 
 NOT_RECORDED: Final = "not recorded"  # what a line says when the run did not record it
 
@@ -40,12 +40,12 @@ PROVENANCE_LABELS: Final = (
 )
 
 
-def provenance_views(runs: Sequence[RunProvenance]) -> tuple[ProvenanceView, ...]:
+def provenance_views(runs: Sequence[ExperimentProvenance]) -> tuple[ProvenanceView, ...]:
     """One view per experiment run root, in the order given."""
     return tuple(_provenance_or_failure(run) for run in runs)
 
 
-def _provenance_or_failure(run: RunProvenance) -> ProvenanceView:
+def _provenance_or_failure(run: ExperimentProvenance) -> ProvenanceView:
     """The root's provenance view, or one line saying why it could not be shown."""
     view = safely(f"the provenance of {run.root}", lambda: _provenance_view(run))
     if isinstance(view, PartFailure):
@@ -53,7 +53,7 @@ def _provenance_or_failure(run: RunProvenance) -> ProvenanceView:
     return view
 
 
-def _provenance_view(run: RunProvenance) -> ProvenanceView:
+def _provenance_view(run: ExperimentProvenance) -> ProvenanceView:
     """The lines of one root, in PROVENANCE_LABELS order."""
     p = run.provenance
     if p is None:

@@ -21,7 +21,7 @@ from analysis.report.json_report import SCHEMA_VERSION, report_json
 from analysis.report.markdown import render_markdown
 from analysis.report.provenance import provenance_views
 from analysis.report.safe import PartFailure, safely
-from harness.rundir.provenance import RunProvenance
+from harness.rundir.provenance import ExperimentProvenance
 
 __all__ = ["ReportPaths", "render_report"]
 
@@ -41,7 +41,7 @@ def render_report(
     cells: Sequence[CellVerdict],
     results: Sequence[RunResult],
     events_by_run: Mapping[str, Events],
-    provenance: Sequence[RunProvenance],
+    provenance: Sequence[ExperimentProvenance],
     out_dir: Path,
     title: str,
     summary: CrossRunSummary | PartFailure | None = None,

@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.rundir import layout
 
-__all__ = ["BrokerImageUsed", "Provenance", "RunProvenance", "SettingFrom", "read_provenance"]
+__all__ = [
+    "BrokerImageUsed",
+    "ExperimentProvenance",
+    "Provenance",
+    "SettingFrom",
+    "read_provenance",
+]
 
 
 class BrokerImageUsed(BaseModel):
@@ -70,7 +76,7 @@ class Provenance(BaseModel):
 
 
 @dataclass(frozen=True)
-class RunProvenance:
+class ExperimentProvenance:
     """The provenance of one experiment run root, or why it cannot be shown."""
 
     root: str
@@ -78,20 +84,22 @@ class RunProvenance:
     problem: str | None = None  # None when provenance is there
 
 
-def read_provenance(run_dirs: Iterable[str | Path]) -> tuple[RunProvenance, ...]:
+def read_provenance(run_dirs: Iterable[str | Path]) -> tuple[ExperimentProvenance, ...]:
     """The provenance of each experiment run root the run directories lie in, sorted by root."""
     roots = sorted({layout.experiment_run_root(run_dir) for run_dir in run_dirs})
     return tuple(_read_one(root) for root in roots)
 
 
-def _read_one(root: Path) -> RunProvenance:
+def _read_one(root: Path) -> ExperimentProvenance:
     """One root's provenance.json; a missing or unreadable file is a problem, never a crash."""
     path = root / layout.PROVENANCE
     if not path.is_file():
         problem = f"no {layout.PROVENANCE}: the run was made by a harness that did not record it"
-        return RunProvenance(str(root), None, problem)
+        return ExperimentProvenance(str(root), None, problem)
     try:
-        return RunProvenance(str(root), Provenance.model_validate(json.loads(path.read_text())))
+        return ExperimentProvenance(
+            str(root), Provenance.model_validate(json.loads(path.read_text()))
+        )
     except (OSError, ValueError, ValidationError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return RunProvenance(str(root), None, f"{layout.PROVENANCE} unreadable: {first}")
+        return ExperimentProvenance(str(root), None, f"{layout.PROVENANCE} unreadable: {first}")

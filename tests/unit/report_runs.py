@@ -18,8 +18,8 @@ from analysis.model.results import RunResult
 from analysis.report.render import ReportPaths, render_report
 from harness.rundir.provenance import (
     BrokerImageUsed,
+    ExperimentProvenance,
     Provenance,
-    RunProvenance,
 )
 from kafka_chaos.commands import report as report_command
 from tests.unit.results_json import typed
@@ -148,8 +148,10 @@ PROVENANCE = Provenance(
 )
 
 RUNS = (
-    RunProvenance("runs/chaos/ts", PROVENANCE),
-    RunProvenance("runs/old/ts", None, "no provenance.json: the run was made by an older harness"),
+    ExperimentProvenance("runs/chaos/ts", PROVENANCE),
+    ExperimentProvenance(
+        "runs/old/ts", None, "no provenance.json: the run was made by an older harness"
+    ),
 )
 
 

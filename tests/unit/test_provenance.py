@@ -16,7 +16,7 @@ from harness.experiment.load import load_experiment
 from harness.platform.image import BrokerImage
 from harness.run.provenance import ProvenanceRecord, _version_text, memory_bytes
 from harness.rundir import layout
-from harness.rundir.provenance import BrokerImageUsed, RunProvenance, read_provenance
+from harness.rundir.provenance import BrokerImageUsed, ExperimentProvenance, read_provenance
 from harness.settings import REPO_ROOT
 from tests.unit.report_runs import PROVENANCE, RUNS
 
@@ -67,7 +67,7 @@ def test_a_version_reads_the_same_from_either_form_the_client_gives() -> None:
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # report.json dumps it as is
 def test_a_provenance_that_cannot_be_shown_says_why_under_its_root(tmp_path: Path) -> None:
     broken = PROVENANCE.model_copy(update={"memory_bytes": "eight gigabytes"})
-    runs = (RunProvenance("runs/chaos/ts", broken), RUNS[1])
+    runs = (ExperimentProvenance("runs/chaos/ts", broken), RUNS[1])
     paths = render_report([], [], {}, runs, tmp_path / "report", "Chaos report")
     why = "the provenance of runs/chaos/ts failed: TypeError: "
     markdown = paths.markdown.read_text()

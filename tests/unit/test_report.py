@@ -20,7 +20,7 @@ from analysis.report.marks import fault_windows, leader_changes
 from analysis.report.render import ReportPaths, render_report
 from harness.rundir import layout
 from harness.rundir.provenance import (
-    RunProvenance,
+    ExperimentProvenance,
     read_provenance,
 )
 from tests.unit.report_runs import (
@@ -257,7 +257,7 @@ def test_provenance_is_read_from_each_experiment_run_root(tmp_path: Path) -> Non
     ]
     runs = read_provenance(run_dirs)
     assert [r.root for r in runs] == [str(recorded), str(broken), str(run_dirs[3].parent.parent)]
-    assert runs[0] == RunProvenance(str(recorded), PROVENANCE)
+    assert runs[0] == ExperimentProvenance(str(recorded), PROVENANCE)
     assert runs[1].provenance is None and "provenance.json unreadable" in (runs[1].problem or "")
     assert runs[2].provenance is None and "no provenance.json" in (runs[2].problem or "")
 

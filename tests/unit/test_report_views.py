@@ -26,7 +26,7 @@ from analysis.report.matrix import MatrixValue, price_texts
 from analysis.report.provenance import provenance_views
 from analysis.report.summary_view import summary_json, summary_view
 from harness.rundir.config import CellConfig
-from harness.rundir.provenance import BrokerImageUsed, Provenance, RunProvenance
+from harness.rundir.provenance import BrokerImageUsed, ExperimentProvenance, Provenance
 from tests.unit.report_runs import AP, CP, judge_all, result
 
 
@@ -284,7 +284,7 @@ def test_provenance_says_not_recorded_for_what_a_run_left_out() -> None:
         memory_bytes=None,
         started_at_us=1,
     )
-    (view,) = provenance_views([RunProvenance("root", sparse)])
+    (view,) = provenance_views([ExperimentProvenance("root", sparse)])
     assert view.root == "root"
     assert view.lines == (
         ("git revision", "not recorded"),
@@ -299,7 +299,7 @@ def test_provenance_says_not_recorded_for_what_a_run_left_out() -> None:
         ("memory", "not recorded"),
     )
     no_images = sparse.model_copy(update={"images": (), "memory_bytes": 3 * 2**29, "cores": 0})
-    (view,) = provenance_views([RunProvenance("r", no_images)])
+    (view,) = provenance_views([ExperimentProvenance("r", no_images)])
     shown = dict(view.lines)
     assert (shown["image"], shown["image id"], shown["Kafka version"]) == ("not recorded",) * 3
     assert (shown["memory"], shown["cores"]) == ("1.5 GiB", "0")
@@ -307,7 +307,7 @@ def test_provenance_says_not_recorded_for_what_a_run_left_out() -> None:
 
 def test_a_provenance_that_cannot_be_shown_says_why_in_its_place() -> None:
     broken = Provenance.model_construct(images=None, git_revision="g", command_line=("a",))
-    (view,) = provenance_views([RunProvenance("root", broken)])
+    (view,) = provenance_views([ExperimentProvenance("root", broken)])
     ((label, text),) = view.lines
     assert label == "provenance"
     assert text.startswith("the provenance of root failed: AttributeError: ")

@@ -18,7 +18,7 @@ from harness.experiment import properties
 from harness.experiment.load import load_experiment
 from harness.run import runner
 from harness.run.provenance import ProvenanceRecord
-from harness.rundir.provenance import RunProvenance, SettingFrom, read_provenance
+from harness.rundir.provenance import ExperimentProvenance, SettingFrom, read_provenance
 from harness.settings import REPO_ROOT
 from kafka_chaos import cli
 from kafka_chaos.commands import common
@@ -151,7 +151,9 @@ def test_the_report_says_which_settings_came_from_which_file(
         ("settings from --set", "workload.rate = 500"),
     )
     runs = (
-        RunProvenance("runs/chaos/ts", PROVENANCE.model_copy(update={"settings": tuple(settings)})),
+        ExperimentProvenance(
+            "runs/chaos/ts", PROVENANCE.model_copy(update={"settings": tuple(settings)})
+        ),
     )
     [view] = provenance_views(runs)
     assert view.lines[-3:] == lines
@@ -174,5 +176,5 @@ def test_the_report_says_which_settings_came_from_which_file(
 
 
 def test_a_run_without_such_settings_shows_no_such_line() -> None:
-    [view] = provenance_views((RunProvenance("runs/chaos/ts", PROVENANCE),))
+    [view] = provenance_views((ExperimentProvenance("runs/chaos/ts", PROVENANCE),))
     assert not any(label.startswith("settings from") for label, _ in view.lines)
