@@ -57,6 +57,7 @@ from harness.platform.topology import (
     plan_nodes,
     port_in_use,
     publish_address,
+    with_jvm_options,
 )
 from harness.platform.versions import Mode
 from harness.rundir.release import KafkaVersion, VersionError
@@ -88,6 +89,7 @@ class KafkaCluster:
     zookeeper_nodes: int = 1  # ZooKeeper servers, zookeeper mode
     dynamic_quorum: bool = False  # KIP-853 (topology.Topology.dynamic_quorum)
     quorum: list[KafkaNode] = field(default_factory=list)  # the KRaft controllers
+    jvm_options: str | None = None  # the Kafka JVMs' options (topology.with_jvm_options)
     ensemble: list[KafkaNode] = field(default_factory=list)  # the ZooKeeper servers
     # The chaosfs binary (harness.platform.diskfs) to mount under every Kafka node's log
     # directory, for the disk faults (harness.platform.disk_layer); None: no layer.
@@ -163,6 +165,7 @@ class KafkaCluster:
         try:
             extra, controllers = self.broker_config, self.controller_config
             plans = plan_nodes(topology, self.cluster_id, ports, extra, self.host, controllers)
+            plans = with_jvm_options(plans, self.jvm_options)
             for plan in plans:
                 self._add(self._create_node(client, plan))
             # Brokers of ZooKeeper mode give up when ZooKeeper does not answer in time.

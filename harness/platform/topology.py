@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import socket
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from testcontainers.core.docker_client import DockerClient as TestcontainersClient
@@ -211,6 +211,20 @@ class NodePlan:
     @property
     def hostname(self) -> str:
         return hostname_of(self.role, self.node_id)
+
+
+def with_jvm_options(plans: list[NodePlan], options: str | None) -> list[NodePlan]:
+    """`plans` with `options` as every Kafka JVM's KAFKA_JVM_PERFORMANCE_OPTS (ZooKeeper's
+    untouched); None leaves the image's (G1, tiered JIT). bench/broker_jvm_bench.py weighs
+    the choices: start to ready against throughput."""
+    if options is None:
+        return plans
+    return [
+        plan
+        if plan.role is Role.ZOOKEEPER
+        else replace(plan, env={**plan.env, "KAFKA_JVM_PERFORMANCE_OPTS": options})
+        for plan in plans
+    ]
 
 
 def plan_nodes(

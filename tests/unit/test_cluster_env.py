@@ -7,7 +7,14 @@ import subprocess
 import pytest
 
 from harness.platform.cluster import KafkaCluster
-from harness.platform.topology import ClusterError, Role, Topology, broker_env, plan_nodes
+from harness.platform.topology import (
+    ClusterError,
+    Role,
+    Topology,
+    broker_env,
+    plan_nodes,
+    with_jvm_options,
+)
 from harness.platform.versions import Mode
 from harness.rundir.release import KafkaVersion
 from harness.settings import REPO_ROOT
@@ -138,3 +145,23 @@ def test_shapes_that_cannot_run_are_refused_before_any_container(mode, version, 
 def test_an_unknown_mode_names_the_modes():
     with pytest.raises(ClusterError, match="kraft, kraft-dedicated, zookeeper"):
         _ = KafkaCluster(image="unused", mode="raft").topology
+
+
+@pytest.mark.parametrize(
+    ("mode", "version"),
+    [(Mode.KRAFT, "4.3.1"), (Mode.KRAFT_DEDICATED, "4.3.1"), (Mode.ZOOKEEPER, "3.9.1")],
+)
+def test_jvm_options_reach_every_kafka_jvm_and_no_zookeeper_nor_server_properties(mode, version):
+    plans = plan_nodes(topology(mode, version), "cid", PORTS)
+    assert with_jvm_options(plans, None) == plans
+    options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    changed = with_jvm_options(plans, options)
+    for before, after in zip(plans, changed, strict=True):
+        if before.role is Role.ZOOKEEPER:
+            assert after == before
+            continue
+        assert after.env == {**before.env, "KAFKA_JVM_PERFORMANCE_OPTS": options}
+        assert (after.role, after.node_id, after.host_port) == (
+            before.role, before.node_id, before.host_port,
+        )  # fmt: skip
+        assert properties(after.env) == properties(before.env)  # an option, not a setting
