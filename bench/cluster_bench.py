@@ -2,7 +2,7 @@
 ready in one mode, and how long a SIGKILLed broker takes from restart to being back in the
 ISR (idle cluster).
 
-Targets on a 2-core machine: warm build <= 5 s, ready <= 20 s (warm image, kraft mode).
+Targets on a 2-core machine: warm build <= 5 s, ready <= 5 s (warm image, kraft mode).
   python bench/cluster_bench.py [--cold] [--starts 3] [--mode kraft|kraft-dedicated|zookeeper]
                                 [--version 3.9.1] [--zookeeper-nodes 1|3]
 --cold removes the locally built image and base first (a full mmdebstrap + Maven build).
