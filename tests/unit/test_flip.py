@@ -116,3 +116,18 @@ def test_the_deciding_class_of_a_mix_is_power_loss_of_all_then_corruption(classe
         expected = next((c for c in sorted(classes) if c.split("-", 1)[1] == "corruption"), None)
     assert deciding_class(classes) == expected
     assert deciding_class(iter(classes)) == expected
+
+
+def test_duplicates_and_order_under_corruption_cite_the_corruption_row_not_the_recipes() -> None:
+    """Under silent corruption every rule of the guarantee is UNDOCUMENTED, and each cites the
+    corruption row's reason (Kafka documents no outcome), never the idempotence or ordering
+    citation the recipe would have."""
+    guarantee = guarantee_for(CellConfig.read({**CP, "fault_class": "leader-corruption"}))
+    why = guarantee.citation
+    assert why.startswith("silent corruption of a replica's files")
+    assert (guarantee.duplicates_citation, guarantee.order_citation) == (why, why)
+    counts = Counter({AnomalyName.DUPLICATED: 1, AnomalyName.REORDERED: 2})
+    (dup,) = judge_duplicates(counts, {}, guarantee)
+    (order,) = judge_order(counts, {}, guarantee)
+    assert dup.detail.endswith(f"; not documented: {why}")
+    assert order.detail.endswith(f"; not documented: {why}")

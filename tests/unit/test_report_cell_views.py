@@ -298,3 +298,70 @@ def test_a_failed_part_is_logged_with_its_traceback(caplog: pytest.LogCaptureFix
     (record,) = caplog.records
     assert record.getMessage() == "report part the chart failed"
     assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
+
+
+CLIENT_EVENT = {
+    "type": "client_config",
+    "client": "librdkafka 2.12.1",
+    "config": {"linger.ms": "5", "acks": "all"},
+    "idempotent": True,
+}
+GROUP_EVENT = {
+    "type": "consumers",
+    "client": "java 3.8.0",
+    "config": {"x": "y", "isolation.level": "read_committed"},
+}
+
+
+def test_a_repetitions_view_names_its_clients_and_stands_without_its_result() -> None:
+    """Each repetition's view says which producer and group settings it ran with (from its
+    events), reads its price of safety on the events' clock when it has no timeline, and a
+    repetition whose result is missing shows no figures instead of failing the cell."""
+    from analysis.report.cells import cell_view
+    from tests.unit.report_runs import events_with_fault_and_leader_change, priced
+    from tests.unit.results_json import typed
+
+    raws = [{**result("c", CP, rep), "timeline": []} for rep in range(2)]
+    run_events = [*events_with_fault_and_leader_change(), CLIENT_EVENT, GROUP_EVENT]
+    events = {r["run_dir"]: run_events for r in raws}
+    (cell,) = judge_all(raws, events)
+    measured = priced(typed(raws[0]), 3.0, 40, 1.5)  # times from t=8 on the events' clock
+    view = cell_view(cell, {raws[0]["run_dir"]: measured}, events)
+    for rep in view.repetitions:
+        assert rep.client == "librdkafka 2.12.1 ran with acks=all, linger.ms=5 (idempotent: True)"
+        assert rep.members == (
+            "the group's members (java 3.8.0) ran with isolation.level=read_committed"
+        )
+        assert rep.faults == ("kill leader (node 1)",)
+    with_result, without = view.repetitions
+    assert with_result.availability == (
+        "price of safety: longest stall of one partition 3.0 s (partition 0, t=8.0–11.0 s); "
+        "no partition acknowledged anything for 1.5 s (t=8.0–9.5 s); 40 failed and 60 "
+        "indeterminate sends; after the heal at t=12.0 s the first ack came after 0.0 s, every "
+        "partition after 1.5 s"
+    )
+    assert with_result.sensitivity is not None and with_result.attribution is None
+    assert (without.repetition, without.verdict) == (1, cell.repetitions[1].verdict.value)
+    shown = (without.timeline, without.sensitivity, without.attribution, without.availability)
+    assert shown == (None, None, None, None)
+    assert without.examples == ()
+
+
+def test_a_repetition_without_a_result_ranks_as_losing_nothing() -> None:
+    """Among passing repetitions that lost nothing, a missing result counts as no loss, like a
+    result of loss 0 or of no loss figure: the lowest repetition numbers are drawn first."""
+    from analysis.judge.outcomes import Verdict
+    from analysis.report.cells import MAX_TIMELINES_PER_CELL, _worth_drawing
+    from tests.unit.results_json import typed
+
+    raws = [result("c", CP, rep) for rep in range(MAX_TIMELINES_PER_CELL + 1)]
+    (cell,) = judge_all(raws, {})
+    passing = tuple(replace(r, verdict=Verdict.PASS) for r in cell.repetitions)
+    cell = replace(cell, repetitions=passing)
+    first = {r["run_dir"] for r in raws[:MAX_TIMELINES_PER_CELL]}
+    last = raws[-1]["run_dir"]
+    no_figure = replace(typed(raws[-1]), loss=None)
+    assert _worth_drawing(cell, {last: typed(raws[-1])}) == first  # the last one has loss 0
+    assert _worth_drawing(cell, {last: no_figure}) == first
+    earlier = {r["run_dir"]: typed(r) for r in raws[:MAX_TIMELINES_PER_CELL]}
+    assert _worth_drawing(cell, earlier) == first  # the last one has no result

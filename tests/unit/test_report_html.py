@@ -194,3 +194,25 @@ def test_a_summary_view_that_fails_is_shown_in_its_place(
     assert "the cross-run summary failed: ValueError: no view (the rest of the report stands)" in (
         page
     )
+
+
+def test_source_date_epoch_is_read_as_utc_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SOURCE_DATE_EPOCH gives the same "... UTC" time on a machine set to another zone (here
+    UTC+5:30, a POSIX TZ string needing no zone database), as the page says."""
+    import os
+    import time
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # 2023-11-14 22:13:20 UTC
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "IST-5:30"
+    time.tzset()
+    try:
+        assert html_module.generated_at() == "2023-11-14 22:13 UTC"
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()

@@ -262,3 +262,17 @@ def test_a_repetitions_typed_form_spells_loss_and_acked_as_the_count_names() -> 
 
     keys = json_report.RepetitionJson.__annotations__
     assert {CountName.LOSS, CountName.ACKED} <= set(keys)
+
+
+def test_a_cell_judged_against_no_guarantee_has_a_null_guarantee_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """A cell no row of the guarantee table covers is still written whole, its guarantee
+    null."""
+    odd = {**_run(tmp_path, "odd", None), "config": {**CP, "fault_class": "leader-nonsense"}}
+    (cell,) = judge_all([odd], {})
+    assert cell.guarantee is None
+    (data,) = report_json([cell], (), (), "T")["cells"]
+    assert "error" not in data
+    assert (data["cell"], data["verdict"], data["guarantee"]) == ("odd", "UNKNOWN", None)
+    assert [r["run_dir"] for r in data["repetitions"]] == [odd["run_dir"]]

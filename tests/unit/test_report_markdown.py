@@ -205,3 +205,16 @@ def test_a_cell_without_a_guarantee_has_no_guarantee_line() -> None:
     config = CP_CONFIG.replace("leader-kill", "leader-nonsense")
     reasons = "".join(f"- {reason}\n" for reason in cell.reasons)
     assert section == f"### odd: {cell.verdict.value}\n\n_{config}_\n\n{reasons}\n"
+
+
+def test_a_provenance_text_with_a_newline_or_a_pipe_stays_in_its_table_row() -> None:
+    """A command-line argument holding a newline or a pipe keeps the provenance table whole:
+    the newline reads as a space, the pipe is escaped."""
+    from harness.rundir.provenance import ExperimentProvenance
+    from tests.unit.report_runs import PROVENANCE
+
+    command = ("kafka-chaos", "run", "--set", "a=1\nb=2|3")
+    recorded = PROVENANCE.model_copy(update={"command_line": command})
+    run = ExperimentProvenance("runs/x", recorded)
+    text = render_markdown([], provenance_views([run]), "T")
+    assert "| command line | kafka-chaos run --set 'a=1 b=2\\|3' |\n" in text

@@ -80,3 +80,23 @@ def test_a_stub_that_cannot_be_written_names_both_errors(
     assert by_part["report.md"].error.startswith("RuntimeError: md broke; then FileExistsError: ")
     assert by_part["report.html"].error.startswith("FileExistsError: ")
     assert "; then" not in by_part["report.html"].error
+
+
+def test_the_report_files_are_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """Under an ASCII locale (LC_CTYPE=C, as a bare container or cron job may run) the files are
+    still written, in UTF-8: the title, dashes and dots of the report are not ASCII."""
+    import locale
+
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getpreferredencoding(False) != "UTF-8"  # the files' encoding must be named
+        paths = render_report([], [], {}, [], tmp_path, "Chaos — Zürich")
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+    assert paths.failures == ()
+    markdown = paths.markdown.read_bytes().decode("utf-8")
+    assert markdown.startswith("# Chaos — Zürich\n\n")
+    assert "mean (min–max)" in markdown
+    assert "<title>Chaos — Zürich</title>" in paths.html.read_bytes().decode("utf-8")
+    assert json.loads(paths.json.read_bytes().decode("utf-8"))["title"] == "Chaos — Zürich"

@@ -154,3 +154,41 @@ def test_report_exits_2_only_when_nothing_can_be_written(
     out = tmp_path / "a-file" / "out"
     assert cli.main(["report", *runs, "--out", str(out)]) == 2
     assert f"error: no report file could be written under {out}" in capsys.readouterr().err
+
+
+def test_a_matrix_row_or_loss_chart_that_fails_is_named_in_the_page(
+    crafted: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page names the cell whose matrix row failed, and the loss chart when it fails, each
+    with its error where it would have been."""
+    row = _raising("no figures", only="cp-leader-kill")  # matrix_row(cell, results_by_run)
+    row.real = html_module.matrix_row
+    monkeypatch.setattr(html_module, "matrix_row", row)
+    monkeypatch.setattr(html_module, "loss_chart_svg", _raising("no axis"))
+    cells, results, events = crafted
+    results_by_run = {r.run_dir: r for r in results}
+    html = html_module.render_html(cells, results_by_run, events, (), "Chaos report")
+    stands = "(the rest of the report stands)"
+    failed_row = f"the matrix row of cp-leader-kill failed: RuntimeError: no figures {stands}"
+    failed_chart = f"the loss chart failed: RuntimeError: no axis {stands}"
+    assert f'<tr><td colspan="99"><p class="part-failed">{failed_row}</p></td></tr>' in html
+    assert f'<p class="part-failed">{failed_chart}</p>' in html
+    assert html.count('class="part-failed"') == 2  # the other row, and every cell, stand
+
+
+def test_a_markdown_matrix_row_or_cell_that_fails_keeps_its_name_and_error(
+    crafted: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.md keeps a failed matrix row as the cell's name beside the error, and a failed
+    cell section as its heading, the error and the blank line before the next section."""
+    for name in ("_matrix_row", "_markdown_cell"):
+        broken = _raising("bad cell", only="cp-leader-kill")
+        broken.real = getattr(markdown_module, name)
+        monkeypatch.setattr(markdown_module, name, broken)
+    cells, _, _ = crafted
+    text = markdown_module.render_markdown(cells, (), "Chaos report")
+    failed = "failed: RuntimeError: bad cell (the rest of the report stands)"
+    row = f"| `cp-leader-kill` | the matrix row of cp-leader-kill {failed} |"
+    assert row in text.splitlines()
+    section = f"### cp-leader-kill\n\ncell cp-leader-kill {failed}\n\n"
+    assert text.endswith(section + "## Provenance\n\n")

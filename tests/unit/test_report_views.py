@@ -409,3 +409,20 @@ def test_the_client_and_member_sentences_list_the_durability_settings_first() ->
 def test_the_ap_cell_label_and_config_read_as_in_the_matrix() -> None:
     (cell,) = judge_all([result("ap", AP, 0)], {})
     assert views.config_summary(cell.config).startswith("acks=1 · min.insync=1 · unclean=off")
+
+
+def test_a_cell_id_keeps_capitals_and_every_letter_it_can() -> None:
+    """An HTML id keeps upper-case letters as they are, and trims only dashes from its ends,
+    never a letter such as the X that begins or ends the name."""
+    raw = {**result("Leader-KILL X", CP, 0), "experiment": "Xp"}
+    (cell,) = judge_all([raw], {})
+    assert views.slug(cell) == "cell-Xp-Leader-KILL-X"
+
+
+def test_a_provenance_that_cannot_be_shown_still_names_its_root() -> None:
+    """A root whose provenance cannot be shown keeps its root (the reports head its table
+    with it) beside the reason."""
+    broken = Provenance.model_construct(images=None, git_revision="g", command_line=("a",))
+    (view,) = provenance_views([ExperimentProvenance("runs/chaos/ts", broken)])
+    assert view.root == "runs/chaos/ts"
+    assert view.lines[0][1].startswith("the provenance of runs/chaos/ts failed: AttributeError")
