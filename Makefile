@@ -103,7 +103,7 @@ cluster-check: venv
 # themselves: `make mutation-survivors` tests every survivor again on the current tests.
 # `make mutation-clean` forgets every result. Fails below MUTATION_MIN percent killed.
 MUTATION_JOBS ?= 2
-MUTATION_MIN ?= 85
+MUTATION_MIN ?= 95
 MUTATION_STAMP := $(VENV)/.mutation-installed
 MUTMUT := HYPOTHESIS_PROFILE=mutation $(BIN)/mutmut run --max-children $(MUTATION_JOBS)
 
