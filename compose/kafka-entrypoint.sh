@@ -115,7 +115,10 @@ fi
 
 # exec: the JVM becomes PID 1, so `docker kill` is a SIGKILL of the broker itself and
 # `docker stop` a SIGTERM that runs Kafka's controlled shutdown.
+# The C1 compiler alone: on a small machine the brokers' C2 compilations compete with the
+# brokers themselves for the cores, through start and the experiment's minutes alike
+# (bench/broker_jvm_bench.py measures both against the tiered default).
 # shellcheck disable=SC2086
 exec java $(cds broker) ${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m} \
-  ${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true} \
+  ${KAFKA_JVM_PERFORMANCE_OPTS:--XX:TieredStopAtLevel=1 -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true} \
   ${KAFKA_OPTS:-} $LOG4J -cp "$CLASSPATH" kafka.Kafka "$PROPERTIES"

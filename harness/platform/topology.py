@@ -215,7 +215,7 @@ class NodePlan:
 
 def with_jvm_options(plans: list[NodePlan], options: str | None) -> list[NodePlan]:
     """`plans` with `options` as every Kafka JVM's KAFKA_JVM_PERFORMANCE_OPTS (ZooKeeper's
-    untouched); None leaves the image's (G1, tiered JIT). bench/broker_jvm_bench.py weighs
+    untouched); None leaves the image's (C1 alone, G1). bench/broker_jvm_bench.py weighs
     the choices: start to ready against throughput."""
     if options is None:
         return plans
