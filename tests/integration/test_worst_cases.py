@@ -96,9 +96,9 @@ def test_no_acknowledgement_ever_arrives_gives_a_verdict_with_its_reason(
 ) -> None:
     senders = runner._senders
 
-    def unreachable(repetition, workload, bootstrap, events):
+    def unreachable(plan, bootstrap, events):
         """The producer pointed at a loopback port nothing listens on: no broker answers."""
-        return senders(repetition, workload, "127.0.0.1:9", events)
+        return senders(plan, "127.0.0.1:9", events)
 
     monkeypatch.setattr(runner, "_senders", unreachable)
     run_dir, analysis = run_in_process(
