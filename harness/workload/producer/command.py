@@ -124,7 +124,6 @@ class _Reading:
     shutdown: bool = False
     violations: list[Violation] = field(default_factory=list)
     effective: EffectiveConfig | None = None
-    tool_sent: int | None = None
 
 
 def _dying_with_parent(argv: Sequence[str]) -> list[str]:
@@ -277,7 +276,7 @@ class CommandProducer:
                 case Progress():
                     journal.sent_upto = max(journal.sent_upto, line.sent)
                 case ToolData():
-                    reading.tool_sent = line.sent
+                    pass  # kafkatest's closing summary: the journal counted every send itself
                 case EffectiveConfig():
                     reading.effective = line
                 case ShutdownComplete():

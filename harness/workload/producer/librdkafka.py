@@ -104,9 +104,9 @@ def producer_tasks(
 
 @dataclass(frozen=True)
 class ProducerOutcome:
-    """What a producer process reports as it ends (a crashed one reports nothing)."""
+    """What a producer process reports as it ends, on its own queue (a crashed one reports
+    nothing)."""
 
-    index: int
     stats: RecorderStats
     tally: dict[str, int]
     journal_error: str | None
@@ -147,7 +147,7 @@ def produce(task: ProducerTask, go: Any, stop_all: Any, counters: Any, outcomes:
         stats = recorder.stats if recorder is not None else RecorderStats()
         tally = (recorder.tally if recorder is not None else DeliveryTally()).as_dict()
         _publish(counters, stats, tally)
-        outcomes.put(ProducerOutcome(index, stats, tally, journal_error, error))
+        outcomes.put(ProducerOutcome(stats, tally, journal_error, error))
 
 
 def _share(
