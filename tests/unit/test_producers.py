@@ -6,14 +6,22 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.problems import SpecError
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
-from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_STRIDE
-from harness.workload.journal import SOLE, AckJournal, ProducerSlot, key_of
-from harness.workload.producer.fleet import Fleet, summed_stats, summed_tally
+from harness.rundir.records import ACKED_SCHEMA, PRODUCER_COLUMN, PRODUCER_ID_STRIDE, Status
+from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, key_of
+from harness.workload.producer.fleet import (
+    Fleet,
+    MemberEnd,
+    ProducerCrash,
+    summed_stats,
+    summed_tally,
+)
 from harness.workload.producer.librdkafka import share_of
 from harness.workload.producer.recorder import (
     DeliveryTally,
@@ -166,3 +174,54 @@ def test_count_must_give_every_producer_a_message():
         parse_experiment(doc(producers=4, count=3, duration_s=None))
     assert "workload.count" in str(caught.value) and "producers" in str(caught.value)
     assert parse_experiment(doc(producers=3, count=3, duration_s=None)).workload.count == 3
+
+
+class _Ended:
+    """A fleet member that has already ended as `end` says."""
+
+    pid = None
+
+    def __init__(self, end: MemberEnd):
+        self._end = end
+
+    def end(self) -> MemberEnd:
+        return self._end
+
+
+_TEXT = st.none() | st.sampled_from(["boom", "torn line", "exited with code -9"])
+_ENDS = st.builds(
+    MemberEnd,
+    reports=st.fixed_dictionaries({s.value: st.integers(0, 10**6) for s in Status}),
+    journal_error=_TEXT,
+    problem=_TEXT,
+)
+
+
+@pytest.mark.property
+@given(st.lists(_ENDS, max_size=5))
+def test_a_fleet_closes_to_the_sum_of_its_members_and_names_each_that_failed(
+    tmp_path_factory: pytest.TempPathFactory, ends: list[MemberEnd]
+) -> None:
+    """Oracle: the tally is each status summed, each member's part is its own end, the journal
+    error names every member whose journal missed reports, and the error is a ProducerCrash
+    naming every member with a problem, else a JournalError, else none."""
+    run_dir = tmp_path_factory.mktemp("fleet")
+    events = EventLog(run_dir / layout.EVENTS)
+    error = Fleet([_Ended(end) for end in ends], events).close(events)  # type: ignore[misc]
+    events.close()
+    (tally,) = load_events(run_dir)
+    assert tally["reports"] == {s.value: sum(e.reports[s.value] for e in ends) for s in Status}
+    assert [
+        (p["producer"], p["reports"], p["journal_error"], p["problem"]) for p in tally["producers"]
+    ] == [(i, e.reports, e.journal_error, e.problem) for i, e in enumerate(ends)]
+    journal = "; ".join(
+        f"producer {i}: {e.journal_error}" for i, e in enumerate(ends) if e.journal_error
+    )
+    assert tally["journal_error"] == (journal or None)
+    problems = "; ".join(f"producer {i}: {e.problem}" for i, e in enumerate(ends) if e.problem)
+    if problems:
+        assert isinstance(error, ProducerCrash) and str(error) == problems
+    elif journal:
+        assert isinstance(error, JournalError) and str(error) == journal
+    else:
+        assert error is None
