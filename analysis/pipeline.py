@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from analysis.checks.messages.facts import SHARD_ROWS
+from analysis.checks.messages.facts import CHUNK_ROWS
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
 from analysis.judge.outcomes import CellVerdict, CountStats
@@ -55,11 +55,11 @@ def analyse(
     master: str | None = None,
     title: str = "kafka-chaos report",
     junit: Path | None = None,
-    shard_rows: int = SHARD_ROWS,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> Analysis:
     """Reconcile every run under `patterns` (one Spark job), judge each cell, and write all
     reports, the results dataset and the cross-run summary to `out_dir`. Runs above
-    `shard_rows` acked rows are reconciled in shards (analysis.spark.shards)."""
+    `chunk_rows` acked rows are reconciled as DataFrame operations (analysis.spark.messages)."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
         raise NoRunsFound(
@@ -67,7 +67,7 @@ def analyse(
             "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
             "experiment first (make run)."
         )
-    results = reconcile_runs(run_dirs, master, shard_rows)
+    results = reconcile_runs(run_dirs, master, chunk_rows)
     write_results(results)
     events = read_evidence_by_run(results)
     cells = judge_all(results, events)

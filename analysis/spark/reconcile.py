@@ -32,7 +32,7 @@ from analysis.checks.availability import price_of_safety
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consumer_journals
 from analysis.checks.liveness import TIMELINE_LIVENESS
 from analysis.checks.messages import RunFacts, RunInput, check_run
-from analysis.checks.messages.facts import SHARD_ROWS
+from analysis.checks.messages.facts import CHUNK_ROWS
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
@@ -45,7 +45,7 @@ from analysis.model.results import (
     RunStatus,
     TimelineSecond,
 )
-from analysis.spark.shards import check_sharded, shard_count
+from analysis.spark.messages import check_in_spark
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
@@ -136,36 +136,36 @@ def find_runs(patterns: Iterable[str]) -> list[Path]:
 
 
 def reconcile(
-    spark: SparkSession, run_dirs: Sequence[Path], shard_rows: int = SHARD_ROWS
+    spark: SparkSession, run_dirs: Sequence[Path], chunk_rows: int = CHUNK_ROWS
 ) -> list[RunResult]:
-    """One result per run dir, in order; a failing run becomes "error". Runs up to `shard_rows`
+    """One result per run dir, in order; a failing run becomes "error". Runs up to `chunk_rows`
     acked rows (and runs with transactions or a consumer group) are checked whole, one Spark
-    task each, in one job; larger ones in shards (analysis.spark.shards)."""
+    task each, in one job; larger ones as DataFrame operations (analysis.spark.messages), with
+    the same answers."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    inputs = [(r.run_id, _input_of(r, shard_rows)) for r in runs if r.status != RunStatus.ERROR]
-    sharded = [(run_id, run) for run_id, run in inputs if _shardable(run)]
-    whole = [(run_id, run) for run_id, run in inputs if not _shardable(run)]
+    inputs = [(r.run_id, _input_of(r)) for r in runs if r.status != RunStatus.ERROR]
+    large = [(run_id, run) for run_id, run in inputs if _in_dataframes(run, chunk_rows)]
+    whole = [(run_id, run) for run_id, run in inputs if not _in_dataframes(run, chunk_rows)]
     answers = _check_all(spark, whole)
-    for run_id, run in sharded:
-        answer = check_sharded(spark, [(run_id, run)])[run_id]
+    for run_id, answer in check_in_spark(spark, large).items():
+        run = dict(large)[run_id]
         answers[run_id] = _answered(run, answer.facts, answer.error)
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
-def reconcile_in_process(run_dirs: Sequence[Path], shard_rows: int = SHARD_ROWS) -> list[RunResult]:
+def reconcile_in_process(run_dirs: Sequence[Path]) -> list[RunResult]:
     """What `reconcile` answers, computed in this process without Spark, every run whole (the
     same task body per run): for a handful of runs, tests, and checking the Spark path."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    answers = dict(
-        _checked((r.run_id, _input_of(r, shard_rows))) for r in runs if r.status != RunStatus.ERROR
-    )
+    answers = dict(_checked((r.run_id, _input_of(r))) for r in runs if r.status != RunStatus.ERROR)
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
-def _shardable(run: RunInput) -> bool:
-    """Whether a run is checked in shards: it has more than one, and neither transactions nor a
-    consumer group, whose checks take the whole run's messages (they stay whole-run)."""
-    if run.shards <= 1:
+def _in_dataframes(run: RunInput, chunk_rows: int) -> bool:
+    """Whether a run is checked as DataFrame operations: it has more than `chunk_rows` acked
+    rows, and neither transactions nor a consumer group, whose checks take the run's message
+    table as arrays (those runs stay whole)."""
+    if _acked_rows(run.run_dir) <= chunk_rows:
         return False
     return read_transactions(run.run_dir) is None and not has_consumer_journals(run.run_dir)
 
@@ -248,14 +248,13 @@ def _check_all(spark: SparkSession, inputs: list[tuple[int, RunInput]]) -> dict[
     return dict(outcomes)
 
 
-def _input_of(run: _RunDir, shard_rows: int) -> RunInput:
+def _input_of(run: _RunDir) -> RunInput:
     """What the checker needs of an inspected run."""
     return RunInput(
         run_dir=run.run_dir,
         complete=run.status == RunStatus.COMPLETE,
         unlocated_acks=run.config.acks not in ("1", "all"),
         log_start=run.log_start_offsets,
-        shards=shard_count(_acked_rows(run.run_dir), shard_rows),
         evidence=run.evidence,
     )
 
@@ -424,13 +423,13 @@ def _second(epoch_s: int, t_s: int, row: dict[str, Any]) -> TimelineSecond:
 
 
 def reconcile_runs(
-    run_dirs: Sequence[Path], master: str | None = None, shard_rows: int = SHARD_ROWS
+    run_dirs: Sequence[Path], master: str | None = None, chunk_rows: int = CHUNK_ROWS
 ) -> list[RunResult]:
     """`reconcile` in a session of its own (stopped after), or in the caller's active one."""
     owns_session = SparkSession.getActiveSession() is None
     spark = spark_session(master)
     try:
-        return reconcile(spark, run_dirs, shard_rows)
+        return reconcile(spark, run_dirs, chunk_rows)
     finally:
         if owns_session:
             spark.stop()

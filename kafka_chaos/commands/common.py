@@ -202,18 +202,18 @@ class _Deprecated(argparse.Action):
 
 
 def add_spark_chunk_rows(parser: argparse.ArgumentParser) -> None:
-    """--spark-chunk-rows: above how many acked rows Spark checks a run in chunks of that many
-    rows (not --shard, which splits the cells across CI jobs). --shard-rows, its old name,
-    still works and says the new one."""
-    from analysis.checks.messages.facts import SHARD_ROWS
+    """--spark-chunk-rows: above how many acked rows Spark checks a run as DataFrame
+    operations rather than whole in one task (not --shard, which splits the cells across CI
+    jobs). --shard-rows, its old name, still works and says the new one."""
+    from analysis.checks.messages.facts import CHUNK_ROWS
 
     parser.add_argument(
         "--spark-chunk-rows",
         type=_positive,
-        default=SHARD_ROWS,
+        default=CHUNK_ROWS,
         metavar="N",
-        help=f"Spark checks a run of more than N acked rows in chunks of N rows, with bounded "
-        f"memory per task; smaller runs whole, which is faster (default {SHARD_ROWS:,})",
+        help=f"Spark checks a run of more than N acked rows as DataFrame operations, with "
+        f"bounded memory per task; smaller runs whole, which is faster (default {CHUNK_ROWS:,})",
     )
     parser.add_argument(
         "--shard-rows",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.checks.messages.facts import SHARD_ROWS
+from analysis.checks.messages.facts import CHUNK_ROWS
 from harness.rundir import layout
 from harness.settings import Settings
 from kafka_chaos.commands.common import (
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             args.junit,
             failing=fail_on(args),
             as_json=args.json,
-            shard_rows=args.spark_chunk_rows,
+            chunk_rows=args.spark_chunk_rows,
             lake=lake,
         )
     except NoRunsFound as exc:
@@ -145,7 +145,7 @@ def analyse_and_print(
     failing: frozenset[Any] | None = None,
     as_json: bool = False,
     json_context: dict[str, str] | None = None,
-    shard_rows: int = SHARD_ROWS,
+    chunk_rows: int = CHUNK_ROWS,
     published: Destination | None = None,
     lake: Destination | None = None,
 ) -> int:
@@ -166,7 +166,7 @@ def analyse_and_print(
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
         convert_journals(run_dir)  # and its Java consumers' journals unconverted
-    result = analyse(patterns, out, master=master, title=title, shard_rows=shard_rows)
+    result = analyse(patterns, out, master=master, title=title, chunk_rows=chunk_rows)
     code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
     for failure in result.failures:  # shown in place in the report too; the verdicts stand
         print(f"warning: {failure}", file=sys.stderr)

@@ -271,7 +271,7 @@ def _analyse_without_spark(
     _, results, events = crafted
     monkeypatch.setattr(report_command, "require_java", lambda: True)
     monkeypatch.setattr(pipeline, "find_runs", lambda patterns: [Path(r.run_dir) for r in results])
-    monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master, shard_rows: results)
+    monkeypatch.setattr(pipeline, "reconcile_runs", lambda run_dirs, master, chunk_rows: results)
     monkeypatch.setattr(pipeline, "write_results", lambda results: None)
     monkeypatch.setattr(pipeline, "read_evidence_by_run", lambda results: events)
     monkeypatch.setattr(pipeline, "read_provenance", lambda run_dirs: list(RUNS))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from analysis.checks.messages.facts import SHARD_ROWS
+from analysis.checks.messages.facts import CHUNK_ROWS
 from kafka_chaos import cli
 from kafka_chaos.commands import run as run_command
 from tests.unit.report_runs import _analyse_without_spark
@@ -96,11 +96,11 @@ def test_a_junit_copy_that_cannot_be_written_exits_2_naming_it(
 
 
 @pytest.mark.parametrize("command", [["report", "runs"], ["reconcile", "runs"]])
-def test_spark_chunk_rows_is_the_spark_flag_and_shard_rows_its_deprecated_alias(
+def test_spark_chunk_rows_is_the_spark_flag_and_chunk_rows_its_deprecated_alias(
     command: list[str], capsys: Any
 ) -> None:
     parser = cli.build_parser()
-    assert parser.parse_args(command).spark_chunk_rows == SHARD_ROWS
+    assert parser.parse_args(command).spark_chunk_rows == CHUNK_ROWS
     assert parser.parse_args([*command, "--spark-chunk-rows", "1_000"]).spark_chunk_rows == 1000
     assert capsys.readouterr().err == ""
     assert parser.parse_args([*command, "--shard-rows", "7"]).spark_chunk_rows == 7

@@ -1,7 +1,7 @@
 """What the message check shows and hides, against plain Python: the order examples are chosen
 in (lowest msg_id, then partition and offset, rows without a msg_id last), example rows,
 per-partition counts and the missing list from a hand-made message table, the sensitivity
-probe's hash (splitmix64) and the records it hides, and two shards' probe tallies adding up."""
+probe's hash (splitmix64) and the records it hides."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from analysis.checks.messages.examples import (
     value_of,
 )
 from analysis.checks.messages.index import Messages
-from analysis.checks.messages.probe import ProbeTally
 from analysis.model.anomalies import ANOMALY_NAMES, AnomalyName
 
 
@@ -57,12 +56,6 @@ def test_sorted_examples_put_lower_ids_first_and_rows_without_one_last(rows: lis
         return (1 if missing else 0, 0 if missing else row["msg_id"], *where)
 
     assert [oracle(r) for r in ordered] == sorted(oracle(r) for r in rows)
-
-
-def test_two_shards_probe_tallies_add_field_by_field() -> None:
-    total = ProbeTally(5, 4, 1) + ProbeTally(20, 17, 3)
-    assert total == ProbeTally(25, 21, 4)
-    assert ProbeTally(0, 0, 0) + ProbeTally(2, 1, 0) == ProbeTally(2, 1, 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,10 +227,9 @@ def test_the_probes_hash_of_known_values() -> None:
         ),
         max_size=30,
     ),
-    st.integers(1, 3),
 )
-def test_the_probe_hides_each_partitions_tail_per_shard_and_a_hashed_sample(
-    rows: list[tuple[int, int, bool, bool, int]], shards: int
+def test_the_probe_hides_each_partitions_tail_and_a_hashed_sample(
+    rows: list[tuple[int, int, bool, bool, int]],
 ) -> None:
     from types import SimpleNamespace
 
@@ -259,14 +251,14 @@ def test_the_probe_hides_each_partitions_tail_per_shard_and_a_hashed_sample(
         first_read=list(range(n)),
     )
     index = SimpleNamespace(reads=SimpleNamespace(partition=np.array([r[4] for r in rows])))
-    hidden = _records_to_hide(index, m, shards)  # type: ignore[arg-type]
+    hidden = _records_to_hide(index, m)  # type: ignore[arg-type]
     healthy = [
         i for i, (code, reads, located, itself, _) in enumerate(rows)
         if code == 1 and reads == 1 and (not located or itself)
     ]  # fmt: skip
     tails = {}
     for i in healthy:  # records are in slot order: the highest record is a group's tail
-        tails[((3 * i + 1) % shards, rows[i][4])] = i
+        tails[rows[i][4]] = i
     sampled = {
         i for i in healthy if _splitmix64(3 * i + 1, SENSITIVITY_SEED) % SENSITIVITY_ONE_IN == 0
     }
@@ -302,7 +294,7 @@ def test_a_sampled_record_is_hidden_besides_the_tail() -> None:
         holds_self=[False] * n, msg_id=ids, first_read=list(range(n)),
     )  # fmt: skip
     index = SimpleNamespace(reads=SimpleNamespace(partition=np.zeros(n, dtype=np.int64)))
-    assert _records_to_hide(index, m, 1).tolist() == [0, 2, 4]  # type: ignore[arg-type]
+    assert _records_to_hide(index, m).tolist() == [0, 2, 4]  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------

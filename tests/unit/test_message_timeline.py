@@ -136,7 +136,7 @@ def test_acked_and_readback_tables_become_the_checkers_arrays() -> None:
     import pyarrow as pa
 
     from analysis.checks.arrays import SLOT_BITS, slot_of
-    from analysis.checks.messages.columns import NO_ID, Reads, distinct, max_of, shard_of
+    from analysis.checks.messages.columns import NO_ID, Reads, distinct, max_of
 
     acked = pa.table(
         {
@@ -182,8 +182,6 @@ def test_acked_and_readback_tables_become_the_checkers_arrays() -> None:
     assert r.key_seq.tolist() == [1, 0, 2]
     assert r.has_seq.tolist() == [True, False, True]
     assert slot_of(np.array([2]), np.array([5])).tolist() == [(2 << 40) + 5]
-    assert shard_of(np.array([7, NO_ID, 9, 0]), 4).tolist() == [3, 0, 1, 0]
-    assert shard_of(np.array([7, 9]), 0).tolist() == [0, 0]
     assert distinct(np.array([1, 1, 2, 5, 5, 5, 9])).tolist() == [1, 2, 5, 9]
     assert distinct(np.array([], dtype=np.int64)).tolist() == []
     assert (max_of(np.array([3, 9, 2])), max_of(np.array([], dtype=np.int64))) == (9, -1)

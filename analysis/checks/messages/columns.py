@@ -130,13 +130,6 @@ class Reads:
         )
 
 
-def shard_of(msg_id: np.ndarray, shards: int) -> np.ndarray:
-    """The shard of each message key (msg_id, NO_ID for the message without one) when a run is
-    reconciled in `shards` shards: msg_id mod shards, and shard 0 for NO_ID. Sequential ids
-    spread evenly; the Spark side computes the same (analysis.spark.shards)."""
-    return np.where(msg_id == NO_ID, 0, msg_id % max(shards, 1))
-
-
 def distinct(ordered: np.ndarray) -> np.ndarray:
     """The distinct values of a sorted array (np.unique's hashing is far slower on millions)."""
     first = np.ones(len(ordered), dtype=bool)

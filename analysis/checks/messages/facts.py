@@ -9,10 +9,10 @@ from typing import Any
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import ExampleRows, PartitionCounts, Sensitivity
 
-# Acked rows per shard when a large run is reconciled in shards (analysis.spark.shards): a
-# task holds about this many rows and their records, some hundreds of bytes each in numpy, so
-# well under 2 GB; runs with no more rows are checked whole.
-SHARD_ROWS = 2_000_000
+# Acked rows up to which a run is checked whole in one Spark task: a task holds about this many
+# rows and their records, some hundreds of bytes each in numpy, so well under 2 GB; larger runs
+# are checked as DataFrame operations, which spill to disk (analysis.spark.messages).
+CHUNK_ROWS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,6 @@ class RunInput:
     complete: bool  # readback.parquet exists: without it only the send timeline is computed
     unlocated_acks: bool  # acks allow an ok without an offset (acks=0): the send-time proof
     log_start: dict[int, int] = field(default_factory=dict)  # partition → log-start offset
-    # How many shards the run is reconciled in (analysis.spark.shards); the probe hides each
-    # partition's last healthy record per shard, so one run gives one answer either way.
-    shards: int = 1
     # Its events, parsed once (read here when the caller did not hand them over).
     evidence: RunEvidence = None  # type: ignore[assignment]
 

@@ -21,15 +21,6 @@ from analysis.checks.messages.facts import RunInput
 
 
 @dataclass
-class Holders:
-    """Per acked row (file order): whether a record of the run sits at its acked slot, and that
-    record's msg_id (NO_ID when none, or when the record has none)."""
-
-    held: np.ndarray
-    held_by: np.ndarray
-
-
-@dataclass
 class Index:
     """The joins of a complete run, computed once and shared by the run and its probe.
 
@@ -50,10 +41,8 @@ class Index:
     reads: Reads
 
     @classmethod
-    def build(cls, acked: Acked, reads: Reads, holders: Holders | None = None) -> Index:
-        """Sort both sides by message key and find the record at each acked slot: among
-        `reads`, or, for a shard of a run (analysis.checks.messages.shard), as `holders` says
-        (the run's records at the slots, found by a join over the whole run)."""
+    def build(cls, acked: Acked, reads: Reads) -> Index:
+        """Sort both sides by message key and find the record at each acked slot."""
         highest = max(
             max_of(acked.msg_id[acked.identified]), max_of(reads.msg_id[reads.identified])
         )
@@ -68,16 +57,14 @@ class Index:
         at = np.minimum(np.searchsorted(reads.slot, slot), max(reads.n - 1, 0))
         found = located & (reads.slot[at] == slot) if reads.n else np.zeros(len(slot), bool)
         holder = np.where(found, at, -1)
-        if holders is None:
-            holders = Holders(holder >= 0, _ids_at(reads, holder))
         return cls(
             keys=keys,
             unidentified=unidentified,
             acked_order=acked_order,
             acked_key=np.searchsorted(keys, acked_ids[acked_order]),
             acked_holder=holder[acked_order],
-            acked_held=holders.held[acked_order],
-            acked_held_by=holders.held_by[acked_order],
+            acked_held=(holder >= 0)[acked_order],
+            acked_held_by=_ids_at(reads, holder)[acked_order],
             read_order=read_order,
             read_key=np.searchsorted(keys, read_ids[read_order]),
             acked=acked,

@@ -3,12 +3,10 @@ from the read-back; every hidden record must come back as a missing message."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from analysis.checks.messages import classes
-from analysis.checks.messages.columns import CODE, NULL, shard_of
+from analysis.checks.messages.columns import CODE, NULL
 from analysis.checks.messages.facts import RunInput
 from analysis.checks.messages.index import Index, Messages, Progress, messages_of
 from analysis.model.results import Sensitivity
@@ -24,33 +22,7 @@ def run_probe(index: Index, run: RunInput, messages: Messages, loss: np.ndarray)
     """Reconcile the run again with a seeded set of healthy acknowledged records (every
     partition's last one, plus a hashed sample) hidden from its read-back. It passes when every
     hidden record's message is reported missing and nothing else is beyond the run's own loss."""
-    return probe_tally(index, run, messages, loss).sensitivity
-
-
-@dataclass(frozen=True)
-class ProbeTally:
-    """What a probe hid, how many of those it found missing, and how many other messages it
-    reported missing beyond the run's own loss (never negative: hiding adds no read)."""
-
-    removed: int
-    found: int
-    extra: int
-
-    @property
-    def sensitivity(self) -> Sensitivity:
-        """The probe's outcome."""
-        return Sensitivity.of(self.removed, self.found, clean=self.extra == 0)
-
-    def __add__(self, other: ProbeTally) -> ProbeTally:
-        """The tally of two shards' probes as one."""
-        return ProbeTally(
-            self.removed + other.removed, self.found + other.found, self.extra + other.extra
-        )
-
-
-def probe_tally(index: Index, run: RunInput, messages: Messages, loss: np.ndarray) -> ProbeTally:
-    """The probe of `run_probe`, as its tally (the shards of a run add theirs up)."""
-    hidden_messages = _records_to_hide(index, messages, run.shards)
+    hidden_messages = _records_to_hide(index, messages)
     hidden = np.zeros(index.reads.n, dtype=bool)
     hidden[messages.first_read[hidden_messages]] = True
     probe = messages_of(index, hidden)
@@ -59,25 +31,24 @@ def probe_tally(index: Index, run: RunInput, messages: Messages, loss: np.ndarra
     )
     removed = len(hidden_messages)
     found = int(np.count_nonzero(probe_loss[hidden_messages]))
+    # Never negative: hiding adds no read.
     extra = int(np.count_nonzero(probe_loss)) - int(np.count_nonzero(loss)) - found
-    return ProbeTally(removed, found, extra)
+    return Sensitivity.of(removed, found, clean=extra == 0)
 
 
-def _records_to_hide(index: Index, m: Messages, shards: int) -> np.ndarray:
+def _records_to_hide(index: Index, m: Messages) -> np.ndarray:
     """The messages whose one record to hide: healthy (acknowledged, read exactly once, at the
-    acked offset when there is one), the last such record of each partition within each shard
-    of the run (one shard: each partition's last), and a hashed sample."""
+    acked offset when there is one), the last such record of each partition, and a hashed
+    sample."""
     healthy = np.flatnonzero(
         (m.status == CODE[Status.OK]) & (m.reads == 1) & ((m.offset == NULL) | m.holds_self)
     )
     record = m.first_read[healthy]
     partition = index.reads.partition[record]
-    shard = shard_of(m.msg_id[healthy], shards)
-    order = np.lexsort((record, partition, shard))  # records are in slot order: last is tail
+    order = np.lexsort((record, partition))  # records are in slot order: last is the tail
     tails = np.zeros(len(healthy), dtype=bool)
     if len(order):
-        group = (shard[order] << 32) + partition[order]
-        last = np.r_[group[1:] != group[:-1], True]
+        last = np.r_[partition[order][1:] != partition[order][:-1], True]
         tails[order[last]] = True
     sampled = _seeded_hash(m.msg_id[healthy]) % SENSITIVITY_ONE_IN == 0
     hidden: np.ndarray = healthy[tails | sampled]

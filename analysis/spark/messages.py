@@ -1,0 +1,635 @@
+"""Large runs reconciled as Spark DataFrame operations: the message check of
+analysis.checks.messages in the JVM, which spills to disk, so that no task holds a whole run and
+no row crosses into Python.
+
+A run with more than `chunk_rows` acked rows (analysis.spark.reconcile) is checked here; it gets
+the RunFacts the one-process check (analysis.checks.messages.check_run) gives, field for field:
+
+- the records are made distinct by (partition, offset), and each acked row is joined with the
+  record at its acked slot (the holder);
+- one group by msg_id over both sides is the message table: per message its acked rows, highest
+  status, acked partition and offset, latest send, whether a record holds one of its slots and
+  the lowest msg_id holding one, its reads and its first read (lowest slot);
+- the anomaly classes are columns of that table (classes.classify's rules), counted in one
+  pass, with the identity facts, and the sensitivity probe's tally;
+- how far the read-back got per partition, the send timeline (percentile_disc is the same
+  nearest-rank percentile), the order check (a window over each partition's records of one
+  key in offset order), the example rows (a window over the anomalous messages by class), the
+  counts per partition and per second of send, and the missing list are their own jobs, each
+  collecting only small results.
+
+Runs with transactions or a consumer group stay in the one-process check: those checks take
+the run's message table as arrays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import functions as F
+
+from analysis.checks.messages.columns import ACKED_COLUMNS, CODE, NO_ID, READBACK_COLUMNS
+from analysis.checks.messages.examples import MAX_EXAMPLES, MAX_MISSING
+from analysis.checks.messages.facts import RunFacts, RunInput
+from analysis.checks.messages.index import Progress
+from analysis.checks.messages.probe import SENSITIVITY_ONE_IN, SENSITIVITY_SEED
+from analysis.checks.messages.timeline import LATENCY_PERCENTILES
+from analysis.model.anomalies import (
+    ANOMALY_NAMES,
+    AT_ACKED_OFFSET,
+    EXAMPLE_FIELDS,
+    LOSS_CLASSES,
+    STATUS_COUNTS,
+    AnomalyName,
+    CountName,
+)
+from analysis.model.results import MISSING, ExampleRow, ExampleRows, Sensitivity
+from harness.rundir import layout
+from harness.rundir.records import NO_REPORT, STATUSES, Status
+
+US_PER_S = 1_000_000
+NULL = -1  # a missing partition or offset, as in analysis.checks.messages.columns
+_ACKED_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint"}
+_READ_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint", "key_seq": "bigint"}
+_CONTRACT_KEYS = ("unknown_statuses", *(f"reported_{s}" for s in STATUSES))
+# A late record's example row: the fields the whole-run check gives, key last as it does.
+_REORDERED_FIELDS = (
+    *(f for f in EXAMPLE_FIELDS[AnomalyName.REORDERED] if f != "key"),
+    "key",
+)
+_UINT64 = 1 << 64
+
+
+@dataclass(frozen=True)
+class SparkAnswer:
+    """What the DataFrame check of one run gave: its facts, or the error that stopped it."""
+
+    facts: RunFacts | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SendFacts:
+    """What the whole run's sends say: the timeline seconds, the send counts and the status
+    contract (timeline.send_facts of a whole run)."""
+
+    seconds: dict[int, dict[str, Any]]
+    counts: dict[str, int]
+    contract: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Reordering:
+    """The order check over the read-back: how many records came late, and the example rows
+    of the lowest msg_ids."""
+
+    count: int = 0
+    examples: list[ExampleRow] = field(default_factory=list)
+
+
+def check_in_spark(
+    spark: SparkSession, runs: Sequence[tuple[int, RunInput]]
+) -> dict[int, SparkAnswer]:
+    """The facts of every run (see the module docstring); a run whose check raised gets the
+    error's first line instead."""
+    answers: dict[int, SparkAnswer] = {}
+    for run_id, run in runs:  # one run at a time: a failure stays its own
+        try:
+            with _wrapping_arithmetic(spark):
+                answers[run_id] = SparkAnswer(_check_one(spark, run))
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            answers[run_id] = SparkAnswer(None, f"{type(exc).__name__}: {first}")
+    return answers
+
+
+@contextlib.contextmanager
+def _wrapping_arithmetic(spark: SparkSession) -> Iterator[None]:
+    """Long arithmetic that wraps on overflow, as the probe's 64-bit hash needs (ANSI mode,
+    Spark's default, raises instead); the session's setting is restored after."""
+    before = spark.conf.get("spark.sql.ansi.enabled", None)
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset("spark.sql.ansi.enabled")
+        else:
+            spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+def _check_one(spark: SparkSession, run: RunInput) -> RunFacts:
+    """One run's facts."""
+    acked = _acked_frame(spark, run)
+    send = _send_facts(acked)
+    if not run.complete:
+        return RunFacts(send.seconds, send.counts, send.contract)
+    # Made distinct once (a shuffle), then read by the progress, order and message jobs; kept
+    # on disk where it does not fit in the executor's storage memory.
+    records = _records_frame(spark, run).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        progress, read = _progress(acked, records, run.unlocated_acks)
+        reordering = _reordering(records)
+        messages = _message_table(acked, records).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return _facts(messages, progress, run, send, reordering, read)
+        finally:
+            messages.unpersist()
+    finally:
+        records.unpersist()
+
+
+def _acked_frame(spark: SparkSession, run: RunInput) -> DataFrame:
+    """acked.parquet's checked columns, typed, with each row's status code and its acked
+    partition and offset as located (NULL where unknown or negative, as librdkafka reports
+    under acks=0)."""
+    frame = spark.read.parquet(str(run.run_dir / layout.ACKED))
+    typed = _typed(frame, ACKED_COLUMNS, _ACKED_TYPES)
+    return typed.withColumns(
+        {
+            "code": _status_code(),
+            "at_partition": _located("partition"),
+            "at_offset": _located("offset"),
+        }
+    )
+
+
+def _located(name: str) -> Column:
+    """A partition or offset column with unknown ones as NULL."""
+    column = F.col(name)
+    return F.when(column.isNotNull() & (column >= 0), column).otherwise(F.lit(NULL))
+
+
+def _records_frame(spark: SparkSession, run: RunInput) -> DataFrame:
+    """readback.parquet's distinct records (by partition and offset; NULL where unknown)."""
+    frame = spark.read.parquet(str(run.run_dir / layout.READBACK))
+    typed = _typed(frame, READBACK_COLUMNS, _READ_TYPES).withColumns(
+        {name: F.coalesce(F.col(name), F.lit(NULL)) for name in ("partition", "offset")}
+    )
+    return typed.dropDuplicates(["partition", "offset"])
+
+
+def _message_table(acked: DataFrame, records: DataFrame) -> DataFrame:
+    """One row per message key (msg_id, null for every row and record without one): the
+    facts its classes are decided on (index.messages_of)."""
+    located = (F.col("at_partition") != NULL) & (F.col("at_offset") != NULL)
+    slot_keys = acked.withColumns(
+        {
+            "slot_partition": F.when(located, F.col("at_partition")),
+            "slot_offset": F.when(located, F.col("at_offset")),
+        }
+    )
+    holders = records.select(
+        F.col("partition").alias("slot_partition"),
+        F.col("offset").alias("slot_offset"),
+        F.col("msg_id").alias("held_by"),
+        F.lit(1).alias("held"),
+    )
+    # An unlocated row has null slot keys: it never matches.
+    held = slot_keys.join(holders, ["slot_partition", "slot_offset"], "left")
+    acked_side = held.select(
+        "msg_id",
+        F.lit(1).alias("acked"),
+        F.lit(0).alias("read"),
+        F.col("code"),
+        F.when(F.col("at_partition") != NULL, F.col("at_partition")).alias("partition"),
+        F.when(F.col("at_offset") != NULL, F.col("at_offset")).alias("offset"),
+        F.col("send_ts_us").alias("send_ts"),
+        F.coalesce(F.col("held"), F.lit(0)).alias("held"),
+        F.col("held_by"),
+        F.lit(None).cast("struct<partition:bigint,offset:bigint>").alias("first"),
+    )
+    records_side = records.select(
+        "msg_id",
+        F.lit(0).alias("acked"),
+        F.lit(1).alias("read"),
+        F.lit(None).cast("int").alias("code"),
+        F.lit(None).cast("bigint").alias("partition"),
+        F.lit(None).cast("bigint").alias("offset"),
+        F.lit(None).cast("bigint").alias("send_ts"),
+        F.lit(None).cast("int").alias("held"),
+        F.lit(None).cast("bigint").alias("held_by"),
+        F.struct("partition", "offset").alias("first"),
+    )
+    return (
+        acked_side.unionByName(records_side)
+        .groupBy("msg_id")
+        .agg(
+            F.sum("acked").alias("acked_rows"),
+            F.sum("read").alias("reads"),
+            F.coalesce(F.max("code"), F.lit(0)).alias("status"),
+            F.coalesce(F.max("partition"), F.lit(NULL)).alias("partition"),
+            F.coalesce(F.max("offset"), F.lit(NULL)).alias("offset"),
+            F.max("send_ts").alias("send_ts"),
+            (F.coalesce(F.max("held"), F.lit(0)) > 0).alias("slot_read"),
+            F.min("held_by").alias("holder"),
+            F.min("first").alias("first"),
+        )
+    )
+
+
+def _typed(frame: DataFrame, columns: Sequence[str], types: dict[str, str]) -> DataFrame:
+    """The columns, cast where `types` names one (narrower integer files read the same)."""
+    return frame.select(*[F.col(c).cast(types[c]) if c in types else F.col(c) for c in columns])
+
+
+def _progress(acked: DataFrame, records: DataFrame, unlocated: bool) -> tuple[Progress, int]:
+    """How far the whole read-back got per partition (Progress.of over a whole run): the
+    highest offset read, and under acks that allow an ok without an offset, the latest send of
+    such a row whose message was read there; and how many distinct records it holds."""
+    highest = records.groupBy("partition").agg(F.max("offset"), F.count(F.lit(1))).collect()
+    later: dict[int, int] = {}
+    if unlocated:
+        rows = acked.filter(
+            (F.col("at_offset") == NULL)
+            & F.col("send_ts_us").isNotNull()
+            & F.col("msg_id").isNotNull()
+        ).select("msg_id", "send_ts_us")
+        read_where = records.filter(F.col("msg_id").isNotNull()).select("msg_id", "partition")
+        latest = rows.join(read_where, "msg_id").groupBy("partition").agg(F.max("send_ts_us"))
+        later = {int(r[0]): int(r[1]) for r in latest.collect()}
+    progress = Progress({int(r[0]): int(r[1]) for r in highest}, later)
+    return progress, sum(int(r[2]) for r in highest)
+
+
+def _status_code() -> Column:
+    """CODE of each row's status, 0 for a value that is no status."""
+    code = F.lit(0)
+    for status in reversed(STATUSES):
+        code = F.when(F.col("status") == status, F.lit(CODE[status])).otherwise(code)
+    return code
+
+
+def _send_facts(acked: DataFrame) -> SendFacts:
+    """The send timeline, counts and contract over every acked row (send_facts of a whole
+    run): the counts per second of send, and the nearest-rank ack latency percentiles."""
+    code, reported = _status_code(), F.col("error").isNull() | (F.col("error") != NO_REPORT)
+    rows = acked.select(
+        code.alias("code"),
+        reported.alias("reported"),
+        F.col("send_ts_us"),
+        F.when(
+            (code == CODE["ok"]) & F.col("ack_ts_us").isNotNull(),
+            F.col("ack_ts_us") - F.col("send_ts_us"),
+        ).alias("latency_us"),
+    )
+    tallies = _tallies(F.col("code"), F.col("reported"))
+    percentiles = [
+        F.expr(f"percentile_disc({p}) WITHIN GROUP (ORDER BY latency_us)").alias(name)
+        for name, p in LATENCY_PERCENTILES.items()
+    ]
+    # One pass: rows without a send time are the group of second null, in the totals only.
+    by_second = (
+        rows.withColumn("second", F.floor(F.col("send_ts_us") / F.lit(US_PER_S)).cast("bigint"))
+        .groupBy("second")
+        .agg(F.count(F.lit(1)).alias(CountName.SENT), *tallies, *percentiles)
+        .collect()
+    )
+    totals = {
+        name: sum(int(row[name] or 0) for row in by_second)
+        for name in (CountName.SENT, *STATUSES, *_CONTRACT_KEYS)
+    }
+    return SendFacts(
+        seconds={
+            int(r["second"]): _second_entry(r.asDict())
+            for r in by_second
+            if r["second"] is not None
+        },
+        counts={str(CountName.SENT): totals[CountName.SENT]}
+        | {str(name): totals[status] for status, name in STATUS_COUNTS.items()},
+        contract={key: totals[key] for key in _CONTRACT_KEYS},
+    )
+
+
+def _tallies(code: Column, reported: Column) -> list[Column]:
+    """Rows per status, reported rows per status, and rows of no known status."""
+    counted = []
+    for status in STATUSES:
+        is_status = code == CODE[status]
+        counted.append(F.sum(is_status.cast("bigint")).alias(status))
+        counted.append(F.sum((is_status & reported).cast("bigint")).alias(f"reported_{status}"))
+    counted.append(F.sum((code == 0).cast("bigint")).alias("unknown_statuses"))
+    return counted
+
+
+def _second_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """A timeline entry as send_facts writes it: int counts, latency percentiles in ms."""
+    entry: dict[str, Any] = {
+        name: int(value) for name, value in row.items() if name not in LATENCY_PERCENTILES
+    }
+    entry.pop("second")
+    for name in LATENCY_PERCENTILES:
+        value = row[name]
+        entry[name] = None if value is None else int(value) / 1000.0
+    return entry
+
+
+def _reordering(records: DataFrame) -> Reordering:
+    """The order check of the whole read-back in Spark (classes.reordered over every record): a
+    record with a key sequence is late when an earlier offset of its partition and key holds a
+    higher one; the count, and the example rows of the lowest msg_ids (`example_order`)."""
+    earlier = (
+        Window.partitionBy("partition", "key")
+        .orderBy("offset")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    late = (
+        records.filter(F.col("key_seq").isNotNull())
+        .withColumn("max_key_seq_before", F.max("key_seq").over(earlier))
+        .filter(F.col("key_seq") < F.col("max_key_seq_before"))
+        .select(*_REORDERED_FIELDS)
+    )
+    # One job: the count beside each row, then only the lowest rows leave the JVM.
+    counted = late.withColumn("late", F.count(F.lit(1)).over(Window.partitionBy()))
+    lowest = counted.orderBy(F.col("msg_id").isNull(), "msg_id", "partition", "offset")
+    rows = lowest.limit(MAX_EXAMPLES).collect()
+    if not rows:
+        return Reordering()
+    return Reordering(int(rows[0]["late"]), [_reordered_row(row) for row in rows])
+
+
+def _reordered_row(row: Row) -> ExampleRow:
+    """A late record's example row, its fields in the order the whole-run check gives them."""
+    return {name: row[name] for name in _REORDERED_FIELDS}
+
+
+def _per_partition(values: dict[int, int], default: int | None) -> Column:
+    """values looked up by each message's acked partition, default where absent."""
+    column = F.lit(default).cast("bigint")
+    for partition, value in values.items():
+        column = F.when(F.col("partition") == partition, F.lit(value)).otherwise(column)
+    return column
+
+
+def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName, Column]:
+    """A boolean column per anomaly class decided by a message's own facts: classes.classify's
+    rules, over the message table's columns."""
+    status, reads, offset = F.col("status"), F.col("reads"), F.col("offset")
+    ok, located = status == CODE[Status.OK], offset != NULL
+    expired = located & (offset < _per_partition(log_start, 0))
+    read_past = offset < _per_partition(progress.max_read_offset, NULL)
+    later_read = F.coalesce(
+        F.col("send_ts") < _per_partition(progress.max_read_send_ts, None), F.lit(False)
+    )
+    proven = F.when(located, F.col("slot_read") | read_past).otherwise(
+        later_read & F.col("send_ts").isNotNull()
+    )
+    never_read = (F.col("acked_rows") > 0) & ok & (reads == 0)
+    missing = never_read & ~expired
+    located_ok = ok & located & (F.col("partition") != NULL)
+    elsewhere = ~F.col("holder").eqNullSafe(F.col("msg_id"))
+    failed, indeterminate = status == CODE[Status.FAILED], status == CODE[Status.INDETERMINATE]
+    return {
+        AnomalyName.LOST: missing & proven,
+        AnomalyName.UNSEEN: missing & ~proven,
+        AnomalyName.OFFSET_DIVERGENT: located_ok & F.col("slot_read") & elsewhere,
+        AnomalyName.EXPIRED: never_read & expired,
+        AnomalyName.DUPLICATED: ok & (reads > 1),
+        AnomalyName.DUPLICATED_UNACKED: (failed | indeterminate) & (reads > 1),
+        AnomalyName.MOVED: located_ok & (reads > 0) & elsewhere,
+        AnomalyName.FAILED_PRESENT: failed & (reads > 0),
+        AnomalyName.INDETERMINATE_PRESENT: indeterminate & (reads > 0),
+        AnomalyName.PHANTOM: (F.col("acked_rows") == 0) & (reads > 0),
+    }
+
+
+def _loss(classes: dict[AnomalyName, Column]) -> Column:
+    """The messages that count as loss: acknowledged and missing."""
+    loss = F.lit(False)
+    for name in LOSS_CLASSES:
+        loss = loss | classes[AnomalyName(name)]
+    return loss
+
+
+def _facts(
+    messages: DataFrame,
+    progress: Progress,
+    run: RunInput,
+    send: SendFacts,
+    reordering: Reordering,
+    read: int,
+) -> RunFacts:
+    """A complete run's facts from its message table and the whole-run jobs' answers."""
+    classes = _classes(progress, run.log_start)
+    loss = _loss(classes)
+    start = _per_partition(run.log_start, 0)
+    below_log_start = (F.col("offset") != NULL) & (F.col("offset") < start)
+    table = messages.withColumns(
+        {str(name): mask for name, mask in classes.items()}
+        | {"loss": loss, "below_log_start": below_log_start}
+    )
+    hidden = _hidden(table)
+    counts, contract, sensitivity = _counted(table.withColumn("hidden", hidden))
+    counts |= send.counts | {CountName.READ: read, AnomalyName.REORDERED: reordering.count}
+    seconds = {second: dict(row) for second, row in send.seconds.items()}
+    for second, row in _anomaly_seconds(table).items():
+        if second in seconds:
+            seconds[second].update(row)
+    examples = _examples(table)
+    examples[AnomalyName.REORDERED] = reordering.examples
+    loss_by_partition, divergence_by_partition = _by_partition(table)
+    return RunFacts(
+        seconds=seconds,
+        counts=counts,
+        contract=send.contract | contract,
+        loss_by_partition=loss_by_partition,
+        divergence_by_partition=divergence_by_partition,
+        examples=examples,
+        missing=_missing(table),
+        sensitivity=sensitivity,
+    )
+
+
+def _class_names() -> tuple[AnomalyName, ...]:
+    """The classes decided per message (Check.MESSAGE), in the registry's order."""
+    return tuple(_classes(Progress({}, {}), {}))
+
+
+def _hidden(table: DataFrame) -> Column:
+    """The messages whose one record the sensitivity probe hides: healthy (acknowledged, read
+    exactly once, at the acked offset when there is one), each partition's last such record,
+    and a hashed sample (probe._records_to_hide)."""
+    healthy = (
+        (F.col("status") == CODE[Status.OK])
+        & (F.col("reads") == 1)
+        & ((F.col("offset") == NULL) | F.col("holder").eqNullSafe(F.col("msg_id")))
+    )
+    read_partition, read_offset = F.col("first.partition"), F.col("first.offset")
+    tails = table.filter(healthy).groupBy(read_partition).agg(F.max(read_offset)).collect()
+    tail = F.lit(False)
+    for partition, offset in tails:
+        tail = tail | ((read_partition == partition) & (read_offset == offset))
+    key = F.coalesce(F.col("msg_id"), F.lit(int(NO_ID)))
+    sampled = _unsigned_mod(_splitmix64(key), SENSITIVITY_ONE_IN) == 0
+    return healthy & (tail | sampled)
+
+
+def _signed(value: int) -> int:
+    """A 64-bit unsigned constant as the long with the same bits."""
+    value %= _UINT64
+    return value - _UINT64 if value >= 1 << 63 else value
+
+
+def _splitmix64(value: Column) -> Column:
+    """probe._seeded_hash in long arithmetic (wrapping; the bits are the unsigned hash's)."""
+    x = value + F.lit(_signed(SENSITIVITY_SEED * 0x9E3779B97F4A7C15))
+    x = (x.bitwiseXOR(F.shiftrightunsigned(x, 30))) * F.lit(_signed(0xBF58476D1CE4E5B9))
+    x = (x.bitwiseXOR(F.shiftrightunsigned(x, 27))) * F.lit(_signed(0x94D049BB133111EB))
+    return x.bitwiseXOR(F.shiftrightunsigned(x, 31))
+
+
+def _unsigned_mod(value: Column, divisor: int) -> Column:
+    """The long's bits read as an unsigned number, modulo divisor (< 2^31)."""
+    half = F.shiftrightunsigned(value, 1)  # non-negative: plain % applies
+    return ((half % divisor) * 2 + value.bitwiseAND(F.lit(1))) % divisor
+
+
+def _counted(table: DataFrame) -> tuple[dict[str, int], dict[str, int], Sensitivity]:
+    """In one pass: each class's count (phantom counts the records holding them), the identity
+    facts, and the sensitivity probe's tally."""
+    weights = {
+        str(name): F.sum(
+            F.when(F.col(str(name)), F.col("reads") if name == AnomalyName.PHANTOM else F.lit(1))
+        )
+        for name in _class_names()
+    }
+    identified = F.col("msg_id").isNotNull()
+    # Hiding a healthy record changes only its own message's reads (to none), and the loss
+    # classes are decided by reads and the log start alone: the probe's loss is the run's plus
+    # every hidden message not below its partition's log start.
+    probe_loss = F.col("loss") | (F.col("hidden") & ~F.col("below_log_start"))
+    row = table.agg(
+        *(value.alias(name) for name, value in weights.items()),
+        F.sum(F.when(identified & (F.col("acked_rows") > 1), 1)).alias("repeated"),
+        F.sum(F.when(~identified, F.col("acked_rows"))).alias("unidentified"),
+        F.sum(F.when(F.col("hidden"), 1)).alias("removed"),
+        F.sum(F.when(F.col("hidden") & probe_loss, 1)).alias("found"),
+        F.sum(F.when(probe_loss, 1)).alias("probe_loss"),
+        F.sum(F.when(F.col("loss"), 1)).alias("loss"),
+    ).first()
+    assert row is not None, "an aggregation gives one row"
+    counts = {name: int(row[name] or 0) for name in weights}
+    contract = {
+        "repeated_msg_ids": int(row["repeated"] or 0),
+        "unidentified_rows": int(row["unidentified"] or 0),
+    }
+    removed, found = int(row["removed"] or 0), int(row["found"] or 0)
+    extra = int(row["probe_loss"] or 0) - int(row["loss"] or 0) - found
+    return counts, contract, Sensitivity.of(removed, found, clean=extra == 0)
+
+
+def _second_of_send() -> Column:
+    """The epoch second of each message's latest send (floor division, as numpy's)."""
+    return F.floor(F.col("send_ts") / F.lit(US_PER_S)).cast("bigint")
+
+
+def _anomaly_seconds(table: DataFrame) -> dict[int, dict[str, int]]:
+    """Per epoch second of send: the acked messages sent then and later missing or duplicated,
+    only the nonzero counts (timeline.anomaly_seconds)."""
+    duplicated = str(AnomalyName.DUPLICATED)
+    rows = (
+        table.filter(F.col("send_ts").isNotNull() & (F.col("loss") | F.col(duplicated)))
+        .groupBy(_second_of_send().alias("second"))
+        .agg(
+            F.sum(F.when(F.col("loss"), 1).otherwise(0)).alias(MISSING),
+            F.sum(F.when(F.col(duplicated), 1).otherwise(0)).alias(duplicated),
+        )
+        .collect()
+    )
+    return {
+        int(r["second"]): {name: int(r[name]) for name in (MISSING, duplicated) if r[name]}
+        for r in rows
+    }
+
+
+def _by_partition(table: DataFrame) -> tuple[dict[str, int], dict[str, int]]:
+    """How many lost and how many offset-divergent messages each acked partition holds
+    ("unknown": none), partitions without any left out."""
+    divergent = str(AnomalyName.OFFSET_DIVERGENT)
+    rows = (
+        table.filter(F.col("loss") | F.col(divergent))
+        .groupBy("partition")
+        .agg(
+            F.sum(F.when(F.col("loss"), 1).otherwise(0)).alias("loss"),
+            F.sum(F.when(F.col(divergent), 1).otherwise(0)).alias("divergent"),
+        )
+        .collect()
+    )
+
+    def counted(name: str) -> dict[str, int]:
+        return {
+            "unknown" if r["partition"] == NULL else str(r["partition"]): int(r[name])
+            for r in sorted(rows, key=lambda r: r["partition"])
+            if r[name]
+        }
+
+    return counted("loss"), counted("divergent")
+
+
+def _by_msg_id() -> list[Column]:
+    """Lowest msg_id first, the message without one last."""
+    return [F.col("msg_id").asc_nulls_last()]
+
+
+def _examples(table: DataFrame) -> ExampleRows:
+    """Up to MAX_EXAMPLES rows per class, lowest msg_id first (none last): at the acked
+    location or where first read, as the class says (examples.examples_of)."""
+    names = _class_names()
+    in_class = F.filter(
+        F.array(*[F.when(F.col(str(n)), F.lit(str(n))) for n in names]), lambda x: x.isNotNull()
+    )
+    rank = Window.partitionBy("class").orderBy(*_by_msg_id())
+    rows = (
+        table.filter(F.size(in_class) > 0)
+        .select("*", F.explode(in_class).alias("class"))
+        .withColumn("rank", F.row_number().over(rank))
+        .filter(F.col("rank") <= MAX_EXAMPLES)
+        .collect()
+    )
+    examples: ExampleRows = {name: [] for name in ANOMALY_NAMES}
+    for row in sorted(rows, key=lambda r: (r["class"], r["rank"])):
+        examples[row["class"]].append(_example(row))
+    return examples
+
+
+def _example(row: Row) -> ExampleRow:
+    """The example row of one message in one class."""
+    if row["class"] in AT_ACKED_OFFSET:
+        partition = None if row["partition"] == NULL else int(row["partition"])
+        offset = None if row["offset"] == NULL else int(row["offset"])
+    elif row["first"] is not None:
+        partition, offset = int(row["first"]["partition"]), int(row["first"]["offset"])
+    else:
+        partition = offset = None
+    return {
+        "msg_id": row["msg_id"],
+        "partition": partition,
+        "offset": offset,
+        "readback_msg_id_at_offset": row["holder"],
+        "reads": int(row["reads"]),
+    }
+
+
+def _missing(table: DataFrame) -> list[tuple[int | None, int | None, int | None]]:
+    """Up to MAX_MISSING missing acknowledged messages, lowest msg_id first: (msg_id, acked
+    partition, acked offset), for the attribution."""
+    rows = (
+        table.filter(F.col("loss"))
+        .select("msg_id", "partition", "offset")
+        .orderBy(*_by_msg_id())
+        .limit(MAX_MISSING)
+        .collect()
+    )
+    return [
+        (
+            r["msg_id"],
+            None if r["partition"] == NULL else int(r["partition"]),
+            None if r["offset"] == NULL else int(r["offset"]),
+        )
+        for r in rows
+    ]
