@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analysis.checks.messages.columns import ACKED_COLUMNS, CODE, READBACK_COLUMNS
+from analysis.checks.messages.columns import ACKED_COLUMNS, CODE, NULL, READBACK_COLUMNS
 from analysis.checks.messages.examples import MAX_EXAMPLES
 from analysis.checks.messages.facts import RunInput
 from analysis.checks.messages.index import Progress
@@ -22,7 +22,6 @@ from harness.rundir import layout
 from harness.rundir.records import NO_REPORT, STATUSES
 
 US_PER_S = 1_000_000
-NULL = -1  # a missing partition or offset, as in analysis.checks.messages.columns
 _ACKED_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint"}
 _READ_TYPES = {"partition": "bigint", "offset": "bigint", "msg_id": "bigint", "key_seq": "bigint"}
 _CONTRACT_KEYS = ("unknown_statuses", *(f"reported_{s}" for s in STATUSES))

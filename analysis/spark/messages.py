@@ -34,7 +34,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analysis.checks.messages.columns import CODE, NO_ID
+from analysis.checks.messages.columns import CODE, NO_ID, NULL
 from analysis.checks.messages.examples import MAX_EXAMPLES, MAX_MISSING
 from analysis.checks.messages.facts import RunFacts, RunInput
 from analysis.checks.messages.index import Progress
@@ -44,11 +44,13 @@ from analysis.model.anomalies import (
     AT_ACKED_OFFSET,
     LOSS_CLASSES,
     AnomalyName,
+    Check,
     CountName,
+    classes_of,
 )
 from analysis.model.results import MISSING, ExampleRow, ExampleRows, Sensitivity
 from analysis.spark import frames
-from analysis.spark.frames import NULL, US_PER_S, Reordering, SendFacts
+from analysis.spark.frames import US_PER_S, Reordering, SendFacts
 from harness.rundir import layout
 from harness.rundir.records import Status
 
@@ -206,7 +208,7 @@ def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName,
     rules, over the message table's columns."""
     status, reads, offset = F.col("status"), F.col("reads"), F.col("offset")
     ok, located = status == CODE[Status.OK], offset != NULL
-    expired = located & (offset < _per_partition(log_start, 0))
+    expired = _below_log_start(log_start)
     read_past = offset < _per_partition(progress.max_read_offset, NULL)
     later_read = F.coalesce(
         F.col("send_ts") < _per_partition(progress.max_read_send_ts, None), F.lit(False)
@@ -215,7 +217,7 @@ def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName,
         later_read & F.col("send_ts").isNotNull()
     )
     never_read = (F.col("acked_rows") > 0) & ok & (reads == 0)
-    missing = never_read & ~expired
+    missing = _missing_with(reads, log_start)
     located_ok = ok & located & (F.col("partition") != NULL)
     elsewhere = ~F.col("holder").eqNullSafe(F.col("msg_id"))
     failed, indeterminate = status == CODE[Status.FAILED], status == CODE[Status.INDETERMINATE]
@@ -231,6 +233,19 @@ def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName,
         AnomalyName.INDETERMINATE_PRESENT: indeterminate & (reads > 0),
         AnomalyName.PHANTOM: (F.col("acked_rows") == 0) & (reads > 0),
     }
+
+
+def _below_log_start(log_start: dict[int, int]) -> Column:
+    """Whether a message's acked offset lies below its partition's log-start offset."""
+    offset = F.col("offset")
+    return (offset != NULL) & (offset < _per_partition(log_start, 0))
+
+
+def _missing_with(reads: Column, log_start: dict[int, int]) -> Column:
+    """Acknowledged, never among `reads`, and not below the log start: lost or unseen (the
+    loss), whichever the read-back's progress proves."""
+    acknowledged = (F.col("acked_rows") > 0) & (F.col("status") == CODE[Status.OK])
+    return acknowledged & (reads == 0) & ~_below_log_start(log_start)
 
 
 def _loss(classes: dict[AnomalyName, Column]) -> Column:
@@ -252,14 +267,17 @@ def _facts(
     """A complete run's facts from its message table and the whole-run jobs' answers."""
     classes = _classes(progress, run.log_start)
     loss = _loss(classes)
-    start = _per_partition(run.log_start, 0)
-    below_log_start = (F.col("offset") != NULL) & (F.col("offset") < start)
     table = messages.withColumns(
-        {str(name): mask for name, mask in classes.items()}
-        | {"loss": loss, "below_log_start": below_log_start}
+        {str(name): mask for name, mask in classes.items()} | {"loss": loss}
     )
-    hidden = _hidden(table)
-    counts, contract, sensitivity = _counted(table.withColumn("hidden", hidden))
+    hidden = table.withColumn("hidden", _hidden(table))
+    # The probe's loss: the missing rule again, over the reads left once the hidden records are
+    # gone (hiding changes no other fact the loss classes are decided on).
+    probe = hidden.withColumn(
+        "probe_loss",
+        _missing_with(F.col("reads") - F.col("hidden").cast("int"), run.log_start),
+    )
+    counts, contract, sensitivity = _counted(probe)
     counts |= send.counts | {CountName.READ: read, AnomalyName.REORDERED: reordering.count}
     seconds = {second: dict(row) for second, row in send.seconds.items()}
     for second, row in _anomaly_seconds(table).items():
@@ -278,11 +296,6 @@ def _facts(
         missing=_missing(table),
         sensitivity=sensitivity,
     )
-
-
-def _class_names() -> tuple[AnomalyName, ...]:
-    """The classes decided per message (Check.MESSAGE), in the registry's order."""
-    return tuple(_classes(Progress({}, {}), {}))
 
 
 def _hidden(table: DataFrame) -> Column:
@@ -331,13 +344,10 @@ def _counted(table: DataFrame) -> tuple[dict[str, int], dict[str, int], Sensitiv
         str(name): F.sum(
             F.when(F.col(str(name)), F.col("reads") if name == AnomalyName.PHANTOM else F.lit(1))
         )
-        for name in _class_names()
+        for name in classes_of(Check.MESSAGE)
     }
     identified = F.col("msg_id").isNotNull()
-    # Hiding a healthy record changes only its own message's reads (to none), and the loss
-    # classes are decided by reads and the log start alone: the probe's loss is the run's plus
-    # every hidden message not below its partition's log start.
-    probe_loss = F.col("loss") | (F.col("hidden") & ~F.col("below_log_start"))
+    probe_loss = F.col("probe_loss")
     row = table.agg(
         *(value.alias(name) for name, value in weights.items()),
         F.sum(F.when(identified & (F.col("acked_rows") > 1), 1)).alias("repeated"),
@@ -414,7 +424,7 @@ def _by_msg_id() -> list[Column]:
 def _examples(table: DataFrame) -> ExampleRows:
     """Up to MAX_EXAMPLES rows per class, lowest msg_id first (none last): at the acked
     location or where first read, as the class says (examples.examples_of)."""
-    names = _class_names()
+    names = classes_of(Check.MESSAGE)
     in_class = F.filter(
         F.array(*[F.when(F.col(str(n)), F.lit(str(n))) for n in names]), lambda x: x.isNotNull()
     )
