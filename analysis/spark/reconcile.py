@@ -143,13 +143,19 @@ def reconcile(
     task each, in one job; larger ones as DataFrame operations (analysis.spark.messages), with
     the same answers."""
     runs = [_inspect(run_id, Path(run_dir)) for run_id, run_dir in enumerate(run_dirs)]
-    inputs = [(r.run_id, _input_of(r)) for r in runs if r.status != RunStatus.ERROR]
-    large = [(run_id, run) for run_id, run in inputs if _in_dataframes(run, chunk_rows)]
-    whole = [(run_id, run) for run_id, run in inputs if not _in_dataframes(run, chunk_rows)]
+    large: dict[int, RunInput] = {}
+    whole: list[tuple[int, RunInput]] = []
+    for inspected in runs:
+        if inspected.status == RunStatus.ERROR:
+            continue
+        run = _input_of(inspected)
+        if _in_dataframes(run, chunk_rows):
+            large[inspected.run_id] = run
+        else:
+            whole.append((inspected.run_id, run))
     answers = _check_all(spark, whole)
-    for run_id, answer in check_in_spark(spark, large).items():
-        run = dict(large)[run_id]
-        answers[run_id] = _answered(run, answer.facts, answer.error)
+    for run_id, answer in check_in_spark(spark, list(large.items())).items():
+        answers[run_id] = _answered(large[run_id], answer.facts, answer.error)
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
