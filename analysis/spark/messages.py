@@ -86,7 +86,7 @@ def _settings(spark: SparkSession, run: RunInput) -> dict[str, str]:
     """The SQL settings a run is checked with: long arithmetic that wraps on overflow, as the
     probe's 64-bit hash needs (ANSI mode, Spark's default, raises instead); and about
     ROWS_PER_PARTITION acked rows per shuffle partition, at least two per core. Spark's default
-    of 200 made a 1M-row run take 56 s instead of 15: a cached frame keeps every partition, and
+    of 200 made a 1M-row run take 56 s instead of 18: a cached frame keeps every partition, and
     each costs its own task."""
     acked_rows = pq.ParquetFile(run.run_dir / layout.ACKED).metadata.num_rows
     cores = spark.sparkContext.defaultParallelism
