@@ -10,7 +10,7 @@ the RunFacts the one-process check (analysis.checks.messages.check_run) gives, f
 - one group by msg_id over both sides is the message table: per message its acked rows, highest
   status, acked partition and offset, latest send, whether a record holds one of its slots and
   the lowest msg_id holding one, its reads and its first read (lowest slot);
-- the anomaly classes are columns of that table (classes.classify's rules), counted in one
+- the anomaly classes are columns of that table (classes.RULES over its facts), counted in one
   pass, with the identity facts, and the sensitivity probe's tally;
 - how far the read-back got per partition, the send timeline (percentile_disc is the same
   nearest-rank percentile), the order check (a window over each partition's records of one
@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import operator
+from collections.abc import Iterator
+from functools import reduce
 
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
+from analysis.checks.messages.classes import Fact, decide
 from analysis.checks.messages.columns import CODE, NO_ID, NULL
 from analysis.checks.messages.examples import MAX_EXAMPLES, MAX_MISSING
 from analysis.checks.messages.facts import RunFacts, RunInput
@@ -58,28 +60,10 @@ ROWS_PER_PARTITION = 1_000_000  # acked rows per shuffle partition (see _setting
 _UINT64 = 1 << 64
 
 
-@dataclass(frozen=True)
-class SparkAnswer:
-    """What the DataFrame check of one run gave: its facts, or the error that stopped it."""
-
-    facts: RunFacts | None
-    error: str | None = None
-
-
-def check_in_spark(
-    spark: SparkSession, runs: Sequence[tuple[int, RunInput]]
-) -> dict[int, SparkAnswer]:
-    """The facts of every run (see the module docstring); a run whose check raised gets the
-    error's first line instead."""
-    answers: dict[int, SparkAnswer] = {}
-    for run_id, run in runs:  # one run at a time: a failure stays its own
-        try:
-            with _session_settings(spark, _settings(spark, run)):
-                answers[run_id] = SparkAnswer(_check_one(spark, run))
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            answers[run_id] = SparkAnswer(None, f"{type(exc).__name__}: {first}")
-    return answers
+def check_in_spark(spark: SparkSession, run: RunInput) -> RunFacts:
+    """The facts of one run (see the module docstring), in session settings sized for it."""
+    with _session_settings(spark, _settings(spark, run)):
+        return _check_one(spark, run)
 
 
 def _settings(spark: SparkSession, run: RunInput) -> dict[str, str]:
@@ -203,12 +187,15 @@ def _per_partition(values: dict[int, int], default: int | None) -> Column:
     return column
 
 
-def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName, Column]:
-    """A boolean column per anomaly class decided by a message's own facts: classes.classify's
-    rules, over the message table's columns."""
-    status, reads, offset = F.col("status"), F.col("reads"), F.col("offset")
-    ok, located = status == CODE[Status.OK], offset != NULL
-    expired = _below_log_start(log_start)
+def _facts_of(
+    progress: Progress, log_start: dict[int, int], reads: Column | None = None
+) -> dict[Fact, Column]:
+    """Every Fact as a column of the message table (classes.facts_of's, in Spark); `reads`
+    stands for the table's reads when given (the probe's, with its hidden records gone)."""
+    status, offset = F.col("status"), F.col("offset")
+    reads = F.col("reads") if reads is None else reads
+    located = offset != NULL
+    expired = located & (offset < _per_partition(log_start, 0))
     read_past = offset < _per_partition(progress.max_read_offset, NULL)
     later_read = F.coalesce(
         F.col("send_ts") < _per_partition(progress.max_read_send_ts, None), F.lit(False)
@@ -216,44 +203,29 @@ def _classes(progress: Progress, log_start: dict[int, int]) -> dict[AnomalyName,
     proven = F.when(located, F.col("slot_read") | read_past).otherwise(
         later_read & F.col("send_ts").isNotNull()
     )
-    never_read = (F.col("acked_rows") > 0) & ok & (reads == 0)
-    missing = _missing_with(reads, log_start)
-    located_ok = ok & located & (F.col("partition") != NULL)
-    elsewhere = ~F.col("holder").eqNullSafe(F.col("msg_id"))
-    failed, indeterminate = status == CODE[Status.FAILED], status == CODE[Status.INDETERMINATE]
+    journalled = F.col("acked_rows") > 0
     return {
-        AnomalyName.LOST: missing & proven,
-        AnomalyName.UNSEEN: missing & ~proven,
-        AnomalyName.OFFSET_DIVERGENT: located_ok & F.col("slot_read") & elsewhere,
-        AnomalyName.EXPIRED: never_read & expired,
-        AnomalyName.DUPLICATED: ok & (reads > 1),
-        AnomalyName.DUPLICATED_UNACKED: (failed | indeterminate) & (reads > 1),
-        AnomalyName.MOVED: located_ok & (reads > 0) & elsewhere,
-        AnomalyName.FAILED_PRESENT: failed & (reads > 0),
-        AnomalyName.INDETERMINATE_PRESENT: indeterminate & (reads > 0),
-        AnomalyName.PHANTOM: (F.col("acked_rows") == 0) & (reads > 0),
+        Fact.JOURNALLED: journalled,
+        Fact.UNJOURNALLED: ~journalled,
+        Fact.OK: status == CODE[Status.OK],
+        Fact.FAILED: status == CODE[Status.FAILED],
+        Fact.INDETERMINATE: status == CODE[Status.INDETERMINATE],
+        Fact.READ: reads > 0,
+        Fact.READ_TWICE: reads > 1,
+        Fact.UNREAD: reads == 0,
+        Fact.EXPIRED: expired,
+        Fact.RETAINED: ~expired,
+        Fact.PROVEN: proven,
+        Fact.UNPROVEN: ~proven,
+        Fact.LOCATED: located & (F.col("partition") != NULL),
+        Fact.SLOT_READ: F.col("slot_read"),
+        Fact.ELSEWHERE: ~F.col("holder").eqNullSafe(F.col("msg_id")),
     }
-
-
-def _below_log_start(log_start: dict[int, int]) -> Column:
-    """Whether a message's acked offset lies below its partition's log-start offset."""
-    offset = F.col("offset")
-    return (offset != NULL) & (offset < _per_partition(log_start, 0))
-
-
-def _missing_with(reads: Column, log_start: dict[int, int]) -> Column:
-    """Acknowledged, never among `reads`, and not below the log start: lost or unseen (the
-    loss), whichever the read-back's progress proves."""
-    acknowledged = (F.col("acked_rows") > 0) & (F.col("status") == CODE[Status.OK])
-    return acknowledged & (reads == 0) & ~_below_log_start(log_start)
 
 
 def _loss(classes: dict[AnomalyName, Column]) -> Column:
     """The messages that count as loss: acknowledged and missing."""
-    loss = F.lit(False)
-    for name in LOSS_CLASSES:
-        loss = loss | classes[AnomalyName(name)]
-    return loss
+    return reduce(operator.or_, (classes[AnomalyName(name)] for name in LOSS_CLASSES))
 
 
 def _facts(
@@ -265,18 +237,17 @@ def _facts(
     read: int,
 ) -> RunFacts:
     """A complete run's facts from its message table and the whole-run jobs' answers."""
-    classes = _classes(progress, run.log_start)
+    classes = decide(_facts_of(progress, run.log_start))
     loss = _loss(classes)
     table = messages.withColumns(
         {str(name): mask for name, mask in classes.items()} | {"loss": loss}
     )
     hidden = table.withColumn("hidden", _hidden(table))
-    # The probe's loss: the missing rule again, over the reads left once the hidden records are
-    # gone (hiding changes no other fact the loss classes are decided on).
-    probe = hidden.withColumn(
-        "probe_loss",
-        _missing_with(F.col("reads") - F.col("hidden").cast("int"), run.log_start),
-    )
+    # The probe's loss: the loss classes' rules again, over the reads left once the hidden
+    # records are gone (whichever of lost and unseen, a missing message is loss).
+    left = F.col("reads") - F.col("hidden").cast("int")
+    probe_classes = decide(_facts_of(progress, run.log_start, left), LOSS_CLASSES)
+    probe = hidden.withColumn("probe_loss", _loss(probe_classes))
     counts, contract, sensitivity = _counted(probe)
     counts |= send.counts | {CountName.READ: read, AnomalyName.REORDERED: reordering.count}
     seconds = {second: dict(row) for second, row in send.seconds.items()}

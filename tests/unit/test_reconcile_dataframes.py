@@ -15,18 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.model.anomalies import LOSS_CLASSES, AnomalyName
 from analysis.spark.reconcile import reconcile, reconcile_in_process
 from tests.unit.generated_runs import GeneratedRun, expected_counts, runs, write_run_dir
 
 pytestmark = pytest.mark.property
-
-
-def test_the_dataframe_probe_applies_the_rule_of_the_loss_classes() -> None:
-    """The DataFrame probe re-applies the missing rule (acknowledged, never read, not below
-    the log start) to the reads left after hiding: that is the loss while the loss classes are
-    exactly lost and unseen, which split the missing messages between them."""
-    assert set(LOSS_CLASSES) == {AnomalyName.LOST, AnomalyName.UNSEEN}
 
 
 # A Spark job per run per example: a fortieth of the profile's budget (5 in CI).

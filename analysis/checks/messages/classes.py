@@ -1,7 +1,14 @@
-"""The anomaly classes of analysis.model.anomalies, decided per message from its facts, and the
-per-partition order check (reordered)."""
+"""The anomaly classes of analysis.model.anomalies decided per message: one table of rules over
+named facts (RULES), evaluated here over numpy arrays and by analysis/spark over columns; and
+the per-partition order check (reordered)."""
 
 from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from functools import reduce
+from typing import Final, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -14,40 +21,90 @@ from harness.rundir.records import Status
 
 # A mask over the run's messages per anomaly class.
 Masks = dict[AnomalyName, np.ndarray]
+V = TypeVar("V")  # one value per message: a numpy array here, a Spark column in analysis/spark
+
+
+class Fact(StrEnum):
+    """A yes/no fact of one message, the terms RULES decides the per-message classes by.
+    Every engine computes each of them for each message; nothing else states the rules."""
+
+    JOURNALLED = "journalled"  # a producer's journal holds its send (acked.parquet has a row)
+    UNJOURNALLED = "unjournalled"
+    OK = "ok"  # its send was acknowledged
+    FAILED = "failed"  # its send ended in a definite error
+    INDETERMINATE = "indeterminate"  # its send's outcome is unknown
+    READ = "read"  # the read-back holds it
+    READ_TWICE = "read_twice"  # in two or more distinct records
+    UNREAD = "unread"
+    EXPIRED = "expired"  # its acked offset lies below its partition's log-start offset
+    RETAINED = "retained"  # not expired
+    PROVEN = "proven"  # the read-back got past it: its slot, or a later offset (or send)
+    UNPROVEN = "unproven"
+    LOCATED = "located"  # acknowledged at a known partition and offset
+    SLOT_READ = "slot_read"  # a record was read at its acked slot
+    ELSEWHERE = "elsewhere"  # the record at its acked slot is not this message (or none is)
+
+
+# The classes of Check.MESSAGE, each as the terms of which one must hold (a term: facts that
+# all hold). An acknowledged message never read is expired below its partition's log start;
+# otherwise lost when the read-back proves it got past it, else unseen: lost and unseen are
+# disjoint, so their sum counts each missing acknowledged message once.
+RULES: Final[dict[AnomalyName, tuple[tuple[Fact, ...], ...]]] = {
+    AnomalyName.LOST: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.RETAINED, Fact.PROVEN),),
+    AnomalyName.UNSEEN: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.RETAINED, Fact.UNPROVEN),),
+    AnomalyName.OFFSET_DIVERGENT: ((Fact.OK, Fact.LOCATED, Fact.SLOT_READ, Fact.ELSEWHERE),),
+    AnomalyName.EXPIRED: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.EXPIRED),),
+    AnomalyName.DUPLICATED: ((Fact.OK, Fact.READ_TWICE),),
+    AnomalyName.DUPLICATED_UNACKED: (
+        (Fact.FAILED, Fact.READ_TWICE),
+        (Fact.INDETERMINATE, Fact.READ_TWICE),
+    ),
+    AnomalyName.MOVED: ((Fact.OK, Fact.LOCATED, Fact.READ, Fact.ELSEWHERE),),
+    AnomalyName.FAILED_PRESENT: ((Fact.FAILED, Fact.READ),),
+    AnomalyName.INDETERMINATE_PRESENT: ((Fact.INDETERMINATE, Fact.READ),),
+    AnomalyName.PHANTOM: ((Fact.UNJOURNALLED, Fact.READ),),
+}
+
+
+def decide(facts: Mapping[Fact, V], names: Iterable[AnomalyName] = RULES) -> dict[AnomalyName, V]:
+    """Each class of `names` (all of RULES by default) over an engine's `facts`: the terms'
+    facts and-ed, the terms or-ed. Numpy arrays and Spark columns both take & and |."""
+    decided: dict[AnomalyName, V] = {}
+    for name in names:
+        terms = [reduce(operator.and_, (facts[fact] for fact in term)) for term in RULES[name]]
+        decided[name] = reduce(operator.or_, terms)
+    return decided
 
 
 def classify(messages: Messages, progress: Progress, log_start: dict[int, int]) -> Masks:
-    """A mask over the messages per anomaly class decided by a message's own facts: exactly the
-    registry's Check.MESSAGE classes, in its order; a message may be in several.
+    """A mask over the messages per class of RULES (exactly the registry's Check.MESSAGE
+    classes, in its order); a message may be in several."""
+    return decide(facts_of(messages, progress, log_start))
 
-    An acked message never read is expired below its partition's log-start offset; otherwise it
-    is lost when its partition was read at or past its acked offset (or, with no acked offset, a
-    later send of its partition was read), else unseen. Lost and unseen are disjoint, so their
-    sum counts each missing acknowledged message once.
-    """
-    m = messages
-    ok, reads, located = m.status == CODE[Status.OK], m.reads, m.offset != NULL
-    start = _per_partition(log_start, m.partition, 0)
-    expired = located & (m.offset < start)
+
+def facts_of(m: Messages, progress: Progress, log_start: dict[int, int]) -> dict[Fact, np.ndarray]:
+    """Every Fact of every message, from the message table and the read-back's progress."""
+    located = m.offset != NULL
+    expired = located & (m.offset < _per_partition(log_start, m.partition, 0))
     read_past = m.offset < _per_partition(progress.max_read_offset, m.partition, NULL)
     later_read = m.send_ts < _per_partition(progress.max_read_send_ts, m.partition, NONE_TS)
     proven = np.where(located, m.slot_read | read_past, later_read & (m.send_ts != NONE_TS))
-    never_read = m.in_acked & ok & (reads == 0)
-    missing = never_read & ~expired
-    located_ok = ok & located & (m.partition != NULL)
-    elsewhere = ~m.holds_self
-    unacked = (m.status == CODE[Status.FAILED]) | (m.status == CODE[Status.INDETERMINATE])
     return {
-        AnomalyName.LOST: missing & proven,
-        AnomalyName.UNSEEN: missing & ~proven,
-        AnomalyName.OFFSET_DIVERGENT: located_ok & m.slot_read & elsewhere,
-        AnomalyName.EXPIRED: never_read & expired,
-        AnomalyName.DUPLICATED: ok & (reads > 1),
-        AnomalyName.DUPLICATED_UNACKED: unacked & (reads > 1),
-        AnomalyName.MOVED: located_ok & (reads > 0) & elsewhere,
-        AnomalyName.FAILED_PRESENT: (m.status == CODE[Status.FAILED]) & (reads > 0),
-        AnomalyName.INDETERMINATE_PRESENT: (m.status == CODE[Status.INDETERMINATE]) & (reads > 0),
-        AnomalyName.PHANTOM: ~m.in_acked & (reads > 0),
+        Fact.JOURNALLED: m.in_acked,
+        Fact.UNJOURNALLED: ~m.in_acked,
+        Fact.OK: m.status == CODE[Status.OK],
+        Fact.FAILED: m.status == CODE[Status.FAILED],
+        Fact.INDETERMINATE: m.status == CODE[Status.INDETERMINATE],
+        Fact.READ: m.reads > 0,
+        Fact.READ_TWICE: m.reads > 1,
+        Fact.UNREAD: m.reads == 0,
+        Fact.EXPIRED: expired,
+        Fact.RETAINED: ~expired,
+        Fact.PROVEN: proven,
+        Fact.UNPROVEN: ~proven,
+        Fact.LOCATED: located & (m.partition != NULL),
+        Fact.SLOT_READ: m.slot_read,
+        Fact.ELSEWHERE: ~m.holds_self,
     }
 
 
