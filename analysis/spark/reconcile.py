@@ -17,8 +17,9 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -154,8 +155,8 @@ def reconcile(
         else:
             whole.append((inspected.run_id, run))
     answers = _check_all(spark, whole)
-    for run_id, answer in check_in_spark(spark, list(large.items())).items():
-        answers[run_id] = _answered(large[run_id], answer.facts, answer.error)
+    for run_id, run in large.items():  # one run at a time: a failure stays its own
+        answers[run_id] = _answer_of(run, partial(check_in_spark, spark))
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
@@ -281,11 +282,17 @@ class _Answer:
 def _checked(task: tuple[int, RunInput]) -> tuple[int, _Answer]:
     """(run id, its answer): the body of one Spark task. Never raises."""
     run_id, run = task
+    return run_id, _answer_of(run, check_run)
+
+
+def _answer_of(run: RunInput, check: Callable[[RunInput], RunFacts]) -> _Answer:
+    """The run's answer from `check`'s facts, or from the first line of the error it raised.
+    Never raises."""
     try:
-        facts = check_run(run)
+        facts = check(run)
     except Exception as exc:
-        return run_id, _answered(run, None, f"{type(exc).__name__}: {_first_line(exc)}")
-    return run_id, _answered(run, facts, None)
+        return _answered(run, None, f"{type(exc).__name__}: {_first_line(exc)}")
+    return _answered(run, facts, None)
 
 
 def _acked_rows(run_dir: Path) -> int:
