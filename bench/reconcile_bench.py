@@ -159,9 +159,13 @@ def write_runs(root: Path, rows: int, runs: int) -> list[Path]:
     return dirs
 
 
-def bench_session(master: str, driver_memory: str) -> SparkSession:
-    """reconcile's own session, with driver memory passed to the JVM before it starts."""
-    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory} pyspark-shell"
+def bench_session(
+    master: str, driver_memory: str, conf: dict[str, str] | None = None
+) -> SparkSession:
+    """reconcile's own session, with driver memory and `conf` passed to the JVM before it
+    starts (a JVM already running keeps its own)."""
+    settings = "".join(f" --conf {key}={value}" for key, value in (conf or {}).items())
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {driver_memory}{settings} pyspark-shell"
     return spark_session(master)
 
 

@@ -2,6 +2,7 @@
 synthetic run, and, for comparison, what the same core questions cost as Spark SQL on two cores.
 
     .venv/bin/python bench/reconcile_profile.py [--rows 10000000] [--spark-sql]
+        [--core-only] [--conf KEY=VALUE ...]
 
 The run is bench/reconcile_bench.py's (about 0.1 % of messages in each anomaly class). Each
 checker stage is timed once, in order, in this process, with the peak resident memory after
@@ -12,6 +13,8 @@ same core as one query, as a JVM-only checker would run it (records made distinc
 row joined with the record at its slot, one group by msg_id over both sides, the core counts),
 in a session tuned for two cores (4 shuffle partitions, shuffled hash joins). Nothing crosses
 into Python there, so it is the floor of a checker in Spark's DataFrames on this machine.
+--core-only times only that query and the reference; --conf passes a Spark setting to the JVM
+the query runs in (repeatable), to try what else might lower the floor.
 """
 
 from __future__ import annotations
@@ -75,13 +78,15 @@ def spark_sql_floor(run_dir: Path) -> None:
     spark.stop()
 
 
-def spark_sql_core(run_dir: Path) -> float:
-    """Time the checker's core as one Spark query in a session tuned for two cores; its
-    seconds."""
-    spark = bench_session("local[2]", "6g")  # the JVM the floor started, if it did
+def spark_sql_core(run_dir: Path, conf: dict[str, str]) -> float:
+    """Time the checker's core as one Spark query in a session tuned for two cores (and `conf`,
+    when this call starts the JVM); its seconds."""
+    spark = bench_session("local[2]", "6g", conf)  # the JVM the floor started, if it did
     # SQL settings of the session, so they hold in a JVM already running.
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
-    spark.conf.set("spark.sql.join.preferSortMergeJoin", "false")
+    tuning = {"spark.sql.shuffle.partitions": "4", "spark.sql.join.preferSortMergeJoin": "false"}
+    for key, value in {**tuning, **conf}.items():
+        if key.startswith("spark.sql."):  # the others hold from the JVM's start only
+            spark.conf.set(key, value)
     acked = spark.read.parquet(str(run_dir / layout.ACKED))
     read = spark.read.parquet(str(run_dir / layout.READBACK))
     acked.count(), read.count()  # warm the JVM and the file cache
@@ -136,17 +141,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--spark-sql", action="store_true", help="also time the Spark SQL steps")
+    parser.add_argument(
+        "--core-only", action="store_true", help="time only the core query and the reference"
+    )
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting"
+    )
     args = parser.parse_args(argv)
+    conf = dict(item.split("=", 1) for item in args.conf)
     root = Path(tempfile.mkdtemp(prefix="reconcile-profile-"))
     try:
         (run_dir,) = write_runs(root, args.rows, 1)
-        print(f"checker stages, {args.rows:,} acked rows")
-        checker_stages(run_dir)
-        if args.spark_sql:
-            print(f"Spark SQL on local[2], {args.rows:,} acked rows")
-            spark_sql_floor(run_dir)
+        if not args.core_only:
+            print(f"checker stages, {args.rows:,} acked rows")
+            checker_stages(run_dir)
+        if args.spark_sql or args.core_only:
+            if not args.core_only:
+                print(f"Spark SQL on local[2], {args.rows:,} acked rows")
+                spark_sql_floor(run_dir)
             print(f"the core as one Spark query on local[2], tuned, {args.rows:,} acked rows")
-            core_s = spark_sql_core(run_dir)
+            print(f"  settings: {conf or 'none beyond the tuning'}")
+            core_s = spark_sql_core(run_dir, conf)
             started = time.perf_counter()
             arrow_reference(run_dir)
             reference_s = time.perf_counter() - started
