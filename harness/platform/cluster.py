@@ -91,7 +91,7 @@ class KafkaCluster:
     quorum: list[KafkaNode] = field(default_factory=list)  # the KRaft controllers
     jvm_options: str | None = None  # the Kafka JVMs' options (topology.with_jvm_options)
     ensemble: list[KafkaNode] = field(default_factory=list)  # the ZooKeeper servers
-    # The chaosfs binary (harness.platform.diskfs) to mount under every Kafka node's log
+    # The chaosfs binary (harness.platform.disk_layer) to mount under every Kafka node's log
     # directory, for the disk faults (harness.platform.disk_layer); None: no layer.
     disk_layer: Path | None = None
     _admin: AdminClient | None = None

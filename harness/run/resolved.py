@@ -217,6 +217,6 @@ def _disk_layer(steps: list[FaultStep]) -> Path | None:
     faults = [FAULT_TYPES[step.fault] for step in steps if not step.heals]
     if not any(fault.helper_site is HelperSite.FUSE_MOUNT for fault in faults):
         return None
-    from harness.platform.diskfs import chaosfs_binary
+    from harness.platform.disk_layer import chaosfs_binary
 
     return chaosfs_binary()

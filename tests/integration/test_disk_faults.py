@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.platform.cluster import KafkaCluster
-from harness.platform.diskfs import chaosfs_binary
+from harness.platform.disk_layer import chaosfs_binary
 from harness.platform.node import KafkaNode
 from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker

@@ -78,7 +78,7 @@ class _OnDisk(Fault[Any]):
     @classmethod
     def prepare(cls, settings: Any) -> None:
         """Build chaosfs (or find it cached): DiskLayerError naming the fix when Go is missing."""
-        from harness.platform.diskfs import chaosfs_binary
+        from harness.platform.disk_layer import chaosfs_binary
 
         chaosfs_binary(settings)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.platform.diskfs import chaosfs_binary
+from harness.platform.disk_layer import chaosfs_binary
 from tests.integration.diskfs.support import ChaosFS
 
 
