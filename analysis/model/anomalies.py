@@ -93,7 +93,7 @@ class CountName(StrEnum):
 class Check(StrEnum):
     """Which check of analysis/checks decides a class."""
 
-    MESSAGE = "message"  # from one message's own facts: classify (checks/messages/classes.py)
+    MESSAGE = "message"  # from one message's own facts: RULES (checks/messages/classes.py)
     ORDER = "order"  # from the read order of each partition: reordered (same module)
     CONSUMERS = "consumers"  # from the consumer group's journals (checks/consumers.py)
     TRANSACTIONS = "transactions"  # from the transaction journal (checks/transactions.py)
