@@ -20,7 +20,7 @@ from harness.chaos.faults import (
     NoParams,
 )
 from harness.chaos.faults.partition import PartitionParams
-from harness.chaos.faults.stop import Stop, StopParams
+from harness.chaos.faults.process import Stop, StopParams
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import fault_class, schedule_for

@@ -25,17 +25,15 @@ from harness.chaos.faults.consumer import (
 )
 from harness.chaos.faults.disk import DiskFull, FsyncError, LoseUnsynced, SlowDisk, TornWrite
 from harness.chaos.faults.file_damage import Flip, Truncate
-from harness.chaos.faults.kill import Kill, KillAll
 from harness.chaos.faults.loss import Loss
 from harness.chaos.faults.partition import Partition
-from harness.chaos.faults.pause import Pause
 from harness.chaos.faults.power_loss import PowerLoss
+from harness.chaos.faults.process import Kill, KillAll, Pause, Stop
 from harness.chaos.faults.reassign import Reassign
 from harness.chaos.faults.remove_controller import RemoveController
 from harness.chaos.faults.rolling_restart import RollingRestart
 from harness.chaos.faults.shape import Delay, Duplicate, Reorder
 from harness.chaos.faults.slow import Slow
-from harness.chaos.faults.stop import Stop
 
 # In the order experiment files and messages list them.
 FAULT_TYPES: dict[str, type[Fault]] = {

@@ -11,10 +11,10 @@ guarantee is that of no fault; what changes is what the group processes
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from harness.chaos.faults.base import Fault, FaultError, HelperSite, NoParams
-from harness.chaos.faults.kill import SignalDetail
+from harness.chaos.faults.base import FaultError, HelperSite, NoParams
+from harness.chaos.faults.process import ProcessFault
 from harness.rundir.fault_classes import ClassKind
 
 if TYPE_CHECKING:
@@ -42,27 +42,11 @@ def consumer_members(ctx: FaultContext, target: str) -> list[Any]:
         raise FaultError(str(exc)) from None
 
 
-class GroupMember(Protocol):
-    """What a consumer fault does to a member process (harness.workload.consumer_group.group)."""
-
-    def kill(self) -> None: ...
-    def start(self) -> None: ...
-    def state(self) -> str: ...
-    def pause(self) -> None: ...
-    def unpause(self) -> None: ...
-    def leave(self, timeout_s: float = ...) -> None: ...
-
-
-class ConsumerFault(Fault[NoParams]):
+class ConsumerFault(ProcessFault[NoParams]):
     """A fault on group members; `nodes` holds the members the nemesis resolved."""
 
     acts_on_consumers: ClassVar[bool] = True
     helper_site: ClassVar[HelperSite] = HelperSite.CLIENT_PROCESS
-
-    @property
-    def members(self) -> list[GroupMember]:
-        """The members this fault acts on (the nemesis puts them where nodes go)."""
-        return cast("list[GroupMember]", self.nodes)
 
 
 class ConsumerKill(ConsumerFault):
@@ -70,16 +54,7 @@ class ConsumerKill(ConsumerFault):
 
     name = "consumer-kill"
     class_kinds = (ClassKind.KILL,)
-
-    def inject(self) -> SignalDetail:
-        for member in self.members:
-            member.kill()
-        return {"signal": "SIGKILL"}
-
-    def heal(self) -> None:
-        for member in self.members:
-            if member.state() == "exited":
-                member.start()
+    act, signal, undo_in = "kill", "SIGKILL", "exited"
 
 
 class ConsumerPause(ConsumerFault):
@@ -88,16 +63,7 @@ class ConsumerPause(ConsumerFault):
 
     name = "consumer-pause"
     class_kinds = (ClassKind.PAUSE,)
-
-    def inject(self) -> SignalDetail:
-        for member in self.members:
-            member.pause()
-        return {"signal": "SIGSTOP"}
-
-    def heal(self) -> None:
-        for member in self.members:
-            if member.state() == "paused":
-                member.unpause()
+    act, signal, undo, undo_in = "pause", "SIGSTOP", "unpause", "paused"
 
 
 class ConsumerRebalance(ConsumerFault):
@@ -106,13 +72,4 @@ class ConsumerRebalance(ConsumerFault):
 
     name = "consumer-rebalance"
     class_kinds = (ClassKind.REBALANCE,)
-
-    def inject(self) -> SignalDetail:
-        for member in self.members:
-            member.leave()
-        return {"signal": "SIGTERM"}
-
-    def heal(self) -> None:
-        for member in self.members:
-            if member.state() == "exited":
-                member.start()
+    act, signal, undo_in = "leave", "SIGTERM", "exited"

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite, start_stopped
-from harness.chaos.faults.kill import SignalDetail
 from harness.chaos.faults.power_loss import wait_until_down
+from harness.chaos.faults.process import SignalDetail
 from harness.limits import at_most, whole
 from harness.platform import disk_layer
 from harness.rundir.events import FaultDetail, FaultEndDetail

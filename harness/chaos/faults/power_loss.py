@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, start_stopped
-from harness.chaos.faults.kill import SignalDetail
+from harness.chaos.faults.process import SignalDetail
 from harness.limits import (
     MAX_DURATION_S,
     WHY_DURATION,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from harness.chaos.faults.base import Fault, FaultParams
-from harness.chaos.faults.stop import StopTimeout
+from harness.chaos.faults.process import StopTimeout
 from harness.limits import MAX_DURATION_S, WHY_DURATION, at_most, param_number
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
