@@ -24,7 +24,8 @@ from harness.chaos.faults import (
     FaultContext,
     FaultError,
 )
-from harness.chaos.targets import Step, resolve_target, whole_cluster
+from harness.chaos.targets import resolve_target, whole_cluster
+from harness.experiment.model import FaultStep
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (
@@ -55,7 +56,7 @@ class ActiveFault:
     """A fault that was injected and not yet healed."""
 
     fault_id: int
-    step: Step
+    step: FaultStep
     fault: Fault
 
 
@@ -109,7 +110,7 @@ class Nemesis:
     seed and file can be checked to give the same schedule.
     """
 
-    def __init__(self, ctx: FaultContext, steps: Sequence[Step], events: EventLog):
+    def __init__(self, ctx: FaultContext, steps: Sequence[FaultStep], events: EventLog):
         self.ctx = ctx
         self.steps = list(steps)
         self.events = events
@@ -161,7 +162,7 @@ class Nemesis:
         finally:
             self.heal_active()
 
-    def act(self, step: Step) -> ActiveFault | None:
+    def act(self, step: FaultStep) -> ActiveFault | None:
         """Inject `step` now, in the calling thread, as the schedule's next step: for a caller
         that drives the faults itself instead of `start` (the pytest plugin). None when it
         failed, recorded in `errors` and events as a scheduled step's failure is."""
@@ -174,7 +175,7 @@ class Nemesis:
             self._named = {k: v for k, v in self._named.items() if v is not active}
             self._heal(active)
 
-    def _act(self, index: int, step: Step, t0: float) -> None:
+    def _act(self, index: int, step: FaultStep, t0: float) -> None:
         """Inject the step's fault; heal it after duration_s, or leave it open under its name."""
         started = time.monotonic()
         active = self._inject(index, step)
@@ -187,7 +188,7 @@ class Nemesis:
         if not self._stop.wait(max(0.0, heal_at - time.monotonic())):
             self._heal(active)
 
-    def _inject(self, index: int, step: Step) -> ActiveFault | None:
+    def _inject(self, index: int, step: FaultStep) -> ActiveFault | None:
         fault_id, self._next_id = self._next_id, self._next_id + 1
         started_us = now_us()
         roles = self._roles()
@@ -229,7 +230,7 @@ class Nemesis:
         )
         return active
 
-    def _heal_named(self, index: int, step: Step) -> None:
+    def _heal_named(self, index: int, step: FaultStep) -> None:
         """A heal step: end the open fault bound to its @name (validation made sure of one)."""
         name = step.bound_target or ""
         active = self._named.pop(name, None)
@@ -241,7 +242,7 @@ class Nemesis:
         )
         self._heal(active)
 
-    def _resolved(self, index: int, step: Step, fault_id: int, nodes: list[KafkaNode]) -> None:
+    def _resolved(self, index: int, step: FaultStep, fault_id: int, nodes: list[KafkaNode]) -> None:
         entry: ResolvedStep = {
             "step": index,
             "fault_id": fault_id,
@@ -254,7 +255,7 @@ class Nemesis:
             entry["as"] = step.as_
         self.resolved.append(entry)
 
-    def _partition(self, step: Step) -> int:
+    def _partition(self, step: FaultStep) -> int:
         """The step's partition: its number, or the lowest one `@name`'s nodes led when bound."""
         name = step.partition_binding
         if name is None:
@@ -267,7 +268,7 @@ class Nemesis:
     def _t(self) -> float:
         return round(time.monotonic() - self._t0, 3)
 
-    def _fail(self, index: int, step: Step, fault_id: int, stage: str, error: str) -> None:
+    def _fail(self, index: int, step: FaultStep, fault_id: int, stage: str, error: str) -> None:
         self.errors.append(f"step {index} ({step.fault} {step.target}): {stage}: {error}")
         self.events.write(
             FaultFailed(
@@ -280,7 +281,7 @@ class Nemesis:
             )
         )
 
-    def _await_condition(self, index: int, step: Step) -> bool:
+    def _await_condition(self, index: int, step: FaultStep) -> bool:
         """Wait until the step's condition holds; False (and a fault_error) when it timed out
         or the nemesis was stopped."""
         condition = step.condition

@@ -6,49 +6,12 @@ whole cluster."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
-from harness.chaos.conditions import Condition
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
-from harness.chaos.faults import (
-    FAULT_TYPES,
-    FaultContext,
-    FaultError,
-    FaultParams,
-    consumer_members,
-)
+from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, consumer_members
+from harness.experiment.model import FaultStep
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
-
-
-class Step(Protocol):
-    """What the nemesis reads of a schedule step (harness.experiment.model.FaultStep)."""
-
-    # Read-only: the nemesis never changes a step (FaultStep is frozen).
-    @property
-    def at_s(self) -> float | None: ...
-    @property
-    def fault(self) -> str: ...
-    @property
-    def target(self) -> str: ...
-    @property
-    def partition(self) -> int | str: ...
-    @property
-    def duration_s(self) -> float | None: ...
-    @property
-    def as_(self) -> str | None: ...
-    @property
-    def timeout_s(self) -> float: ...
-    @property
-    def params(self) -> FaultParams: ...
-    @property
-    def heals(self) -> bool: ...
-    @property
-    def bound_target(self) -> str | None: ...
-    @property
-    def partition_binding(self) -> str | None: ...
-    @property
-    def condition(self) -> Condition | None: ...
 
 
 def _partition_targets(state: PartitionState, target: str) -> list[int]:
@@ -70,7 +33,7 @@ def _partition_targets(state: PartitionState, target: str) -> list[int]:
 
 def resolve_target(
     ctx: FaultContext,
-    step: Step,
+    step: FaultStep,
     bindings: dict[str, list[KafkaNode]] | None = None,
     partition: int | None = None,
 ) -> list[KafkaNode]:
@@ -137,7 +100,7 @@ def _coordinator(ctx: FaultContext, target: str) -> int:
     return coordinator_of(ctx.cluster, topic, key)
 
 
-def whole_cluster(ctx: FaultContext, step: Step, nodes: Sequence[KafkaNode]) -> bool:
+def whole_cluster(ctx: FaultContext, step: FaultStep, nodes: Sequence[KafkaNode]) -> bool:
     """Whether the step hit every broker, by its type or its resolved target: each partition
     is then judged by the "all" column (a power loss of all is not its leader's power loss)."""
     hit = {n.node_id for n in nodes if n.role.is_broker}
