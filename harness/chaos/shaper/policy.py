@@ -136,10 +136,8 @@ class Policy:
         and starting the request with API key `request` (read by flow_of and request_key;
         only used when the shape holds a share of the connections)."""
         shape = self.shape
-        if shape.request_keys:
-            return self._decide_by_request(arrived, flow, request)
         if shape.by_connection:
-            return self._decide_by_connection(arrived, flow)
+            return self._decide_by_flow(arrived, flow, request)
         if shape.drop_percent and self._chance(shape.drop_percent):
             return Decision(drop=True, release_at=arrived)
         duplicate = bool(shape.duplicate_percent) and self._chance(shape.duplicate_percent)
@@ -149,22 +147,22 @@ class Policy:
         self._last_release = release_at
         return Decision(drop=False, release_at=release_at, duplicate=duplicate)
 
-    def _decide_by_connection(self, arrived: float, flow: Flow | None) -> Decision:
-        """A held connection's packets wait delay_ms (± jitter) in their own order; the other
-        connections' packets, and packets of no flow, go at once."""
-        if flow is not None and flow not in self._held_flows and flow not in self._passed_flows:
+    def _decide_by_flow(self, arrived: float, flow: Flow | None, request: int | None) -> Decision:
+        """A held connection's packets wait delay_ms (± jitter), each after its flow's packets
+        before it; the other connections' packets, and packets of no flow, go at once. A
+        connection draws whether it is held at its first packet, or with request_keys at each
+        packet starting a chosen request until it is held."""
+        if self.shape.request_keys:
+            draws = request in self.shape.request_keys
+        else:
+            draws = flow not in self._passed_flows
+        if flow is not None and flow not in self._held_flows and draws:
             self._draw(flow)
-        return self._held_or_not(arrived, flow)
-
-    def _decide_by_request(
-        self, arrived: float, flow: Flow | None, request: int | None
-    ) -> Decision:
-        """A connection is held from a packet starting a chosen request on, when that request's
-        draw says so; until then, and on connections never held, packets go at once."""
-        chosen = request in self.shape.request_keys
-        if flow is not None and flow not in self._held_flows and chosen:
-            self._draw(flow)
-        return self._held_or_not(arrived, flow)
+        if flow is None or flow not in self._held_flows:
+            return Decision(drop=False, release_at=arrived)
+        release_at = max(arrived + self._hold_ms() / 1000.0, self._held_flows[flow])
+        self._held_flows[flow] = release_at
+        return Decision(drop=False, release_at=release_at)
 
     def _draw(self, flow: Flow) -> None:
         """Hold `flow` from now on, or let it pass, at connections_percent."""
@@ -173,15 +171,6 @@ class Policy:
             self._passed_flows.discard(flow)
         else:
             self._passed_flows.add(flow)
-
-    def _held_or_not(self, arrived: float, flow: Flow | None) -> Decision:
-        """A held flow's packet waits its hold, after the flow's packets before it; any other
-        packet goes at once."""
-        if flow is None or flow not in self._held_flows:
-            return Decision(drop=False, release_at=arrived)
-        release_at = max(arrived + self._hold_ms() / 1000.0, self._held_flows[flow])
-        self._held_flows[flow] = release_at
-        return Decision(drop=False, release_at=release_at)
 
     def _hold_ms(self) -> float:
         """One packet's hold: delay_ms plus a uniform draw within ± jitter_ms, never below 0."""
