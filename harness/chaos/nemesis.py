@@ -172,7 +172,6 @@ class Nemesis:
     def heal(self, active: ActiveFault) -> None:
         """Heal one fault now (nothing when it is no longer active)."""
         if active in self.active:
-            self._named = {k: v for k, v in self._named.items() if v is not active}
             self._heal(active)
 
     def _act(self, index: int, step: FaultStep, t0: float) -> None:
@@ -361,6 +360,8 @@ class Nemesis:
         return {"partitions": roles}
 
     def _heal(self, active: ActiveFault) -> None:
+        """End `active`, whatever name it is open under; record the end and any failure."""
+        self._named = {k: v for k, v in self._named.items() if v is not active}
         try:
             active.fault.heal()
         except Exception as exc:  # evidence: a fault that may still act makes the run UNKNOWN
@@ -388,7 +389,6 @@ class Nemesis:
     def heal_active(self) -> None:
         """Heal every fault still active (idempotent)."""
         for active in list(self.active):
-            self._named = {k: v for k, v in self._named.items() if v is not active}
             self._heal(active)
 
     def stop(self, timeout_s: float = 120.0) -> None:
