@@ -147,13 +147,13 @@ def test_to_takes_one_peer_or_a_list_and_keeps_each_once(peers):
 
 
 def test_loss_to_peers_is_dropped_by_the_shaper_and_to_all_by_iptables():
-    from harness.chaos.faults.shape import DropParams
+    from harness.chaos.faults.shape import LossParams
 
     loss = FAULT_TYPES["loss"]
     assert loss.parse_params({}).to == ["all"]
     parsed = loss.parse_params({"percent": 50, "to": ["brokers", "clients"]})
     assert parsed.to == ["brokers", "clients"]
-    peers = DropParams(percent=parsed.percent, to=parsed.to)
+    peers = LossParams(percent=parsed.percent, to=parsed.to)
     assert Shape(**shape_of("loss", peers)) == Shape(drop_percent=50)
     with pytest.raises(ValueError, match="unknown peer"):
         loss.parse_params({"to": "zookeeper"})

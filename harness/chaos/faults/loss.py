@@ -8,25 +8,11 @@ other shaped faults do.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
-
 from harness.chaos.faults import netfilter
-from harness.chaos.faults.base import Fault, FaultParams, HelperSite
-from harness.chaos.faults.shape import DropParams, PeerDrop, ShapedDetail, To
-from harness.limits import param_number
+from harness.chaos.faults.base import Fault, HelperSite
+from harness.chaos.faults.shape import LossParams, PeerDrop, ShapedDetail
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
-
-
-class LossParams(FaultParams):
-    """How many packets the target loses."""
-
-    percent: Annotated[
-        param_number, Field(ge=1, le=100, description="share of packets dropped, 1 to 100 %")
-    ] = 30
-    to: To = ["all"]  # noqa: RUF012 (pydantic copies defaults)
 
 
 class LossDetail(FaultDetail):
@@ -49,8 +35,7 @@ class Loss(Fault[LossParams]):
     def inject(self) -> LossDetail | ShapedDetail:
         percent = float(self.params.percent)
         if self.params.to != ["all"]:
-            params = DropParams(percent=self.params.percent, to=self.params.to)
-            self._peers = PeerDrop(self.ctx, self.nodes, params, self.partition)
+            self._peers = PeerDrop(self.ctx, self.nodes, self.params, self.partition)
             return self._peers.inject()
         for node in self.nodes:
             netfilter.apply(node, netfilter.random_drop_rules(percent / 100.0))

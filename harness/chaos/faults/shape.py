@@ -140,9 +140,9 @@ class _Directed(FaultParams):
     @model_serializer(mode="wrap")
     def _used_values(self, handler: Any) -> dict[str, object]:
         """The values used, as FaultParams dumps them, with only the active side's peers."""
-        data = handler(self)
+        data = super()._used_values(handler)
         data.pop("to" if self.direction == "in" else "from", None)
-        return {k: v for k, v in data.items() if v is not None}
+        return data
 
     @property
     def peers(self) -> list[str]:
@@ -194,10 +194,12 @@ class DuplicateParams(FaultParams):
     to: To = ["all"]  # noqa: RUF012
 
 
-class DropParams(FaultParams):
-    """Which share of the target's packets to `to` are dropped (the `loss` fault with peers)."""
+class LossParams(FaultParams):
+    """How many packets the target loses (the `loss` fault's: loss.py; PeerDrop's with peers)."""
 
-    percent: Percent = 30
+    percent: Annotated[
+        param_number, Field(ge=1, le=100, description="share of packets dropped, 1 to 100 %")
+    ] = 30
     to: To = ["all"]  # noqa: RUF012
 
 
@@ -218,7 +220,7 @@ def shape_of(fault: str, params: FaultParams) -> dict[str, float | tuple[int, ..
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
     if isinstance(params, DuplicateParams):
         return {"duplicate_percent": float(params.percent)}
-    if isinstance(params, DropParams):
+    if isinstance(params, LossParams):
         return {"drop_percent": float(params.percent)}
     raise TypeError(f"fault {fault} is not shaped in userspace")
 
@@ -377,5 +379,5 @@ class PeerDrop(_Shaped):
     `loss` fault (loss.py) drops packets to chosen peers only. Not in the registry."""
 
     name = "loss"
-    Params = DropParams
+    Params = LossParams
     class_kinds = (ClassKind.LOSS,)
