@@ -170,6 +170,19 @@ class Fault(ABC, Generic[P]):
         return {}
 
 
+class AdminFault(Fault[P]):
+    """A fault made through the cluster's admin API, by the admin program beside the harness."""
+
+    helper_site = HelperSite.ADMIN_CLIENT
+
+    @classmethod
+    def prepare(cls, settings: Any) -> None:
+        """The admin program, built before any cluster starts."""
+        from harness.platform.admin import admin_classpath
+
+        admin_classpath(settings)
+
+
 def _param_problem(fault: type[Fault], error: Any) -> str:
     """One pydantic error of a params model as a clause naming the param and its meaning."""
     loc = [str(part) for part in error["loc"]]

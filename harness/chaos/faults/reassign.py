@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.chaos.faults.base import AdminFault, FaultError, FaultParams
 from harness.limits import admin_wait_s
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
@@ -76,20 +76,12 @@ class ReassignEnd(FaultEndDetail, total=False):
     restored_ms: int
 
 
-class Reassign(Fault[ReassignParams]):
+class Reassign(AdminFault[ReassignParams]):
     """The step's partition reassigned away from the targets (params.mode), back at heal."""
 
     name = "reassign"
     Params = ReassignParams
-    helper_site = HelperSite.ADMIN_CLIENT
     class_kinds = (ClassKind.REASSIGN,)
-
-    @classmethod
-    def prepare(cls, settings: Any) -> None:
-        """The admin program, built before any cluster starts."""
-        from harness.platform.admin import admin_classpath
-
-        admin_classpath(settings)
 
     def inject(self) -> ReassignDetail:
         from harness.platform.admin import AdminError, reassign

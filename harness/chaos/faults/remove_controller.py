@@ -12,11 +12,11 @@ changes, leader elections) until the heal.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Literal, NotRequired
 
 from pydantic import Field
 
-from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.chaos.faults.base import AdminFault, FaultError, FaultParams
 from harness.limits import admin_wait_s
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
@@ -64,21 +64,13 @@ class RestoredDetail(FaultEndDetail, total=False):
     restore_new_clients: int
 
 
-class RemoveController(Fault[RemoveControllerParams]):
+class RemoveController(AdminFault[RemoveControllerParams]):
     """The targeted KRaft controller removed from the voter set, added back at heal."""
 
     name = "remove-controller"
     Params = RemoveControllerParams
-    helper_site = HelperSite.ADMIN_CLIENT
     class_kinds = (ClassKind.QUORUM_CHANGE,)
     needs_dynamic_quorum = True
-
-    @classmethod
-    def prepare(cls, settings: Any) -> None:
-        """The admin program, built before any cluster starts."""
-        from harness.platform.admin import admin_classpath
-
-        admin_classpath(settings)
 
     def inject(self) -> RemovedDetail:
         from harness.platform.admin import AdminError, remove_voter
