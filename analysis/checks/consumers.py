@@ -29,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import SLOT_BITS, filled_ints, slot_of
-from analysis.checks.messages.probe import SENSITIVITY_SEED  # one seed for every probe
 from analysis.model.anomalies import AnomalyName
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
@@ -52,6 +51,7 @@ TIMELINE_COUNTS = ("processed", "commits_failed")
 # Per epoch second too, a level rather than a count: the group's lag at the second's end.
 TIMELINE_LAG = "group_lag"
 MAX_EXAMPLES = 20
+SENSITIVITY_SEED = 20261122
 SENSITIVITY_SHARE = 100  # each sample: about one healthy message in 100, at least one
 
 
