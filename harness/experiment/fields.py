@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -29,13 +30,20 @@ from harness.limits import (
 )
 
 Acks = Literal["0", "1", "all"]
-TARGET_ROLES: tuple[str, ...] = (
+# Targets that name replicas of the step's partition, resolved when the step acts.
+PARTITION_TARGETS: tuple[str, ...] = (
     "leader",
     "follower",  # one follower of the partition, chosen with the repetition's seed
     "followers",  # every follower of the partition
     "isr",  # the partition's in-sync followers (the leader excluded)
     "out-of-sync",  # the partition's replicas outside the ISR
     "successor",  # the follower Kafka elects next: the first in-sync one in assignment order
+)
+# The leader of the __transaction_state partition of the workload's transactional.id, and of
+# the __consumer_offsets partition of its group (workload.transactions only).
+COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
+TARGET_ROLES: tuple[str, ...] = (
+    *PARTITION_TARGETS,
     "controller",  # the active controller, in every mode
     "controller-follower",  # a KRaft controller other than the active one, chosen with the seed
     "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
@@ -44,33 +52,21 @@ TARGET_ROLES: tuple[str, ...] = (
     "random",
     "all",
     "consumer",  # a member of the consumer group (workload.consumers), chosen with the seed
-    # The leader of the __transaction_state partition of the workload's transactional.id, and
-    # of the __consumer_offsets partition of its group (workload.transactions only).
-    "txn-coordinator",
-    "group-coordinator",
+    *COORDINATOR_TARGETS,
 )
-COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
 # The targets a change of the quorum's voters (remove-controller) may name: one controller.
 QUORUM_TARGETS: tuple[str, ...] = ("controller", "controller-follower")
 Scalar = str | int | float | bool
 HEAL = "heal"  # the step `fault: heal, target: "@name"` ends the open fault bound to name
-# Targets that name replicas of the step's partition, resolved when the step acts.
-PARTITION_TARGETS: tuple[str, ...] = (
-    "leader",
-    "follower",
-    "followers",
-    "isr",
-    "out-of-sync",
-    "successor",
-)
 
 _NAME = re.compile(r"^[a-z0-9_-]+$")
 _CONFIG_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NODE_TARGET = re.compile(r"^node:([1-9][0-9]*)$")
 ZOOKEEPER_TARGET = re.compile(r"^zookeeper:([1-9][0-9]*)$")
-BOUND_TARGET = re.compile(r"^@([a-z][a-z0-9_]*)$")
+_BOUND_NAME = "[a-z][a-z0-9_]*"  # what `as:` binds, written @name where it is used
+BOUND_TARGET = re.compile(rf"^@({_BOUND_NAME})$")
 CONSUMER_TARGET = re.compile(r"^consumer-([0-9]+)$")
-_BINDING = re.compile(r"^[a-z][a-z0-9_]*$")
+_BINDING = re.compile(rf"^{_BOUND_NAME}$")
 _KAFKA_RELEASE = re.compile(r"^[0-9]+(\.[0-9]+){2,3}$")  # 3.9.0, 4.3.1, 0.10.2.2
 
 WHY_REPETITIONS = (
@@ -105,17 +101,39 @@ WHY_LIBRDKAFKA = "librdkafka's own maximum"
 WHY_SEED = "a 64-bit integer"
 
 
+def _matching(pattern: re.Pattern[str], problem: str) -> Callable[[str | None], str | None]:
+    """A check of an optional text field: ValueError "<value> <problem>" unless it matches."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not pattern.match(value):
+            raise ValueError(f"{shown(value)} {problem}")
+        return value
+
+    return check
+
+
+kafka_release = _matching(
+    _KAFKA_RELEASE,
+    'is not a Kafka release; write 3 or 4 dot-separated numbers, e.g. "4.3.1" or "0.10.2.2"',
+)
+check_binding = _matching(
+    _BINDING,
+    "is not a name; use lowercase letters, digits and '_', starting with a letter (later steps "
+    "write it as @name)",
+)
+_valid_name = _matching(
+    _NAME,
+    "is not a valid name; use lowercase letters, digits, '-' and '_' (it names the run directory)",
+)
+
+
 def check_name(value: str) -> str:
     if len(value) > MAX_NAME:
         raise ValueError(
             f"is {len(value)} characters long; use at most {MAX_NAME} "
             "(it names the run directory, and file names have a length limit)"
         )
-    if not _NAME.match(value):
-        raise ValueError(
-            f"{shown(value)} is not a valid name; use lowercase letters, digits, '-' and '_' "
-            "(it names the run directory)"
-        )
+    _valid_name(value)
     return value
 
 
@@ -139,13 +157,6 @@ def check_config_map(value: RawDocument) -> dict[str, Scalar]:
     return value
 
 
-def reject_owned_keys(value: dict[str, Scalar], owned: dict[str, str]) -> dict[str, Scalar]:
-    for key in value:
-        if key in owned:
-            raise ValueError(f"'{key}' must not be set here; {owned[key]}")
-    return value
-
-
 def normalise_acks(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError(f'acks must be "0", "1" or "all" (got {value!r})')
@@ -161,15 +172,6 @@ def quoted_version(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         # YAML reads 4.10 as the float 4.1; only a quoted string keeps the version intact.
         raise ValueError(f'YAML read the version as a number; quote it: version: "{value}"')
-    return value
-
-
-def kafka_release(value: str | None) -> str | None:
-    if value is not None and not _KAFKA_RELEASE.match(value):
-        raise ValueError(
-            f"{shown(value)} is not a Kafka release; write 3 or 4 dot-separated numbers, "
-            'e.g. "4.3.1" or "0.10.2.2"'
-        )
     return value
 
 
@@ -192,15 +194,6 @@ def check_target(value: str) -> str:
         f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id>, "
         "zookeeper:<i>, consumer-<i> or @name (bound by an earlier step's `as:`)"
     )
-
-
-def check_binding(value: str | None) -> str | None:
-    if value is not None and not _BINDING.match(value):
-        raise ValueError(
-            f"{shown(value)} is not a name; use lowercase letters, digits and '_', starting "
-            "with a letter (later steps write it as @name)"
-        )
-    return value
 
 
 def check_condition(value: str | None) -> str | None:
@@ -234,32 +227,47 @@ PartitionIndex = Annotated[
     whole, Field(ge=0), at_most(MAX_PARTITIONS - 1, f"topic.partitions is at most {MAX_PARTITIONS}")
 ]
 # "@name": the partition the nodes bound to name led when they were bound (the lowest).
-BoundPartition = Annotated[str, Field(pattern=r"^@[a-z][a-z0-9_]*$")]
+BoundPartition = Annotated[str, Field(pattern=rf"^@{_BOUND_NAME}$")]
 
 # Kafka's names of the settings the topic section holds as fields.
 TOPIC_KEY_FIELDS = {
     "min.insync.replicas": "min_insync_replicas",
     "unclean.leader.election.enable": "unclean_leader_election",
 }
-TOPIC_OWNED_KEYS = {key: f"use topic.{field}" for key, field in TOPIC_KEY_FIELDS.items()}
-# Kafka's and librdkafka's names (aliases too) of the settings the producer section holds as
-# fields.
-PRODUCER_KEY_FIELDS = {
-    "acks": "acks",
-    "request.required.acks": "acks",
-    "enable.idempotence": "enable_idempotence",
-    "max.in.flight.requests.per.connection": "max_in_flight",
-    "max.in.flight": "max_in_flight",
-    "retries": "retries",
-    "message.send.max.retries": "retries",
-    "linger.ms": "linger_ms",
-    "queue.buffering.max.ms": "linger_ms",
-    "request.timeout.ms": "request_timeout_ms",
-    "message.timeout.ms": "message_timeout_ms",
-    "delivery.timeout.ms": "message_timeout_ms",
+# Kafka's and librdkafka's names of the settings the producer section holds as fields: the
+# name librdkafka is given first (plan.producer_settings, in this order), then the aliases.
+PRODUCER_FIELD_KEYS: dict[str, tuple[str, ...]] = {
+    "acks": ("acks", "request.required.acks"),
+    "enable_idempotence": ("enable.idempotence",),
+    "max_in_flight": ("max.in.flight.requests.per.connection", "max.in.flight"),
+    "linger_ms": ("linger.ms", "queue.buffering.max.ms"),
+    "request_timeout_ms": ("request.timeout.ms",),
+    "message_timeout_ms": ("message.timeout.ms", "delivery.timeout.ms"),
+    "retries": ("retries", "message.send.max.retries"),
 }
+PRODUCER_KEY_FIELDS = {key: field for field, keys in PRODUCER_FIELD_KEYS.items() for key in keys}
 PRODUCER_OWNED_KEYS = {
     **{key: f"use producer.{field}" for key, field in PRODUCER_KEY_FIELDS.items()},
-    "bootstrap.servers": "the harness points the producer at the cluster it starts; remove it",
-    "metadata.broker.list": "the harness points the producer at the cluster it starts; remove it",
+    **dict.fromkeys(
+        ("bootstrap.servers", "metadata.broker.list"),
+        "the harness points the producer at the cluster it starts; remove it",
+    ),
 }
+
+
+def _refusing(owned: dict[str, str]) -> AfterValidator:
+    """A config map's check refusing the keys of `owned`, each with its fix."""
+
+    def check(value: dict[str, Scalar]) -> dict[str, Scalar]:
+        for key in value:
+            if key in owned:
+                raise ValueError(f"'{key}' must not be set here; {owned[key]}")
+        return value
+
+    return AfterValidator(check)
+
+
+TopicConfig = Annotated[
+    ConfigMap, _refusing({key: f"use topic.{field}" for key, field in TOPIC_KEY_FIELDS.items()})
+]
+ProducerConfig = Annotated[ConfigMap, _refusing(PRODUCER_OWNED_KEYS)]

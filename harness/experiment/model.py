@@ -31,8 +31,6 @@ from harness.experiment.fields import (
     HEAL,
     MAX_CONSUMERS,
     MAX_PRODUCERS,
-    PRODUCER_OWNED_KEYS,
-    TOPIC_OWNED_KEYS,
     WHY_CONSUMERS,
     WHY_COUNT,
     WHY_KEYS,
@@ -48,9 +46,10 @@ from harness.experiment.fields import (
     ConfigMap,
     FaultName,
     PartitionIndex,
-    Scalar,
+    ProducerConfig,
     Seconds,
     Target,
+    TopicConfig,
     check_binding,
     check_condition,
     check_name,
@@ -58,7 +57,6 @@ from harness.experiment.fields import (
     non_empty_image,
     normalise_acks,
     quoted_version,
-    reject_owned_keys,
 )
 from harness.experiment.problems import RawDocument
 from harness.limits import (
@@ -129,12 +127,7 @@ class TopicSpec(_Section):
     replication_factor: whole = Field(3, ge=1)  # at most kafka.brokers: a rule below
     min_insync_replicas: whole = Field(2, ge=1)  # at most replication_factor: a rule below
     unclean_leader_election: bool = False
-    config: ConfigMap = Field(default_factory=dict)
-
-    @field_validator("config")
-    @classmethod
-    def _no_first_class_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned_keys(value, TOPIC_OWNED_KEYS)
+    config: TopicConfig = Field(default_factory=dict)
 
 
 _LIBRDKAFKA_MAX = 2**31 - 1
@@ -152,12 +145,7 @@ class ProducerSpec(_Section):
     message_timeout_ms: Annotated[whole, at_most(_LIBRDKAFKA_MAX, WHY_LIBRDKAFKA, "ms")] = Field(
         30000, ge=0
     )
-    config: ConfigMap = Field(default_factory=dict)
-
-    @field_validator("config")
-    @classmethod
-    def _no_first_class_keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
-        return reject_owned_keys(value, PRODUCER_OWNED_KEYS)
+    config: ProducerConfig = Field(default_factory=dict)
 
 
 class TransactionsSpec(_Section):
