@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from harness.experiment.fields import Scalar
+from harness.experiment.fields import PRODUCER_FIELD_KEYS, Scalar
 from harness.rundir.release import KafkaVersion, VersionError
 
 __all__ = ["ClientSpec", "java_durability", "java_producer_settings"]
@@ -137,16 +137,10 @@ def _check_placeholder(name: str, argument: str) -> None:
 ClientField = Annotated[ClientSpec, BeforeValidator(_short_form)]
 
 
-# The producer section's fields as the Java client names them (message_timeout_ms is
-# librdkafka's message.timeout.ms: Java's delivery.timeout.ms, since 2.1).
-_JAVA_KEYS = {
-    "acks": "acks",
-    "enable_idempotence": "enable.idempotence",
-    "max_in_flight": "max.in.flight.requests.per.connection",
-    "retries": "retries",
-    "linger_ms": "linger.ms",
-    "request_timeout_ms": "request.timeout.ms",
-    "message_timeout_ms": "delivery.timeout.ms",
+# The producer section's fields as the Java client names them: as librdkafka does, but
+# message_timeout_ms (librdkafka's message.timeout.ms) is Java's delivery.timeout.ms, since 2.1.
+_JAVA_KEYS = {field: keys[0] for field, keys in PRODUCER_FIELD_KEYS.items()} | {
+    "message_timeout_ms": "delivery.timeout.ms"
 }
 
 

@@ -11,7 +11,7 @@ from typing import TypedDict
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
-from harness.experiment.fields import Scalar
+from harness.experiment.fields import PRODUCER_FIELD_KEYS, TOPIC_KEY_FIELDS, Scalar
 from harness.experiment.matrix import Cell
 from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import spec_error
@@ -202,28 +202,18 @@ def client_durability(spec: Experiment) -> tuple[str, bool]:
 
 def producer_settings(spec: Experiment) -> dict[str, Scalar]:
     """librdkafka settings of the producer section, without bootstrap.servers."""
-    producer = spec.producer
     settings: dict[str, Scalar] = {
-        "acks": producer.acks,
-        "enable.idempotence": producer.enable_idempotence,
-        "max.in.flight.requests.per.connection": producer.max_in_flight,
-        "linger.ms": producer.linger_ms,
-        "request.timeout.ms": producer.request_timeout_ms,
-        "message.timeout.ms": producer.message_timeout_ms,
+        keys[0]: value
+        for field, keys in PRODUCER_FIELD_KEYS.items()
+        if (value := getattr(spec.producer, field)) is not None  # retries: None is the default
     }
-    if producer.retries is not None:
-        settings["retries"] = producer.retries
-    return {**settings, **producer.config}
+    return {**settings, **spec.producer.config}
 
 
 def topic_settings(spec: Experiment) -> dict[str, str]:
     """Topic configs as Kafka strings, including min.insync.replicas and unclean election."""
-    topic = spec.topic
-    settings = {
-        "min.insync.replicas": str(topic.min_insync_replicas),
-        "unclean.leader.election.enable": setting_text(topic.unclean_leader_election),
-    }
-    return {**settings, **{key: setting_text(value) for key, value in topic.config.items()}}
+    fields = {key: getattr(spec.topic, field) for key, field in TOPIC_KEY_FIELDS.items()}
+    return {key: setting_text(value) for key, value in {**fields, **spec.topic.config}.items()}
 
 
 # Per repetition besides the workload, from bench/cluster_bench.py and `make run`
