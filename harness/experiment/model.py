@@ -72,7 +72,7 @@ from harness.limits import (
     optional_whole,
     whole,
 )
-from harness.platform.versions import Mode, default_mode
+from harness.platform.versions import Feature, Mode, default_mode, lacks
 from harness.rundir.records import CONSUMER_STUCK_S
 from harness.rundir.release import KafkaVersion
 
@@ -118,6 +118,10 @@ class KafkaSpec(_Section):
         if self.mode is not None:
             return Mode(self.mode)
         return default_mode(KafkaVersion.parse(self.version)) if self.version else None
+
+    def lacks(self, feature: Feature) -> str | None:
+        """Why this version lacks `feature`; None when it has it or the version is unknown."""
+        return lacks(KafkaVersion.parse(self.version), feature) if self.version else None
 
 
 class TopicSpec(_Section):

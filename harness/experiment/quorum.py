@@ -11,8 +11,7 @@ from harness.experiment.fields import BOUND_TARGET, QUORUM_TARGETS
 from harness.experiment.model import Experiment
 from harness.experiment.problems import Problem
 from harness.limits import shown
-from harness.platform.versions import Feature, Mode, lacks
-from harness.rundir.release import KafkaVersion
+from harness.platform.versions import Feature, Mode
 
 
 def controller_config_problems(spec: Experiment) -> Iterator[Problem]:
@@ -43,8 +42,7 @@ def dynamic_quorum_problems(spec: Experiment) -> Iterator[Problem]:
             "--initial-controllers to the storage tool); remove kafka.image"
         )
         yield "kafka.quorum", reason
-    version = KafkaVersion.parse(kafka.version) if kafka.version else None
-    if version is not None and (lacking := lacks(version, Feature.DYNAMIC_QUORUM)):
+    if lacking := kafka.lacks(Feature.DYNAMIC_QUORUM):
         yield "kafka.quorum", f"{lacking} Fix: kafka.version 3.9.0 or later, or quorum static."
 
 

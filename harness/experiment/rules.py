@@ -50,10 +50,10 @@ def _kafka_rules(spec: Experiment) -> Iterator[Problem]:
     mode = kafka.effective_mode()
     if mode is not None and (refusal := mode_refusal(version, mode)):
         yield "kafka.mode", refusal
-    if spec.producer.enable_idempotence and (lacking := lacks(version, Feature.IDEMPOTENCE)):
+    if spec.producer.enable_idempotence and (lacking := kafka.lacks(Feature.IDEMPOTENCE)):
         yield "producer.enable_idempotence", f"{lacking} Fix: set it false for this version."
     elr_keys = [key for key in kafka.broker_config if "eligible.leader.replicas" in str(key)]
-    if elr_keys and (lacking := lacks(version, Feature.ELR)):
+    if elr_keys and (lacking := kafka.lacks(Feature.ELR)):
         yield f"kafka.broker_config.{elr_keys[0]}", f"{lacking} Fix: remove it for this version."
 
 
@@ -252,14 +252,20 @@ def _disk_target_rules(faults: list[str], targets: list[str], target_at: str) ->
             yield target_at, reason
 
 
+def _fault_target_rules(
+    spec: Experiment, faults: list[str], targets: list[str], fault_at: str, target_at: str
+) -> Iterator[Problem]:
+    """What the faults' kinds ask of their targets, for a step or the generator; `fault_at`
+    and `target_at` are the paths of their fault(s) and target(s)."""
+    yield from _consumer_target_rules(spec, faults, targets, fault_at, target_at)
+    yield from _disk_target_rules(faults, targets, target_at)
+    yield from quorum.quorum_fault_problems(spec, faults, targets, fault_at, target_at)
+
+
 def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Problem]:
     where = f"faults.schedule[{index}]"
     if not step.heals:
-        yield from _consumer_target_rules(
-            spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
-        )
-        yield from _disk_target_rules([step.fault], [step.target], f"{where}.target")
-        yield from quorum.quorum_fault_problems(
+        yield from _fault_target_rules(
             spec, [step.fault], [step.target], f"{where}.fault", f"{where}.target"
         )
     yield from _target_rules(spec, step.target, step.partition, where)
@@ -375,11 +381,7 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
     where = "faults.generate"
     if HEAL in plan.faults:
         yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
-    yield from _consumer_target_rules(
-        spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
-    )
-    yield from _disk_target_rules(list(plan.faults), list(plan.targets), f"{where}.targets")
-    yield from quorum.quorum_fault_problems(
+    yield from _fault_target_rules(
         spec, list(plan.faults), list(plan.targets), f"{where}.faults", f"{where}.targets"
     )
     for target in dict.fromkeys(plan.targets):
@@ -402,21 +404,6 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
         yield f"{where}.duration_s", reason
 
 
-def _format_rules(spec: Experiment) -> Iterator[Problem]:
-    """power-loss cuts logs at record-batch boundaries it reads: message format v2 only."""
-    if not spec.kafka.version:
-        return
-    reason = lacks(KafkaVersion.parse(spec.kafka.version), Feature.RECORD_BATCH_V2)
-    if reason is None:
-        return
-    why = f"{reason} The power-loss model reads v2 record batches. Fix: use Kafka 0.11 or later."
-    for index, step in enumerate(spec.faults.schedule):
-        if step.fault == "power-loss":
-            yield f"faults.schedule[{index}].fault", why
-    if spec.faults.generate is not None and "power-loss" in spec.faults.generate.faults:
-        yield "faults.generate.faults", why
-
-
 def _fault_rules(spec: Experiment) -> Iterator[Problem]:
     faults = spec.faults
     if faults.schedule and faults.generate is not None:
@@ -428,28 +415,31 @@ def _fault_rules(spec: Experiment) -> Iterator[Problem]:
     yield from repeat_problems(spec)
     if faults.generate is not None:
         yield from _generator_rules(spec, faults.generate)
-    yield from _format_rules(spec)
-    yield from _power_loss_model_rules(spec)
+    yield from _power_loss_rules(spec)
 
 
-def _power_loss_model_rules(spec: Experiment) -> Iterator[Problem]:
-    """The power-loss model cuts what lies past a partition's last recovery-point checkpoint
-    (written once a minute), which with an fsync per message was in fact on disk: it would
-    lose fsynced writes that a real power loss keeps, and a cell held to "none" would read as
-    a violation of Kafka's. Such a cell takes the disk layer's real one (lose-unsynced)."""
-    if not spec.fsyncs_each_message():
-        return
-    why = (
-        "the power-loss model cuts writes past the last recovery-point checkpoint, which "
-        "flush.messages=1 (or log.flush.interval.messages=1) already fsynced; use the disk "
-        "layer's lose-unsynced fault for a real power loss"
-    )
-    for index, step in enumerate(spec.faults.schedule):
-        if step.fault == "power-loss":
-            yield f"faults.schedule[{index}].fault", why
-    generate = spec.faults.generate
+def _power_loss_rules(spec: Experiment) -> list[Problem]:
+    """Where the power-loss model does not apply. It cuts logs at record-batch boundaries it
+    reads: message format v2 only. It cuts what lies past a partition's last recovery-point
+    checkpoint (written once a minute), which with an fsync per message was in fact on disk:
+    it would lose fsynced writes that a real power loss keeps, and a cell held to "none" would
+    read as a violation of Kafka's. Such a cell takes the disk layer's real one (lose-unsynced)."""
+    whys = []
+    if lacking := spec.kafka.lacks(Feature.RECORD_BATCH_V2):
+        whys.append(
+            f"{lacking} The power-loss model reads v2 record batches. Fix: use Kafka 0.11 or later."
+        )
+    if spec.fsyncs_each_message():
+        whys.append(
+            "the power-loss model cuts writes past the last recovery-point checkpoint, which "
+            "flush.messages=1 (or log.flush.interval.messages=1) already fsynced; use the disk "
+            "layer's lose-unsynced fault for a real power loss"
+        )
+    steps, generate = enumerate(spec.faults.schedule), spec.faults.generate
+    paths = [f"faults.schedule[{i}].fault" for i, step in steps if step.fault == "power-loss"]
     if generate is not None and "power-loss" in generate.faults:
-        yield "faults.generate.faults", why
+        paths.append("faults.generate.faults")
+    return [(path, why) for why in whys for path in paths]
 
 
 def rule_problems(spec: Experiment) -> list[Problem]:

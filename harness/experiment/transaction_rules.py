@@ -8,8 +8,7 @@ from collections.abc import Iterator
 
 from harness.experiment.model import Experiment
 from harness.experiment.problems import Problem
-from harness.platform.versions import Feature, lacks
-from harness.rundir.release import KafkaVersion
+from harness.platform.versions import Feature
 
 __all__ = ["transaction_problems"]
 
@@ -50,7 +49,5 @@ def transaction_problems(spec: Experiment) -> Iterator[Problem]:
             "rewind_on_abort"
         )
         yield "workload.transactions.rewind_on_abort", reason
-    if spec.kafka.version and (
-        lacking := lacks(KafkaVersion.parse(spec.kafka.version), Feature.TRANSACTIONS)
-    ):
+    if lacking := spec.kafka.lacks(Feature.TRANSACTIONS):
         yield "workload.transactions", f"{lacking} Fix: use Kafka 0.11 or later."
