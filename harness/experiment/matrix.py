@@ -122,12 +122,9 @@ def apply_override(raw: RawDocument, path: str, value: Any) -> None:
 
 
 def _value_at(data: RawDocument, path: str) -> Any:
-    target = _resolve_override(path)
     node: Any = data
-    for name in target.fields:
+    for name in _place(path):
         node = node.get(name) if isinstance(node, dict) else None
-    if target.key is not None:
-        node = node.get(target.key) if isinstance(node, dict) else None
     return node
 
 
@@ -261,11 +258,8 @@ def _parse_matrix(matrix: RawDocument) -> tuple[list[list[_Choice]], list[Proble
 
 
 def _short_axis_name(choice: _Choice) -> str:
-    if choice.variant is not None:
-        return choice.axis
-    target = _resolve_override(choice.axis)
     # A key inside a config map (retention.ms) is one component even though it holds dots.
-    return target.key if target.key is not None else target.fields[-1]
+    return choice.axis if choice.variant is not None else _place(choice.axis)[-1]
 
 
 def _shown_axis_names(axes: list[list[_Choice]]) -> dict[str, str]:
