@@ -81,20 +81,26 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
+def _refused(source: str, problem: str, where: str = "") -> SpecError:
+    """The SpecError `source<where>: problem`; `where` is a `:line:column`, or nothing."""
+    return SpecError(f"{source}{where}: {problem}", source=source)
+
+
 def _yaml_error(source: str, exc: yaml.YAMLError) -> SpecError:
     mark = getattr(exc, "problem_mark", None)
     where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
     problem = _first_line(getattr(exc, "problem", None) or str(exc))
     if isinstance(exc, _PlainYamlError):
-        return SpecError(f"{source}{where}: {problem}", source=source)
+        return _refused(source, problem, where)
     if isinstance(exc, yaml.reader.ReaderError):
-        return SpecError(f"{source}: {problem}; remove that character", source=source)
+        return _refused(source, f"{problem}; remove that character")
     context = getattr(exc, "context", None)
     detail = f"{problem} ({context})" if context else problem
-    return SpecError(
-        f"{source}{where}: YAML syntax error: {detail}. Fix the YAML at that line "
-        "(indentation, a missing ':' or space after it, an unclosed quote or bracket)",
-        source=source,
+    return _refused(
+        source,
+        f"YAML syntax error: {detail}. Fix the YAML at that line (indentation, a missing ':' or "
+        "space after it, an unclosed quote or bracket)",
+        where,
     )
 
 
@@ -103,15 +109,12 @@ def _read(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(
-            f"{source}: no such file; pass the path of an experiment YAML file, "
-            "e.g. experiments/default.yaml",
-            source=source,
+        raise _refused(
+            source,
+            "no such file; pass the path of an experiment YAML file, e.g. experiments/default.yaml",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(
-            f"{source}: cannot read the file ({exc}); pass a UTF-8 YAML file", source=source
-        ) from None
+        raise _refused(source, f"cannot read the file ({exc}); pass a UTF-8 YAML file") from None
 
 
 def _decode(text: str, source: str) -> Any:
@@ -120,15 +123,13 @@ def _decode(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         raise _yaml_error(source, exc) from None
     except ValueError as exc:  # e.g. an int past Python's 4,300 digits, or 2024-13-45 as a date
-        raise SpecError(
-            f"{source}: YAML could not convert a value ({shown(_first_line(str(exc)))}); "
-            "write numbers of sensible size, and quote text that looks like a number or date",
-            source=source,
+        raise _refused(
+            source,
+            f"YAML could not convert a value ({shown(_first_line(str(exc)))}); write numbers of "
+            "sensible size, and quote text that looks like a number or date",
         ) from None
     except RecursionError:
-        raise SpecError(
-            f"{source}: the YAML is nested too deeply to be an experiment file", source=source
-        ) from None
+        raise _refused(source, "the YAML is nested too deeply to be an experiment file") from None
 
 
 def load_experiment(path: str | Path) -> Experiment:
@@ -139,15 +140,12 @@ def load_experiment(path: str | Path) -> Experiment:
 def parse_experiment(data: Any, source: str = "<dict>") -> Experiment:
     """Validate a decoded experiment document and every matrix cell; raise SpecError if invalid."""
     if data is None:
-        raise SpecError(
-            f"{source}: the experiment is empty; start from experiments/default.yaml", source=source
-        )
+        raise _refused(source, "the experiment is empty; start from experiments/default.yaml")
     if not isinstance(data, dict):
-        raise SpecError(
-            f"{source}: the experiment must be a mapping of keys (name, kafka, topic, producer, "
-            f"workload, faults, ...), not a {type(data).__name__}; "
-            "start from experiments/default.yaml",
-            source=source,
+        raise _refused(
+            source,
+            "the experiment must be a mapping of keys (name, kafka, topic, producer, workload, "
+            f"faults, ...), not a {type(data).__name__}; start from experiments/default.yaml",
         )
     try:
         experiment = Experiment.model_validate(data)
