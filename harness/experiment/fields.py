@@ -137,23 +137,19 @@ def check_name(value: str) -> str:
     return value
 
 
-def check_config_value(key: str, item: Any) -> None:
-    if isinstance(item, dict):
-        # YAML turns `retention: {ms: 1}` into a nested mapping Kafka would never see.
-        raise ValueError(f"'{key}' holds a mapping; write it as one dotted key: '{key}.<name>'")
-    if not isinstance(item, Scalar):
-        raise ValueError(f"'{key}' must be a string, number or boolean (got {shown(item)})")
-    if isinstance(item, float) and not math.isfinite(item):
-        raise ValueError(f"'{key}' must be a finite number (got {shown(item)})")
-
-
 def check_config_map(value: RawDocument) -> dict[str, Scalar]:
     for key, item in value.items():
         if not isinstance(key, str) or not _CONFIG_KEY.match(key):
             raise ValueError(
                 f"{shown(key)} is not a config key; write keys dotted, e.g. retention.ms"
             )
-        check_config_value(key, item)
+        if isinstance(item, dict):
+            # YAML turns `retention: {ms: 1}` into a nested mapping Kafka would never see.
+            raise ValueError(f"'{key}' holds a mapping; write it as one dotted key: '{key}.<name>'")
+        if not isinstance(item, Scalar):
+            raise ValueError(f"'{key}' must be a string, number or boolean (got {shown(item)})")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"'{key}' must be a finite number (got {shown(item)})")
     return value
 
 

@@ -190,9 +190,9 @@ def client_durability(spec: Experiment) -> tuple[str, bool]:
     the settings the file left out (a transactional Java producer is given acks=all and
     idempotence)."""
     client = spec.workload.client
-    if client.kind == "java" and client.version and spec.workload.transactions is not None:
-        return "all", True  # what the transactional recorder is given (acks=all, idempotence)
     if client.kind == "java" and client.version:
+        if spec.workload.transactions is not None:
+            return "all", True  # what the transactional recorder is given (acks=all, idempotence)
         return java_durability(
             java_producer_settings(spec.producer, client.version), client.version
         )

@@ -18,13 +18,11 @@ def controller_config_problems(spec: Experiment) -> Iterator[Problem]:
     """kafka.controller_config configures controller-only nodes, which kraft-dedicated has."""
     mode = spec.kafka.effective_mode()
     if spec.kafka.controller_config and mode not in (Mode.KRAFT_DEDICATED, None):
-        yield (
-            "kafka.controller_config",
-            (
-                f"configures controller-only nodes, which this cell ({mode}) has none of. Fix: set "
-                "kafka.mode: kraft-dedicated, or move the settings to kafka.broker_config."
-            ),
+        reason = (
+            f"configures controller-only nodes, which this cell ({mode}) has none of. Fix: set "
+            "kafka.mode: kraft-dedicated, or move the settings to kafka.broker_config."
         )
+        yield "kafka.controller_config", reason
 
 
 def dynamic_quorum_problems(spec: Experiment) -> Iterator[Problem]:
