@@ -106,11 +106,9 @@ def _typed(value: str) -> Any:
     lowered = value.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    try:
-        return int(value)
-    except ValueError:
-        pass
-    try:
-        return float(value)
-    except ValueError:
-        return value
+    for parse in (int, float):  # 3 is an int, 0.5 and 1e3 floats
+        try:
+            return parse(value)
+        except ValueError:
+            pass
+    return value
