@@ -11,7 +11,13 @@ from typing import TypedDict
 
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.clients import java_durability, java_producer_settings
-from harness.experiment.fields import PRODUCER_FIELD_KEYS, TOPIC_KEY_FIELDS, Scalar
+from harness.experiment.fields import (
+    COORDINATOR_TARGETS,
+    PARTITION_TARGETS,
+    PRODUCER_FIELD_KEYS,
+    TOPIC_KEY_FIELDS,
+    Scalar,
+)
 from harness.experiment.matrix import Cell
 from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import spec_error
@@ -79,14 +85,10 @@ def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
 # target among the partition's followers is `follower`.
 _TARGET_ROLE = {
     "brokers": "all",
-    "followers": "follower",
-    "isr": "follower",
-    "out-of-sync": "follower",
-    "successor": "follower",
+    **dict.fromkeys(PARTITION_TARGETS[1:], "follower"),  # all but the leader
     # A coordinator is one broker, found by hashing the workload's id: judged, partition by
     # partition, by the roles it held when hit, like `node:<id>`.
-    "txn-coordinator": "node",
-    "group-coordinator": "node",
+    **dict.fromkeys(COORDINATOR_TARGETS, "node"),
 }
 
 
