@@ -69,6 +69,23 @@ class _Hit:
         """A finding about this hit; verdict None: the one it gets where allowed."""
         return Finding(self.subject, verdict or self.allowed, detail, self.quoted)
 
+    def judged(
+        self,
+        rule: str,
+        forbids: str,
+        citation: str,
+        named: str,
+        allowed: str = "allowed",
+        undocumented: str = "not documented",
+    ) -> Finding:
+        """The finding under `rule`: VIOLATION (`named` first) where it is `forbids`, UNKNOWN
+        where the rule is undocumented, the allowed verdict otherwise."""
+        if rule == forbids:
+            return self.finding(Verdict.VIOLATION, f"{named}: {self.what}; {citation}")
+        if rule == UNDOCUMENTED:
+            return self.finding(Verdict.UNKNOWN, f"{self.what}; {undocumented}: {citation}")
+        return self.finding(None, f"{self.what}; {allowed}: {citation}")
+
 
 # ---------------------------------------------------------------------------------------------
 # Findings
@@ -95,18 +112,8 @@ def judge_loss(
         _quoted(counts, examples, LOSS_CLASSES),
         Verdict.EXPECTED_LOSS,
     )
-    if (by_partition := _by_partition(hit, evidence, "loss")) is not None:
-        return by_partition
-    if guarantee.loss == ALLOWED:
-        return hit.finding(None, f"{hit.what}; loss allowed: {guarantee.citation}")
-    if guarantee.loss == FORBIDDEN:
-        return hit.finding(Verdict.VIOLATION, f"loss: {hit.what}; {guarantee.citation}")
-    if guarantee.loss == UNDOCUMENTED:
-        why = f"{hit.what}; loss not documented: {guarantee.citation}"
-        return hit.finding(Verdict.UNKNOWN, why)
-    if guarantee.loss != FORBIDDEN_UNLESS_ISR_SHRANK:
-        raise ValueError(f"unknown loss rule {guarantee.loss!r}")
-    return _isr_exception_finding(hit, "loss", guarantee, evidence)
+    unsaid = "loss not documented"
+    return _against_loss_rule(hit, guarantee, evidence, "loss", "loss allowed", unsaid)
 
 
 def judge_divergence(
@@ -131,16 +138,23 @@ def judge_divergence(
         _quoted(counts, examples, (name,)),
         Verdict.PASS,
     )
-    rule = "acknowledged offset rewritten"
-    if (by_partition := _by_partition(hit, evidence, rule)) is not None:
-        return [by_partition]
-    if guarantee.loss == ALLOWED:
-        return [hit.finding(None, f"{hit.what}; allowed where loss is: {guarantee.citation}")]
-    if guarantee.loss == FORBIDDEN:
-        return [hit.finding(Verdict.VIOLATION, f"{rule}: {hit.what}; {guarantee.citation}")]
-    if guarantee.loss == UNDOCUMENTED:
-        return [hit.finding(Verdict.UNKNOWN, f"{hit.what}; not documented: {guarantee.citation}")]
-    return [_isr_exception_finding(hit, rule, guarantee, evidence)]
+    named, allowed = "acknowledged offset rewritten", "allowed where loss is"
+    return [_against_loss_rule(hit, guarantee, evidence, named, allowed, "not documented")]
+
+
+def _against_loss_rule(
+    hit: _Hit, guarantee: Guarantee, evidence: LossContext, named: str, allowed: str, unsaid: str
+) -> Finding:
+    """A hit judged as loss is: partition by partition where the roles are known, else by the
+    cell's loss rule (its ISR exception read from the samples); `named` begins a violation,
+    `allowed` and `unsaid` name the rule where it allows the hit or says nothing of it."""
+    if (by_partition := _by_partition(hit, evidence, named)) is not None:
+        return by_partition
+    if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK:
+        return _isr_exception_finding(hit, named, guarantee, evidence)
+    if guarantee.loss not in (ALLOWED, FORBIDDEN, UNDOCUMENTED):
+        raise ValueError(f"unknown loss rule {guarantee.loss!r}")
+    return hit.judged(guarantee.loss, FORBIDDEN, guarantee.citation, named, allowed, unsaid)
 
 
 def _by_partition(hit: _Hit, evidence: LossContext, rule: str) -> Finding | None:
@@ -285,16 +299,10 @@ def judge_duplicates(counts: Counts, examples: Examples, guarantee: Guarantee) -
     findings = []
     name = AnomalyName.DUPLICATED
     if duplicated := counts[name]:
-        ids = _example_text(examples, name)
-        what = f"{duplicated} duplicated ({anomaly(name).meaning}{ids})"
+        what = f"{duplicated} duplicated ({anomaly(name).meaning}{_example_text(examples, name)})"
+        hit = _Hit(name, what, _shown(examples, name), Verdict.PASS)
         citation = guarantee.duplicates_citation
-        if guarantee.duplicates == FORBIDDEN:
-            verdict, detail = Verdict.VIOLATION, f"duplicates: {what}; {citation}"
-        elif guarantee.duplicates == UNDOCUMENTED:
-            verdict, detail = Verdict.UNKNOWN, f"{what}; not documented: {citation}"
-        else:
-            verdict, detail = Verdict.PASS, f"{what}; allowed: {citation}"
-        findings.append(Finding(name, verdict, detail, _shown(examples, name)))
+        findings.append(hit.judged(guarantee.duplicates, FORBIDDEN, citation, "duplicates"))
     unacked_name = AnomalyName.DUPLICATED_UNACKED
     if unacked := counts[unacked_name]:
         entry, ids = anomaly(unacked_name), _example_text(examples, unacked_name)
@@ -314,14 +322,8 @@ def judge_order(counts: Counts, examples: Examples, guarantee: Guarantee) -> lis
         return []
     ids = _example_text(examples, name)
     what = f"{reordered} reordered (read order differs from send order per key{ids})"
-    quoted = _shown(examples, name)
-    if guarantee.order == "guaranteed":
-        detail = f"reordering: {what}; {guarantee.order_citation}"
-        return [Finding(name, Verdict.VIOLATION, detail, quoted)]
-    if guarantee.order == UNDOCUMENTED:
-        detail = f"{what}; not documented: {guarantee.order_citation}"
-        return [Finding(name, Verdict.UNKNOWN, detail, quoted)]
-    return [Finding(name, Verdict.PASS, f"{what}; allowed: {guarantee.order_citation}", quoted)]
+    hit = _Hit(name, what, _shown(examples, name), Verdict.PASS)
+    return [hit.judged(guarantee.order, "guaranteed", guarantee.order_citation, "reordering")]
 
 
 # Anomalies the doc calls legal, or that say more about the harness than about Kafka: noted.
@@ -394,18 +396,17 @@ def _consumer_finding(
     what = (
         f"consumer group: {count} {label} ({anomaly(name).meaning}{_example_text(examples, name)})"
     )
-    quoted = _shown(examples, name)
-    if count == 0 or rule == ALLOWED:
-        verb = "allowed" if count else rule
-        return Finding(name, Verdict.PASS, f"{what}; {verb}: {delivery.citation}", quoted)
+    hit = _Hit(name, what, _shown(examples, name), Verdict.PASS)
+    if count == 0:
+        return hit.finding(None, f"{what}; {rule}: {delivery.citation}")
     diverged = counts[AnomalyName.OFFSET_DIVERGENT]
-    if name == AnomalyName.CONSUMER_UNPROCESSED and diverged:
-        detail = (
+    if rule == FORBIDDEN and name == AnomalyName.CONSUMER_UNPROCESSED and diverged:
+        return hit.finding(
+            None,
             f"{what}; the log was rewritten under the group ({diverged} "
-            f"offsets diverged), which moves records past committed offsets: {delivery.citation}"
+            f"offsets diverged), which moves records past committed offsets: {delivery.citation}",
         )
-        return Finding(name, Verdict.PASS, detail, quoted)
-    return Finding(name, Verdict.VIOLATION, f"{label}: {what}; {delivery.citation}", quoted)
+    return hit.judged(rule, FORBIDDEN, delivery.citation, label)
 
 
 def run_origin_us(result: RunResult, events: Events) -> float:
