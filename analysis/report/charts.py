@@ -162,12 +162,17 @@ def _series(timeline: Sequence[TimelineSecond], name: str) -> list[float]:
     return [float("nan") if value is None else float(value) for value in values]
 
 
+def _counts(timeline: Sequence[TimelineSecond], name: str) -> list[float]:
+    """One count column of the timeline; missing values become 0 (nothing counted)."""
+    return [0.0 if v != v else v for v in _series(timeline, name)]  # NaN → 0
+
+
 def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
     """Stacked bars of ok / failed / indeterminate sends per second."""
     t = _series(timeline, "t_s")
     bottom = [0.0] * len(t)
     for status in Status:
-        values = [0.0 if v != v else v for v in _series(timeline, status)]  # NaN → 0
+        values = _counts(timeline, status)
         ax.bar(
             t,
             values,
@@ -180,11 +185,11 @@ def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
         )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     for name in TIMELINE_ANOMALIES:
-        values = [0.0 if v != v else v for v in _series(timeline, name)]
+        values = _counts(timeline, name)
         if any(values):
             ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
                    label=f"acked, later {name}", zorder=3)  # fmt: skip
-    processed = [0.0 if v != v else v for v in _series(timeline, "processed")]
+    processed = _counts(timeline, "processed")
     if any(processed):  # a consumer group read while the faults ran
         ax.step([v + 1 for v in t], processed, where="pre", color=SERIES_COLOURS["processed"],
                 linewidth=1.2, zorder=4, label="processed by the group")  # fmt: skip
@@ -238,9 +243,16 @@ def _mark_liveness(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
         if second.reset:
             ax.plot([second.t_s + 0.5], [STUCK_BAND[0]], marker="D", markersize=5, zorder=5,
                     color=SERIES_COLOURS["reset"], transform=ax.get_xaxis_transform())  # fmt: skip
-            ax.text(second.t_s + 0.5, STUCK_BAND[0] - 0.02, f" reset: {second.reset} read again",
-                    transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=7.5,
-                    color=SERIES_COLOURS["reset"], zorder=5, bbox=LABEL_BOX)  # fmt: skip
+            text = f" reset: {second.reset} read again"
+            _label(ax, second.t_s + 0.5, STUCK_BAND[0] - 0.02, text, "reset", zorder=5)
+
+
+def _label(ax: Any, x: float, y: float, text: str, series: str = "", **style: Any) -> None:
+    """A left-aligned label at time `x` and axes fraction `y`, in a series' colour, 7.5 pt,
+    hanging from `y` on a white box, unless `style` says otherwise."""
+    colour = SERIES_COLOURS.get(series)
+    style = {"va": "top", "fontsize": 7.5, "color": colour, "bbox": LABEL_BOX, **style}
+    ax.text(x, y, text, transform=ax.get_xaxis_transform(), ha="left", **style)
 
 
 def _mark_faults(
@@ -253,16 +265,8 @@ def _mark_faults(
         for ax in (top, bottom):
             ax.axvspan(start, end, color=SERIES_COLOURS["fault"], alpha=0.16, linewidth=0, zorder=0)
         suffix = "" if window.end_us is not None else " (not healed)"
-        top.text(
-            start,
-            0.985,
-            " " + window.label + suffix,
-            transform=top.get_xaxis_transform(),
-            va="top",
-            ha="left",
-            fontsize=8,
-            color="#953800",
-        )
+        text = " " + window.label + suffix
+        _label(top, start, 0.985, text, color="#953800", fontsize=8, bbox=None)
 
 
 def _mark_leader_changes(
@@ -280,22 +284,7 @@ def _mark_leader_changes(
             )
         # Staggered heights keep labels of changes a second apart from covering each other.
         height = LEADER_LABEL_HEIGHTS[index % len(LEADER_LABEL_HEIGHTS)]
-        top.text(
-            x,
-            height,
-            "leader " + ", ".join(c.label for c in group),
-            transform=top.get_xaxis_transform(),
-            va="top",
-            ha="left",
-            fontsize=7.5,
-            color=SERIES_COLOURS["leader"],
-            bbox={
-                "boxstyle": "square,pad=0.15",
-                "facecolor": "white",
-                "alpha": 0.8,
-                "linewidth": 0,
-            },
-        )
+        _label(top, x, height, "leader " + ", ".join(c.label for c in group), "leader")
 
 
 def _mark_availability(top: Any, bottom: Any, availability: Availability, origin_us: float) -> None:
@@ -321,9 +310,8 @@ def _mark_partition_stall(ax: Any, availability: Availability, origin_us: float)
     start, end = (gap.start_us - origin_us) / 1e6, (gap.end_us - origin_us) / 1e6
     ax.axvspan(start, end, ymin=0, ymax=STALL_BAR_HEIGHT, color=SERIES_COLOURS["stall"],
                linewidth=0, zorder=4)  # fmt: skip
-    ax.text(start, STALL_BAR_HEIGHT + 0.01, f" p{worst.partition} stall {gap.seconds:.1f} s",
-            transform=ax.get_xaxis_transform(), va="bottom", ha="left", fontsize=7.5,
-            color=SERIES_COLOURS["stall"], zorder=5, bbox=LABEL_BOX)  # fmt: skip
+    text = f" p{worst.partition} stall {gap.seconds:.1f} s"
+    _label(ax, start, STALL_BAR_HEIGHT + 0.01, text, "stall", va="bottom", zorder=5)
 
 
 def _mark_recoveries(ax: Any, availability: Availability, origin_us: float) -> None:
@@ -345,40 +333,24 @@ def _timeline_legend(
     """One legend above both plots, so it never hides data; `priced` adds the price marks,
     `consumed` the consumer group's, `liveness` its stuck seconds and resets."""
     handles = [
-        *(Patch(color=SERIES_COLOURS[status], label=str(status)) for status in Status),
-        Patch(color=SERIES_COLOURS[MISSING], label="acked, later missing"),
-        Patch(color=SERIES_COLOURS[AnomalyName.DUPLICATED], label="acked, duplicated"),
-        Line2D([], [], color=SERIES_COLOURS["p50"], label="ack latency p50"),
-        Line2D([], [], color=SERIES_COLOURS["p99"], label="ack latency p99"),
-        Patch(color=SERIES_COLOURS["fault"], alpha=0.3, label="fault window"),
-        Line2D(
-            [], [], color=SERIES_COLOURS["leader"], linestyle=(0, (3, 2)), label="leader change"
-        ),
+        *(_patch(status, str(status)) for status in Status),
+        _patch(MISSING, "acked, later missing"),
+        _patch(AnomalyName.DUPLICATED, "acked, duplicated"),
+        _line("p50", "ack latency p50"),
+        _line("p99", "ack latency p99"),
+        _patch("fault", "fault window", alpha=0.3),
+        _line("leader", "leader change", linestyle=(0, (3, 2))),
     ]
     if consumed:
         handles += [
-            Line2D([], [], color=SERIES_COLOURS["processed"], label="processed by the group / s"),
-            Line2D([], [], color=SERIES_COLOURS["group_lag"], label="group lag (right axis)"),
-            Line2D(
-                [],
-                [],
-                color=SERIES_COLOURS["commits_failed"],
-                marker="x",
-                linestyle="none",
-                label="a group commit refused",
-            ),
+            _line("processed", "processed by the group / s"),
+            _line("group_lag", "group lag (right axis)"),
+            _line("commits_failed", "a group commit refused", marker="x", linestyle="none"),
         ]
     if liveness:
         handles += [
-            Patch(color=SERIES_COLOURS["stuck"], label="group stuck (a partition)"),
-            Line2D(
-                [],
-                [],
-                color=SERIES_COLOURS["reset"],
-                marker="D",
-                linestyle="none",
-                label="group reset below its commit",
-            ),
+            _patch("stuck", "group stuck (a partition)"),
+            _line("reset", "group reset below its commit", marker="D", linestyle="none"),
         ]
     if priced:
         handles += [
@@ -388,14 +360,8 @@ def _timeline_legend(
                 edgecolor=SERIES_COLOURS["stall"],
                 label="longest stall, no partition acking",
             ),
-            Patch(color=SERIES_COLOURS["stall"], label="longest stall of one partition"),
-            Line2D(
-                [],
-                [],
-                color=SERIES_COLOURS["recovery"],
-                marker="v",
-                label="heal → every partition acking again",
-            ),
+            _patch("stall", "longest stall of one partition"),
+            _line("recovery", "heal → every partition acking again", marker="v"),
         ]
     fig.legend(
         handles=handles,
@@ -405,6 +371,16 @@ def _timeline_legend(
         frameon=False,
         fontsize=8.5,
     )
+
+
+def _patch(series: str, label: str, **style: Any) -> Patch:
+    """A legend patch in the colour of a timeline series."""
+    return Patch(color=SERIES_COLOURS[series], label=label, **style)
+
+
+def _line(series: str, label: str, **style: Any) -> Line2D:
+    """A legend line (or marker, with `marker` and no linestyle) in a series' colour."""
+    return Line2D([], [], color=SERIES_COLOURS[series], label=label, **style)
 
 
 def percent(value: float) -> str:
