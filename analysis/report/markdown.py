@@ -10,15 +10,14 @@ from analysis.judge.outcomes import CellVerdict
 from analysis.judge.verdicts import exit_code
 from analysis.model.anomalies import COUNT_LABELS
 from analysis.model.results import RunResult
-from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, MatrixValue, price_of, price_texts
+from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
 from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
     config_summary,
-    format_rate,
-    format_stat,
     verdict_counts,
     verdict_summary,
+    with_range,
 )
 
 __all__ = ["render_markdown"]
@@ -73,28 +72,23 @@ def render_markdown(
 
 
 def _matrix_row(cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None) -> str:
-    """The cell's line of the matrix table (with the price of safety when given the results)."""
-    values = [format_stat(cell.stats.counts.get(n), cell.stats.counted) for n in MATRIX_COUNTS]
-    row = [
+    """The cell's line of the matrix table (with the price of safety when given the results):
+    its matrix_row, each value with its range or note in parentheses."""
+    row = matrix_row(cell, results_by_run)
+    texts = [
         f"`{cell.cell}`",
-        config_summary(cell.config),
-        *values,
-        format_rate(cell.stats.loss_rate),
-        f"**{cell.verdict.value}**",
+        " · ".join(row.config),
+        *(with_range(v.text, v.range) for v in row.values),
+        row.loss_rate,
+        f"**{row.verdict}**",
+        *(with_range(v.text, v.range) for v in row.price),
     ]
-    if results_by_run is not None:
-        row += [_price_cell(v) for v in price_texts(price_of(cell, results_by_run))]
-    return "| " + " | ".join(_md(v) for v in row) + " |"
+    return "| " + " | ".join(_md(v) for v in texts) + " |"
 
 
 def _alignment(index: int, head: Sequence[str]) -> str:
     """Left for the cell name, configuration and verdict, right for the numbers."""
     return "---" if index < 2 or head[index] == "verdict" else "---:"
-
-
-def _price_cell(value: MatrixValue) -> str:
-    """A price column's value, its note in parentheses."""
-    return f"{value.text} ({value.range})" if value.range else value.text
 
 
 def _markdown_cell(cell: CellVerdict) -> list[str]:
