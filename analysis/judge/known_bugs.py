@@ -12,13 +12,14 @@ docs/known-bugs.md shows this table with each row's experiment and what it measu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from analysis.model.anomalies import AnomalyName, CountName
 from harness.rundir.release import KafkaVersion
 
-__all__ = ["BUG_REASON", "KNOWN_BUGS", "KnownBug", "bugs_explaining"]
+__all__ = ["BUG_REASON", "KNOWN_BUGS", "KnownBug", "bugs_explaining", "first_shown"]
 
 # How a known bug's finding begins ("known bug KAFKA-17754 of Kafka 3.8.1 ..."): a cell's
 # summary puts these reasons first.
@@ -62,6 +63,12 @@ class KnownBug:
         if self.client_fixed_in is None:
             return f"fixed in {self.fixed_in}"
         return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
+
+    def reason(self, version: str | None, client: str = "") -> str:
+        """How a finding of it begins: 'known bug <reference> of Kafka <version> (with
+        <client>) (<fixed_where>): <mechanism>'."""
+        kafka = f"Kafka {version} with {client}" if client else f"Kafka {version}"
+        return f"{BUG_REASON}{self.reference} of {kafka} ({self.fixed_where()}): {self.mechanism}"
 
 
 def _java_at_least(client: str | None, release: str) -> bool:
@@ -184,3 +191,15 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
 def bugs_explaining(explains: str) -> tuple[KnownBug, ...]:
     """The rows that explain `explains` (CountName.LOSS or an AnomalyName), in table order."""
     return tuple(bug for bug in KNOWN_BUGS if bug.explains == explains)
+
+
+def first_shown(
+    explains: str, version: str | None, client: str | None, shown: Callable[[KnownBug], str]
+) -> tuple[KnownBug, str] | None:
+    """The first row explaining `explains` that affects `version` and `client` and whose
+    evidence the run shows, with that evidence in words (`shown`: '' when it does not show);
+    None when no row does."""
+    for bug in bugs_explaining(explains):
+        if bug.affects(version, client) and (evidence := shown(bug)):
+            return bug, evidence
+    return None

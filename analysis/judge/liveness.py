@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from analysis.judge.guarantees import FORBIDDEN, Guarantee
-from analysis.judge.known_bugs import BUG_REASON, KnownBug, bugs_explaining
+from analysis.judge.known_bugs import first_shown
 from analysis.judge.outcomes import EXAMPLES_IN_REASON, Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
@@ -184,26 +184,17 @@ def _finding(
     words = ", ".join(_words(e, origin) for e in quoted) + more
     what = f"{len(rows) + beyond} {anomaly(name).label} ({anomaly(name).meaning}; {words})"
     whose = "consumer group" if rows[0].consumer != READER else "transactions' reader"
-    if (bug := _bug(name, config, row.case)) is not None:
-        detail = (
-            f"{BUG_REASON}{bug.reference} of Kafka {config.kafka_version} "
-            f"({bug.fixed_where()}): {bug.mechanism}; {whose}: {what}"
-        )
+    # A liveness bug's evidence is the case its examples show (LIVENESS_EVIDENCE).
+    if found := first_shown(
+        name,
+        config.kafka_version,
+        config.client,
+        lambda bug: row.case if LIVENESS_EVIDENCE.get(bug.reference) == row.case else "",
+    ):
+        detail = f"{found[0].reason(config.kafka_version)}; {whose}: {what}"
         return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
     detail = f"{whose}: {what}; {row.rule}: {row.citation} ({LIVENESS_SOURCE})"
     return Finding(name, VERDICT_OF_RULE[row.rule], detail, quoted)
-
-
-def _bug(name: AnomalyName, config: CellConfig, case: str) -> KnownBug | None:
-    """The first known bug explaining `name` that affects the cell's release and client and
-    whose evidence is the examples' `case`."""
-    bugs = (
-        bug
-        for bug in bugs_explaining(name)
-        if LIVENESS_EVIDENCE.get(bug.reference) == case
-        and bug.affects(config.kafka_version, config.client)
-    )
-    return next(bugs, None)
 
 
 def _words(example: Example, origin: float) -> str:

@@ -33,7 +33,7 @@ from analysis.judge.history import (
     PartitionHistory,
     partition_fault_class,
 )
-from analysis.judge.known_bugs import BUG_REASON, bugs_explaining
+from analysis.judge.known_bugs import first_shown
 from analysis.model.anomalies import CountName
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
@@ -358,18 +358,17 @@ def judge_partition(
 def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgement | None:
     """The first known bug of this Kafka whose evidence the partition shows."""
     version = context.config.kafka_version
-    for bug in bugs_explaining(CountName.LOSS):
-        if not bug.affects(version):
-            continue
-        evidence = PARTITION_EVIDENCE[bug.reference](history, context)
-        if not evidence:
-            continue
-        line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
-        logged = f"; log: {line}" if line else ""
-        reason = (
-            f"{BUG_REASON}{bug.reference} of Kafka {version} ({bug.fixed_where()}): "
-            f"{bug.mechanism}; p{history.partition}: {evidence}{logged}"
-        )
-        cls = partition_fault_class(history.hits)
-        return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.reference)
-    return None
+    found = first_shown(
+        CountName.LOSS,
+        version,
+        None,
+        lambda bug: PARTITION_EVIDENCE[bug.reference](history, context),
+    )
+    if found is None:
+        return None
+    bug, evidence = found
+    line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
+    logged = f"; log: {line}" if line else ""
+    reason = f"{bug.reason(version)}; p{history.partition}: {evidence}{logged}"
+    cls = partition_fault_class(history.hits)
+    return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.reference)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from analysis.judge.known_bugs import BUG_REASON, bugs_explaining
+from analysis.judge.known_bugs import first_shown
 from analysis.judge.outcomes import Finding, Verdict
 from analysis.model.anomalies import AnomalyName, CountName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
@@ -290,17 +290,15 @@ def _known_bug(
     """The KNOWN-BUG finding of the first transactional bug that explains anomaly `name` on
     this release and client, when the run shows its pattern (read from the events and every
     example the check kept, `witnesses`); None otherwise."""
-    for bug in bugs_explaining(name):
-        if not bug.affects(config.kafka_version, config.client):
-            continue
-        if evidence := RUN_EVIDENCE[bug.reference](events, witnesses):
-            client = config.client or "librdkafka"
-            detail = (
-                f"{BUG_REASON}{bug.reference} of Kafka {config.kafka_version} with {client} "
-                f"({bug.fixed_where()}): {bug.mechanism}; {what}; {evidence}"
-            )
-            return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
-    return None
+    version = config.kafka_version
+    found = first_shown(
+        name, version, config.client, lambda bug: RUN_EVIDENCE[bug.reference](events, witnesses)
+    )
+    if found is None:
+        return None
+    bug, evidence = found
+    detail = f"{bug.reason(version, config.client or 'librdkafka')}; {what}; {evidence}"
+    return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
 
 
 def _summary(counts: Counts) -> str:
