@@ -23,11 +23,12 @@ read_uncommitted read-back) is UNKNOWN.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
 from analysis.judge.known_bugs import first_shown
-from analysis.judge.outcomes import Finding, Verdict
+from analysis.judge.outcomes import Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, CountName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
@@ -160,7 +161,7 @@ def transaction_findings(
     config: CellConfig,
     counts: Counts,
     events: RunEvidence,
-    examples: Mapping[str, Sequence[Example]] | None = None,
+    examples: Examples | None = None,
     *,
     loss_is_violation: bool,
 ) -> list[Finding]:
@@ -168,79 +169,88 @@ def transaction_findings(
     the run's (with `txn`), quoted in the reasons."""
     if not is_transactional(config, counts):
         return []
-    examples = examples or {}
-    findings = _aborted_findings(config, counts, events, examples)
+    run = _Run(config, counts, events, examples or {})
+    findings = _aborted_findings(run)
     if hidden := int(counts.get(CountName.TXN_COMMITTED_HIDDEN, 0)):
         detail = (
             f"hidden commits: {hidden} committed messages are in the log "
             f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
         )
         findings.append(Finding(None, Verdict.VIOLATION, detail))
-    if finding := _torn_or_lost_finding(
-        config, counts, events, examples, loss_is_violation=loss_is_violation
-    ):
+    if finding := _torn_or_lost_finding(run, loss_is_violation):
         findings.append(finding)
-    findings += [
-        f for name in CYCLE_CLASSES if (f := _cycle_finding(name, config, counts, events, examples))
-    ]
+    findings += [f for name in CYCLE_CLASSES if (f := _cycle_finding(run, name))]
     findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
 
 
-def _torn_or_lost_finding(
-    config: CellConfig,
-    counts: Counts,
-    events: RunEvidence,
-    examples: Mapping[str, Sequence[Example]],
-    *,
-    loss_is_violation: bool,
-) -> Finding | None:
+@dataclass(frozen=True)
+class _Run:
+    """What the findings of a transactional repetition read: the cell's config, and the run's
+    counts, events and examples."""
+
+    config: CellConfig
+    counts: Counts
+    events: RunEvidence
+    examples: Examples
+
+    def quoted(self, name: AnomalyName, most: int = 3) -> tuple[Example, ...]:
+        """The first `most` examples of a class, the ones a reason quotes."""
+        return tuple(self.examples.get(name) or ())[:most]
+
+    def forbidden(
+        self,
+        name: AnomalyName,
+        what: str,
+        detail: str,
+        quoted: tuple[Example, ...],
+        witnesses: Sequence[Example] | None = None,
+    ) -> Finding:
+        """KNOWN-BUG when the first transactional bug that explains anomaly `name` on this
+        release and client shows its pattern (read from the events and every example the check
+        kept, `witnesses`: those of `name` unless given); else VIOLATION, saying `detail`."""
+        kept = self.examples.get(name) or () if witnesses is None else witnesses
+        version, client = self.config.kafka_version, self.config.client
+        found = first_shown(
+            name, version, client, lambda bug: RUN_EVIDENCE[bug.reference](self.events, kept)
+        )
+        if found is None:
+            return Finding(name, Verdict.VIOLATION, detail, quoted)
+        bug, evidence = found
+        detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
+        return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
+
+
+def _torn_or_lost_finding(run: _Run, loss_is_violation: bool) -> Finding | None:
     """Committed transactions lost or torn: judged as the loss of their messages is (None when
     there is none), a known bug where one explains them. Torn transactions are lost ones too,
     so the finding is committed_lost's."""
     lost_name, torn_name = AnomalyName.COMMITTED_LOST, AnomalyName.TORN_TRANSACTION
-    torn, lost = counts.get(torn_name, 0), counts.get(lost_name, 0)
+    torn, lost = run.counts.get(torn_name, 0), run.counts.get(lost_name, 0)
     if not (torn or lost):
         return None
-    quoted = _quoted(examples, torn_name)
+    quoted = run.quoted(torn_name)
     what = (
         f"{lost} {anomaly(lost_name).label} ({anomaly(lost_name).meaning}), "
         f"{torn} {anomaly(torn_name).label}{_shown(quoted)}"
     )
-    if loss_is_violation:
-        witnesses = (*(examples.get(lost_name) or ()), *(examples.get(torn_name) or ()))
-        if known := _known_bug(lost_name, config, events, what, quoted, witnesses):
-            return known
-        detail = f"torn or lost transactions: {what}; {ATOMIC_CITATION}"
-        return Finding(lost_name, Verdict.VIOLATION, detail, quoted)
-    detail = f"{what}; allowed with the loss: {DURABLE_CITATION}"
-    return Finding(lost_name, Verdict.PASS, detail, quoted)
+    if not loss_is_violation:
+        detail = f"{what}; allowed with the loss: {DURABLE_CITATION}"
+        return Finding(lost_name, Verdict.PASS, detail, quoted)
+    witnesses = (*(run.examples.get(lost_name) or ()), *(run.examples.get(torn_name) or ()))
+    detail = f"torn or lost transactions: {what}; {ATOMIC_CITATION}"
+    return run.forbidden(lost_name, what, detail, quoted, witnesses)
 
 
-def _cycle_finding(
-    name: AnomalyName,
-    config: CellConfig,
-    counts: Counts,
-    events: RunEvidence,
-    examples: Mapping[str, Sequence[Example]],
-) -> Finding | None:
+def _cycle_finding(run: _Run, name: AnomalyName) -> Finding | None:
     """Committed transactions in a cycle (G0, G1c): a violation, or a known bug whose pattern
     the run shows; None when there is none."""
-    if not (found := int(counts.get(name, 0))):
+    if not (found := int(run.counts.get(name, 0))):
         return None
-    quoted = _quoted(examples, name)
+    quoted = run.quoted(name)
     cycles = "; ".join(row.cycle or "" for row in quoted)
     what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {cycles})"
-    if known := _known_bug(name, config, events, what, quoted, examples.get(name) or ()):
-        return known
-    return Finding(name, Verdict.VIOLATION, f"{what}; {ORDER_CITATION}", quoted)
-
-
-def _quoted(
-    examples: Mapping[str, Sequence[Example]], name: AnomalyName, most: int = 3
-) -> tuple[Example, ...]:
-    """The first `most` examples of a class, the ones a reason quotes."""
-    return tuple(examples.get(name) or ())[:most]
+    return run.forbidden(name, what, f"{what}; {ORDER_CITATION}", quoted)
 
 
 def _shown(rows: Sequence[Example]) -> str:
@@ -253,17 +263,11 @@ def _shown(rows: Sequence[Example]) -> str:
     return f" (e.g. {shown})"
 
 
-def _aborted_findings(
-    config: CellConfig,
-    counts: Counts,
-    events: RunEvidence,
-    examples: Mapping[str, Sequence[Example]],
-) -> list[Finding]:
+def _aborted_findings(run: _Run) -> list[Finding]:
     """Aborted reads: a violation, or a known bug whose pattern the run shows; a note when no
     aborted message reached the log, so that nothing was tested."""
-    name = AnomalyName.ABORTED_READ
-    aborted = int(counts.get(name, 0))
-    if not aborted:
+    name, counts = AnomalyName.ABORTED_READ, run.counts
+    if not (aborted := int(counts.get(name, 0))):
         if counts.get(CountName.TXN_ABORTED, 0) and not counts.get(CountName.TXN_ABORTED_IN_LOG, 0):
             detail = (
                 "no message of an aborted transaction reached the log: read_committed had "
@@ -271,34 +275,9 @@ def _aborted_findings(
             )
             return [Finding(name, Verdict.PASS, detail)]
         return []
-    quoted = _quoted(examples, name)
+    quoted = run.quoted(name)
     what = f"{aborted} {anomaly(name).label} ({anomaly(name).meaning}){_shown(quoted)}"
-    if known := _known_bug(name, config, events, what, quoted, examples.get(name) or ()):
-        return [known]
-    detail = f"aborted reads: {what}; {ABORTED_CITATION}"
-    return [Finding(name, Verdict.VIOLATION, detail, quoted)]
-
-
-def _known_bug(
-    name: AnomalyName,
-    config: CellConfig,
-    events: RunEvidence,
-    what: str,
-    quoted: tuple[Example, ...],
-    witnesses: Sequence[Example],
-) -> Finding | None:
-    """The KNOWN-BUG finding of the first transactional bug that explains anomaly `name` on
-    this release and client, when the run shows its pattern (read from the events and every
-    example the check kept, `witnesses`); None otherwise."""
-    version = config.kafka_version
-    found = first_shown(
-        name, version, config.client, lambda bug: RUN_EVIDENCE[bug.reference](events, witnesses)
-    )
-    if found is None:
-        return None
-    bug, evidence = found
-    detail = f"{bug.reason(version, config.client or 'librdkafka')}; {what}; {evidence}"
-    return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
+    return [run.forbidden(name, what, f"aborted reads: {what}; {ABORTED_CITATION}", quoted)]
 
 
 def _summary(counts: Counts) -> str:
