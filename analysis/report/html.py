@@ -22,8 +22,8 @@ from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
 from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
 from analysis.report.provenance import ProvenanceView
-from analysis.report.safe import PartFailure, safely
-from analysis.report.summary_view import SummaryView, summary_view
+from analysis.report.safe import PartFailure, safely, safely_from
+from analysis.report.summary_view import summary_view
 from analysis.report.views import (
     css_class,
     verdict_counts,
@@ -83,17 +83,8 @@ def render_html(
         repetitions=sum(len(c.repetitions) for c in cells),
         max_timelines=MAX_TIMELINES_PER_CELL,
         provenance=provenance,
-        summary=_summary_view(summary),
+        summary=safely_from("the cross-run summary", summary, summary_view),
         summary_chart=safely("the loss probability chart", partial(loss_probability_svg, summary))
         if isinstance(summary, CrossRunSummary) and summary.groups
         else None,
     )
-
-
-def _summary_view(
-    summary: CrossRunSummary | PartFailure | None,
-) -> SummaryView | PartFailure | None:
-    """The summary's view, or the failure that kept it (or its view) out; None without one."""
-    if summary is None or isinstance(summary, PartFailure):
-        return summary
-    return safely("the cross-run summary", partial(summary_view, summary))

@@ -16,7 +16,7 @@ from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult
 from analysis.report.matrix import price_of
 from analysis.report.provenance import ProvenanceView
-from analysis.report.safe import PartFailure, safely
+from analysis.report.safe import PartFailure, safely, safely_from
 from analysis.report.summary_view import summary_json
 from analysis.report.views import verdict_counts, verdict_summary
 from harness.rundir.provenance import ExperimentProvenance
@@ -182,11 +182,7 @@ def _summary_or_error(
     summary: CrossRunSummary | PartFailure | None,
 ) -> Mapping[str, object] | ErrorJson | None:
     """summary_json of the summary (None without one), or {"error": what failed}."""
-    if summary is None:
-        return None
-    if isinstance(summary, PartFailure):
-        return {"error": str(summary)}
-    data = safely("the cross-run summary", partial(summary_json, summary))
+    data = safely_from("the cross-run summary", summary, summary_json)
     return {"error": str(data)} if isinstance(data, PartFailure) else data
 
 

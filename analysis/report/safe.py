@@ -14,9 +14,10 @@ from typing import ClassVar, TypeVar
 
 from markupsafe import Markup, escape
 
-__all__ = ["PartFailure", "safely"]
+__all__ = ["PartFailure", "safely", "safely_from"]
 
 T = TypeVar("T")
+S = TypeVar("S")
 log = logging.getLogger("kafka_chaos.report")
 
 
@@ -47,3 +48,13 @@ def safely(part: str, build: Callable[[], T], unwritten: Path | None = None) -> 
     except Exception as exc:
         log.exception("report part %s failed", part)
         return PartFailure(part, f"{type(exc).__name__}: {exc}", unwritten)
+
+
+def safely_from(
+    part: str, source: S | PartFailure | None, build: Callable[[S], T]
+) -> T | PartFailure | None:
+    """build(source) made safely, for a source that may itself be missing (None, passed on) or
+    have failed (its PartFailure, passed on)."""
+    if source is None or isinstance(source, PartFailure):
+        return source
+    return safely(part, lambda: build(source))
