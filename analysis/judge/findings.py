@@ -16,7 +16,7 @@ from analysis.judge.guarantees import (
     Guarantee,
     delivery_rule,
 )
-from analysis.judge.history import PartitionHistory
+from analysis.judge.history import PartitionHistory, timeline_t
 from analysis.judge.mechanisms import PartitionJudgement, judge_partition
 from analysis.judge.outcomes import (
     EXAMPLES_IN_REASON,
@@ -255,7 +255,7 @@ def _isr_exception_finding(
             missing.append("an unknown partition" if scope is None else f"partition {partition}")
         else:
             ts_us, p, isr = shrunk
-            shrinks.append(f"p{p} ISR {isr} at t={(ts_us - evidence.origin_us) / 1e6:.1f} s")
+            shrinks.append(f"p{p} ISR {isr} at {timeline_t(ts_us, evidence.origin_us)}")
     if missing:
         return hit.finding(
             Verdict.VIOLATION,
@@ -338,13 +338,8 @@ LEGAL_ANOMALIES: Final = (
 
 def legal_anomaly_notes(counts: Counts) -> list[Finding]:
     """A note per non-zero LEGAL_ANOMALIES class: its count, label and meaning."""
-    return [
-        Finding(
-            name, Verdict.PASS, f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}"
-        )
-        for name in LEGAL_ANOMALIES
-        if counts[name] > 0
-    ]
+    described = ((name, _describe(counts, {}, (name,))) for name in LEGAL_ANOMALIES)
+    return [Finding(name, Verdict.PASS, text) for name, text in described if text]
 
 
 def judge_consumers(

@@ -26,6 +26,7 @@ __all__ = [
     "leader_changes",
     "partition_fault_class",
     "partition_histories",
+    "timeline_t",
 ]
 
 LEADER: Final = "leader"
@@ -92,6 +93,12 @@ class PartitionHistory:
     def leader_hits(self) -> tuple[FaultHit, ...]:
         """The faults that hit this partition's leader (or every broker), in time order."""
         return tuple(h for h in self.hits if h.role in (LEADER, WHOLE))
+
+
+def timeline_t(ts_us: float | None, origin_us: float) -> str:
+    """'t=12.0 s': when `ts_us` falls on the run's timeline, whose t=0 is `origin_us` (the
+    timeline's clock every reason uses); 't=?' when it was not stamped."""
+    return "t=?" if ts_us is None else f"t={(ts_us - origin_us) / 1e6:.1f} s"
 
 
 def _node(node: int | None) -> str:

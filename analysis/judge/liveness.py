@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from analysis.judge.guarantees import FORBIDDEN, Guarantee
+from analysis.judge.history import timeline_t
 from analysis.judge.known_bugs import first_shown
 from analysis.judge.outcomes import EXAMPLES_IN_REASON, Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
@@ -205,23 +206,18 @@ def _words(example: Example, origin: float) -> str:
         aborted = example.read_by_aborted
         return (
             f"{who} on p{example.partition} at "
-            f"t={_t(example.at_us, origin)}: {example.from_offset} then {example.to_offset}"
+            f"{timeline_t(example.at_us, origin)}: {example.from_offset} then {example.to_offset}"
             + (f" ({example.skipped} records between)" if example.skipped else "")
             + (f", {aborted} of them read by aborted transactions" if aborted else "")
         )
     if example.reset_to is not None:
         return (
-            f"p{example.partition} at t={_t(example.at_us, origin)}: resumed at "
+            f"p{example.partition} at {timeline_t(example.at_us, origin)}: resumed at "
             f"{example.reset_to} below its commit {example.committed} ({example.reprocessed} "
             f"read again{', after a leader change' if example.leader_changed else ''})"
         )
     held = " (the high watermark past a held last stable offset)" if example.lso_held else ""
     return (
-        f"p{example.partition} from t={_t(example.from_us, origin)} to "
-        f"t={_t(example.to_us, origin)} at {example.position}, end {example.end}{held}"
+        f"p{example.partition} from {timeline_t(example.from_us, origin)} to "
+        f"{timeline_t(example.to_us, origin)} at {example.position}, end {example.end}{held}"
     )
-
-
-def _t(stamp_us: int | None, origin_us: float) -> str:
-    """Seconds from the run's origin, as the timeline counts them."""
-    return "?" if stamp_us is None else f"{(stamp_us - origin_us) / 1e6:.1f} s"

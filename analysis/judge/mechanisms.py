@@ -32,6 +32,7 @@ from analysis.judge.history import (
     LeaderChange,
     PartitionHistory,
     partition_fault_class,
+    timeline_t,
 )
 from analysis.judge.known_bugs import first_shown
 from analysis.model.anomalies import CountName
@@ -80,7 +81,14 @@ class _Context:
     topic: str
 
     def t(self, ts_us: float) -> str:
-        return f"t={(ts_us - self.origin_us) / 1e6:.1f} s"
+        """'t=12.0 s' on the run's timeline."""
+        return timeline_t(ts_us, self.origin_us)
+
+    def log(self, partition: int, needles: Sequence[str], before: str = "") -> str:
+        """The first broker-log line naming the partition and one of `needles`
+        (log_evidence), after `before`; '' when none does."""
+        line = log_evidence(self.run_dir, self.topic, partition, needles)
+        return f"{before}{line}" if line else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +173,7 @@ def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> 
     standing = _last_replica_standing(history, context)
     if not standing:
         return ""
-    line = log_evidence(context.run_dir, context.topic, history.partition, UNCLEAN_NEEDLES[:1])
+    line = context.log(history.partition, UNCLEAN_NEEDLES[:1])
     return f"{standing}; the controller: {line}" if "lastKnownElr" in line else ""
 
 
@@ -250,9 +258,7 @@ def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -
             f"{context.t(change.ts_us)} though the last ISR seen was "
             f"{list(change.isr_before)}; what only the ISR had acknowledged is gone"
         )
-    if config.unclean_leader_election and (
-        line := log_evidence(context.run_dir, context.topic, p, UNCLEAN_NEEDLES)
-    ):
+    if config.unclean_leader_election and (line := context.log(p, UNCLEAN_NEEDLES)):
         return (
             f"unclean election of p{p}, logged as {line}; what only the ISR had acknowledged "
             "is gone"
@@ -332,8 +338,7 @@ def judge_partition(
         return PartitionJudgement(p, cls, "unknown", f"p{p} ({cls}): {guarantee.citation}")
     if guarantee.loss == FORBIDDEN_UNLESS_ISR_SHRANK and (found := _isr_alone(history)):
         alone, hit = found
-        line = log_evidence(context.run_dir, context.topic, p, ISR_SHRINK_NEEDLES)
-        logged = f"; log: {line}" if line else ""
+        logged = context.log(p, ISR_SHRINK_NEEDLES, "; log: ")
         reason = (
             f"acknowledged by the leader alone: p{p}'s ISR was {list(alone.isr)} at "
             f"{context.t(alone.ts_us)}{logged}, then fault {hit.fault_id} ({hit.fault}) hit "
@@ -367,8 +372,7 @@ def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgeme
     if found is None:
         return None
     bug, evidence = found
-    line = log_evidence(context.run_dir, context.topic, history.partition, bug.log_needles)
-    logged = f"; log: {line}" if line else ""
+    logged = context.log(history.partition, bug.log_needles, "; log: ")
     reason = f"{bug.reason(version)}; p{history.partition}: {evidence}{logged}"
     cls = partition_fault_class(history.hits)
     return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.reference)
