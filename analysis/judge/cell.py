@@ -27,11 +27,11 @@ def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
     rows = [
         {**counts, CountName.LOSS: loss_of(counts)}
         for counts in (r.counts for r in results_of_cell)
-        if isinstance(counts, Mapping) and all(_is_count(counts.get(n)) for n in LOSS_CLASSES)
+        if isinstance(counts, Mapping) and all(is_count(counts.get(n)) for n in LOSS_CLASSES)
     ]
     stats: dict[str, CountStats] = {}
     for name in (*COUNT_NAMES, CountName.LOSS):
-        values = [v for v in (row.get(name) for row in rows) if _is_count(v)]
+        values = [v for v in (row.get(name) for row in rows) if is_count(v)]
         if values:
             total = sum(values)
             stats[name] = CountStats(total / len(values), min(values), max(values), total)
@@ -44,7 +44,7 @@ def cell_stats(results_of_cell: Sequence[RunResult]) -> CellStats:
     )
 
 
-def _is_count(value: object) -> TypeGuard[int]:
+def is_count(value: object) -> TypeGuard[int]:
     """True for a non-negative int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -52,7 +52,7 @@ def _is_count(value: object) -> TypeGuard[int]:
 def _rate(rows: Sequence[Mapping[str, object]], name: CountKey) -> float | None:
     """sum(name) / sum(acked) over rows with both counts; None when nothing was acked."""
     acked_name = CountName.ACKED
-    usable = [r for r in rows if _is_count(r.get(name)) and _is_count(r.get(acked_name))]
+    usable = [r for r in rows if is_count(r.get(name)) and is_count(r.get(acked_name))]
     acked = sum(cast(int, r[acked_name]) for r in usable)
     if acked == 0:
         return None

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from analysis.judge.cell import cell_stats
+from analysis.judge.cell import cell_stats, is_count
 from analysis.judge.contract import contract_breaches
 from analysis.judge.findings import (
     LossContext,
@@ -161,7 +161,7 @@ def _read_counts(raw: Mapping[str, object]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for name in COUNT_NAMES:
         value = raw.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_count(value):
             raise ValueError(f"count {str(name)!r} is {value!r}, expected a non-negative int")
         counts[name] = value
     return counts
