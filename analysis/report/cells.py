@@ -166,16 +166,6 @@ def sensitivity_text(check: Sensitivity | None) -> str | None:
     )
 
 
-def _timeline_or_none(
-    result: RunResult | None, events: Events, salt: str
-) -> Markup | PartFailure | None:
-    """The timeline chart; None without a result or a timeline; the PartFailure, shown in its
-    place, when it cannot be drawn."""
-    if result is None:
-        return None
-    return safely(f"the timeline of {salt}", lambda: timeline_svg(result, events, salt))
-
-
 def _repetition_view(
     cell: CellVerdict,
     rep: RepetitionVerdict,
@@ -193,7 +183,11 @@ def _repetition_view(
         verdict=rep.verdict.value,
         css=css_class(rep.verdict),
         reasons=rep.reasons,
-        timeline=_timeline_or_none(result, events, salt) if draw else None,
+        # None without a result or a timeline; the PartFailure, shown in its place, when it
+        # cannot be drawn
+        timeline=safely(f"the timeline of {salt}", lambda: timeline_svg(result, events, salt))
+        if draw and result is not None
+        else None,
         timeline_skipped=not draw,
         faults=tuple(w.label for w in fault_windows(events)),
         sensitivity=sensitivity_text(result.sensitivity if result else None),

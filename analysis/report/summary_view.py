@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analysis.crossrun.summary import CrossRunSummary, GroupSummary, SettingEffect
+from analysis.report.views import format_rate
 
 __all__ = ["SummaryRow", "SummaryView", "summary_json", "summary_view"]
 
@@ -36,11 +37,6 @@ class SummaryView:
     decisive: str
 
 
-def _pct(value: float) -> str:
-    """A proportion as a percentage with at most one decimal."""
-    return f"{100 * value:.3g} %"
-
-
 def _row(group: GroupSummary) -> SummaryRow:
     """The formatted row of one group."""
     reps = str(group.repetitions)
@@ -48,12 +44,12 @@ def _row(group: GroupSummary) -> SummaryRow:
         reps = f"{group.counted}/{reps}"
     probability = "-"
     if group.loss_probability is not None:
-        probability = f"{group.lossy}/{group.counted} = {_pct(group.loss_probability)}"
+        probability = f"{group.lossy}/{group.counted} = {format_rate(group.loss_probability)}"
     spread = group.loss_rate
     rates = (
         "-"
         if spread is None
-        else " / ".join(_pct(v) for v in (spread.min, spread.median, spread.max))
+        else " / ".join(format_rate(v) for v in (spread.min, spread.median, spread.max))
     )
     return SummaryRow(
         configuration=group.label,
@@ -65,7 +61,7 @@ def _row(group: GroupSummary) -> SummaryRow:
         # No counted repetition: the interval is all of [0, 1], which says nothing worth a cell.
         interval="-"
         if group.counted == 0
-        else f"{_pct(group.interval.low)} – {_pct(group.interval.high)}",
+        else f"{format_rate(group.interval.low)} – {format_rate(group.interval.high)}",
         loss_rate=rates,
         verdicts=", ".join(f"{n} {v}" for v, n in group.verdicts.items()),
     )
@@ -73,12 +69,14 @@ def _row(group: GroupSummary) -> SummaryRow:
 
 def _effect_text(effect: SettingEffect) -> str:
     """One sentence: which setting, from what to what, changed the loss probability."""
-    (p1, p2), (i1, i2) = effect.probabilities, effect.intervals
+    before, after = (
+        f"{format_rate(p)} [{format_rate(i.low)}–{format_rate(i.high)}]"
+        for p, i in zip(effect.probabilities, effect.intervals, strict=True)
+    )
     context = " ".join(f"{k}={v}" for k, v in effect.context)
     return (
         f"{effect.setting} {effect.values[0]} → {effect.values[1]}: loss probability "
-        f"{_pct(p1)} [{_pct(i1.low)}–{_pct(i1.high)}] → {_pct(p2)} [{_pct(i2.low)}–{_pct(i2.high)}]"
-        f" under {effect.fault}, Kafka {effect.kafka_version} ({context})"
+        f"{before} → {after} under {effect.fault}, Kafka {effect.kafka_version} ({context})"
     )
 
 
