@@ -345,7 +345,7 @@ def judge_partition(
             f"that leader at {context.t(hit.ts_us)} ({guarantee.citation})"
         )
         return PartitionJudgement(p, cls, "allowed", reason)
-    if bug := _known_bug(history, context):
+    if bug := _known_bug(history, context, cls):
         return bug
     roles = "; ".join(
         f"fault {h.fault_id} ({h.fault}) on {h.role} {list(h.nodes) or 'all'} "
@@ -360,8 +360,9 @@ def judge_partition(
     return PartitionJudgement(p, cls, "violation", reason)
 
 
-def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgement | None:
-    """The first known bug of this Kafka whose evidence the partition shows."""
+def _known_bug(history: PartitionHistory, context: _Context, cls: str) -> PartitionJudgement | None:
+    """The first known bug of this Kafka whose evidence the partition (of fault class `cls`)
+    shows."""
     version = context.config.kafka_version
     found = first_shown(
         CountName.LOSS,
@@ -374,5 +375,4 @@ def _known_bug(history: PartitionHistory, context: _Context) -> PartitionJudgeme
     bug, evidence = found
     logged = context.log(history.partition, bug.log_needles, "; log: ")
     reason = f"{bug.reason(version)}; p{history.partition}: {evidence}{logged}"
-    cls = partition_fault_class(history.hits)
     return PartitionJudgement(history.partition, cls, "known-bug", reason, bug.reference)

@@ -57,6 +57,11 @@ class RepetitionVerdict:
     acked: int | None = None
     violations: tuple[str, ...] = ()  # the reasons that are violations of the guarantee
 
+    @property
+    def loss_rate(self) -> float | None:
+        """loss / acked; None when the loss was not counted or nothing was acknowledged."""
+        return self.loss / self.acked if self.loss is not None and self.acked else None
+
 
 @dataclass(frozen=True)
 class CountStats:

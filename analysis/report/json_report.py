@@ -231,7 +231,7 @@ def _cell_json(
                 "reasons": list(r.reasons),
                 "loss": r.loss,
                 "acked": r.acked,
-                "loss_rate": r.loss / r.acked if r.loss is not None and r.acked else None,
+                "loss_rate": r.loss_rate,
                 **_availability_json(r.run_dir, results_by_run),
                 "client": _client_json(r.run_dir),
                 "members": _members_json(r.run_dir),

@@ -10,6 +10,7 @@ from typing import Final
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, RepetitionVerdict, Verdict
 from analysis.model.evidence import RunEvidence
 from analysis.report.safe import PartFailure, safely
+from analysis.report.views import format_rate
 
 __all__ = ["SUITE_NAME", "junit_tree", "repetition_seconds", "write_junit"]
 
@@ -90,9 +91,8 @@ def _seconds(seconds: float) -> str:
 
 def _loss_line(rep: RepetitionVerdict) -> str:
     """'loss: N of M acked (r %)\n', the one loss figure, or '' when it was not counted."""
-    if rep.loss is None or not rep.acked:
-        return ""
-    return f"loss: {rep.loss} of {rep.acked} acked ({100 * rep.loss / rep.acked:.3g} %)\n"
+    rate = rep.loss_rate
+    return "" if rate is None else f"loss: {rep.loss} of {rep.acked} acked ({format_rate(rate)})\n"
 
 
 def _message(rep: RepetitionVerdict) -> str:
