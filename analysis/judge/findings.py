@@ -198,13 +198,12 @@ def _partition_finding(hit: _Hit, judgements: Sequence[PartitionJudgement], rule
 
 def _describe(counts: Counts, examples: Examples, names: Sequence[AnomalyName]) -> str:
     """Each non-zero class of `names` with its count, meaning and first example msg_ids."""
-    parts = []
-    for name in names:
-        if counts[name]:
-            entry = anomaly(name)
-            ids = _example_text(examples, name)
-            parts.append(f"{counts[name]} {entry.label}: {entry.meaning}{ids}")
-    return "; ".join(parts)
+    return "; ".join(
+        f"{counts[name]} {anomaly(name).label}: {anomaly(name).meaning}"
+        f"{_example_text(examples, name)}"
+        for name in names
+        if counts[name]
+    )
 
 
 def _quoted(
