@@ -52,6 +52,20 @@ class FaultHit:
         """'<role>-<kind>', the guarantee table's key."""
         return f"{self.role}-{self.kind}"
 
+    @classmethod
+    def of(
+        cls,
+        event: FaultStart,
+        role: str,
+        nodes: tuple[int, ...],
+        kind: str = "",
+        healed_us: int | None = None,
+    ) -> FaultHit:
+        """The hit of fault_start `event` on `nodes` in `role`, of the event's class kind
+        unless `kind` says otherwise."""
+        kind = kind or event.class_kind or event.fault or ""
+        return cls(event.fault_id or 0, event.fault or "", kind, role, nodes, _ts(event), healed_us)
+
 
 @dataclass(frozen=True)
 class LeaderChange:
@@ -143,15 +157,7 @@ def _hit(
         return None
     else:
         role = LEADER if partition.get("leader") in nodes else FOLLOWER
-    return FaultHit(
-        fault_id=event.fault_id or 0,
-        fault=event.fault or "",
-        kind=event.class_kind or event.fault or "",
-        role=role,
-        nodes=nodes,
-        ts_us=_ts(event),
-        healed_us=healed_us,
-    )
+    return FaultHit.of(event, role, nodes, healed_us=healed_us)
 
 
 def partition_histories(
@@ -195,14 +201,7 @@ def _quorum_change(event: FaultStart) -> FaultHit:
     """A change of the quorum's voters as a hit on the controllers it named (`hosts`, as
     controller-<id>: `nodes` lists brokers only)."""
     ids = [int(host.rsplit("-", 1)[1]) for host in event.hosts if host.startswith("controller-")]
-    return FaultHit(
-        fault_id=event.fault_id or 0,
-        fault=event.fault or "",
-        kind=QUORUM_CHANGE,
-        role="controllers",
-        nodes=tuple(ids or event.nodes),
-        ts_us=_ts(event),
-    )
+    return FaultHit.of(event, "controllers", tuple(ids or event.nodes), QUORUM_CHANGE)
 
 
 def partition_fault_class(hits: Iterable[FaultHit]) -> str:
