@@ -258,7 +258,9 @@ class FaultStep(_Section):
     @model_validator(mode="before")
     @classmethod
     def _whole_cluster_target(cls, data: Any) -> Any:
-        if not isinstance(data, dict) or data.get("fault") not in FAULT_TYPES:
+        # A fault given as a list or mapping is reported by the fault field, not hashed here.
+        fault_name = data.get("fault") if isinstance(data, dict) else None
+        if not isinstance(fault_name, str) or fault_name not in FAULT_TYPES:
             return data
         fault = FAULT_TYPES[data["fault"]]
         try:

@@ -160,6 +160,16 @@ BROKEN: dict[str, tuple[str, tuple[str, ...]]] = {
         "duration_s: 2}]}\n",
         ("faults.schedule[0].fault", "unknown fault", "..."),
     ),
+    "a fault given as a list": (
+        HEAD + "faults: {schedule: [{at_s: 1, fault: [kill], target: leader, duration_s: 2}]}\n",
+        ("faults.schedule[0].fault", "valid string"),
+    ),
+    "a matrix variant's fault given as a mapping": (
+        HEAD + f"faults: {{schedule: [{STEP}]}}\n"
+        "matrix: {fault: {odd: {faults.schedule: [{at_s: 5, fault: {a: 1}, target: leader, "
+        "duration_s: 5}]}}}\n",
+        ("cell 'fault=odd'", "faults.schedule[0].fault", "valid string", "variant 'odd'"),
+    ),
     "4 KB target": (
         HEAD + f"faults: {{schedule: [{{at_s: 1, fault: kill, target: {LONG_TEXT}, "
         "duration_s: 2}]}\n",
