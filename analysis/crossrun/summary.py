@@ -14,8 +14,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Final, TypeGuard
+from typing import Final
 
+from analysis.judge.cell import is_count
 from analysis.judge.outcomes import CellVerdict
 from analysis.model.anomalies import CountName
 from analysis.model.results import RunResult
@@ -220,14 +221,9 @@ def _loss_of_acked(result: RunResult) -> tuple[int, int] | None:
     counts that are not whole numbers within 0 <= loss <= acked (a malformed results.json)."""
     loss = result.loss
     acked = None if result.counts is None else result.counts.get(CountName.ACKED)
-    if not (_is_count(loss) and _is_count(acked)) or not 0 <= loss <= acked or acked == 0:
+    if not (is_count(loss) and is_count(acked)) or not loss <= acked or acked == 0:
         return None
     return loss, acked
-
-
-def _is_count(value: object) -> TypeGuard[int]:
-    """True for an int that is not a bool."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _effects(groups: Sequence[GroupSummary]) -> list[SettingEffect]:
