@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from harness.rundir.events import ClientConfig, EventLog, RecorderTally
+from harness.rundir.events import ClientConfig, EventLog
 from harness.rundir.records import Status
-from harness.workload.journal import SOLE, AckJournal, JournalError, ProducerSlot, close_journal
-from harness.workload.producer.fleet import MemberEnd
+from harness.workload.journal import SOLE, AckJournal, ProducerSlot, close_journal
+from harness.workload.producer.fleet import ClientError, MemberEnd, sole_close
 from harness.workload.producer.protocol import (
     EffectiveConfig,
     Line,
@@ -51,10 +51,6 @@ __all__ = ["ClientError", "ClientProgram", "CommandProducer"]
 
 CLIENT_LOG = "client.log"  # the program's stderr, in the run directory
 _SHOWN_VIOLATIONS = 3
-
-
-class ClientError(RuntimeError):
-    """The client program broke the protocol or ended badly: the repetition is incomplete."""
 
 
 @dataclass(frozen=True)
@@ -203,10 +199,6 @@ class CommandProducer:
 
     def _other_line(self, line: Line) -> None:
         """A line of a kind the plain producer does not use (a subclass may)."""
-
-    def tally_event(self, journal_error: str | None) -> RecorderTally:
-        """The recorder_tally event: the client's own count per status."""
-        return RecorderTally(reports=self.tally.as_dict(), journal_error=journal_error)
 
     def _terminate(self, wait_s: float) -> None:
         """SIGTERM the program's session, then SIGKILL it if it has not exited in `wait_s`."""
@@ -369,21 +361,9 @@ class CommandProducer:
         )
 
     def close(self, events: EventLog) -> Exception | None:
-        """`finish`, then write the tally and the client's settings; the error to raise after
-        the read-back, or None."""
-        journal_error, problem = self.finish()
-        with contextlib.suppress(Exception):
-            events.write(self.tally_event(journal_error))
-            if (config := self.config_event()) is not None:
-                events.write(config)
-        return run_error(journal_error, problem)
-
-
-def run_error(journal_error: str | None, problem: str | None) -> Exception | None:
-    """The exception that makes the repetition incomplete: the journal's, else the client's."""
-    if journal_error is not None:
-        return JournalError(journal_error)
-    return ClientError(problem) if problem else None
+        """As the run's one producer: `end`, its tally and settings written (fleet.sole_close);
+        the error to raise after the read-back, or None."""
+        return sole_close(self.end(), events)
 
 
 def _time_limit_s(workload: Workload) -> float | None:

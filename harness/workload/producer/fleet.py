@@ -15,7 +15,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from harness.rundir.events import ClientConfig, EventLog, PhaseEvent, ProducerTally, RecorderTally
 from harness.rundir.records import Status
@@ -24,11 +24,13 @@ from harness.workload.journal import JournalError
 from harness.workload.producer.recorder import RecorderStats
 
 __all__ = [
+    "ClientError",
     "Fleet",
     "FleetMember",
     "MemberEnd",
     "ProducerCrash",
     "Producing",
+    "sole_close",
     "summed_stats",
     "summed_tally",
 ]
@@ -36,6 +38,10 @@ __all__ = [
 
 class ProducerCrash(RuntimeError):
     """A producer died or failed before it finished: the repetition is incomplete."""
+
+
+class ClientError(RuntimeError):
+    """The client program broke the protocol or ended badly: the repetition is incomplete."""
 
 
 class Producing(Protocol):
@@ -55,12 +61,14 @@ class Producing(Protocol):
 @dataclass(frozen=True)
 class MemberEnd:
     """How a member of a fleet ended: its delivery reports by status, its journal's error, why
-    its sends are incomplete (None: they are not), and the settings it said it ran with."""
+    its sends are incomplete (None: they are not), the settings it said it ran with, and its
+    transactions by outcome (a transactional producer's; None: it has none)."""
 
     reports: dict[str, int]
     journal_error: str | None = None
     problem: str | None = None
     config: ClientConfig | None = None
+    transactions: dict[str, int] | None = None
 
 
 class FleetMember(Protocol):
@@ -154,15 +162,30 @@ class Fleet:
             )
             for i, end in enumerate(ends)
         ]
-        with contextlib.suppress(Exception):
-            reports = summed_tally([end.reports for end in ends])
-            events.write(
-                RecorderTally(reports=reports, journal_error=journal_error, producers=parts)
-            )
-            config = next((end.config for end in ends if end.config is not None), None)
-            if config is not None:
-                events.write(config)
+        reports = summed_tally([end.reports for end in ends])
+        _report(events, ends, reports=reports, journal_error=journal_error, producers=parts)
         problems = [f"producer {i}: {end.problem}" for i, end in enumerate(ends) if end.problem]
         if problems:
             return ProducerCrash("; ".join(problems))
         return None if journal_error is None else JournalError(journal_error)
+
+
+def sole_close(end: MemberEnd, events: EventLog) -> Exception | None:
+    """Close as the one producer of a run that ended as `end`, as before several producers
+    existed: its recorder_tally (no `producers` part) and client_config; its error: its
+    journal's (JournalError), else its client's (ClientError), else None. Never raises."""
+    transactions = {} if end.transactions is None else {"transactions": end.transactions}
+    _report(events, [end], reports=end.reports, journal_error=end.journal_error, **transactions)
+    if end.journal_error is not None:
+        return JournalError(end.journal_error)
+    return ClientError(end.problem) if end.problem else None
+
+
+def _report(events: EventLog, ends: Sequence[MemberEnd], **tally: Any) -> None:
+    """Write the recorder_tally event of the fields `tally` gives (only those: a field left out
+    stays out of the line) and the first client_config a producer reported. Never raises."""
+    with contextlib.suppress(Exception):
+        events.write(RecorderTally(**tally))
+        config = next((end.config for end in ends if end.config is not None), None)
+        if config is not None:
+            events.write(config)

@@ -22,18 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.experiment.fields import Scalar
-from harness.rundir.events import EventLog, ProducerCrashed, RecorderTally
+from harness.rundir.events import EventLog, ProducerCrashed
 from harness.rundir.records import Status
 from harness.waiting import Deadline
-from harness.workload.journal import (
-    AckJournal,
-    JournalError,
-    ProducerSlot,
-    close_journal,
-    write_meta,
-)
+from harness.workload.journal import AckJournal, ProducerSlot, close_journal, write_meta
 from harness.workload.processes import child_setup, forward_logs, sigint_held
-from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash
+from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash, sole_close
 from harness.workload.producer.recorder import (
     DeliveryTally,
     Recorder,
@@ -354,11 +348,14 @@ class LocalRecorder:
             raise RuntimeError("start() the recorder before run()")
         return self.recorder.run(stop)
 
+    def end(self) -> MemberEnd:
+        """Close the journal: its delivery tally (none before start) and error. Never raises."""
+        tally = self.recorder.tally if self.recorder is not None else DeliveryTally()
+        return MemberEnd(tally.as_dict(), close_journal(self.journal))
+
     def close(self, events: EventLog) -> Exception | None:
-        """Close the journal and write the tally; the JournalError to raise, or None."""
-        tally = self.recorder.tally if self.recorder is not None else None
-        error = close_with_tally(self.journal, tally, events)
-        return None if error is None else JournalError(error)
+        """`end`, and the tally written (fleet.sole_close); the JournalError to raise, or None."""
+        return sole_close(self.end(), events)
 
 
 def close_with_tally(
@@ -370,8 +367,6 @@ def close_with_tally(
     Never raises: it runs in `finally`, where the workload's own exception must survive.
     The analysis compares the tally with acked.parquet's reported rows, status by status.
     """
-    error = close_journal(journal)
-    tally = tally if tally is not None else DeliveryTally()
-    with contextlib.suppress(Exception):
-        events.write(RecorderTally(reports=tally.as_dict(), journal_error=error))
-    return error
+    end = MemberEnd((tally or DeliveryTally()).as_dict(), close_journal(journal))
+    sole_close(end, events)
+    return end.journal_error

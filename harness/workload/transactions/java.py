@@ -25,10 +25,10 @@ from harness.experiment.clients import ClientSpec
 from harness.experiment.fields import Scalar
 from harness.experiment.model import ProducerSpec
 from harness.rundir import layout
-from harness.rundir.events import RecorderTally
 from harness.rundir.transactions import Intent
 from harness.workload.producer.by_client import client_program
 from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.fleet import MemberEnd
 from harness.workload.producer.protocol import Line, TransactionEnd, Violation
 from harness.workload.producer.recorder import Workload
 from harness.workload.transactions.librdkafka import (
@@ -125,12 +125,9 @@ class JavaTransactions(CommandProducer):
             line.error, line.begin_ts_us, line.end_ts_us,
         )  # fmt: skip
 
-    def tally_event(self, journal_error: str | None) -> RecorderTally:
-        return RecorderTally(
-            reports=self.tally.as_dict(),
-            journal_error=journal_error,
-            transactions=dict(self.transactions.outcomes),
-        )
+    def end(self) -> MemberEnd:
+        """As for any program, with the transactions by outcome."""
+        return replace(super().end(), transactions=dict(self.transactions.outcomes))
 
     def finish(self) -> tuple[str | None, str | None]:
         """As for any program, and the transaction journal closed (its error joins the

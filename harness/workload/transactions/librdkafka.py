@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from harness.experiment.fields import Scalar
 from harness.rundir import layout
-from harness.rundir.events import EventLog, RecorderTally, now_us
+from harness.rundir.events import EventLog, now_us
 from harness.rundir.streams import StreamWriter, stream_to_parquet
 from harness.rundir.transactions import (
     TIMEOUT_ANSWERED,
@@ -53,7 +53,8 @@ from harness.rundir.transactions import (
     TxnOutcome,
 )
 from harness.waiting import Deadline, wait_for
-from harness.workload.journal import AckJournal, JournalError, close_journal, key_of
+from harness.workload.journal import AckJournal, close_journal, key_of
+from harness.workload.producer.fleet import MemberEnd, sole_close
 from harness.workload.producer.recorder import (
     DeliveryTally,
     Recorder,
@@ -467,17 +468,9 @@ class TransactionalRecorder:
             error = f"{error}; {txn_error}" if error else txn_error
         if self.reader is not None and (read_error := self.reader.close()) is not None:
             error = f"{error}; {read_error}" if error else read_error
-        with contextlib.suppress(Exception):
-            events.write(
-                RecorderTally(
-                    reports=self.tally.as_dict(),
-                    journal_error=error,
-                    transactions=dict(self.transactions.outcomes),
-                )
-            )
-        if error is not None:
-            return JournalError(error)
-        return self.stuck  # the repetition is UNKNOWN: its workload stopped early
+        end = MemberEnd(self.tally.as_dict(), error, transactions=dict(self.transactions.outcomes))
+        # Stuck, the repetition is UNKNOWN: its workload stopped early.
+        return sole_close(end, events) or self.stuck
 
 
 def _name(exc: KafkaException) -> str:
