@@ -119,6 +119,32 @@ class Report(Protocol):
     def latency(self) -> float | None: ...
 
 
+@dataclass
+class MadeReport:
+    """A delivery report the harness makes itself, as the journal reads confluent_kafka's: a
+    client program's line (command.py), or a send produce() refused (recorder.RefusedSend)."""
+
+    payload: bytes | None
+    failure: Any  # the error (None: the send succeeded)
+    where: tuple[int | None, int | None] = (None, None)  # (partition, offset)
+    latency_s: float | None = None
+
+    def value(self) -> bytes | None:
+        return self.payload
+
+    def error(self) -> Any:
+        return self.failure
+
+    def partition(self) -> int | None:
+        return self.where[0]
+
+    def offset(self) -> int | None:
+        return self.where[1]
+
+    def latency(self) -> float | None:
+        return self.latency_s
+
+
 class JournalError(RuntimeError):
     """Delivery reports could not all be written to the journal: the repetition is incomplete."""
 

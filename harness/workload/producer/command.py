@@ -26,7 +26,7 @@ from typing import IO
 
 from harness.rundir.events import ClientConfig, EventLog
 from harness.rundir.records import Status
-from harness.workload.journal import SOLE, AckJournal, ProducerSlot, close_journal
+from harness.workload.journal import SOLE, AckJournal, MadeReport, ProducerSlot, close_journal
 from harness.workload.producer.fleet import ClientError, MemberEnd, sole_close
 from harness.workload.producer.protocol import (
     EffectiveConfig,
@@ -85,31 +85,6 @@ class ErrorReport:
 
     def __str__(self) -> str:
         return f"{self.error_name}: {self.text}"
-
-
-@dataclass
-class LineReport:
-    """One send's outcome read from a line, as the journal reads delivery reports."""
-
-    payload: bytes | None
-    failure: ErrorReport | None
-    where: tuple[int | None, int | None]  # (partition, offset)
-    latency_s: float | None
-
-    def value(self) -> bytes | None:
-        return self.payload
-
-    def error(self) -> ErrorReport | None:
-        return self.failure
-
-    def partition(self) -> int | None:
-        return self.where[0]
-
-    def offset(self) -> int | None:
-        return self.where[1]
-
-    def latency(self) -> float | None:
-        return self.latency_s
 
 
 @dataclass
@@ -238,13 +213,13 @@ class CommandProducer:
 
         def report(
             value: bytes | None, failure: ErrorReport | None, where, latency_us
-        ) -> LineReport:
+        ) -> MadeReport:
             msg_id, key_seq = decode_with(fmt, value, keys)
             if msg_id is not None:
                 self._max_local = max(self._max_local, msg_id - base)
                 journal.sent_upto = max(journal.sent_upto, self._max_local + 1)
             latency = latency_us / 1e6 if latency_us is not None else None
-            return LineReport(journal_value(msg_id, key_seq), failure, where, latency)
+            return MadeReport(journal_value(msg_id, key_seq), failure, where, latency)
 
         def apply(text: str) -> None:
             reading.lines += 1

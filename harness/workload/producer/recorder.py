@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from harness.rundir.records import Status
 from harness.waiting import wait_for
-from harness.workload.journal import AckJournal, ProducerSlot, error_status, key_of
+from harness.workload.journal import AckJournal, MadeReport, ProducerSlot, error_status, key_of
 from harness.workload.values import encode_value
 
 if TYPE_CHECKING:
@@ -106,31 +106,12 @@ def delivery_callback(
     return on_delivery
 
 
-@dataclass(frozen=True)
-class RefusedSend:
-    """A send that produce() refused synchronously (unknown topic while restarted brokers'
-    metadata lacks it, an invalid argument, a fatal client state), journalled as a delivery
-    report of a failed send. The message never entered the client's queue, so it was never
-    written: a definite failure whatever the error (docs/kafka-reliability.md: a send that
-    ended in an error is not a loss)."""
-
-    payload: bytes
-    kafka_error: KafkaError
-
-    def value(self) -> bytes:
-        return self.payload
-
-    def error(self) -> KafkaError:
-        return self.kafka_error
-
-    def partition(self) -> None:
-        return None
-
-    def offset(self) -> None:
-        return None
-
-    def latency(self) -> None:
-        return None
+# A send that produce() refused synchronously (unknown topic while restarted brokers' metadata
+# lacks it, an invalid argument, a fatal client state): RefusedSend(value, its KafkaError),
+# journalled as a delivery report of a failed send. The message never entered the client's
+# queue, so it was never written: a definite failure whatever the error
+# (docs/kafka-reliability.md: a send that ended in an error is not a loss).
+RefusedSend = MadeReport
 
 
 def refused_error(exc: KafkaException) -> KafkaError:
