@@ -4,8 +4,6 @@ consumer-group member, compiled on demand against kafka-clients at any released 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from harness.experiment.clients import ClientSpec
 from harness.platform.jdk import (
     PROGRAMS_DIR,
@@ -17,7 +15,7 @@ from harness.platform.jdk import (
 from harness.platform.versions import Feature, supports
 from harness.rundir.release import KafkaVersion
 from harness.settings import Settings
-from harness.workload.consumer_group.java import JavaMember
+from harness.workload.processes import JavaProgram
 
 __all__ = ["JavaBuildError", "group_member", "java_client", "java_member", "tools_classpath"]
 
@@ -32,34 +30,23 @@ MEMBER_SOURCE = PROGRAMS_DIR / "KafkaChaosConsumer.java"
 MEMBER_CLASS = "KafkaChaosConsumer"
 
 
-@dataclass(frozen=True)
-class JavaClient:
-    """A built Java recorder: the `java` command line that runs it (arguments follow)."""
-
-    version: str
-    classpath: str
-
-    def argv(self) -> list[str]:
-        """`java -cp ... KafkaChaosProducer`: the recorder's arguments go after it."""
-        return [java_tool("java"), "-cp", self.classpath, RECORDER_CLASS]
-
-
-def java_client(version: str, settings: Settings | None = None) -> JavaClient:
-    """The harness's Java recorder compiled against kafka-clients `version` (cached)."""
+def java_client(version: str, settings: Settings | None = None) -> JavaProgram:
+    """The harness's Java recorder compiled against kafka-clients `version` (cached): `java -cp
+    ... KafkaChaosProducer`, the recorder's arguments to follow."""
     transactional = supports(KafkaVersion.parse(version), Feature.TRANSACTIONS)
     companions = [TRANSACTIONS_SOURCE] if transactional else []
     classpath = compiled_classpath(RECORDER_SOURCE, version, settings, companions)
-    return JavaClient(version, classpath)
+    return JavaProgram(version, (java_tool("java"), "-cp", classpath, RECORDER_CLASS))
 
 
-def java_member(version: str, settings: Settings | None = None) -> JavaMember:
+def java_member(version: str, settings: Settings | None = None) -> JavaProgram:
     """The harness's Java consumer-group member compiled against kafka-clients `version`
     (cached like the recorder)."""
     classpath = compiled_classpath(MEMBER_SOURCE, version, settings)
-    return JavaMember(version, (java_tool("java"), "-cp", classpath, MEMBER_CLASS))
+    return JavaProgram(version, (java_tool("java"), "-cp", classpath, MEMBER_CLASS))
 
 
-def group_member(client: ClientSpec, settings: Settings | None = None) -> JavaMember | None:
+def group_member(client: ClientSpec, settings: Settings | None = None) -> JavaProgram | None:
     """The program a consumer group's members run with the workload's `client`: the Java
     member at the client's version for a Java client; None (librdkafka members) for the
     librdkafka and the command clients."""

@@ -1,5 +1,6 @@
 """What the workload's child processes (producers, consumer group members) share: their log
-records reach the harness's loggers, and a Ctrl-C typed while one starts is left to the harness.
+records reach the harness's loggers, a Ctrl-C typed while one starts is left to the harness,
+and a Java program is a command line.
 """
 
 from __future__ import annotations
@@ -9,8 +10,18 @@ import logging
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from logging.handlers import QueueHandler
 from typing import Any
+
+
+@dataclass(frozen=True)
+class JavaProgram:
+    """A Java program the harness built (the recorder, the consumer-group member): its
+    kafka-clients version and the `java` command line that runs it (arguments follow)."""
+
+    version: str
+    argv: tuple[str, ...]
 
 
 def forward_logs(logs: Any) -> None:

@@ -46,7 +46,7 @@ from harness.rundir.events import (
 )
 from harness.rundir.records import CONSUMER_STUCK_S, CommitMode
 from harness.waiting import Deadline, wait_for
-from harness.workload.consumer_group.java import JavaMember, JavaMemberProcess, convert_journals
+from harness.workload.consumer_group.java import JavaMemberProcess, convert_journals
 from harness.workload.consumer_group.librdkafka import (
     ASSIGNED,
     CONTEXT,
@@ -55,7 +55,7 @@ from harness.workload.consumer_group.librdkafka import (
     consume,
     consumer_config,
 )
-from harness.workload.processes import forward_logs, sigint_held
+from harness.workload.processes import JavaProgram, forward_logs, sigint_held
 
 # ---------------------------------------------------------------------------------------------
 # In the harness
@@ -222,7 +222,7 @@ class ConsumerGroup:
         run_dir: Path,
         events: EventLog,
         processing_ms: float = 0.0,
-        java: JavaMember | None = None,
+        java: JavaProgram | None = None,
         liveness: Liveness | None = None,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions

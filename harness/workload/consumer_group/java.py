@@ -24,7 +24,6 @@ import logging
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypedDict
 
@@ -40,6 +39,7 @@ from harness.rundir.records import (
 )
 from harness.rundir.streams import StreamWriter
 from harness.workload.consumer_group.librdkafka import ASSIGNED, READY, ConsumerTask
+from harness.workload.processes import JavaProgram
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONVERT_BATCH = 50_000  # journal rows a converted Arrow batch holds at most
@@ -52,16 +52,7 @@ HOLDING_LINES = {
 }
 
 
-@dataclass(frozen=True)
-class JavaMember:
-    """The built Java member: its kafka-clients version and the `java` command line that runs
-    it (arguments follow)."""
-
-    version: str
-    argv: tuple[str, ...]
-
-
-def member_argv(program: JavaMember, task: ConsumerTask) -> list[str]:
+def member_argv(program: JavaProgram, task: ConsumerTask) -> list[str]:
     """The command line of one start of one member."""
     files = layout.java_consumer_journal(task.member, task.start)
     return [
@@ -80,7 +71,9 @@ def member_argv(program: JavaMember, task: ConsumerTask) -> list[str]:
 class JavaMemberProcess:
     """One start of a Java member, shaped like the multiprocessing.Process of a librdkafka one."""
 
-    def __init__(self, program: JavaMember, task: ConsumerTask, counters: list[int], outcomes: Any):
+    def __init__(
+        self, program: JavaProgram, task: ConsumerTask, counters: list[int], outcomes: Any
+    ):
         self.task, self.counters, self.outcomes = task, counters, outcomes
         self.argv = member_argv(program, task)
         self._popen: subprocess.Popen[bytes] | None = None

@@ -81,7 +81,7 @@ def client_program(
         count = int(workload.rate * workload.duration_s)
     if client.kind == "java" and client.version:
         argv = [
-            *java_client(client.version).argv(),
+            *java_client(client.version).argv,
             "--bootstrap-server", bootstrap,
             "--topic", topic,
             "--producer.config", str(config_file),
