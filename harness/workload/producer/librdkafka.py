@@ -16,16 +16,16 @@ import logging
 import multiprocessing
 import os
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from harness.experiment.fields import Scalar
 from harness.rundir.events import EventLog, ProducerCrashed
-from harness.rundir.records import Status
+from harness.rundir.records import STATUSES
 from harness.waiting import Deadline
-from harness.workload.journal import AckJournal, ProducerSlot, close_journal, write_meta
+from harness.workload.journal import SOLE, AckJournal, ProducerSlot, close_journal, write_meta
 from harness.workload.processes import child_setup, forward_logs, sigint_held
 from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash, sole_close
 from harness.workload.producer.recorder import (
@@ -39,8 +39,9 @@ from harness.workload.producer.recorder import (
 log = logging.getLogger("kafka_chaos.producers")
 # librdkafka starts threads of its own: a forked child would inherit a client without them.
 CONTEXT = multiprocessing.get_context("spawn")
-# A producer's shared counters: its live stats, its delivery tally, and whether it is ready.
-SENT, OK, FAILED, INDETERMINATE, TALLY_OK, TALLY_FAILED, TALLY_INDETERMINATE, READY = range(8)
+# A producer's shared counters: its live stats (RecorderStats' fields), its delivery tally (by
+# status, in STATUSES' order), and whether it is ready.
+STATS, TALLY, READY = slice(0, 4), slice(4, 7), 7
 SHARE_EVERY_S = 0.2
 
 
@@ -114,38 +115,34 @@ class ProducerOutcome:
 def produce(task: ProducerTask, go: Any, stop_all: Any, counters: Any, outcomes: Any, logs: Any):
     """A producer process's body: wait for `go`, record its share, then report its outcome."""
     stop = child_setup(logs, task.log_level)
-    index = task.slot.index if task.slot.index is not None else 0
-    journal = AckJournal(task.run_dir, task.workload.keys, status_of, task.slot)
-    recorder: Recorder | None = None
+    producer = LocalRecorder(
+        task.workload, task.bootstrap, task.topic, task.producer_config, task.run_dir, task.slot
+    )
     error = None
     done = threading.Event()
     try:
-        recorder = Recorder(
-            task.bootstrap, task.topic, task.producer_config, task.workload, journal
-        )
+        producer.start()
         threading.Thread(
             target=_share,
-            args=(recorder, counters, stop_all, stop, done, task.parent_pid),
+            args=(producer, counters, stop_all, stop, done, task.parent_pid),
             daemon=True,
         ).start()
         counters[READY] = 1
         while not go.wait(SHARE_EVERY_S) and not stop.is_set():
             pass
-        recorder.run(stop)
+        producer.run(stop)
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        log.exception("producer %d failed", index)
+        log.exception("producer %d failed", task.slot.index or 0)
     finally:
         done.set()
-        journal_error = close_journal(journal)
-        stats = recorder.stats if recorder is not None else RecorderStats()
-        tally = (recorder.tally if recorder is not None else DeliveryTally()).as_dict()
-        _publish(counters, stats, tally)
-        outcomes.put(ProducerOutcome(stats, tally, journal_error, error))
+        end = producer.end()
+        _publish(counters, producer.stats, end.reports)
+        outcomes.put(ProducerOutcome(producer.stats, end.reports, end.journal_error, error))
 
 
 def _share(
-    recorder: Recorder,
+    recorder: LocalRecorder,
     counters: Any,
     stop_all: Any,
     stop: threading.Event,
@@ -160,11 +157,8 @@ def _share(
 
 
 def _publish(counters: Any, stats: RecorderStats, tally: dict[str, int]) -> None:
-    counters[SENT], counters[OK] = stats.sent, stats.ok
-    counters[FAILED], counters[INDETERMINATE] = stats.failed, stats.indeterminate
-    counters[TALLY_OK] = tally[Status.OK.value]
-    counters[TALLY_FAILED] = tally[Status.FAILED.value]
-    counters[TALLY_INDETERMINATE] = tally[Status.INDETERMINATE.value]
+    counters[STATS] = astuple(stats)
+    counters[TALLY] = [tally[status] for status in STATUSES]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,20 +202,14 @@ class ProducerProcess:
         """Sends and outcomes so far (its last shared, once it ended: its own report)."""
         if self.outcome is not None:
             return self.outcome.stats
-        c = self.counters
-        return RecorderStats(c[SENT], c[OK], c[FAILED], c[INDETERMINATE])
+        return RecorderStats(*self.counters[STATS])
 
     @property
     def tally(self) -> dict[str, int]:
         """Delivery reports by status (a crashed producer's last shared)."""
         if self.outcome is not None:
             return self.outcome.tally
-        c = self.counters
-        return {
-            Status.OK.value: c[TALLY_OK],
-            Status.FAILED.value: c[TALLY_FAILED],
-            Status.INDETERMINATE.value: c[TALLY_INDETERMINATE],
-        }
+        return dict(zip(STATUSES, self.counters[TALLY], strict=True))
 
     def start(self) -> None:
         """Write the journal's meta (so that it can be finalized whatever happens), spawn."""
@@ -318,8 +306,9 @@ def process_fleet(tasks: list[ProducerTask], events: EventLog) -> Fleet:
 
 
 class LocalRecorder:
-    """`workload.producers: 1`: one Recorder in the harness process and the run directory's
-    one journal, as before several producers existed."""
+    """One Recorder and its journal in this process: for `workload.producers: 1` the harness's,
+    with the run directory's one journal (as before several producers existed); else a fleet
+    member's, in its producer process."""
 
     def __init__(
         self,
@@ -328,8 +317,9 @@ class LocalRecorder:
         topic: str,
         config: dict[str, Scalar],
         run_dir: Path,
+        slot: ProducerSlot = SOLE,
     ):
-        self.journal = AckJournal(run_dir, workload.keys, status_of)
+        self.journal = AckJournal(run_dir, workload.keys, status_of, slot)
         self._client = (bootstrap, topic, config, workload)
         self.recorder: Recorder | None = None
 
@@ -337,6 +327,11 @@ class LocalRecorder:
     def stats(self) -> RecorderStats:
         """Sends so far and outcomes journalled so far."""
         return self.recorder.stats if self.recorder is not None else RecorderStats()
+
+    @property
+    def tally(self) -> DeliveryTally:
+        """Delivery reports by status so far (none before start)."""
+        return self.recorder.tally if self.recorder is not None else DeliveryTally()
 
     def start(self) -> None:
         """Create the client."""
@@ -350,8 +345,7 @@ class LocalRecorder:
 
     def end(self) -> MemberEnd:
         """Close the journal: its delivery tally (none before start) and error. Never raises."""
-        tally = self.recorder.tally if self.recorder is not None else DeliveryTally()
-        return MemberEnd(tally.as_dict(), close_journal(self.journal))
+        return MemberEnd(self.tally.as_dict(), close_journal(self.journal))
 
     def close(self, events: EventLog) -> Exception | None:
         """`end`, and the tally written (fleet.sole_close); the JournalError to raise, or None."""
