@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -25,10 +25,8 @@ from confluent_kafka import (
 
 from harness.rundir.records import READBACK_SCHEMA
 from harness.waiting import Deadline, WaitTimeout, poll_until
-from harness.workload.values import decode_value
+from harness.workload.values import Decoder, decode_value
 
-# (msg_id, key_seq) of a record value; Nones for a value that names no message.
-Decoder = Callable[[bytes | None], tuple[int | None, int | None]]
 # Records of readback.parquet held in memory before they are written as one row group.
 ROW_GROUP_RECORDS: Final = 200_000
 

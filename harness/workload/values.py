@@ -9,9 +9,14 @@ per key, so the read-back can spot losses, duplicates and reordering.
 
 from __future__ import annotations
 
-__all__ = ["VALUE_HEAD_BYTES", "decode_value", "encode_value"]
+from collections.abc import Callable
+
+__all__ = ["VALUE_HEAD_BYTES", "Decoder", "decode_value", "encode_value"]
 
 VALUE_HEAD_BYTES = 29  # b"%015d:%012d:"
+# How a reader finds the message in a record value (decode_value, or a client's format):
+# (msg_id, key_seq), Nones for a value that names no message.
+Decoder = Callable[[bytes | None], tuple[int | None, int | None]]
 
 
 def encode_value(msg_id: int, key_seq: int, size: int) -> bytes:

@@ -39,7 +39,7 @@ from harness.rundir import layout
 from harness.rundir.events import now_us
 from harness.rundir.streams import StreamWriter, stream_to_parquet
 from harness.rundir.transactions import TXN_READ_SCHEMA
-from harness.workload.values import decode_value
+from harness.workload.values import Decoder, decode_value
 
 __all__ = [
     "POLL_S",
@@ -57,8 +57,6 @@ READ_BUDGET_S: Final = 0.2  # the most one transaction spends reading
 POLL_S: Final = 0.05  # one poll's wait: a poll that brings nothing in it ends the read
 REWIND_TIMEOUT_S: Final = 5.0  # the most a rewind waits for the group's committed offsets
 
-# (msg_id, key_seq) of a record value; Nones for a value that names no message.
-Decoder = Callable[[bytes | None], tuple[int | None, int | None]]
 # Moves the consumer to these positions (partition -> next offset; a partition left out: its
 # beginning, or the group's committed offset where the rewinder asks the group).
 Rewinder = Callable[[dict[int, int]], None]
