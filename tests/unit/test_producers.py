@@ -19,10 +19,10 @@ from harness.workload.producer.fleet import (
     Fleet,
     MemberEnd,
     ProducerCrash,
+    share_of,
     summed_stats,
     summed_tally,
 )
-from harness.workload.producer.librdkafka import share_of
 from harness.workload.producer.recorder import (
     DeliveryTally,
     RecorderStats,

@@ -21,8 +21,7 @@ from harness.rundir.events import ClientConfig, EventLog
 from harness.workload.java_client import java_client, tools_classpath
 from harness.workload.journal import SOLE, ProducerSlot
 from harness.workload.producer.command import ClientProgram, CommandProducer
-from harness.workload.producer.fleet import Fleet
-from harness.workload.producer.librdkafka import share_of
+from harness.workload.producer.fleet import Fleet, shares
 from harness.workload.producer.protocol import ValueFormat, decode_with
 from harness.workload.producer.recorder import Workload
 from harness.workload.readback import Decoder
@@ -146,12 +145,8 @@ def client_senders(
     `producers`, each with its slot and share of `workload` (the total). `endpoint` is
     (bootstrap, topic)."""
     bootstrap, topic = endpoint
-    if producers == 1:
-        program = client_program(client, producer, workload, bootstrap, topic, run_dir, expected)
-        return CommandProducer(program, workload, run_dir)
     members = []
-    for index in range(producers):
-        slot, share = ProducerSlot(index), share_of(workload, index, producers)
+    for slot, share in shares(workload, producers):
         program = client_program(client, producer, share, bootstrap, topic, run_dir, expected, slot)
         members.append(CommandProducer(program, share, run_dir, slot))
-    return Fleet(members, events)
+    return members[0] if producers == 1 else Fleet(members, events)

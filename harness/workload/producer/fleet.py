@@ -14,14 +14,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from harness.rundir.events import ClientConfig, EventLog, PhaseEvent, ProducerTally, RecorderTally
 from harness.rundir.records import Status
 from harness.waiting import wait_for
-from harness.workload.journal import JournalError
-from harness.workload.producer.recorder import RecorderStats
+from harness.workload.journal import SOLE, JournalError, ProducerSlot
+from harness.workload.producer.recorder import RecorderStats, Workload
 
 __all__ = [
     "ClientError",
@@ -30,6 +30,8 @@ __all__ = [
     "MemberEnd",
     "ProducerCrash",
     "Producing",
+    "share_of",
+    "shares",
     "sole_close",
     "summed_stats",
     "summed_tally",
@@ -84,6 +86,27 @@ class FleetMember(Protocol):
     def ready(self) -> bool: ...
     def run(self, stop: threading.Event) -> RecorderStats: ...
     def end(self) -> MemberEnd: ...
+
+
+def share_of(workload: Workload, producer: int, producers: int) -> Workload:
+    """Producer `producer`'s part of the total workload: rate / producers, and the count split
+    as evenly as whole messages allow (the first count % producers send one more); duration,
+    size and keys are each producer's own."""
+    rate = workload.rate / producers if workload.rate else workload.rate
+    count = workload.count
+    if count is not None:
+        count = count // producers + (1 if producer < count % producers else 0)
+        if not count:  # a count of 0 would mean "unbounded" to the recorder
+            raise ValueError(f"{workload.count} messages cannot be shared by {producers} producers")
+    return replace(workload, rate=rate, count=count)
+
+
+def shares(workload: Workload, producers: int) -> list[tuple[ProducerSlot, Workload]]:
+    """Each producer's slot and share of `workload` (the total); for one producer, the run's one
+    slot (journal.SOLE) and all of it."""
+    if producers == 1:
+        return [(SOLE, workload)]
+    return [(ProducerSlot(i), share_of(workload, i, producers)) for i in range(producers)]
 
 
 def summed_stats(stats: Sequence[RecorderStats]) -> RecorderStats:

@@ -16,7 +16,7 @@ import logging
 import multiprocessing
 import os
 import threading
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from harness.rundir.records import STATUSES
 from harness.waiting import Deadline
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, close_journal, write_meta
 from harness.workload.processes import child_setup, forward_logs, sigint_held
-from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash, sole_close
+from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash, shares, sole_close
 from harness.workload.producer.recorder import (
     DeliveryTally,
     Recorder,
@@ -43,19 +43,6 @@ CONTEXT = multiprocessing.get_context("spawn")
 # status, in STATUSES' order), and whether it is ready.
 STATS, TALLY, READY = slice(0, 4), slice(4, 7), 7
 SHARE_EVERY_S = 0.2
-
-
-def share_of(workload: Workload, producer: int, producers: int) -> Workload:
-    """Producer `producer`'s part of the total workload: rate / producers, and the count split
-    as evenly as whole messages allow (the first count % producers send one more); duration,
-    size and keys are each producer's own."""
-    rate = workload.rate / producers if workload.rate else workload.rate
-    count = workload.count
-    if count is not None:
-        count = count // producers + (1 if producer < count % producers else 0)
-        if not count:  # a count of 0 would mean "unbounded" to the recorder
-            raise ValueError(f"{workload.count} messages cannot be shared by {producers} producers")
-    return replace(workload, rate=rate, count=count)
 
 
 @dataclass(frozen=True)
@@ -83,17 +70,8 @@ def producer_tasks(
     """One task per producer, each with its slot and share of `workload` (the total)."""
     level = logging.getLogger("kafka_chaos").getEffectiveLevel()
     return [
-        ProducerTask(
-            ProducerSlot(index),
-            share_of(workload, index, producers),
-            bootstrap,
-            topic,
-            producer_config,
-            run_dir,
-            os.getpid(),
-            level,
-        )
-        for index in range(producers)
+        ProducerTask(slot, share, bootstrap, topic, producer_config, run_dir, os.getpid(), level)
+        for slot, share in shares(workload, producers)
     ]
 
 
