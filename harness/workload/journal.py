@@ -311,35 +311,12 @@ class AckJournal:
         latencies = np.asarray(_fields(reports, "latency"), dtype=np.float64)
         unknown = ~(latencies >= 0)  # NaN (None) or negative
         latency = pa.array(np.where(unknown, 0, latencies * 1e6).astype(np.int64), mask=unknown)
-        return pa.record_batch(
-            [
-                msg_ids,
-                pa.repeat(pa.scalar(status), n),
-                partition,
-                offset,
-                error,
-                pa.array(ack_ns // 1000),
-                latency,
-            ],
-            schema=ACK_SCHEMA,
-        )
+        return _ack_batch(status, ack_ns, msg_ids, partition, offset, error, latency)
 
     def _per_report(self, reports: list[Report], ack_ns: np.ndarray, status: str) -> pa.RecordBatch:
         """The batch read one report at a time: a field that cannot be read becomes null."""
         rows = [self._row(report, status != Status.OK) for report in reports]
-        msg_id, partition, offset, error, latency = zip(*rows, strict=True)
-        return pa.record_batch(
-            [
-                pa.array(msg_id, pa.int64()),
-                pa.repeat(pa.scalar(status), len(reports)),
-                pa.array(partition, pa.int32()),
-                pa.array(offset, pa.int64()),
-                pa.array(error, pa.string()),
-                pa.array(ack_ns // 1000),
-                pa.array(latency, pa.int64()),
-            ],
-            schema=ACK_SCHEMA,
-        )
+        return _ack_batch(status, ack_ns, *zip(*rows, strict=True))
 
     def _row(self, report: Report, with_error: bool) -> tuple:
         """(msg_id, partition, offset, error, latency_us) of one report, None where odd."""
@@ -381,6 +358,18 @@ def close_journal(journal: AckJournal) -> str | None:
         log.error("journal incomplete: %s", error)
         return error
     return None
+
+
+def _ack_batch(status: str, ack_ns: np.ndarray, *columns: Any) -> pa.RecordBatch:
+    """The ACK_SCHEMA batch of reports all of `status`, committed at `ack_ns`, given their msg_id,
+    partition, offset, error and latency_us columns (Arrow arrays, or Python sequences that
+    Arrow converts to the schema's types)."""
+    msg_id, partition, offset, error, latency = columns
+    status_column = pa.repeat(pa.scalar(status), len(ack_ns))
+    return pa.record_batch(
+        [msg_id, status_column, partition, offset, error, pa.array(ack_ns // 1000), latency],
+        schema=ACK_SCHEMA,
+    )
 
 
 def _take(reports: list[Report]) -> Sequence[Report]:
