@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from logging.handlers import QueueHandler
 from typing import Any
+
+# Child processes are spawned: librdkafka starts threads of its own, and a forked child would
+# inherit a client without them.
+CONTEXT = multiprocessing.get_context("spawn")
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,12 @@ from harness.waiting import Deadline, wait_for
 from harness.workload.consumer_group.java import JavaMemberProcess, convert_journals
 from harness.workload.consumer_group.librdkafka import (
     ASSIGNED,
-    CONTEXT,
     ConsumerCrash,
     ConsumerTask,
     consume,
     consumer_config,
 )
-from harness.workload.processes import JavaProgram, forward_logs, sigint_held
+from harness.workload.processes import CONTEXT, JavaProgram, forward_logs, sigint_held
 
 # ---------------------------------------------------------------------------------------------
 # In the harness

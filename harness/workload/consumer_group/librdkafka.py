@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -28,7 +27,6 @@ from harness.rundir.streams import StreamWriter
 from harness.workload.processes import child_setup
 
 log = logging.getLogger("kafka_chaos.consumers")
-CONTEXT = multiprocessing.get_context("spawn")
 # A member process's shared counters: client ready, partitions assigned.
 READY, ASSIGNED = range(2)
 BATCH = 500

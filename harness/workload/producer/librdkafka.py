@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import threading
 from dataclasses import astuple, dataclass
@@ -26,7 +25,7 @@ from harness.rundir.events import EventLog, ProducerCrashed
 from harness.rundir.records import STATUSES
 from harness.waiting import Deadline
 from harness.workload.journal import SOLE, AckJournal, ProducerSlot, close_journal, write_meta
-from harness.workload.processes import child_setup, forward_logs, sigint_held
+from harness.workload.processes import CONTEXT, child_setup, forward_logs, sigint_held
 from harness.workload.producer.fleet import Fleet, MemberEnd, ProducerCrash, shares, sole_close
 from harness.workload.producer.recorder import (
     DeliveryTally,
@@ -37,8 +36,6 @@ from harness.workload.producer.recorder import (
 )
 
 log = logging.getLogger("kafka_chaos.producers")
-# librdkafka starts threads of its own: a forked child would inherit a client without them.
-CONTEXT = multiprocessing.get_context("spawn")
 # A producer's shared counters: its live stats (RecorderStats' fields), its delivery tally (by
 # status, in STATUSES' order), and whether it is ready.
 STATS, TALLY, READY = slice(0, 4), slice(4, 7), 7
