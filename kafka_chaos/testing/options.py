@@ -78,37 +78,24 @@ class ChaosOptions:
         return doc
 
 
-# Each option, the experiment field it sets, and its kind.
-OPTION_PATHS: Final[dict[str, str]] = {
-    "version": "kafka.version",
-    "image": "kafka.image",
-    "mode": "kafka.mode",
-    "brokers": "kafka.brokers",
-    "zookeeper_nodes": "kafka.zookeeper_nodes",
-    "broker_config": "kafka.broker_config",
-    "partitions": "topic.partitions",
-    "replication_factor": "topic.replication_factor",
-    "min_insync_replicas": "topic.min_insync_replicas",
-    "unclean_leader_election": "topic.unclean_leader_election",
-    "topic_config": "topic.config",
-    "seed": "seed",
-    "final_heal_timeout_s": "faults.final_heal_timeout_s",
+# Each option: the experiment field it sets, and its kind.
+OPTIONS: Final[dict[str, tuple[str, Kind]]] = {
+    "version": ("kafka.version", "text"),
+    "image": ("kafka.image", "text"),
+    "mode": ("kafka.mode", "text"),
+    "brokers": ("kafka.brokers", "whole"),
+    "zookeeper_nodes": ("kafka.zookeeper_nodes", "whole"),
+    "broker_config": ("kafka.broker_config", "mapping"),
+    "partitions": ("topic.partitions", "whole"),
+    "replication_factor": ("topic.replication_factor", "whole"),
+    "min_insync_replicas": ("topic.min_insync_replicas", "whole"),
+    "unclean_leader_election": ("topic.unclean_leader_election", "flag"),
+    "topic_config": ("topic.config", "mapping"),
+    "seed": ("seed", "whole"),
+    "final_heal_timeout_s": ("faults.final_heal_timeout_s", "number"),
 }
-KINDS: Final[dict[str, Kind]] = {
-    "version": "text",
-    "image": "text",
-    "mode": "text",
-    "brokers": "whole",
-    "zookeeper_nodes": "whole",
-    "broker_config": "mapping",
-    "partitions": "whole",
-    "replication_factor": "whole",
-    "min_insync_replicas": "whole",
-    "unclean_leader_election": "flag",
-    "topic_config": "mapping",
-    "seed": "whole",
-    "final_heal_timeout_s": "number",
-}
+OPTION_PATHS: Final[dict[str, str]] = {option: path for option, (path, _) in OPTIONS.items()}
+KINDS: Final[dict[str, Kind]] = {option: kind for option, (_, kind) in OPTIONS.items()}
 # The options the command line and the ini file also set (for the whole session).
 CLI_OPTIONS: Final[dict[str, str]] = {
     "version": "Kafka release of the broker image, e.g. 3.9.1 (default 4.3.1)",
