@@ -16,7 +16,7 @@ from harness.chaos.faults import FAULT_TYPES, HelperSite
 from harness.chaos.nemesis import ResolvedStep
 from harness.experiment.clients import ClientSpec
 from harness.experiment.fields import Scalar
-from harness.experiment.model import Experiment, FaultStep
+from harness.experiment.model import Experiment, FaultStep, KafkaSpec
 from harness.experiment.plan import (
     cell_config,
     client_durability,
@@ -39,7 +39,7 @@ from harness.workload.producer.by_client import value_decoder
 from harness.workload.producer.recorder import Workload
 from harness.workload.transactions.librdkafka import TransactionPlan
 
-__all__ = ["RepetitionPlan", "SpecTimes", "resolve", "transaction_plan", "write_spec"]
+__all__ = ["RepetitionPlan", "SpecTimes", "cluster_of", "resolve", "transaction_plan", "write_spec"]
 
 
 class SpecTimes(TypedDict):
@@ -91,18 +91,25 @@ class RepetitionPlan:
 
     def new_cluster(self) -> KafkaCluster:
         """The repetition's cluster, not started."""
-        kafka = self.spec.kafka
-        return KafkaCluster(
-            image=self.image.tag,
-            brokers=kafka.brokers,
-            broker_config={k: str(v) for k, v in kafka.broker_config.items()},
-            controller_config={k: str(v) for k, v in kafka.controller_config.items()},
-            mode=kafka.effective_mode() or Mode.KRAFT,
-            version=self.image.kafka_version or kafka.version,
-            zookeeper_nodes=kafka.zookeeper_nodes,
-            dynamic_quorum=kafka.quorum == "dynamic",
-            disk_layer=_disk_layer(self.schedule),
-        )
+        return cluster_of(self.spec.kafka, self.image, _disk_layer(self.schedule))
+
+
+def cluster_of(
+    kafka: KafkaSpec, image: BrokerImage, disk_layer: Path | None = None
+) -> KafkaCluster:
+    """The cluster (not started) the kafka section asks for, on `image`, with the chaosfs
+    binary `disk_layer` under its nodes' log directories (None: no disk layer)."""
+    return KafkaCluster(
+        image=image.tag,
+        brokers=kafka.brokers,
+        broker_config={k: str(v) for k, v in kafka.broker_config.items()},
+        controller_config={k: str(v) for k, v in kafka.controller_config.items()},
+        mode=kafka.effective_mode() or Mode.KRAFT,
+        version=image.kafka_version or kafka.version,
+        zookeeper_nodes=kafka.zookeeper_nodes,
+        dynamic_quorum=kafka.quorum == "dynamic",
+        disk_layer=disk_layer,
+    )
 
 
 def resolve(

@@ -23,7 +23,7 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.engine import engine_answers, engine_endpoint
 from harness.platform.image import BrokerImage, ImageError, ensure_image
 from harness.platform.leftovers import remove_cluster, remove_leftovers
-from harness.platform.versions import Mode
+from harness.run.resolved import cluster_of
 from kafka_chaos.testing.errors import ChaosError
 
 __all__ = ["ClusterKey", "ClusterPool", "LiveCluster", "cluster_key"]
@@ -123,14 +123,7 @@ class ClusterPool:
             image = ensure_image(kafka.version, image=kafka.image, log=self._log)
         except ImageError as exc:
             raise ChaosError(f"no broker image: {exc}") from exc
-        cluster = KafkaCluster(
-            image=image.tag,
-            brokers=kafka.brokers,
-            broker_config={k: str(v) for k, v in kafka.broker_config.items()},
-            mode=kafka.effective_mode() or Mode.KRAFT,
-            version=image.kafka_version or kafka.version,
-            zookeeper_nodes=kafka.zookeeper_nodes,
-        )
+        cluster = cluster_of(kafka, image)
         self._started.append(cluster.cluster_id)
         self._log(f"starting a {kafka.brokers}-broker cluster of {image.tag}")
         try:
