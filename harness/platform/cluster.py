@@ -25,10 +25,11 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -63,9 +64,6 @@ from harness.platform.versions import Mode
 from harness.rundir.release import KafkaVersion, VersionError
 from harness.settings import Settings, load_settings
 from harness.waiting import Deadline, WaitTimeout, poll_until, wait_for
-
-# Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
 @dataclass
@@ -141,17 +139,11 @@ class KafkaCluster:
 
     def node(self, node_id: int) -> KafkaNode:
         """The broker with this id, else the controller-only node with this id."""
-        for node in (*self.nodes, *self.quorum):
-            if node.node_id == node_id:
-                return node
-        raise ClusterError(f"no broker or controller with id {node_id} in this cluster")
+        return _by_id((*self.nodes, *self.quorum), node_id, "broker or controller")
 
     def zookeeper(self, node_id: int) -> KafkaNode:
         """The ZooKeeper server with this id (1..zookeeper_nodes)."""
-        for node in self.ensemble:
-            if node.node_id == node_id:
-                return node
-        raise ClusterError(f"no ZooKeeper server with id {node_id} in this cluster")
+        return _by_id(self.ensemble, node_id, "ZooKeeper server")
 
     def start(self, *, ready_timeout_s: float = 120.0) -> KafkaCluster:
         """Create network and containers, start all nodes, and wait until the cluster is ready."""
@@ -269,14 +261,7 @@ class KafkaCluster:
     def admin(self) -> AdminClient:
         """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""
         if self._admin is None:
-            self._admin = AdminClient(
-                {
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "socket.timeout.ms": 10000,
-                    "log_level": 0,
-                    "logger": _silent_logger(),
-                }
-            )
+            self._admin = _quiet_admin(self.bootstrap_servers, {"socket.timeout.ms": 10000})
         return self._admin
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5.0) -> ClusterMetadata:
@@ -292,10 +277,7 @@ class KafkaCluster:
             running = [n.address for n in self.nodes if n.state() == "running"]
             if not running:
                 raise
-            admin = AdminClient(
-                {"bootstrap.servers": ",".join(running), "log_level": 0, "logger": _silent_logger()}
-            )
-            return admin.list_topics(topic=topic, timeout=timeout_s)
+            return _quiet_admin(",".join(running)).list_topics(topic=topic, timeout=timeout_s)
 
     def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
         """Leader, replicas and ISR of every partition of `topic`.
@@ -338,9 +320,7 @@ class KafkaCluster:
         A node cut off from the others still believes it leads; ask the majority's side.
         """
         servers = ",".join(n.address for n in self.nodes if n.node_id != exclude)
-        admin = AdminClient(
-            {"bootstrap.servers": servers, "log_level": 0, "logger": _silent_logger()}
-        )
+        admin = _quiet_admin(servers)
         with contextlib.suppress(KafkaException, KeyError):
             leader = admin.list_topics(topic, timeout=3).topics[topic].partitions[partition].leader
             return leader if leader >= 0 else None
@@ -473,6 +453,14 @@ class KafkaCluster:
         self.close()
 
 
+def _by_id(nodes: Iterable[KafkaNode], node_id: int, what: str) -> KafkaNode:
+    """The first of `nodes` with this id; ClusterError naming `what` was asked for if none."""
+    found = next((node for node in nodes if node.node_id == node_id), None)
+    if found is None:
+        raise ClusterError(f"no {what} with id {node_id} in this cluster")
+    return found
+
+
 def _wait(
     check: Callable[[], bool],
     timeout_s: float,
@@ -490,11 +478,14 @@ def _wait(
         raise ClusterError(str(exc)) from exc
 
 
-def _silent_logger():
-    """A logger that drops librdkafka's connection-refused chatter during restarts."""
+def _quiet_admin(servers: str, settings: dict[str, Any] | None = None) -> AdminClient:
+    """An AdminClient of `servers` (with librdkafka `settings`) whose logger drops
+    librdkafka's connection-refused chatter during restarts."""
     import logging
 
-    logger = logging.getLogger("kchaos.librdkafka")
+    logger: Any = logging.getLogger("kchaos.librdkafka")  # a config value to librdkafka
     logger.addHandler(logging.NullHandler())
     logger.propagate = False
-    return logger
+    return AdminClient(
+        {"bootstrap.servers": servers, **(settings or {}), "log_level": 0, "logger": logger}
+    )
