@@ -79,6 +79,21 @@ def helper_image(cluster: HelperOwner) -> str:
     return tag
 
 
+def _created(cluster: HelperOwner, node: KafkaNode, kind: str, argv: list[str], **options) -> Any:
+    """A helper container of `kind` to run `argv` in `node`'s network namespace, labelled as
+    the cluster's and with its kind; created, not started."""
+    return docker.from_env().containers.create(
+        helper_image(cluster),
+        argv,
+        name=f"{node.docker.name}-{kind}-{next(_numbers)}",
+        network_mode=f"container:{node.docker.id}",
+        cap_add=["NET_ADMIN", "NET_RAW"],
+        labels={**cluster.labels, cluster.settings.label + HELPER_LABEL_SUFFIX: kind},
+        detach=True,
+        **options,
+    )
+
+
 def package_archive(package: Path) -> bytes:
     """A tar of the Python package at `package` (its .py files), rooted at its name."""
     buffer = io.BytesIO()
@@ -120,21 +135,8 @@ class Sidecar:
 
     def start(self, timeout_s: float = 20.0) -> HelperReady:
         """Start the helper and wait for its `ready` line; return what it said there."""
-        settings = self.cluster.settings
-        client = docker.from_env()
-        self.container = client.containers.create(
-            helper_image(self.cluster),
-            ["python3", "-m", self.module, self.argument],
-            name=f"{self.node.docker.name}-{self.kind}-{next(_numbers)}",
-            working_dir=PROGRAM_DIR,
-            network_mode=f"container:{self.node.docker.id}",
-            cap_add=["NET_ADMIN", "NET_RAW"],
-            labels={
-                **self.cluster.labels,
-                settings.label + HELPER_LABEL_SUFFIX: self.kind,
-            },
-            detach=True,
-        )
+        argv = ["python3", "-m", self.module, self.argument]
+        self.container = _created(self.cluster, self.node, self.kind, argv, working_dir=PROGRAM_DIR)
         self.container.put_archive(PROGRAM_DIR, package_archive(self.package))
         self.container.start()
 
@@ -221,16 +223,8 @@ class ToolsHelper:
         if self.container is not None:
             with contextlib.suppress(docker.errors.APIError):
                 self.container.remove(force=True)
-        settings = self.cluster.settings
-        self.container = docker.from_env().containers.run(
-            helper_image(self.cluster),
-            ["sleep", "infinity"],
-            name=f"{self.node.docker.name}-tools-{next(_numbers)}",
-            network_mode=f"container:{self.node.docker.id}",
-            cap_add=["NET_ADMIN", "NET_RAW"],
-            labels={**self.cluster.labels, settings.label + HELPER_LABEL_SUFFIX: "tools"},
-            detach=True,
-        )
+        self.container = _created(self.cluster, self.node, "tools", ["sleep", "infinity"])
+        self.container.start()
         self.node_started_at = started_at
 
     def _running(self) -> bool:
