@@ -71,12 +71,10 @@ SESSION_KEY = pytest.StashKey["ChaosSession"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The --kafka-chaos-* options and their ini twins."""
     group = parser.getgroup("kafka-chaos", "kafka-chaos: your producer under Kafka faults")
-    for option, text in CLI_OPTIONS.items():
+    master = "Spark master of the judgement (default: KCHAOS_SPARK_MASTER, else local[*])"
+    for option, text in {**CLI_OPTIONS, SPARK_MASTER: master}.items():
         group.addoption(flag_of(option), dest=ini_of(option), default=None, help=text)
         parser.addini(ini_of(option), text, default=None)
-    master = "Spark master of the judgement (default: KCHAOS_SPARK_MASTER, else local[*])"
-    group.addoption(flag_of(SPARK_MASTER), dest=ini_of(SPARK_MASTER), default=None, help=master)
-    parser.addini(ini_of(SPARK_MASTER), master, default=None)
     sweep = "first remove the containers of clusters whose process is gone (kafka-chaos clean)"
     group.addoption(
         flag_of(REMOVE_LEFTOVERS),
