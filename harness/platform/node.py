@@ -106,9 +106,8 @@ class KafkaNode:
 
     def state(self) -> str:
         """Docker's state of the container: running, paused, exited, ..."""
-        wrapped = self.docker
-        wrapped.reload()
-        return wrapped.status
+        self.docker.reload()
+        return self.docker.status
 
     def kill(self) -> None:
         """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
@@ -218,9 +217,8 @@ class KafkaNode:
 
     def ip(self, network: str) -> str:
         """The node's address on the cluster's Docker network."""
-        wrapped = self.docker
-        wrapped.reload()
-        return wrapped.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
+        self.docker.reload()
+        return self.docker.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
 
     def logs(self) -> bytes | None:
         """Everything the node wrote to stdout/stderr, across restarts; None when the engine
