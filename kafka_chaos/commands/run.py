@@ -236,21 +236,17 @@ def _build_clients(settings: Settings, cells) -> None:
     the Kafka tools their commands name."""
     from harness.workload.java_client import java_client, java_member, tools_classpath
 
-    clients = [cell.spec.workload.client for cell in cells]
-    for version in sorted({c.version for c in clients if c.kind == "java" and c.version}):
-        print(f"Java client {version}: building or found cached", file=sys.stderr)
-        java_client(version, settings)
-    grouped = {
-        cell.spec.workload.client.version
-        for cell in cells
-        if cell.spec.workload.client.kind == "java" and cell.spec.workload.consumers
-    }
-    for version in sorted(v for v in grouped if v):
-        print(f"Java consumer {version}: building or found cached", file=sys.stderr)
-        java_member(version, settings)
-    for version in sorted({v for c in clients for v in c.tools_versions()}):
-        print(f"Kafka tools {version}: resolving or found cached", file=sys.stderr)
-        tools_classpath(version, settings)
+    java = [cell.spec.workload for cell in cells if cell.spec.workload.client.kind == "java"]
+    tools = {v for cell in cells for v in cell.spec.workload.client.tools_versions()}
+    builds = (
+        ("Java client", "building", {w.client.version for w in java}, java_client),
+        ("Java consumer", "building", {w.client.version for w in java if w.consumers}, java_member),
+        ("Kafka tools", "resolving", tools, tools_classpath),
+    )
+    for what, doing, versions, build in builds:
+        for version in sorted(v for v in versions if v):
+            print(f"{what} {version}: {doing} or found cached", file=sys.stderr)
+            build(version, settings)
 
 
 def _run_with_progress(args, experiment, cells, root, images, from_files):
