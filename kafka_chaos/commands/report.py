@@ -275,12 +275,9 @@ def _publish(
     publish_folder(out, published)
 
     def shown(path: Path) -> str:
-        inside = path.resolve().is_relative_to(out.resolve())
-        return (
-            published.child(path.resolve().relative_to(out.resolve()).as_posix())
-            if inside
-            else str(path)
-        )
+        if not path.resolve().is_relative_to(out.resolve()):
+            return str(path)
+        return published.child(path.resolve().relative_to(out.resolve()).as_posix())
 
     return shown
 
