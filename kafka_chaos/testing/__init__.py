@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "Chaos": "run",
+    "Chaos": "chaos",
     "ChaosError": "errors",
     "ChaosJournal": "journal",
     "ChaosMessage": "journal",

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import kafka_chaos.testing as kafka_chaos_testing
 from harness.experiment.fields import check_name
 from harness.experiment.problems import SpecError
 from harness.settings import load_settings
@@ -219,3 +220,9 @@ def test_every_option_sets_a_field_of_the_experiment() -> None:
         "kafka": {"version": "4.3.1", "brokers": 3, "broker_config": {"a.b": 1}},
         "seed": 1,
     }
+
+
+@pytest.mark.parametrize("name", kafka_chaos_testing.__all__)
+def test_every_public_name_of_the_testing_package_imports_from_it(name: str) -> None:
+    """`kafka_chaos.testing` imports its names lazily; each must be where it says."""
+    assert getattr(kafka_chaos_testing, name).__name__ == name
