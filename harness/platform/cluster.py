@@ -478,7 +478,7 @@ def _wait(
         raise ClusterError(str(exc)) from exc
 
 
-def _quiet_admin(servers: str, settings: dict[str, Any] | None = None) -> AdminClient:
+def _quiet_admin(servers: str, settings: dict[str, int] | None = None) -> AdminClient:
     """An AdminClient of `servers` (with librdkafka `settings`) whose logger drops
     librdkafka's connection-refused chatter during restarts."""
     import logging
