@@ -52,12 +52,13 @@ def checker_stages(run_dir: Path) -> None:
     timed("send timeline and counts", timeline.send_facts, acked)
     reads = timed("read + dedup read-back", columns.Reads.read, run_dir / layout.READBACK)
     joined = timed("index (sorts, searches)", index.Index.build, acked, reads)
-    progress = timed("read-back progress", index.Progress.of, joined, run, None)
+    progress = timed("read-back progress", index.Progress.of, joined, run)
     messages = timed("message table", index.messages_of, joined, None)
     found = timed("anomaly classes", classes.classify, messages, progress, {})
     reordered = timed("order check", classes.reordered, reads)
     timed("examples", examples.examples_of, found, messages, reads, reordered)
-    timed("sensitivity probe", probe.run_probe, joined, run, messages, classes.loss_mask(found))
+    loss = classes.loss_mask(found)
+    timed("sensitivity probe", probe.run_probe, joined, run, messages, loss, progress)
 
 
 def spark_sql_floor(run_dir: Path) -> None:

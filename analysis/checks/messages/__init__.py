@@ -66,7 +66,7 @@ def check_run(run: RunInput) -> RunFacts:
         return RunFacts(seconds, counts, contract)
     reads = Reads.read(run.run_dir / layout.READBACK)
     index = Index.build(acked, reads)
-    progress = Progress.of(index, run, hidden=None)
+    progress = Progress.of(index, run)
     messages = messages_of(index, hidden=None)
     found = classes.classify(messages, progress, run.log_start)
     reordered = classes.reordered(reads)
@@ -77,7 +77,7 @@ def check_run(run: RunInput) -> RunFacts:
     contract |= identity_facts(messages)
     add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
-    sensitivity = run_probe(index, run, messages, classes.loss_mask(found))
+    sensitivity = run_probe(index, run, messages, classes.loss_mask(found), progress)
     txn_reads = read_txn_reads(run.run_dir) if txns is not None else None
     reader = reader_start(txns, txn_reads) if txns is not None else None
     if txns is not None:

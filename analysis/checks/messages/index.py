@@ -148,28 +148,27 @@ class Progress:
     max_read_send_ts: dict[int, int]  # latest send of a message read there without an offset
 
     @classmethod
-    def of(cls, index: Index, run: RunInput, hidden: np.ndarray | None) -> Progress:
-        """The progress of the read-back minus the hidden records."""
+    def of(cls, index: Index, run: RunInput) -> Progress:
+        """The progress of the run's read-back."""
         reads = index.reads
-        shown = np.ones(reads.n, dtype=bool) if hidden is None else ~hidden
-        partition, offset = reads.partition[shown], reads.offset[shown]
         highest = {}
-        if len(partition):
-            last = np.flatnonzero(np.r_[partition[1:] != partition[:-1], True])  # slot order
-            highest = dict(zip(partition[last].tolist(), offset[last].tolist(), strict=True))
-        later = _later_sends_read(index, shown) if run.unlocated_acks else {}
+        if reads.n:
+            last = np.flatnonzero(np.r_[reads.partition[1:] != reads.partition[:-1], True])
+            highest = dict(
+                zip(reads.partition[last].tolist(), reads.offset[last].tolist(), strict=True)
+            )
+        later = _later_sends_read(index) if run.unlocated_acks else {}
         return cls(highest, later)
 
 
-def _later_sends_read(index: Index, shown: np.ndarray) -> dict[int, int]:
+def _later_sends_read(index: Index) -> dict[int, int]:
     """Per partition read: the latest send time of an acked row with no offset whose message was
     read there. Only runs whose acks allow that (acks=0) need it: under acks 1 and all every
     success carries its offset."""
     acked, reads = index.acked, index.reads
     rows = (acked.offset[index.acked_order] == NULL) & (acked.send_ts[index.acked_order] != NONE_TS)
     rows &= index.keys[index.acked_key] != index.unidentified
-    visible = shown[index.read_order]
-    read_key, read_order = index.read_key[visible], index.read_order[visible]
+    read_key, read_order = index.read_key, index.read_order
     key = index.acked_key[rows]
     low, high = np.searchsorted(read_key, key, "left"), np.searchsorted(read_key, key, "right")
     per_row = high - low

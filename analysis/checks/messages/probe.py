@@ -18,17 +18,20 @@ SENSITIVITY_SEED = 20261122
 SENSITIVITY_ONE_IN = 997  # besides each partition's tail, about one healthy record in 997
 
 
-def run_probe(index: Index, run: RunInput, messages: Messages, loss: np.ndarray) -> Sensitivity:
+def run_probe(
+    index: Index, run: RunInput, messages: Messages, loss: np.ndarray, progress: Progress
+) -> Sensitivity:
     """Reconcile the run again with a seeded set of healthy acknowledged records (every
     partition's last one, plus a hashed sample) hidden from its read-back. It passes when every
-    hidden record's message is reported missing and nothing else is beyond the run's own loss."""
+    hidden record's message is reported missing and nothing else is beyond the run's own loss.
+
+    The run's own `progress` serves: the loss classes split the missing messages whatever the
+    read-back proves (tests/unit/test_message_rules.py), so hiding needs no progress of its own."""
     hidden_messages = _records_to_hide(index, messages)
     hidden = np.zeros(index.reads.n, dtype=bool)
     hidden[messages.first_read[hidden_messages]] = True
     probe = messages_of(index, hidden)
-    probe_loss = classes.loss_mask(
-        classes.classify(probe, Progress.of(index, run, hidden), run.log_start)
-    )
+    probe_loss = classes.loss_mask(classes.classify(probe, progress, run.log_start))
     removed = len(hidden_messages)
     found = int(np.count_nonzero(probe_loss[hidden_messages]))
     # Never negative: hiding adds no read.
