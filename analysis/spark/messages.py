@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-import operator
 from collections.abc import Iterator
-from functools import reduce
 
 import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analysis.checks.messages.classes import Fact, decide
+from analysis.checks.messages.classes import Fact, decide, loss_mask
 from analysis.checks.messages.columns import CODE, NO_ID, NULL
 from analysis.checks.messages.examples import MAX_EXAMPLES, MAX_MISSING
 from analysis.checks.messages.facts import RunFacts, RunInput
@@ -206,26 +204,17 @@ def _facts_of(
     journalled = F.col("acked_rows") > 0
     return {
         Fact.JOURNALLED: journalled,
-        Fact.UNJOURNALLED: ~journalled,
         Fact.OK: status == CODE[Status.OK],
         Fact.FAILED: status == CODE[Status.FAILED],
         Fact.INDETERMINATE: status == CODE[Status.INDETERMINATE],
         Fact.READ: reads > 0,
         Fact.READ_TWICE: reads > 1,
-        Fact.UNREAD: reads == 0,
         Fact.EXPIRED: expired,
-        Fact.RETAINED: ~expired,
         Fact.PROVEN: proven,
-        Fact.UNPROVEN: ~proven,
         Fact.LOCATED: located & (F.col("partition") != NULL),
         Fact.SLOT_READ: F.col("slot_read"),
         Fact.ELSEWHERE: ~F.col("holder").eqNullSafe(F.col("msg_id")),
     }
-
-
-def _loss(classes: dict[AnomalyName, Column]) -> Column:
-    """The messages that count as loss: acknowledged and missing."""
-    return reduce(operator.or_, (classes[AnomalyName(name)] for name in LOSS_CLASSES))
 
 
 def _facts(
@@ -238,7 +227,7 @@ def _facts(
 ) -> RunFacts:
     """A complete run's facts from its message table and the whole-run jobs' answers."""
     classes = decide(_facts_of(progress, run.log_start))
-    loss = _loss(classes)
+    loss = loss_mask(classes)
     table = messages.withColumns(
         {str(name): mask for name, mask in classes.items()} | {"loss": loss}
     )
@@ -247,7 +236,7 @@ def _facts(
     # records are gone (whichever of lost and unseen, a missing message is loss).
     left = F.col("reads") - F.col("hidden").cast("int")
     probe_classes = decide(_facts_of(progress, run.log_start, left), LOSS_CLASSES)
-    probe = hidden.withColumn("probe_loss", _loss(probe_classes))
+    probe = hidden.withColumn("probe_loss", loss_mask(probe_classes))
     counts, contract, sensitivity = _counted(probe)
     counts |= send.counts | {CountName.READ: read, AnomalyName.REORDERED: reordering.count}
     seconds = {second: dict(row) for second, row in send.seconds.items()}

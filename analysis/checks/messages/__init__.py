@@ -69,6 +69,7 @@ def check_run(run: RunInput) -> RunFacts:
     progress = Progress.of(index, run)
     messages = messages_of(index, hidden=None)
     found = classes.classify(messages, progress, run.log_start)
+    loss = classes.loss_mask(found)
     reordered = classes.reordered(reads)
     counts |= {CountName.READ: reads.n} | {
         name: classes.weight(name, mask, messages) for name, mask in found.items()
@@ -77,7 +78,7 @@ def check_run(run: RunInput) -> RunFacts:
     contract |= identity_facts(messages)
     add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
-    sensitivity = run_probe(index, run, messages, classes.loss_mask(found), progress)
+    sensitivity = run_probe(index, run, messages, loss, progress)
     txn_reads = read_txn_reads(run.run_dir) if txns is not None else None
     reader = reader_start(txns, txn_reads) if txns is not None else None
     if txns is not None:
@@ -109,12 +110,12 @@ def check_run(run: RunInput) -> RunFacts:
         seconds=seconds,
         counts=counts,
         contract=contract,
-        loss_by_partition=by_partition(classes.loss_mask(found), messages.partition),
+        loss_by_partition=by_partition(loss, messages.partition),
         divergence_by_partition=by_partition(
             found[AnomalyName.OFFSET_DIVERGENT], messages.partition
         ),
         examples=examples,
-        missing=missing_of(classes.loss_mask(found), messages),
+        missing=missing_of(loss, messages),
         sensitivity=sensitivity,
     )
 

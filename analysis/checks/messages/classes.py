@@ -7,8 +7,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from functools import reduce
-from typing import Final, TypeVar
+from functools import partial, reduce
+from typing import Final, NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,31 +29,34 @@ class Fact(StrEnum):
     Every engine computes each of them for each message; nothing else states the rules."""
 
     JOURNALLED = "journalled"  # a producer's journal holds its send (acked.parquet has a row)
-    UNJOURNALLED = "unjournalled"
     OK = "ok"  # its send was acknowledged
     FAILED = "failed"  # its send ended in a definite error
     INDETERMINATE = "indeterminate"  # its send's outcome is unknown
     READ = "read"  # the read-back holds it
     READ_TWICE = "read_twice"  # in two or more distinct records
-    UNREAD = "unread"
     EXPIRED = "expired"  # its acked offset lies below its partition's log-start offset
-    RETAINED = "retained"  # not expired
     PROVEN = "proven"  # the read-back got past it: its slot, or a later offset (or send)
-    UNPROVEN = "unproven"
     LOCATED = "located"  # acknowledged at a known partition and offset
     SLOT_READ = "slot_read"  # a record was read at its acked slot
     ELSEWHERE = "elsewhere"  # the record at its acked slot is not this message (or none is)
+
+
+class Not(NamedTuple):
+    """A term's fact that must not hold."""
+
+    fact: Fact
 
 
 # The classes of Check.MESSAGE, each as the terms of which one must hold (a term: facts that
 # all hold). An acknowledged message never read is expired below its partition's log start;
 # otherwise lost when the read-back proves it got past it, else unseen: lost and unseen are
 # disjoint, so their sum counts each missing acknowledged message once.
-RULES: Final[dict[AnomalyName, tuple[tuple[Fact, ...], ...]]] = {
-    AnomalyName.LOST: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.RETAINED, Fact.PROVEN),),
-    AnomalyName.UNSEEN: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.RETAINED, Fact.UNPROVEN),),
+_MISSING: Final = (Fact.JOURNALLED, Fact.OK, Not(Fact.READ), Not(Fact.EXPIRED))
+RULES: Final[dict[AnomalyName, tuple[tuple[Fact | Not, ...], ...]]] = {
+    AnomalyName.LOST: ((*_MISSING, Fact.PROVEN),),
+    AnomalyName.UNSEEN: ((*_MISSING, Not(Fact.PROVEN)),),
     AnomalyName.OFFSET_DIVERGENT: ((Fact.OK, Fact.LOCATED, Fact.SLOT_READ, Fact.ELSEWHERE),),
-    AnomalyName.EXPIRED: ((Fact.JOURNALLED, Fact.OK, Fact.UNREAD, Fact.EXPIRED),),
+    AnomalyName.EXPIRED: ((Fact.JOURNALLED, Fact.OK, Not(Fact.READ), Fact.EXPIRED),),
     AnomalyName.DUPLICATED: ((Fact.OK, Fact.READ_TWICE),),
     AnomalyName.DUPLICATED_UNACKED: (
         (Fact.FAILED, Fact.READ_TWICE),
@@ -62,7 +65,7 @@ RULES: Final[dict[AnomalyName, tuple[tuple[Fact, ...], ...]]] = {
     AnomalyName.MOVED: ((Fact.OK, Fact.LOCATED, Fact.READ, Fact.ELSEWHERE),),
     AnomalyName.FAILED_PRESENT: ((Fact.FAILED, Fact.READ),),
     AnomalyName.INDETERMINATE_PRESENT: ((Fact.INDETERMINATE, Fact.READ),),
-    AnomalyName.PHANTOM: ((Fact.UNJOURNALLED, Fact.READ),),
+    AnomalyName.PHANTOM: ((Not(Fact.JOURNALLED), Fact.READ),),
 }
 
 
@@ -71,9 +74,23 @@ def decide(facts: Mapping[Fact, V], names: Iterable[AnomalyName] = RULES) -> dic
     facts and-ed, the terms or-ed. Numpy arrays and Spark columns both take & and |."""
     decided: dict[AnomalyName, V] = {}
     for name in names:
-        terms = [reduce(operator.and_, (facts[fact] for fact in term)) for term in RULES[name]]
+        terms = [reduce(operator.and_, map(partial(_value, facts), term)) for term in RULES[name]]
         decided[name] = reduce(operator.or_, terms)
     return decided
+
+
+def _value(facts: Mapping[Fact, V], literal: Fact | Not) -> V:
+    """A term's literal over the engine's facts: the fact, or its negation (~)."""
+    if isinstance(literal, Not):
+        negated: V = ~facts[literal.fact]  # type: ignore[operator]
+        return negated
+    return facts[literal]
+
+
+def loss_mask(classes: Mapping[AnomalyName, V]) -> V:
+    """The messages that count as loss (acknowledged and missing): the loss classes or-ed."""
+    loss: V = reduce(operator.or_, (classes[AnomalyName(name)] for name in LOSS_CLASSES))
+    return loss
 
 
 def classify(messages: Messages, progress: Progress, log_start: dict[int, int]) -> Masks:
@@ -91,17 +108,13 @@ def facts_of(m: Messages, progress: Progress, log_start: dict[int, int]) -> dict
     proven = np.where(located, m.slot_read | read_past, later_read & (m.send_ts != NONE_TS))
     return {
         Fact.JOURNALLED: m.in_acked,
-        Fact.UNJOURNALLED: ~m.in_acked,
         Fact.OK: m.status == CODE[Status.OK],
         Fact.FAILED: m.status == CODE[Status.FAILED],
         Fact.INDETERMINATE: m.status == CODE[Status.INDETERMINATE],
         Fact.READ: m.reads > 0,
         Fact.READ_TWICE: m.reads > 1,
-        Fact.UNREAD: m.reads == 0,
         Fact.EXPIRED: expired,
-        Fact.RETAINED: ~expired,
         Fact.PROVEN: proven,
-        Fact.UNPROVEN: ~proven,
         Fact.LOCATED: located & (m.partition != NULL),
         Fact.SLOT_READ: m.slot_read,
         Fact.ELSEWHERE: ~m.holds_self,
@@ -114,12 +127,6 @@ def _per_partition(values: dict[int, int], partition: np.ndarray, default: int) 
     for p, value in values.items():
         out[partition == p] = value
     return out
-
-
-def loss_mask(classes: Masks) -> np.ndarray:
-    """The messages that count as loss: acknowledged and missing."""
-    loss: np.ndarray = np.logical_or.reduce([classes[name] for name in LOSS_CLASSES])
-    return loss
 
 
 def weight(name: AnomalyName, mask: np.ndarray, messages: Messages) -> int:
