@@ -15,7 +15,7 @@ import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.rundir.events import ClientConfig, EventLog, PhaseEvent, ProducerTally, RecorderTally
 from harness.rundir.records import Status
@@ -186,7 +186,8 @@ class Fleet:
             for i, end in enumerate(ends)
         ]
         reports = summed_tally([end.reports for end in ends])
-        _report(events, ends, reports=reports, journal_error=journal_error, producers=parts)
+        tally = RecorderTally(reports=reports, journal_error=journal_error, producers=parts)
+        _report(events, ends, tally)
         problems = [f"producer {i}: {end.problem}" for i, end in enumerate(ends) if end.problem]
         if problems:
             return ProducerCrash("; ".join(problems))
@@ -197,18 +198,20 @@ def sole_close(end: MemberEnd, events: EventLog) -> Exception | None:
     """Close as the one producer of a run that ended as `end`, as before several producers
     existed: its recorder_tally (no `producers` part) and client_config; its error: its
     journal's (JournalError), else its client's (ClientError), else None. Never raises."""
-    transactions = {} if end.transactions is None else {"transactions": end.transactions}
-    _report(events, [end], reports=end.reports, journal_error=end.journal_error, **transactions)
+    tally = RecorderTally(reports=end.reports, journal_error=end.journal_error)
+    if end.transactions is not None:  # set only then: an unset field stays out of the line
+        tally = tally.model_copy(update={"transactions": end.transactions})
+    _report(events, [end], tally)
     if end.journal_error is not None:
         return JournalError(end.journal_error)
     return ClientError(end.problem) if end.problem else None
 
 
-def _report(events: EventLog, ends: Sequence[MemberEnd], **tally: Any) -> None:
-    """Write the recorder_tally event of the fields `tally` gives (only those: a field left out
-    stays out of the line) and the first client_config a producer reported. Never raises."""
+def _report(events: EventLog, ends: Sequence[MemberEnd], tally: RecorderTally) -> None:
+    """Write the recorder_tally event and the first client_config a producer reported. Never
+    raises."""
     with contextlib.suppress(Exception):
-        events.write(RecorderTally(**tally))
+        events.write(tally)
         config = next((end.config for end in ends if end.config is not None), None)
         if config is not None:
             events.write(config)
