@@ -71,7 +71,14 @@ class MembersJson(TypedDict):
     config: dict[str, str]
 
 
-class RepetitionJson(AvailabilityFieldsJson):
+class ClientsJson(TypedDict):
+    """The clients a repetition ran: its producer and its consumer group (None: not recorded)."""
+
+    client: ClientJson | None
+    members: MembersJson | None
+
+
+class RepetitionJson(AvailabilityFieldsJson, ClientsJson):
     """One repetition of a cell; `loss` and `acked` are CountName.LOSS and CountName.ACKED."""
 
     repetition: int
@@ -81,8 +88,6 @@ class RepetitionJson(AvailabilityFieldsJson):
     loss: int | None
     acked: int | None
     loss_rate: float | None
-    client: ClientJson | None
-    members: MembersJson | None
 
 
 class CellJson(TypedDict):
@@ -233,8 +238,7 @@ def _cell_json(
                 "acked": r.acked,
                 "loss_rate": r.loss_rate,
                 **_availability_json(r.run_dir, results_by_run),
-                "client": _client_json(r.run_dir),
-                "members": _members_json(r.run_dir),
+                **_clients_json(r.run_dir),
             }
             for r in cell.repetitions
         ],
@@ -244,26 +248,27 @@ def _cell_json(
     return data
 
 
-def _client_json(run_dir: str) -> ClientJson | None:
-    """The repetition's producer client and the settings it ran with, defaults resolved (its
-    client_config event); None when the run recorded none or cannot be read."""
+def _clients_json(run_dir: str) -> ClientsJson:
+    """The repetition's producer client with the settings it ran with, defaults resolved (its
+    client_config event), and its consumer group's client and settings (its `consumers`
+    event); each None when the run recorded none, both None when it cannot be read."""
     try:
-        config = RunEvidence.read(run_dir).client_config
+        evidence = RunEvidence.read(run_dir)
     except (OSError, ValueError):
-        return None
-    if config is None:
-        return None
-    return {"client": config.client, "config": dict(config.config), "idempotent": config.idempotent}
-
-
-def _members_json(run_dir: str) -> MembersJson | None:
-    """The repetition's consumer group's client and settings (its `consumers` event); None
-    when the run had no group or cannot be read."""
-    try:
-        group = RunEvidence.read(run_dir).consumers
-    except (OSError, ValueError):
-        return None
-    return None if group is None else {"client": group.client, "config": dict(group.config)}
+        return {"client": None, "members": None}
+    config, group = evidence.client_config, evidence.consumers
+    return {
+        "client": None
+        if config is None
+        else {
+            "client": config.client,
+            "config": dict(config.config),
+            "idempotent": config.idempotent,
+        },
+        "members": None
+        if group is None
+        else {"client": group.client, "config": dict(group.config)},
+    }
 
 
 def _availability_json(

@@ -32,19 +32,19 @@ def test_librdkafka_shows_what_it_was_given_and_its_retry_default():
 def test_report_json_gives_each_repetition_its_client_and_settings(tmp_path):
     import json
 
-    from analysis.report.json_report import _client_json
+    from analysis.report.json_report import _clients_json
 
     event = {"type": "client_config", "client": "java 4.3.1", "idempotent": None,
              "config": {"acks": "-1", "enable.idempotence": "true"}}  # fmt: skip
     (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n")
-    assert _client_json(str(tmp_path)) == {
+    assert _clients_json(str(tmp_path))["client"] == {
         "client": "java 4.3.1",
         "config": {"acks": "-1", "enable.idempotence": "true"},
         "idempotent": None,
     }
     (tmp_path / "events.jsonl").write_text(json.dumps({"type": "phase", "phase": "x"}) + "\n")
-    assert _client_json(str(tmp_path)) is None
-    assert _client_json(str(tmp_path / "gone")) is None
+    assert _clients_json(str(tmp_path)) == {"client": None, "members": None}
+    assert _clients_json(str(tmp_path / "gone")) == {"client": None, "members": None}
 
 
 def test_the_groups_members_show_their_read_and_commit_settings():
@@ -65,7 +65,7 @@ def test_the_groups_members_show_their_read_and_commit_settings():
 def test_librdkafka_members_report_the_settings_the_harness_gives(tmp_path):
     import json
 
-    from analysis.report.json_report import _members_json
+    from analysis.report.json_report import _clients_json
     from harness.rundir.records import CommitMode
     from harness.workload.consumer_group.group import ConsumerGroup
 
@@ -79,4 +79,7 @@ def test_librdkafka_members_report_the_settings_the_harness_gives(tmp_path):
     assert "bootstrap.servers" not in config and "log_level" not in config
     event = {"type": "consumers", "client": "librdkafka", "config": config}
     (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n")
-    assert _members_json(str(tmp_path)) == {"client": "librdkafka", "config": config}
+    assert _clients_json(str(tmp_path)) == {
+        "client": None,
+        "members": {"client": "librdkafka", "config": config},
+    }
