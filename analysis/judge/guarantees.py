@@ -472,4 +472,5 @@ def delivery_rule(commit: str, members_client: str) -> DeliveryRule | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The group's liveness and each member's position: docs/kafka-reliability.md, “Consumer liveness”
+# The group's liveness and each member's position (docs/kafka-reliability.md, “Consumer
+# liveness”): LIVENESS_TABLE in analysis/judge/liveness.py

@@ -1,6 +1,6 @@
 """The consumer group's liveness and its members' positions judged: each `stuck` window, `reset`
-and poll step (`poll_skip`, `nonmonotonic_poll`) against LIVENESS_TABLE
-(analysis/judge/guarantees.py, citing docs/kafka-reliability.md, “Consumer liveness”)."""
+and poll step (`poll_skip`, `nonmonotonic_poll`) against LIVENESS_TABLE (below, citing
+docs/kafka-reliability.md, “Consumer liveness”)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ _BATCH_ROWS = 1 << 20  # rows of acked.parquet or readback.parquet held at a tim
 
 
 class SegmentSource(Protocol):
-    """A broker whose files can be read as a tar stream (a `harness.platform.cluster.KafkaNode`)."""
+    """A broker whose files can be read as a tar stream (a `harness.platform.node.KafkaNode`)."""
 
     node_id: int
     disk_dir: str  # the log directory as the container's own file system holds it

@@ -1,5 +1,6 @@
 """workload.client (harness/experiment/clients.py): its forms and refusals, the Java client's
-settings and resolved defaults, and a command program's life (harness/workload/clients)."""
+settings and resolved defaults, and a command program's life
+(harness/workload/producer/command.py)."""
 
 from __future__ import annotations
 

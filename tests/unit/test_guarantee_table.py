@@ -122,7 +122,7 @@ FSYNCED = {"fsync_each_message": True}
     ("base", "fault_class", "loss"),
     [
         # Every append fsynced before its acknowledgement: acks=all with min.insync >= 2
-        # keeps everything through a power loss of all (KAFKA-RELIABILITY's table) ...
+        # keeps everything through a power loss of all (docs/kafka-reliability.md's table) ...
         ({**CP, **FSYNCED}, "all-power-loss", FORBIDDEN),
         ({**CP, **FSYNCED, "min_insync_replicas": 3}, "all-power-loss", FORBIDDEN),
         ({**CP, "fsync_each_message": "true"}, "all-power-loss", FORBIDDEN),

@@ -3,7 +3,7 @@
 
 Each member of a fleet sends its share of the workload from its own journal slot
 (journal.ProducerSlot: msg_id base, key prefix, files), so a crash of one loses no more than
-its own sends; `journal.finalize` merges the journals into acked.parquet. A librdkafka member
+its own sends; `finalize.finalize` merges the journals into acked.parquet. A librdkafka member
 is a Recorder in a process of its own (librdkafka.ProducerProcess), a program member a
 CommandProducer (command.py). The runner sees the fleet as one recorder: summed live stats,
 one summed recorder_tally with each member's part, one error.
