@@ -79,9 +79,10 @@ def check_run(run: RunInput) -> RunFacts:
     add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
     sensitivity = run_probe(index, run, messages, loss, progress)
-    txn_reads = read_txn_reads(run.run_dir) if txns is not None else None
-    reader = reader_start(txns, txn_reads) if txns is not None else None
+    reader = None  # the transactions' reader, as a member start, when they read
     if txns is not None:
+        txn_reads = read_txn_reads(run.run_dir)
+        reader = reader_start(txns, txn_reads)
         txn = _transaction_facts(run, txns, messages, reads, found[AnomalyName.EXPIRED])
         counts |= txn.counts
         examples |= txn.examples
