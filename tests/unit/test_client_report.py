@@ -47,6 +47,18 @@ def test_report_json_gives_each_repetition_its_client_and_settings(tmp_path):
     assert _clients_json(str(tmp_path / "gone")) == {"client": None, "members": None}
 
 
+def test_report_json_gives_no_clients_for_a_run_whose_events_cannot_be_read(monkeypatch):
+    """An I/O error on events.jsonl (not root: its mode; a failing disk) is no client, not a
+    report that fails."""
+    from analysis.report import json_report
+
+    def unreadable(run_dir):
+        raise OSError(5, "Input/output error", run_dir)
+
+    monkeypatch.setattr(json_report.RunEvidence, "read", unreadable)
+    assert json_report._clients_json("runs/x") == {"client": None, "members": None}
+
+
 def test_the_groups_members_show_their_read_and_commit_settings():
     from analysis.report.cells import members_text
 
