@@ -162,17 +162,12 @@ def _series(timeline: Sequence[TimelineSecond], name: str) -> list[float]:
     return [float("nan") if value is None else float(value) for value in values]
 
 
-def _counts(timeline: Sequence[TimelineSecond], name: str) -> list[float]:
-    """One count column of the timeline; missing values become 0 (nothing counted)."""
-    return [0.0 if v != v else v for v in _series(timeline, name)]  # NaN → 0
-
-
 def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
     """Stacked bars of ok / failed / indeterminate sends per second."""
     t = _series(timeline, "t_s")
     bottom = [0.0] * len(t)
     for status in Status:
-        values = _counts(timeline, status)
+        values = _series(timeline, status)
         ax.bar(
             t,
             values,
@@ -185,11 +180,11 @@ def _plot_throughput(ax: Any, timeline: Sequence[TimelineSecond]) -> None:
         )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     for name in TIMELINE_ANOMALIES:
-        values = _counts(timeline, name)
+        values = _series(timeline, name)
         if any(values):
             ax.bar(t, values, width=0.5, align="edge", color=SERIES_COLOURS[name], linewidth=0,
                    label=f"acked, later {name}", zorder=3)  # fmt: skip
-    processed = _counts(timeline, "processed")
+    processed = _series(timeline, "processed")
     if any(processed):  # a consumer group read while the faults ran
         ax.step([v + 1 for v in t], processed, where="pre", color=SERIES_COLOURS["processed"],
                 linewidth=1.2, zorder=4, label="processed by the group")  # fmt: skip
