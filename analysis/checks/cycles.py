@@ -14,9 +14,12 @@ One transactional producer runs its transactions one after the other, and one pr
 keep their order per partition, so its committed transactions follow one another the same way
 in every partition: the ww graph is a chain and any cycle is an anomaly (a late write of an
 earlier transaction landing after a later one's, KAFKA-17754's mechanism). G0 is a cycle of ww
-edges alone; G1c a cycle through at least one wr edge in the graph of both. Each class counts
-the transactions of its strongly connected components (networkx), each component reported with
-one shortest cycle through it as its witness: for G1c, through a wr edge inside it.
+edges alone; G1c a cycle through at least one wr edge in the graph of both. One pair of
+transactions may be joined by a ww and a wr edge at once (Elle's edges carry several kinds): the
+graph keeps every kind of a pair, so a read along a write edge still closes a G1c cycle. Each
+class counts the transactions of its strongly connected components (networkx), each component
+reported with one shortest cycle through it as its witness: for G1c, through a wr edge inside
+it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def cycle_facts(
     """G0 and G1c over the committed transactions, the read-back's records being (`msg_id`,
     `partition`, `offset`) (each record once, any order; a msg_id < 0: not the producer's)."""
     graph = dependency_graph(txns, msg_id, partition, offset, reads)
-    ww = graph.edge_subgraph([(u, v) for u, v, kind in graph.edges(data="kind") if kind == WW])
+    ww = graph.edge_subgraph([(u, v) for u, v, kinds in graph.edges(data="kinds") if WW in kinds])
     g0 = tuple(_components(ww, WW))
     return CycleFacts(g0=g0, g1c=tuple(_components(graph, WR)))
 
@@ -69,8 +72,8 @@ def dependency_graph(
     offset: np.ndarray,
     reads: TxnReads | None,
 ) -> nx.DiGraph:
-    """The committed transactions' graph (nodes: transaction numbers; each edge's `kind` and
-    `label`, the first found of a pair kept, a ww edge before a wr one)."""
+    """The committed transactions' graph (nodes: transaction numbers; each edge's `kinds`: its
+    kinds, ww or wr, each with the label of the first edge of that kind found for the pair)."""
     graph = nx.DiGraph()
     committed = txns.outcome == COMMITTED
     at = txns.of(np.where(msg_id >= 0, msg_id, -1))
@@ -93,9 +96,10 @@ def dependency_graph(
 
 
 def _add(graph: nx.DiGraph, source: int, target: int, kind: str, label: str) -> None:
-    """Add the edge unless the pair has one (ww edges are all added before wr ones)."""
+    """Give the pair's edge the kind `kind` labelled `label`, unless it has that kind already."""
     if not graph.has_edge(source, target):
-        graph.add_edge(source, target, kind=kind, label=label)
+        graph.add_edge(source, target, kinds={})
+    graph.edges[source, target]["kinds"].setdefault(kind, label)
 
 
 def _components(graph: nx.DiGraph, through: str) -> Iterable[CyclicComponent]:
@@ -105,18 +109,20 @@ def _components(graph: nx.DiGraph, through: str) -> Iterable[CyclicComponent]:
         if len(members) < 2:
             continue
         inside = graph.subgraph(members)
-        edges = sorted((u, v) for u, v, kind in inside.edges(data="kind") if kind == through)
+        edges = sorted((u, v) for u, v, kinds in inside.edges(data="kinds") if through in kinds)
         if not edges:
             continue
         source, target = edges[0]
         back = nx.shortest_path(inside, target, source)
-        yield CyclicComponent(tuple(sorted(members)), _words(inside, [source, *back]))
+        yield CyclicComponent(tuple(sorted(members)), _words(inside, [source, *back], through))
 
 
-def _words(graph: nx.DiGraph, path: list[int]) -> str:
-    """ "T12 -ww p0@345-> T13 -ww p1@120-> T12" for a closed path of transaction numbers."""
+def _words(graph: nx.DiGraph, path: list[int], through: str) -> str:
+    """ "T12 -ww p0@345-> T13 -ww p1@120-> T12" for a closed path of transaction numbers, its
+    first hop named by the kind `through`, the others by ww where the pair has one."""
     text = f"T{path[0]}"
-    for u, v in pairwise(path):
-        edge = graph.edges[u, v]
-        text += f" -{edge['kind']} {edge['label']}-> T{v}"
+    for hop, (u, v) in enumerate(pairwise(path)):
+        kinds = graph.edges[u, v]["kinds"]
+        kind = through if hop == 0 else (WW if WW in kinds else WR)
+        text += f" -{kind} {kinds[kind]}-> T{v}"
     return text
