@@ -19,7 +19,7 @@ from analysis.model.anomalies import COUNT_LABELS, LOSS_CLASSES, AnomalyName, Co
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
 from analysis.report.safe import PartFailure, safely
-from analysis.spark.reconcile import find_runs, reconcile_runs, write_results
+from analysis.spark.reconcile import find_runs, reconcile_runs, unrun_results, write_results
 from harness.rundir.provenance import read_provenance
 
 
@@ -67,7 +67,8 @@ def analyse(
             "acked.parquet). Fix: pass runs/<experiment>/<timestamp> or a parent, or run an "
             "experiment first (make run)."
         )
-    results = reconcile_runs(run_dirs, master, chunk_rows)
+    # A repetition the plans name but no run directory holds (a shard that died) is UNKNOWN.
+    results = [*reconcile_runs(run_dirs, master, chunk_rows), *unrun_results(patterns, run_dirs)]
     write_results(results)
     events = read_evidence_by_run(results)
     cells = judge_all(results, events)

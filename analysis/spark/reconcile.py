@@ -12,7 +12,6 @@ each run's answer and builds its result.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -49,6 +48,7 @@ from analysis.model.results import (
 from analysis.spark.messages import check_in_spark
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
+from harness.rundir.found import find_run_dirs, unrun_under
 from harness.rundir.records import ACKED_SCHEMA, READBACK_SCHEMA, STATUSES
 from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import read_transactions
@@ -125,15 +125,31 @@ def _on_loopback(master: str) -> bool:
 
 
 def find_runs(patterns: Iterable[str]) -> list[Path]:
-    """Run directories (holding spec.json and acked.parquet) at or under any glob match, sorted."""
-    found: set[Path] = set()
-    for pattern in patterns:
-        for match in glob.glob(os.path.expanduser(pattern), recursive=True):
-            root = Path(match)
-            if root.is_dir():
-                candidates = [root, *(spec.parent for spec in root.rglob(layout.SPEC))]
-                found.update(d.resolve() for d in candidates if layout.is_run_dir(d))
-    return sorted(found)
+    """Run directories (holding spec.json and acked.parquet) at or under any glob match, sorted,
+    each run once by its spec.json identity (harness.rundir.found); copies left out are said in
+    one line on stderr."""
+    found = find_run_dirs(patterns)
+    if note := found.note():
+        print(note, file=sys.stderr)
+    return found.run_dirs
+
+
+def unrun_results(patterns: Iterable[str], run_dirs: Sequence[Path]) -> list[RunResult]:
+    """An "error" result for each repetition the plans under `patterns` name that none of
+    `run_dirs` holds (a shard that died): the judge makes it UNKNOWN with its reason."""
+    return [
+        RunResult(
+            run_dir=str(unrun.run_dir),
+            experiment=unrun.experiment,
+            cell=unrun.planned.cell,
+            repetition=unrun.planned.repetition,
+            config=CellConfig(),
+            axes=unrun.planned.axes,
+            status=RunStatus.ERROR,
+            error=unrun.reason,
+        )
+        for unrun in unrun_under(patterns, run_dirs)
+    ]
 
 
 def reconcile(
@@ -449,8 +465,11 @@ def reconcile_runs(
 
 
 def write_results(results: Sequence[RunResult]) -> None:
-    """Write each result to results.json in its run directory (atomically, via a rename)."""
+    """Write each result to results.json in its run directory (atomically, via a rename); a
+    planned repetition without a directory (unrun_results) has none to write to."""
     for result in results:
+        if not Path(result.run_dir).is_dir():
+            continue
         target = Path(result.run_dir) / layout.RESULTS
         partial = target.with_suffix(".json.partial")
         partial.write_text(json.dumps(result.as_json(), indent=2, sort_keys=True) + "\n")

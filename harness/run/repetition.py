@@ -6,7 +6,6 @@ reports its progress (Progress).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from harness.rundir import layout
+from harness.rundir.plan import ExperimentPlan, PlannedRun
 
 if TYPE_CHECKING:
     from harness.chaos.nemesis import Nemesis, ResolvedStep
@@ -62,7 +62,7 @@ class RepetitionSummary:
     resolved_schedule: list[ResolvedStep] = field(default_factory=list)
 
 
-LATEST = "latest"  # runs/<experiment>/latest: the newest run of that experiment
+LATEST = layout.LATEST  # runs/<experiment>/latest: the newest run of that experiment
 
 
 def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) -> list[Repetition]:
@@ -74,12 +74,18 @@ def plan_repetitions(experiment: Experiment, cells: Sequence[Cell], root: Path) 
     ]
 
 
+def shard_of(position: int, count: int) -> int:
+    """The shard (1-based, of `count`) that runs the cell at `position` of the selection:
+    dealt round-robin so shards get similar mixes."""
+    return position % count + 1
+
+
 def select_shard(cells: Sequence[Cell], shard: tuple[int, int] | None) -> list[Cell]:
     """The cells of shard i of n (1-based), dealt round-robin so shards get similar mixes."""
     if shard is None:
         return list(cells)
     index, count = shard
-    return [cell for position, cell in enumerate(cells) if position % count == index - 1]
+    return [cell for position, cell in enumerate(cells) if shard_of(position, count) == index]
 
 
 def select_cells(cells: Sequence[Cell], patterns: Sequence[str] | None) -> list[Cell]:
@@ -101,18 +107,26 @@ def experiment_root(runs_dir: Path, experiment: Experiment, shard: tuple[int, in
     return runs_dir / experiment.name / f"{stamp}{suffix}"
 
 
-def write_plan(root: Path, repetitions: Sequence[Repetition]) -> None:
-    """plan.json: every repetition to run, in order, with its seed and run directory."""
-    plan = [
-        {
-            "cell": planned.cell.name,
-            "repetition": planned.index,
-            "seed": planned.seed,
-            "run_dir": str(planned.run_dir),
-        }
-        for planned in repetitions
+def write_plan(
+    root: Path,
+    experiment: Experiment,
+    selection: Sequence[Cell],
+    shard: tuple[int, int] | None = None,
+) -> None:
+    """plan.json: every repetition of `selection` (the cells chosen, of every shard when
+    `shard` is this root's i/n), in order, with its seed, axes and the shard that runs it."""
+    runs = [
+        PlannedRun(
+            cell=cell.name,
+            repetition=repetition,
+            seed=experiment.seed + repetition,
+            axes=cell.axes,
+            shard=shard_of(position, shard[1]) if shard else None,
+        )
+        for position, cell in enumerate(selection)
+        for repetition in range(experiment.repetitions)
     ]
-    (root / layout.PLAN).write_text(json.dumps(plan, indent=2))
+    ExperimentPlan(experiment=experiment.name, shard=shard, runs=tuple(runs)).write(root)
 
 
 def point_latest_at(root: Path) -> None:

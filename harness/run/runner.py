@@ -284,11 +284,16 @@ def run_experiment(
     image_for: Callable[[Cell], BrokerImage],
     progress: Progress,
     settings: Sequence[SettingFrom] = (),
+    *,
+    shard: tuple[int, int] | None = None,
+    selection: Sequence[Cell] | None = None,
 ) -> list[RepetitionSummary]:
     """Run every repetition of `cells` into `root`; a failed one is recorded, the next runs.
 
     `image_for` gives each cell its broker image (cells may differ in Kafka version);
     `settings`, those the command line applied from files and --set, go to provenance.json.
+    `cells` are shard `shard` (i/n) of `selection`, which plan.json records whole so that an
+    analysis of every shard knows what a shard that died planned.
     """
     root.mkdir(parents=True, exist_ok=True)
     point_latest_at(root)
@@ -296,7 +301,7 @@ def run_experiment(
     if removed:
         log.info("removed %d containers/networks left by a crashed run", removed)
     repetitions = plan_repetitions(experiment, cells, root)
-    write_plan(root, repetitions)
+    write_plan(root, experiment, cells if selection is None else selection, shard)
     provenance = ProvenanceRecord(root, experiment, settings=settings)
     summaries: list[RepetitionSummary] = []
     try:

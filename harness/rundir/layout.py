@@ -56,11 +56,14 @@ SEGMENTS_BROKER_PREFIX: Final = "broker-"
 SEGMENTS_BUDGET_BYTES: Final = 256 * 1024 * 1024
 
 # File names of an experiment run's root directory
-PLAN: Final = "plan.json"
+PLAN: Final = "plan.json"  # the repetitions planned, of this root and of every shard of its run
 SUMMARIES: Final = "repetitions.json"  # what the harness saw of each
 PROVENANCE: Final = "provenance.json"  # what ran: revision, command, seed, images, host
 HARNESS_LOG: Final = "harness.log"
 REPORT_DIR: Final = "report"
+# runs/<experiment>/latest: a symlink to the newest root. A copy that turns symlinks into
+# folders (CI artifact uploads do) makes it a second copy of that root's repetitions.
+LATEST: Final = "latest"
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,18 @@ class RunSpec(_Part):
     def _config_json(self, config: CellConfig) -> dict[str, object]:
         return config.as_json()
 
+    @property
+    def identity(self) -> tuple[str, str, int, int, int] | None:
+        """What names this repetition wherever its directory is copied: experiment, cell,
+        repetition, seed and the µs it started (two runs of one cell never start in the same
+        µs). None when a field is missing (a spec.json written by hand): such a run is known
+        by its path alone."""
+        experiment, cell, started = self.experiment, self.cell, self.started_at_us
+        repetition, seed = self.repetition, self.seed
+        if experiment is None or cell is None or repetition is None or seed is None:
+            return None
+        return None if started is None else (experiment, cell, repetition, seed, started)
+
     @classmethod
     def read(cls, run_dir: Path) -> RunSpec:
         """The spec.json of `run_dir`; OSError when there is none, RunSpecError naming the first

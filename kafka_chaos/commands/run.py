@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     SESSION.run_root = root
     log_to(root / layout.HARNESS_LOG)
     from_files = [setting.recorded() for setting in user_settings(args, say=False)]
-    summaries = _run_with_progress(args, experiment, cells, root, images, from_files)
+    summaries = _run_with_progress(args, experiment, cells, root, images, from_files, chosen)
     # With --json, stdout holds the one JSON object alone.
     print(f"runs: {root}", file=sys.stderr if args.json else sys.stdout)
     harness_failed = any(summary.error for summary in summaries)
@@ -249,16 +249,20 @@ def _build_clients(settings: Settings, cells) -> None:
             build(version, settings)
 
 
-def _run_with_progress(args, experiment, cells, root, images, from_files):
-    """Run the cells with a live progress display, or plain lines when quiet or not a TTY;
-    `from_files`: the settings of property files and --set, for provenance.json."""
+def _run_with_progress(args, experiment, cells, root, images, from_files, chosen):
+    """Run the cells (this shard's of the `chosen`, which plan.json records) with a live
+    progress display, or plain lines when quiet or not a TTY; `from_files`: the settings of
+    property files and --set, for provenance.json."""
+    from functools import partial
+
     from harness.run.progress import LiveProgress, PlainProgress
     from harness.run.runner import run_experiment
 
     def image_for(cell):
         return images[_image_key(args, cell)]
 
+    run = partial(run_experiment, shard=args.shard, selection=chosen)
     if args.quiet or not sys.stderr.isatty():
-        return run_experiment(experiment, cells, root, image_for, PlainProgress(), from_files)
+        return run(experiment, cells, root, image_for, PlainProgress(), from_files)
     with LiveProgress() as progress:
-        return run_experiment(experiment, cells, root, image_for, progress, from_files)
+        return run(experiment, cells, root, image_for, progress, from_files)

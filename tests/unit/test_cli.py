@@ -148,19 +148,22 @@ def test_latest_points_at_the_newest_run(tmp_path):
     assert [p.name for p in (tmp_path / "exp").iterdir() if p.name.startswith(".")] == []
 
 
-def test_plan_lists_every_repetition_with_its_seed_and_run_dir(tmp_path):
-    import json
-
-    from harness.run.repetition import plan_repetitions, write_plan
+def test_plan_lists_every_repetition_of_every_shard_with_its_seed(tmp_path):
+    from harness.run.repetition import select_shard, write_plan
+    from harness.rundir.plan import ExperimentPlan
 
     experiment = load_experiment(REPO_ROOT / "experiments" / "quick.yaml")
-    repetitions = plan_repetitions(experiment, expand(experiment), tmp_path)
-    write_plan(tmp_path, repetitions)
-    plan = json.loads((tmp_path / "plan.json").read_text())
-    assert len(plan) == len(expand(experiment)) * experiment.repetitions
-    first = plan[0]
-    assert first["repetition"] == 0 and first["seed"] == experiment.seed
-    assert first["run_dir"] == str(tmp_path / first["cell"] / "0")
+    cells = expand(experiment)
+    write_plan(tmp_path, experiment, cells, (2, 3))
+    plan = ExperimentPlan.read(tmp_path)
+    assert plan is not None and plan.experiment == experiment.name and plan.shard == (2, 3)
+    assert len(plan.runs) == len(cells) * experiment.repetitions
+    first = plan.runs[0]
+    assert first.repetition == 0 and first.seed == experiment.seed
+    assert first.axes == cells[0].axes
+    for shard in (1, 2, 3):  # each shard's planned cells are those `run --shard i/3` runs
+        planned = {run.cell for run in plan.runs if run.shard == shard}
+        assert planned == {cell.name for cell in select_shard(cells, (shard, 3))}
 
 
 def test_an_interrupt_stops_the_processes_the_harness_started():
