@@ -13,8 +13,8 @@ from typing import Final
 from analysis.checks.messages.facts import CHUNK_ROWS
 from analysis.crossrun.dataset import DATASET_DIR, write_dataset
 from analysis.crossrun.summary import cross_run_summary
-from analysis.judge.outcomes import CellVerdict, CountStats
-from analysis.judge.verdicts import exit_code, judge_all, read_evidence_by_run
+from analysis.judge.outcomes import CellVerdict, CountStats, Verdict
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code, judge_all, read_evidence_by_run
 from analysis.model.anomalies import COUNT_LABELS, LOSS_CLASSES, AnomalyName, CountKey, CountName
 from analysis.report.junit import write_junit
 from analysis.report.render import render_report
@@ -56,10 +56,13 @@ def analyse(
     title: str = "kafka-chaos report",
     junit: Path | None = None,
     chunk_rows: int = CHUNK_ROWS,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> Analysis:
     """Reconcile every run under `patterns` (one Spark job), judge each cell, and write all
     reports, the results dataset and the cross-run summary to `out_dir`. Runs above
-    `chunk_rows` acked rows are reconciled as DataFrame operations (analysis.spark.messages)."""
+    `chunk_rows` acked rows are reconciled as DataFrame operations (analysis.spark.messages).
+    `fail_on`, the verdicts that fail, decides the exit code and what every report and the
+    JUnit say of it."""
     run_dirs = find_runs(patterns)
     if not run_dirs:
         raise NoRunsFound(
@@ -82,12 +85,13 @@ def analyse(
         out_dir,
         title,
         summary,
+        fail_on=fail_on,
     )
     junit_path = junit or out_dir / "junit.xml"
     failures = [
         *paths.failures,
         summary,
-        safely("junit.xml", lambda: write_junit(cells, events, junit_path), junit_path),
+        safely("junit.xml", lambda: write_junit(cells, events, junit_path, fail_on), junit_path),
         safely(
             "the results dataset",
             lambda: write_dataset(results, cells, out_dir),
@@ -96,7 +100,7 @@ def analyse(
     ]
     return Analysis(
         tuple(cells),
-        exit_code(cells),
+        exit_code(cells, fail_on=fail_on),
         paths.html,
         paths.markdown,
         paths.json,

@@ -86,10 +86,18 @@ class Settings:
         """
         if given.exists() or given.is_absolute():
             return given
-        name = given.name if given.suffix in (".yaml", ".yml") else f"{given.name}.yaml"
-        candidate = self.experiments_dir / name
-        in_shipped_folder = given.parent in (Path(), Path("experiments"))
-        return candidate if in_shipped_folder and candidate.is_file() else given
+        return self.shipped_experiment(given.as_posix()) or given
+
+    def shipped_experiment(self, name: str) -> Path | None:
+        """The shipped experiment file `name` names as `kafka-chaos list experiments` does
+        (`quick`, `known-bugs/bit-flip`; `.yaml` and a leading `experiments/` optional), else
+        None."""
+        relative = Path(name.removeprefix("experiments/"))
+        if relative.suffix not in (".yaml", ".yml"):
+            relative = relative.with_name(f"{relative.name}.yaml")
+        candidate = self.experiments_dir / relative
+        inside = candidate.resolve().is_relative_to(self.experiments_dir.resolve())
+        return candidate if inside and candidate.is_file() else None
 
     def built_once(self, entry: str, product: str, build: Callable[[Path], object]) -> Path:
         """`product` of the cache folder `entry` (below cache_dir), built on the first call:

@@ -181,6 +181,8 @@ def judge_cell(
     repetitions = tuple(judge_repetition(r, events_by_run.get(r.run_dir, ())) for r in ordered)
     guarantee = next((r.guarantee for r in repetitions if r.guarantee is not None), None)
     verdict, reasons = _cell_outcome(repetitions, guarantee)
+    if verdict == Verdict.NOT_PROVOKED:  # each repetition showed nothing: said in the cell's words
+        repetitions = tuple(dataclasses.replace(r, verdict=verdict) for r in repetitions)
     first = ordered[0]
     return CellVerdict(
         cell=first.cell,

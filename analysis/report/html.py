@@ -14,7 +14,7 @@ from jinja2 import Environment, FileSystemLoader
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, Verdict
-from analysis.judge.verdicts import exit_code
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 from analysis.model.anomalies import COUNT_LABELS
 from analysis.model.results import RunResult
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
@@ -51,17 +51,19 @@ def render_html(
     provenance: Sequence[ProvenanceView],
     title: str,
     summary: CrossRunSummary | PartFailure | None = None,
+    *,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> str:
     """The self-contained HTML page (with the cross-run summary when given, or in its place
-    the failure that kept it out)."""
+    the failure that kept it out); its headline follows `fail_on`, the verdicts that fail."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
     return env.get_template("report.html.j2").render(
         title=title,
         generated_at=generated_at(),
-        outcome=verdict_summary(cells),
-        outcome_css=OUTCOME_CSS[exit_code(cells)],
+        outcome=verdict_summary(cells, fail_on),
+        outcome_css=OUTCOME_CSS[exit_code(cells, fail_on=fail_on)],
         counts=verdict_counts(cells),
         legend=[(v.value, css_class(v), VERDICT_MEANING[v]) for v in Verdict],
         colours={css_class(v): colour for v, colour in VERDICT_COLOURS.items()},

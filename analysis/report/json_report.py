@@ -10,7 +10,7 @@ from typing import Final, NotRequired, TypedDict
 from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellStats, CellVerdict, Verdict
-from analysis.judge.verdicts import exit_code
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 from analysis.model.availability import AvailabilityJson
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import RunResult
@@ -134,6 +134,7 @@ class ReportJson(TypedDict):
     schema_version: int
     title: str
     exit_code: int
+    fail_on: list[str]  # the verdicts that fail, as --fail-on names them
     outcome: str
     verdict_counts: dict[str, int]
     verdict_meanings: dict[str, str]
@@ -150,15 +151,19 @@ def report_json(
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
     summary: CrossRunSummary | PartFailure | None = None,
+    *,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> ReportJson:
     """The machine-readable report: outcome, verdict counts, every cell, provenance, and the
     cross-run summary (null when not computed, {"error": ...} when it failed); with the results,
-    each cell's price of safety and each repetition's availability figures."""
+    each cell's price of safety and each repetition's availability figures. The exit code and
+    outcome follow `fail_on`, the verdicts that fail."""
     return {
         "schema_version": SCHEMA_VERSION,
         "title": title,
-        "exit_code": exit_code(cells),
-        "outcome": verdict_summary(cells),
+        "exit_code": exit_code(cells, fail_on=fail_on),
+        "fail_on": [v.value.lower() for v in Verdict if v in fail_on],
+        "outcome": verdict_summary(cells, fail_on),
         "verdict_counts": verdict_counts(cells),
         "verdict_meanings": {v.value: VERDICT_MEANING[v] for v in Verdict},
         "source": SOURCE,

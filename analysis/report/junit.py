@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Final
 
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, RepetitionVerdict, Verdict
+from analysis.judge.verdicts import DEFAULT_FAIL_ON
 from analysis.model.evidence import RunEvidence
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import format_rate
@@ -29,27 +30,28 @@ def repetition_seconds(events: Events) -> float:
     return (max(stamps) - min(stamps)) / 1e6 if stamps else 0.0
 
 
-def _outcome(cell: CellVerdict, rep: RepetitionVerdict) -> str:
-    """'failure', 'error', 'skipped' or 'passed' for one repetition of a cell."""
-    if rep.verdict == Verdict.VIOLATION:
-        return "failure"
-    if rep.verdict == Verdict.UNKNOWN:
-        return "error"
-    # NOT-PROVOKED is a cell verdict: each of its repetitions passed without showing anything.
-    if cell.verdict == Verdict.NOT_PROVOKED:
+def _outcome(cell: CellVerdict, rep: RepetitionVerdict, fail_on: frozenset[Verdict]) -> str:
+    """'failure', 'error', 'skipped' or 'passed' for one repetition of a cell: a repetition
+    fails where its verdict and its cell's both are in `fail_on`, the gate that decides the exit
+    code (UNKNOWN as an error); a NOT-PROVOKED one that does not fail is skipped."""
+    if rep.verdict in fail_on and cell.verdict in fail_on:
+        return "error" if rep.verdict == Verdict.UNKNOWN else "failure"
+    if rep.verdict == Verdict.NOT_PROVOKED:
         return "skipped"
     return "passed"
 
 
-def _testcase(cell: CellVerdict, rep: RepetitionVerdict, seconds: float) -> tuple[ET.Element, str]:
-    """The <testcase> of one repetition and its outcome."""
+def _testcase(
+    cell: CellVerdict, rep: RepetitionVerdict, seconds: float, fail_on: frozenset[Verdict]
+) -> tuple[ET.Element, str]:
+    """The <testcase> of one repetition and its outcome under `fail_on`."""
     case = ET.Element(
         "testcase",
         classname=f"{cell.experiment}.{cell.cell}",
         name=f"rep-{rep.repetition}",
         time=_seconds(seconds),
     )
-    outcome = _outcome(cell, rep)
+    outcome = _outcome(cell, rep, fail_on)
     text = "\n".join(rep.reasons)
     if outcome in ("failure", "error"):
         child = ET.SubElement(case, outcome, message=_message(rep), type=rep.verdict.value)
@@ -63,14 +65,17 @@ def _testcase(cell: CellVerdict, rep: RepetitionVerdict, seconds: float) -> tupl
 
 
 def _testcase_or_error(
-    cell: CellVerdict, rep: RepetitionVerdict, events_by_run: Mapping[str, Events]
+    cell: CellVerdict,
+    rep: RepetitionVerdict,
+    events_by_run: Mapping[str, Events],
+    fail_on: frozenset[Verdict],
 ) -> tuple[ET.Element, str, float]:
     """(test case, outcome, seconds) of one repetition; when building it raises, an <error>
     test case naming what failed (check-safe: the other test cases stand)."""
 
     def build() -> tuple[ET.Element, str, float]:
         seconds = repetition_seconds(events_by_run.get(rep.run_dir) or [])
-        return (*_testcase(cell, rep, seconds), seconds)
+        return (*_testcase(cell, rep, seconds, fail_on), seconds)
 
     built = safely(f"the test case of {cell.cell} rep-{rep.repetition}", build)
     if not isinstance(built, PartFailure):
@@ -96,20 +101,28 @@ def _loss_line(rep: RepetitionVerdict) -> str:
 
 
 def _message(rep: RepetitionVerdict) -> str:
-    """The first reason, shortened to fit a one-line message attribute."""
+    """The first reason (NOT_PROVOKED_MESSAGE for a repetition that provoked nothing),
+    shortened to fit a one-line message attribute."""
+    if rep.verdict == Verdict.NOT_PROVOKED:
+        return NOT_PROVOKED_MESSAGE
     first = rep.reasons[0] if rep.reasons else rep.verdict.value
     return first if len(first) <= MESSAGE_CHARS else first[: MESSAGE_CHARS - 1] + "…"
 
 
-def junit_tree(cells: Sequence[CellVerdict], events_by_run: Mapping[str, Events]) -> ET.ElementTree:
-    """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals; each test
+def junit_tree(
+    cells: Sequence[CellVerdict],
+    events_by_run: Mapping[str, Events],
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
+) -> ET.ElementTree:
+    """<testsuites> holding one <testsuite name="kafka-chaos"> with correct totals, failing
+    the repetitions `fail_on` fails (so CI's test view agrees with the exit code); each test
     case lasts as long as its repetition's events span."""
     suite = ET.Element("testsuite", name=SUITE_NAME)
     tally = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
     total_seconds = 0.0
     for cell in cells:
         for rep in cell.repetitions:
-            case, outcome, seconds = _testcase_or_error(cell, rep, events_by_run)
+            case, outcome, seconds = _testcase_or_error(cell, rep, events_by_run, fail_on)
             suite.append(case)
             total_seconds += seconds
             tally["tests"] += 1
@@ -130,10 +143,14 @@ def junit_tree(cells: Sequence[CellVerdict], events_by_run: Mapping[str, Events]
 
 
 def write_junit(
-    cells: Sequence[CellVerdict], events_by_run: Mapping[str, Events], path: Path
+    cells: Sequence[CellVerdict],
+    events_by_run: Mapping[str, Events],
+    path: Path,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> Path:
-    """Write the JUnit XML for the cells to `path` (parents created) and return it."""
+    """Write the JUnit XML for the cells under `fail_on` to `path` (parents created) and
+    return it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    junit_tree(cells, events_by_run).write(path, encoding="utf-8", xml_declaration=True)
+    junit_tree(cells, events_by_run, fail_on).write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 
 from analysis.judge.guarantees import SOURCE
-from analysis.judge.outcomes import CellVerdict
-from analysis.judge.verdicts import exit_code
+from analysis.judge.outcomes import CellVerdict, Verdict
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 from analysis.model.anomalies import COUNT_LABELS
 from analysis.model.results import RunResult
 from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
@@ -33,9 +33,12 @@ def render_markdown(
     provenance: Sequence[ProvenanceView],
     title: str,
     results_by_run: Mapping[str, RunResult] | None = None,
+    *,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> str:
     """The matrix as a Markdown table, then each cell's guarantee and reasons, then provenance;
-    with the results, the matrix ends with the price of safety (PRICE_LABELS)."""
+    with the results, the matrix ends with the price of safety (PRICE_LABELS). The headline and
+    exit code follow `fail_on`, the verdicts that fail."""
     priced = results_by_run is not None
     counts = " · ".join(f"{v} {n}" for v, n in verdict_counts(cells).items())
     head = [
@@ -49,7 +52,8 @@ def render_markdown(
     lines = [
         f"# {title}",
         "",
-        f"**{verdict_summary(cells)}** (exit code {exit_code(cells)}). Verdicts: {counts}.",
+        f"**{verdict_summary(cells, fail_on)}** Exit code {exit_code(cells, fail_on=fail_on)}. "
+        f"Verdicts: {counts}.",
         "",
         "Counts are per repetition: mean (min–max) when repetitions disagree.",
         "",

@@ -14,7 +14,8 @@ from pathlib import Path
 from markupsafe import escape
 
 from analysis.crossrun.summary import CrossRunSummary
-from analysis.judge.outcomes import CellVerdict, Events
+from analysis.judge.outcomes import CellVerdict, Events, Verdict
+from analysis.judge.verdicts import DEFAULT_FAIL_ON
 from analysis.model.results import RunResult
 from analysis.report.html import render_html
 from analysis.report.json_report import SCHEMA_VERSION, report_json
@@ -45,25 +46,31 @@ def render_report(
     out_dir: Path,
     title: str,
     summary: CrossRunSummary | PartFailure | None = None,
+    *,
+    fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON,
 ) -> ReportPaths:
     """Write report.html, report.md and report.json into out_dir (created) and return paths;
     the cross-run summary, when given, goes into the HTML and report.json (a PartFailure: the
     error that kept it out, shown in its place). A rendering that raises is written as a stub
     naming the error; a file that cannot be written is a failure with `unwritten` set, and the
-    others are still written."""
+    others are still written. Every rendering's exit code and headline follow `fail_on`."""
     out_dir = Path(out_dir)
     results_by_run = {r.run_dir: r for r in results}
     views = provenance_views(provenance)
     paths = ReportPaths(out_dir / "report.html", out_dir / "report.md", out_dir / "report.json")
 
     def html() -> str:
-        return render_html(cells, results_by_run, events_by_run, views, title, summary)
+        return render_html(
+            cells, results_by_run, events_by_run, views, title, summary, fail_on=fail_on
+        )
 
     def markdown() -> str:
-        return render_markdown(cells, views, title, results_by_run)
+        return render_markdown(cells, views, title, results_by_run, fail_on=fail_on)
 
     def document() -> str:
-        data = report_json(cells, provenance, views, title, results_by_run, summary)
+        data = report_json(
+            cells, provenance, views, title, results_by_run, summary, fail_on=fail_on
+        )
         return json.dumps(data, indent=2) + "\n"
 
     failures = [

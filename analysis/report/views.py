@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Final
 
 from analysis.judge.outcomes import (
     CellVerdict,
     CountStats,
     Verdict,
 )
-from analysis.judge.verdicts import exit_code
+from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
+from analysis.model.anomalies import CountName
 from analysis.report.charts import percent
 from harness.rundir.config import CellConfig
 
@@ -81,26 +83,78 @@ def _flag(value: bool | None) -> str | None:
     return None if value is None else ("on" if value else "off")
 
 
-def verdict_summary(cells: Sequence[CellVerdict]) -> str:
-    """One sentence for the whole report, following exit_code."""
-    code = exit_code(cells)
-    violations = sum(c.verdict == Verdict.VIOLATION for c in cells)
-    unknown = sum(c.verdict == Verdict.UNKNOWN for c in cells)
+# How the headline says that a number of cells got a verdict ("2 of 6 cells …").
+VERDICT_PHRASE: Final = {
+    Verdict.PASS: "kept every acknowledged message",
+    Verdict.VIOLATION: "violate the documented guarantees",
+    Verdict.EXPECTED_LOSS: "lost acknowledged data where the documentation allows it",
+    Verdict.KNOWN_BUG: "show a known bug of their Kafka release or client",
+    Verdict.NOT_PROVOKED: "provoked no loss where loss is allowed (faults too weak)",
+    Verdict.UNKNOWN: "could not be judged",
+}
+
+
+def verdict_summary(
+    cells: Sequence[CellVerdict], fail_on: frozenset[Verdict] = DEFAULT_FAIL_ON
+) -> str:
+    """The report's headline, following exit_code under `fail_on`: first whether the cells
+    pass the gate and which verdicts fail it, then whether acknowledged data was lost, allowed
+    or not (loss the documentation allows is still loss, and said so)."""
+    if not cells:
+        return "Inconclusive: no results to judge"
+    loss = _loss_sentence(cells)
+    return f"{_gate_sentence(cells, fail_on)}." + (f" {loss}." if loss else "")
+
+
+def _gate_sentence(cells: Sequence[CellVerdict], fail_on: frozenset[Verdict]) -> str:
+    """Why the exit code is what it is: the failing cells by verdict (1), the cells that could
+    not be judged (2), or the guarantees held and what else showed (0)."""
+    n = len(cells)
+    tally = verdict_counts(cells)
+    code = exit_code(cells, fail_on=fail_on)
     if code == 1:
-        return f"{violations} of {len(cells)} cells violate the documented guarantees"
+        flag = ",".join(v.value.lower() for v in Verdict if v in fail_on)
+        which = "; ".join(
+            f"{tally[v]} of {n} cells {VERDICT_PHRASE[v]}"
+            for v in Verdict
+            if v in fail_on and tally[v]
+        )
+        return f"Failed (--fail-on {flag}): {which}"
     if code == 2:
-        return (
-            f"Inconclusive: {unknown} of {len(cells)} cells could not be judged"
-            if cells
-            else "Inconclusive: no results to judge"
-        )
-    known = sum(c.verdict == Verdict.KNOWN_BUG for c in cells)
-    if known:
-        return (
-            f"{known} of {len(cells)} cells show a known bug of their Kafka release or client; "
-            "the others are consistent with the documented guarantees"
-        )
-    return f"All {len(cells)} cells are consistent with the documented guarantees"
+        return f"Inconclusive: {tally[Verdict.UNKNOWN]} of {n} cells could not be judged"
+    broken = tally[Verdict.VIOLATION] + tally[Verdict.KNOWN_BUG] + tally[Verdict.UNKNOWN]
+    held = "all" if not broken else f"{n - broken} of"
+    sentence = f"The documented guarantees held in {held} {n} cells"
+    for verdict in (Verdict.KNOWN_BUG, Verdict.VIOLATION, Verdict.UNKNOWN):
+        if tally[verdict]:
+            sentence += f"; {tally[verdict]} {VERDICT_PHRASE[verdict]}"
+    if broken:
+        sentence += " (not failing: not named in --fail-on)"
+    return sentence
+
+
+def _loss_sentence(cells: Sequence[CellVerdict]) -> str:
+    """How many acknowledged messages were lost in how many cells, and where that is allowed;
+    '' when no cell's loss was counted."""
+    counted = sum(CountName.LOSS in c.stats.counts for c in cells)
+    lossy = [c for c in cells if _lost(c)]
+    if not lossy:
+        scope = "" if counted == len(cells) else f" in the {counted} of {len(cells)} cells counted"
+        return f"No acknowledged message was lost{scope}" if counted else ""
+    total = sum(c.stats.counts[CountName.LOSS].total for c in lossy)
+    allowed = sum(c.verdict == Verdict.EXPECTED_LOSS for c in lossy)
+    where = {0: "none", len(lossy): "all"}.get(allowed, f"{allowed} of them")
+    return (
+        f"Acknowledged messages were lost in {len(lossy)} of {len(cells)} cells "
+        f"({total:,} {'message' if total == 1 else 'messages'}; {where} where the documentation "
+        "allows it)"
+    )
+
+
+def _lost(cell: CellVerdict) -> bool:
+    """The cell counted at least one acknowledged message lost."""
+    loss = cell.stats.counts.get(CountName.LOSS)
+    return loss is not None and loss.total > 0
 
 
 def verdict_counts(cells: Sequence[CellVerdict]) -> dict[str, int]:

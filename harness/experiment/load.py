@@ -111,7 +111,9 @@ def _read(path: str | Path) -> str:
     except FileNotFoundError:
         raise _refused(
             source,
-            "no such file; pass the path of an experiment YAML file, e.g. experiments/default.yaml",
+            "no such file; pass the path of an experiment YAML file (e.g. "
+            "experiments/default.yaml) or a shipped experiment's name (kafka-chaos list "
+            "experiments)",
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise _refused(source, f"cannot read the file ({exc}); pass a UTF-8 YAML file") from None
@@ -160,8 +162,12 @@ def override(experiment: Experiment, path: str, value: Any, origin: str) -> Expe
     """`experiment` with the dotted `path` set to `value` (e.g. from the command line `origin`),
     validated as if the file said so; SpecError naming `origin` when the result is invalid."""
     raw = experiment.model_dump(exclude_unset=True)  # unset stays unset (clients.py)
-    apply_override(raw, path, value)
     source = experiment._source
+    try:
+        apply_override(raw, path, value)
+    except ValueError as exc:  # no such field: one line, with the nearest field's name
+        reason = f"{exc} (set by {origin})"
+        raise SpecError(f"{source}: {reason}", source=source, problems=[(path, reason)]) from None
     try:
         return parse_experiment(raw, source)
     except SpecError as exc:

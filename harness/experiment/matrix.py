@@ -64,7 +64,9 @@ def _resolve_override(path: str) -> _OverrideTarget:
     """Map a dotted path onto the model; raise ValueError saying why it does not exist."""
     parts = path.split(".")
     if parts[0] in _NOT_OVERRIDABLE:
-        raise ValueError(f"'{parts[0]}' cannot be set by the matrix")
+        raise ValueError(
+            f"'{parts[0]}' cannot be overridden (by the matrix or --set): edit the file"
+        )
     model: type[BaseModel] = Experiment
     for depth, part in enumerate(parts):
         walked = tuple(parts[: depth + 1])

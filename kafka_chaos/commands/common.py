@@ -159,9 +159,8 @@ def add_user_settings(parser: argparse.ArgumentParser) -> None:
 def user_settings(args: argparse.Namespace, say: bool = True) -> list[Any]:
     """The settings of --producer-config, --topic-config and --set, in that order (a matrix
     axis that sets the same field still varies it per cell); the harness's own keys of a
-    property file (bootstrap.servers, serializers) are left out, and said so unless not `say`."""
-    import yaml
-
+    property file (bootstrap.servers, serializers) are left out, and said so unless not `say`;
+    SpecError for a --set value that is not YAML."""
     from harness.experiment import properties
 
     settings = []
@@ -177,8 +176,25 @@ def user_settings(args: argparse.Namespace, say: bool = True) -> list[Any]:
             print(f"{path}: left out, the harness sets them: {', '.join(skipped)}", file=sys.stderr)
         settings += mapper(pairs, str(path))
     for path, text in getattr(args, "set", None) or []:
-        settings.append(properties.Setting(path, yaml.safe_load(text), "--set"))
+        settings.append(properties.Setting(path, _yaml_value(path, text), "--set"))
     return settings
+
+
+def _yaml_value(path: str, text: str) -> Any:
+    """The value of `--set path=text` read as YAML; SpecError naming it when it is not YAML."""
+    import yaml
+
+    from harness.experiment.problems import SpecError
+
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError) as exc:
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise SpecError(
+            f"--set {path}={text}: the value is not YAML ({problem}); quote it as text, "
+            f"e.g. --set '{path}=\"{text}\"'",
+            source="--set",
+        ) from None
 
 
 def _assignment(text: str) -> tuple[str, str]:

@@ -37,28 +37,61 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.load import load_experiment
     from harness.experiment.problems import SpecError
 
-    source = settings.experiments_dir / f"{args.source.removesuffix('.yaml')}.yaml"
-    if not source.is_file():
-        known = ", ".join(sorted(p.stem for p in settings.experiments_dir.glob("*.yaml")))
-        print(f"no shipped experiment {args.source!r}; choose from {known}", file=sys.stderr)
+    source = settings.shipped_experiment(args.source)
+    if source is None:
+        print(unknown_source(args.source, settings), file=sys.stderr)
         return EXIT_ERROR
     target: Path = args.file
-    if target.exists():
-        print(f"{target} exists: give another file name, or remove it first", file=sys.stderr)
+    if problem := target_problem(target):
+        print(problem, file=sys.stderr)
         return EXIT_ERROR
     name = experiment_name(target)
     text = NAME_LINE.sub(f"name: {name}", source.read_text(), count=1)
-    target.write_text(text)
+    try:
+        target.write_text(text)
+    except OSError as exc:  # e.g. no permission: said with the fix, not a traceback
+        print(f"cannot write {target}: {exc.strerror}; give a file in a folder you can write to",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
     try:
         load_experiment(target)
     except SpecError as exc:  # the name made from the file's: remove what was written
         target.unlink()
         print(f"{exc}\nchoose a file name of letters, digits, '-' and '_'", file=sys.stderr)
         return EXIT_ERROR
-    print(f"wrote {target} (from {source.name}, name: {name}); next:")
+    print(
+        f"wrote {target} (from {source.relative_to(settings.experiments_dir)}, name: {name}); next:"
+    )
     print(f"  kafka-chaos validate {target}")
     print(f"  kafka-chaos run {target}")
     return EXIT_OK
+
+
+def unknown_source(given: str, settings: Settings) -> str:
+    """The line for an --from naming no shipped experiment: the nearest name, then all of them
+    as `kafka-chaos list experiments` names them (known-bugs/... included)."""
+    import difflib
+
+    root = settings.experiments_dir
+    known = sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+    by_stem = {name.rpartition("/")[2]: name for name in known}  # known-bugs/x by x too
+    stem = given.removesuffix(".yaml").rpartition("/")[2]
+    close = difflib.get_close_matches(stem, list(by_stem), n=1)
+    hint = f"did you mean {by_stem[close[0]]!r}? " if close else ""
+    return f"no shipped experiment {given!r}; {hint}choose from {', '.join(known)}"
+
+
+def target_problem(target: Path) -> str | None:
+    """Why the starter file cannot be written at `target` (it exists, its folder does not or is
+    a file), as one line with the fix; None when it can."""
+    if target.exists():
+        return f"{target} exists: give another file name, or remove it first"
+    folder = target.parent
+    if not folder.exists():
+        return f"the folder {folder} does not exist: create it first (mkdir -p {folder})"
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder: give a file name in a folder"
+    return None
 
 
 def experiment_name(path: Path) -> str:

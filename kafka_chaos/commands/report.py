@@ -158,7 +158,7 @@ def analyse_and_print(
     from rich.markup import escape
     from rich.table import Table
 
-    from analysis.judge.verdicts import exit_code
+    from analysis.judge.verdicts import DEFAULT_FAIL_ON
     from analysis.pipeline import VERDICT_COLUMNS, analyse, verdict_table
     from harness.workload.consumer_group.java import convert_journals
     from harness.workload.finalize import finalize
@@ -166,8 +166,9 @@ def analyse_and_print(
     for run_dir in unfinished_runs(patterns):
         finalize(run_dir)  # a crashed harness left only the journal: rebuild acked.parquet
         convert_journals(run_dir)  # and its Java consumers' journals unconverted
-    result = analyse(patterns, out, master=master, title=title, chunk_rows=chunk_rows)
-    code = exit_code(result.cells) if failing is None else exit_code(result.cells, fail_on=failing)
+    gate = DEFAULT_FAIL_ON if failing is None else failing
+    result = analyse(patterns, out, master=master, title=title, chunk_rows=chunk_rows, fail_on=gate)
+    code = result.exit_code
     for failure in result.failures:  # shown in place in the report too; the verdicts stand
         print(f"warning: {failure}", file=sys.stderr)
     shown = None

@@ -68,11 +68,11 @@ class Judge:
         """Reconcile and judge the run at `run_dir` and write its report to `report_dir`; an
         analysis that fails is an UNKNOWN verdict naming the error (a checker that crashes
         knows nothing: it does not fail the test's code)."""
-        from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
+        from analysis.judge.verdicts import DEFAULT_FAIL_ON
 
         known_bug = frozenset({Verdict.KNOWN_BUG}) if fail_on_known_bug else frozenset()
         try:
-            analysis = self._analyse(run_dir, report_dir, title)
+            analysis = self._analyse(run_dir, report_dir, title, DEFAULT_FAIL_ON | known_bug)
         except Exception as exc:
             return ChaosVerdict(
                 Verdict.UNKNOWN,
@@ -95,7 +95,7 @@ class Judge:
             reasons = (*cell.reasons, *reasons)
         return ChaosVerdict(
             verdict=cell.verdict,
-            ok=exit_code([cell], fail_on=DEFAULT_FAIL_ON | known_bug) == 0,
+            ok=analysis.exit_code == 0,
             loss=repetition.loss,
             acked=repetition.acked,
             reasons=tuple(dict.fromkeys(reasons)),
@@ -103,13 +103,15 @@ class Judge:
             report=analysis.html if analysis.html in analysis.written else None,
         )
 
-    def _analyse(self, run_dir: Path, report_dir: Path, title: str) -> Analysis:
+    def _analyse(
+        self, run_dir: Path, report_dir: Path, title: str, fail_on: frozenset[Verdict]
+    ) -> Analysis:
         from analysis.pipeline import analyse
         from analysis.spark.reconcile import spark_session
 
         if self._spark is None:
             self._spark = spark_session(self.master, app_name="kafka-chaos-pytest")
-        return analyse([str(run_dir)], report_dir, master=self.master, title=title)
+        return analyse([str(run_dir)], report_dir, master=self.master, title=title, fail_on=fail_on)
 
     def close(self) -> None:
         """Stop the Spark session (when one was started)."""

@@ -95,7 +95,8 @@ def test_the_header_counts_and_explains_the_verdicts(clock: type[_Clock]) -> Non
         '  <p class="muted small">\n'
         "    Generated 2026-01-02 03:04 UTC · 2 cells · 2 repetitions\n"
         " · experiments: chaos, other  </p>\n"
-        '  <div class="outcome v-unknown">Inconclusive: 2 of 2 cells could not be judged</div>\n'
+        '  <div class="outcome v-unknown">Inconclusive: 2 of 2 cells could not be judged. No '
+        "acknowledged message was lost.</div>\n"
         '  <div class="summary">\n'
         f"{spans}"
         "  </div>\n"
@@ -125,9 +126,16 @@ def test_the_outcome_class_follows_the_exit_code(clock: type[_Clock]) -> None:
     cells = judge_all(raws, events)
     results = {r["run_dir"]: typed(r) for r in raws}
     violated = render_html(cells[:1], results, events, (), "V")
-    assert '<div class="outcome v-violation">1 of 1 cells violate' in violated
+    assert (
+        '<div class="outcome v-violation">Failed (--fail-on violation,unknown): 1 of 1 cells'
+        in violated
+    )
+    gated = render_html(
+        cells[1:], results, events, (), "G", fail_on=frozenset({Verdict.NOT_PROVOKED})
+    )
+    assert '<div class="outcome v-violation">Failed (--fail-on not-provoked): 1 of 1' in gated
     passed = render_html(cells[1:], results, events, (), "P")
-    assert '<div class="outcome v-pass">All 1 cells are consistent' in passed
+    assert '<div class="outcome v-pass">The documented guarantees held in all 1 cells' in passed
     nothing = render_html([], {}, {}, (), "N")
     assert '<div class="outcome v-unknown">Inconclusive: no results to judge</div>' in nothing
     assert "Generated 2026-01-02 03:04 UTC · 0 cells · 0 repetitions\n  </p>" in nothing

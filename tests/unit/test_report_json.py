@@ -59,6 +59,7 @@ def test_report_json_spells_each_cell_and_repetition(tmp_path: Path) -> None:
         "schema_version",
         "title",
         "exit_code",
+        "fail_on",
         "outcome",
         "verdict_counts",
         "verdict_meanings",
@@ -72,7 +73,10 @@ def test_report_json_spells_each_cell_and_repetition(tmp_path: Path) -> None:
         "Title",
         0,
     )
-    assert data["outcome"] == "All 1 cells are consistent with the documented guarantees"
+    assert data["fail_on"] == ["violation", "unknown"]
+    assert data["outcome"] == (
+        "The documented guarantees held in all 1 cells. No acknowledged message was lost."
+    )
     assert data["verdict_counts"] == {v.value: int(v == cell.verdict) for v in Verdict}
     assert data["verdict_meanings"] == {v.value: VERDICT_MEANING[v] for v in Verdict}
     assert data["source"] == SOURCE

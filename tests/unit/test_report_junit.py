@@ -72,7 +72,7 @@ def test_the_junit_file_spells_every_outcome(tmp_path: Path) -> None:
         '    <testcase classname="chaos.quiet" name="rep-0" time="1.000">\n'
         '      <skipped message="NOT-PROVOKED: loss is allowed but never happened: the faults '
         'were too weak" />\n'
-        "      <system-out>verdict: PASS\n"
+        "      <system-out>verdict: NOT-PROVOKED\n"
         "loss: 0 of 1900 acked (0 %)\n"
         f"{quiet_reason}</system-out>\n"
         "    </testcase>\n"
@@ -163,3 +163,43 @@ def test_a_case_that_cannot_be_built_is_an_error_naming_it_and_the_rest_stand(
         "    </testcase>\n"
     ) in text
     assert '<testcase classname="chaos.cp" name="rep-0" time="30.000">' in text
+
+
+def _totals(text: str) -> tuple[int, int, int]:
+    """(failures, errors, skipped) of a JUnit file's one suite."""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.fromstring(text).find("testsuite")
+    assert suite is not None
+    return tuple(int(suite.attrib[k]) for k in ("failures", "errors", "skipped"))  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("gate", "totals"),
+    [
+        (frozenset({Verdict.VIOLATION, Verdict.UNKNOWN}), (0, 1, 1)),
+        (frozenset({Verdict.VIOLATION, Verdict.UNKNOWN, Verdict.NOT_PROVOKED}), (1, 1, 0)),
+        (frozenset({Verdict.EXPECTED_LOSS}), (1, 0, 1)),
+        (frozenset({Verdict.VIOLATION}), (0, 0, 1)),
+    ],
+)
+def test_the_verdicts_named_in_fail_on_fail_the_junit_as_the_exit_code(
+    tmp_path: Path, gate: frozenset[Verdict], totals: tuple[int, int, int]
+) -> None:
+    """--fail-on decides the JUnit's failures as it decides the exit code: a NOT-PROVOKED cell
+    named there fails, an UNKNOWN not named there is no error."""
+    from analysis.judge.verdicts import exit_code
+
+    results = [
+        result("ap", AP, 0),
+        result("ap", AP, 1, lost=3),
+        {**result("cp-unknown", CP, 0), "status": "error", "error": "no <cluster>", "counts": None},
+        result("quiet", AP, 0),
+    ]
+    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results[:2]}
+    events[results[3]["run_dir"]] = healthy_events()
+    cells = judge_all(results, events)
+    text = write_junit(cells, events, tmp_path / "j.xml", gate).read_text("utf-8")
+    assert _totals(text) == totals
+    failed = totals[0] + totals[1] > 0
+    assert failed == (exit_code(cells, fail_on=gate) != 0)

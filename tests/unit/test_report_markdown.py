@@ -123,8 +123,10 @@ def test_the_markdown_report_reads_line_by_line_with_the_price_of_safety(tmp_pat
     expected = [
         "# Chaos report",
         "",
-        "**1 of 2 cells violate the documented guarantees** (exit code 1). Verdicts: PASS 0 · "
-        "VIOLATION 1 · EXPECTED-LOSS 1 · KNOWN-BUG 0 · NOT-PROVOKED 0 · UNKNOWN 0.",
+        "**Failed (--fail-on violation,unknown): 1 of 2 cells violate the documented guarantees. "
+        "Acknowledged messages were lost in 1 of 2 cells (3 messages; all where the documentation "
+        "allows it).** Exit code 1. Verdicts: PASS 0 · VIOLATION 1 · EXPECTED-LOSS 1 · "
+        "KNOWN-BUG 0 · NOT-PROVOKED 0 · UNKNOWN 0.",
         "",
         "Counts are per repetition: mean (min–max) when repetitions disagree.",
         "",

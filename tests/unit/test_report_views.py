@@ -8,6 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis.crossrun.price import CellPrice
 from analysis.crossrun.summary import (
@@ -89,23 +91,28 @@ def _cells(*verdicts: Verdict) -> list[Any]:
     ("verdicts", "sentence"),
     [
         ((), "Inconclusive: no results to judge"),
-        ((Verdict.PASS,), "All 1 cells are consistent with the documented guarantees"),
+        (
+            (Verdict.PASS,),
+            "The documented guarantees held in all 1 cells. No acknowledged message was lost.",
+        ),
         (
             (Verdict.PASS, Verdict.VIOLATION, Verdict.VIOLATION, Verdict.UNKNOWN),
-            "2 of 4 cells violate the documented guarantees",
+            "Failed (--fail-on violation,unknown): 2 of 4 cells violate the documented "
+            "guarantees; 1 of 4 cells could not be judged. No acknowledged message was lost.",
         ),
         (
             (Verdict.PASS, Verdict.UNKNOWN, Verdict.UNKNOWN),
-            "Inconclusive: 2 of 3 cells could not be judged",
+            "Inconclusive: 2 of 3 cells could not be judged. No acknowledged message was lost.",
         ),
         (
             (Verdict.KNOWN_BUG, Verdict.PASS, Verdict.EXPECTED_LOSS),
-            "1 of 3 cells show a known bug of their Kafka release or client; the others are "
-            "consistent with the documented guarantees",
+            "The documented guarantees held in 2 of 3 cells; 1 show a known bug of their Kafka "
+            "release or client (not failing: not named in --fail-on). No acknowledged message "
+            "was lost.",
         ),
         (
             (Verdict.NOT_PROVOKED, Verdict.EXPECTED_LOSS),
-            "All 2 cells are consistent with the documented guarantees",
+            "The documented guarantees held in all 2 cells. No acknowledged message was lost.",
         ),
     ],
 )
@@ -113,6 +120,53 @@ def test_the_outcome_sentence_follows_the_exit_code(
     verdicts: tuple[Verdict, ...], sentence: str
 ) -> None:
     assert views.verdict_summary(_cells(*verdicts)) == sentence
+
+
+def _lossy(cell: Any, loss: int) -> Any:
+    """The cell with `loss` acknowledged messages counted lost over its repetitions."""
+    counts = {**cell.stats.counts, "loss": CountStats(loss, loss, loss, loss)}
+    return replace(cell, stats=replace(cell.stats, counts=counts))
+
+
+def test_the_headline_says_loss_the_documentation_allows_is_loss() -> None:
+    lossy, clean = _cells(Verdict.EXPECTED_LOSS, Verdict.PASS)
+    sentence = views.verdict_summary([_lossy(lossy, 1200), clean])
+    assert sentence == (
+        "The documented guarantees held in all 2 cells. Acknowledged messages were lost in 1 of "
+        "2 cells (1,200 messages; all where the documentation allows it)."
+    )
+
+
+def test_a_verdict_named_in_fail_on_fails_the_headline_with_the_flag() -> None:
+    cells = _cells(Verdict.NOT_PROVOKED, Verdict.PASS)
+    gate = frozenset({Verdict.VIOLATION, Verdict.NOT_PROVOKED})
+    assert views.verdict_summary(cells, gate).startswith(
+        "Failed (--fail-on violation,not-provoked): 1 of 2 cells provoked no loss where loss "
+        "is allowed (faults too weak)."
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    verdicts=st.lists(st.sampled_from(list(Verdict)), max_size=6),
+    losses=st.lists(st.integers(0, 5), min_size=6, max_size=6),
+    gate=st.frozensets(st.sampled_from([v for v in Verdict if v != Verdict.PASS]), min_size=1),
+)
+def test_the_headline_agrees_with_the_exit_code_and_the_loss(
+    verdicts: list[Verdict], losses: list[int], gate: frozenset[Verdict]
+) -> None:
+    """Oracle: the first words follow exit_code under the gate; loss is said iff some cell
+    counted a lost message, with their sum."""
+    cells = [_lossy(c, n) for c, n in zip(_cells(*verdicts), losses, strict=False)]
+    sentence = views.verdict_summary(cells, gate)
+    code = views.exit_code(cells, fail_on=gate)
+    opening = {0: "The documented guarantees held", 1: "Failed (", 2: "Inconclusive: "}[code]
+    assert sentence.startswith(opening)
+    total = sum(losses[: len(cells)])
+    if cells:
+        said = f"({total:,} message;" if total == 1 else f"({total:,} messages;"
+        assert (said in sentence) == (total > 0)
+        assert ("No acknowledged message was lost" in sentence) == (total == 0)
 
 
 def test_every_verdict_is_counted_in_order() -> None:
