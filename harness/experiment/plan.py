@@ -33,6 +33,7 @@ __all__ = [
     "client_durability",
     "fault_class",
     "producer_settings",
+    "repetition_seconds",
     "schedule_for",
     "topic_settings",
     "wall_time",
@@ -235,13 +236,20 @@ class WallTime:
     unbounded_cells: tuple[str, ...]  # cells whose workload has no time bound (count, no rate)
 
 
+def repetition_seconds(cell: Cell) -> float | None:
+    """One repetition of `cell`: its workload duration + REPETITION_OVERHEAD_S; None when the
+    workload has no time bound (count without rate)."""
+    duration = workload_duration_s(cell.spec.workload)
+    return None if duration is None else duration + REPETITION_OVERHEAD_S
+
+
 def wall_time(cells: Sequence[Cell], repetitions: int) -> WallTime:
     """cells x repetitions x (workload duration + REPETITION_OVERHEAD_S); unbounded cells add
     only the overhead and are named."""
     seconds, unbounded = 0.0, []
     for cell in cells:
-        duration = workload_duration_s(cell.spec.workload)
-        if duration is None:
+        each = repetition_seconds(cell)
+        if each is None:
             unbounded.append(cell.name)
-        seconds += repetitions * ((duration or 0.0) + REPETITION_OVERHEAD_S)
+        seconds += repetitions * (each or REPETITION_OVERHEAD_S)
     return WallTime(seconds, len(cells) * repetitions, tuple(unbounded))

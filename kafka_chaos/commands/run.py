@@ -32,7 +32,8 @@ NAME = "run"
 HELP = "run an experiment file end to end, then report"
 
 
-def _shard(text: str) -> tuple[int, int]:
+def shard_arg(text: str) -> tuple[int, int]:
+    """--shard's value: (i, n) of "i/n", 1 <= i <= n; ArgumentTypeError otherwise."""
     try:
         index, count = (int(part) for part in text.split("/"))
     except ValueError:
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("experiment", type=Path)
     parser.add_argument(
         "--shard",
-        type=_shard,
+        type=shard_arg,
         metavar="I/N",
         help="run only shard I of N of the cells: one CI job of N (not Spark's "
         "--spark-chunk-rows, which is on report)",

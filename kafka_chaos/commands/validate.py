@@ -13,6 +13,7 @@ from kafka_chaos.commands.common import (
     load_experiment,
     resolved_experiment,
 )
+from kafka_chaos.commands.run import shard_arg
 
 NAME = "validate"
 HELP = "check an experiment file and list its cells"
@@ -27,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print one JSON object: valid, the cells, the repetitions, the estimated seconds; "
         "or valid false and the problems",
     )
+    parser.add_argument(
+        "--shard",
+        type=shard_arg,
+        metavar="I/N",
+        help="only the cells `run --shard I/N` runs, and their estimated wall time",
+    )
     add_user_settings(parser)
 
 
@@ -39,8 +46,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     experiment = load_experiment(args.experiment, args)
     if experiment is None:
         return EXIT_ERROR
-    cells = expand(experiment)
-    print(f"{args.experiment}: valid, {len(cells)} cells x {experiment.repetitions} repetitions")
+    cells = _shard_cells(expand(experiment), args.shard)
+    shard = f" in shard {args.shard[0]}/{args.shard[1]}" if args.shard else ""
+    print(
+        f"{args.experiment}: valid, {len(cells)} cells{shard} x {experiment.repetitions} "
+        "repetitions"
+    )
     for cell in cells:
         print(f"  {cell.name}")
     for line in wall_time_lines(cells, experiment.repetitions):
@@ -53,7 +64,7 @@ def _print_json(args: argparse.Namespace) -> int:
     import json
 
     from harness.experiment.matrix import expand
-    from harness.experiment.plan import wall_time
+    from harness.experiment.plan import repetition_seconds, wall_time
     from harness.experiment.problems import SpecError
 
     try:
@@ -68,18 +79,33 @@ def _print_json(args: argparse.Namespace) -> int:
         document = {"file": str(args.experiment), "valid": False, "problems": problems}
         print(json.dumps(document, indent=2))
         return EXIT_ERROR
-    cells = expand(experiment)
+    cells = _shard_cells(expand(experiment), args.shard)
     estimate = wall_time(cells, experiment.repetitions)
     document = {
         "file": str(args.experiment),
         "valid": True,
         "name": experiment.name,
+        "shard": f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
         "cells": [cell.name for cell in cells],
         "repetitions": experiment.repetitions,
         "estimated_seconds": round(estimate.seconds),
+        # One repetition of each cell (its workload plus a cluster's start, topic, full ISR
+        # and read-back); None when its workload has no time bound.
+        "cell_seconds": {cell.name: _rounded(repetition_seconds(cell)) for cell in cells},
     }
     print(json.dumps(document, indent=2))
     return EXIT_OK
+
+
+def _shard_cells(cells, shard: tuple[int, int] | None) -> list:
+    """The cells of shard i/n, as `run --shard` deals them; every cell without a shard."""
+    from harness.run.repetition import select_shard
+
+    return select_shard(cells, shard)
+
+
+def _rounded(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds)
 
 
 def duration(seconds: float) -> str:
