@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -36,6 +37,9 @@ from kafka_chaos.commands import (
 from kafka_chaos.commands.common import EXIT_ERROR, JAVA_FIX, SESSION
 
 log = logging.getLogger("kafka_chaos")
+# A reader that left early (`| head`): the status of a process SIGPIPE ended (128 + 13), as
+# cat, grep and git give; Python ignores the signal, so the harness returns it itself.
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 # Every sub-command, in the order `--help` lists them (kafka_chaos.commands says what one is).
 COMMAND_MODULES = (
     *(init, run, validate, listing, report, reconcile, cluster_check, image, engine, clean),
@@ -103,17 +107,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "experiment", None) is not None:
             args.experiment = settings.experiment_path(args.experiment)
-        return COMMANDS[args.command].run(args, settings)
+        code = COMMANDS[args.command].run(args, settings)
+        sys.stdout.flush()  # here, so a reader gone early is met below, not at exit
+        return code
     except KeyboardInterrupt:
         return _interrupted(settings)
-    except BrokenPipeError:
-        # The reader of our output went away (`| head`): nothing left to tell it.
+    except BrokenPipeError as exc:
+        if not _stdout_closed():
+            return _crashed(exc, debug=args.debug)  # a socket's peer, not our reader
+        # The reader of our output went away (`| head`): nothing left to tell it. Python
+        # ignores SIGPIPE, so end as its default action would have, without a word.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_ERROR
+        return EXIT_STDOUT_CLOSED
     except Exception as exc:
         return _crashed(exc, debug=args.debug)
     finally:
         INTERRUPTS.restore(previous)
+
+
+def _stdout_closed() -> bool:
+    """True when nobody reads stdout any more (a pipe whose reader has exited)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll(), or no stdout file at all
+        return False
 
 
 def _interrupted(settings: Settings) -> int:

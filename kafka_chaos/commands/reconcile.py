@@ -15,6 +15,7 @@ from analysis.model.results import RunResult, RunStatus
 from harness.rundir import layout
 from harness.settings import Settings
 from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK, add_spark_chunk_rows, require_java
+from kafka_chaos.commands.preflight import folder_problem, master_problem
 
 if TYPE_CHECKING:
     from analysis.judge.outcomes import CellStats
@@ -76,12 +77,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    out = args.out or settings.reports_dir / "latest"
+    problem = master_problem(args.master, settings) or folder_problem(out, "--out")
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_ERROR
     if not require_java():
         return EXIT_ERROR
     results = reconcile_runs(run_dirs, args.master or settings.spark_master, args.spark_chunk_rows)
     write_results(results)
     table = cell_table(results)
-    out = args.out or settings.reports_dir / "latest"
     out.mkdir(parents=True, exist_ok=True)
     md_path = out / CELL_TABLE
     md_path.write_text(table)

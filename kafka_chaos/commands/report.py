@@ -20,6 +20,7 @@ from kafka_chaos.commands.common import (
     fail_on,
     require_java,
 )
+from kafka_chaos.commands.preflight import analysis_problem
 
 if TYPE_CHECKING:
     from analysis.report.publish import Destination
@@ -88,9 +89,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from analysis.report.publish import DestinationError, destination, is_uri
     from analysis.report.remote_runs import stage_runs
 
+    out = args.out or str(settings.reports_dir / "latest")
+    # Before Java and Spark: a mistyped master or a file where the report goes fails now.
+    if problem := analysis_problem(args.master, settings, out, args.junit):
+        print(problem, file=sys.stderr)
+        return EXIT_ERROR
     if not require_java():
         return EXIT_ERROR
-    out = args.out or str(settings.reports_dir / "latest")
     try:  # before Spark starts: a destination nobody can write fails in a second
         published = destination(out) if is_uri(out) else None
         lake = destination(args.results_to) if args.results_to else None

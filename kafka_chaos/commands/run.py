@@ -23,6 +23,7 @@ from kafka_chaos.commands.common import (
     require_java,
     user_settings,
 )
+from kafka_chaos.commands.preflight import analysis_problem, folder_problem
 from kafka_chaos.commands.report import add_junit, add_out, add_results_to, analyse_into
 
 if TYPE_CHECKING:
@@ -108,6 +109,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not cells:
         print(f"shard {args.shard[0]}/{args.shard[1]} has no cells", file=sys.stderr)
         return EXIT_OK
+    # Before Java, Docker and any cluster: what would fail the analysis an hour from now.
+    problem = folder_problem(args.runs_dir or settings.runs_dir, "--runs-dir")
+    if problem is None and not args.no_report:
+        problem = analysis_problem(args.master, settings, args.out, args.junit)
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_ERROR
     if not args.no_report and not require_java():
         return EXIT_ERROR
     from analysis.report.publish import DestinationError, destination, is_uri

@@ -88,10 +88,22 @@ def test_report_keeps_junit_in_out_and_copies_it(
 def test_a_junit_copy_that_cannot_be_written_exits_2_naming_it(
     crafted: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
+    import shutil
+
     runs = _analyse_without_spark(monkeypatch, crafted, tmp_path)
     (tmp_path / "a-file").write_text("")
-    copy = tmp_path / "a-file" / "junit.xml"
-    assert cli.main(["report", *runs, "--out", str(tmp_path / "out"), "--junit", str(copy)]) == 2
+    under_a_file = tmp_path / "a-file" / "junit.xml"  # refused before the analysis starts
+    argv = ["report", *runs, "--out", str(tmp_path / "out"), "--junit"]
+    assert cli.main([*argv, str(under_a_file)]) == 2
+    assert "a-file is a file, so no folder can be made in it" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+    def refused(source: Any, target: Any) -> None:
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(shutil, "copyfile", refused)  # fails only once the report is written
+    copy = tmp_path / "results" / "junit.xml"
+    assert cli.main([*argv, str(copy)]) == 2
     assert f"error: junit.xml could not be copied to {copy}" in capsys.readouterr().err
 
 
@@ -138,7 +150,7 @@ def test_kafka_chaos_run_out_and_junit_end_to_end_without_docker(
     monkeypatch.setattr(run_command, "_prepare_faults", lambda args, settings, cells: None)
     monkeypatch.setattr(run_command, "_build_clients", lambda settings, cells: None)
     monkeypatch.setattr(run_command, "log_to", lambda path: None)
-    monkeypatch.setattr(runner, "run_experiment", lambda *args: [])
+    monkeypatch.setattr(runner, "run_experiment", lambda *args, **kwargs: [])
     out, copy = tmp_path / "public" / "chaos", tmp_path / "test-results" / "chaos.xml"
     runs = tmp_path / "runs"
     argv = ["run", "experiments/quick.yaml", "--runs-dir", str(runs), "--plain"]
