@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     table = "\n".join(f"  {line}" for line in exit_code_table())
     parser = argparse.ArgumentParser(
         prog="kafka-chaos",
-        description=f"{__doc__}{table}\nbad input, no Docker or Java: 2, naming the fix",
+        description=f"{__doc__}{table}\nbad input, no Docker or Java: 2, naming the fix\n"
+        f"stdout closed by its reader (| head): {EXIT_STDOUT_CLOSED}",
         formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("--version", action=_PrintVersion, help="print versions and exit")
