@@ -74,8 +74,11 @@ def _print_json(args: argparse.Namespace) -> int:
         print(json.dumps({"file": str(args.experiment), "valid": False, "problems": [problem]}))
         return EXIT_ERROR
     except SpecError as exc:
-        # The message's first line names the file; each line after it is one problem.
-        problems = [line.strip() for line in (str(exc).splitlines()[1:] or [str(exc)])]
+        # The message's first line names the file; each line after it is one problem. A
+        # one-line message (an --set path that is no field) gives its problem as field: reason.
+        lines = str(exc).splitlines()[1:]
+        one = [f"{path}: {reason}" for path, reason in exc.problems[:1]] or [str(exc)]
+        problems = [line.strip() for line in lines] or one
         document = {"file": str(args.experiment), "valid": False, "problems": problems}
         print(json.dumps(document, indent=2))
         return EXIT_ERROR

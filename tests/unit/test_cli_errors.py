@@ -99,12 +99,33 @@ def test_init_into_a_missing_folder_says_to_create_it(tmp_path, capsys):
     assert not target.parent.exists()
 
 
+def test_init_that_cannot_write_names_the_file_and_the_fix(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", denied)  # as a folder of someone else's would
+    assert main(["init", str(tmp_path / "x.yaml")]) == 2
+    err = one_line(capsys)
+    assert f"cannot write {tmp_path / 'x.yaml'}: Permission denied; give a file in a folder" in err
+
+
 @pytest.mark.parametrize("command", ["validate", "run"])
 def test_an_unknown_set_path_names_the_nearest_field(nothing_starts, capsys, command):
     assert main([command, QUICK, "--set", "workload.rat=500"]) == 2
     err = one_line(capsys)
     assert "'workload.rat' does not exist" in err and "did you mean 'workload.rate'?" in err
     assert "(set by --set" in err
+
+
+def test_validate_json_names_an_unknown_set_path_as_its_problem(capsys):
+    import json
+
+    assert main(["validate", QUICK, "--set", "workload.rat=500", "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["valid"] is False and len(document["problems"]) == 1
+    assert document["problems"][0].startswith("workload.rat: 'workload.rat' does not exist")
 
 
 def test_a_set_value_that_is_not_yaml_says_to_quote_it(capsys):
