@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXPERIMENT ?= experiments/default.yaml
 
-.PHONY: run test chaos-test test-all docs tools browser unit integration fuzz lint bench mutation mutation-survivors mutation-clean image engine compose clean venv cluster-check
+.PHONY: run test chaos-test test-all docs tools base-tools browser unit integration fuzz lint bench mutation mutation-survivors mutation-clean image engine compose clean venv cluster-check
 
 run: tools venv engine image
 	$(BIN)/kafka-chaos run $(EXPERIMENT)
@@ -32,33 +32,54 @@ docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site
 
 # What the harness runs beside Python: a JDK 17 (Spark; the Java client compiles its
-# programs), Maven (the Kafka jars) and mmdebstrap (the broker image's JRE base), installed
-# with apt-get when missing and run as root; otherwise the missing ones are named.
-TOOLS := mvn:maven javac:openjdk-17-jdk-headless mmdebstrap:mmdebstrap
+# programs) and Maven (the Kafka jars), installed with apt-get when missing, as root or through
+# passwordless sudo (a stock CI runner has it); otherwise the missing ones are named.
+TOOLS := mvn:maven javac:openjdk-17-jdk-headless
+# mmdebstrap makes the broker image's JRE base from the machine's own Debian sources, with no
+# registry. Optional: installed the same way on Debian only (its bookworm base needs Debian's
+# archive); elsewhere, or when it cannot be installed, `kafka-chaos image` builds the base
+# from compose/Dockerfile.base instead, which pulls debian:bookworm-slim from a registry.
+BASE_TOOLS := mmdebstrap:mmdebstrap
 # What the unit tests' browser test (tests/unit/test_report_browser.py) opens report.html in:
 # Debian's headless-capable Chromium and its WebDriver. Only the tests need them.
 BROWSER := chromium:chromium chromedriver:chromium-driver
 
-# $(call apt_missing,COMMAND:PACKAGE ...): install the packages whose command is missing, with
-# apt-get as root; otherwise name them and fail. Nothing to do (no apt-get call) when all are
-# there, so it is cheap to repeat.
+# $(call apt_missing,COMMAND:PACKAGE ...[,WHY OPTIONAL]): install the packages whose command is
+# missing with apt-get, as root or with `sudo -n` (never a password prompt); otherwise name
+# them and fail, or, given WHY OPTIONAL, say it and go on. Nothing to do (no apt-get call) when
+# all are there, so it is cheap to repeat.
 define apt_missing
 	@need=(); for pair in $(1); do \
 	  command -v "$${pair%%:*}" >/dev/null || need+=("$${pair#*:}"); done; \
 	if [ $${#need[@]} -gt 0 ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing $${need[*]} with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	      apt-get install -y -qq --no-install-recommends "$${need[@]}" >/dev/null; \
+	  if [ "$$(id -u)" = 0 ]; then as_root=(env); how="apt-get"; \
+	  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	    as_root=(sudo -n env); how="sudo apt-get"; \
+	  else as_root=(); fi; \
+	  if [ $${#as_root[@]} -gt 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $${need[*]} with $$how"; \
+	    "$${as_root[@]}" apt-get update -qq && "$${as_root[@]}" DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends "$${need[@]}" >/dev/null \
+	    || { [ -n "$(2)" ] && echo "could not install $${need[*]}: $(2)"; } || exit 1; \
+	  elif [ -n "$(2)" ]; then \
+	    echo "missing: $${need[*]} (not root, no passwordless sudo): $(2)"; \
 	  else \
-	    echo "missing: $${need[*]}; install them (Debian: apt-get install $${need[*]}) or run as root" >&2; \
+	    echo "missing: $${need[*]}; install them (Debian: apt-get install $${need[*]}), or run as root or with passwordless sudo" >&2; \
 	    exit 1; \
 	  fi; \
 	fi
 endef
 
+BASE_FALLBACK := the broker image's JRE base is then built from compose/Dockerfile.base (a registry)
+
 tools:
 	$(call apt_missing,$(TOOLS))
+	@if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then :; \
+	else echo "mmdebstrap: not used on this system (not Debian): $(BASE_FALLBACK)"; exit 0; fi; \
+	$(MAKE) --no-print-directory base-tools
+
+base-tools:
+	$(call apt_missing,$(BASE_TOOLS),$(BASE_FALLBACK))
 
 browser:
 	$(call apt_missing,$(BROWSER))
