@@ -11,6 +11,7 @@ from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
     FORBIDDEN_UNLESS_ISR_SHRANK,
+    JUDGED_BY,
     UNDOCUMENTED,
     DeliveryRule,
     Guarantee,
@@ -129,8 +130,9 @@ def judge_divergence(
     """
     name = AnomalyName.OFFSET_DIVERGENT
     diverged = counts[name]
+    others = judge_by_loss_rule(counts, examples, guarantee, evidence)
     if diverged == 0:
-        return []
+        return others
     detail = _describe(counts, examples, (name,))
     hit = _Hit(
         name,
@@ -139,7 +141,24 @@ def judge_divergence(
         Verdict.PASS,
     )
     named, allowed = "acknowledged offset rewritten", "allowed where loss is"
-    return [_against_loss_rule(hit, guarantee, evidence, named, allowed, "not documented")]
+    return [_against_loss_rule(hit, guarantee, evidence, named, allowed, "not documented"), *others]
+
+
+def judge_by_loss_rule(
+    counts: Counts, examples: Examples, guarantee: Guarantee, evidence: LossContext
+) -> list[Finding]:
+    """Each non-zero class JUDGED_BY the loss rule: a violation wherever loss is forbidden,
+    never added to the loss figure."""
+    findings = []
+    for name in (n for n, rule in JUDGED_BY.items() if rule == "loss" and counts.get(n)):
+        entry = anomaly(name)
+        what = _describe(counts, examples, (name,))
+        hit = _Hit(name, what, _quoted(counts, examples, (name,)), Verdict.PASS)
+        allowed = "allowed where loss is"
+        findings.append(
+            _against_loss_rule(hit, guarantee, evidence, entry.label, allowed, "not documented")
+        )
+    return findings
 
 
 def _against_loss_rule(
@@ -229,10 +248,12 @@ def _example_text(examples: Examples, name: AnomalyName) -> str:
 
 
 def _example_one(example: Example) -> str:
-    """One example message: id, where it was acked and what the read-back holds there."""
+    """One example message: id, where it was acked (the partition alone where no offset came
+    back, as under acks=0) and what the read-back holds there."""
     text = f"msg_id {example.msg_id}"
     if example.partition is not None:
-        text += f" at p{example.partition}@{example.offset}"
+        at = "" if example.offset is None else f"@{example.offset}"
+        text += f" at p{example.partition}{at}"
     if example.readback_msg_id_at_offset is not None:
         text += f" (read-back holds msg_id {example.readback_msg_id_at_offset})"
     return text

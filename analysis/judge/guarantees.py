@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
+from analysis.model.anomalies import AnomalyName
 from harness.rundir.config import Acks, CellConfig
 from harness.rundir.fault_classes import CLASS_KINDS
 
@@ -20,6 +21,7 @@ __all__ = [
     "CONSUMER_DELIVERY",
     "FORBIDDEN",
     "FORBIDDEN_UNLESS_ISR_SHRANK",
+    "JUDGED_BY",
     "LOSS_TABLE",
     "SOURCE",
     "UNDOCUMENTED",
@@ -62,6 +64,15 @@ DUPLICATES_ALLOWED_CITATION: Final = (
 ORDER_CITATION: Final = (
     "“Ordering per partition is only guaranteed with idempotence, or with max.in.flight=1”"
 )
+
+# The classes judged by one of a Guarantee's rules, beside the classes that have a judgement of
+# their own (the loss figure, divergence, duplicates, the consumer group's, the transactions',
+# liveness): the rule's field. A class judged like one of these needs only its row here.
+JUDGED_BY: Final[dict[AnomalyName, Literal["loss", "order"]]] = {
+    # Two messages read at one offset: the log rewritten below the high watermark, which is
+    # Jepsen's inconsistent offsets; a violation wherever loss is forbidden, never loss itself.
+    AnomalyName.INCONSISTENT_OFFSETS: "loss",
+}
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class AnomalyName(StrEnum):
     INDETERMINATE_PRESENT = "indeterminate_present"
     REORDERED = "reordered"
     PHANTOM = "phantom"
+    INCONSISTENT_OFFSETS = "inconsistent_offsets"
     CONSUMER_UNPROCESSED = "consumer_unprocessed"
     CONSUMER_REPROCESSED = "consumer_reprocessed"
     ABORTED_READ = "aborted_read"
@@ -95,6 +96,7 @@ class Check(StrEnum):
 
     MESSAGE = "message"  # from one message's own facts: RULES (checks/messages/classes.py)
     ORDER = "order"  # from the read order of each partition: reordered (same module)
+    RECORDS = "records"  # from the read-back's records at each offset (checks/messages/columns.py)
     CONSUMERS = "consumers"  # from the consumer group's journals (checks/consumers.py)
     TRANSACTIONS = "transactions"  # from the transaction journal (checks/transactions.py)
     LIVENESS = "liveness"  # from the group's journals and the sampled ends (checks/liveness.py)
@@ -144,6 +146,9 @@ POLL_STEP: Final = (
 # A cyclic component of committed transactions: its lowest transaction, how many it holds, and
 # one cycle through it ("T12 -ww p0@345-> T13 -ww p1@120-> T12").
 CYCLE_WITNESS: Final = ("txn", "transactions", "cycle")
+# One offset read with two messages: where, the lowest and the next msg_id read there (None for
+# a record that is not the producer's), and how many messages were read there.
+OFFSET_READS: Final = ("partition", "offset", "msg_id", "readback_msg_id_at_offset", "reads")
 
 
 @dataclass(frozen=True)
@@ -233,6 +238,16 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         "log records never sent by the producer, or whose value cannot be parsed",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
+    ),
+    Anomaly(
+        AnomalyName.INCONSISTENT_OFFSETS,
+        "inconsistent offsets",
+        "an offset the read-back read holding two different messages (the log rewritten under "
+        "it; offsets, never loss)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=OFFSET_READS,
+        check=Check.RECORDS,
     ),
     # The consumer group's classes (workload.consumers; analysis.checks.consumers): 0 without one.
     Anomaly(

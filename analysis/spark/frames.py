@@ -73,12 +73,17 @@ def _located(name: str) -> Column:
 
 
 def records_frame(spark: SparkSession, run: RunInput) -> DataFrame:
-    """readback.parquet's distinct records (by partition and offset; NULL where unknown)."""
+    """readback.parquet's distinct records (Reads.of): one per partition, offset (NULL where
+    unknown) and msg_id, the lowest (key_seq, key) of its rows, nulls first."""
     frame = spark.read.parquet(str(run.run_dir / layout.READBACK))
     typed = _typed(frame, READBACK_COLUMNS, _READ_TYPES).withColumns(
         {name: F.coalesce(F.col(name), F.lit(NULL)) for name in ("partition", "offset")}
     )
-    return typed.dropDuplicates(["partition", "offset"])
+    lowest = F.min(F.struct("key_seq", "key")).alias("lowest")
+    kept = typed.groupBy("partition", "offset", "msg_id").agg(lowest)
+    return kept.select(
+        *[F.col(f"lowest.{c}") if c in ("key", "key_seq") else c for c in READBACK_COLUMNS]
+    )
 
 
 def _typed(frame: DataFrame, columns: Sequence[str], types: dict[str, str]) -> DataFrame:
@@ -183,7 +188,7 @@ def reordering(records: DataFrame) -> Reordering:
     higher one; the count, and the example rows of the lowest msg_ids (`example_order`)."""
     earlier = (
         Window.partitionBy("partition", "key")
-        .orderBy("offset")
+        .orderBy("offset", F.col("msg_id").asc_nulls_last())
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     late = (

@@ -109,13 +109,42 @@ def _check_one(spark: SparkSession, run: RunInput) -> RunFacts:
     try:
         progress, read = frames.progress_of(acked, records, run.unlocated_acks)
         reordering = frames.reordering(records)
+        contradicted = _contradictions(records)
         messages = _message_table(acked, records).persist(StorageLevel.DISK_ONLY)
         try:
-            return _facts(messages, progress, run, send, reordering, read)
+            facts = _facts(messages, progress, run, send, reordering, read)
+            facts.counts[AnomalyName.INCONSISTENT_OFFSETS] = contradicted[0]
+            facts.examples[AnomalyName.INCONSISTENT_OFFSETS] = contradicted[1]
+            return facts
         finally:
             messages.unpersist()
     finally:
         records.unpersist()
+
+
+def _contradictions(records: DataFrame) -> tuple[int, list[ExampleRow]]:
+    """The offsets holding more than one message (Reads.contradicted) and the first
+    MAX_EXAMPLES of them in slot order, as Reads.contradiction_rows gives them."""
+    ids = F.sort_array(F.collect_list(F.coalesce(F.col("msg_id"), F.lit(int(NO_ID)))))
+    slots = (
+        records.groupBy("partition", "offset")
+        .agg(F.count(F.lit(1)).alias("reads"), ids.alias("ids"))
+        .filter(F.col("reads") > 1)
+    )
+    counted = slots.withColumn("contradicted", F.count(F.lit(1)).over(Window.partitionBy()))
+    rows = counted.orderBy("partition", "offset").limit(MAX_EXAMPLES).collect()
+    if not rows:
+        return 0, []
+    return int(rows[0]["contradicted"]), [
+        {
+            "partition": int(row["partition"]),
+            "offset": int(row["offset"]),
+            "msg_id": None if row["ids"][0] == NO_ID else int(row["ids"][0]),
+            "readback_msg_id_at_offset": None if row["ids"][1] == NO_ID else int(row["ids"][1]),
+            "reads": int(row["reads"]),
+        }
+        for row in rows
+    ]
 
 
 def _message_table(acked: DataFrame, records: DataFrame) -> DataFrame:
@@ -128,14 +157,22 @@ def _message_table(acked: DataFrame, records: DataFrame) -> DataFrame:
             "slot_offset": F.when(located, F.col("at_offset")),
         }
     )
-    holders = records.select(
-        F.col("partition").alias("slot_partition"),
-        F.col("offset").alias("slot_offset"),
-        F.col("msg_id").alias("held_by"),
-        F.lit(1).alias("held"),
-    )
+    # Per slot, its messages: an acked row is held by its own message where the read-back
+    # holds it there, else by the lowest msg_id (index._holders).
+    holders = records.groupBy(
+        F.col("partition").alias("slot_partition"), F.col("offset").alias("slot_offset")
+    ).agg(F.min("msg_id").alias("lowest"), F.collect_set("msg_id").alias("ids"))
     # An unlocated row has null slot keys: it never matches.
-    held = slot_keys.join(holders, ["slot_partition", "slot_offset"], "left")
+    held = (
+        slot_keys.join(holders, ["slot_partition", "slot_offset"], "left")
+        .withColumn("held", F.when(F.col("ids").isNotNull(), F.lit(1)))
+        .withColumn(
+            "held_by",
+            F.when(F.array_contains("ids", F.col("msg_id")), F.col("msg_id")).otherwise(
+                F.col("lowest")
+            ),
+        )
+    )
     acked_side = held.select(
         "msg_id",
         F.lit(1).alias("acked"),

@@ -250,7 +250,8 @@ def test_the_probe_hides_each_partitions_tail_and_a_hashed_sample(
         msg_id=[3 * i + 1 for i in range(n)],
         first_read=list(range(n)),
     )
-    index = SimpleNamespace(reads=SimpleNamespace(partition=np.array([r[4] for r in rows])))
+    reads = SimpleNamespace(partition=np.array([r[4] for r in rows]), offset=np.arange(n))
+    index = SimpleNamespace(reads=reads)
     hidden = _records_to_hide(index, m)  # type: ignore[arg-type]
     healthy = [
         i for i, (code, reads, located, itself, _) in enumerate(rows)
@@ -293,7 +294,8 @@ def test_a_sampled_record_is_hidden_besides_the_tail() -> None:
         _messages(n), n, status=[1] * n, reads=[1] * n, offset=[NULL] * n,
         holds_self=[False] * n, msg_id=ids, first_read=list(range(n)),
     )  # fmt: skip
-    index = SimpleNamespace(reads=SimpleNamespace(partition=np.zeros(n, dtype=np.int64)))
+    reads = SimpleNamespace(partition=np.zeros(n, dtype=np.int64), offset=np.arange(n))
+    index = SimpleNamespace(reads=reads)
     assert _records_to_hide(index, m).tolist() == [0, 2, 4]  # type: ignore[arg-type]
 
 

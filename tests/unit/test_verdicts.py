@@ -84,6 +84,20 @@ def test_rewritten_offset_allowed_where_loss_is() -> None:
     assert any("allowed where loss is" in r for r in v.reasons)
 
 
+def test_an_offset_read_with_two_messages_is_judged_by_the_loss_rule_never_as_loss() -> None:
+    row = {"msg_id": 4, "partition": 1, "offset": 6, "readback_msg_id_at_offset": 5, "reads": 2}
+    examples = {"inconsistent_offsets": [row]}
+    v = judge_repetition(result(CP, inconsistent_offsets=1, examples=examples), [])
+    assert v.verdict == Verdict.VIOLATION and v.loss == 0
+    assert any(
+        r.startswith("forbidden inconsistent offsets: 1 inconsistent offsets")
+        and "msg_id 4 at p1@6 (read-back holds msg_id 5)" in r
+        for r in v.reasons
+    )
+    allowed = result(with_fault(AP, "leader-partition"), inconsistent_offsets=1)
+    assert judge_repetition(allowed, []).verdict == Verdict.PASS
+
+
 def test_duplicates_violate_only_with_idempotence() -> None:
     dup = {"duplicated": [{"msg_id": 5, "partition": 0, "offset": 8}]}
     v = judge_repetition(result(CP, duplicated=2, examples=dup), [])
@@ -435,6 +449,17 @@ def test_the_cell_fold_names_each_outcome_and_the_repetitions_behind_it() -> Non
         (
             "loss allowed (the row) but none of 2 repetitions lost an acknowledged message (5 "
             "acked): the faults did not provoke it",
+            "to provoke it: more repetitions (`repetitions`), a longer or repeated fault "
+            "(`duration_s` of the `faults.schedule` steps, or `faults.generate`), or more traffic "
+            "in flight when it hits (`workload.rate`)",
+        ),
+    )
+    assert outcome(passed[:1], cp) == (
+        Verdict.PASS,
+        (
+            "all 1 repetitions kept every acknowledged message (5 acked); loss forbidden: the row",
+            "one repetition shows what can happen, not how often: raise `repetitions` for a loss "
+            "probability with its interval",
         ),
     )
     assert outcome(passed, None) == (

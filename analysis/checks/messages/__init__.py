@@ -75,9 +75,11 @@ def check_run(run: RunInput) -> RunFacts:
         name: classes.weight(name, mask, messages) for name, mask in found.items()
     }
     counts[AnomalyName.REORDERED] = len(reordered["offset"])
+    counts[AnomalyName.INCONSISTENT_OFFSETS] = len(reads.contradicted())
     contract |= identity_facts(messages)
     add_anomaly_seconds(seconds, anomaly_seconds(found, messages))
     examples = examples_of(found, messages, reads, reordered)
+    examples[AnomalyName.INCONSISTENT_OFFSETS] = reads.contradiction_rows(MAX_EXAMPLES)
     sensitivity = run_probe(index, run, messages, loss, progress)
     reader = None  # the transactions' reader, as a member start, when they read
     if txns is not None:

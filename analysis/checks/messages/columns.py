@@ -84,13 +84,19 @@ class Acked:
 
 @dataclass
 class Reads:
-    """readback.parquet as arrays, one entry per distinct record, in slot order."""
+    """readback.parquet as arrays, one entry per distinct record, in slot order (then msg_id).
+
+    A record is one message at one slot: rows repeating a slot and a msg_id are one retried
+    fetch, never a Kafka duplicate, whatever their row order. Two messages at one slot are two
+    records, both read: the read-back contradicts itself there (`contradicted`), and neither
+    is called lost or resolved by row order.
+    """
 
     msg_id: np.ndarray  # NO_ID where the value was not ours
     identified: np.ndarray
     partition: np.ndarray
     offset: np.ndarray
-    slot: np.ndarray  # sorted ascending, unique
+    slot: np.ndarray  # sorted ascending; repeated where the read-back contradicts itself
     key: pa.Array
     key_seq: np.ndarray
     has_seq: np.ndarray
@@ -100,34 +106,83 @@ class Reads:
         """Distinct records read."""
         return len(self.slot)
 
+    def contradicted(self) -> np.ndarray:
+        """The index of the first record of each slot that holds more than one message."""
+        again = self.slot[1:] == self.slot[:-1]
+        first: np.ndarray = np.flatnonzero(again & np.r_[True, ~again[:-1]])
+        return first
+
+    def contradiction_rows(self, limit: int) -> list[dict[str, int | None]]:
+        """The first `limit` offsets holding more than one message (slot order): the lowest two
+        msg_ids read there (None: not the producer's) and how many messages."""
+        first = self.contradicted()[:limit]
+        ends = np.searchsorted(self.slot, self.slot[first], "right")
+        return [
+            {
+                "partition": int(self.partition[i]),
+                "offset": int(self.offset[i]),
+                "msg_id": self._id(i),
+                "readback_msg_id_at_offset": self._id(i + 1),
+                "reads": int(end - i),
+            }
+            for i, end in zip(first.tolist(), ends.tolist(), strict=True)
+        ]
+
+    def _id(self, record: int) -> int | None:
+        """The msg_id of a record, None for one that is not the producer's."""
+        return int(self.msg_id[record]) if self.identified[record] else None
+
     @classmethod
     def read(cls, path: Path) -> Reads:
-        """The records of readback.parquet, each (partition, offset) once: the consumer may read
-        one record twice (a retried fetch), and that is one record, never a Kafka duplicate."""
+        """The records of readback.parquet (see the class docstring)."""
         return cls.of(pq.read_table(path, columns=list(READBACK_COLUMNS)))
 
     @classmethod
     def of(cls, table: pa.Table) -> Reads:
-        """The distinct records of a table holding READBACK_COLUMNS (rows in any order)."""
+        """The distinct records of a table holding READBACK_COLUMNS (rows in any order): of
+        rows repeating a slot and a msg_id, the one with the lowest (key_seq, key), nulls
+        first, is kept."""
         partition, _ = ints(table["partition"], NULL)
         offset, _ = ints(table["offset"], NULL)
-        slot = slot_of(partition, offset)
-        order = np.argsort(slot, kind="stable")
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = slot[order][1:] != slot[order][:-1]
-        keep = order[first]
         msg_id, identified = ints(table["msg_id"], NO_ID)
         key_seq, has_seq = ints(table["key_seq"], 0)
+        key = table["key"].cast(pa.string()).combine_chunks()
+        slot = slot_of(partition, offset)
+        order = _record_order(slot, np.where(identified, msg_id, NO_ID), has_seq, key_seq, key)
+        ident = np.where(identified, msg_id, NO_ID)[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (slot[order][1:] != slot[order][:-1]) | (ident[1:] != ident[:-1])
+        keep = order[first]
         return cls(
             msg_id=msg_id[keep],
             identified=identified[keep],
             partition=partition[keep],
             offset=offset[keep],
             slot=slot[keep],
-            key=table["key"].cast(pa.string()).take(pa.array(keep)).combine_chunks(),
+            key=key.take(pa.array(keep)),
             key_seq=key_seq[keep],
             has_seq=has_seq[keep],
         )
+
+
+def _record_order(
+    slot: np.ndarray, ident: np.ndarray, has_seq: np.ndarray, key_seq: np.ndarray, key: pa.Array
+) -> np.ndarray:
+    """The rows by slot, then msg_id, then key_seq and key (nulls first): a total order of
+    their contents, so the records kept never depend on row order. Only the rows of a slot
+    read more than once are sorted past the slot (a plain sort of millions is far cheaper)."""
+    order = np.argsort(slot, kind="stable")
+    same = slot[order][1:] == slot[order][:-1]
+    repeated = np.r_[same, False] | np.r_[False, same]
+    if not repeated.any():
+        return order
+    rows = order[repeated]
+    keys = key.take(pa.array(rows))
+    _, key_rank = np.unique(np.array(pc.fill_null(keys, "").to_pylist()), return_inverse=True)
+    keyed = pc.is_valid(keys).to_numpy(zero_copy_only=False)
+    by = (key_rank, keyed, key_seq[rows], has_seq[rows], ident[rows], slot[rows])
+    order[repeated] = rows[np.lexsort(by)]
+    return order
 
 
 def distinct(ordered: np.ndarray) -> np.ndarray:

@@ -52,11 +52,7 @@ class Index:
         keys = distinct(np.sort(np.concatenate((acked_ids, read_ids))))
         acked_order = np.argsort(acked_ids, kind="stable")
         read_order = np.argsort(read_ids, kind="stable")  # stable: slot order within a message
-        located = (acked.partition != NULL) & (acked.offset != NULL)
-        slot = slot_of(acked.partition, acked.offset)
-        at = np.minimum(np.searchsorted(reads.slot, slot), max(reads.n - 1, 0))
-        found = located & (reads.slot[at] == slot) if reads.n else np.zeros(len(slot), bool)
-        holder = np.where(found, at, -1)
+        holder = _holders(acked, reads, acked_ids, read_ids)
         return cls(
             keys=keys,
             unidentified=unidentified,
@@ -122,6 +118,23 @@ def messages_of(index: Index, hidden: np.ndarray | None) -> Messages:
         reads=reads_of,
         first_read=first_read,
     )
+
+
+def _holders(acked: Acked, reads: Reads, acked_ids: np.ndarray, read_ids: np.ndarray) -> np.ndarray:
+    """Per acked row, the record at its acked slot (-1 for none): where the read-back holds
+    several there, the one holding the row's own message, else the lowest msg_id's."""
+    located = (acked.partition != NULL) & (acked.offset != NULL)
+    slot = slot_of(acked.partition, acked.offset)
+    if not reads.n:
+        return np.full(len(slot), -1, dtype=np.int64)
+    low = np.searchsorted(reads.slot, slot, "left")
+    high = np.where(located, np.searchsorted(reads.slot, slot, "right"), low)
+    holder = np.where(high > low, low, -1)
+    for step in range(1, int((high - low).max(initial=0))):
+        at = np.minimum(low + step, reads.n - 1)
+        own = (low + step < high) & (read_ids[at] == acked_ids) & reads.identified[at]
+        holder[own] = at[own]
+    return holder
 
 
 def _ids_at(reads: Reads, record: np.ndarray) -> np.ndarray:

@@ -47,12 +47,16 @@ def _records_to_hide(index: Index, m: Messages) -> np.ndarray:
         (m.status == CODE[Status.OK]) & (m.reads == 1) & ((m.offset == NULL) | m.holds_self)
     )
     record = m.first_read[healthy]
-    partition = index.reads.partition[record]
-    order = np.lexsort((record, partition))  # records are in slot order: last is the tail
+    partition, offset = index.reads.partition[record], index.reads.offset[record]
+    # The tail: every record at the highest offset of its partition (a read-back contradicting
+    # itself there holds more than one).
+    order = np.lexsort((offset, partition))
     tails = np.zeros(len(healthy), dtype=bool)
     if len(order):
-        last = np.r_[partition[order][1:] != partition[order][:-1], True]
-        tails[order[last]] = True
+        p, o = partition[order], offset[order]
+        group = np.cumsum(np.r_[True, p[1:] != p[:-1]]) - 1
+        last = np.flatnonzero(np.r_[p[1:] != p[:-1], True])
+        tails[order] = o == o[last][group]
     sampled = _seeded_hash(m.msg_id[healthy]) % SENSITIVITY_ONE_IN == 0
     hidden: np.ndarray = healthy[tails | sampled]
     return hidden
