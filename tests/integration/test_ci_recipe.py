@@ -192,6 +192,7 @@ def run_job(
             if (checkout / "runs").is_dir():  # upload-artifact dereferences symlinks
                 artifact = workspace / "artifacts" / f"runs-{shard}"
                 artifact.parent.mkdir(exist_ok=True)
+                shutil.chown(artifact.parent, user.name)  # the CI user's artifact store
                 step_done = user.run(f"cp -rL runs {artifact}", checkout, {})
                 assert step_done.code == 0, step_done.err
         elif uses.startswith("actions/download-artifact"):
