@@ -230,11 +230,26 @@ def _cell_outcome(
         return Verdict.NOT_PROVOKED, (
             f"loss allowed ({guarantee.citation}) but none of {n} repetitions lost an "
             f"acknowledged message ({acked} acked): the faults did not provoke it",
+            PROVOKE_REMEDY,
         )
-    return Verdict.PASS, (
+    held = (
         f"all {n} repetitions kept every acknowledged message ({acked} acked); "
-        f"loss {guarantee.loss}: {guarantee.citation}",
+        f"loss {guarantee.loss}: {guarantee.citation}"
     )
+    return Verdict.PASS, (held, ONE_REPETITION_REMEDY) if n == 1 else (held,)
+
+
+# What a reader can change in the experiment file when a cell shows too little (the field
+# names of docs/experiment-files.md).
+PROVOKE_REMEDY: Final = (
+    "to provoke it: more repetitions (`repetitions`), a longer or repeated fault "
+    "(`duration_s` of the `faults.schedule` steps, or `faults.generate`), or more traffic in "
+    "flight when it hits (`workload.rate`)"
+)
+ONE_REPETITION_REMEDY: Final = (
+    "one repetition shows what can happen, not how often: raise `repetitions` for a loss "
+    "probability with its interval"
+)
 
 
 def _rep_reasons(

@@ -11,7 +11,8 @@ from typing import Final
 MAX_EXAMPLES: Final = 20
 SEGMENT_SUFFIX: Final = ".log"  # Kafka's name for a segment's record file
 NOT_TRUNCATION: Final = (
-    "a message that only a replica held, and that replica later truncated, is on_no_disk: "
+    "a message that only a replica held, and that replica later truncated, counts as on no "
+    "broker's disk: "
     "the final logs cannot show it was ever on a disk"
 )
 

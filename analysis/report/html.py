@@ -15,12 +15,12 @@ from analysis.crossrun.summary import CrossRunSummary
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import VERDICT_MEANING, CellVerdict, Events, Verdict
 from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
-from analysis.model.anomalies import COUNT_LABELS
+from analysis.model.anomalies import COUNT_LABELS, CountName
 from analysis.model.results import RunResult
 from analysis.report.cells import MAX_TIMELINES_PER_CELL, cell_view
 from analysis.report.charts import VERDICT_COLOURS
 from analysis.report.loss_charts import loss_chart_svg, loss_probability_svg
-from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
+from analysis.report.matrix import PRICE_LABELS, matrix_counts, matrix_row
 from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely, safely_from
 from analysis.report.summary_view import summary_view
@@ -59,6 +59,7 @@ def render_html(
     env = Environment(
         loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
+    columns = matrix_counts(cells)
     return env.get_template("report.html.j2").render(
         title=title,
         generated_at=generated_at(),
@@ -68,10 +69,15 @@ def render_html(
         legend=[(v.value, css_class(v), VERDICT_MEANING[v]) for v in Verdict],
         colours={css_class(v): colour for v, colour in VERDICT_COLOURS.items()},
         source=SOURCE,
-        headers=[(name, *COUNT_LABELS[name]) for name in MATRIX_COUNTS],
+        loss_header=COUNT_LABELS[CountName.LOSS],
+        headers=[(name, *COUNT_LABELS[name]) for name in columns.shown],
+        folded=[COUNT_LABELS[name][0] for name in columns.folded],
         price_headers=PRICE_LABELS,
         rows=[
-            safely(f"the matrix row of {c.cell}", partial(matrix_row, c, results_by_run))
+            safely(
+                f"the matrix row of {c.cell}",
+                partial(matrix_row, c, results_by_run, columns.shown),
+            )
             for c in cells
         ],
         loss_chart=safely("the loss chart", lambda: loss_chart_svg(cells, results_by_run))

@@ -8,9 +8,9 @@ from functools import partial
 from analysis.judge.guarantees import SOURCE
 from analysis.judge.outcomes import CellVerdict, Verdict
 from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
-from analysis.model.anomalies import COUNT_LABELS
+from analysis.model.anomalies import COUNT_LABELS, CountKey, CountName
 from analysis.model.results import RunResult
-from analysis.report.matrix import MATRIX_COUNTS, PRICE_LABELS, matrix_row
+from analysis.report.matrix import PRICE_LABELS, matrix_counts, matrix_row
 from analysis.report.provenance import ProvenanceView
 from analysis.report.safe import PartFailure, safely
 from analysis.report.views import (
@@ -41,13 +41,15 @@ def render_markdown(
     exit code follow `fail_on`, the verdicts that fail."""
     priced = results_by_run is not None
     counts = " · ".join(f"{v} {n}" for v, n in verdict_counts(cells).items())
+    columns = matrix_counts(cells)
     head = [
         "cell",
-        "configuration",
-        *(COUNT_LABELS[n][0] for n in MATRIX_COUNTS),
-        "loss rate",
         "verdict",
+        COUNT_LABELS[CountName.LOSS][0],
+        "loss rate",
         *(label for label, _ in PRICE_LABELS if priced),
+        *(COUNT_LABELS[n][0] for n in columns.shown),
+        "configuration",
     ]
     lines = [
         f"# {title}",
@@ -61,10 +63,16 @@ def render_markdown(
         "|" + "|".join(_alignment(i, head) for i in range(len(head))) + "|",
     ]
     for cell in cells:
-        row = safely(f"the matrix row of {cell.cell}", partial(_matrix_row, cell, results_by_run))
+        row = safely(
+            f"the matrix row of {cell.cell}",
+            partial(_matrix_row, cell, results_by_run, columns.shown),
+        )
         if isinstance(row, PartFailure):  # the cell's name, and why its figures are missing
             row = f"| `{_md(cell.cell)}` | {_md(row)} |"
         lines.append(row)
+    if columns.folded:
+        folded = ", ".join(COUNT_LABELS[n][0] for n in columns.folded)
+        lines += ["", f"Zero in every cell, so not shown: {folded}."]
     lines += ["", "## Reasons", ""]
     for cell in cells:
         section = safely(f"cell {cell.cell}", partial(_markdown_cell, cell))
@@ -75,24 +83,30 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _matrix_row(cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None) -> str:
-    """The cell's line of the matrix table (with the price of safety when given the results):
-    its matrix_row, each value with its range or note in parentheses."""
-    row = matrix_row(cell, results_by_run)
+def _matrix_row(
+    cell: CellVerdict,
+    results_by_run: Mapping[str, RunResult] | None,
+    counts: Sequence[CountKey],
+) -> str:
+    """The cell's line of the matrix table: verdict, loss and its rate, the price of safety
+    (when given the results), the `counts` columns, then the configuration; each value with
+    its range or note in parentheses."""
+    row = matrix_row(cell, results_by_run, counts)
     texts = [
         f"`{cell.cell}`",
-        " · ".join(row.config),
-        *(with_range(v.text, v.range) for v in row.values),
-        row.loss_rate,
         f"**{row.verdict}**",
+        with_range(row.loss.text, row.loss.range),
+        row.loss_rate,
         *(with_range(v.text, v.range) for v in row.price),
+        *(with_range(v.text, v.range) for v in row.values),
+        " · ".join(row.config),
     ]
     return "| " + " | ".join(_md(v) for v in texts) + " |"
 
 
 def _alignment(index: int, head: Sequence[str]) -> str:
-    """Left for the cell name, configuration and verdict, right for the numbers."""
-    return "---" if index < 2 or head[index] == "verdict" else "---:"
+    """Left for the cell name, verdict and configuration, right for the numbers."""
+    return "---" if head[index] in ("cell", "verdict", "configuration") else "---:"
 
 
 def _markdown_cell(cell: CellVerdict) -> list[str]:

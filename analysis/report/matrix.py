@@ -3,7 +3,7 @@ rendering formats once)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,13 +24,19 @@ from analysis.report.views import (
     stat_parts,
 )
 
-# The matrix: sends, the one loss figure, then every anomaly class of the registry.
+# The matrix: sends, the one loss figure, then every anomaly class of the registry. A report
+# shows the loss figure first (beside the verdict, with its rate and the price of safety),
+# then the sends, then the classes some cell counted (matrix_counts).
 MATRIX_COUNTS: Final[tuple[CountKey, ...]] = (
     CountName.SENT,
     CountName.ACKED,
     CountName.LOSS,
     *ANOMALY_NAMES,
 )
+# The count columns after the loss figure, every one.
+AFTER_LOSS: Final[tuple[CountKey, ...]] = tuple(n for n in MATRIX_COUNTS if n != CountName.LOSS)
+# Always shown, even when zero everywhere: what was sent and acknowledged.
+KEPT_COUNTS: Final[frozenset[CountKey]] = frozenset({CountName.SENT, CountName.ACKED})
 # The matrix's counts shown loudly when non-zero (the serious ones in red): the loss figure
 # and the anomaly classes.
 FLAGGED: Final[frozenset[CountKey]] = frozenset({CountName.LOSS, *ANOMALY_NAMES})
@@ -81,7 +87,8 @@ class MatrixRow:
     cell: str
     experiment: str
     config: tuple[str, ...]
-    values: tuple[MatrixValue, ...]
+    loss: MatrixValue  # the one loss figure, shown first
+    values: tuple[MatrixValue, ...]  # the columns matrix_counts chose, in its order
     loss_rate: str
     repetitions: int
     verdict: str
@@ -89,24 +96,52 @@ class MatrixRow:
     price: tuple[MatrixValue, ...] = ()  # PRICE_LABELS' columns; () without results
 
 
+@dataclass(frozen=True)
+class MatrixCounts:
+    """The count columns a report's matrix shows after the loss figure, and those it folds
+    because they are zero (or not counted) in every cell."""
+
+    shown: tuple[CountKey, ...]
+    folded: tuple[CountKey, ...]
+
+
+def matrix_counts(cells: Sequence[CellVerdict]) -> MatrixCounts:
+    """MATRIX_COUNTS less the loss figure (shown first on its own), folding every class that
+    no cell counted above zero; sent and acked are always shown."""
+    shown = tuple(n for n in AFTER_LOSS if n in KEPT_COUNTS or any(_counted(c, n) for c in cells))
+    return MatrixCounts(shown, tuple(n for n in AFTER_LOSS if n not in shown))
+
+
+def _counted(cell: CellVerdict, name: CountKey) -> bool:
+    """Some repetition of the cell counted `name` above zero."""
+    stat = cell.stats.counts.get(name)
+    return stat is not None and stat.max > 0
+
+
+def _value(cell: CellVerdict, name: CountKey) -> MatrixValue:
+    """One count of the cell as the matrix shows it, loud when a flagged count is non-zero."""
+    stat = cell.stats.counts.get(name)
+    level = ""
+    if name in FLAGGED and stat is not None and stat.max > 0:
+        level = "serious" if name in SERIOUS else "notable"
+    value, spread = stat_parts(stat, cell.stats.counted)
+    return MatrixValue(value, spread, level)
+
+
 def matrix_row(
-    cell: CellVerdict, results_by_run: Mapping[str, RunResult] | None = None
+    cell: CellVerdict,
+    results_by_run: Mapping[str, RunResult] | None = None,
+    counts: Sequence[CountKey] = AFTER_LOSS,
 ) -> MatrixRow:
-    """The matrix row of one cell; with the results, its price of safety too."""
-    values = []
-    for name in MATRIX_COUNTS:
-        stat = cell.stats.counts.get(name)
-        level = ""
-        if name in FLAGGED and stat is not None and stat.max > 0:
-            level = "serious" if name in SERIOUS else "notable"
-        value, spread = stat_parts(stat, cell.stats.counted)
-        values.append(MatrixValue(value, spread, level))
+    """The matrix row of one cell: its loss figure, then the `counts` columns (every one by
+    default; a report passes matrix_counts' shown); with the results, its price of safety."""
     return MatrixRow(
         slug=slug(cell),
         cell=cell.cell,
         experiment=cell.experiment,
         config=tuple(config_parts(cell.config)),
-        values=tuple(values),
+        loss=_value(cell, CountName.LOSS),
+        values=tuple(_value(cell, name) for name in counts),
         loss_rate=format_rate(cell.stats.loss_rate),
         repetitions=len(cell.repetitions),
         verdict=cell.verdict.value,

@@ -82,12 +82,18 @@ def _effect_text(effect: SettingEffect) -> str:
 
 def summary_view(summary: CrossRunSummary) -> SummaryView:
     """The summary formatted once for HTML and Markdown."""
-    decisive = (
-        "settings that change the outcome: " + ", ".join(summary.decisive_settings)
-        if summary.decisive_settings
-        else "no single setting changed the outcome beyond the 95 % intervals "
-        "(more repetitions narrow them)"
-    )
+    if summary.decisive_settings:
+        decisive = "settings that change the outcome: " + ", ".join(summary.decisive_settings)
+    elif all(g.repetitions <= 1 for g in summary.groups):
+        decisive = (
+            "one repetition per configuration cannot show whether a setting changes the "
+            "outcome: raise `repetitions` in the experiment file"
+        )
+    else:
+        decisive = (
+            "no single setting changed the outcome beyond the 95 % intervals "
+            "(more repetitions, `repetitions` in the experiment file, narrow them)"
+        )
     return SummaryView(
         rows=tuple(_row(g) for g in summary.groups),
         effects=tuple(_effect_text(e) for e in summary.effects),

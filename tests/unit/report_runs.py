@@ -121,7 +121,7 @@ def attribution(loss: int) -> dict[str, Any]:
     on_disk = min(loss, 1)
     counts = {"on_no_disk": loss - on_disk, "on_disk_not_served": on_disk}
     counts |= {"segments_unavailable": 0, "not_examined": 0}
-    note = "a truncated replica's message is on_no_disk"
+    note = "a truncated replica's message counts as on no broker's disk"
     return {"counts": counts, "examples": [], "note": note, "beyond_served": on_disk}
 
 

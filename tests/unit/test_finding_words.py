@@ -291,3 +291,16 @@ def test_partitions_without_roles_or_with_an_unknown_one_are_judged_by_words() -
     # Partitions are judged in number order: p2 before p10.
     ordered = findings.judge_loss(counts, {}, guarantee_for(cell), context({"10": 1, "2": 1}, cell))
     assert ordered.detail.index("p2 (none") < ordered.detail.index("p10 (none")
+
+
+@pytest.mark.parametrize(
+    ("offset", "words"),
+    [(12, "msg_id 7 at p0@12"), (None, "msg_id 7 at p0"), (0, "msg_id 7 at p0@0")],
+)
+def test_an_example_without_an_offset_names_its_partition_alone(
+    offset: int | None, words: str
+) -> None:
+    """acks=0 sends come back with no offset: the reason says the partition, never '@None'."""
+    from analysis.model.results import Example
+
+    assert findings._example_one(Example(msg_id=7, partition=0, offset=offset)) == words

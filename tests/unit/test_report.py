@@ -79,7 +79,7 @@ def test_html_has_matrix_verdicts_and_one_svg_per_timeline(rendered: ReportPaths
         "where the 3 missing acknowledged messages are: 2 on no broker&#39;s disk (Kafka lost "
         "them); 1 on a broker&#39;s disk, yet not read back; 1 of those on disk only at or past"
     ) in html
-    assert "(a truncated replica&#39;s message is on_no_disk)" in html
+    assert "(a truncated replica&#39;s message counts as on no broker&#39;s disk)" in html
     assert html.count("missing acknowledged messages are:") == 1  # only the lossy repetition
 
 
@@ -95,7 +95,8 @@ def test_html_is_offline(rendered: ReportPaths) -> None:
 
 def test_markdown_has_the_matrix_and_reasons(rendered: ReportPaths) -> None:
     md = rendered.markdown.read_text()
-    assert "| cell | configuration | sent | acked | loss | lost |" in md
+    assert "| sent | acked | lost | diverged | moved | configuration |" in md
+    assert "Zero in every cell, so not shown: unseen, expired, dup," in md
     assert "| `ap-leader-partition` |" in md
     assert "**EXPECTED-LOSS** |" in md
     assert "**VIOLATION** |" in md
@@ -288,8 +289,10 @@ def test_every_rendering_shows_the_price_of_safety(crafted: Any, tmp_path: Path)
     assert "longest stall, no partition acking" in html  # the timeline legend
     assert "p0 stall 9.2 s" in html  # the longest one-partition stall on the timeline
     head = next(line for line in md.splitlines() if line.startswith("| cell |"))
-    assert head.endswith("| verdict | partition stall (s) | topic stall (s) | failed sends | "
-                         "first ack after heal (s) |")  # fmt: skip
+    assert head.startswith(
+        "| cell | verdict | loss | loss rate | partition stall (s) | topic stall (s) | "
+        "failed sends | first ack after heal (s) | sent |"
+    )
     assert "| 9.2 | 4.6 | 40 (60 indeterminate) | never (1 heal with no ack after) |" in md
     data = json.loads(paths.json.read_text())
     assert data["schema_version"] == SCHEMA_VERSION

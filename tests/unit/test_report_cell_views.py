@@ -98,15 +98,15 @@ def test_the_price_sentence_reads_times_on_the_timelines_clock() -> None:
 
 
 def test_a_matrix_row_flags_loss_and_anomalies_by_how_serious() -> None:
-    from analysis.report.matrix import MATRIX_COUNTS, matrix_row
+    from analysis.report.matrix import MATRIX_COUNTS, matrix_counts, matrix_row
 
     raws = [result("c", AP, 0, lost=2, moved=1), result("c", AP, 1, lost=4, moved=0)]
     (cell,) = judge_all(raws, {})
     row = matrix_row(cell)
-    by_name = dict(zip(MATRIX_COUNTS, row.values, strict=True))
+    by_name = dict(zip([n for n in MATRIX_COUNTS if n != "loss"], row.values, strict=True))
     assert by_name["sent"] == MatrixValue("2,000", "", "")
     assert by_name["acked"] == MatrixValue("1,900", "", "")
-    assert by_name["loss"] == MatrixValue("3", "2–4", "serious")
+    assert row.loss == MatrixValue("3", "2–4", "serious")
     assert by_name["lost"] == MatrixValue("3", "2–4", "serious")
     assert by_name["moved"] == MatrixValue("0.5", "0–1", "notable")
     assert by_name["unseen"] == MatrixValue("0", "", "")
@@ -119,6 +119,11 @@ def test_a_matrix_row_flags_loss_and_anomalies_by_how_serious() -> None:
         views.css_class(cell.verdict),
     )
     assert row.price == ()
+    columns = matrix_counts([cell])
+    assert columns.shown == ("sent", "acked", "lost", "moved")
+    assert set(columns.folded) == set(MATRIX_COUNTS) - {"sent", "acked", "loss", "lost", "moved"}
+    shown = matrix_row(cell, None, columns.shown)
+    assert shown.values == (by_name["sent"], by_name["acked"], by_name["lost"], by_name["moved"])
     priced_row = matrix_row(cell, {})
     assert priced_row.price == (
         MatrixValue("—", "0 of 2 reps", ""),

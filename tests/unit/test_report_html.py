@@ -144,14 +144,21 @@ def test_the_outcome_class_follows_the_exit_code(clock: type[_Clock]) -> None:
 
 
 def test_the_matrix_head_has_every_count_with_its_meaning(clock: type[_Clock]) -> None:
-    page = _page([result("ap", AP, 0)])
+    page = _page([result("ap", AP, 0, lost=1, moved=1)])
     head = page[page.index('<table class="matrix">') : page.index("</thead>")]
-    names = ["sent", "acked", "loss", *ANOMALY_NAMES]
-    cells = "".join(
-        f'<th title="{COUNT_LABELS[n][1]}">{COUNT_LABELS[n][0]}</th>'.replace("'", "&#39;")
-        for n in names
-    )
-    assert cells in head.replace("&#34;", '"')
+
+    def th(name: str) -> str:
+        return f'<th title="{COUNT_LABELS[name][1]}">{COUNT_LABELS[name][0]}</th>'.replace(
+            "'", "&#39;"
+        )
+
+    assert th("loss") + '\n      <th title="loss ÷ acked">loss rate</th>' in head
+    assert "".join(th(n) for n in ("sent", "acked", "lost", "moved")) in head
+    folded = [n for n in ANOMALY_NAMES if n not in ("lost", "moved")]
+    assert all(f">{COUNT_LABELS[n][0]}</th>" not in head for n in folded)
+    assert "Zero in every cell, so not shown: " + ", ".join(
+        COUNT_LABELS[n][0] for n in folded
+    ) in page.replace("&#39;", "'")
     assert (
         '<th class="price" title="longest time no partition acknowledged anything (max over '
         in (head)

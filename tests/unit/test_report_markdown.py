@@ -36,23 +36,33 @@ CP_CONFIG = (
 PRICE_HEAD = ["partition stall (s)", "topic stall (s)", "failed sends", "first ack after heal (s)"]
 
 
+# The classes the crafted cells counted above zero: the only ones the matrix shows.
+SHOWN = ("lost", "offset_divergent", "moved")
+
+
 def _head(priced: bool) -> list[str]:
-    labels = [COUNT_LABELS[name][0] for name in ANOMALY_NAMES]
     return [
         "cell",
-        "configuration",
+        "verdict",
+        "loss",
+        "loss rate",
+        *(PRICE_HEAD if priced else []),
         "sent",
         "acked",
-        "loss",
-        *labels,
-        "loss rate",
-        "verdict",
-        *(PRICE_HEAD if priced else []),
+        *(COUNT_LABELS[name][0] for name in SHOWN),
+        "configuration",
     ]
 
 
 def _anomalies(**shown: str) -> list[str]:
-    return [shown.get(str(name), "0") for name in ANOMALY_NAMES]
+    return [shown.get(name, "0") for name in SHOWN]
+
+
+FOLDED_LINE = (
+    "Zero in every cell, so not shown: "
+    + ", ".join(COUNT_LABELS[name][0] for name in ANOMALY_NAMES if name not in SHOWN)
+    + "."
+)
 
 
 def _crafted() -> tuple[list[CellVerdict], list[Any], dict[str, Any]]:
@@ -117,8 +127,8 @@ def test_the_markdown_report_reads_line_by_line_with_the_price_of_safety(tmp_pat
     results[2] = priced(results[2], 9.25, 40, None)
     paths = render_report(cells, results, events, RUNS, tmp_path, "Chaos report")
     head = _head(priced=True)
-    numbers = ["---:"] * (4 + len(ANOMALY_NAMES))  # sent, acked, loss, each class, rate
-    alignment = ["---", "---", *numbers, "---", *["---:"] * 4]
+    numbers = ["---:"] * (2 + 4 + 2 + len(SHOWN))  # loss, rate, price, sent, acked, classes
+    alignment = ["---", "---", *numbers, "---"]
     assert len(alignment) == len(head)
     expected = [
         "# Chaos report",
@@ -135,35 +145,37 @@ def test_the_markdown_report_reads_line_by_line_with_the_price_of_safety(tmp_pat
         _row(
             [
                 "`ap-leader-partition`",
-                AP_CONFIG,
-                "2,000",
-                "1,900",
-                "1.5 (0–3)",
-                *_anomalies(lost="1.5 (0–3)"),
-                "0.0789 %",
                 "**EXPECTED-LOSS**",
+                "1.5 (0–3)",
+                "0.0789 %",
                 "— (0 of 2 reps)",
                 "—",
                 "—",
                 "—",
+                "2,000",
+                "1,900",
+                *_anomalies(lost="1.5 (0–3)"),
+                AP_CONFIG,
             ]
         ),
         _row(
             [
                 "`cp-leader-kill`",
-                CP_CONFIG,
-                "2,000",
-                "1,900",
-                "0",
-                *_anomalies(offset_divergent="1", moved="1"),
-                "0 %",
                 "**VIOLATION**",
+                "0",
+                "0 %",
                 "9.2",
                 "4.6",
                 "40 (60 indeterminate)",
                 "never (1 heal with no ack after)",
+                "2,000",
+                "1,900",
+                *_anomalies(offset_divergent="1", moved="1"),
+                CP_CONFIG,
             ]
         ),
+        "",
+        FOLDED_LINE,
         "",
         "## Reasons",
         "",
@@ -181,9 +193,11 @@ def test_without_results_the_matrix_has_no_price_columns() -> None:
     lines = text.splitlines()
     head = _head(priced=False)
     assert lines[6] == _row(head)
-    numbers = ["---:"] * (4 + len(ANOMALY_NAMES))
+    numbers = ["---:"] * (2 + 2 + len(SHOWN))
     assert lines[7] == "|" + "|".join(["---", "---", *numbers, "---"]) + "|"
-    assert lines[8].endswith("| 0.0789 % | **EXPECTED-LOSS** |")
+    assert lines[8].startswith(
+        "| `ap-leader-partition` | **EXPECTED-LOSS** | 1.5 (0–3) | 0.0789 % |"
+    )
     assert text.endswith("\n## Provenance\n\n")
 
 
@@ -193,8 +207,9 @@ def test_a_cell_name_and_texts_are_kept_inside_their_table_cells() -> None:
     text = render_markdown(cells, (), "T|itle", {})
     assert text.startswith("# T|itle\n")
     (row,) = [line for line in text.splitlines() if line.startswith("| `a")]
-    assert row.startswith("| `a\\|b` | acks=all · ")
-    assert row.endswith(" | — (0 of 1 reps) | — | — | — |")
+    assert row.startswith("| `a\\|b` | **UNKNOWN** | 0 | 0 % | — (0 of 1 reps) | — | — | — |")
+    assert row.endswith(" | acks=all · min.insync=2 · unclean=off · idempotence=on · in-flight=5 · "
+                        "RF=3 · partitions=2 · fault=leader-kill · Kafka=3.9.0 |")  # fmt: skip
     assert "### a|b: " in text
 
 

@@ -307,7 +307,7 @@ def test_a_summary_row_formats_the_group() -> None:
     )
     assert view.decisive == (
         "no single setting changed the outcome beyond the 95 % intervals "
-        "(more repetitions narrow them)"
+        "(more repetitions, `repetitions` in the experiment file, narrow them)"
     )
     decided = CrossRunSummary(groups=(), effects=(), decisive_settings=("acks", "min.insync"))
     assert summary_view(decided).decisive == ("settings that change the outcome: acks, min.insync")
@@ -480,3 +480,15 @@ def test_a_provenance_that_cannot_be_shown_still_names_its_root() -> None:
     (view,) = provenance_views([ExperimentProvenance("runs/chaos/ts", broken)])
     assert view.root == "runs/chaos/ts"
     assert view.lines[0][1].startswith("the provenance of runs/chaos/ts failed: AttributeError")
+
+
+def test_one_repetition_per_group_says_no_effect_can_be_shown_and_the_remedy() -> None:
+    single = CrossRunSummary(
+        groups=(_group(repetitions=1, counted=1), _group(repetitions=1, counted=1, fault="x")),
+        effects=(),
+        decisive_settings=(),
+    )
+    assert summary_view(single).decisive == (
+        "one repetition per configuration cannot show whether a setting changes the outcome: "
+        "raise `repetitions` in the experiment file"
+    )
