@@ -109,8 +109,9 @@ def test_run_hands_the_settings_to_the_runner(
     """`kafka-chaos run --producer-config ... --no-report` up to the runner, no Docker."""
     handed: list[Any] = []
 
-    def fake_runner(experiment, cells, root, image_for, progress, settings=()):
+    def fake_runner(experiment, cells, root, image_for, progress, settings=(), **plan):
         handed.append(settings)
+        assert plan == {"shard": None, "selection": cells}  # plan.json's whole selection
         return []
 
     monkeypatch.setattr("harness.platform.engine.ensure_engine", lambda: None)
