@@ -30,30 +30,39 @@ from harness.limits import (
 )
 
 Acks = Literal["0", "1", "all"]
-# Targets that name replicas of the step's partition, resolved when the step acts.
-PARTITION_TARGETS: tuple[str, ...] = (
-    "leader",
-    "follower",  # one follower of the partition, chosen with the repetition's seed
-    "followers",  # every follower of the partition
-    "isr",  # the partition's in-sync followers (the leader excluded)
-    "out-of-sync",  # the partition's replicas outside the ISR
-    "successor",  # the follower Kafka elects next: the first in-sync one in assignment order
-)
+# Targets that name replicas of the step's partition, resolved when the step acts, with what
+# each names (`kafka-chaos list targets` prints these words).
+PARTITION_TARGET_MEANINGS: dict[str, str] = {
+    "leader": "the leader of the step's partition",
+    "follower": "one follower of the step's partition, chosen with the repetition's seed",
+    "followers": "every follower of the step's partition",
+    "isr": "the in-sync followers of the step's partition (the leader excluded)",
+    "out-of-sync": "the replicas of the step's partition outside its ISR",
+    "successor": "the follower Kafka elects next: the first in-sync one in assignment order",
+}
+PARTITION_TARGETS: tuple[str, ...] = tuple(PARTITION_TARGET_MEANINGS)
 # The leader of the __transaction_state partition of the workload's transactional.id, and of
 # the __consumer_offsets partition of its group (workload.transactions only).
-COORDINATOR_TARGETS: tuple[str, ...] = ("txn-coordinator", "group-coordinator")
-TARGET_ROLES: tuple[str, ...] = (
-    *PARTITION_TARGETS,
-    "controller",  # the active controller, in every mode
-    "controller-follower",  # a KRaft controller other than the active one, chosen with the seed
-    "controllers",  # every KRaft controller (in kraft mode: the combined nodes)
-    "zookeeper",  # every ZooKeeper server (zookeeper mode)
-    "brokers",  # every broker, as `all`
-    "random",
-    "all",
-    "consumer",  # a member of the consumer group (workload.consumers), chosen with the seed
-    *COORDINATOR_TARGETS,
-)
+COORDINATOR_TARGET_MEANINGS: dict[str, str] = {
+    "txn-coordinator": "the leader of the __transaction_state partition of the workload's "
+    "transactional.id",
+    "group-coordinator": "the leader of the __consumer_offsets partition of the workload's group",
+}
+COORDINATOR_TARGETS: tuple[str, ...] = tuple(COORDINATOR_TARGET_MEANINGS)
+# Every role a step may target, resolved when the step acts, with what it names.
+TARGET_MEANINGS: dict[str, str] = {
+    **PARTITION_TARGET_MEANINGS,
+    "controller": "the active controller, in every mode",
+    "controller-follower": "a KRaft controller other than the active one, chosen with the seed",
+    "controllers": "every KRaft controller (in kraft mode: the combined nodes)",
+    "zookeeper": "every ZooKeeper server (zookeeper mode)",
+    "brokers": "every broker, as `all`",
+    "random": "one broker, chosen with the repetition's seed",
+    "all": "every broker (and a fault that hits the whole cluster, whatever its target)",
+    "consumer": "a member of the consumer group (workload.consumers), chosen with the seed",
+    **COORDINATOR_TARGET_MEANINGS,
+}
+TARGET_ROLES: tuple[str, ...] = tuple(TARGET_MEANINGS)
 # The targets a change of the quorum's voters (remove-controller) may name: one controller.
 QUORUM_TARGETS: tuple[str, ...] = ("controller", "controller-follower")
 Scalar = str | int | float | bool

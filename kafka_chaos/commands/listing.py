@@ -99,16 +99,9 @@ def _plain(value: Any) -> Any:
 
 def targets() -> list[Entry]:
     """Every target a step may name: the roles, then the patterns."""
-    from harness.experiment.fields import COORDINATOR_TARGETS, PARTITION_TARGETS, TARGET_ROLES
+    from harness.experiment.fields import TARGET_MEANINGS
 
-    def summary(role: str) -> str:
-        if role in PARTITION_TARGETS:
-            return "replicas of the step's partition, resolved when the step acts"
-        if role in COORDINATOR_TARGETS:
-            return "the coordinator of the workload's transactional id or group"
-        return "nodes of the cluster, resolved when the step acts"
-
-    roles: list[Entry] = [{"name": role, "summary": summary(role)} for role in TARGET_ROLES]
+    roles: list[Entry] = [{"name": role, "summary": text} for role, text in TARGET_MEANINGS.items()]
     return roles + [{"name": name, "summary": text} for name, text in TARGET_PATTERNS.items()]
 
 

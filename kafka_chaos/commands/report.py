@@ -211,6 +211,13 @@ def analyse_and_print(
         console.print(f"{label + ':':<12} {shown(path)}{note}", soft_wrap=True)
     if junit is not None:
         console.print(f"{'JUnit copy:':<12} {junit}", soft_wrap=True)
+    runs = sum(Path(r.run_dir).is_dir() for cell in result.cells for r in cell.repetitions)
+    if runs:  # the analysis writes into its input: said, so nobody is surprised by it
+        console.print(
+            f"{'Per run:':<12} results.json written (or replaced) in each of the {runs} run "
+            "directories analysed (docs/run-directory.md)",
+            soft_wrap=True,
+        )
     if lake is not None:
         console.print(f"Results:     {lake.uri} (rows added)", soft_wrap=True)
     return code

@@ -68,3 +68,12 @@ def test_plain_is_run_quiet_by_its_new_name() -> None:
 
     assert build_parser().parse_args(["run", "x", "--plain"]).quiet is True
     assert build_parser().parse_args(["run", "x", "--quiet"]).quiet is True
+
+
+def test_every_target_is_described_in_words_of_its_own() -> None:
+    """`list targets` says what each role names; no two roles share one placeholder sentence."""
+    from kafka_chaos.commands.listing import targets
+
+    summaries = [entry["summary"] for entry in targets()]
+    assert all(summaries)
+    assert len(set(summaries)) == len(summaries)
