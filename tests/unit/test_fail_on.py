@@ -132,3 +132,49 @@ def test_a_refused_fail_on_list_says_exactly_why() -> None:
     with pytest.raises(ValueError) as caught:
         parse_fail_on(" , ,")
     assert str(caught.value) == "--fail-on names no verdict; give at least one, e.g. violation"
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "failures", "skipped"),
+    [
+        ([], 0, 0, 1),
+        (["--fail-on", "violation,unknown,not-provoked"], 1, 1, 0),
+        (["--fail-on-known-bug"], 0, 0, 1),
+    ],
+)
+def test_every_written_report_says_the_exit_code_the_command_returns(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    code: int,
+    failures: int,
+    skipped: int,
+) -> None:
+    """One gate: --fail-on decides the exit code, the JUnit failures, report.json's exit code
+    and the headline of report.md and report.html alike (a NOT-PROVOKED cell, no Spark)."""
+    import xml.etree.ElementTree as ET
+
+    from tests.unit.report_runs import (
+        AP,
+        _analyse_without_spark,
+        healthy_events,
+        judge_all,
+        result,
+        typed,
+    )
+
+    quiet = result("quiet", AP, 0)
+    events = {quiet["run_dir"]: healthy_events()}
+    cells = judge_all([quiet], events)
+    assert [c.verdict for c in cells] == [Verdict.NOT_PROVOKED]
+    runs = _analyse_without_spark(monkeypatch, (cells, [typed(quiet)], events), tmp_path)
+    out = tmp_path / "report"
+    assert main(["report", *runs, "--out", str(out), *flags]) == code
+    capsys.readouterr()
+    assert json.loads((out / "report.json").read_text())["exit_code"] == code
+    assert f"Exit code {code}." in (out / "report.md").read_text()
+    headline = "Failed (--fail-on" if code else "The documented guarantees held in all 1 cells"
+    assert headline in (out / "report.html").read_text()
+    suite = ET.parse(out / "junit.xml").getroot()
+    assert (int(suite.get("failures", -1)), int(suite.get("skipped", -1))) == (failures, skipped)
