@@ -224,6 +224,20 @@ return {x: r.left + window.scrollX, y: r.top + window.scrollY, width: table.scro
 """
 
 
+# The matrix's leading headers: how far each one's right edge is from the box's left edge,
+# and the box's visible width (what a reader sees before scrolling the matrix sideways).
+LEADING = """
+const box = document.querySelector('table.matrix').parentElement;
+const left = box.getBoundingClientRect().left;
+const heads = {};
+for (const th of document.querySelectorAll('table.matrix thead th')) {
+  const name = th.textContent.trim();
+  if (!(name in heads)) heads[name] = th.getBoundingClientRect().right - left;
+}
+return {visible: box.clientWidth, heads: heads};
+"""
+
+
 def _whole_matrix_png(driver: Any) -> bytes:
     """The whole matrix, every column, then its box scrolling again."""
     try:
@@ -268,6 +282,13 @@ def test_the_report_reads_in_a_browser_at_desktop_and_phone_width(
     assert matrix["fits"], matrix
     if matrix["table"] > matrix["box"]:  # wider than its box: the box scrolls, the page not
         assert matrix["overflow"] in ("auto", "scroll"), matrix
+
+    # What a reader needs first is seen before scrolling the matrix: the verdict, and at
+    # desktop width the loss and its rate too.
+    leading = browser.execute_script(LEADING)
+    wanted = ("cell", "verdict") if mobile else ("cell", "verdict", "loss", "loss rate")
+    hidden = [h for h in wanted if not leading["heads"][h] <= leading["visible"] + 1]
+    assert hidden == [], f"{hidden} need a sideways scroll at {width} px: {leading}"
 
     page = tmp_path / f"report-{width}px.png"
     page.write_bytes(_full_page_png(browser))
