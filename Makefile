@@ -102,6 +102,7 @@ bench: venv engine image
 	$(BIN)/python bench/cluster_bench.py
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
+	$(BIN)/python bench/checks_bench.py --sizes 1000000
 	$(BIN)/python bench/availability_bench.py
 	$(BIN)/python bench/recording_bench.py
 	$(BIN)/python bench/scale_bench.py --sizes 1000000,10000000 --whole-max 10000000
