@@ -23,23 +23,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import SLOT_BITS, filled_ints, slot_of
+from analysis.checks.check import RunFacts
+from analysis.checks.messages.columns import CODE, NO_ID, NONE_TS, NULL
 from analysis.model.anomalies import AnomalyName
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
-from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA
+from harness.rundir.records import COMMIT_OK, COMMIT_SCHEMA, PROCESSED_SCHEMA, Status
 from harness.rundir.streams import read_stream
+
+if TYPE_CHECKING:
+    from analysis.checks.history import RunHistory
 
 __all__ = [
     "TIMELINE_COUNTS",
     "TIMELINE_LAG",
     "AckedOffsets",
+    "ConsumerCheck",
     "ConsumerFacts",
     "consumer_facts",
     "group_lag",
@@ -290,3 +297,38 @@ def _reprocessed_examples(
         }
         for i in order.tolist()
     ]
+
+
+@dataclass(frozen=True)
+class ConsumerCheck:
+    """The consumer group's classes over the acknowledged messages the read-back holds."""
+
+    name: str = "consumers"
+
+    def applies(self, run: RunHistory) -> bool:
+        """A complete run with a consumer group."""
+        return run.complete and run.has_group
+
+    def facts(self, run: RunHistory) -> RunFacts:
+        """`consumer_facts` over each present acknowledged message at the record it was first
+        read from, and the group's lag against the acknowledged offsets."""
+        messages, reads, acked = run.messages, run.reads, run.acked
+        present = (messages.status == CODE[Status.OK]) & (messages.reads > 0)
+        present &= messages.msg_id != NO_ID
+        record = messages.first_read[present]
+        landed = (acked.status == CODE[Status.OK]) & (acked.offset != NULL)
+        landed &= (acked.ack_ts != NONE_TS) & (acked.partition != NULL)
+        offsets = AckedOffsets(acked.partition[landed], acked.offset[landed], acked.ack_ts[landed])
+        group = consumer_facts(
+            run.evidence,
+            messages.msg_id[present],
+            reads.partition[record],
+            reads.offset[record],
+            offsets,
+        )
+        return RunFacts(
+            seconds=dict(group.seconds),
+            counts=group.counts,
+            examples=group.examples,
+            sensitivity=group.sensitivity,
+        )

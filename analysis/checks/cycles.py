@@ -25,16 +25,22 @@ it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
 import pyarrow as pa
 
-from analysis.checks.transactions import COMMITTED, Transactions
+from analysis.checks.check import RunFacts
+from analysis.checks.transactions import COMMITTED, MAX_EXAMPLES, Transactions
 from analysis.model.cycles import CycleFacts, CyclicComponent, TxnReads
 
-__all__ = ["cycle_facts", "dependency_graph", "reads_of"]
+if TYPE_CHECKING:
+    from analysis.checks.history import RunHistory
+
+__all__ = ["CycleCheck", "cycle_facts", "dependency_graph", "reads_of"]
 
 WW, WR = "ww", "wr"
 
@@ -126,3 +132,22 @@ def _words(graph: nx.DiGraph, path: list[int], through: str) -> str:
         kind = through if hop == 0 else (WW if WW in kinds else WR)
         text += f" -{kind} {kinds[kind]}-> T{v}"
     return text
+
+
+@dataclass(frozen=True)
+class CycleCheck:
+    """G0 and G1c over the committed transactions of a complete run."""
+
+    name: str = "cycles"
+
+    def applies(self, run: RunHistory) -> bool:
+        """A complete run whose workload ran transactions."""
+        return run.complete and run.txns is not None
+
+    def facts(self, run: RunHistory) -> RunFacts:
+        """`cycle_facts` over the read-back's records and the transactions' reads."""
+        assert run.txns is not None, "applies() holds: the run has transactions"
+        reads = run.reads
+        ours = np.where(reads.identified, reads.msg_id, -1)
+        cycles = cycle_facts(run.txns, ours, reads.partition, reads.offset, reads_of(run.txn_reads))
+        return RunFacts(counts=cycles.counts, examples=cycles.examples(MAX_EXAMPLES))

@@ -38,12 +38,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import filled_ints
+from analysis.checks.check import RunFacts
+from analysis.checks.consumers import MAX_EXAMPLES
 from analysis.model.evidence import RunEvidence
 from analysis.model.liveness import LivenessFacts, Reset, StuckWindow
 from harness.rundir import layout
@@ -57,11 +60,15 @@ from harness.rundir.records import (
 )
 from harness.rundir.streams import read_stream
 
+if TYPE_CHECKING:
+    from analysis.checks.history import RunHistory
+
 __all__ = [
     "TIMELINE_LIVENESS",
     "Ends",
     "GroupHistory",
     "Journal",
+    "LivenessCheck",
     "group_history",
     "liveness_facts",
     "records_by_partition",
@@ -454,3 +461,21 @@ def _observed(run: RunEvidence) -> tuple[int, int]:
     finish = group.ts_us if group is not None and group.ts_us else None
     last = max((e.ts_us or 0 for e in run.events.events), default=0)
     return begin, finish or last
+
+
+@dataclass(frozen=True)
+class LivenessCheck:
+    """The consumer group's liveness: stuck windows and resets."""
+
+    name: str = "liveness"
+
+    def applies(self, run: RunHistory) -> bool:
+        """A complete run with a consumer group."""
+        return run.complete and run.has_group
+
+    def facts(self, run: RunHistory) -> RunFacts:
+        """`liveness_facts` against the final read-back's records."""
+        live = liveness_facts(run.evidence, run.reads.partition, run.reads.offset)
+        return RunFacts(
+            seconds=dict(live.seconds), counts=live.counts, examples=live.examples(MAX_EXAMPLES)
+        )

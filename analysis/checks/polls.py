@@ -33,13 +33,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.checks.arrays import filled_ints
-from analysis.checks.transactions import ABORTED, COMMITTED, UNKNOWN, Transactions
+from analysis.checks.check import RunFacts
+from analysis.checks.liveness import records_by_partition
+from analysis.checks.transactions import (
+    ABORTED,
+    COMMITTED,
+    MAX_EXAMPLES,
+    UNKNOWN,
+    Transactions,
+)
 from analysis.model.polls import READER, PollFacts, PollStep
 from harness.rundir import layout
 from harness.rundir.records import (
@@ -51,7 +60,17 @@ from harness.rundir.records import (
 )
 from harness.rundir.streams import read_stream
 
-__all__ = ["MemberStart", "member_starts", "poll_facts", "reader_start", "steps_of"]
+if TYPE_CHECKING:
+    from analysis.checks.history import RunHistory
+
+__all__ = [
+    "MemberStart",
+    "PollCheck",
+    "member_starts",
+    "poll_facts",
+    "reader_start",
+    "steps_of",
+]
 
 
 @dataclass(frozen=True)
@@ -168,3 +187,32 @@ def _breaks(stamps: list[tuple[pa.ChunkedArray, pa.ChunkedArray]]) -> dict[int, 
     partition = np.concatenate([filled_ints(p, -1) for p, _ in stamps])
     ts = np.concatenate([filled_ints(t, -1) for _, t in stamps])
     return {int(p): np.sort(ts[partition == p]) for p in np.unique(partition).tolist()}
+
+
+@dataclass(frozen=True)
+class PollCheck:
+    """Each member start's steps (the group's members, and the transactions' reader)."""
+
+    name: str = "polls"
+
+    def applies(self, run: RunHistory) -> bool:
+        """A complete run with a consumer group, or whose transactions read."""
+        return run.complete and (run.has_group or _reader(run) is not None)
+
+    def facts(self, run: RunHistory) -> RunFacts:
+        """`poll_facts` over the member starts against the final read-back's records."""
+        starts: list[MemberStart] = []
+        if run.has_group:
+            group_mode = run.evidence.consumers.commit if run.evidence.consumers else None
+            commit = CommitMode(group_mode) if group_mode in tuple(CommitMode) else None
+            starts += member_starts(run.run_dir, commit)
+        if (reader := _reader(run)) is not None:
+            starts.append(reader)
+        polls = poll_facts(starts, records_by_partition(run.reads.partition, run.reads.offset))
+        return RunFacts(counts=polls.counts, examples=polls.examples(MAX_EXAMPLES))
+
+
+def _reader(run: RunHistory) -> MemberStart | None:
+    """The transactions' reader as a member start; None when the run's transactions did not
+    read, or it ran none."""
+    return None if run.txns is None else reader_start(run.txns, run.txn_reads)

@@ -25,20 +25,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.checks.arrays import filled_ints, gather
+from analysis.checks.check import RunFacts
+from analysis.checks.consumers import processed_table
+from analysis.checks.messages.columns import NO_ID, NULL
 from analysis.model.anomalies import TXN_COUNTS, AnomalyName, Check, CountName, classes_of
 from analysis.model.results import ExampleRow, ExampleRows, Sensitivity
 from harness.rundir import layout
 from harness.rundir.records import Status
 from harness.rundir.transactions import TxnOutcome, commit_never_requested, read_transactions
 
-__all__ = ["TXN_CLASSES", "TXN_FACTS", "Transactions", "TxnFacts", "read_uncommitted_ids"]
+if TYPE_CHECKING:
+    from analysis.checks.history import RunHistory
+
+__all__ = [
+    "TXN_CLASSES",
+    "TXN_FACTS",
+    "TransactionCheck",
+    "Transactions",
+    "TxnFacts",
+    "read_uncommitted_ids",
+]
 
 # The classes this check decides: aborted_read, committed_lost and torn_transaction.
 TXN_CLASSES: Final = classes_of(Check.TRANSACTIONS)
@@ -270,3 +283,44 @@ def _probe(
     found = min(torn_found, lost_found) + aborted_found
     exact = torn_found == lost_found == len(picked) and aborted_found == len(shown)
     return Sensitivity.of(removed, found, clean=exact)
+
+
+@dataclass(frozen=True)
+class TransactionCheck:
+    """The transactions' classes over the run's messages as read with read_committed."""
+
+    name: str = "transactions"
+
+    def applies(self, run: RunHistory) -> bool:
+        """A complete run whose workload ran transactions."""
+        return run.complete and run.txns is not None
+
+    def facts(self, run: RunHistory) -> RunFacts:
+        """`check` over the message check's messages, each at its first read."""
+        assert run.txns is not None, "applies() holds: the run has transactions"
+        m, reads = run.messages, run.reads
+        view = MessageView(
+            msg_id=m.msg_id,
+            sent=m.in_acked & (m.msg_id != NO_ID),
+            reads=m.reads,
+            partition=m.partition,
+            offset=m.offset,
+            read_partition=gather(reads.partition, m.first_read, NULL),
+            read_offset=gather(reads.offset, m.first_read, NULL),
+            expired=run.found[AnomalyName.EXPIRED],
+            consumed=_times_consumed(run, m.msg_id),
+        )
+        txn = check(run.txns, view, read_uncommitted_ids(run.run_dir))
+        return RunFacts(counts=txn.counts, examples=txn.examples, sensitivity=txn.sensitivity)
+
+
+def _times_consumed(run: RunHistory, msg_id: np.ndarray) -> np.ndarray:
+    """How many times the run's consumer group processed each message (ascending msg_id), 0
+    for all in a run without consumers; processed ids not among the messages are left out."""
+    consumed = np.zeros(len(msg_id), dtype=np.int64)
+    if not run.has_group or not len(msg_id):
+        return consumed
+    ids = processed_table(run.run_dir)["msg_id"].drop_null().to_numpy().astype(np.int64)
+    at = np.minimum(np.searchsorted(msg_id, ids), len(msg_id) - 1)
+    np.add.at(consumed, at[msg_id[at] == ids], 1)
+    return consumed

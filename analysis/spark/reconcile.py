@@ -29,10 +29,11 @@ from pyspark.sql import SparkSession
 
 from analysis.checks.attribution import attribute
 from analysis.checks.availability import price_of_safety
+from analysis.checks.check import RunFacts, RunInput
 from analysis.checks.consumers import TIMELINE_COUNTS, TIMELINE_LAG, has_consumer_journals
 from analysis.checks.liveness import TIMELINE_LIVENESS
-from analysis.checks.messages import RunFacts, RunInput, check_run
 from analysis.checks.messages.facts import CHUNK_ROWS
+from analysis.checks.run import check_run, with_check
 from analysis.model.anomalies import ANOMALY_NAMES, COUNT_NAMES, CountName, loss_of
 from analysis.model.attribution import Attribution, MissingMessage
 from analysis.model.availability import Availability
@@ -45,7 +46,7 @@ from analysis.model.results import (
     RunStatus,
     TimelineSecond,
 )
-from analysis.spark.messages import check_in_spark
+from analysis.spark.message_check import DataFrameMessages
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.found import find_run_dirs, unrun_under
@@ -171,8 +172,10 @@ def reconcile(
         else:
             whole.append((inspected.run_id, run))
     answers = _check_all(spark, whole)
+    # The same checks, the message check's DataFrame implementation in place of its own.
+    in_dataframes = partial(check_run, checks=with_check(DataFrameMessages(spark)))
     for run_id, run in large.items():  # one run at a time: a failure stays its own
-        answers[run_id] = _answer_of(run, partial(check_in_spark, spark))
+        answers[run_id] = _answer_of(run, in_dataframes)
     return [_result(run, answers.get(run.run_id)) for run in runs]
 
 
