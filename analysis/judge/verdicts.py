@@ -59,8 +59,10 @@ __all__ = [
 
 
 def read_evidence_by_run(results: Iterable[RunResult]) -> dict[str, RunEvidence]:
-    """The evidence (typed events) of each result's run dir, keyed by its `run_dir`."""
-    return {r.run_dir: RunEvidence.read(r.run_dir) for r in results}
+    """The evidence (typed events) of each result's run dir, keyed by its `run_dir`: the events
+    reconcile parsed and carried with the result, read from the run dir only for a result
+    without them."""
+    return {r.run_dir: r.evidence or RunEvidence.read(r.run_dir) for r in results}
 
 
 # ---------------------------------------------------------------------------------------------

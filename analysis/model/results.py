@@ -13,6 +13,7 @@ from typing import Any, Final, TypedDict
 from analysis.model.anomalies import EXAMPLE_FIELDS, AnomalyName, Counts
 from analysis.model.attribution import Attribution
 from analysis.model.availability import Availability, AvailabilityJson
+from analysis.model.evidence import RunEvidence
 from harness.rundir.config import CellConfig
 from harness.rundir.records import STATUSES
 
@@ -223,6 +224,9 @@ class RunResult:
     attribution: Attribution | None = None  # where missing messages still are
     availability: Availability | None = None  # the price of safety (analysis.checks.availability)
     availability_error: str | None = None  # why `availability` is None, when it was tried
+    # The run's events as reconcile parsed them, carried to the judge so events.jsonl is read
+    # once per run; never serialised (None: a result read back, or made by hand).
+    evidence: RunEvidence | None = field(default=None, compare=False, repr=False)
 
     def origin_us(self) -> float | None:
         """Epoch µs of t=0, the timeline's origin; None without a timeline."""

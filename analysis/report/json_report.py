@@ -243,7 +243,7 @@ def _cell_json(
                 "acked": r.acked,
                 "loss_rate": r.loss_rate,
                 **_availability_json(r.run_dir, results_by_run),
-                **_clients_json(r.run_dir),
+                **_clients_json(r.run_dir, results_by_run),
             }
             for r in cell.repetitions
         ],
@@ -253,12 +253,16 @@ def _cell_json(
     return data
 
 
-def _clients_json(run_dir: str) -> ClientsJson:
+def _clients_json(
+    run_dir: str, results_by_run: Mapping[str, RunResult] | None = None
+) -> ClientsJson:
     """The repetition's producer client with the settings it ran with, defaults resolved (its
     client_config event), and its consumer group's client and settings (its `consumers`
-    event); each None when the run recorded none, both None when it cannot be read."""
+    event); each None when the run recorded none, both None when it cannot be read. The events
+    are those its result carries from reconcile, read from the run dir only without them."""
+    result = None if results_by_run is None else results_by_run.get(run_dir)
     try:
-        evidence = RunEvidence.read(run_dir)
+        evidence = result.evidence if result and result.evidence else RunEvidence.read(run_dir)
     except (OSError, ValueError):
         return {"client": None, "members": None}
     config, group = evidence.client_config, evidence.consumers

@@ -386,6 +386,7 @@ def _blank_result(run: _RunDir, status: RunStatus, error: str | None) -> RunResu
         axes=dict(spec.axes),
         status=status,
         error=error,
+        evidence=run.evidence,
     )
 
 
