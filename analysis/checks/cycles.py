@@ -20,6 +20,12 @@ graph keeps every kind of a pair, so a read along a write edge still closes a G1
 class counts the transactions of its strongly connected components (networkx), each component
 reported with one shortest cycle through it as its witness: for G1c, through a wr edge inside
 it.
+
+The edges are found with numpy; only those a cycle can use become a networkx graph: a cycle
+needs an edge going back in transaction numbers, so it lies in the spans the edges going back
+cover (`_cyclic_spans`). In a producer's run those are the anomalies' few transactions, so a
+million-transaction history costs a sort of its records, not a graph of millions of edges
+(bench/checks_bench.py).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ def cycle_facts(
 ) -> CycleFacts:
     """G0 and G1c over the committed transactions, the read-back's records being (`msg_id`,
     `partition`, `offset`) (each record once, any order; a msg_id < 0: not the producer's)."""
-    graph = dependency_graph(txns, msg_id, partition, offset, reads)
+    graph = dependency_graph(txns, msg_id, partition, offset, reads, cyclic_only=True)
     ww = graph.edge_subgraph([(u, v) for u, v, kinds in graph.edges(data="kinds") if WW in kinds])
     g0 = tuple(_components(ww, WW))
     return CycleFacts(g0=g0, g1c=tuple(_components(graph, WR)))
@@ -77,28 +83,105 @@ def dependency_graph(
     partition: np.ndarray,
     offset: np.ndarray,
     reads: TxnReads | None,
+    *,
+    cyclic_only: bool = False,
 ) -> nx.DiGraph:
     """The committed transactions' graph (nodes: transaction numbers; each edge's `kinds`: its
-    kinds, ww or wr, each with the label of the first edge of that kind found for the pair)."""
+    kinds, ww or wr, each with the label of the first edge of that kind found for the pair);
+    with `cyclic_only`, only its edges inside the spans a cycle can lie in (`_cyclic_spans`),
+    which hold every cycle and so every cyclic component whole."""
+    edges = _edges(txns, msg_id, partition, offset, reads)
+    if cyclic_only:
+        edges = edges[:, _inside_one_span(edges[0], edges[1], *_cyclic_spans(edges[0], edges[1]))]
     graph = nx.DiGraph()
+    for source, target, kind, a, b in edges.T.tolist():
+        if kind == _WW:
+            _add(graph, source, target, WW, f"p{a}@{b}")
+        else:
+            _add(graph, source, target, WR, f"m{a}")
+    return graph
+
+
+_WW, _WR = 0, 1  # the kind row of _edges
+
+
+def _edges(
+    txns: Transactions,
+    msg_id: np.ndarray,
+    partition: np.ndarray,
+    offset: np.ndarray,
+    reads: TxnReads | None,
+) -> np.ndarray:
+    """Every edge in the order the graph takes them (ww in partition and offset order, then wr
+    in read order), as rows source, target, kind (_WW or _WR) and its label's numbers
+    (partition and offset of a ww edge's target record; a wr edge's msg_id and -1)."""
     committed = txns.outcome == COMMITTED
     at = txns.of(np.where(msg_id >= 0, msg_id, -1))
     mine = at >= 0
     mine[mine] = committed[at[mine]]
     order = np.lexsort((offset[mine], partition[mine]))
-    node = txns.txn[at[mine][order]]
-    p, o = partition[mine][order], offset[mine][order]
+    node = txns.txn[at[mine][order]].astype(np.int64)
+    p, o = partition[mine][order].astype(np.int64), offset[mine][order].astype(np.int64)
     step = np.flatnonzero((p[1:] == p[:-1]) & (node[1:] != node[:-1]))
-    for i in step.tolist():
-        _add(graph, int(node[i]), int(node[i + 1]), WW, f"p{p[i + 1]}@{o[i + 1]}")
-    if reads is not None:
-        number = {int(t): i for i, t in enumerate(txns.txn.tolist())}
-        writer = txns.of(reads.msg_id).tolist()
-        for w, t, m in zip(writer, reads.txn.tolist(), reads.msg_id.tolist(), strict=True):
-            r = number.get(int(t), -1)
-            if w >= 0 and r >= 0 and w != r and committed[w] and committed[r]:
-                _add(graph, int(txns.txn[w]), int(t), WR, f"m{m}")
-    return graph
+    ww = np.stack([node[step], node[step + 1], np.full(len(step), _WW), p[step + 1], o[step + 1]])
+    if reads is None:
+        return ww
+    writer = txns.of(reads.msg_id)
+    reader = _index_of(txns.txn, reads.txn)
+    kept = (writer >= 0) & (reader >= 0) & (writer != reader)
+    kept[kept] = committed[writer[kept]] & committed[reader[kept]]
+    n = int(np.count_nonzero(kept))
+    wr = np.stack(
+        [
+            txns.txn[writer[kept]].astype(np.int64),
+            reads.txn[kept].astype(np.int64),
+            np.full(n, _WR),
+            reads.msg_id[kept].astype(np.int64),
+            np.full(n, -1),
+        ]
+    )
+    return np.concatenate([ww, wr], axis=1)
+
+
+def _index_of(numbers: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The index of each wanted transaction number among `numbers`, -1 for none."""
+    if not len(numbers):
+        return np.full(len(wanted), -1, dtype=np.int64)
+    order = np.argsort(numbers, kind="stable")
+    at = np.minimum(np.searchsorted(numbers, wanted, sorter=order), len(numbers) - 1)
+    found = numbers[order[at]] == wanted
+    return np.where(found, order[at], -1)
+
+
+def _cyclic_spans(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The spans [low, high] of transaction numbers a cycle can lie in: the edges going back
+    (source > target), each covering [target, source], merged where they overlap or touch.
+    A cycle from its lowest number up to its highest and back down has every step between
+    them crossed by an edge going back, so it lies inside one span (a producer's transactions
+    in order: an edge goes back only at an anomaly, and the spans are few and short)."""
+    back = source > target
+    low, high = target[back], source[back]
+    order = np.argsort(low, kind="stable")
+    low, high = low[order], high[order]
+    if not len(low):
+        return low, high
+    reach = np.maximum.accumulate(high)
+    first = np.flatnonzero(np.concatenate([[True], low[1:] > reach[:-1]]))
+    return low[first], np.maximum.reduceat(high, first)
+
+
+def _inside_one_span(
+    source: np.ndarray, target: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """Whether each edge's two ends lie inside one span (spans ascending and disjoint)."""
+    if not len(low):
+        return np.zeros(len(source), dtype=bool)
+    span = np.searchsorted(low, source, "right") - 1
+    within = span >= 0
+    for end in (source, target):
+        within &= end <= high[np.maximum(span, 0)]
+    within &= span == np.searchsorted(low, target, "right") - 1
+    return within
 
 
 def _add(graph: nx.DiGraph, source: int, target: int, kind: str, label: str) -> None:
