@@ -335,15 +335,29 @@ def judge_duplicates(counts: Counts, examples: Examples, guarantee: Guarantee) -
 
 
 def judge_order(counts: Counts, examples: Examples, guarantee: Guarantee) -> list[Finding]:
-    """Reordering is a violation when order is guaranteed, a counted legal anomaly otherwise."""
+    """Reordering is a violation when order is guaranteed, a counted legal anomaly otherwise;
+    so is each class JUDGED_BY the order rule."""
     name = AnomalyName.REORDERED
+    others = judge_by_order_rule(counts, examples, guarantee)
     reordered = counts[name]
     if reordered == 0:
-        return []
+        return others
     ids = _example_text(examples, name)
     what = f"{reordered} reordered (read order differs from send order per key{ids})"
     hit = _Hit(name, what, _shown(examples, name), Verdict.PASS)
-    return [hit.judged(guarantee.order, "guaranteed", guarantee.order_citation, "reordering")]
+    order = hit.judged(guarantee.order, "guaranteed", guarantee.order_citation, "reordering")
+    return [order, *others]
+
+
+def judge_by_order_rule(counts: Counts, examples: Examples, guarantee: Guarantee) -> list[Finding]:
+    """Each non-zero class JUDGED_BY the order rule: a violation where Kafka guarantees order
+    per partition, counted and allowed where it does not, UNKNOWN where nothing is documented."""
+    findings = []
+    for name in (n for n, rule in JUDGED_BY.items() if rule == "order" and counts.get(n)):
+        hit = _Hit(name, _describe(counts, examples, (name,)), _shown(examples, name), Verdict.PASS)
+        label = anomaly(name).label
+        findings.append(hit.judged(guarantee.order, "guaranteed", guarantee.order_citation, label))
+    return findings
 
 
 # Anomalies the doc calls legal, or that say more about the harness than about Kafka: noted.
