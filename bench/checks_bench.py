@@ -286,15 +286,17 @@ class Line:
     baseline_s: float
     found: dict[str, int]
     expected: dict[str, int]
+    expected_by: str = "planted"  # or "reference": the pyarrow reference's counts
 
     def text(self) -> str:
         """The line of the table, and the counts beside it."""
         txn_rate = f"{self.txns / self.seconds:>12,.0f}" if self.txns else f"{'-':>12}"
         found = " ".join(f"{k}={self.found.get(k)}" for k in self.expected)
         wanted = " ".join(f"{k}={v}" for k, v in self.expected.items())
-        agree = "" if self.agrees else f"  MISMATCH: planted {wanted}"
+        agree = "" if self.agrees else f"  MISMATCH: {self.expected_by} {wanted}"
         return (
-            f"{self.check:<13} {self.txns:>10,} {self.records:>11,} {self.seconds:>8.2f} "
+            f"{self.check:<13} {f'{self.txns:,}' if self.txns else '-':>10} {self.records:>11,} "
+            f"{self.seconds:>8.2f} "
             f"{txn_rate} {self.records / self.seconds:>12,.0f} "
             f"{self.seconds / self.baseline_s:>8.1f}x  found {found}{agree}"
         )
@@ -337,7 +339,7 @@ def message_line(rows: int, tmp: Path) -> Line:
         "duplicated": found[AnomalyName.DUPLICATED],
         "offset_divergent": found[AnomalyName.OFFSET_DIVERGENT],
     }
-    return Line("messages", 0, rows, seconds, reference_s, summed, reference)
+    return Line("messages", 0, rows, seconds, reference_s, summed, reference, "reference")
 
 
 def main(argv: list[str] | None = None) -> int:
