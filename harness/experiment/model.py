@@ -26,6 +26,7 @@ from pydantic import (
 from harness.chaos.conditions import Condition, parse_condition
 from harness.chaos.faults import FAULT_TYPES, FaultParams, NoParams
 from harness.experiment.clients import ClientField, ClientSpec
+from harness.experiment.families import DEFAULT_FAMILIES, FAMILY_NAMES
 from harness.experiment.fields import (
     BOUND_TARGET,
     HEAL,
@@ -70,6 +71,7 @@ from harness.limits import (
     number,
     optional_number,
     optional_whole,
+    shown,
     whole,
 )
 from harness.platform.versions import Feature, Mode, default_mode, lacks
@@ -84,6 +86,16 @@ __all__ = [
     "WorkloadSpec",
     "workload_duration_s",
 ]
+
+
+def _check_family(value: str) -> str:
+    if value not in FAMILY_NAMES:
+        raise ValueError(f"unknown fault family {shown(value)}; use {', '.join(FAMILY_NAMES)}")
+    return value
+
+
+FamilyName = Annotated[str, AfterValidator(_check_family)]
+Weight = Annotated[number, at_least(0), at_most(1_000_000, "a relative weight")]
 
 # --- the model ---------------------------------------------------------------------------------
 
@@ -316,26 +328,35 @@ class FaultStep(_Section):
 
 
 class FaultGenerator(_Section):
-    """A random schedule: exponential gaps, uniform kinds, targets and durations.
+    """A random schedule, in one of two modes.
 
+    uniform: exponential gaps, uniform kinds (`faults`), targets (`targets`) and durations
+    (`duration_s`). generic: each step drawn from a fault family (families.py; `families`
+    allowed, `weights` between them), its kind, target role, partition, params, and duration
+    and hold lengths drawn around the cell's own timeouts (timeouts.py, generic.py).
     The gaps (from one fault's heal to the next fault) have the mean `mean_interval_s`, or
     the mean that keeps a fault in force `duty_cycle` of the time on average (one of the two:
-    a rule in soak.py).
+    a rule in soak.py; uniform mode only).
     """
 
+    mode: Literal["uniform", "generic"] = "uniform"
     mean_interval_s: Annotated[Seconds | None, Field(gt=0)] = None
     duty_cycle: Annotated[
         optional_number,
         at_least(0, exclusive=True),
         at_most(1, "the fraction of the workload's time a fault is in force"),
     ] = None
-    faults: list[FaultName] = Field(min_length=1)
-    targets: list[Target] = Field(min_length=1)
-    duration_s: tuple[Seconds, Seconds]
+    faults: list[FaultName] = Field(default_factory=list)  # uniform: required (rules.py)
+    targets: list[Target] = Field(default_factory=list)  # uniform: required (rules.py)
+    duration_s: tuple[Seconds, Seconds] | None = None  # uniform: required (rules.py)
     partition: PartitionIndex = 0
     # The params of every drawn step of a kind, e.g. {delay: {direction: in, delay_ms: 6000}}
     # (a kind left out runs with its defaults); checked as a schedule step's params are.
     params: dict[FaultName, RawDocument] = Field(default_factory=dict)
+    # generic: the families drawn (None: every one but corruption) and their relative weights
+    # (a family left out weighs 1).
+    families: Annotated[list[FamilyName] | None, Field(min_length=1)] = None
+    weights: dict[FamilyName, Weight] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _params_of_drawn_kinds(self) -> FaultGenerator:
@@ -352,20 +373,27 @@ class FaultGenerator(_Section):
         return self
 
     @property
+    def allowed_families(self) -> tuple[str, ...]:
+        """The families a generic generator may draw from: `families`, else the default."""
+        return tuple(dict.fromkeys(self.families)) if self.families else DEFAULT_FAMILIES
+
+    @property
     def mean_gap_s(self) -> float:
         """The mean gap between a heal and the next fault: mean_interval_s, or what duty_cycle
         makes it, mean duration x (1 - duty_cycle) / duty_cycle, so that the mean duration
         over the mean duration plus the mean gap is duty_cycle (0 for 1: back to back)."""
         if self.mean_interval_s is not None:
             return self.mean_interval_s
-        if self.duty_cycle is None:
+        if self.duty_cycle is None or self.duration_s is None:
             raise ValueError("faults.generate needs mean_interval_s or duty_cycle")
         low, high = self.duration_s
         return (low + high) / 2 * (1 - self.duty_cycle) / self.duty_cycle
 
     @field_validator("duration_s")
     @classmethod
-    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+    def _ordered(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is None:
+            return value
         low, high = value
         if not 0 < low <= high:
             raise ValueError(f"must be [min, max] with 0 < min <= max (got [{low:g}, {high:g}])")

@@ -18,6 +18,7 @@ from harness.experiment.fields import (
     TOPIC_KEY_FIELDS,
     Scalar,
 )
+from harness.experiment.generic import generic_schedule
 from harness.experiment.matrix import Cell
 from harness.experiment.model import Experiment, FaultGenerator, FaultStep, workload_duration_s
 from harness.experiment.problems import spec_error
@@ -43,6 +44,8 @@ __all__ = [
 def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> list[FaultStep]:
     steps: list[FaultStep] = []
     clock = 0.0  # when the previous fault is healed; the next one starts after it
+    if plan.duration_s is None:  # validation requires it in this mode
+        raise ValueError("faults.generate.duration_s is required in mode uniform")
     low, high = plan.duration_s
     mean_gap_s = plan.mean_gap_s
     while True:
@@ -78,6 +81,8 @@ def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
         raise spec_error(cell.spec._source, rule_problems(cell.spec))
     if faults.generate is None:
         return expand_repeats(faults.schedule, horizon_s)
+    if faults.generate.mode == "generic":
+        return generic_schedule(cell.spec, faults.generate, horizon_s, random.Random(seed))
     return _generated(faults.generate, horizon_s, random.Random(seed))
 
 

@@ -377,8 +377,32 @@ def _heal_rules(
         yield where, "a heal step takes no duration_s and no `as`; it ends at once"
 
 
+def _mode_rules(plan: FaultGenerator, where: str) -> Iterator[Problem]:
+    """What each mode needs and refuses: uniform draws from its lists, generic from families."""
+    own = {
+        "uniform": ("faults", "targets", "duration_s", "params"),
+        "generic": ("families", "weights"),
+    }
+    if plan.mode == "uniform":
+        for field in ("faults", "targets", "duration_s"):
+            if not getattr(plan, field):
+                yield f"{where}.{field}", "required (or mode: generic, which draws every family)"
+    for field in own["generic" if plan.mode == "uniform" else "uniform"]:
+        if getattr(plan, field):  # given (a dumped spec writes the empty defaults too)
+            yield f"{where}.{field}", f"is not used by mode: {plan.mode}; remove it"
+    if plan.mode == "generic":
+        if plan.duty_cycle is not None:
+            reason = "mode generic draws durations from the cell's timeouts: use mean_interval_s"
+            yield f"{where}.duty_cycle", reason
+        elif plan.mean_interval_s is None:
+            yield f"{where}.mean_interval_s", "required: the mean gap in s between faults"
+        if not any(plan.weights.get(f, 1) > 0 for f in plan.allowed_families):
+            yield f"{where}.weights", "every allowed family weighs 0; give one a positive weight"
+
+
 def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem]:
     where = "faults.generate"
+    yield from _mode_rules(plan, where)
     if HEAL in plan.faults:
         yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
     yield from _fault_target_rules(
@@ -395,8 +419,9 @@ def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem
             "workload.rate together with workload.count"
         )
         yield where, reason
-    yield from duty_problems(plan, horizon)
-    if horizon is not None and plan.duration_s[0] >= horizon:
+    if plan.mode == "uniform":
+        yield from duty_problems(plan, horizon)
+    if horizon is not None and plan.duration_s and plan.duration_s[0] >= horizon:
         reason = (
             f"the shortest fault ({plan.duration_s[0]:g} s) does not fit in the workload "
             f"({horizon:g} s); shorten the faults or lengthen the workload"

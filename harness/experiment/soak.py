@@ -167,8 +167,8 @@ def duty_problems(plan: FaultGenerator, horizon_s: float | None) -> Iterator[Pro
         )
         yield f"{where}.mean_interval_s", reason
         return
-    if horizon_s is None:
-        return  # rules.py says that a generated schedule needs a time bound
+    if horizon_s is None or plan.duration_s is None:
+        return  # rules.py says that a generated schedule needs a time bound, and durations
     low, high = plan.duration_s
     expected = horizon_s / (plan.mean_gap_s + (low + high) / 2)
     if expected > MAX_SCHEDULED_FAULTS:

@@ -210,10 +210,9 @@ def _images_for(args: argparse.Namespace, settings: Settings, cells) -> dict:
 def _fault_types(cell) -> list:
     """The fault types a cell's schedule or generator may inject (heal steps are none)."""
     from harness.chaos.faults import FAULT_TYPES
+    from harness.experiment.generic import drawable_kinds
 
-    faults = cell.spec.faults
-    names = [step.fault for step in faults.schedule]
-    names += faults.generate.faults if faults.generate else []
+    names = [step.fault for step in cell.spec.faults.schedule] + drawable_kinds(cell.spec)
     return [FAULT_TYPES[name] for name in names if name in FAULT_TYPES]
 
 

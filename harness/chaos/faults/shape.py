@@ -70,21 +70,34 @@ FROM_MEANING = (
     "controllers, clients (as `to` is for direction: out)"
 )
 # The Kafka requests a held connection may be chosen by (their API keys, from Kafka's protocol
-# guide): the ones a client sends that a late arrival can matter for.
+# guide): those a client sends, those brokers send each other (replication, transaction
+# markers) and those of the metadata quorum (KRaft's votes and fetches, brokers' heartbeats and
+# ISR changes): the ones a late arrival can matter for.
 REQUESTS: dict[str, int] = {
     "Produce": 0,
     "Fetch": 1,
+    "ListOffsets": 2,
     "Metadata": 3,
     "OffsetCommit": 8,
+    "OffsetFetch": 9,
     "FindCoordinator": 10,
     "JoinGroup": 11,
     "Heartbeat": 12,
+    "LeaveGroup": 13,
     "SyncGroup": 14,
     "InitProducerId": 22,
+    "OffsetForLeaderEpoch": 23,
     "AddPartitionsToTxn": 24,
     "AddOffsetsToTxn": 25,
     "EndTxn": 26,
+    "WriteTxnMarkers": 27,
     "TxnOffsetCommit": 28,
+    "Vote": 52,
+    "BeginQuorumEpoch": 53,
+    "EndQuorumEpoch": 54,
+    "AlterPartition": 56,
+    "BrokerRegistration": 62,
+    "BrokerHeartbeat": 63,
 }
 
 

@@ -1,0 +1,204 @@
+"""The fault families the generic nemesis draws from: every fault kind of the registry, grouped
+by the layer it acts on.
+
+A family is what an experiment file weighs and allows (`faults.generate.families`, `weights`);
+generic.py draws each step's kind, target, timings and params within a family. This module is
+data only: the model validates family names against it, generic.py draws from it, and
+tests/unit/test_generic_nemesis.py holds every registry kind to exactly one family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "DEFAULT_FAMILIES",
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "KIND_TARGETS",
+    "REQUEST_PATHS",
+    "Family",
+    "RequestPath",
+    "family_of",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family: the fault kinds it draws and the target roles each step may aim at."""
+
+    name: str
+    meaning: str
+    kinds: tuple[str, ...]
+    targets: tuple[str, ...]
+
+
+# The roles a fault on one or more nodes may aim at; the validator drops those the cell lacks
+# (a coordinator without transactions, a controller follower in zookeeper mode, ...).
+NODE_ROLES: Final = (
+    "leader",
+    "follower",
+    "followers",
+    "successor",
+    "controller",
+    "controller-follower",
+    "txn-coordinator",
+    "group-coordinator",
+    "random",
+)
+
+FAMILIES: Final[tuple[Family, ...]] = (
+    Family(
+        "process",
+        "the broker process killed (SIGKILL), stopped (SIGTERM, controlled shutdown) or paused",
+        ("kill", "stop", "pause"),
+        NODE_ROLES,
+    ),
+    Family(
+        "partition",
+        "the target cut off from the other brokers, from the metadata quorum, or from everyone",
+        ("partition",),
+        NODE_ROLES,
+    ),
+    Family(
+        "requests",
+        "requests chosen by Kafka API key held on arrival at the target, on the client, "
+        "broker-to-broker or controller path, on a share of the connections",
+        ("delay",),
+        tuple(
+            [
+                "leader",
+                "follower",
+                "controller",
+                "controller-follower",
+                "txn-coordinator",
+                "group-coordinator",
+            ]
+        ),
+    ),
+    Family(
+        "packets",
+        "the target's packets delayed, reordered, duplicated or dropped, to one kind of peer, "
+        "or its bandwidth cut",
+        ("delay", "reorder", "duplicate", "loss", "slow"),
+        NODE_ROLES,
+    ),
+    Family(
+        "disk",
+        "the target's log directory slow, failing fsync, or full",
+        ("slow-disk", "fsync-error", "disk-full"),
+        NODE_ROLES,
+    ),
+    Family(
+        "crash",
+        "power loss: the target's unsynced writes undone (whole or torn) before SIGKILL, or "
+        "every broker killed or powered off at once",
+        ("lose-unsynced", "torn-write", "kill-all", "power-loss"),
+        NODE_ROLES,
+    ),
+    Family(
+        "membership",
+        "the replica set or the KRaft quorum changed: a replica dropped or moved, a controller "
+        "removed (dynamic quorum), a rolling restart",
+        ("reassign", "remove-controller", "rolling-restart"),
+        ("leader", "follower", "controller", "controller-follower", "all"),  # by KIND_TARGETS
+    ),
+    Family(
+        "consumers",
+        "a member of the workload's consumer group killed, paused or made to rebalance",
+        ("consumer-kill", "consumer-pause", "consumer-rebalance"),
+        ("consumer",),
+    ),
+    Family(
+        "corruption",
+        "a log file's tail cut or one bit flipped (not drawn unless listed: its outcome is not "
+        "a documented guarantee)",
+        ("truncate", "flip"),
+        NODE_ROLES,
+    ),
+)
+FAMILY_NAMES: Final = tuple(family.name for family in FAMILIES)
+# The kinds whose targets are not their family's: a whole-cluster fault aims at `all`, a
+# reassignment at the partition's replicas, a quorum change at one controller.
+KIND_TARGETS: Final[dict[str, tuple[str, ...]]] = {
+    "kill-all": ("all",),
+    "power-loss": ("all",),
+    "rolling-restart": ("all",),
+    "reassign": ("leader", "follower"),
+    "remove-controller": ("controller", "controller-follower"),
+}
+# The families drawn when the file lists none: all but corruption, which no guarantee covers.
+DEFAULT_FAMILIES: Final = tuple(name for name in FAMILY_NAMES if name != "corruption")
+
+
+@dataclass(frozen=True)
+class RequestPath:
+    """One path requests travel: who sends them (the shaper's `from`), the roles they arrive at
+    and the API keys (shape.REQUESTS names) that travel it."""
+
+    name: str
+    senders: tuple[str, ...]
+    targets: tuple[str, ...]
+    requests: tuple[str, ...]
+
+
+REQUEST_PATHS: Final[tuple[RequestPath, ...]] = (
+    RequestPath(
+        "client-to-broker",
+        ("clients",),
+        ("leader", "follower", "txn-coordinator", "group-coordinator"),
+        tuple(
+            [
+                "Produce",
+                "Fetch",
+                "ListOffsets",
+                "Metadata",
+                "OffsetCommit",
+                "OffsetFetch",
+                "FindCoordinator",
+                "JoinGroup",
+                "Heartbeat",
+                "LeaveGroup",
+                "SyncGroup",
+                "InitProducerId",
+                "AddPartitionsToTxn",
+                "AddOffsetsToTxn",
+                "EndTxn",
+                "TxnOffsetCommit",
+            ]
+        ),
+    ),
+    RequestPath(
+        "broker-to-broker",
+        ("brokers",),
+        ("leader", "follower", "txn-coordinator", "group-coordinator"),
+        ("Fetch", "OffsetForLeaderEpoch", "WriteTxnMarkers", "AddPartitionsToTxn"),
+    ),
+    RequestPath(
+        "controller",
+        ("brokers", "controllers"),
+        ("controller", "controller-follower"),
+        tuple(
+            [
+                "Fetch",
+                "Vote",
+                "BeginQuorumEpoch",
+                "EndQuorumEpoch",
+                "AlterPartition",
+                "BrokerRegistration",
+                "BrokerHeartbeat",
+            ]
+        ),
+    ),
+)
+
+
+def family_of(kind: str, params: dict[str, object] | None = None) -> str:
+    """The family a step of `kind` belongs to; a delay with `requests` is the requests family."""
+    if kind == "delay":
+        return "requests" if (params or {}).get("requests") else "packets"
+    for family in FAMILIES:
+        if kind in family.kinds:
+            return family.name
+    raise KeyError(f"fault {kind!r} is in no family")

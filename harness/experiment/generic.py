@@ -1,0 +1,239 @@
+"""The generic nemesis (`faults.generate` with `mode: generic`): a seeded schedule whose every
+step is drawn from a fault family, at a target chosen by role, timed around the cell's timeouts.
+
+Each step: an exponential gap after the previous heal (mean `mean_interval_s`), a family by the
+weights among those allowed that the cell can run, a kind and a target role of that family,
+a partition of the topic, the kind's params, and a duration, and for a hold a hold length,
+drawn within a band (below, at or above: timeouts.BANDS) of one of the cell's timeouts
+(timeouts.cell_timeouts). What the cell cannot run is never drawn: every (kind, target) pair
+and every drawn step passes the same validation as a step written in the file (rules.py), and
+a step that fails it (one that would outlast the workload) is drawn again, a bounded number
+of times. The same cell and seed give the same schedule.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+from harness.chaos.faults.disk import MAX_DISK_DELAY_MS
+from harness.chaos.faults.shape import MAX_DELAY_MS, PEERS
+from harness.experiment.families import FAMILIES, KIND_TARGETS, REQUEST_PATHS, RequestPath
+from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.model import Experiment, FaultGenerator, FaultStep
+from harness.experiment.rules import rule_problems
+from harness.experiment.soak import MAX_SCHEDULED_FAULTS
+from harness.experiment.timeouts import BANDS, Timeout, cell_timeouts
+from harness.platform.versions import Mode
+
+__all__ = [
+    "ATTEMPTS",
+    "Menu",
+    "drawable_kinds",
+    "generic_schedule",
+    "step_menu",
+    "step_problems",
+]
+
+ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
+CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
+# Requests only some workloads send; the others are left out of a cell without them.
+TRANSACTIONAL: Final = frozenset({
+    "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
+    "WriteTxnMarkers",
+})  # fmt: skip
+GROUP: Final = frozenset(
+    {"OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup"}
+)
+KRAFT_ONLY: Final = frozenset(
+    {"Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "BrokerRegistration", "BrokerHeartbeat"}
+)
+
+Menu = dict[str, tuple[tuple[str, str], ...]]  # family -> the (kind, target) pairs it may draw
+
+
+def step_problems(spec: Experiment, step: FaultStep) -> list[tuple[str, str]]:
+    """What validation says of `step` as the one step of the cell's schedule (the file's own
+    rules: targets the cell has, faults its quorum, disk and workload allow, an end before the
+    workload's)."""
+    faults = spec.faults.model_copy(update={"schedule": [step], "generate": None})
+    alone = spec.model_copy(update={"faults": faults})
+    return [(path, why) for path, why in rule_problems(alone) if path.startswith("faults.")]
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """A cell's spec keyed by its JSON, so that its menu is worked out once."""
+
+    key: str
+    spec: Experiment = field(compare=False, hash=False)
+
+
+def step_menu(spec: Experiment) -> Menu:
+    """Every family's (kind, target) pairs that validation allows in this cell."""
+    return _menu(_Cell(spec.model_dump_json(), spec))
+
+
+def drawable_kinds(spec: Experiment) -> list[str]:
+    """The fault kinds the cell's generator may draw (what must be prepared before it runs)."""
+    plan = spec.faults.generate
+    if plan is None:
+        return []
+    if plan.mode == "uniform":
+        return list(plan.faults)
+    menu = step_menu(spec)
+    kinds = [kind for family in plan.allowed_families for kind, _ in menu[family]]
+    return list(dict.fromkeys(kinds))
+
+
+@lru_cache(maxsize=128)
+def _menu(cell: _Cell) -> Menu:
+    menu: Menu = {}
+    for family in FAMILIES:
+        pairs = []
+        for kind in family.kinds:
+            for target in KIND_TARGETS.get(kind, family.targets):
+                probe = FaultStep(at_s=0, fault=kind, target=target, duration_s=0.001)
+                if not step_problems(cell.spec, probe):
+                    pairs.append((kind, target))
+        menu[family.name] = tuple(pairs)
+    return menu
+
+
+def _timing_ms(timeouts: Sequence[Timeout], rng: random.Random) -> float:
+    """A length drawn within a band (below, at or above) of one of `timeouts`, in ms."""
+    timeout = rng.choice(timeouts)
+    low, high = rng.choice(BANDS).around(timeout.ms)
+    return rng.uniform(low, high)
+
+
+def _paths(spec: Experiment) -> list[tuple[RequestPath, tuple[str, ...]]]:
+    """The request paths of this cell, each with the requests its workload and mode send."""
+    workload = spec.workload
+    txn = workload.transactions
+    groups = bool(workload.consumers) or bool(txn and (txn.send_offsets or txn.reads))
+    kraft = spec.kafka.effective_mode() is not Mode.ZOOKEEPER
+    paths = []
+    for path in REQUEST_PATHS:
+        requests = tuple(
+            r
+            for r in path.requests
+            if (txn is not None or r not in TRANSACTIONAL)
+            and (groups or r not in GROUP)
+            and (kraft or r not in KRAFT_ONLY)
+        )
+        if requests:
+            paths.append((path, requests))
+    return paths
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """What one step's draw needs: the cell, its menu, timeouts and request paths."""
+
+    spec: Experiment
+    menu: Menu
+    timeouts: tuple[Timeout, ...]
+    paths: list[tuple[RequestPath, tuple[str, ...]]]
+
+    def hold_ms(self, rng: random.Random, cap: float) -> int:
+        """A hold length around the cell's timeouts, whole ms, at most `cap`."""
+        return int(min(_timing_ms(self.timeouts, rng), cap))
+
+    def params(self, kind: str, rng: random.Random) -> dict[str, Any]:
+        """The params of a `kind` step of the packets, partition, disk or membership family."""
+        if kind == "partition":
+            return {"mode": rng.choice(("from-brokers", "from-quorum", "full"))}
+        if kind == "delay":
+            return {"to": rng.choice(PEERS), "delay_ms": self.hold_ms(rng, MAX_DELAY_MS)}
+        if kind == "reorder":
+            return {"percent": rng.randint(10, 50), "delay_ms": self.hold_ms(rng, MAX_DELAY_MS)}
+        if kind == "duplicate":
+            return {"percent": rng.randint(5, 50), "to": rng.choice(PEERS)}
+        if kind == "loss":
+            return {"percent": rng.randint(10, 100), "to": rng.choice(PEERS)}
+        if kind == "slow":
+            return {"rate_kbit": rng.choice((64, 256, 1024))}
+        if kind == "slow-disk":
+            fsync_ms = self.hold_ms(rng, MAX_DISK_DELAY_MS)
+            return {"fsync_ms": fsync_ms, "write_ms": fsync_ms // 10}
+        if kind == "reassign":
+            return {"mode": rng.choice(("drop", "move"))}
+        return {}
+
+    def requests_step(self, rng: random.Random) -> tuple[str, dict[str, Any]] | None:
+        """(target, params) of a request hold: a path, a role it arrives at, the requests."""
+        targets = {target for _, target in self.menu["requests"]}
+        paths = [(p, r) for p, r in self.paths if targets & set(p.targets)]
+        if not paths:
+            return None
+        path, requests = rng.choice(paths)
+        target = rng.choice(sorted(targets & set(path.targets)))
+        chosen = rng.sample(requests, min(len(requests), rng.randint(1, 2)))
+        return target, {
+            "direction": "in",
+            "from": [rng.choice(path.senders)],
+            "requests": chosen,
+            "connections_percent": rng.choice(CONNECTION_SHARES),
+            "delay_ms": self.hold_ms(rng, MAX_DELAY_MS),
+        }
+
+    def step(self, family: str, at_s: float, rng: random.Random) -> FaultStep | None:
+        """One step of `family` starting at `at_s`; None when the family has no draw here."""
+        if family == "requests":
+            drawn = self.requests_step(rng)
+            if drawn is None:
+                return None
+            (target, params), kind = drawn, "delay"
+        else:
+            kind, target = rng.choice(self.menu[family])
+            params = self.params(kind, rng)
+        partitions = self.spec.topic.partitions
+        partition = rng.randrange(partitions) if target in PARTITION_TARGETS else 0
+        duration_s = max(round(_timing_ms(self.timeouts, rng) / 1000, 3), 0.001)
+        return FaultStep(
+            at_s=at_s,
+            fault=kind,
+            target=target,
+            partition=partition,
+            duration_s=duration_s,
+            params=params,
+        )
+
+
+def generic_schedule(
+    spec: Experiment, plan: FaultGenerator, horizon_s: float, rng: random.Random
+) -> list[FaultStep]:
+    """The generic nemesis' steps for the cell `spec` within `horizon_s`, drawn from `rng`:
+    each after an exponential gap from the previous heal, from the allowed families the cell
+    can run (by their weights), each step valid by the file's own rules."""
+    menu = step_menu(spec)
+    families = [f for f in plan.allowed_families if menu[f] and plan.weights.get(f, 1) > 0]
+    if not families:
+        return []
+    weights = [plan.weights.get(f, 1) for f in families]
+    draw = _Draw(spec, menu, cell_timeouts(spec), _paths(spec))
+    mean_gap_s = plan.mean_gap_s
+    steps: list[FaultStep] = []
+    clock = 0.0
+    while len(steps) < MAX_SCHEDULED_FAULTS:
+        at_s = round(clock + rng.expovariate(1.0 / mean_gap_s), 3)
+        if at_s >= horizon_s:
+            return steps
+        step = next(
+            (
+                s
+                for _ in range(ATTEMPTS)
+                if (s := draw.step(rng.choices(families, weights)[0], at_s, rng)) is not None
+                and not step_problems(spec, s)
+            ),
+            None,
+        )
+        if step is None or step.end_s is None:
+            return steps
+        steps.append(step)
+        clock = step.end_s
+    return steps

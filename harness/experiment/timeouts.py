@@ -1,0 +1,102 @@
+"""The cell's own timeouts, and the bands around them the generic nemesis draws its timings from.
+
+Each timeout is read from the cell's resolved settings (producer section and config, broker and
+controller config, the transactions section), with Kafka's default (or the harness's, where it
+sets one) when the file leaves it out. A fault that lasts a little less than a timeout, about
+as long, or a little longer is where the code paths that handle expiry race the ones that do
+not: the bands below, at and above each timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from harness.experiment.model import Experiment
+from harness.platform.versions import Mode
+
+__all__ = [
+    "BANDS",
+    "CONSUMER_SESSION_TIMEOUT_MS",
+    "Band",
+    "Timeout",
+    "cell_timeouts",
+]
+
+# The harness's consumer group members run with this session timeout (SESSION_TIMEOUT_MS of
+# harness/workload/consumer_group/librdkafka.py, which this layer may not import; a unit test
+# holds the two equal).
+CONSUMER_SESSION_TIMEOUT_MS: Final = 6000
+# Kafka's defaults of the broker and controller settings read below.
+BROKER_DEFAULTS_MS: Final = {
+    "replica.lag.time.max.ms": 30_000,
+    "broker.session.timeout.ms": 9_000,
+    "controller.quorum.election.timeout.ms": 1_000,
+    "controller.quorum.fetch.timeout.ms": 2_000,
+    "zookeeper.session.timeout.ms": 18_000,
+}
+SOCKET_TIMEOUT_MS: Final = 60_000  # librdkafka's and the Java client's socket.timeout.ms
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """One timeout of the cell: its setting's name and milliseconds."""
+
+    name: str
+    ms: float
+
+
+@dataclass(frozen=True)
+class Band:
+    """A band around a timeout, as factors of it: [low, high)."""
+
+    name: str
+    low: float
+    high: float
+
+    def around(self, timeout_ms: float) -> tuple[float, float]:
+        """The band's milliseconds around `timeout_ms`."""
+        return self.low * timeout_ms, self.high * timeout_ms
+
+
+BANDS: Final = (Band("below", 0.5, 0.9), Band("at", 0.9, 1.1), Band("above", 1.1, 2.0))
+
+
+def _ms(value: object, default: float) -> float:
+    """A setting's milliseconds from the file (a number or numeric text), else `default`."""
+    try:
+        number = float(str(value)) if value is not None else default
+    except ValueError:
+        return default
+    return number if number > 0 else default
+
+
+def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
+    """The timeouts of the cell `spec`, each once, in a fixed order: the producer's request,
+    delivery and socket timeouts, the broker's replica lag and session, the controller's
+    election and fetch (KRaft) or ZooKeeper's session, the transaction timeout (transactions)
+    and the consumer group's session (consumers). A 0 (no limit) is left out."""
+    producer, kafka = spec.producer, spec.kafka
+    servers = {**kafka.broker_config, **kafka.controller_config}
+    found = [
+        Timeout("request.timeout.ms", producer.request_timeout_ms),
+        Timeout("message.timeout.ms", producer.message_timeout_ms),
+        Timeout(
+            "socket.timeout.ms", _ms(producer.config.get("socket.timeout.ms"), SOCKET_TIMEOUT_MS)
+        ),
+    ]
+    names = ["replica.lag.time.max.ms"]
+    if kafka.effective_mode() is Mode.ZOOKEEPER:
+        names.append("zookeeper.session.timeout.ms")
+    else:
+        names += [
+            "broker.session.timeout.ms",
+            "controller.quorum.election.timeout.ms",
+            "controller.quorum.fetch.timeout.ms",
+        ]
+    found += [Timeout(name, _ms(servers.get(name), BROKER_DEFAULTS_MS[name])) for name in names]
+    if spec.workload.transactions is not None:
+        found.append(Timeout("transaction.timeout.ms", spec.workload.transactions.timeout_ms))
+    if spec.workload.consumers:
+        found.append(Timeout("session.timeout.ms", CONSUMER_SESSION_TIMEOUT_MS))
+    return tuple(timeout for timeout in found if timeout.ms > 0)

@@ -1,0 +1,234 @@
+"""The generic nemesis (faults.generate, mode: generic): seeded, valid for its cell by the file's
+own validation, drawn only from the allowed families, timed within the bands around the cell's
+timeouts, and weighted as asked. Checked against oracles written here, on generated cells."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.chaos.faults import FAULT_TYPES
+from harness.chaos.faults.shape import MAX_DELAY_MS
+from harness.experiment.families import DEFAULT_FAMILIES, FAMILIES, FAMILY_NAMES, family_of
+from harness.experiment.load import parse_experiment
+from harness.experiment.matrix import expand
+from harness.experiment.model import FaultStep
+from harness.experiment.plan import schedule_for
+from harness.experiment.problems import SpecError
+from harness.experiment.timeouts import CONSUMER_SESSION_TIMEOUT_MS
+
+# --- the oracle's own reading of a cell's timeouts (ms), from the document -------------------
+
+
+def timeouts_oracle(doc: dict[str, Any]) -> list[float]:
+    """Every timeout a step's timing may be drawn around, read from the document with Kafka's
+    (and the harness's) defaults."""
+    producer = doc.get("producer", {})
+    broker = doc.get("kafka", {}).get("broker_config", {})
+    workload = doc["workload"]
+    found = [
+        producer.get("request_timeout_ms", 5000),
+        producer.get("message_timeout_ms", 30000),
+        60000,  # socket.timeout.ms
+        float(broker.get("replica.lag.time.max.ms", 30000)),
+    ]
+    if doc.get("kafka", {}).get("mode") == "zookeeper":
+        found.append(18000)
+    else:
+        found += [9000, 1000, 2000]
+    if workload.get("transactions") is not None:
+        found.append(workload["transactions"].get("timeout_ms", 30000))
+    if workload.get("consumers"):
+        found.append(6000)
+    return [t for t in found if t > 0]
+
+
+def in_some_band(value_ms: float, timeouts: list[float], slack_ms: float = 1.0) -> bool:
+    return any(0.5 * t - slack_ms <= value_ms <= 2.0 * t + slack_ms for t in timeouts)
+
+
+# --- generated cells ---------------------------------------------------------------------------
+
+
+@st.composite
+def cells(draw: st.DrawFn) -> dict[str, Any]:
+    mode = draw(st.sampled_from(["kraft", "kraft-dedicated", "zookeeper"]))
+    kafka: dict[str, Any] = {"mode": mode, "version": "3.9.0" if mode == "zookeeper" else "4.3.1"}
+    if draw(st.booleans()):
+        kafka["broker_config"] = {"replica.lag.time.max.ms": draw(st.integers(2000, 40000))}
+    rf = draw(st.integers(1, 3))
+    workload: dict[str, Any] = {"rate": 100, "duration_s": draw(st.sampled_from([30, 120, 600]))}
+    transactional = draw(st.booleans())
+    message_timeout_ms = 60000
+    if transactional:
+        timeout_ms = draw(st.integers(5000, 60000))
+        workload["transactions"] = {"send_offsets": draw(st.booleans()), "timeout_ms": timeout_ms}
+        message_timeout_ms = timeout_ms  # librdkafka: at most the transaction timeout
+    elif draw(st.booleans()):
+        workload["consumers"] = 2
+    families = draw(
+        st.none() | st.lists(st.sampled_from(FAMILY_NAMES), min_size=1, max_size=4, unique=True)
+    )
+    generate: dict[str, Any] = {
+        "mode": "generic",
+        "mean_interval_s": draw(st.sampled_from([1, 5, 20])),
+    }
+    if families is not None:
+        generate["families"] = families
+    return {
+        "name": "generic",
+        "kafka": kafka,
+        "topic": {
+            "partitions": draw(st.integers(1, 4)),
+            "replication_factor": rf,
+            "min_insync_replicas": 1,
+        },
+        "producer": {
+            "request_timeout_ms": draw(st.integers(1000, 30000)),
+            "message_timeout_ms": message_timeout_ms,
+        },
+        "workload": workload,
+        "faults": {"generate": generate},
+    }
+
+
+def schedule_of(doc: dict[str, Any], seed: int) -> list[FaultStep]:
+    (cell,) = expand(parse_experiment(doc))
+    return schedule_for(cell, seed)
+
+
+SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_the_same_seed_draws_the_same_schedule(doc: dict[str, Any], seed: int) -> None:
+    assert schedule_of(doc, seed) == schedule_of(doc, seed)
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_every_schedule_is_valid_as_a_written_one(doc: dict[str, Any], seed: int) -> None:
+    """The drawn steps, written into the file as its explicit schedule, pass validation."""
+    steps = schedule_of(doc, seed)
+    written = {**doc, "faults": {"schedule": [s.model_dump(by_alias=True) for s in steps]}}
+    expand(parse_experiment(written))  # raises SpecError naming the step otherwise
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_steps_come_from_allowed_families_timed_around_the_cells_timeouts(
+    doc: dict[str, Any], seed: int
+) -> None:
+    allowed = set(doc["faults"]["generate"].get("families") or DEFAULT_FAMILIES)
+    timeouts = timeouts_oracle(doc)
+    horizon = doc["workload"]["duration_s"]
+    end = 0.0
+    for step in schedule_of(doc, seed):
+        params = step.params.model_dump(by_alias=True)
+        assert family_of(step.fault, params) in allowed
+        assert step.duration_s is not None and step.at_s is not None
+        assert in_some_band(step.duration_s * 1000, timeouts), step
+        assert end <= step.at_s and step.at_s + step.duration_s < horizon  # one at a time
+        end = step.at_s + step.duration_s
+        hold = params.get("fsync_ms") if step.fault == "slow-disk" else params.get("delay_ms")
+        if step.fault in ("delay", "reorder", "slow-disk"):
+            assert hold == MAX_DELAY_MS or in_some_band(hold, timeouts), step
+
+
+def test_a_family_the_cell_cannot_run_is_never_drawn() -> None:
+    """Without transactions or consumers: no coordinator target, no consumer fault; with a
+    static quorum, no controller removal."""
+    doc = {
+        "name": "plain",
+        "workload": {"rate": 100, "duration_s": 3000},
+        "faults": {"generate": {"mode": "generic", "mean_interval_s": 1}},
+    }
+    steps = [s for seed in range(3) for s in schedule_of(doc, seed)]
+    assert len(steps) > 100
+    assert not {s.target for s in steps} & {"txn-coordinator", "group-coordinator", "consumer"}
+    assert not {s.fault for s in steps} & {"remove-controller", "truncate", "flip"}
+    requested = {r for s in steps for r in getattr(s.params, "requests", [])}
+    assert "EndTxn" not in requested and "Produce" in requested
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_families_are_drawn_in_proportion_to_their_weights(seed: int) -> None:
+    doc = {
+        "name": "weights",
+        "workload": {"rate": 100, "duration_s": 40000},
+        "faults": {
+            "generate": {
+                "mode": "generic",
+                "mean_interval_s": 0.5,
+                "families": ["process", "packets"],
+                "weights": {"process": 3, "packets": 1},
+            }
+        },
+    }
+    drawn = Counter(family_of(s.fault, s.params.model_dump()) for s in schedule_of(doc, seed))
+    total = sum(drawn.values())
+    share = drawn["process"] / total
+    # Four standard deviations of a binomial share around 3/4.
+    assert total > 500 and abs(share - 0.75) < 4 * math.sqrt(0.75 * 0.25 / total), drawn
+    assert set(drawn) == {"process", "packets"}
+
+
+def test_every_fault_kind_is_in_a_family_and_only_delay_in_two() -> None:
+    """delay is a request hold (requests family) with `requests`, else a packet delay."""
+    kinds = Counter(kind for family in FAMILIES for kind in family.kinds)
+    assert set(kinds) == set(FAULT_TYPES)
+    assert {kind for kind, families in kinds.items() if families > 1} == {"delay"}
+    assert family_of("delay", {"requests": ["EndTxn"]}) == "requests"
+    assert family_of("delay", {"requests": []}) == "packets"
+
+
+def test_the_consumer_session_timeout_is_the_consumer_groups() -> None:
+    from harness.workload.consumer_group.librdkafka import SESSION_TIMEOUT_MS
+
+    assert CONSUMER_SESSION_TIMEOUT_MS == SESSION_TIMEOUT_MS
+
+
+@pytest.mark.parametrize(
+    ("generate", "said"),
+    [
+        ({"mode": "generic", "mean_interval_s": 5, "faults": ["kill"]}, "faults: is not used"),
+        ({"mode": "generic", "duty_cycle": 0.5}, "duty_cycle: mode generic"),
+        ({"mode": "generic"}, "mean_interval_s: required"),
+        ({"mode": "generic", "mean_interval_s": 5, "families": ["nope"]}, "unknown fault family"),
+        (
+            {
+                "mean_interval_s": 5,
+                "families": ["process"],
+                "faults": ["kill"],
+                "targets": ["leader"],
+                "duration_s": [1, 2],
+            },
+            "families: is not used by mode: uniform",
+        ),
+        ({"mean_interval_s": 5, "targets": ["leader"], "duration_s": [1, 2]}, "faults: required"),
+        (
+            {
+                "mode": "generic",
+                "mean_interval_s": 5,
+                "weights": {"process": 0},
+                "families": ["process"],
+            },
+            "every allowed family weighs 0",
+        ),
+    ],
+)
+def test_each_mode_says_what_it_needs_and_refuses(generate: dict[str, Any], said: str) -> None:
+    doc = {
+        "name": "m",
+        "workload": {"rate": 10, "duration_s": 60},
+        "faults": {"generate": generate},
+    }
+    with pytest.raises(SpecError) as caught:
+        expand(parse_experiment(doc))
+    assert said in str(caught.value)
