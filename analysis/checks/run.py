@@ -18,6 +18,7 @@ from analysis.checks.history import RunHistory
 from analysis.checks.liveness import LivenessCheck
 from analysis.checks.messages.check import MessageCheck
 from analysis.checks.polls import PollCheck
+from analysis.checks.sends import SendOrderCheck
 from analysis.checks.transactions import TransactionCheck
 
 __all__ = ["CHECKS", "check_run", "with_check"]
@@ -31,6 +32,7 @@ CHECKS: Final[tuple[RunCheck, ...]] = (
     ConsumerCheck(),
     LivenessCheck(),
     PollCheck(),
+    SendOrderCheck(),
 )
 
 

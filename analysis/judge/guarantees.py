@@ -72,6 +72,9 @@ JUDGED_BY: Final[dict[AnomalyName, Literal["loss", "order"]]] = {
     # Two messages read at one offset: the log rewritten below the high watermark, which is
     # Jepsen's inconsistent offsets; a violation wherever loss is forbidden, never loss itself.
     AnomalyName.INCONSISTENT_OFFSETS: "loss",
+    # A producer's sends to one partition acknowledged out of send order: Kafka keeps one
+    # producer's order per partition only with idempotence or max.in.flight=1.
+    AnomalyName.NONMONOTONIC_SEND: "order",
 }
 
 

@@ -57,6 +57,7 @@ class AnomalyName(StrEnum):
     FAILED_PRESENT = "failed_present"
     INDETERMINATE_PRESENT = "indeterminate_present"
     REORDERED = "reordered"
+    NONMONOTONIC_SEND = "nonmonotonic_send"
     PHANTOM = "phantom"
     INCONSISTENT_OFFSETS = "inconsistent_offsets"
     CONSUMER_UNPROCESSED = "consumer_unprocessed"
@@ -102,6 +103,7 @@ class Check(StrEnum):
     LIVENESS = "liveness"  # from the group's journals and the sampled ends (checks/liveness.py)
     POLLS = "polls"  # from each member start's journals and the read-back (checks/polls.py)
     CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
+    SENDS = "sends"  # from each producer's acknowledged offsets in send order (checks/sends.py)
 
 
 # The transactional facts, in the order a run's counts list them.
@@ -231,6 +233,14 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "key", "key_seq", "max_key_seq_before"),
         check=Check.ORDER,
+    ),
+    Anomaly(
+        AnomalyName.NONMONOTONIC_SEND,
+        "send backwards",
+        "a producer's send acknowledged at or below the offset of its previous acknowledged "
+        "send to the same partition, whatever their keys (sends)",
+        example_fields=("msg_id", "partition", "offset", "from_offset"),
+        check=Check.SENDS,
     ),
     Anomaly(
         AnomalyName.PHANTOM,
