@@ -148,8 +148,13 @@ def judge_by_loss_rule(
     counts: Counts, examples: Examples, guarantee: Guarantee, evidence: LossContext
 ) -> list[Finding]:
     """Each non-zero class JUDGED_BY the loss rule: a violation wherever loss is forbidden,
-    never added to the loss figure."""
-    findings = []
+    never added to the loss figure; and each JUDGED_BY the order and loss rules, a violation
+    only where both forbid it."""
+    findings = [
+        _against_order_and_loss(name, counts, examples, guarantee, evidence)
+        for name, rule in JUDGED_BY.items()
+        if rule == "order and loss" and counts.get(name)
+    ]
     for name in (n for n, rule in JUDGED_BY.items() if rule == "loss" and counts.get(n)):
         entry = anomaly(name)
         what = _describe(counts, examples, (name,))
@@ -159,6 +164,25 @@ def judge_by_loss_rule(
             _against_loss_rule(hit, guarantee, evidence, entry.label, allowed, "not documented")
         )
     return findings
+
+
+def _against_order_and_loss(
+    name: AnomalyName,
+    counts: Counts,
+    examples: Examples,
+    guarantee: Guarantee,
+    evidence: LossContext,
+) -> Finding:
+    """A class that breaks order, judged by the order rule where it allows it, else by the loss
+    rule: where loss is allowed a truncated log gives its offsets to later sends, so what the
+    order rule forbids is a violation only where loss is forbidden too."""
+    hit = _Hit(name, _describe(counts, examples, (name,)), _shown(examples, name), Verdict.PASS)
+    label = anomaly(name).label
+    order = hit.judged(guarantee.order, "guaranteed", guarantee.order_citation, label)
+    if not order.violation:
+        return order
+    explained = "allowed where loss is (a truncated log gives its offsets to later sends)"
+    return _against_loss_rule(hit, guarantee, evidence, label, explained, "not documented")
 
 
 def _against_loss_rule(

@@ -68,13 +68,15 @@ ORDER_CITATION: Final = (
 # The classes judged by one of a Guarantee's rules, beside the classes that have a judgement of
 # their own (the loss figure, divergence, duplicates, the consumer group's, the transactions',
 # liveness): the rule's field. A class judged like one of these needs only its row here.
-JUDGED_BY: Final[dict[AnomalyName, Literal["loss", "order"]]] = {
+JUDGED_BY: Final[dict[AnomalyName, Literal["loss", "order", "order and loss"]]] = {
     # Two messages read at one offset: the log rewritten below the high watermark, which is
     # Jepsen's inconsistent offsets; a violation wherever loss is forbidden, never loss itself.
     AnomalyName.INCONSISTENT_OFFSETS: "loss",
     # A producer's sends to one partition acknowledged out of send order: Kafka keeps one
-    # producer's order per partition only with idempotence or max.in.flight=1.
-    AnomalyName.NONMONOTONIC_SEND: "order",
+    # producer's order per partition only with idempotence or max.in.flight=1, and a log
+    # truncated where loss is allowed (power loss, unclean election) hands its offsets to later
+    # sends: a violation only where order is guaranteed and loss forbidden.
+    AnomalyName.NONMONOTONIC_SEND: "order and loss",
 }
 
 

@@ -146,3 +146,17 @@ def test_a_backward_send_violates_only_where_order_per_partition_is_promised() -
     loose = judge_repetition(result(AP, nonmonotonic_send=1, examples=examples_), [])
     assert loose.verdict != Verdict.VIOLATION
     assert any("1 send backwards" in r and "allowed" in r for r in loose.reasons)
+
+
+def test_a_backward_send_where_loss_is_allowed_is_the_truncated_log_not_a_violation() -> None:
+    """Idempotence promises order, but a power loss of all may truncate the log (loss allowed),
+    and the next sends take the freed offsets: counted and allowed, as the loss is."""
+    row = {"msg_id": 9, "partition": 2, "offset": 4, "from_offset": 7}
+    examples_ = {"nonmonotonic_send": [row]}
+    powered_off = {**CP, "fault_class": "all-power-loss"}
+    judged = judge_repetition(result(powered_off, nonmonotonic_send=1, examples=examples_), [])
+    assert judged.verdict != Verdict.VIOLATION
+    assert any(
+        "1 send backwards" in r and "allowed where loss is (a truncated log" in r
+        for r in judged.reasons
+    )
