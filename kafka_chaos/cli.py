@@ -31,6 +31,7 @@ from kafka_chaos.commands import (
     reconcile,
     report,
     run,
+    shrink,
     spark_s3a,
     validate,
 )
@@ -43,6 +44,7 @@ EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 # Every sub-command, in the order `--help` lists them (kafka_chaos.commands says what one is).
 COMMAND_MODULES = (
     *(init, run, validate, listing, report, reconcile, cluster_check, image, engine, clean),
+    shrink,
     spark_s3a,
     completion,
 )

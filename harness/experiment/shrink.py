@@ -1,0 +1,143 @@
+"""Shrinking a failing schedule: delta debugging over its steps, then halving their durations.
+
+Pure search over an abstract predicate "does this schedule still reproduce?", which the caller
+implements by replaying the cell (kafka_chaos/commands/shrink.py over harness/run/replay.py).
+A predicate answer costs repetitions: `k_of_n` asks for k successes in up to n trials and stops
+as soon as the answer is known; the `Budget` caps the trials of the whole search, and a
+predicate that finds the budget spent answers None, which ends the search with the smallest
+schedule found so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from harness.experiment.model import FaultStep
+
+__all__ = ["Budget", "Shrunk", "ddmin", "halve_durations", "k_of_n", "shrink_schedule"]
+
+T = TypeVar("T")
+Reproduces = Callable[[tuple[T, ...]], bool | None]  # None: the budget ran out
+MIN_DURATION_S = 0.5  # a fault is not halved below this: shorter ones barely act
+
+
+@dataclass
+class Budget:
+    """Trials (repetitions) the search may still spend."""
+
+    limit: int
+    spent: int = 0
+
+    def take(self) -> bool:
+        """Spend one trial; False (nothing spent) when none is left."""
+        if self.spent >= self.limit:
+            return False
+        self.spent += 1
+        return True
+
+
+def k_of_n(trial: Callable[[], bool], k: int, n: int, budget: Budget) -> bool | None:
+    """Whether at least `k` of `n` trials succeed, running only as many as it takes to know;
+    None when the budget runs out before the answer is known."""
+    hits = misses = 0
+    while hits < k and misses <= n - k:
+        if not budget.take():
+            return None
+        if trial():
+            hits += 1
+        else:
+            misses += 1
+    return hits >= k
+
+
+@dataclass(frozen=True)
+class Shrunk(Generic[T]):
+    """The smallest input found to reproduce, and whether the search ran to its end (1-minimal
+    and shortest) or stopped when the budget ran out."""
+
+    items: tuple[T, ...]
+    finished: bool
+
+
+def _chunks(items: tuple[T, ...], n: int) -> list[tuple[T, ...]]:
+    """`items` in `n` contiguous chunks of near-equal size (none empty)."""
+    size, extra = divmod(len(items), n)
+    chunks, start = [], 0
+    for index in range(n):
+        end = start + size + (index < extra)
+        chunks.append(items[start:end])
+        start = end
+    return chunks
+
+
+def ddmin(items: Sequence[T], reproduces: Reproduces[T]) -> Shrunk[T]:
+    """Zeller's ddmin: a subsequence of `items` (which reproduce) that still reproduces and is
+    1-minimal (removing any one item stops it reproducing), the empty one included; each
+    subset asked once (subsets are kept as positions: items need not be hashable)."""
+    everything = tuple(items)
+    asked: dict[tuple[int, ...], bool | None] = {}
+
+    def test(subset: tuple[int, ...]) -> bool | None:
+        if subset not in asked:
+            asked[subset] = reproduces(tuple(everything[i] for i in subset))
+        return asked[subset]
+
+    def found(positions: tuple[int, ...], finished: bool) -> Shrunk[T]:
+        return Shrunk(tuple(everything[i] for i in positions), finished)
+
+    current, n = tuple(range(len(everything))), 2
+    while current:
+        n = min(n, len(current))
+        chunks = _chunks(current, n)
+        candidates = chunks if n > 1 else []
+        candidates += [
+            tuple(x for j, chunk in enumerate(chunks) if j != i for x in chunk)
+            for i in range(len(chunks))
+        ]
+        for candidate in candidates:
+            answer = test(candidate)
+            if answer is None:
+                return found(current, False)
+            if answer:
+                shrank_to_chunk = n > 1 and candidate in chunks
+                current, n = candidate, 2 if shrank_to_chunk else max(n - 1, 2)
+                break
+        else:
+            if n >= len(current):
+                return found(current, True)
+            n = min(len(current), 2 * n)
+    return found(current, True)
+
+
+def halve_durations(
+    steps: Sequence[FaultStep], reproduces: Reproduces[FaultStep]
+) -> Shrunk[FaultStep]:
+    """Each step's duration halved, step by step, for as long as the schedule still reproduces
+    and the half is at least MIN_DURATION_S."""
+    current = tuple(steps)
+    for index in range(len(current)):
+        while (duration := current[index].duration_s) is not None and (
+            duration / 2 >= MIN_DURATION_S
+        ):
+            half = current[index].model_copy(update={"duration_s": round(duration / 2, 3)})
+            candidate = (*current[:index], half, *current[index + 1 :])
+            answer = reproduces(candidate)
+            if answer is None:
+                return Shrunk(current, False)
+            if not answer:
+                break
+            current = candidate
+    return Shrunk(current, True)
+
+
+def shrink_schedule(
+    steps: Sequence[FaultStep], reproduces: Reproduces[FaultStep]
+) -> Shrunk[FaultStep]:
+    """ddmin over the steps, then their durations halved: the smallest, shortest schedule
+    found that reproduces."""
+    fewer = ddmin(steps, reproduces)
+    if not fewer.finished:
+        return fewer
+    return halve_durations(fewer.items, reproduces)

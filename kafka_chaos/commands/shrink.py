@@ -1,0 +1,247 @@
+"""`kafka-chaos shrink RUN`: the smallest schedule that still reproduces a failing repetition.
+
+RUN is one repetition's directory judged KNOWN-BUG or VIOLATION. Its cell is rebuilt from
+spec.json (harness/experiment/from_run.py) and replayed on fresh clusters
+(harness/run/replay.py) with subsets of its fault steps, then shorter durations
+(harness/experiment/shrink.py: ddmin, then halving), each schedule judged by the analysis in
+this process; a schedule reproduces when at least --need of --repetitions replays end with the
+same verdict and a class in common with RUN's (the known bug's reference, or an anomaly class
+counted). The smallest that reproduced is written as an experiment file with its k of n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.settings import Settings
+from kafka_chaos.commands.common import EXIT_ERROR, EXIT_OK
+
+if TYPE_CHECKING:
+    from analysis.judge.outcomes import RepetitionVerdict
+    from analysis.model.results import RunResult
+    from harness.experiment.model import FaultStep
+
+NAME = "shrink"
+HELP = "replay a failing repetition with fewer, shorter faults; write the smallest that fails"
+SHRINKABLE = ("KNOWN-BUG", "VIOLATION")
+_BUG = re.compile(r"known bug (\S+) of ")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a judged repetition showed: its verdict and its classes (the known bugs' references
+    for KNOWN-BUG; the anomaly classes counted, and loss, otherwise)."""
+
+    verdict: str
+    classes: frozenset[str]
+
+
+def outcome_of(verdict: RepetitionVerdict, result: RunResult) -> Outcome:
+    """The Outcome of a repetition judged `verdict`, whose reconciled result is `result`."""
+    from analysis.model.anomalies import ANOMALY_NAMES
+
+    if verdict.verdict == "KNOWN-BUG":
+        classes = {m.group(1) for reason in verdict.reasons for m in _BUG.finditer(reason)}
+    else:
+        counts = result.counts or {}
+        classes = {str(name) for name in ANOMALY_NAMES if counts.get(name, 0)}
+        classes |= {"loss"} if verdict.loss else set()
+    return Outcome(str(verdict.verdict), frozenset(classes))
+
+
+def same_failure(original: Outcome, replay: Outcome) -> bool:
+    """Whether `replay` reproduces `original`: the same verdict and, when the original has
+    classes, one of them."""
+    if replay.verdict != original.verdict:
+        return False
+    return not original.classes or bool(original.classes & replay.classes)
+
+
+def judge_run(run_dir: Path) -> tuple[RepetitionVerdict, RunResult]:
+    """One run directory reconciled in this process (results.json written) and judged."""
+    from analysis.judge.verdicts import judge_repetition, read_evidence_by_run
+    from analysis.spark.reconcile import reconcile_in_process, write_results
+
+    (result,) = reconcile_in_process([run_dir])
+    write_results([result])
+    return judge_repetition(result, read_evidence_by_run([result])[result.run_dir]), result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The repetition and the search's budget."""
+    parser.add_argument("run", type=Path, metavar="RUN", help="one repetition's run directory")
+    parser.add_argument(
+        "--budget", type=int, default=30, help="replays the whole search may run (default 30)"
+    )
+    parser.add_argument(
+        "--repetitions", type=int, default=3, help="replays of a schedule at most (n, default 3)"
+    )
+    parser.add_argument(
+        "--need", type=int, default=2, help="replays that must reproduce (k of n, default 2)"
+    )
+    parser.add_argument("--out", type=Path, help="the experiment file (default RUN/shrunk.yaml)")
+    parser.add_argument("--runs-dir", type=Path, help="where replays go (default runs/)")
+    parser.add_argument("--image", help="prebuilt broker image (default: the run's version)")
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numbers given, as one line with the fix; None when nothing."""
+    if not 1 <= args.need <= args.repetitions:
+        return f"--need {args.need} must be 1..--repetitions ({args.repetitions})"
+    if args.budget < args.repetitions:
+        return f"--budget {args.budget} is below --repetitions ({args.repetitions}); raise it"
+    return None
+
+
+@dataclass
+class _Replays:
+    """The predicate over the real harness: replays of the cell, judged, counted."""
+
+    args: argparse.Namespace
+    cell: object
+    seed: int
+    image: object
+    root: Path
+    original: Outcome
+    runs: int = 0
+    # Per schedule (its steps as JSON: steps are not hashable), replays that hit and ran.
+    tally: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+
+    def trial(self, schedule: tuple[FaultStep, ...]) -> bool:
+        """One replay of `schedule`: True when it fails as the original did."""
+        from harness.run.progress import PlainProgress
+        from harness.run.replay import replay
+
+        self.runs += 1
+        run_dir = self.root / f"{self.runs:03d}-{len(schedule)}-steps"
+        replay(self.cell, schedule, self.seed, self.image, run_dir, PlainProgress())  # type: ignore[arg-type]
+        verdict, result = judge_run(run_dir)
+        hit = same_failure(self.original, outcome_of(verdict, result))
+        key = _key(schedule)
+        hits, tried = self.tally.get(key, (0, 0))
+        self.tally[key] = (hits + hit, tried + 1)
+        print(f"replay {self.runs}: {len(schedule)} steps, {verdict.verdict}", file=sys.stderr)
+        return hit
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    """Shrink RUN's schedule within --budget replays and write the smallest that reproduced."""
+    from analysis.judge.outcomes import Verdict
+    from harness.experiment.from_run import cell_of_run, steps_of_run
+    from harness.experiment.problems import SpecError
+    from harness.experiment.shrink import Budget, k_of_n, shrink_schedule
+    from harness.rundir.spec import RunSpec, RunSpecError
+
+    if problem := _refusal(args):
+        print(problem, file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        spec = RunSpec.read(args.run)
+        cell = cell_of_run(spec)
+    except (OSError, RunSpecError, SpecError, ValueError) as exc:
+        print(
+            f"{args.run}: not a repetition's run directory ({exc}); name one, e.g. "
+            "runs/<experiment>/<time>/<cell>/0",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    verdict, result = judge_run(args.run)
+    if verdict.verdict not in (Verdict.KNOWN_BUG, Verdict.VIOLATION):
+        print(
+            f"{args.run} was judged {verdict.verdict}; shrink takes a repetition judged "
+            "KNOWN-BUG or VIOLATION",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    steps = tuple(steps_of_run(spec))
+    image = _image(args, settings, cell)
+    if image is None:
+        return EXIT_ERROR
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    root = (args.runs_dir or settings.runs_dir) / f"{spec.experiment}-shrink" / stamp
+    original = outcome_of(verdict, result)
+    replays = _Replays(args, cell, spec.seed or 0, image, root, original)
+    budget = Budget(args.budget)
+
+    def reproduces(schedule: tuple[FaultStep, ...]) -> bool | None:
+        return k_of_n(lambda: replays.trial(schedule), args.need, args.repetitions, budget)
+
+    if not reproduces(steps):
+        print(
+            f"the run's own schedule reproduced {original.verdict} in fewer than {args.need} "
+            f"of {args.repetitions} replays (or the budget ran out): nothing to shrink; raise "
+            "--repetitions or --budget",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    shrunk = shrink_schedule(steps, reproduces)
+    out = args.out or args.run / "shrunk.yaml"
+    hits, tried = replays.tally.get(_key(shrunk.items), (0, 0))
+    _write(out, spec, shrunk.items, original, (hits, tried, args.need, args.repetitions), args.run)
+    state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
+    print(
+        f"{len(steps)} -> {len(shrunk.items)} steps ({state}), {budget.spent} replays in "
+        f"{root}; reproduced {hits} of {tried}: {out}"
+    )
+    return EXIT_OK
+
+
+def _key(schedule: tuple[FaultStep, ...]) -> tuple[str, ...]:
+    """A schedule as a dictionary key."""
+    return tuple(step.model_dump_json() for step in schedule)
+
+
+def _image(args: argparse.Namespace, settings: Settings, cell: object) -> object | None:
+    """The broker image, the faults' helpers and the clients of `cell`, built or found; None
+    (said on stderr) when the engine or a build is unavailable."""
+    from harness.platform.engine import EngineUnavailable, ensure_engine
+    from harness.platform.image import ImageError, ensure_image
+    from harness.workload.java_client import JavaBuildError
+    from kafka_chaos.commands import run as run_command
+
+    spec = cell.spec  # type: ignore[attr-defined]
+    try:
+        ensure_engine()
+        image = ensure_image(
+            spec.kafka.version,
+            image=args.image or spec.kafka.image,
+            settings=settings,
+            log=lambda line: print(line, file=sys.stderr),
+        )
+        helper_args = argparse.Namespace(image=args.image, kafka_version=None)
+        run_command._prepare_faults(helper_args, settings, [cell])
+        run_command._build_clients(settings, [cell])
+    except (EngineUnavailable, ImageError, JavaBuildError) as exc:
+        print(exc, file=sys.stderr)
+        return None
+    return image
+
+
+def _write(
+    out: Path,
+    spec: object,
+    steps: tuple[FaultStep, ...],
+    original: Outcome,
+    tally: tuple[int, int, int, int],
+    run_dir: Path,
+) -> None:
+    """The experiment file of `steps`, headed by what it reproduces and in how many replays."""
+    import yaml
+
+    from harness.experiment.from_run import experiment_document
+
+    hits, tried, need, n = tally
+    classes = ", ".join(sorted(original.classes)) or "no class"
+    header = (
+        f"# Shrunk by `kafka-chaos shrink` from {run_dir}: {original.verdict} ({classes})\n"
+        f"# reproduced in {hits} of {tried} replays (needed {need} of {n}) with these "
+        f"{len(steps)} fault steps.\n"
+    )
+    document = experiment_document(spec, steps)  # type: ignore[arg-type]
+    out.write_text(header + yaml.safe_dump(document, sort_keys=False))

@@ -1,0 +1,136 @@
+"""`kafka-chaos shrink`: the cell rebuilt from spec.json is the cell that ran; what counts as
+the same failure; what it refuses, in one line with exit 2, before any cluster starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.experiment.from_run import cell_of_run
+from harness.experiment.load import load_experiment
+from harness.experiment.matrix import Cell, expand
+from harness.experiment.plan import producer_settings, schedule_for, topic_settings
+from harness.rundir.spec import RunSpec
+from harness.settings import REPO_ROOT
+from kafka_chaos.cli import main
+from kafka_chaos.commands import shrink
+from kafka_chaos.commands.shrink import Outcome, outcome_of, same_failure
+
+SHIPPED = [
+    "experiments/quick.yaml",
+    "experiments/nemesis-generic.yaml",
+    "experiments/jepsen-2024-late-connections.yaml",
+    "experiments/known-bugs/kafka-fsync.yaml",
+    "experiments/known-bugs/KAFKA-17582.yaml",
+    "experiments/consumer-commit-modes.yaml",
+]
+
+
+def run_spec(cell: Cell, seed: int) -> RunSpec:
+    """spec.json as the runner writes it (harness/run/resolved.py write_spec), for `cell`."""
+    spec = cell.spec
+    return RunSpec.model_validate({
+        "experiment": spec.name,
+        "cell": cell.name,
+        "repetition": 0,
+        "seed": seed,
+        "producer": producer_settings(spec),
+        "topic": {
+            "name": "chaos",
+            "partitions": spec.topic.partitions,
+            "replication_factor": spec.topic.replication_factor,
+            "config": topic_settings(spec),
+        },
+        "workload": spec.workload.model_dump(),
+        "schedule": [
+            s.model_dump(by_alias=True, exclude_none=True) for s in schedule_for(cell, seed)
+        ],
+        "kafka": {**spec.kafka.model_dump(), "mode": spec.kafka.effective_mode()},
+    })  # fmt: skip
+
+
+def resolved(cell: Cell) -> dict[str, Any]:
+    """What a cell runs with, the sections spec.json rebuilds (mode by its effect)."""
+    spec = cell.spec
+    dump = spec.model_dump(include={"kafka", "topic", "producer", "workload"})
+    dump["kafka"]["mode"] = spec.kafka.effective_mode()
+    return dump
+
+
+@pytest.mark.parametrize("path", SHIPPED)
+def test_the_cell_rebuilt_from_spec_json_is_the_cell_that_ran(path: str) -> None:
+    for cell in expand(load_experiment(REPO_ROOT / path)):
+        again = cell_of_run(run_spec(cell, 7))
+        assert resolved(again) == resolved(cell), cell.name
+        assert schedule_for(again, 7) == schedule_for(cell, 7)
+        assert again.spec.seed == 7 and again.spec.repetitions == 1
+
+
+def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts: int) -> tuple:
+    return (
+        SimpleNamespace(verdict=verdict, reasons=reasons, loss=loss),
+        SimpleNamespace(counts=counts),
+    )
+
+
+def test_a_known_bug_is_known_by_its_reference_and_a_violation_by_its_classes() -> None:
+    bug = outcome_of(*judged("KNOWN-BUG", ("known bug KAFKA-17754 of Kafka 3.8.1 (fixed ...",)))
+    assert bug == Outcome("KNOWN-BUG", frozenset({"KAFKA-17754"}))
+    violation = outcome_of(*judged("VIOLATION", loss=3, lost=3, duplicated=0, acked=10))
+    assert violation == Outcome("VIOLATION", frozenset({"lost", "loss"}))
+
+
+@pytest.mark.parametrize(
+    ("replay", "same"),
+    [
+        (Outcome("VIOLATION", frozenset({"lost"})), True),
+        (Outcome("VIOLATION", frozenset({"duplicated"})), False),  # another class
+        (Outcome("KNOWN-BUG", frozenset({"lost"})), False),  # another verdict
+        (Outcome("PASS", frozenset()), False),
+    ],
+)
+def test_a_replay_reproduces_with_the_same_verdict_and_a_class_in_common(
+    replay: Outcome, same: bool
+) -> None:
+    assert same_failure(Outcome("VIOLATION", frozenset({"lost", "loss"})), replay) is same
+
+
+def one_line_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_a_folder_without_spec_json_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = one_line_exit_2(capsys, ["shrink", str(tmp_path)])
+    assert "not a repetition's run directory" in said
+
+
+def test_a_repetition_judged_pass_is_refused_before_any_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (cell,) = [c for c in expand(load_experiment(REPO_ROOT / SHIPPED[0])) if "cp" in c.name]
+    run_spec(cell, 1).write(tmp_path)
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("PASS"))
+    monkeypatch.setattr(shrink, "_image", lambda *a: pytest.fail("no cluster for a PASS"))
+    said = one_line_exit_2(capsys, ["shrink", str(tmp_path)])
+    assert "judged PASS" in said and "KNOWN-BUG or VIOLATION" in said
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--need", "4", "--repetitions", "3"], "--need 4 must be 1..--repetitions (3)"),
+        (["--budget", "2"], "--budget 2 is below --repetitions (3)"),
+    ],
+)
+def test_numbers_that_cannot_work_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], said: str
+) -> None:
+    assert said in one_line_exit_2(capsys, ["shrink", str(tmp_path), *flags])

@@ -1,0 +1,148 @@
+"""The shrinker's search (harness/experiment/shrink.py) against planted oracles: ddmin finds the
+planted minimal failing subset, or a 1-minimal one among several; it never spends more than
+the budget; k_of_n answers what running all n trials would; durations halve to the shortest
+that still reproduces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.experiment.model import FaultStep
+from harness.experiment.shrink import (
+    MIN_DURATION_S,
+    Budget,
+    ddmin,
+    halve_durations,
+    k_of_n,
+    shrink_schedule,
+)
+
+Items = tuple[int, ...]
+
+
+@st.composite
+def planted(draw: st.DrawFn) -> tuple[list[int], frozenset[int]]:
+    items = list(range(draw(st.integers(0, 24))))
+    subset = draw(st.sets(st.sampled_from(items), max_size=5)) if items else set()
+    return items, frozenset(subset)
+
+
+@given(planted())
+def test_ddmin_finds_the_planted_minimal_subset(case: tuple[list[int], frozenset[int]]) -> None:
+    items, subset = case
+    shrunk = ddmin(items, lambda candidate: subset <= set(candidate))
+    assert shrunk.finished
+    assert shrunk.items == tuple(i for i in items if i in subset)
+
+
+@given(
+    st.integers(1, 20), st.lists(st.sets(st.integers(0, 19), max_size=4), min_size=1, max_size=4)
+)
+def test_ddmin_ends_1_minimal_among_several_failing_subsets(
+    size: int, plants: list[set[int]]
+) -> None:
+    items = list(range(size))
+    plants = [p & set(items) for p in plants]
+
+    def reproduces(candidate: Items) -> bool:
+        return any(p <= set(candidate) for p in plants)
+
+    shrunk = ddmin(items, reproduces)
+    assert shrunk.finished and reproduces(shrunk.items)
+    for index in range(len(shrunk.items)):  # 1-minimal: no single removal still reproduces
+        assert not reproduces(shrunk.items[:index] + shrunk.items[index + 1 :])
+    assert list(shrunk.items) == sorted(shrunk.items)  # a subsequence, in the original order
+
+
+def budgeted(
+    reproduces: Callable[[Items], bool], budget: Budget, calls: list[Items]
+) -> Callable[[Items], bool | None]:
+    def ask(candidate: Items) -> bool | None:
+        if not budget.take():
+            return None
+        calls.append(candidate)
+        return reproduces(candidate)
+
+    return ask
+
+
+@given(planted(), st.integers(0, 30))
+def test_ddmin_never_spends_more_than_its_budget(
+    case: tuple[list[int], frozenset[int]], limit: int
+) -> None:
+    items, subset = case
+
+    def reproduces(candidate: Items) -> bool:
+        return subset <= set(candidate)
+
+    budget, calls = Budget(limit), []
+    shrunk = ddmin(items, budgeted(reproduces, budget, calls))
+    assert len(calls) <= limit and budget.spent == len(calls)
+    assert reproduces(shrunk.items)  # the smallest found so far always reproduces
+    assert len(calls) == len(set(calls))  # no subset asked twice
+    if shrunk.finished:
+        assert shrunk.items == tuple(i for i in items if i in subset)
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=9), st.data(), st.integers(0, 12))
+def test_k_of_n_answers_what_all_n_trials_would(
+    outcomes: list[bool], data: st.DataObject, limit: int
+) -> None:
+    n = len(outcomes)
+    k = data.draw(st.integers(1, n))
+    script = iter(outcomes)
+    ran = []
+
+    def trial() -> bool:
+        ran.append(1)
+        return next(script)
+
+    budget = Budget(limit)
+    answer = k_of_n(trial, k, n, budget)
+    assert len(ran) <= min(n, limit) and budget.spent == len(ran)
+    if answer is not None:
+        assert answer == (sum(outcomes) >= k)  # the oracle: every trial run
+    else:
+        assert len(ran) == limit < n
+
+
+def step(at_s: float, duration_s: float) -> FaultStep:
+    return FaultStep(at_s=at_s, fault="kill", target="leader", duration_s=duration_s)
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(st.tuples(st.floats(1, 60), st.floats(0, 70)), min_size=1, max_size=4),
+)
+def test_durations_halve_to_the_shortest_that_still_reproduces(
+    plan: list[tuple[float, float]],
+) -> None:
+    durations = [round(d, 3) for d, _ in plan]
+    needs = [min(need, d) for (_, need), d in zip(plan, durations, strict=True)]
+    steps = tuple(step(10 * i, d) for i, d in enumerate(durations))
+
+    def reproduces(candidate: tuple[FaultStep, ...]) -> bool:
+        return all((s.duration_s or 0) >= need for s, need in zip(candidate, needs, strict=True))
+
+    shrunk = halve_durations(steps, reproduces)
+    assert shrunk.finished
+    for got, start, need in zip(shrunk.items, durations, needs, strict=True):
+        expected = start  # the oracle: halve while the half still reproduces and is long enough
+        while expected / 2 >= MIN_DURATION_S and round(expected / 2, 3) >= need:
+            expected = round(expected / 2, 3)
+        assert got.duration_s == expected
+
+
+def test_shrink_drops_steps_first_then_halves_what_is_left() -> None:
+    steps = tuple(step(10 * i, 8) for i in range(5))
+
+    def reproduces(candidate: tuple[FaultStep, ...]) -> bool:
+        kept = [s for s in candidate if s.at_s == 20]
+        return len(kept) == 1 and (kept[0].duration_s or 0) >= 2
+
+    shrunk = shrink_schedule(steps, reproduces)
+    assert shrunk.finished
+    assert [(s.at_s, s.duration_s) for s in shrunk.items] == [(20, 2)]
