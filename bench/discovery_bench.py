@@ -1,0 +1,184 @@
+"""How soon the generic nemesis, aimed nowhere, finds each known bug the checker recognises.
+
+    python bench/discovery_bench.py [--seeds 3] [--cap-minutes 20] [--chunk-minutes 5]
+                                    [--results bench/discovery.jsonl] [--rows KAFKA-17754 ...]
+
+For each row of the known-bug table (analysis/judge/known_bugs.py: its reference and the
+experiment cells that provoke it), each cell of that experiment whose Kafka release and client
+the row affects is run with its own workload and configuration but its faults replaced by the
+generic nemesis (`faults.generate`, mode generic, every default family): repetitions of
+--chunk-minutes of workload, seed after seed, until the analysis judges one KNOWN-BUG with
+that row's reference, or --cap-minutes of workload have run. One line per (row, cell, seed)
+is appended to --results (JSON: minutes of workload to the first reproduction, or null, and
+the date); a line already there is not run again, so the benchmark resumes row by row.
+Needs Docker and the broker images; each chunk starts a fresh cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_EXPERIMENT = re.compile(r"(experiments/\S+?\.yaml)(?: \(([^)]*)\))?")
+MEAN_INTERVAL_S = 10  # the generic nemesis' mean gap: the file's shipped default
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row to find: a known bug's reference, an experiment file and its cells (a glob)."""
+
+    reference: str
+    experiment: str
+    cells: str  # fnmatch pattern over cell names; "*" for all
+
+
+def rows_of(bugs: Iterable[Any]) -> list[Row]:
+    """The rows of the known-bug table, one per (reference, experiment file, cells), in table
+    order (a bug that explains several anomalies, as KAFKA-17754 does, is one row)."""
+    found: dict[Row, None] = {}
+    for bug in bugs:
+        for path, pattern in _EXPERIMENT.findall(bug.experiment):
+            cells = pattern or "*"
+            found[Row(bug.reference, path, cells if cells.endswith("*") else cells + "*")] = None
+    return list(found)
+
+
+def affected_cells(row: Row, cells: Sequence[Any], bug: Any) -> list[Any]:
+    """The cells of the row's experiment its glob names whose release and client the bug
+    affects (a cell of a fixed release could never show it)."""
+    from harness.experiment.plan import cell_config
+
+    chosen = []
+    for cell in cells:
+        if not fnmatch.fnmatchcase(cell.name, row.cells):
+            continue
+        config = cell_config(cell, [])
+        if bug.affects(cell.spec.kafka.version, config.client):
+            chosen.append(cell)
+    return chosen
+
+
+def unaimed(document: dict[str, Any], chunk_s: float) -> dict[str, Any]:
+    """An experiment document of one cell with its faults replaced by the generic nemesis and
+    its workload lasting `chunk_s`."""
+    workload = {**document["workload"], "duration_s": chunk_s, "count": None}
+    faults = {
+        "generate": {"mode": "generic", "mean_interval_s": MEAN_INTERVAL_S},
+        "final_heal_timeout_s": document.get("faults", {}).get("final_heal_timeout_s", 90),
+    }
+    return {**document, "workload": workload, "faults": faults, "repetitions": 1, "matrix": {}}
+
+
+def key_of(row: Row, cell: str, seed: int) -> str:
+    """The results file's key of one search."""
+    return f"{row.reference}|{row.experiment}|{cell}|{seed}"
+
+
+def done_keys(results: Path) -> set[str]:
+    """The searches the results file already holds (a torn last line is ignored)."""
+    if not results.is_file():
+        return set()
+    keys = set()
+    for line in results.read_text().splitlines():
+        try:
+            keys.add(json.loads(line)["key"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return keys
+
+
+def record(results: Path, row: Row, cell: str, seed: int, minutes: float | None) -> None:
+    """Append one search's outcome to the results file."""
+    line = {
+        "key": key_of(row, cell, seed),
+        "reference": row.reference,
+        "experiment": row.experiment,
+        "cell": cell,
+        "seed": seed,
+        "minutes_to_first": minutes,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+    with results.open("a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def searches(rows: Sequence[Row], seeds: int) -> Iterator[tuple[Row, int]]:
+    """(row, seed) pairs in row order, seed after seed (cells are chosen when a row runs)."""
+    for row in rows:
+        for seed in range(seeds):
+            yield row, seed
+
+
+def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float | None:
+    """Minutes of workload until a chunk is judged KNOWN-BUG with the row's reference; None
+    when --cap-minutes pass first."""
+    from harness.experiment.load import parse_experiment
+    from harness.experiment.matrix import expand
+    from harness.experiment.plan import schedule_for
+    from harness.platform.image import ensure_image
+    from harness.run.progress import PlainProgress
+    from harness.run.replay import replay
+    from kafka_chaos.commands.shrink import judge_run, outcome_of
+
+    chunk_s = args.chunk_minutes * 60
+    document = unaimed(cell.spec.model_dump(by_alias=True), chunk_s)
+    document["name"] = "discovery"
+    (unaimed_cell,) = expand(parse_experiment(document))
+    image = ensure_image(cell.spec.kafka.version, image=cell.spec.kafka.image)
+    minutes = 0.0
+    chunk = 0
+    while minutes + args.chunk_minutes <= args.cap_minutes:
+        chunk_seed = seed * 1000 + chunk
+        run_dir = args.runs_dir / row.reference / cell.name / f"seed-{seed}" / str(chunk)
+        steps = schedule_for(unaimed_cell, chunk_seed)
+        replay(unaimed_cell, steps, chunk_seed, image, run_dir, PlainProgress())
+        minutes += args.chunk_minutes
+        verdict, result = judge_run(run_dir)
+        if row.reference in outcome_of(verdict, result).classes:
+            return minutes
+        chunk += 1
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from analysis.judge.known_bugs import KNOWN_BUGS
+    from harness.experiment.load import load_experiment
+    from harness.experiment.matrix import expand
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--cap-minutes", type=float, default=20)
+    parser.add_argument("--chunk-minutes", type=float, default=5)
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "discovery.jsonl")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "discovery")
+    parser.add_argument("--rows", nargs="*", help="only these references")
+    args = parser.parse_args(argv)
+    bugs = {bug.reference: bug for bug in KNOWN_BUGS}
+    rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
+    done = done_keys(args.results)
+    for row, seed in searches(rows, args.seeds):
+        shipped = expand(load_experiment(ROOT / row.experiment))
+        cells = affected_cells(row, shipped, bugs[row.reference])
+        for cell in cells:
+            if key_of(row, cell.name, seed) in done:
+                continue
+            minutes = _search(row, cell, seed, args)
+            record(args.results, row, cell.name, seed, minutes)
+            shown = "not found" if minutes is None else f"{minutes:g} min"
+            print(f"{row.reference} {cell.name} seed {seed}: {shown}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""bench/discovery_bench.py's pure parts: the rows it searches, the cells each runs, the
+unaimed experiment it runs them as, and resuming from its results file."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from analysis.judge.known_bugs import KNOWN_BUGS
+from harness.experiment.load import load_experiment, parse_experiment
+from harness.experiment.matrix import expand
+from harness.experiment.plan import schedule_for
+from harness.settings import REPO_ROOT
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "discovery_bench", REPO_ROOT / "bench" / "discovery_bench.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["discovery_bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_reference_and_experiment_is_one_row_with_its_cells() -> None:
+    rows = bench().rows_of(KNOWN_BUGS)
+    by = {(r.reference, r.experiment): r.cells for r in rows}
+    assert [r.reference for r in rows].count("KAFKA-17754") == 1  # four anomalies, one row
+    assert by[("KIP-966", "experiments/kafka-history.yaml")] == "scenario=last-replica-*"
+    assert by[("KIP-966", "experiments/known-bugs/kafka-fsync.yaml")] == "*"
+    assert (
+        by[("KIP-966 part 2", "experiments/known-bugs/kafka-fsync.yaml")] == "release=4.3.1-kraft*"
+    )
+    assert all((REPO_ROOT / r.experiment).is_file() for r in rows)
+
+
+def test_only_cells_of_an_affected_release_and_client_are_searched() -> None:
+    module = bench()
+    bugs = {bug.reference: bug for bug in KNOWN_BUGS}
+    (row,) = [r for r in module.rows_of(KNOWN_BUGS) if r.reference == "KAFKA-17754"]
+    cells = expand(load_experiment(REPO_ROOT / row.experiment))
+    chosen = {c.name for c in module.affected_cells(row, cells, bugs["KAFKA-17754"])}
+    assert chosen and all("java-4.3.1" not in name for name in chosen)  # KIP-890 on both sides
+    assert any("librdkafka-on-4.3.1" in name for name in chosen)  # no KIP-890 in librdkafka
+
+
+def test_the_unaimed_cell_keeps_its_workload_and_config_and_draws_the_generic_nemesis() -> None:
+    (cell, *_) = expand(
+        load_experiment(REPO_ROOT / "experiments/jepsen-2024-late-connections.yaml")
+    )
+    document = bench().unaimed(cell.spec.model_dump(by_alias=True), 300)
+    (unaimed,) = expand(parse_experiment(document))
+    assert unaimed.spec.faults.generate and unaimed.spec.faults.generate.mode == "generic"
+    assert unaimed.spec.workload.duration_s == 300
+    assert unaimed.spec.workload.transactions == cell.spec.workload.transactions
+    assert unaimed.spec.producer == cell.spec.producer and unaimed.spec.kafka == cell.spec.kafka
+    assert schedule_for(unaimed, 1)  # it draws steps
+
+
+def test_a_search_on_record_is_not_run_again_and_a_torn_line_is_ignored(tmp_path: Path) -> None:
+    module = bench()
+    results = tmp_path / "discovery.jsonl"
+    row = module.Row("KAFKA-17582", "experiments/known-bugs/KAFKA-17582.yaml", "*")
+    assert module.done_keys(results) == set()
+    module.record(results, row, "cell-a", 0, 7.5)
+    module.record(results, row, "cell-a", 1, None)
+    with results.open("a") as out:
+        out.write('{"key": "torn')
+    assert module.done_keys(results) == {
+        module.key_of(row, "cell-a", 0),
+        module.key_of(row, "cell-a", 1),
+    }
+    lines = [json.loads(line) for line in results.read_text().splitlines()[:2]]
+    assert [line["minutes_to_first"] for line in lines] == [7.5, None]
