@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from analysis.checks.check import RunCheck, RunFacts, RunInput
+from analysis.checks.commits import LostCommitCheck
 from analysis.checks.consumers import ConsumerCheck
 from analysis.checks.cycles import CycleCheck
 from analysis.checks.history import RunHistory
@@ -33,6 +34,7 @@ CHECKS: Final[tuple[RunCheck, ...]] = (
     LivenessCheck(),
     PollCheck(),
     SendOrderCheck(),
+    LostCommitCheck(),
 )
 
 

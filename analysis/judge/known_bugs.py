@@ -155,6 +155,19 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected=None,
         experiment="experiments/known-bugs/KAFKA-17582.yaml",
     ),
+    KnownBug(
+        reference="KAFKA-20634",
+        explains=AnomalyName.COMMIT_LOST,
+        mechanism="a group coordinator whose __consumer_offsets partition became a follower "
+        "stays active until it is unloaded; the high watermark re-replicated from the new leader "
+        "passes over its own truncated records and completes their pending offset commits with "
+        "success, so the new coordinator never holds them (apache/kafka#22444 gates the high "
+        "watermark on the leader epoch)",
+        fixed_in="4.3.1",
+        first_affected="4.0.0",
+        log_needles=("HighWatermarkUpdate failed",),
+        experiment="experiments/known-bugs/KAFKA-20634.yaml",
+    ),
     *(
         _kafka_17754(explains, mechanism)
         for explains, mechanism in (

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from analysis.judge.cell import cell_stats, is_count
+from analysis.judge.commits import judge_commits
 from analysis.judge.contract import contract_breaches
 from analysis.judge.findings import (
     LossContext,
@@ -133,6 +134,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
+        *judge_commits(counts, examples, result.config, guarantee, events),
         *judge_liveness(facts, examples, result.config, guarantee, events, evidence.origin_us),
         *transactional,
     ]

@@ -62,6 +62,7 @@ class AnomalyName(StrEnum):
     INCONSISTENT_OFFSETS = "inconsistent_offsets"
     CONSUMER_UNPROCESSED = "consumer_unprocessed"
     CONSUMER_REPROCESSED = "consumer_reprocessed"
+    COMMIT_LOST = "commit_lost"
     ABORTED_READ = "aborted_read"
     COMMITTED_LOST = "committed_lost"
     TORN_TRANSACTION = "torn_transaction"
@@ -104,6 +105,7 @@ class Check(StrEnum):
     POLLS = "polls"  # from each member start's journals and the read-back (checks/polls.py)
     CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
     SENDS = "sends"  # from each producer's acknowledged offsets in send order (checks/sends.py)
+    COMMITS = "commits"  # from the group's commit journals and final offsets (checks/commits.py)
 
 
 # The transactional facts, in the order a run's counts list them.
@@ -277,6 +279,16 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=("msg_id", "partition", "offset", "processed"),
         check=Check.CONSUMERS,
+    ),
+    Anomaly(
+        AnomalyName.COMMIT_LOST,
+        "commit lost",
+        "an offset commit acknowledged with success, yet the group's committed offset at the "
+        "end lies below it and no later commit explains it (partitions)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=("partition", "consumer", "at_us", "offset", "committed"),
+        check=Check.COMMITS,
     ),
     # Transactional runs only (analysis.checks.transactions); 0 elsewhere. Their loss is in
     # lost/unseen already (a committed message missing), so none counts as loss again.
