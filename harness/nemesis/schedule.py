@@ -24,8 +24,8 @@ from harness.chaos.faults import (
     FaultContext,
     FaultError,
 )
-from harness.chaos.targets import resolve_target, whole_cluster
 from harness.experiment.model import FaultStep
+from harness.nemesis.targets import resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
 from harness.rundir.events import (

@@ -22,7 +22,7 @@ from harness.workload.values import decode_value
 
 if TYPE_CHECKING:
     from harness.chaos.faults import FaultContext
-    from harness.chaos.nemesis import Nemesis
+    from harness.nemesis.schedule import Nemesis
     from harness.run.sampler import Sampler
 
 __all__ = ["GroupEnd", "ReadBackPlan", "RunEnd", "end_run", "read_back_and_keep"]

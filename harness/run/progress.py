@@ -15,8 +15,8 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from harness.chaos.nemesis import Nemesis
 from harness.limits import clipped
+from harness.nemesis.schedule import Nemesis
 from harness.run.repetition import RepetitionSummary
 from harness.workload.producer.recorder import RecorderStats
 

@@ -18,9 +18,9 @@ from harness.rundir import layout
 from harness.rundir.plan import ExperimentPlan, PlannedRun
 
 if TYPE_CHECKING:
-    from harness.chaos.nemesis import Nemesis, ResolvedStep
     from harness.experiment.matrix import Cell
     from harness.experiment.model import Experiment
+    from harness.nemesis.schedule import Nemesis, ResolvedStep
     from harness.workload.producer.recorder import RecorderStats
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from harness.chaos.faults import FAULT_TYPES, HelperSite
-from harness.chaos.nemesis import ResolvedStep
 from harness.experiment.clients import ClientSpec
 from harness.experiment.fields import Scalar
 from harness.experiment.model import Experiment, FaultStep, KafkaSpec
@@ -24,6 +23,7 @@ from harness.experiment.plan import (
     schedule_for,
     topic_settings,
 )
+from harness.nemesis.schedule import ResolvedStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.versions import Mode, broker_defaults

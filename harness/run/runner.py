@@ -16,9 +16,9 @@ from functools import partial
 from pathlib import Path
 
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
-from harness.chaos.nemesis import Nemesis
 from harness.experiment.matrix import Cell
 from harness.experiment.model import Experiment
+from harness.nemesis.schedule import Nemesis
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
 from harness.run.ending import RunEnd, end_run, read_back_and_keep
@@ -138,6 +138,10 @@ def _workload_and_faults(
     summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
     ctx.consumers = _consumer_group(plan, ctx.cluster.bootstrap_servers, events)
+    transactions = plan.spec.workload.transactions
+    offsets_sent = transactions is not None and transactions.send_offsets
+    if ctx.consumers is not None and not offsets_sent:  # group-coordinator: the group's
+        ctx.group_id = ctx.consumers.group_id
     group = None
     if ctx.consumers is not None:
         catch_up_s = plan.spec.workload.consumer_catch_up_s

@@ -21,11 +21,11 @@ from typing import Any
 
 from harness.chaos.faults import FaultContext
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import Nemesis
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.model import Experiment
 from harness.experiment.problems import SpecError
+from harness.nemesis.schedule import Nemesis
 from harness.run.ending import ReadBackPlan, RunEnd, end_run
 from harness.run.provenance import ProvenanceRecord
 from harness.run.record import RunRecord

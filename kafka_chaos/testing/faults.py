@@ -3,7 +3,7 @@ heals it.
 
 A call `inject("kill", target="leader", partition=0)` is one step of an experiment file's
 `faults.schedule` (validated as one, with its targets and params), acted on at once by the
-harness's nemesis (harness.chaos.nemesis.Nemesis.act), which records it in events.jsonl
+harness's nemesis (harness.nemesis.schedule.Nemesis.act), which records it in events.jsonl
 with the roles of every partition at that moment, exactly as a scheduled step.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
 from harness.chaos.faults import FAULT_TYPES
-from harness.chaos.nemesis import ActiveFault, Nemesis
 from harness.experiment.fields import BOUND_TARGET, HEAL
 from harness.limits import shown
+from harness.nemesis.schedule import ActiveFault, Nemesis
 from kafka_chaos.testing.errors import ChaosUsageError
 
 __all__ = ["FaultHandle", "call_text", "step_document", "step_error"]

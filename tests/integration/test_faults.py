@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import Nemesis
-from harness.chaos.targets import resolve_target
 from harness.experiment.model import FaultStep
+from harness.nemesis.schedule import Nemesis
+from harness.nemesis.targets import resolve_target
 from harness.platform import admin
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode

@@ -19,8 +19,8 @@ import pytest
 
 from harness.chaos.faults import FaultContext
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import Nemesis
 from harness.experiment.model import FaultStep
+from harness.nemesis.schedule import Nemesis
 from harness.rundir import layout
 from harness.rundir.events import EventLog, load_events
 from harness.rundir.records import NO_REPORT, STATUSES

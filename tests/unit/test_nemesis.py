@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.heal import heal_all
-from harness.chaos.nemesis import ActiveFault, Nemesis, _faulted
-from harness.chaos.targets import whole_cluster
 from harness.experiment.model import FaultStep
+from harness.nemesis.schedule import ActiveFault, Nemesis, _faulted
+from harness.nemesis.targets import whole_cluster
 from harness.platform import disk_layer
 from harness.platform.topology import Role, hostname_of
 from harness.rundir import layout

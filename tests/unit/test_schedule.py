@@ -13,13 +13,13 @@ import pytest
 
 from harness.chaos.conditions import ClusterView, ConditionError, parse_condition
 from harness.chaos.faults import FaultContext, FaultError
-from harness.chaos.nemesis import Nemesis
-from harness.chaos.targets import resolve_target
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.model import FaultStep
 from harness.experiment.plan import fault_class, schedule_for
 from harness.experiment.problems import SpecError
+from harness.nemesis.schedule import Nemesis
+from harness.nemesis.targets import resolve_target
 from harness.platform.topology import PartitionState, Role
 from harness.rundir import layout
 from harness.rundir.events import EventLog, EventType, load_events
