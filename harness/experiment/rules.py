@@ -159,11 +159,15 @@ def _target_rules(
 ) -> Iterator[Problem]:
     """Check a target against the cluster and topic; `where` is the step's or generator's path."""
     transactions = spec.workload.transactions
-    if target in COORDINATOR_TARGETS and transactions is None:
+    if target == "group-coordinator" and spec.workload.consumers:
+        pass  # the coordinator of the workload's consumer group
+    elif target in COORDINATOR_TARGETS and transactions is None:
         reason = f"{shown(target)} needs workload.transactions (the coordinator of its ids)"
         yield f"{where}.target", reason
     elif target == "group-coordinator" and transactions and not transactions.send_offsets:
-        reason = "group-coordinator needs workload.transactions.send_offsets: true"
+        reason = (
+            "group-coordinator needs workload.transactions.send_offsets: true or workload.consumers"
+        )
         yield f"{where}.target", reason
     brokers, partitions = spec.kafka.brokers, spec.topic.partitions
     mode = spec.kafka.effective_mode()
