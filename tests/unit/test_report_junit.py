@@ -28,16 +28,24 @@ def _rep(cell: CellVerdict, **changes: object) -> CellVerdict:
     return replace(cell, repetitions=(replace(rep, **changes),))
 
 
-def test_the_junit_file_spells_every_outcome(tmp_path: Path) -> None:
+def _three_cells() -> tuple[list[CellVerdict], dict[str, object]]:
+    """EXPECTED-LOSS (two repetitions, one lossy), UNKNOWN (a run error) and NOT-PROVOKED, and
+    their events."""
     results = [
         result("ap", AP, 0),
         result("ap", AP, 1, lost=3),
         {**result("cp-unknown", CP, 0), "status": "error", "error": "no <cluster>", "counts": None},
         result("quiet", AP, 0),
     ]
-    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results[:2]}
+    events: dict[str, object] = {
+        r["run_dir"]: events_with_fault_and_leader_change() for r in results[:2]
+    }
     events[results[3]["run_dir"]] = healthy_events()
-    ap, unknown, quiet = judge_all(results, events)
+    return judge_all(results, events), events
+
+
+def test_the_junit_file_spells_every_outcome(tmp_path: Path) -> None:
+    (ap, unknown, quiet), events = _three_cells()
     assert [ap.verdict, unknown.verdict, quiet.verdict] == [
         Verdict.EXPECTED_LOSS,
         Verdict.UNKNOWN,
@@ -190,15 +198,7 @@ def test_the_verdicts_named_in_fail_on_fail_the_junit_as_the_exit_code(
     named there fails, an UNKNOWN not named there is no error."""
     from analysis.judge.verdicts import exit_code
 
-    results = [
-        result("ap", AP, 0),
-        result("ap", AP, 1, lost=3),
-        {**result("cp-unknown", CP, 0), "status": "error", "error": "no <cluster>", "counts": None},
-        result("quiet", AP, 0),
-    ]
-    events = {r["run_dir"]: events_with_fault_and_leader_change() for r in results[:2]}
-    events[results[3]["run_dir"]] = healthy_events()
-    cells = judge_all(results, events)
+    cells, events = _three_cells()
     text = write_junit(cells, events, tmp_path / "j.xml", gate).read_text("utf-8")
     assert _totals(text) == totals
     failed = totals[0] + totals[1] > 0
