@@ -1,10 +1,16 @@
-"""A real Kafka cluster in Docker, on the docker SDK's public API, in one of three modes.
+"""A real Kafka cluster in Docker, its nodes and network Testcontainers containers
+(harness/platform/containers.py), in one of three modes.
 
 - kraft: every node is broker and KRaft controller (the default, 3.3+);
 - kraft-dedicated: 3 controller-only nodes (ids 101..) plus the brokers (ids 1..N);
 - zookeeper: a ZooKeeper ensemble of 1 or 3 servers plus the brokers (releases before 4.0).
 `nodes` are always the brokers, so `node:<id>` names a broker in every mode; `quorum` are the
 KRaft controllers, `ensemble` the ZooKeeper servers, `all_nodes` every container.
+
+Starting: the network, then the ZooKeeper servers together (each ready when it answers
+`srvr`), then every other node together (each ready when it logs that its server started),
+then the cluster's own condition: every broker registered and a topic replicated on all of
+them with a full ISR.
 
 Clients reach broker i at <docker host>:<host port i>, a port chosen when the cluster is
 created and kept for its life, so the advertised listener stays valid across kill/start cycles;
@@ -16,8 +22,7 @@ TESTCONTAINERS_HOST_OVERRIDE, else DOCKER_HOST's host name, else this machine), 
 DOCKER_HOST works; for Docker-in-Docker through a mounted socket set the override to the
 address the published ports answer at (not get_container_host_ip(): the advertised listener
 must be known before any container exists). On a local engine the ports are published on
-127.0.0.1 only, as unauthenticated brokers should be; on a remote one on all its interfaces
-(so the docker SDK creates them: Testcontainers' builders cannot publish on one interface).
+127.0.0.1 only, as unauthenticated brokers should be; on a remote one on all its interfaces.
 """
 
 from __future__ import annotations
@@ -38,14 +43,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, TopicMetadata
 
 from harness.platform import disk_layer
-from harness.platform.node import (
-    KafkaNode,
-    vote_if_running,
+from harness.platform.containers import (
+    ClusterNetwork,
+    NodeContainer,
+    start_together,
+    use_ryuk_where_possible,
 )
+from harness.platform.node import KafkaNode, vote_if_running
 from harness.platform.sidecar import NETWORK_TOOLS, ToolsHelper, remove_helpers
 from harness.platform.topology import (
-    CLIENT_PORT,
-    LOG_DIR,
     READY_TOPIC,
     ClusterError,
     NodePlan,
@@ -79,6 +85,7 @@ class KafkaCluster:
     settings: Settings = field(default_factory=load_settings)
     cluster_id: str = field(default_factory=new_cluster_id)
     nodes: list[KafkaNode] = field(default_factory=list)  # the brokers, in id order
+    network: ClusterNetwork | None = None  # the cluster's network, once start() made it
     network_name: str = ""
     host: str = ""  # the docker host (docker_host() when start() finds it empty)
     mode: Mode | str = Mode.KRAFT
@@ -146,42 +153,42 @@ class KafkaCluster:
         return _by_id(self.ensemble, node_id, "ZooKeeper server")
 
     def start(self, *, ready_timeout_s: float = 120.0) -> KafkaCluster:
-        """Create network and containers, start all nodes, and wait until the cluster is ready."""
+        """Create the network and the nodes, start them (ZooKeeper first), and wait until the
+        cluster is ready (see the module docstring)."""
         topology = self.topology
         ports = self._choose_ports()
-        client = docker.from_env()
+        use_ryuk_where_possible(docker.from_env())
         self.host = self.host or docker_host()
-        self.network_name = f"kchaos-{self.tag}"
-        client.networks.create(self.network_name, driver="bridge", labels=self.labels)
+        self.network = ClusterNetwork(f"kchaos-{self.tag}", self.labels).create()
+        self.network_name = self.network.name
         deadline = Deadline.after(ready_timeout_s)
         try:
             extra, controllers = self.broker_config, self.controller_config
             plans = plan_nodes(topology, self.cluster_id, ports, extra, self.host, controllers)
-            plans = with_jvm_options(plans, self.jvm_options)
-            for plan in plans:
-                self._add(self._create_node(client, plan))
+            for plan in with_jvm_options(plans, self.jvm_options):
+                self._add(self._node(plan))
             # Brokers of ZooKeeper mode give up when ZooKeeper does not answer in time.
-            for node in self.ensemble:
-                node.container.start()
-            if self.ensemble:
-                _wait(
-                    lambda: all(node.zookeeper_serving() for node in self.ensemble),
-                    ready_timeout_s,
-                    "ZooKeeper to serve",
-                    self._describe_failure,
-                )
-            for node in self.all_nodes:
-                if node.role is not Role.ZOOKEEPER:
-                    node.container.start()
+            others = [n for n in self.all_nodes if n.role is not Role.ZOOKEEPER]
+            for group in ([n.container for n in self.ensemble], [n.container for n in others]):
+                start_together(group, max(5.0, deadline.remaining()))
             self.wait_ready(timeout_s=max(5.0, deadline.remaining()))
             self._choose_network_tools()
             self._write_back_disks()
+        except (TimeoutError, RuntimeError) as exc:  # a node not ready, or exited
+            described = str(exc) if isinstance(exc, ClusterError) else self._describe_failure()
+            self._failed()
+            if isinstance(exc, ClusterError):
+                raise
+            raise ClusterError(f"{exc}\n{described}") from exc
         except BaseException:
-            # What the nodes said, kept for collect_logs: closing removes the containers.
-            self._logs_at_failure = self._node_logs()
-            self.close()
+            self._failed()
             raise
         return self
+
+    def _failed(self) -> None:
+        """Keep what the nodes said for collect_logs (closing removes them), then close."""
+        self._logs_at_failure = self._node_logs()
+        self.close()
 
     def _choose_network_tools(self) -> None:
         """Where the nodes' network commands run: in the nodes when their image has iptables
@@ -228,35 +235,26 @@ class KafkaCluster:
             )
         return list(self.host_ports)
 
-    def _create_node(self, client: docker.DockerClient, plan: NodePlan) -> KafkaNode:
-        """Create (not start) a node's container; a broker's client port is published."""
-        ports = {}
-        if plan.host_port:
-            ports = {f"{CLIENT_PORT}/tcp": (publish_address(self.host), plan.host_port)}
-        layered = self.disk_layer is not None and plan.role is not Role.ZOOKEEPER
-        options = disk_layer.create_options(client, self.image, LOG_DIR) if layered else {}
-        container = client.containers.create(
+    def _node(self, plan: NodePlan) -> KafkaNode:
+        """A node of the plan, its container not created yet (start_together does)."""
+        container = NodeContainer(
             self.image,
+            plan,
             name=f"kchaos-{self.tag}-{plan.hostname}",
-            hostname=plan.hostname,
-            environment=plan.env,
-            ports=ports,
-            network=self.network_name,
-            # Network aliases make each node's name resolvable to the others on this network.
-            networking_config={
-                self.network_name: client.api.create_endpoint_config(aliases=[plan.hostname])
-            },
-            cap_add=["NET_ADMIN", "SYS_ADMIN"] if layered else ["NET_ADMIN"],
+            network=self._network(),
             labels=self.labels,
-            detach=True,
-            **options,
+            publish_on=publish_address(self.host),
+            layer=self.disk_layer,
         )
         node = KafkaNode(plan.node_id, plan.host_port, container, self.host, plan.role)
-        if layered:
-            assert self.disk_layer is not None
-            disk_layer.install(container, self.disk_layer)
+        if container.layered:
             node.disk_dir = disk_layer.DISK_DIR
         return node
+
+    def _network(self) -> ClusterNetwork:
+        if self.network is None:
+            raise ClusterError("the cluster is not started: call start() first")
+        return self.network
 
     def admin(self) -> AdminClient:
         """The cluster's AdminClient (one per cluster: a dropped client aborts its requests)."""
@@ -399,7 +397,10 @@ class KafkaCluster:
     def _describe_failure(self) -> str:
         lines = []
         for node in self.all_nodes:
-            state = node.state()
+            try:
+                state = node.state()
+            except Exception:  # never created: an earlier node's start failed
+                continue
             tail = (node.logs() or b"").decode(errors="replace").strip().splitlines()[-3:]
             lines.append(f"  {node.hostname}: {state}; last log lines: {' | '.join(tail)}")
         return "\n".join(lines)
@@ -426,25 +427,25 @@ class KafkaCluster:
 
     def close(self) -> None:
         """Remove every container and the network, whatever state they are in."""
-        client = docker.from_env()
         # Helpers first: each lives in a node's network namespace (harness/platform/sidecar.py).
         with contextlib.suppress(Exception):
             self.remove_helpers()
         for node in self.all_nodes:
-            # Any state: also a node whose start an interrupt cut short (no container object
-            # yet); what the engine created anyway is reaped by label. A paused node is thawed
+            # Any state: also a node whose start an interrupt cut short (no container yet);
+            # what the engine created anyway is reaped by label. A paused node is thawed
             # first: the engine cannot kill a frozen process, and its forced removal then hangs
             # for minutes (seen with Docker 20.10 on cgroup v1).
             with contextlib.suppress(Exception):
                 if node.state() == "paused":
                     node.unpause()
             with contextlib.suppress(Exception):
-                node.docker.remove(force=True, v=True)
+                node.container.stop(force=True, delete_volume=True)
         self.nodes, self.quorum, self.ensemble = [], [], []
         self._admin = None
-        if self.network_name:
-            with contextlib.suppress(docker.errors.APIError):
-                client.networks.get(self.network_name).remove()
+        if self.network is not None:
+            with contextlib.suppress(docker.errors.APIError, AssertionError):
+                self.network.remove()
+            self.network = None
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

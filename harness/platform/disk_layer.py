@@ -9,8 +9,9 @@ not fsynced yet, which its `crash` command takes away (the real power loss).
 The container's entrypoint becomes a short shell script that starts chaosfs, waits for the
 mount and then runs the image's own entrypoint: the broker stays PID 1 (so `docker kill` is
 still a SIGKILL of the broker) and chaosfs dies with the container, as a disk's cache would.
-The image is not changed: the static binary is copied into the created container, so any
-image with /bin/sh gets the layer. The binary is built on demand from its Go sources into a
+The image is not changed: the static binary is copied into the container between its creation
+and its start (Testcontainers' with_copy_into_container), so any image with /bin/sh gets the
+layer. The binary is built on demand from its Go sources into a
 static binary, cached under the cache directory keyed by a digest of the sources, so a second
 call is a lookup; it needs the Go toolchain only to build.
 """
@@ -18,12 +19,10 @@ call is a lookup; it needs the Go toolchain only to build.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shlex
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -78,8 +77,8 @@ class DiskLayerError(RuntimeError):
 
 
 class CreateOptions(TypedDict, total=False):
-    """containers.create() keyword arguments for a node under the disk layer (none for a node
-    without it; create_options gives the first three always)."""
+    """The container options of a node under the disk layer, for Testcontainers' with_kwargs
+    and with_command (none for a node without it; create_options gives the first three always)."""
 
     devices: list[str]
     entrypoint: list[str]
@@ -88,7 +87,7 @@ class CreateOptions(TypedDict, total=False):
 
 
 def create_options(client: docker.DockerClient, image: str, log_dir: str) -> CreateOptions:
-    """The containers.create() keyword arguments that give a node of `image` the layer over
+    """The container options that give a node of `image` the layer over
     `log_dir`: the FUSE device, the start script before the image's entrypoint (the caller
     adds CAP_SYS_ADMIN, which mounting needs)."""
     config = client.images.get(image).attrs.get("Config") or {}
@@ -111,21 +110,6 @@ def _apparmor_enabled() -> bool:
         return APPARMOR.read_text().strip().upper().startswith("Y")
     except OSError:
         return False
-
-
-def install(container: Any, binary: Path) -> None:
-    """Copy chaosfs into the created (not yet started) container, at BINARY."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        folder = tarfile.TarInfo(TOOLS_DIR.strip("/"))
-        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
-        archive.addfile(folder)
-        member = tarfile.TarInfo(BINARY.strip("/"))
-        member.size, member.mode = binary.stat().st_size, 0o755
-        with binary.open("rb") as data:
-            archive.addfile(member, data)
-    if not container.put_archive("/", buffer.getvalue()):
-        raise DiskLayerError(f"could not copy chaosfs into {container.name}")
 
 
 def control(node: KafkaNode, *command: str) -> dict[str, Any]:

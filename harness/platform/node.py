@@ -1,23 +1,24 @@
-"""One Kafka, controller or ZooKeeper node: its container (created with the docker SDK, never
-removed across restarts) and what the harness asks of it."""
+"""One Kafka, controller or ZooKeeper node: its container (a Testcontainers NodeContainer,
+harness/platform/containers.py, never removed across restarts) and what the harness asks of it,
+done on the docker SDK container it wraps."""
 
 from __future__ import annotations
 
 import copy
 import io
 import json
-import os
 import tarfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import docker
 import docker.errors
 import docker.models.containers
+from testcontainers.core.exceptions import ContainerStartException
 
 from harness.platform.topology import (
     LOG_DIR,
@@ -27,8 +28,8 @@ from harness.platform.topology import (
     hostname_of,
 )
 
-# Ryuk (testcontainers' reaper) would have to be pulled from a registry; we clean up by label.
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+if TYPE_CHECKING:
+    from harness.platform.containers import NodeContainer
 
 
 UNPAUSE_TIMEOUT_S = 15.0
@@ -64,7 +65,7 @@ class KafkaNode:
 
     node_id: int
     host_port: int  # the published client port; 0 for nodes clients never reach
-    container: docker.models.containers.Container
+    container: NodeContainer  # the Testcontainers container; `docker` is the one it wraps
     host: str = "127.0.0.1"  # where this process reaches host_port (the docker host)
     role: Role = Role.COMBINED
     # Pause and exec take turns: an exec racing a pause leaves its process in the frozen
@@ -102,7 +103,8 @@ class KafkaNode:
 
     @property
     def docker(self) -> docker.models.containers.Container:
-        return self.container
+        """The docker SDK container the node's Testcontainers container wraps."""
+        return self.container.get_wrapped_container()
 
     def state(self) -> str:
         """Docker's state of the container: running, paused, exited, ..."""
@@ -225,7 +227,7 @@ class KafkaNode:
         cannot give it (the container is gone)."""
         try:
             return self.docker.logs(stdout=True, stderr=True)
-        except docker.errors.APIError:
+        except (docker.errors.APIError, ContainerStartException):  # gone, or never created
             return None
 
     def zookeeper_serving(self) -> bool:

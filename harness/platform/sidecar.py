@@ -1,6 +1,7 @@
 """Helper containers that share a node's network namespace and run one program of the harness.
 
-A helper runs from the project's JRE base image (Debian with iptables and Python), whatever
+A helper is a Testcontainers container (harness/platform/containers.py: HelperContainer) and
+runs from the project's JRE base image (Debian with iptables and Python), whatever
 image the broker runs: that is how a stock broker image without iptables still gets network
 faults. It carries the cluster's labels, so the cluster's removal and the leftovers sweep
 find it like a node. Its program speaks in JSON lines on stdout: one `ready` (or `error`)
@@ -10,10 +11,8 @@ line when it acts, and whatever it reports when SIGTERM ends it.
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import json
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 import docker
 import docker.errors
 
+from harness.platform.containers import HelperContainer
 from harness.platform.image import base_tag
 from harness.rundir.events import ShaperFigures
 from harness.waiting import wait_for
@@ -79,28 +79,25 @@ def helper_image(cluster: HelperOwner) -> str:
     return tag
 
 
-def _created(cluster: HelperOwner, node: KafkaNode, kind: str, argv: list[str], **options) -> Any:
+def _helper(cluster: HelperOwner, node: KafkaNode, kind: str, argv: list[str]) -> HelperContainer:
     """A helper container of `kind` to run `argv` in `node`'s network namespace, labelled as
-    the cluster's and with its kind; created, not started."""
-    return docker.from_env().containers.create(
+    the cluster's and with its kind; not started yet."""
+    return HelperContainer(
         helper_image(cluster),
         argv,
         name=f"{node.docker.name}-{kind}-{next(_numbers)}",
-        network_mode=f"container:{node.docker.id}",
-        cap_add=["NET_ADMIN", "NET_RAW"],
+        node_id=node.docker.id,
         labels={**cluster.labels, cluster.settings.label + HELPER_LABEL_SUFFIX: kind},
-        detach=True,
-        **options,
+        working_dir=PROGRAM_DIR,
     )
 
 
-def package_archive(package: Path) -> bytes:
-    """A tar of the Python package at `package` (its .py files), rooted at its name."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for path in sorted(package.glob("*.py")):
-            tar.add(path, arcname=f"{package.name}/{path.name}")
-    return buffer.getvalue()
+def with_package(helper: HelperContainer, package: Path) -> HelperContainer:
+    """`helper` with the Python package at `package` (its .py files) copied into PROGRAM_DIR
+    before it starts."""
+    for path in sorted(package.glob("*.py")):
+        helper.with_copy_into_container(path, f"{PROGRAM_DIR}/{package.name}/{path.name}")
+    return helper
 
 
 def json_lines(text: str) -> list[dict[str, object]]:
@@ -136,9 +133,8 @@ class Sidecar:
     def start(self, timeout_s: float = 20.0) -> HelperReady:
         """Start the helper and wait for its `ready` line; return what it said there."""
         argv = ["python3", "-m", self.module, self.argument]
-        self.container = _created(self.cluster, self.node, self.kind, argv, working_dir=PROGRAM_DIR)
-        self.container.put_archive(PROGRAM_DIR, package_archive(self.package))
-        self.container.start()
+        helper = with_package(_helper(self.cluster, self.node, self.kind, argv), self.package)
+        self.container = helper.start().get_wrapped_container()
 
         def answered() -> bool:
             self._read_output()
@@ -223,8 +219,8 @@ class ToolsHelper:
         if self.container is not None:
             with contextlib.suppress(docker.errors.APIError):
                 self.container.remove(force=True)
-        self.container = _created(self.cluster, self.node, "tools", ["sleep", "infinity"])
-        self.container.start()
+        helper = _helper(self.cluster, self.node, "tools", ["sleep", "infinity"])
+        self.container = helper.start().get_wrapped_container()
         self.node_started_at = started_at
 
     def _running(self) -> bool:

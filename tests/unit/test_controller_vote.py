@@ -14,7 +14,8 @@ def node_reading(code: int, output: str) -> KafkaNode:
     container = SimpleNamespace(exec_run=lambda argv: SimpleNamespace(
         exit_code=code, output=output.encode()
     ))  # fmt: skip
-    return KafkaNode(1, 0, container)  # type: ignore[arg-type]
+    wrapper = SimpleNamespace(get_wrapped_container=lambda: container)  # a Testcontainers one
+    return KafkaNode(1, 0, wrapper)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,14 @@ class RecordingContainer:
         self.spans.append(("pause", now, now))
 
 
+def wrapping(container: object) -> SimpleNamespace:
+    """A stand-in for the node's Testcontainers container, wrapping the fake docker one."""
+    return SimpleNamespace(get_wrapped_container=lambda: container)
+
+
 def test_a_pause_waits_for_the_exec_in_progress() -> None:
     container = RecordingContainer()
-    node = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
+    node = KafkaNode(1, 9092, wrapping(container), role=Role.COMBINED)  # type: ignore[arg-type]
     probe = threading.Thread(target=node.exec, args=(["true"],))
     probe.start()
     assert container.exec_started.wait(5)
@@ -44,7 +49,7 @@ def test_a_pause_waits_for_the_exec_in_progress() -> None:
 
 
 def test_nodes_still_compare_by_their_fields() -> None:
-    container = RecordingContainer()
+    container = wrapping(RecordingContainer())
     first = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
     second = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
     assert first == second

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -51,7 +52,8 @@ def test_a_hanging_unpause_is_healed_through_the_cgroup(tmp_path: Path, monkeypa
     v1, _ = frozen_tree(tmp_path)
     monkeypatch.setattr(node_module, "CGROUP_ROOT", tmp_path)
     container = HangingContainer(v1)
-    node = KafkaNode(1, 0, container, role=Role.BROKER)  # type: ignore[arg-type]
+    wrapper = SimpleNamespace(get_wrapped_container=lambda: container)  # a Testcontainers one
+    node = KafkaNode(1, 0, wrapper, role=Role.BROKER)  # type: ignore[arg-type]
     node.unpause(timeout_s=0.1)
     assert v1.read_text() == "THAWED" and container.calls == 1
 
@@ -61,6 +63,7 @@ def test_an_unpause_that_cannot_be_healed_says_so(tmp_path: Path, monkeypatch):
     elsewhere = tmp_path / "not-a-cgroup"
     elsewhere.write_text("FROZEN")
     missing = HangingContainer(elsewhere)
-    node = KafkaNode(1, 0, missing, role=Role.BROKER)  # type: ignore[arg-type]
+    wrapper = SimpleNamespace(get_wrapped_container=lambda: missing)
+    node = KafkaNode(1, 0, wrapper, role=Role.BROKER)  # type: ignore[arg-type]
     with pytest.raises(TimeoutError, match="could not be thawed"):
         node.unpause(timeout_s=0.05)
