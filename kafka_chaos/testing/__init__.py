@@ -13,6 +13,8 @@ gives the fixtures; this package holds what they hand out, one role per module:
 - options.py: `ChaosOptions`, the cluster and topic a test asks for (marker and options);
 - producer_config.py: the test's producer settings as the experiment's producer section;
 - clusters.py: `ClusterPool`, the session's clusters, started once and always removed;
+- chaos_cluster.py: `KafkaChaosCluster`, the cluster as a Testcontainers-style module for any
+  test suite (builders, `network` for the team's own containers, roles, faults, runs);
 - errors.py: `ChaosUsageError` (what the test asked is wrong) and `ChaosError` (the run
   failed).
 
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafka_chaos.testing.chaos import Chaos
+    from kafka_chaos.testing.chaos_cluster import KafkaChaosCluster
     from kafka_chaos.testing.clusters import ClusterPool
     from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
     from kafka_chaos.testing.faults import FaultHandle
@@ -43,6 +46,7 @@ __all__ = [
     "ChaosVerdict",
     "ClusterPool",
     "FaultHandle",
+    "KafkaChaosCluster",
     "Verdict",
 ]
 
@@ -56,6 +60,7 @@ _HOMES = {
     "ChaosVerdict": "verdict",
     "ClusterPool": "clusters",
     "FaultHandle": "faults",
+    "KafkaChaosCluster": "chaos_cluster",
     "Verdict": "verdict",
 }
 

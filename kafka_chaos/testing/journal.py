@@ -11,14 +11,25 @@ the journal into acked.parquet as for any run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from harness.rundir.events import EventLog
-from harness.workload.journal import AckJournal, key_of
+from harness.rundir.records import Status
+from harness.workload.journal import AckJournal, MadeReport, key_of
+from harness.workload.producer.command import ErrorReport
 from harness.workload.producer.librdkafka import close_with_tally
+from harness.workload.producer.protocol import (
+    SendError,
+    SendSuccess,
+    ValueFormat,
+    decode_with,
+    journal_value,
+    parse_line,
+)
 from harness.workload.producer.recorder import DeliveryTally, delivery_callback, status_of
+from harness.workload.producer.send_errors import status_of_error
 from harness.workload.values import encode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 
@@ -107,8 +118,8 @@ class ChaosJournal:
             self._mode = mode
         elif self._mode != mode:
             raise ChaosUsageError(
-                f"this journal hands out {self._mode}() values; {mode}() would reuse their ids "
-                "and keys: use one of message() and value() per test"
+                f"this journal's ids come from {self._mode}(); {mode}() would reuse them: use "
+                "one of message() and value() per test (or record_lines() alone)"
             )
 
     # -- what came back --------------------------------------------------------------------
@@ -131,6 +142,44 @@ class ChaosJournal:
             callback(error, msg)
 
         return recorded
+
+    def record_lines(self, lines: Iterable[str]) -> int:
+        """Journal the sends a program reported in the verifiable-client protocol
+        (docs/clients.md: `producer_send_success` and `producer_send_error` lines, values in
+        the harness's format), e.g. the stdout of a container on the cluster's network; other
+        lines are skipped. The number of sends journalled."""
+        journalled = 0
+        with self._lock:
+            self._use("record_lines")
+            for text in lines:
+                line = parse_line(text)
+                if not isinstance(line, SendSuccess | SendError):
+                    continue
+                msg_id, key_seq = decode_with(ValueFormat.KAFKA_CHAOS, line.value, self.keys)
+                if msg_id is not None:
+                    self._journal.sent_upto = max(self._journal.sent_upto, msg_id + 1)
+                latency = line.latency_us / 1e6 if line.latency_us is not None else None
+                self._journal_line(line, journal_value(msg_id, key_seq), latency)
+                journalled += 1
+            self._journal.commit()
+        return journalled
+
+    def _journal_line(
+        self, line: SendSuccess | SendError, value: bytes | None, latency: float | None
+    ) -> None:
+        """One reported send into the journal and the tally, by its status."""
+        if isinstance(line, SendSuccess):
+            self._tally.ok += 1
+            where = (line.partition, line.offset)
+            self._journal.delivered.append(MadeReport(value, None, where, latency))
+            return
+        report = MadeReport(value, ErrorReport(line.error, line.message), (None, None), latency)
+        if status_of_error(line.error) == Status.FAILED:
+            self._tally.failed += 1
+            self._journal.failed.append(report)
+        else:
+            self._tally.indeterminate += 1
+            self._journal.indeterminate.append(report)
 
     @property
     def sent(self) -> int:

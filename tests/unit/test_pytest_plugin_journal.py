@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from harness.rundir import layout
 from harness.rundir.events import EventLog
 from harness.rundir.records import NO_REPORT
-from harness.workload.values import decode_value
+from harness.workload.values import decode_value, encode_value
 from kafka_chaos.testing.errors import ChaosUsageError
 from kafka_chaos.testing.journal import MAX_CHOSEN_ID, ChaosJournal
 from tests.examples import examples
@@ -190,3 +190,39 @@ def test_producer_threads_share_one_journal(tmp_path: Path) -> None:
     rows = finalized(tmp_path).to_pylist()
     assert len(rows) == 2000
     assert {r["status"] for r in rows} == {"ok"}
+
+
+def protocol_line(name: str, msg_id: int, key_seq: int, **fields: Any) -> str:
+    """A verifiable-client protocol line about the send of `msg_id`, harness-format value."""
+    value = encode_value(msg_id, key_seq, 40).decode()
+    return json.dumps({"name": name, "value": value, **fields})
+
+
+def test_a_programs_protocol_lines_are_journalled_by_status(tmp_path: Path) -> None:
+    """The sends a container reported on stdout (record_lines) reach acked.parquet as the
+    callback's do: acknowledged with partition and offset, a Java error by its class (a
+    refused send failed, an unknown one indeterminate), other lines skipped."""
+    journal = new_journal(tmp_path)
+    lines = [
+        json.dumps({"name": "startup_complete"}),
+        protocol_line("producer_send_success", 0, 0, partition=2, offset=5),
+        "not json: a log line the program printed",
+        protocol_line(
+            "producer_send_error",
+            1,
+            0,
+            exception="org.apache.kafka.common.errors.RecordTooLargeException",
+        ),
+        protocol_line(
+            "producer_send_error", 2, 0, exception="org.apache.kafka.common.errors.TimeoutException"
+        ),
+        protocol_line("producer_send_success", 3, 0, partition=1, offset=0),
+    ]
+    assert journal.record_lines(lines) == 4
+    assert journal.sent == 4
+    with pytest.raises(ChaosUsageError, match=r"ids come from record_lines\(\)"):
+        journal.message()
+    closed(journal, tmp_path)
+    rows = finalized(tmp_path).to_pylist()
+    assert [r["status"] for r in rows] == ["ok", "failed", "indeterminate", "ok"]
+    assert [(r["partition"], r["offset"]) for r in (rows[0], rows[3])] == [(2, 5), (1, 0)]
