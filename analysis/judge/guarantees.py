@@ -72,6 +72,10 @@ JUDGED_BY: Final[dict[AnomalyName, Literal["loss", "order", "order and loss"]]] 
     # Two messages read at one offset: the log rewritten below the high watermark, which is
     # Jepsen's inconsistent offsets; a violation wherever loss is forbidden, never loss itself.
     AnomalyName.INCONSISTENT_OFFSETS: "loss",
+    # Two readers given different messages at one offset (a consumer, a transaction or the
+    # read_uncommitted read-back against the read-back, or against each other): the log
+    # rewritten between the reads, Jepsen's inconsistent offsets too; judged as the above.
+    AnomalyName.INCONSISTENT_READS: "loss",
     # A producer's sends to one partition acknowledged out of send order: Kafka keeps one
     # producer's order per partition only with idempotence or max.in.flight=1, and a log
     # truncated where loss is allowed (power loss, unclean election) hands its offsets to later

@@ -60,6 +60,7 @@ class AnomalyName(StrEnum):
     NONMONOTONIC_SEND = "nonmonotonic_send"
     PHANTOM = "phantom"
     INCONSISTENT_OFFSETS = "inconsistent_offsets"
+    INCONSISTENT_READS = "inconsistent_reads"
     CONSUMER_UNPROCESSED = "consumer_unprocessed"
     CONSUMER_REPROCESSED = "consumer_reprocessed"
     COMMIT_LOST = "commit_lost"
@@ -106,6 +107,8 @@ class Check(StrEnum):
     CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
     SENDS = "sends"  # from each producer's acknowledged offsets in send order (checks/sends.py)
     COMMITS = "commits"  # from the group's commit journals and final offsets (checks/commits.py)
+    # From every read of an offset besides the read-back's own (checks/offset_reads.py).
+    OFFSET_READS = "offset_reads"
 
 
 # The transactional facts, in the order a run's counts list them.
@@ -153,6 +156,9 @@ CYCLE_WITNESS: Final = ("txn", "transactions", "cycle")
 # One offset read with two messages: where, the lowest and the next msg_id read there (None for
 # a record that is not the producer's), and how many messages were read there.
 OFFSET_READS: Final = ("partition", "offset", "msg_id", "readback_msg_id_at_offset", "reads")
+# One offset two readers read with different messages: where, one reader's message and its name
+# ("consumer 2", "transaction 7", "read_uncommitted read-back"), the other's and its name.
+READ_PAIR: Final = ("partition", "offset", "msg_id", "read_by", "other_msg_id", "other_read_by")
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,17 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=OFFSET_READS,
         check=Check.RECORDS,
+    ),
+    Anomaly(
+        AnomalyName.INCONSISTENT_READS,
+        "reads disagree",
+        "an offset two reads returned different messages at, one of them not the read_committed "
+        "read-back's: the read_uncommitted read-back, a transaction's reads, a consumer's "
+        "processed records (the log rewritten between the reads; offsets, never loss)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=READ_PAIR,
+        check=Check.OFFSET_READS,
     ),
     # The consumer group's classes (workload.consumers; analysis.checks.consumers): 0 without one.
     Anomaly(

@@ -100,6 +100,11 @@ class Example:
     # A cyclic component of committed transactions (analysis.checks.cycles).
     transactions: int | None = None
     cycle: str | None = None
+    # Two reads of one offset that disagree (analysis.checks.offset_reads): who read msg_id,
+    # and the other reader's message and name.
+    read_by: str | None = None
+    other_msg_id: int | None = None
+    other_read_by: str | None = None
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:
