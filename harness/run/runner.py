@@ -142,10 +142,6 @@ def _workload_and_faults(
     offsets_sent = transactions is not None and transactions.send_offsets
     if ctx.consumers is not None and not offsets_sent:  # group-coordinator: the group's
         ctx.group_id = ctx.consumers.group_id
-    transactions = plan.spec.workload.transactions
-    offsets_sent = transactions is not None and transactions.send_offsets
-    if ctx.consumers is not None and not offsets_sent:  # group-coordinator: the group's
-        ctx.group_id = ctx.consumers.group_id
     group = None
     if ctx.consumers is not None:
         catch_up_s = plan.spec.workload.consumer_catch_up_s
