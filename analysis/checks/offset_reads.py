@@ -17,8 +17,8 @@ disagreement about which record sits at the offset.
 It applies where a run holds a reader besides the read-back (then the cycle or the liveness
 check has already read the read-back's records: it shares them), reads only the columns it
 needs of each other reader, one reader at a time, and compares each with the read-back by
-binary search; only the reads at offsets the read-back never returned are grouped among
-themselves.
+binary search over its reads in slot order; only the reads at offsets the read-back never
+returned are grouped among themselves.
 """
 
 from __future__ import annotations
@@ -167,14 +167,20 @@ def disagreements(readback: Reads, others: Iterable[Reads]) -> Disagreements:
     `readback` (the read_committed read-back, any row order); `others` may be consumed one at a
     time (each is compared with the read-back, then only its reads that show something kept)."""
     slot, ident = _distinct(readback)
+    # How many records the read-back holds at each row's slot (more than one: contradicted).
+    starts = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]]) if len(slot) else slot
+    held = np.repeat(np.diff(np.r_[starts, len(slot)]), np.diff(np.r_[starts, len(slot)]))
     shown: list[Reads] = []
     unread: list[Reads] = []  # reads of offsets the read-back never returned
-    for reads in others:
+    for reads in map(_by_slot, others):
+        # Keys in order make the binary search walk the read-back once (far fewer cache misses).
         lo = np.searchsorted(slot, reads.slot, "left")
-        found = np.searchsorted(slot, reads.slot, "right") - lo
+        at = np.where(lo < len(slot), lo, -1)
+        at = np.where(gather(slot, at, -1) == reads.slot, at, -1)
+        found = gather(held, at, 0)
         # One record there: a read differs from it; several: the read-back contradicts itself,
         # so any other read of the offset differs from one of them.
-        same = (found == 1) & (gather(ident, np.where(found > 0, lo, -1), NO_ID) == reads.ident)
+        same = (found == 1) & (gather(ident, at, NO_ID) == reads.ident)
         shown.append(reads.take((found > 0) & ~same))
         unread.append(reads.take(found == 0))
     shown.append(_among_themselves(Reads.joined(unread)))
@@ -183,6 +189,13 @@ def disagreements(readback: Reads, others: Iterable[Reads]) -> Disagreements:
     rb = _at(slot, slots)
     mine = Reads(slot[rb], ident[rb], np.zeros(len(rb), dtype=np.int64))
     return Disagreements(slots, Reads.joined([evidence, mine]))
+
+
+def _by_slot(reads: Reads) -> Reads:
+    """The reads sorted by slot, unless they already are."""
+    if (np.diff(reads.slot) >= 0).all():
+        return reads
+    return reads.take(np.argsort(reads.slot, kind="stable"))
 
 
 def _distinct(readback: Reads) -> tuple[np.ndarray, np.ndarray]:
