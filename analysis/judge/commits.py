@@ -22,7 +22,7 @@ from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from harness.rundir.config import CellConfig
 
-__all__ = ["COMMIT_CITATION", "judge_commits"]
+__all__ = ["COMMIT_CITATION", "COMMIT_EVIDENCE", "judge_commits"]
 
 COMMIT_CITATION: Final = (
     "Kafka's documentation (Consumer Offset Tracking): “The broker sends a successful offset "
@@ -38,6 +38,11 @@ def broker_fault(events: RunEvidence) -> str:
         if start.nodes:
             return f"{start.fault} of {start.target} hit broker(s) {start.nodes}"
     return ""
+
+
+# The evidence each known-bug row explaining `commit_lost` needs from the run, in words ('' when
+# the run does not show it): the test of the known-bug table holds every such row to an entry.
+COMMIT_EVIDENCE: Final = {"KAFKA-20634": broker_fault}
 
 
 def judge_commits(
@@ -65,7 +70,7 @@ def judge_commits(
         detail = f"{what}; not documented under loss rule {guarantee.loss}: {COMMIT_CITATION}"
         return [Finding(name, Verdict.UNKNOWN, detail, quoted)]
     version, client = config.kafka_version, config.client
-    found = first_shown(name, version, client, lambda _bug: broker_fault(events))
+    found = first_shown(name, version, client, lambda bug: COMMIT_EVIDENCE[bug.reference](events))
     if found is None:
         return [Finding(name, Verdict.VIOLATION, f"{what}: {COMMIT_CITATION}", quoted)]
     bug, evidence = found
