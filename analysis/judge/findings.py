@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from analysis.judge.duplicates import known_duplicates
 from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN,
@@ -337,16 +338,30 @@ def _isr_shrunk_sample(
     return None
 
 
-def judge_duplicates(counts: Counts, examples: Examples, guarantee: Guarantee) -> list[Finding]:
-    """Duplicates of acknowledged messages: a violation with idempotence on, a counted legal
-    anomaly otherwise. Duplicates of failed or indeterminate sends are always allowed."""
+def judge_duplicates(
+    counts: Counts,
+    examples: Examples,
+    guarantee: Guarantee,
+    config: CellConfig | None = None,
+    events: RunEvidence | None = None,
+) -> list[Finding]:
+    """Duplicates of acknowledged messages: a violation with idempotence on (KNOWN-BUG when a
+    known bug of the run's release and client explains them and its evidence shows: needs
+    `config` and `events`), a counted legal anomaly otherwise. Duplicates of failed or
+    indeterminate sends are always allowed."""
     findings = []
     name = AnomalyName.DUPLICATED
     if duplicated := counts[name]:
         what = f"{duplicated} duplicated ({anomaly(name).meaning}{_example_text(examples, name)})"
         hit = _Hit(name, what, _shown(examples, name), Verdict.PASS)
         citation = guarantee.duplicates_citation
-        findings.append(hit.judged(guarantee.duplicates, FORBIDDEN, citation, "duplicates"))
+        finding = hit.judged(guarantee.duplicates, FORBIDDEN, citation, "duplicates")
+        known = None
+        if finding.violation and config is not None and events is not None:
+            known = known_duplicates(counts, config, events)
+        if known is not None:
+            finding = hit.finding(Verdict.KNOWN_BUG, f"{known[0]}; {what}; {known[1]}")
+        findings.append(finding)
     unacked_name = AnomalyName.DUPLICATED_UNACKED
     if unacked := counts[unacked_name]:
         entry, ids = anomaly(unacked_name), _example_text(examples, unacked_name)

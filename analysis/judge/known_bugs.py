@@ -6,7 +6,9 @@ release (and client) that ran and the run shows that row's evidence. The evidenc
 is read where its anomaly is judged: a loss bug's from one partition's history
 (analysis.judge.mechanisms.PARTITION_EVIDENCE), a transactional bug's from the run's events
 (analysis.judge.transactions.RUN_EVIDENCE), a consumer position's bug from the case its poll
-steps show (analysis.judge.liveness.LIVENESS_EVIDENCE), each keyed by the row's reference.
+steps show (analysis.judge.liveness.LIVENESS_EVIDENCE), a client's duplicating bug from the
+run's faults and sends (analysis.judge.duplicates.DUPLICATE_EVIDENCE), each keyed by the row's
+reference.
 docs/known-bugs.md shows this table with each row's experiment and what it measured.
 """
 
@@ -19,7 +21,14 @@ from typing import Final
 from analysis.model.anomalies import AnomalyName, CountName
 from harness.rundir.release import KafkaVersion
 
-__all__ = ["BUG_REASON", "KNOWN_BUGS", "KnownBug", "bugs_explaining", "first_shown"]
+__all__ = [
+    "BUG_REASON",
+    "KNOWN_BUGS",
+    "KnownBug",
+    "bugs_explaining",
+    "client_kind",
+    "first_shown",
+]
 
 # How a known bug's finding begins ("known bug KAFKA-17754 of Kafka 3.8.1 ..."): a cell's
 # summary puts these reasons first.
@@ -39,13 +48,19 @@ class KnownBug:
     # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
     # releases. None: the server's release alone decides.
     client_fixed_in: str | None = None
+    # The client family whose bug it is ("librdkafka"): producers of other clients are never
+    # affected, whatever the server's release. None: a server's bug, every client.
+    client_family: str | None = None
     log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
     experiment: str = ""  # the experiment file (and cell) that provokes it
 
     def affects(self, version: str | None, client: str | None = None) -> bool:
         """True when Kafka `version` lies in the affected range, or past it while the
         producer's `client` (CellConfig.client: "java 4.3.1"; None for librdkafka) lacks its
-        side of the fix. An image of unknown version is affected by nothing."""
+        side of the fix; a client's bug (client_family) affects that family's producers only.
+        An image of unknown version is affected by nothing."""
+        if self.client_family is not None and client_kind(client) != self.client_family:
+            return False
         try:
             release = KafkaVersion.parse(version or "")
         except ValueError:
@@ -69,6 +84,11 @@ class KnownBug:
         <client>) (<fixed_where>): <mechanism>'."""
         kafka = f"Kafka {version} with {client}" if client else f"Kafka {version}"
         return f"{BUG_REASON}{self.reference} of {kafka} ({self.fixed_where()}): {self.mechanism}"
+
+
+def client_kind(client: str | None) -> str:
+    """The family of CellConfig.client: "librdkafka" (also for None), "java", "command"."""
+    return (client or "librdkafka").partition(" ")[0]
 
 
 def _java_at_least(client: str | None, release: str) -> bool:
@@ -167,6 +187,21 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected="4.0.0",
         log_needles=("HighWatermarkUpdate failed",),
         experiment="experiments/known-bugs/KAFKA-20634.yaml",
+    ),
+    KnownBug(
+        reference="librdkafka#4953",
+        explains=AnomalyName.DUPLICATED,
+        mechanism="the idempotent librdkafka producer bumps its producer epoch after a message "
+        "timeout or an error whose write may have been persisted, restarts its sequence "
+        "numbers and sends its queue again, so the broker cannot tell the new epoch's copies "
+        "from the writes the old one already made: acknowledged messages are duplicated "
+        "(every librdkafka release up to at least 2.16.0; the fix proposed in "
+        "confluentinc/librdkafka#4972 is not merged; the Java client does not bump the epoch "
+        "on the out-of-order responses that follow a failed request)",
+        fixed_in=None,
+        first_affected=None,
+        client_family="librdkafka",
+        experiment="experiments/known-bugs/librdkafka-4953.yaml (client=librdkafka)",
     ),
     *(
         _kafka_17754(explains, mechanism)

@@ -130,7 +130,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     findings = [
         _explained_by_transactions(loss_finding, transactional),
         *judge_divergence(counts, examples, guarantee, evidence),
-        *judge_duplicates(counts, examples, guarantee),
+        *judge_duplicates(counts, examples, guarantee, result.config, events),
         *judge_order(counts, examples, guarantee),
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),

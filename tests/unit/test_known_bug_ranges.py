@@ -21,9 +21,12 @@ def text(release: tuple[int, int, int]) -> str:
     return ".".join(map(str, release))
 
 
-def oracle(release, first, fixed, client_fixed, client) -> bool:
+def oracle(release, first, fixed, client_fixed, client, family=None) -> bool:
     """In range [first, fixed); past fixed still affected while a client-side fix is needed
-    and the producer is not the Java client at that release or later."""
+    and the producer is not the Java client at that release or later; a client's bug
+    (`family`) never affects another client's producer (None is librdkafka)."""
+    if family is not None and (client or "librdkafka").split(" ")[0] != family:
+        return False
     if first is not None and release < first:
         return False
     if fixed is None or release < fixed:
@@ -42,9 +45,10 @@ def oracle(release, first, fixed, client_fixed, client) -> bool:
     fixed=st.none() | releases,
     client_fixed=st.none() | releases,
     client=clients,
+    family=st.sampled_from([None, "librdkafka", "java"]),
 )
 def test_affects_is_the_release_range_and_the_clients_side(
-    release, first, fixed, client_fixed, client
+    release, first, fixed, client_fixed, client, family
 ):
     bug = KnownBug(
         reference="KAFKA-0",
@@ -53,6 +57,8 @@ def test_affects_is_the_release_range_and_the_clients_side(
         fixed_in=None if fixed is None else text(fixed),
         first_affected=None if first is None else text(first),
         client_fixed_in=None if client_fixed is None else text(client_fixed),
+        client_family=family,
     )
-    assert bug.affects(text(release), client) == oracle(release, first, fixed, client_fixed, client)
+    expected = oracle(release, first, fixed, client_fixed, client, family)
+    assert bug.affects(text(release), client) == expected
     assert not bug.affects(None, client) and not bug.affects("apache/kafka:latest", client)

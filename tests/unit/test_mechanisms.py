@@ -11,6 +11,7 @@ import pytest
 
 from analysis.judge import verdicts
 from analysis.judge.commits import COMMIT_EVIDENCE
+from analysis.judge.duplicates import DUPLICATE_EVIDENCE
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
 from analysis.judge.known_bugs import KNOWN_BUGS, bugs_explaining
 from analysis.judge.liveness import LIVENESS_EVIDENCE
@@ -387,18 +388,22 @@ def test_known_bug_ranges():
 
 def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_judged():
     polls = {b.reference for b in bugs_explaining(AnomalyName.POLL_SKIP)}
+    dups = {b.reference for b in bugs_explaining(AnomalyName.DUPLICATED)}
     commits = {b.reference for b in bugs_explaining(AnomalyName.COMMIT_LOST)}
     for bug in KNOWN_BUGS:
         evidence = PARTITION_EVIDENCE if bug.explains == CountName.LOSS else RUN_EVIDENCE
         evidence = LIVENESS_EVIDENCE if bug.reference in polls else evidence
+        evidence = DUPLICATE_EVIDENCE if bug.reference in dups else evidence
         evidence = COMMIT_EVIDENCE if bug.reference in commits else evidence
         assert bug.reference in evidence, bug.reference
         assert bug.experiment, f"{bug.reference}: no experiment provokes it"
     loss_refs = {b.reference for b in bugs_explaining(CountName.LOSS)}
     assert set(PARTITION_EVIDENCE) == loss_refs
     assert set(LIVENESS_EVIDENCE) == polls
+    assert set(DUPLICATE_EVIDENCE) == dups
     assert set(COMMIT_EVIDENCE) == commits
-    assert set(RUN_EVIDENCE) == {b.reference for b in KNOWN_BUGS} - loss_refs - polls - commits
+    others = {b.reference for b in KNOWN_BUGS} - loss_refs - polls - dups - commits
+    assert set(RUN_EVIDENCE) == others
 
 
 def test_log_evidence_names_the_partition_exactly(tmp_path):
