@@ -184,15 +184,20 @@ def _second_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 def reordering(records: DataFrame) -> Reordering:
     """The order check of the whole read-back in Spark (classes.reordered over every record): a
-    record with a key sequence is late when an earlier offset of its partition and key holds a
-    higher one; the count, and the example rows of the lowest msg_ids (`example_order`)."""
+    message's first read (its lowest partition and offset; every record not the producer's) with
+    a key sequence is late when an earlier offset of its partition and key holds a higher one;
+    the count, and the example rows of the lowest msg_ids (`example_order`)."""
+    copies = Window.partitionBy("msg_id").orderBy("partition", "offset")
+    firsts = records.withColumn("copy", F.row_number().over(copies)).filter(
+        F.col("msg_id").isNull() | (F.col("copy") == 1)
+    )
     earlier = (
         Window.partitionBy("partition", "key")
         .orderBy("offset", F.col("msg_id").asc_nulls_last())
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     late = (
-        records.filter(F.col("key_seq").isNotNull())
+        firsts.filter(F.col("key_seq").isNotNull())
         .withColumn("max_key_seq_before", F.max("key_seq").over(earlier))
         .filter(F.col("key_seq") < F.col("max_key_seq_before"))
         .select(*_REORDERED_FIELDS)

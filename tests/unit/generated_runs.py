@@ -301,9 +301,14 @@ def _proven_missing(run: GeneratedRun, s: Send, at: dict[tuple[int, int], Record
 
 
 def _reordered(at: dict[tuple[int, int], Record]) -> int:
-    """Records read after a higher key_seq of the same key in the same partition."""
-    late, highest = 0, {}
+    """Records read after a higher key_seq of the same key in the same partition, each message
+    by its first read (a later copy is a duplicate, not a late record)."""
+    late, highest, seen = 0, {}, set()
     for (p, _), r in sorted(at.items()):
+        if r.msg_id is not None:
+            if r.msg_id in seen:
+                continue
+            seen.add(r.msg_id)
         if r.key_seq is None:
             continue
         before = highest.get((p, r.key))

@@ -179,6 +179,15 @@ SCENARIOS: dict[tuple[str, int], tuple[list[dict], list[dict] | None]] = {
         [sent(1, 0), sent(2, None, status="failed"), sent(3, None, status="indeterminate")],
         [read(1, 0), read(2, 1), read(3, 2), read(2, 3), read(3, 4), read(1, 5)],
     ),
+    # A producer's queue written again (librdkafka#4953): key k's sends 1-4 at offsets 0-3,
+    # then 2-4 once more at 4-6. Three duplicates; judged by first reads, nothing reordered.
+    ("requeued", 0): (
+        [sent(i, i - 1, key="k", key_seq=i - 1) for i in range(1, 5)],
+        [
+            *(read(i, i - 1, key="k", key_seq=i - 1) for i in range(1, 5)),
+            *(read(i, i + 2, key="k", key_seq=i - 1) for i in range(2, 5)),
+        ],
+    ),
     # Item 6: key k in partitions 0 and 1 with interleaved sequences; in order per partition.
     ("order_per_partition", 0): (
         [

@@ -42,6 +42,13 @@ def test_unseen_is_beyond_the_last_offset_read_or_unlocated(results: dict) -> No
     assert result.examples["unseen"] == (Example(4, partition=0, offset=3), Example(5))
 
 
+def test_a_queue_written_again_is_duplicated_not_reordered(results: dict) -> None:
+    """Order is judged by each message's first read: the copies of a re-sent queue follow later
+    sends by construction and count as duplicates only."""
+    result = results[("requeued", 0)]
+    assert result.counts == counts(4, 4, 7, duplicated=3)
+
+
 def test_duplicated_counts_ids_read_twice(results: dict) -> None:
     result = results[("duplicated", 0)]
     assert result.counts == counts(3, 3, 4, duplicated=1)

@@ -136,12 +136,26 @@ def weight(name: AnomalyName, mask: np.ndarray, messages: Messages) -> int:
     return int(np.count_nonzero(mask))
 
 
-def reordered(reads: Reads) -> dict[str, np.ndarray]:
-    """Records read after a higher key_seq of their key in the same partition (offset order).
+def first_reads(reads: Reads) -> np.ndarray:
+    """A mask over the records: each message's first read (its lowest slot), and every record
+    that is not the producer's (each its own)."""
+    first = ~reads.identified
+    ours = np.flatnonzero(reads.identified)
+    _, at = np.unique(reads.msg_id[ours], return_index=True)  # records are in slot order
+    first[ours[at]] = True
+    return first
 
-    Order is judged per partition only: a key's records in another partition say nothing.
+
+def reordered(reads: Reads) -> dict[str, np.ndarray]:
+    """Records read after a higher key_seq of their key in the same partition (offset order),
+    each message judged by its first read.
+
+    Order is judged per partition only: a key's records in another partition say nothing. A
+    message read again later (a duplicate: a send written twice) is counted as duplicated, not
+    as late: its later copies follow the sends after it by construction, so counting them
+    here would count one anomaly twice.
     """
-    chosen = np.flatnonzero(reads.has_seq)
+    chosen = np.flatnonzero(reads.has_seq & first_reads(reads))
     codes = pc.dictionary_encode(reads.key.take(pa.array(chosen))).indices
     code = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     group_key = (reads.partition[chosen] << 32) + code + 1
