@@ -27,7 +27,7 @@ from harness.platform.topology import INTERNAL_PORT
 from harness.run.resolved import cluster_of
 from harness.settings import load_settings
 from kafka_chaos.testing.chaos import Chaos, experiment_of
-from kafka_chaos.testing.clusters import LiveCluster
+from kafka_chaos.testing.clusters import LiveCluster, start_or_reap
 from kafka_chaos.testing.errors import ChaosError, ChaosUsageError
 from kafka_chaos.testing.faults import FaultHandle
 from kafka_chaos.testing.options import ChaosOptions
@@ -91,12 +91,7 @@ class KafkaChaosCluster:
         except ImageError as exc:
             raise ChaosError(f"no broker image: {exc}") from exc
         cluster = cluster_of(kafka, self.image)
-        try:
-            cluster.start()
-        except BaseException:
-            with contextlib.suppress(Exception):  # start() closed it; reap what it missed
-                remove_cluster(cluster.cluster_id)
-            raise
+        start_or_reap(cluster)
         self.cluster = cluster
         return self
 

@@ -33,6 +33,17 @@ log = logging.getLogger("kafka_chaos.pytest")
 ClusterKey = tuple[Any, ...]
 
 
+def start_or_reap(cluster: KafkaCluster) -> None:
+    """Start `cluster`; when that fails (or is interrupted), remove whatever of it is left by its
+    labels before the error goes on."""
+    try:
+        cluster.start()
+    except BaseException:
+        with contextlib.suppress(Exception):  # start() closed it; reap what it missed
+            remove_cluster(cluster.cluster_id)
+        raise
+
+
 def cluster_key(spec: Experiment) -> ClusterKey:
     """The cluster an experiment runs on (its topic is each test's own)."""
     kafka = spec.kafka
@@ -126,12 +137,7 @@ class ClusterPool:
         cluster = cluster_of(kafka, image)
         self._started.append(cluster.cluster_id)
         self._log(f"starting a {kafka.brokers}-broker cluster of {image.tag}")
-        try:
-            cluster.start()
-        except BaseException:
-            with contextlib.suppress(Exception):  # start() closed it; reap what it missed
-                remove_cluster(cluster.cluster_id)
-            raise
+        start_or_reap(cluster)
         return LiveCluster(cluster, image)
 
     def discard(self, live: LiveCluster) -> None:
