@@ -108,7 +108,7 @@ def test_a_start_that_fails_removes_everything_and_keeps_the_nodes_logs(broker_i
     a warm engine starts a healthy cluster within any timeout the start accepts."""
     cluster = KafkaCluster(image=broker_image, broker_config={"num.io.threads": "0"})
     # A node that exits is seen at once by its wait strategy; one that hangs times out.
-    with pytest.raises(Exception, match="exited|timed out"):
+    with pytest.raises(Exception, match=r"exited|timed out"):
         cluster.start(ready_timeout_s=1)
     client = docker.from_env()
     key, value = next(iter(cluster.labels.items()))
