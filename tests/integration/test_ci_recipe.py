@@ -219,13 +219,32 @@ def junit_totals(path: Path) -> dict[str, int]:
     return {key: int(suites.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
 
 
+@pytest.fixture(scope="module")
+def shard_jobs(ci_user: CiUser, workspace: Path) -> dict[int, tuple[Path, list[Step]]]:
+    """The workflow's shard jobs, each run once for the module: its checkout and steps; their
+    artifacts land in `workspace / "artifacts"` as upload-artifact leaves them."""
+    job = workflow()["jobs"]["shard"]
+    return {
+        shard: run_job(ci_user, workspace, "shard", job, shard)
+        for shard in job["strategy"]["matrix"]["shard"]
+    }
+
+
+@pytest.fixture(scope="module")
+def report_job(
+    ci_user: CiUser, workspace: Path, shard_jobs: dict[int, tuple[Path, list[Step]]]
+) -> tuple[Path, list[Step]]:
+    """The workflow's report job over every shard's artifact, run once: checkout and steps."""
+    return run_job(ci_user, workspace, "report", workflow()["jobs"]["report"])
+
+
 def test_the_shipped_workflow_runs_as_a_ci_user_and_merges_its_shards_once(
-    ci_user: CiUser, workspace: Path
+    workspace: Path,
+    shard_jobs: dict[int, tuple[Path, list[Step]]],
+    report_job: tuple[Path, list[Step]],
 ) -> None:
-    jobs = workflow()["jobs"]
-    shards = jobs["shard"]["strategy"]["matrix"]["shard"]
-    for shard in shards:
-        checkout, steps = run_job(ci_user, workspace, "shard", jobs["shard"], shard)
+    shards = list(shard_jobs)
+    for shard, (checkout, steps) in shard_jobs.items():
         failed = [step for step in steps if step.code != 0]
         assert not failed, f"shard {shard}: {failed[0].name}: {failed[0].err[-3000:]}"
         if shard == 1:  # the cache missed: the images were saved after the run
@@ -247,7 +266,7 @@ def test_the_shipped_workflow_runs_as_a_ci_user_and_merges_its_shards_once(
     )
     print(f"artifact sizes (du -sh, each with its latest copy):\n{sizes.stdout}")
 
-    checkout, steps = run_job(ci_user, workspace, "report", jobs["report"])
+    checkout, steps = report_job
 
     report = steps[-1]
     assert report.name.startswith(".venv/bin/kafka-chaos report")
@@ -260,12 +279,14 @@ def test_the_shipped_workflow_runs_as_a_ci_user_and_merges_its_shards_once(
     assert sorted(len(cell["repetitions"]) for cell in cells) == [1, 1]  # each run once
 
 
-def test_a_shard_that_died_leaves_its_cells_unknown(ci_user: CiUser, workspace: Path) -> None:
-    """The merge of shard 1's artifact alone (shard 2's job died before its upload)."""
+def test_a_shard_that_died_leaves_its_cells_unknown(
+    ci_user: CiUser, workspace: Path, report_job: tuple[Path, list[Step]]
+) -> None:
+    """The merge of shard 1's artifact alone (shard 2's job died before its upload), in the
+    report job's checkout."""
     artifact = workspace / "artifacts" / "runs-1"
-    if not artifact.is_dir():
-        pytest.skip("needs the shard artifacts of the workflow test before it")
-    checkout = workspace / "report"
+    assert artifact.is_dir()
+    checkout = report_job[0]
     argv = f".venv/bin/kafka-chaos report {artifact} --out dead --junit dead/junit.xml"
     merged = ci_user.run(argv, checkout, {})
     assert merged.code == 2, merged.err[-3000:]
