@@ -1,0 +1,899 @@
+"""kafka-chaos's client program on aiokafka: the harness's producer and consumer-group member
+roles (the client-program contract, the Java programs in harness/platform/java_programs being
+its reference), one JSON object a line on stdout.
+
+    client.py produce <the Java recorder's arguments>
+    client.py consume <the Java member's arguments>
+
+Standalone: it runs in a virtualenv that holds aiokafka and nothing of the harness.
+
+aiokafka is asyncio-based: every send is awaited into the client's accumulator and its outcome
+arrives on the future send() returns. The client has no `retries`, no `delivery.timeout.ms`
+and no `max.in.flight.requests.per.connection` (it keeps one produce request per broker in
+flight, retries a retriable error until the batch's `request.timeout.ms` has passed, and an
+idempotent batch never expires); those keys are reported on stderr and the effective config
+says what the client does instead. Its transactional calls have no timeout of their own: the
+program waits for each at most `max.block.ms` (60000 ms unless the producer.config says
+otherwise, as the Java client), which is what a timeout is here. A commit that timed out is
+still pending in the client: retrying waits for that same commit again, and an abort is then
+refused by the client (its state machine allows none while committing), which the contract
+answers with a new producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import aiokafka
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import errors as kafka_errors
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+HEAD_BYTES = 29  # "%015d:%012d:", as harness/workload/values.py
+PROGRESS_EVERY_S = 0.2
+FLUSH_EVERY_S = 0.1
+END_ATTEMPTS = 6  # commit or abort calls for one transaction
+INIT_ATTEMPTS = 3  # producer starts (InitProducerId) after timeouts
+REPLACE_ATTEMPTS = 5  # fatal errors survived by a fresh producer
+REFUSED_BACKOFF_S = 0.02  # after a transaction a refusal aborted
+CLOSE_FATAL_S = 5.0  # closing a producer after a fatal error
+DEFAULT_MAX_BLOCK_MS = 60000  # the Java client's max.block.ms default
+POLL_MS = 200
+
+# Java producer setting -> (aiokafka keyword, converter)
+PRODUCER_KEYS = {
+    "linger.ms": ("linger_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "batch.size": ("max_batch_size", int),
+    "max.request.size": ("max_request_size", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
+    "client.id": ("client_id", str),
+    "transactional.id": ("transactional_id", str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
+    "compression.type": ("compression_type", lambda v: None if v == "none" else v),
+}
+# Java settings aiokafka has no equivalent for, and what it does instead.
+NO_EQUIVALENT = {
+    "retries": "aiokafka has no retry count: it retries a retriable error until the batch's "
+    "request.timeout.ms passed (an idempotent batch: forever)",
+    "delivery.timeout.ms": "aiokafka has no delivery timeout: a batch expires after "
+    "request.timeout.ms (never when idempotent)",
+    "max.in.flight.requests.per.connection": "aiokafka keeps one produce request per broker "
+    "in flight",
+    "key.serializer": "the program sends bytes",
+    "value.serializer": "the program sends bytes",
+    "partitioner.class": "aiokafka's default partitioner (murmur2, as Java's) is used",
+}
+# Errors after which a transactional producer cannot go on (TransactionalSends.java's list).
+FATAL_ERRORS = tuple(
+    getattr(kafka_errors, name)
+    for name in (
+        "ProducerFenced",
+        "OutOfOrderSequenceNumber",
+        "InvalidProducerEpoch",
+        "TransactionalIdAuthorizationFailed",
+        "TopicAuthorizationFailedError",
+        "GroupAuthorizationFailedError",
+        "ClusterAuthorizationFailedError",
+        "UnsupportedVersionError",
+        "IncompatibleBrokerVersion",
+    )
+    if hasattr(kafka_errors, name)
+)
+
+
+class TimedOut(Exception):
+    """A transactional call did not return within max.block.ms."""
+
+
+def note(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def parse_args(argv: list[str]) -> dict[str, str]:
+    args = {}
+    for i in range(0, len(argv) - 1, 2):
+        args[argv[i]] = argv[i + 1]
+    return args
+
+
+def arg(args: dict[str, str], name: str, fallback: str | None = None) -> str:
+    value = args.get(name, fallback)
+    if value is None:
+        raise SystemExit(f"missing argument {name}")
+    return value
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file: key=value, key:value or key value; # and ! comments; a
+    trailing backslash continues the line."""
+    props: dict[str, str] = {}
+    with open(path, encoding="latin-1") as text:
+        lines = text.read().splitlines()
+    logical, held = [], ""
+    for line in lines:
+        stripped = line.lstrip()
+        if not held and (not stripped or stripped[0] in "#!"):
+            continue
+        ends = len(stripped) - len(stripped.rstrip("\\"))
+        if ends % 2 == 1:
+            held += stripped[:-1]
+            continue
+        logical.append(held + stripped)
+        held = ""
+    if held:
+        logical.append(held)
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+    for entry in logical:
+        key, value, i = [], "", 0
+        while i < len(entry):
+            ch = entry[i]
+            if ch == "\\" and i + 1 < len(entry):
+                key.append(escapes.get(entry[i + 1], entry[i + 1]))
+                i += 2
+                continue
+            if ch in "=: \t":
+                rest = entry[i:].lstrip(" \t")
+                if rest[:1] in ("=", ":"):
+                    rest = rest[1:].lstrip(" \t")
+                value = rest
+                break
+            key.append(ch)
+            i += 1
+        out, j = [], 0
+        while j < len(value):
+            if value[j] == "\\" and j + 1 < len(value):
+                out.append(escapes.get(value[j + 1], value[j + 1]))
+                j += 2
+            else:
+                out.append(value[j])
+                j += 1
+        props["".join(key)] = "".join(out)
+    return props
+
+
+def make_value(msg_id: int, key_seq: int, size: int) -> bytes:
+    head = b"%015d:%012d:" % (msg_id, key_seq)
+    return head + b"." * (max(size, HEAD_BYTES) - HEAD_BYTES)
+
+
+def msg_id_of(value: bytes | None) -> int:
+    """The id at the head of a value the harness wrote, -1 for any other value."""
+    if not value:
+        return -1
+    head, sep, _ = value.partition(b":")
+    if not sep or not head or len(head) > 18 or not head.isdigit():
+        return -1
+    return int(head)
+
+
+def error_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The Kafka protocol error code of a broker's error (aiokafka's `errno`), else None."""
+    if isinstance(exc, kafka_errors.BrokerResponseError):
+        code = getattr(exc, "errno", None)
+        if isinstance(code, int) and code >= 0:
+            return code
+    return None
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Output:
+    """stdout, one JSON object a line, flushed every FLUSH_EVERY_S by a thread (or at once)."""
+
+    def __init__(self, flush_each: bool = False):
+        self.lock = threading.Lock()
+        self.flush_each = flush_each
+        self.closed = False
+        if not flush_each:
+            threading.Thread(target=self._flusher, name="flusher", daemon=True).start()
+
+    def line(self, obj: dict, flush: bool = False) -> None:
+        text = json.dumps(obj, separators=(",", ":")) + "\n"
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                sys.stdout.write(text)
+                if flush or self.flush_each:
+                    sys.stdout.flush()
+            except (OSError, ValueError):
+                pass  # stdout gone: the harness sees the run end without shutdown_complete
+
+    def flush(self) -> None:
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+
+    def _flusher(self) -> None:
+        while True:
+            time.sleep(FLUSH_EVERY_S)
+            self.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# produce
+
+
+def producer_settings(props: dict[str, str]) -> tuple[dict, dict[str, str], int]:
+    """aiokafka keywords from the Java settings; the Java-named settings it passes on; the
+    program's own max.block.ms. Exits 2 when acks or idempotence cannot be honoured."""
+    kwargs: dict = {}
+    passed: dict[str, str] = {}
+    max_block_ms = DEFAULT_MAX_BLOCK_MS
+    for key, value in props.items():
+        value = value.strip()
+        if key == "acks":
+            if value in ("all", "-1"):
+                kwargs["acks"] = "all"
+            elif value in ("0", "1"):
+                kwargs["acks"] = int(value)
+            else:
+                fail_config(f"acks={value} is not a value aiokafka takes")
+            passed[key] = value
+        elif key == "enable.idempotence":
+            if value.lower() not in ("true", "false"):
+                fail_config(f"enable.idempotence={value} is not a boolean")
+            kwargs["enable_idempotence"] = value.lower() == "true"
+            passed[key] = value
+        elif key == "max.block.ms":
+            max_block_ms = int(value)
+            passed[key] = value
+            note("max.block.ms: aiokafka has none; the program waits this long for each "
+                 "transactional call and producer start")  # fmt: skip
+        elif key in PRODUCER_KEYS:
+            name, convert = PRODUCER_KEYS[key]
+            kwargs[name] = convert(value)
+            passed[key] = value
+        elif key in NO_EQUIVALENT:
+            note(f"{key}={value}: not applied ({NO_EQUIVALENT[key]})")
+        else:
+            note(f"{key}={value}: aiokafka has no such setting; not applied")
+    if kwargs.get("transactional_id") is not None and kwargs.get("enable_idempotence") is False:
+        fail_config("transactional.id with enable.idempotence=false: aiokafka makes every "
+                    "transactional producer idempotent")  # fmt: skip
+    return kwargs, passed, max_block_ms
+
+
+def fail_config(message: str) -> None:
+    note(f"producer.config cannot be honoured: {message}")
+    sys.stdout.write(json.dumps({"name": "error", "message": message}) + "\n")
+    sys.stdout.flush()
+    raise SystemExit(2)
+
+
+def effective_producer_config(producer: AIOKafkaProducer, kwargs: dict, max_block_ms: int):
+    """The settings the producer runs with, Java-named: the constructor's defaults with the
+    given keywords over them, and what the client resolved (acks, idempotence)."""
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(AIOKafkaProducer.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    resolved = {**defaults, **kwargs}
+    sender = getattr(producer, "_sender", None)
+    acks = getattr(sender, "_acks", None)
+    txn_manager = getattr(producer, "_txn_manager", "?")
+    idempotent = None if txn_manager == "?" else txn_manager is not None
+    if acks is None:  # the client's rules, where its sender cannot tell
+        acks = resolved.get("acks")
+        if not isinstance(acks, (int, str)):
+            acks = "all" if idempotent else 1
+    acks_text = "all" if acks in (-1, "all") else str(acks)
+    config = {"acks": acks_text, "enable.idempotence": str(bool(idempotent)).lower()}
+    for java, (name, _) in PRODUCER_KEYS.items():
+        if resolved.get(name) is not None:
+            config[java] = str(resolved[name])
+    config["max.in.flight.requests.per.connection"] = "1"  # one produce request per broker
+    config["delivery.timeout.ms"] = "none (batches expire after request.timeout.ms" + (
+        "; never when idempotent)" if idempotent else ")"
+    )
+    config["retries"] = "until the batch expires"
+    config["max.block.ms"] = str(max_block_ms)
+    config["partitioner"] = "murmur2 (aiokafka DefaultPartitioner)"
+    config["client.version"] = f"aiokafka {aiokafka.__version__}"
+    return config, idempotent
+
+
+class Producing:
+    """The produce role: plain sends or transactions, every send's outcome reported once."""
+
+    def __init__(self, args: dict[str, str]):
+        self.args = args
+        self.out = Output()
+        self.topic = arg(args, "--topic")
+        self.bootstrap = arg(args, "--bootstrap-server")
+        self.keys = int(arg(args, "--keys", "16"))
+        self.id_base = int(arg(args, "--id-base", "0"))
+        self.key_prefix = arg(args, "--key-prefix", "")
+        self.message_bytes = int(arg(args, "--message-bytes", "100"))
+        self.max = int(arg(args, "--max-messages", "-1"))
+        self.duration = float(arg(args, "--duration-s", "-1"))
+        self.rate = float(arg(args, "--throughput", "-1"))
+        self.close_s = float(arg(args, "--close-s", "30"))
+        self.props = read_properties(arg(args, "--producer.config"))
+        self.kwargs, self.passed, self.max_block_ms = producer_settings(self.props)
+        self.stopped = asyncio.Event()
+        self.pending: dict[asyncio.Future, tuple[str, int]] = {}  # future -> (head, sent_ns)
+        self.last_progress = time.monotonic()
+        self.start = time.monotonic()
+        self.producer: AIOKafkaProducer | None = None
+
+    # -- the client --------------------------------------------------------------------------
+
+    def new_producer(self) -> AIOKafkaProducer:
+        return AIOKafkaProducer(bootstrap_servers=self.bootstrap, **self.kwargs)
+
+    async def start_producer(self, producer: AIOKafkaProducer) -> None:
+        """start() (bootstrap and, when idempotent, InitProducerId), each attempt waited for at
+        most max.block.ms, retried after a timeout as initTransactions is."""
+        task = asyncio.ensure_future(producer.start())
+        for attempt in range(1, INIT_ATTEMPTS + 1):
+            done, _ = await asyncio.wait({task}, timeout=self.max_block_ms / 1000)
+            if done:
+                task.result()
+                return
+            if attempt >= INIT_ATTEMPTS or self.stopped.is_set():
+                task.cancel()
+                raise TimedOut(f"the producer did not start in {attempt} x max.block.ms")
+            note("the producer's start timed out, waiting again")
+
+    async def close_producer(self, producer: AIOKafkaProducer, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(producer.stop(), timeout=seconds)
+        except Exception as exc:  # a timeout, or the error that killed its sender
+            note(f"closing the producer: {describe(exc)}")
+
+    def producer_dead(self, producer: AIOKafkaProducer) -> BaseException | None:
+        """The error that ended the producer's sender task (it sends nothing more), or None."""
+        task = getattr(getattr(producer, "_sender", None), "sender_task", None)
+        if task is None or not task.done():
+            return None
+        if task.cancelled():
+            return kafka_errors.ProducerClosed("the producer's sender was stopped")
+        return task.exception() or kafka_errors.ProducerClosed("the producer's sender ended")
+
+    # -- sends -------------------------------------------------------------------------------
+
+    async def send_one(self, producer: AIOKafkaProducer, i: int, partition: int | None):
+        """Hand message i to the client; its outcome comes on its future. Returns the
+        exception of a send refused before it entered the client (reported at once)."""
+        key = f"{self.key_prefix}k{i % self.keys}".encode()
+        value = make_value(self.id_base + i, i // self.keys, self.message_bytes)
+        head = value[:HEAD_BYTES].decode("ascii")
+        sent_ns = time.monotonic_ns()
+        dead = self.producer_dead(producer)
+        if dead is not None:
+            self.report_error(head, sent_ns, dead)
+            return dead
+        try:
+            future = await producer.send(self.topic, value, key=key, partition=partition)
+        except Exception as exc:
+            self.report_error(head, sent_ns, exc)
+            return exc
+        self.pending[future] = (head, sent_ns)
+        future.add_done_callback(self.reported)
+        return None
+
+    def reported(self, future: asyncio.Future) -> None:
+        sent = self.pending.pop(future, None)
+        if sent is None:
+            return
+        head, sent_ns = sent
+        if future.cancelled():
+            self.report_error(head, sent_ns, asyncio.CancelledError("the send was cancelled"))
+            return
+        exc = future.exception()
+        if exc is not None:
+            self.report_error(head, sent_ns, exc)
+            return
+        metadata = future.result()
+        offset = metadata.offset if metadata.offset is not None and metadata.offset >= 0 else -1
+        self.out.line({
+            "name": "producer_send_success", "topic": self.topic, "value": head,
+            "partition": metadata.partition, "offset": offset,
+            "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
+        })  # fmt: skip
+
+    def report_error(self, head: str, sent_ns: int, exc: BaseException) -> None:
+        line = {
+            "name": "producer_send_error", "topic": self.topic, "value": head,
+            "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
+            "exception": error_name(exc), "message": str(exc),
+        }  # fmt: skip
+        code = error_code(exc)
+        if code is not None:
+            line["error_code"] = code
+        self.out.line(line)
+
+    def abandon(self, why: str) -> None:
+        """Report every send still without an outcome as indeterminate: its producer was
+        replaced (after a fatal error or a timeout) and will report nothing more."""
+        for future, (head, sent_ns) in list(self.pending.items()):
+            self.pending.pop(future, None)
+            self.report_error(head, sent_ns, kafka_errors.ProducerClosed(why))
+
+    def progress(self, sent: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self.last_progress >= PROGRESS_EVERY_S:
+            self.last_progress = now
+            self.out.line({"name": "progress", "sent": sent})
+
+    def ended(self) -> bool:
+        return self.stopped.is_set() or (
+            self.duration > 0 and time.monotonic() - self.start >= self.duration
+        )
+
+    async def pace(self, i: int) -> bool:
+        """Wait (at most 50 ms) for message i's due time; True when it is due."""
+        if self.rate <= 0:
+            return True
+        ahead = self.start + i / self.rate - time.monotonic()
+        if ahead <= 0:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopped.wait(), timeout=min(ahead, 0.05))
+        return False
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stopped.set)
+        transactional = "--transaction-size" in self.args
+        if transactional and not self.kwargs.get("transactional_id"):
+            fail_config("--transaction-size needs transactional.id in producer.config")
+        try:
+            self.producer = self.new_producer()
+        except ValueError as exc:  # aiokafka refuses the combination (acks with idempotence)
+            fail_config(str(exc))
+        await self.start_producer(self.producer)
+        config, idempotent = effective_producer_config(
+            self.producer, self.kwargs, self.max_block_ms
+        )
+        self.out.line({"name": "startup_complete"})
+        self.out.line({"name": "effective_config", "config": config, "idempotent": idempotent})
+        self.out.flush()
+        self.start = time.monotonic()
+        if transactional:
+            sent = await Transactions(self).run()
+        else:
+            sent = await self.send_all()
+        if self.pending:
+            await asyncio.wait(set(self.pending), timeout=self.close_s)
+        if self.producer is not None:
+            await self.close_producer(self.producer, 5.0)
+        if self.pending:
+            note(f"{len(self.pending)} send(s) without an outcome after --close-s")
+        self.progress(sent, force=True)
+        self.out.line({"name": "shutdown_complete"})
+        with self.out.lock:
+            self.out.closed = True
+        self.out.flush()
+
+    async def send_all(self) -> int:
+        i = 0
+        assert self.producer is not None
+        while not self.ended() and (self.max < 0 or i < self.max):
+            if not await self.pace(i):
+                continue
+            if await self.send_one(self.producer, i, None) is not None:
+                await asyncio.sleep(REFUSED_BACKOFF_S)  # a refusal that lasts must not spin
+            i += 1
+            self.progress(i)
+        return i
+
+
+class Transactions:
+    """The sends in transactions as TransactionalSends.java runs them (its outcome rules)."""
+
+    def __init__(self, recorder: Producing):
+        self.r = recorder
+        args = recorder.args
+        self.size = int(arg(args, "--transaction-size"))
+        self.partitions = int(arg(args, "--partitions"))
+        self.on_timeout = arg(args, "--on-timeout", "retry")
+        if self.on_timeout not in ("retry", "abort", "reinit"):
+            raise SystemExit("--on-timeout must be retry, abort or reinit")
+        self.group = args.get("--offsets-group") or None
+        self.fatal = False
+        self.reinit = False
+        self.replaced = 0
+
+    async def intent(self) -> str | None:
+        line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        return line.strip() if line else None
+
+    async def run(self) -> int:
+        r = self.r
+        i = 0
+        txn = 0
+        while not r.ended() and (r.max < 0 or i < r.max):
+            intent = await self.intent()
+            if intent is None:
+                note("the harness's plan ended: no more transactions")
+                break
+            count = self.size if r.max < 0 else min(self.size, r.max - i)
+            i = await self.transaction(txn, i, count, intent)
+            txn += 1
+            if self.fatal and (r.stopped.is_set() or not await self.replace()):
+                break
+        return i
+
+    async def transaction(self, txn: int, first: int, count: int, intent: str) -> int:
+        r = self.r
+        producer = r.producer
+        assert producer is not None
+        begin_us = now_us()
+        self.fatal = False
+        try:
+            await self.timed(asyncio.ensure_future(producer.begin_transaction()))
+        except Exception as exc:  # nothing sent in it: no line; the producer is replaced
+            note(f"begin_transaction failed: {describe(exc)}")
+            self.fatal = True
+            return first
+        i, refused = first, None
+        while i < first + count and not r.stopped.is_set():
+            if not await r.pace(i):
+                continue
+            refused = await r.send_one(producer, i, i % self.partitions)
+            i += 1
+            r.progress(i)
+            if refused is not None:  # the rest is not sent, and the transaction is aborted
+                break
+        errors = [f"send: {describe(refused)}"] if refused is not None else []
+        outcome = await self.end(producer, txn, intent, refused is not None, errors)
+        r.out.line({
+            "name": "transaction_end", "transaction": txn, "first_msg_id": r.id_base + first,
+            "messages": i - first, "intent": intent, "outcome": outcome,
+            "error": "; ".join(errors) if errors else None,
+            "begin_ts_us": begin_us, "end_ts_us": now_us(),
+        }, flush=True)  # fmt: skip
+        if refused is not None and not self.fatal:
+            await asyncio.sleep(REFUSED_BACKOFF_S)
+        return i
+
+    async def timed(self, task: asyncio.Future) -> None:
+        """Wait for `task` at most max.block.ms (it goes on when that passes); its result."""
+        done, _ = await asyncio.wait({task}, timeout=self.r.max_block_ms / 1000)
+        if not done:
+            raise TimedOut(f"no answer in max.block.ms ({self.r.max_block_ms} ms)")
+        task.result()
+
+    async def end(
+        self, producer: AIOKafkaProducer, txn: int, intent: str, must_abort: bool, errors: list
+    ) -> str:
+        """Commit or abort as `intent` says (abort whatever it says when `must_abort`):
+        committed, aborted or unknown; sets `fatal` when the producer must be replaced."""
+        commit = not must_abort and intent == "commit"
+        planned = not must_abort and intent == "abort"
+        offered = self.group is None
+        committing = doubtful = answered_abort = False
+        self.reinit = False
+        offer = commit_call = abort_call = None  # each call's task, awaited again on a retry
+        for _ in range(END_ATTEMPTS):
+            doing = "commit" if commit else "abort"
+            try:
+                if commit:
+                    if not offered:
+                        if offer is None:
+                            offsets = {
+                                TopicPartition(self.r.topic, 0): OffsetAndMetadata(txn + 1, "")
+                            }
+                            offer = asyncio.ensure_future(
+                                producer.send_offsets_to_transaction(offsets, self.group)
+                            )
+                        await self.timed(offer)
+                        offered = True
+                    committing = True
+                    if commit_call is None:
+                        commit_call = asyncio.ensure_future(producer.commit_transaction())
+                    await self.timed(commit_call)
+                    return "committed"
+                if planned and abort_call is None:
+                    # Deliver first, as the Java program does: an abort that never reached the
+                    # log gives read_committed nothing to hide.
+                    try:
+                        await self.timed(asyncio.ensure_future(producer.flush()))
+                    except TimedOut:
+                        note("flush before a planned abort timed out; aborting")
+                if abort_call is None:
+                    abort_call = asyncio.ensure_future(producer.abort_transaction())
+                await self.timed(abort_call)
+                return "unknown" if doubtful else "aborted"
+            except FATAL_ERRORS as exc:
+                errors.append(f"{doing}: {describe(exc)}")
+                break
+            except TimedOut as exc:
+                errors.append(f"{doing}: {describe(exc)}")
+                doubtful = doubtful or (commit and committing)
+                if self.r.stopped.is_set():
+                    break
+                answer = "reinit" if self.on_timeout == "abort" and not commit else self.on_timeout
+                if answer != "retry":
+                    errors.append(f"on timeout: {answer}")
+                if answer == "reinit":
+                    self.reinit = True
+                    break
+                if answer == "abort":
+                    commit = planned = False
+                    answered_abort = True
+            except kafka_errors.KafkaError as exc:
+                errors.append(f"{doing}: {describe(exc)}")
+                if self.client_fatal(producer):
+                    break
+                if not commit:
+                    self.refused_answer(answered_abort, errors)
+                    break
+                commit = False  # the documented answer to any other error: abort
+            except Exception as exc:  # a state the client refuses the call in
+                errors.append(f"{doing}: {describe(exc)}")
+                if not commit:
+                    self.refused_answer(answered_abort, errors)
+                break
+        self.fatal = True
+        return "unknown"
+
+    def client_fatal(self, producer: AIOKafkaProducer) -> bool:
+        manager = getattr(producer, "_txn_manager", None)
+        fatal = getattr(manager, "is_fatal_error", None)
+        return bool(fatal and fatal()) or self.r.producer_dead(producer) is not None
+
+    def refused_answer(self, answered_abort: bool, errors: list) -> None:
+        if answered_abort:
+            errors.append("on timeout: reinit")
+            self.reinit = True
+
+    async def replace(self) -> bool:
+        """Close the producer and start a fresh one with the same transactional.id (which
+        fences the old); False when REPLACE_ATTEMPTS are used up or it cannot start."""
+        r = self.r
+        old, r.producer = r.producer, None
+        if old is not None:
+            await r.close_producer(old, CLOSE_FATAL_S)
+        r.abandon("the producer was replaced before this send's outcome was known")
+        if not self.reinit:
+            self.replaced += 1
+        self.reinit = False
+        if self.replaced > REPLACE_ATTEMPTS:
+            note("too many fatal errors, stopping the workload")
+            return False
+        try:
+            r.producer = r.new_producer()
+            await r.start_producer(r.producer)
+        except Exception as exc:
+            note(f"the producer could not be replaced: {describe(exc)}")
+            r.producer = None
+            return False
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# consume
+
+
+class Member:
+    """The consume role: one start of one member of the group (KafkaChaosConsumer.java)."""
+
+    def __init__(self, args: dict[str, str]):
+        self.args = args
+        self.out = Output(flush_each=True)
+        self.topic = arg(args, "--topic")
+        self.commit = arg(args, "--commit")
+        if self.commit not in ("auto", "after-process", "before-process"):
+            raise SystemExit(f"unknown commit mode {self.commit}")
+        self.processing_s = int(arg(args, "--processing-ms", "0")) / 1000
+        self.processed = os.open(arg(args, "--processed"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self.commits = os.open(arg(args, "--commits"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self.kwargs = {
+            "bootstrap_servers": arg(args, "--bootstrap-server"),
+            "group_id": arg(args, "--group"),
+            "client_id": arg(args, "--client-id", "kchaos-consumer"),
+            "auto_offset_reset": "earliest",
+            "isolation_level": "read_committed",
+            "enable_auto_commit": self.commit == "auto",
+            "session_timeout_ms": int(arg(args, "--session-timeout-ms", "6000")),
+            "heartbeat_interval_ms": int(arg(args, "--heartbeat-ms", "1000")),
+        }
+        self.stopped = asyncio.Event()
+        self.held: set[int] = set()
+
+    def config(self) -> dict[str, str]:
+        defaults = {
+            name: p.default
+            for name, p in inspect.signature(AIOKafkaConsumer.__init__).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+        resolved = {**defaults, **self.kwargs}
+        names = {
+            "bootstrap_servers": "bootstrap.servers", "group_id": "group.id",
+            "client_id": "client.id", "auto_offset_reset": "auto.offset.reset",
+            "isolation_level": "isolation.level", "enable_auto_commit": "enable.auto.commit",
+            "auto_commit_interval_ms": "auto.commit.interval.ms",
+            "session_timeout_ms": "session.timeout.ms",
+            "heartbeat_interval_ms": "heartbeat.interval.ms",
+            "max_poll_interval_ms": "max.poll.interval.ms",
+            "request_timeout_ms": "request.timeout.ms", "fetch_max_wait_ms": "fetch.max.wait.ms",
+        }  # fmt: skip
+        config = {java: str(resolved[name]).lower() if isinstance(resolved[name], bool)
+                  else str(resolved[name]) for name, java in names.items()
+                  if resolved.get(name) is not None}  # fmt: skip
+        strategy = resolved.get("partition_assignment_strategy") or ()
+        config["partition.assignment.strategy"] = ",".join(s.__name__ for s in strategy)
+        config["partitions_lost"] = "not reported by aiokafka (a lost assignment is revoked)"
+        config["client.version"] = f"aiokafka {aiokafka.__version__}"
+        return config
+
+    def holding(self, name: str) -> None:
+        self.out.line({"name": name, "partitions": sorted(self.held), "ts_us": now_us()})
+
+    def write_processed(self, rows: list[tuple[int, int, int]]) -> None:
+        now = now_us()
+        text = "".join(f"[{m},{p},{o},{now}]\n" for m, p, o in rows)
+        os.write(self.processed, text.encode("ascii"))
+
+    def write_commits(self, offsets: dict[int, int], outcome: str) -> None:
+        now = now_us()
+        quoted = json.dumps(outcome)
+        text = "".join(f"[{p},{o},{quoted},{now}]\n" for p, o in sorted(offsets.items()))
+        if text:
+            os.write(self.commits, text.encode("utf-8"))
+
+    async def commit_sync(self, consumer: AIOKafkaConsumer, rows) -> set[int]:
+        """Commit each partition's next offset after `rows`; the partitions whose commit
+        succeeded. The outcome is journalled either way."""
+        offsets: dict[int, int] = {}
+        for _, partition, offset in rows:
+            offsets[partition] = max(offsets.get(partition, 0), offset + 1)
+        outcome = "ok"
+        try:
+            await consumer.commit(
+                {
+                    TopicPartition(self.topic, p): OffsetAndMetadata(o, "")
+                    for p, o in offsets.items()
+                }
+            )
+        except Exception as exc:
+            outcome = type(exc).__name__
+        self.write_commits(offsets, outcome)
+        return set(offsets) if outcome == "ok" else set()
+
+    async def process(self, rows) -> None:
+        if self.processing_s <= 0:
+            self.write_processed(rows)
+            return
+        for row in rows:
+            await asyncio.sleep(self.processing_s)
+            self.write_processed([row])
+
+    async def handle(self, consumer: AIOKafkaConsumer, rows) -> None:
+        if self.commit == "before-process":
+            done = await self.commit_sync(consumer, rows)
+            await self.process([row for row in rows if row[1] in done])
+        else:
+            await self.process(rows)
+            if self.commit == "after-process":
+                await self.commit_sync(consumer, rows)
+
+    def journal_auto_commits(self, consumer: AIOKafkaConsumer) -> None:
+        """aiokafka reports no automatic commit: its coordinator's commit call is wrapped so
+        each one's outcome (automatic, before a rebalance, on close) reaches the journal."""
+        coordinator = getattr(consumer, "_coordinator", None)
+        original = getattr(coordinator, "_do_commit_offsets", None)
+        if original is None:
+            note("auto commit: this aiokafka's commits cannot be observed; none journalled")
+            return
+
+        async def observed(assignment, offsets):
+            journal = {tp.partition: meta.offset for tp, meta in (offsets or {}).items()
+                       if tp.topic == self.topic}  # fmt: skip
+            try:
+                result = await original(assignment, offsets)
+            except BaseException as exc:
+                self.write_commits(journal, type(exc).__name__)
+                raise
+            self.write_commits(journal, "ok")
+            return result
+
+        coordinator._do_commit_offsets = observed
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stopped.set)
+        threading.Thread(target=watch_stdin, name="stdin", daemon=True).start()
+        consumer = AIOKafkaConsumer(**self.kwargs)
+        self.out.line({"name": "effective_config", "config": self.config()})
+        await consumer.start()
+        if self.commit == "auto":
+            self.journal_auto_commits(consumer)
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                member.held -= {tp.partition for tp in revoked}
+                member.holding("partitions_revoked")
+
+            async def on_partitions_assigned(self, assigned):
+                member.held |= {tp.partition for tp in assigned}
+                member.holding("partitions_assigned")
+
+        consumer.subscribe([self.topic], listener=Listener())
+        self.out.line({"name": "startup_complete"})
+        try:
+            while not self.stopped.is_set():
+                batches = await consumer.getmany(timeout_ms=POLL_MS)
+                rows = [
+                    (msg_id_of(record.value), record.partition, record.offset)
+                    for records in batches.values()
+                    for record in records
+                ]
+                if rows:
+                    await self.handle(consumer, rows)
+        finally:
+            await consumer.stop()  # leaves the group; in auto mode, commits what was polled
+            os.close(self.processed)
+            os.close(self.commits)
+
+
+def watch_stdin() -> None:
+    """The end of stdin means the harness is gone: halt, as a killed member would."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except Exception:
+        pass
+    os._exit(3)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("produce", "consume"):
+        note("usage: client.py produce|consume <arguments>")
+        return 2
+    args = parse_args(argv[1:])
+    if argv[0] == "produce":
+        producing = Producing(args)
+        try:
+            asyncio.run(producing.run())
+        except SystemExit:
+            raise
+        except BaseException as exc:
+            note(f"the producer failed: {describe(exc)}")
+            producing.out.line({"name": "error", "message": describe(exc)}, flush=True)
+            return 1
+        return 0
+    member = Member(args)
+    try:
+        asyncio.run(member.run())
+    except BaseException as exc:
+        member.out.line({"name": "error", "message": f"{error_name(exc)}: {exc}"})
+        os._exit(1)
+    member.out.line({"name": "shutdown_complete"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
