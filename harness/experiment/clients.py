@@ -1,15 +1,19 @@
 """Which client sends the workload (`workload.client`), and the settings it gets.
 
-Three kinds:
+The kinds:
 - `librdkafka` (the default): the harness's recorder on confluent-kafka, in the harness process;
+  `librdkafka:<version>` is confluent-kafka at that release, a program in its own virtualenv;
 - `java`: the harness's Java recorder on kafka-clients at `version` (any release on Maven
   Central, chosen independently of the brokers'), built on demand;
+- `franz-go`, `sarama`, `kafkajs`, `aiokafka`: the harness's program for that library at
+  `version` (its current release when none is named), built from its registry on demand
+  (harness/experiment/client_families.py);
 - `command`: any program speaking Kafka's verifiable-client protocol (docs/clients.md), run
   with `argv`, whose `{placeholders}` the harness fills in.
 
 A file may write the client as a mapping or as a short string: `librdkafka`, `java:3.8.0`,
-`command` needs the mapping (its argv). The Java client honours the producer settings the
-file gives and otherwise keeps the client's own defaults (which differ by release: see
+`franz-go:1.21.5`; `command` needs the mapping (its argv). The Java client honours the producer
+settings the file gives and otherwise keeps the client's own defaults (which differ by release: see
 `java_durability`), so a cell judges the producer the user would run.
 """
 
@@ -21,10 +25,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from harness.experiment.client_families import PROGRAM_FAMILIES, ClientFamily
 from harness.experiment.fields import PRODUCER_FIELD_KEYS, Scalar
 from harness.rundir.release import KafkaVersion, VersionError
 
-__all__ = ["ClientSpec", "java_durability", "java_producer_settings"]
+__all__ = ["ClientSpec", "family_producer_settings", "java_durability", "java_producer_settings"]
 
 # What a command client's argv may name; the harness fills each in per run.
 PLACEHOLDERS = (
@@ -44,12 +49,23 @@ _WITH_VERSION = frozenset({"kafka_tools_classpath"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]*))?\}")
 
 
+# A library release as its registry names it: 1.22.3, 2.6.1, 0.14.0, 1.0.0-rc1.
+_RELEASE = re.compile(r"\d+(\.\d+){1,3}([-+.][0-9A-Za-z.]+)?")
+# The kinds whose version is optional: the family's current release stands in for none.
+_CURRENT_BY_DEFAULT = frozenset(PROGRAM_FAMILIES) - {"librdkafka"}
+
+
 def _short_form(value: Any) -> Any:
-    """`librdkafka`, `java:<version>` or `command` as the mapping they stand for."""
-    if not isinstance(value, str):
-        return value
-    kind, _, version = value.partition(":")
-    return {"kind": kind, **({"version": version} if version else {})}
+    """`librdkafka`, `java:<version>`, `franz-go[:<version>]` ... or `command` as the mapping
+    they stand for; a program family named without a version gets its current release, so the
+    run records which release ran."""
+    if isinstance(value, str):
+        kind, _, version = value.partition(":")
+        value = {"kind": kind, **({"version": version} if version else {})}
+    if isinstance(value, dict) and value.get("kind") in _CURRENT_BY_DEFAULT:
+        current = PROGRAM_FAMILIES[value["kind"]].current
+        value = {**value, "version": value.get("version") or current}
+    return value
 
 
 class ClientSpec(BaseModel):
@@ -57,8 +73,10 @@ class ClientSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["librdkafka", "java", "command"] = "librdkafka"
-    version: str | None = None  # java: the kafka-clients release
+    kind: Literal["librdkafka", "java", "command", "franz-go", "sarama", "kafkajs", "aiokafka"] = (
+        "librdkafka"
+    )
+    version: str | None = None  # java: the kafka-clients release; a family: its library's
     argv: list[str] | None = Field(None, min_length=1)  # command: the program and its arguments
     # How the command's record values name their message: the verifiable clients' counter
     # (`[prefix.]<n>`), or the harness's own `<msg_id>:<key_seq>:` head.
@@ -74,8 +92,14 @@ class ClientSpec(BaseModel):
                 KafkaVersion.parse(self.version)
             except VersionError as exc:
                 raise ValueError(f"java client version: {exc}") from None
+        elif self.kind in PROGRAM_FAMILIES:
+            if self.version is not None and not _RELEASE.fullmatch(self.version):
+                raise ValueError(
+                    f"{self.kind} version {self.version!r} is not a release number such as "
+                    f"{PROGRAM_FAMILIES[self.kind].current}"
+                )
         elif self.version is not None:
-            raise ValueError(f"a {self.kind} client takes no version (only java does)")
+            raise ValueError(f"a {self.kind} client takes no version")
         if self.kind == "command":
             if not self.argv:
                 raise ValueError("a command client needs argv: [program, arguments...]")
@@ -87,10 +111,26 @@ class ClientSpec(BaseModel):
         return self
 
     @property
+    def family(self) -> ClientFamily | None:
+        """The program family this client is built from (None: java, command or the
+        in-process librdkafka recorder)."""
+        if self.kind == "librdkafka" and self.version is None:
+            return None
+        return PROGRAM_FAMILIES.get(self.kind)
+
+    @property
+    def runs_program(self) -> bool:
+        """Whether the harness builds this client and runs it as a program of the
+        client-program contract (java and the families), rather than in process or as a
+        user's command."""
+        return self.kind == "java" or self.family is not None
+
+    @property
     def label(self) -> str:
-        """How reports name the client: `librdkafka`, `java 3.8.0`, `command <program>`."""
-        if self.kind == "java":
-            return f"java {self.version}"
+        """How reports name the client: `librdkafka`, `java 3.8.0`, `franz-go 1.22.3`,
+        `command <program>`."""
+        if self.runs_program:
+            return f"{self.kind} {self.version}"
         if self.kind == "command" and self.argv:
             return f"command {self.name or self.argv[0].rsplit('/', 1)[-1]}"
         return self.kind
@@ -160,6 +200,19 @@ def java_producer_settings(producer: Any, client_version: str) -> dict[str, Scal
         if field == "message_timeout_ms" and KafkaVersion.parse(client_version) < _DELIVERY_TIMEOUT:
             continue
         settings[_JAVA_KEYS[field]] = value
+    return {**settings, **producer.config}
+
+
+def family_producer_settings(producer: Any) -> dict[str, Scalar]:
+    """A family program's producer settings, by Java's names: every durability field of the
+    producer section, defaults included (a family's own defaults differ from library to
+    library, and the cell is judged by the section: franz-go is idempotent unless told, Sarama
+    and KafkaJS are not), then the `config` map verbatim."""
+    settings: dict[str, Scalar] = {}
+    for field, key in sorted(_JAVA_KEYS.items()):
+        value = getattr(producer, field)
+        if value is not None:
+            settings[key] = value
     return {**settings, **producer.config}
 
 

@@ -184,7 +184,7 @@ def _optional_config(spec: Experiment) -> _OptionalConfig:
         optional["transactions"] = True
         if workload.transactions.reads:
             optional["txn_reader_rewinds"] = workload.transactions.rewind_on_abort
-    if workload.client.kind != "librdkafka":
+    if workload.client.kind != "librdkafka" or workload.client.runs_program:
         optional["client"] = workload.client.label
     if spec.fsyncs_each_message():
         optional["fsync_each_message"] = True

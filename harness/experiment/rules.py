@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from harness.chaos.faults import FAULT_TYPES, HelperSite, is_consumer_target
 from harness.experiment import quorum
-from harness.experiment.client_config import librdkafka_refusal
+from harness.experiment.client_rules import client_problems
 from harness.experiment.fields import (
     BOUND_TARGET,
     CONSUMER_TARGET,
@@ -25,7 +25,7 @@ from harness.experiment.problems import Problem
 from harness.experiment.soak import duty_problems, repeat_problems
 from harness.experiment.transaction_rules import transaction_problems
 from harness.limits import MAX_DURATION_S, WHY_DURATION, shown
-from harness.platform.versions import Feature, Mode, lacks, mode_refusal, version_refusal
+from harness.platform.versions import Feature, Mode, mode_refusal, version_refusal
 from harness.rundir.release import KafkaVersion
 
 __all__ = ["rule_problems"]
@@ -121,37 +121,6 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
             f"last at most {MAX_DURATION_S:,} s: {WHY_DURATION}"
         )
         yield "workload.count", reason
-
-
-def _client_rules(spec: Experiment) -> Iterator[Problem]:
-    client, workload = spec.workload.client, spec.workload
-    if client.kind == "librdkafka":
-        if refused := librdkafka_refusal(spec.producer.config):
-            key, why = refused
-            yield f"producer.config.{key}", f"librdkafka refuses it: {why}"
-        return
-    if workload.transactions is not None and client.kind == "command":
-        reason = (
-            f"transactions run on the librdkafka and java clients only (this cell's is "
-            f"{client.label}); Fix: drop workload.transactions or use client: librdkafka or java"
-        )
-        yield "workload.client", reason
-    java_version = client.version if client.kind == "java" and client.version else None
-    if (
-        workload.transactions is not None
-        and java_version is not None
-        and (lacking := lacks(KafkaVersion.parse(java_version), Feature.TRANSACTIONS))
-    ):
-        reason = f"the java client {java_version}: {lacking} Fix: use java:0.11.0.0 or later"
-        yield "workload.client", reason
-    if workload.producers != 1 and client.kind == "command":
-        reason = (
-            "a command client runs as one producer process (its message ids would collide); "
-            "Fix: set workload.producers: 1"
-        )
-        yield "workload.producers", reason
-    if client.kind == "command" and workload.duration_s is None and workload.count is None:
-        yield "workload.count", "a command client needs workload.count or duration_s"
 
 
 def _target_rules(
@@ -479,7 +448,7 @@ def rule_problems(spec: Experiment) -> list[Problem]:
         _producer_rules,
         _workload_rules,
         transaction_problems,
-        _client_rules,
+        client_problems,
         _fault_rules,
     )
     return [problem for rule in rules for problem in rule(spec)]

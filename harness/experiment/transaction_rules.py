@@ -35,11 +35,11 @@ def transaction_problems(spec: Experiment) -> Iterator[Problem]:
             "or raise the transaction timeout"
         )
         yield "producer.message_timeout_ms", reason
-    if transactions.reads and not librdkafka:
+    if transactions.reads and (not librdkafka or spec.workload.client.runs_program):
         reason = (
             f"reads ({transactions.reads}) run on the librdkafka client only (this cell's is "
             f"{spec.workload.client.label}); Fix: set workload.transactions.reads: 0 or use "
-            "client: librdkafka"
+            "client: librdkafka (the in-process one, no version)"
         )
         yield "workload.transactions.reads", reason
     if not transactions.rewind_on_abort and not transactions.reads:

@@ -43,11 +43,11 @@ from harness.rundir.events import (
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
 from harness.workload.consumer_group.group import CatchUp, ConsumerGroup, Liveness
-from harness.workload.java_client import group_member
 from harness.workload.producer.by_client import client_senders, librdkafka_config
 from harness.workload.producer.fleet import Producing
 from harness.workload.producer.librdkafka import LocalRecorder, process_fleet, producer_tasks
 from harness.workload.producer.recorder import RecorderStats
+from harness.workload.programs import group_member
 from harness.workload.transactions.java import java_transactions
 from harness.workload.transactions.librdkafka import (
     GROUP_ID,
@@ -131,7 +131,8 @@ def _workload_and_faults(
     reports (None when every report reached a journal).
     """
     senders = _senders(plan, ctx.cluster.bootstrap_servers, events)
-    if plan.client.kind == "librdkafka":  # a program reports its own settings
+    in_process = plan.client.kind == "librdkafka" and not plan.client.runs_program
+    if in_process:  # a program reports its own settings
         events.write(librdkafka_config(plan.producer, plan.durability[1]))
     sampler = Sampler(ctx, events)
     nemesis = Nemesis(ctx, plan.schedule, events)
@@ -255,7 +256,7 @@ def _senders(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> Producin
     spec, workload, run_dir = plan.spec, plan.workload, plan.run_dir
     endpoint = (bootstrap, plan.topic.name)
     if plan.transactions is not None:
-        if plan.client.kind == "java":
+        if plan.client.runs_program:
             return java_transactions(
                 plan.client, spec.producer, workload, plan.transactions, endpoint, run_dir,
                 plan.durability,
@@ -263,7 +264,7 @@ def _senders(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> Producin
         return TransactionalRecorder(
             bootstrap, plan.topic.name, plan.producer, workload, plan.transactions, run_dir
         )
-    if plan.client.kind != "librdkafka":
+    if plan.client.kind != "librdkafka" or plan.client.runs_program:
         return client_senders(
             plan.client, spec.producer, workload, spec.workload.producers, endpoint, run_dir,
             events, plan.durability,

@@ -350,7 +350,9 @@ class ConsumersDone(_Event):
     processing_ms: float | None = None
     journal_errors: list[str] = []
     crashes: list[Any] = []
-    client: str = "librdkafka"  # the members' client: librdkafka, or "java <version>"
+    # the members' client: librdkafka (in the harness), or a program's: "java <version>",
+    # "franz-go <version>" ...
+    client: str = "librdkafka"
     config: dict[str, str] = {}  # the members' settings (ConsumerGroup._members_config)
     # The liveness bound (workload.consumer_stuck_s), and the producers' transaction.timeout.ms
     # in a transactional run (how long an open transaction may hold the last stable offset).

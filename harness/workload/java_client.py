@@ -4,7 +4,6 @@ consumer-group member, compiled on demand against kafka-clients at any released 
 
 from __future__ import annotations
 
-from harness.experiment.clients import ClientSpec
 from harness.platform.jdk import (
     PROGRAMS_DIR,
     JavaBuildError,
@@ -15,9 +14,9 @@ from harness.platform.jdk import (
 from harness.platform.versions import Feature, supports
 from harness.rundir.release import KafkaVersion
 from harness.settings import Settings
-from harness.workload.processes import JavaProgram
+from harness.workload.processes import BuiltProgram
 
-__all__ = ["JavaBuildError", "group_member", "java_client", "java_member", "tools_classpath"]
+__all__ = ["JavaBuildError", "java_client", "java_member", "tools_classpath"]
 
 RECORDER_SOURCE = PROGRAMS_DIR / "KafkaChaosProducer.java"
 RECORDER_CLASS = "KafkaChaosProducer"
@@ -30,26 +29,19 @@ MEMBER_SOURCE = PROGRAMS_DIR / "KafkaChaosConsumer.java"
 MEMBER_CLASS = "KafkaChaosConsumer"
 
 
-def java_client(version: str, settings: Settings | None = None) -> JavaProgram:
+def java_client(version: str, settings: Settings | None = None) -> BuiltProgram:
     """The harness's Java recorder compiled against kafka-clients `version` (cached): `java -cp
     ... KafkaChaosProducer`, the recorder's arguments to follow."""
     transactional = supports(KafkaVersion.parse(version), Feature.TRANSACTIONS)
     companions = [TRANSACTIONS_SOURCE] if transactional else []
     classpath = compiled_classpath(RECORDER_SOURCE, version, settings, companions)
-    return JavaProgram(version, (java_tool("java"), "-cp", classpath, RECORDER_CLASS))
+    argv = (java_tool("java"), "-cp", classpath, RECORDER_CLASS)
+    return BuiltProgram(version, argv, f"java {version}")
 
 
-def java_member(version: str, settings: Settings | None = None) -> JavaProgram:
+def java_member(version: str, settings: Settings | None = None) -> BuiltProgram:
     """The harness's Java consumer-group member compiled against kafka-clients `version`
     (cached like the recorder)."""
     classpath = compiled_classpath(MEMBER_SOURCE, version, settings)
-    return JavaProgram(version, (java_tool("java"), "-cp", classpath, MEMBER_CLASS))
-
-
-def group_member(client: ClientSpec, settings: Settings | None = None) -> JavaProgram | None:
-    """The program a consumer group's members run with the workload's `client`: the Java
-    member at the client's version for a Java client; None (librdkafka members) for the
-    librdkafka and the command clients."""
-    if client.kind != "java" or not client.version:
-        return None
-    return java_member(client.version, settings)
+    argv = (java_tool("java"), "-cp", classpath, MEMBER_CLASS)
+    return BuiltProgram(version, argv, f"java {version}")

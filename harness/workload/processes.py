@@ -1,6 +1,6 @@
 """What the workload's child processes (producers, consumer group members) share: their log
 records reach the harness's loggers, a Ctrl-C typed while one starts is left to the harness,
-and a Java program is a command line.
+and a built client's program is a command line.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ CONTEXT = multiprocessing.get_context("spawn")
 
 
 @dataclass(frozen=True)
-class JavaProgram:
-    """A Java program the harness built (the recorder, the consumer-group member): its
-    kafka-clients version and the `java` command line that runs it (arguments follow)."""
+class BuiltProgram:
+    """A client program the harness built (the Java recorder or member, a family's program in
+    one role): its library's version, the command line that runs it (the contract's arguments
+    follow) and how reports name the client (`java 3.8.0`, `franz-go 1.22.3`)."""
 
     version: str
     argv: tuple[str, ...]
+    label: str = ""
 
 
 def forward_logs(logs: Any) -> None:

@@ -1,4 +1,4 @@
-"""`kafka-chaos list faults|targets|experiments|versions`: what an experiment file may name,
+"""`kafka-chaos list faults|targets|experiments|versions|clients`: what an experiment file may name,
 read from the registries validation uses (so the list cannot drift from what it accepts)."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from harness.settings import Settings
 from kafka_chaos.commands.common import EXIT_OK
 
 NAME = "list"
-HELP = "list the faults (with their params), targets, shipped experiments or Kafka releases"
+HELP = (
+    "list the faults (with their params), targets, shipped experiments, Kafka releases or "
+    "client families (with their roles)"
+)
 TARGET_PATTERNS = {
     "node:<id>": "the broker (or controller) with that node id",
     "zookeeper:<i>": "one ZooKeeper server (zookeeper mode)",
@@ -39,7 +42,7 @@ class Entry(TypedDict):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    parser.add_argument("what", choices=("faults", "targets", "experiments", "versions"))
+    parser.add_argument("what", choices=("faults", "targets", "experiments", "versions", "clients"))
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
 
 
@@ -50,6 +53,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "targets": targets,
         "experiments": lambda: experiments(settings),
         "versions": versions,
+        "clients": clients,
     }[args.what]()
     if args.json:
         print(json.dumps({args.what: listing}, indent=2))
@@ -95,6 +99,47 @@ def faults() -> list[Entry]:
 def _plain(value: Any) -> Any:
     """A default as JSON writes it (a list or scalar)."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def clients() -> list[Entry]:
+    """Every kind workload.client names: its roles, library, current release and transaction
+    protocol, and how a file names it (the in-process librdkafka recorder first)."""
+    from harness.experiment.client_families import FAMILIES
+
+    listed: list[Entry] = [
+        {
+            "name": "librdkafka",
+            "summary": "the harness's recorder on its own confluent-kafka, in the harness "
+            "process (the default)",
+            "details": [
+                "roles: producer, transactions (with reads), member",
+                "name it: librdkafka",
+            ],
+        }
+    ]
+    for family in FAMILIES.values():
+        if family.name == "command":
+            summary = "your program, speaking the verifiable-client protocol (docs/clients.md)"
+            details = ["roles: producer (its group members are librdkafka's)", "name it: "
+                       "{kind: command, argv: [...]}"]  # fmt: skip
+        else:
+            how = "built from its registry" if family.language != "java" else "built with Maven"
+            summary = f"{family.package} at any release, {how} ({family.language})"
+            details = [
+                f"roles: {family.role_names}",
+                f"current release: {family.current}",
+                f"transactions: {family.transaction_protocol}",
+                f"name it: {family.name}:<version>"
+                + (
+                    ""
+                    if family.name in ("java", "librdkafka")
+                    else f" (or {family.name}: the current release)"
+                ),
+            ]
+        # librdkafka is listed twice: in the harness's process, and at a release as a program.
+        name = "librdkafka:<version>" if family.name == "librdkafka" else family.name
+        listed.append({"name": name, "summary": summary, "details": details})
+    return listed
 
 
 def targets() -> list[Entry]:

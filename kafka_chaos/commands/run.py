@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     except DestinationError as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
+    from harness.platform.client_builds import ClientBuildError
     from harness.workload.java_client import JavaBuildError
 
     try:
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         images = _images_for(args, settings, cells)
         _prepare_faults(args, settings, cells)
         _build_clients(settings, cells)
-    except (EngineUnavailable, ImageError, JavaBuildError) as exc:
+    except (EngineUnavailable, ImageError, JavaBuildError, ClientBuildError) as exc:
         print(exc, file=sys.stderr)
         return EXIT_ERROR
     root = experiment_root(args.runs_dir or settings.runs_dir, experiment, args.shard)
@@ -240,8 +241,10 @@ def _prepare_faults(args: argparse.Namespace, settings: Settings, cells) -> None
 
 
 def _build_clients(settings: Settings, cells) -> None:
-    """Build (or find cached) the Java recorder of every Java client version of `cells`, and
-    the Kafka tools their commands name."""
+    """Build (or find cached) the Java recorder of every Java client version of `cells`, the
+    program of every client family and release they name, and the Kafka tools their commands
+    name."""
+    from harness.platform.client_builds import family_program
     from harness.workload.java_client import java_client, java_member, tools_classpath
 
     java = [cell.spec.workload for cell in cells if cell.spec.workload.client.kind == "java"]
@@ -255,6 +258,14 @@ def _build_clients(settings: Settings, cells) -> None:
         for version in sorted(v for v in versions if v):
             print(f"{what} {version}: {doing} or found cached", file=sys.stderr)
             build(version, settings)
+    families = {
+        (client.family, client.version)
+        for client in (cell.spec.workload.client for cell in cells)
+        if client.family is not None and client.version
+    }
+    for family, version in sorted(families, key=lambda pair: (pair[0].name, pair[1])):
+        print(f"{family.name} {version}: building or found cached", file=sys.stderr)
+        family_program(family.source, version, settings)
 
 
 def _run_with_progress(args, experiment, cells, root, images, from_files, chosen):

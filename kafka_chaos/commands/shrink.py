@@ -200,6 +200,7 @@ def _key(schedule: tuple[FaultStep, ...]) -> tuple[str, ...]:
 def _image(args: argparse.Namespace, settings: Settings, cell: object) -> object | None:
     """The broker image, the faults' helpers and the clients of `cell`, built or found; None
     (said on stderr) when the engine or a build is unavailable."""
+    from harness.platform.client_builds import ClientBuildError
     from harness.platform.engine import EngineUnavailable, ensure_engine
     from harness.platform.image import ImageError, ensure_image
     from harness.workload.java_client import JavaBuildError
@@ -217,7 +218,7 @@ def _image(args: argparse.Namespace, settings: Settings, cell: object) -> object
         helper_args = argparse.Namespace(image=args.image, kafka_version=None)
         run_command._prepare_faults(helper_args, settings, [cell])
         run_command._build_clients(settings, [cell])
-    except (EngineUnavailable, ImageError, JavaBuildError) as exc:
+    except (EngineUnavailable, ImageError, JavaBuildError, ClientBuildError) as exc:
         print(exc, file=sys.stderr)
         return None
     return image

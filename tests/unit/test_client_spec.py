@@ -45,7 +45,9 @@ def test_short_forms_and_cell_names():
         ({"kind": "command", "argv": ["x", "{nope}"]}, "unknown placeholder {nope}"),
         ({"kind": "command", "argv": ["{kafka_tools_classpath:x}"]}, "not an Apache Kafka"),
         ({"kind": "command", "argv": ["{topic:1.0}"]}, "takes no argument"),
-        ({"kind": "librdkafka", "version": "3.8.0"}, "takes no version"),
+        ({"kind": "command", "argv": ["x"], "version": "3.8.0"}, "takes no version"),
+        ("librdkafka:two", "not a release number such as 2.16.1"),
+        ("franz-go:latest", "not a release number such as 1.22.3"),
         ({"kind": "java", "version": "3.8.0", "argv": ["x"]}, "takes no argv"),
     ],
 )
@@ -61,7 +63,11 @@ def test_other_clients_refuse_what_they_cannot_do_yet():
             "name": "x",
             "workload": {"client": {"kind": "command", "argv": ["x"]}, "transactions": {}},
         })  # fmt: skip
-    assert "transactions run on the librdkafka and java clients only" in str(raised.value)
+    says = "command x does not play the transactions role that workload.transactions asks for"
+    assert says in str(raised.value)
+    players = str(raised.value).split("plays it: ")[1].splitlines()[0].split(", ")
+    assert players[:3] == ["librdkafka", "java", "franz-go"]
+    assert len(players) == len(set(players))  # each named once
     with pytest.raises(SpecError) as raised:
         parse_experiment({
             "name": "x", "workload": {"client": {"kind": "command", "argv": ["x"]}, "producers": 2}

@@ -32,7 +32,7 @@ from harness.workload.consumer_group.java import (
     member_argv,
 )
 from harness.workload.consumer_group.librdkafka import ASSIGNED, READY, ConsumerTask
-from harness.workload.processes import JavaProgram
+from harness.workload.processes import BuiltProgram
 from tests.examples import examples
 
 ids = st.integers(min_value=-1, max_value=10**15)
@@ -124,7 +124,7 @@ def _task(tmp_path: Path, commit: CommitMode = CommitMode.AFTER_PROCESS) -> Cons
 
 
 def test_the_command_line_carries_the_task(tmp_path: Path) -> None:
-    argv = member_argv(JavaProgram("3.8.0", ("java", "-cp", "x", "Main")), _task(tmp_path))
+    argv = member_argv(BuiltProgram("3.8.0", ("java", "-cp", "x", "Main")), _task(tmp_path))
     options = dict(zip(argv[4::2], argv[5::2], strict=True))
     assert argv[:4] == ["java", "-cp", "x", "Main"]
     files = layout.java_consumer_journal(1, 2)
@@ -153,7 +153,7 @@ while true; do sleep 0.05; done
 
 
 def _process(tmp_path: Path, mode: str) -> tuple[JavaMemberProcess, list[int], queue.Queue]:
-    program = JavaProgram("0", ("sh", "-c", f"MODE={mode}; {SCRIPT}", "member"))
+    program = BuiltProgram("0", ("sh", "-c", f"MODE={mode}; {SCRIPT}", "member"))
     counters, outcomes = [0, 0], queue.Queue()
     process = JavaMemberProcess(program, _task(tmp_path), counters, outcomes)
     process.start()

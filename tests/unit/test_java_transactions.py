@@ -161,7 +161,7 @@ def test_java_with_transactions_is_accepted_command_and_old_java_are_refused():
     spec = parse_experiment({"name": "x", "workload": {"client": "java:3.8.0", "transactions": {}}})
     assert client_durability(spec) == ("all", True)
     for client, says in (
-        ({"kind": "command", "argv": ["x"]}, "librdkafka and java clients only"),
+        ({"kind": "command", "argv": ["x"]}, "does not play the transactions role"),
         ("java:0.10.2.2", "Kafka 0.10.2.2 lacks transactions"),
     ):
         with pytest.raises(SpecError) as raised:

@@ -15,6 +15,9 @@ def test_no_module_is_past_the_line_budget() -> None:
         str(path.relative_to(ROOT)): lines
         for package in PACKAGES
         for path in (ROOT / package).rglob("*.py")
-        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+        # The client programs run standalone, each in a toolchain of its own, and hold all of
+        # a client's roles in one file the build copies; they are not harness modules.
+        if "client_programs" not in path.parts
+        and (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}

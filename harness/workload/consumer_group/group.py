@@ -54,7 +54,7 @@ from harness.workload.consumer_group.librdkafka import (
     consume,
     consumer_config,
 )
-from harness.workload.processes import CONTEXT, JavaProgram, forward_logs, sigint_held
+from harness.workload.processes import CONTEXT, BuiltProgram, forward_logs, sigint_held
 
 # ---------------------------------------------------------------------------------------------
 # In the harness
@@ -221,7 +221,7 @@ class ConsumerGroup:
         run_dir: Path,
         events: EventLog,
         processing_ms: float = 0.0,
-        java: JavaProgram | None = None,
+        java: BuiltProgram | None = None,
         liveness: Liveness | None = None,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
@@ -442,7 +442,7 @@ class ConsumerGroup:
             committed={str(p): o for p, o in final.items()},
             journal_errors=errors,
             crashes=list(self.crashes),
-            client="librdkafka" if self.java is None else f"java {self.java.version}",
+            client="librdkafka" if self.java is None else self.java.label,
             config=self._members_config(),
             stuck_s=self.liveness.stuck_s,
             transaction_timeout_ms=self.liveness.transaction_timeout_ms,

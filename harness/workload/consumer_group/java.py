@@ -39,7 +39,7 @@ from harness.rundir.records import (
 )
 from harness.rundir.streams import StreamWriter
 from harness.workload.consumer_group.librdkafka import ASSIGNED, READY, ConsumerTask
-from harness.workload.processes import JavaProgram
+from harness.workload.processes import BuiltProgram
 
 log = logging.getLogger("kafka_chaos.consumers")
 CONVERT_BATCH = 50_000  # journal rows a converted Arrow batch holds at most
@@ -52,7 +52,7 @@ HOLDING_LINES = {
 }
 
 
-def member_argv(program: JavaProgram, task: ConsumerTask) -> list[str]:
+def member_argv(program: BuiltProgram, task: ConsumerTask) -> list[str]:
     """The command line of one start of one member."""
     files = layout.java_consumer_journal(task.member, task.start)
     return [
@@ -72,7 +72,7 @@ class JavaMemberProcess:
     """One start of a Java member, shaped like the multiprocessing.Process of a librdkafka one."""
 
     def __init__(
-        self, program: JavaProgram, task: ConsumerTask, counters: list[int], outcomes: Any
+        self, program: BuiltProgram, task: ConsumerTask, counters: list[int], outcomes: Any
     ):
         self.task, self.counters, self.outcomes = task, counters, outcomes
         self.argv = member_argv(program, task)

@@ -13,17 +13,22 @@ from pathlib import Path
 
 import confluent_kafka
 
-from harness.experiment.clients import ClientSpec, java_producer_settings
+from harness.experiment.clients import (
+    ClientSpec,
+    family_producer_settings,
+    java_producer_settings,
+)
 from harness.experiment.fields import Scalar
 from harness.experiment.model import ProducerSpec
 from harness.rundir.config import setting_text
 from harness.rundir.events import ClientConfig, EventLog
-from harness.workload.java_client import java_client, tools_classpath
+from harness.workload.java_client import tools_classpath
 from harness.workload.journal import SOLE, ProducerSlot
 from harness.workload.producer.command import ClientProgram, CommandProducer
 from harness.workload.producer.fleet import Fleet, shares
 from harness.workload.producer.protocol import ValueFormat, decode_with
 from harness.workload.producer.recorder import Workload
+from harness.workload.programs import producer_program
 from harness.workload.readback import Decoder
 from harness.workload.values import decode_value
 
@@ -71,16 +76,21 @@ def client_program(
     (then `overrides`) written to run_dir/producer.properties; builds the Java recorder if not
     cached. `expected` is the (acks, idempotence) the cell is judged by, checked against what
     the client says."""
-    version = client.version if client.kind == "java" and client.version else _NAMING_VERSION
-    settings = {**java_producer_settings(producer, version), **(overrides or {})}
+    if client.kind == "java" and client.version:
+        settings = java_producer_settings(producer, client.version)
+    elif client.runs_program:
+        settings = family_producer_settings(producer)
+    else:
+        settings = java_producer_settings(producer, _NAMING_VERSION)
+    settings = {**settings, **(overrides or {})}
     config_file = run_dir / PRODUCER_PROPERTIES
     config_file.write_text(properties_text(settings))
     count = workload.count
     if count is None and workload.rate and workload.duration_s:
         count = int(workload.rate * workload.duration_s)
-    if client.kind == "java" and client.version:
+    if client.runs_program:
         argv = [
-            *java_client(client.version).argv,
+            *producer_program(client).argv,
             "--bootstrap-server", bootstrap,
             "--topic", topic,
             "--producer.config", str(config_file),

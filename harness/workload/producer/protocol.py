@@ -283,9 +283,17 @@ def _optional_whole(data: Mapping[str, object], key: str) -> int | None:
     return _whole(data, key) if data.get(key) is not None else None
 
 
+# How a send error is named when a program reports Kafka's protocol error code: kafka-error-19.
+PROTOCOL_PREFIX = "kafka-error-"
+
+
 def _error_name(data: Mapping[str, object]) -> str:
-    """The error a send error names: Java's `exception` class, else the code librdkafka's
-    message carries (`KafkaError{code=_MSG_TIMED_OUT,...}`), else the message itself."""
+    """The error a send error names: the Kafka protocol error a family program reports as
+    `error_code` (named `kafka-error-<code>`), else Java's `exception` class, else the code
+    librdkafka's message carries (`KafkaError{code=_MSG_TIMED_OUT,...}`), else the message."""
+    code = data.get("error_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return f"{PROTOCOL_PREFIX}{code}"
     exception = data.get("exception")
     if isinstance(exception, str) and exception:
         return exception

@@ -16,6 +16,7 @@ from typing import Final
 from confluent_kafka import KafkaError
 
 from harness.rundir.records import Status
+from harness.workload.producer.protocol import PROTOCOL_PREFIX
 from harness.workload.producer.recorder import INDETERMINATE
 
 __all__ = ["status_of_error"]
@@ -56,9 +57,20 @@ _LIBRDKAFKA_NAMES: Final = frozenset(
 )
 
 
+# Kafka's protocol error codes (the `error_code` a family program reports) of the errors JAVA_FAILED
+# names: the leader refused the write before the append, or the request could never be valid.
+# Any other code (REQUEST_TIMED_OUT 7, NOT_ENOUGH_REPLICAS_AFTER_APPEND 20 ...) is indeterminate.
+PROTOCOL_FAILED: Final = frozenset({2, 3, 6, 10, 17, 18, 19, 21, 29, 31, 35, 43, 47, 87, 90})
+
+
 def status_of_error(name: str) -> str:
     """`failed` or `indeterminate` for a send error named `name` (a Java exception class, a
-    librdkafka error code name, or any other text a client printed)."""
+    librdkafka error code name, `kafka-error-<code>` for the Kafka protocol error a family
+    program reported, or any other text a client printed)."""
+    if name.startswith(PROTOCOL_PREFIX):
+        code = name.removeprefix(PROTOCOL_PREFIX)
+        failed = code.isdigit() and int(code) in PROTOCOL_FAILED
+        return Status.FAILED.value if failed else Status.INDETERMINATE.value
     if name in JAVA_FAILED:
         return Status.FAILED.value
     if name in _LIBRDKAFKA_NAMES and name not in _LIBRDKAFKA_INDETERMINATE:
