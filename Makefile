@@ -32,9 +32,12 @@ docs: venv
 	$(BIN)/mkdocs build --strict --site-dir site
 
 # What the harness runs beside Python: a JDK 17 (Spark; the Java client compiles its
-# programs) and Maven (the Kafka jars), installed with apt-get when missing, as root or through
-# passwordless sudo (a stock CI runner has it); otherwise the missing ones are named.
-TOOLS := mvn:maven javac:openjdk-17-jdk-headless
+# programs), Maven (the Kafka jars), Go (the franz-go and Sarama clients' programs) and Node.js
+# with npm (the KafkaJS client's), installed with apt-get when missing, as root or through
+# passwordless sudo (a stock CI runner has it); otherwise the missing ones are named. Debian's
+# Go is older than the clients need: the go command then fetches the toolchain their go.mod
+# names from the Go module proxy by itself.
+TOOLS := mvn:maven javac:openjdk-17-jdk-headless go:golang-go node:nodejs npm:npm
 # mmdebstrap makes the broker image's JRE base from the machine's own Debian sources, with no
 # registry. Optional: installed the same way on Debian only (its bookworm base needs Debian's
 # archive); elsewhere, or when it cannot be installed, `kafka-chaos image` builds the base

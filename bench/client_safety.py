@@ -1,0 +1,108 @@
+"""The client safety table (docs/clients.md): each client family under the faults of one table's
+experiment, k of n repetitions per cell, generated from the runs.
+
+    python bench/client_safety.py --table producer            # run what is missing, print
+    python bench/client_safety.py --table producer --no-run   # print from the runs there are
+
+Tables: producer (experiments/client-safety-producer.yaml), transactions
+(client-safety-transactions.yaml), group (client-safety-group.yaml). Each cell runs on its own
+(`kafka-chaos run FILE --cells NAME`) into --runs-dir, so an interrupted bench goes on where it
+stopped: a cell whose report.json is there is not run again. Prints one Markdown table: the
+verdicts k of n and, per repetition, the counts that decide the cell (lost, duplicated,
+reordered for the producer; aborted records read and committed ones lost for transactions;
+records skipped and processed again for the group), with the command and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KAFKA_CHAOS = [sys.executable, "-m", "kafka_chaos"]
+TABLES = {
+    "producer": ("client-safety-producer", ("lost", "duplicated", "reordered")),
+    "transactions": (
+        "client-safety-transactions",
+        ("aborted_read", "committed_lost", "torn_transaction", "lost"),
+    ),
+    "group": ("client-safety-group", ("consumer_unprocessed", "consumer_reprocessed", "lost")),
+}
+
+
+def cells_of(experiment: Path) -> list[str]:
+    """The experiment's cell names, from `kafka-chaos validate --json`."""
+    done = subprocess.run(
+        [*KAFKA_CHAOS, "validate", str(experiment), "--json"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return list(json.loads(done.stdout)["cells"])
+
+
+def reports(runs: Path, name: str) -> dict[str, dict]:
+    """Each cell's report.json entry of the finished runs under runs/<name>, the newest run of
+    a cell winning."""
+    found: dict[str, dict] = {}
+    for report in sorted((runs / name).glob("*/report/report.json")):
+        for cell in json.loads(report.read_text())["cells"]:
+            found[cell["cell"]] = cell
+    return found
+
+
+def run_cell(experiment: Path, cell: str, runs: Path) -> int:
+    """Run one cell (its repetitions) with its report; the command's exit code."""
+    argv = [*KAFKA_CHAOS, "run", str(experiment), "--cells", cell, "--runs-dir", str(runs)]
+    print(f"$ {' '.join(argv[2:])}", file=sys.stderr, flush=True)
+    return subprocess.run([*argv, "--quiet"], cwd=ROOT, check=False).returncode
+
+
+def row(cell: dict, counts: tuple[str, ...]) -> str:
+    """One Markdown row: the cell, its verdicts k of n, and each count per repetition."""
+    reps = cell["repetitions"]
+    verdicts = Counter(rep["verdict"] for rep in reps)
+    said = ", ".join(f"{verdict} {k} of {len(reps)}" for verdict, k in verdicts.most_common())
+    per_rep = []
+    for name in counts:
+        values = []
+        for rep in reps:
+            results = Path(rep["run_dir"]) / "results.json"
+            got = json.loads(results.read_text())["counts"].get(name) if results.is_file() else None
+            values.append("-" if got is None else str(got))
+        per_rep.append(" / ".join(values))
+    return f"| {cell['cell']} | {said} | " + " | ".join(per_rep) + " |"
+
+
+def main() -> int:
+    """Run the table's missing cells (unless --no-run), then print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", choices=sorted(TABLES), default="producer")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "bench")
+    parser.add_argument("--no-run", action="store_true", help="print from the runs there are")
+    args = parser.parse_args()
+    name, counts = TABLES[args.table]
+    experiment = ROOT / "experiments" / f"{name}.yaml"
+    cells = cells_of(experiment)
+    if not args.no_run:
+        for cell in cells:
+            if cell not in reports(args.runs_dir, name):
+                run_cell(experiment, cell, args.runs_dir)
+    found = reports(args.runs_dir, name)
+    today = datetime.date.today().isoformat()
+    print(f"`python bench/client_safety.py --table {args.table}` ({today}, {experiment.name}):\n")
+    print("| cell | verdicts | " + " | ".join(f"{c} (per repetition)" for c in counts) + " |")
+    print("|---|---|" + "---|" * len(counts))
+    for cell in cells:
+        if cell in found:
+            print(row(found[cell], counts))
+        else:
+            print(f"| {cell} | not run | " + " | ".join("-" for _ in counts) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
