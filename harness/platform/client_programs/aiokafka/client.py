@@ -35,6 +35,7 @@ import time
 import aiokafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 HEAD_BYTES = 29  # "%015d:%012d:", as harness/workload/values.py
@@ -335,7 +336,8 @@ class Producing:
         self.props = read_properties(arg(args, "--producer.config"))
         self.kwargs, self.passed, self.max_block_ms = producer_settings(self.props)
         self.stopped = asyncio.Event()
-        self.pending: dict[asyncio.Future, tuple[str, int]] = {}  # future -> (head, sent_ns)
+        # future -> (head, sent_ns, the partition when the program knows it)
+        self.pending: dict[asyncio.Future, tuple[str, int, int | None]] = {}
         self.last_progress = time.monotonic()
         self.start = time.monotonic()
         self.producer: AIOKafkaProducer | None = None
@@ -392,7 +394,12 @@ class Producing:
         except Exception as exc:
             self.report_error(head, sent_ns, exc)
             return exc
-        self.pending[future] = (head, sent_ns)
+        if partition is None and self.kwargs.get("acks") == 0:
+            # acks=0: the future's result is None, so the partition is worked out as the
+            # client's default partitioner did (murmur2 of the key over all partitions).
+            partitions = sorted(await producer.partitions_for(self.topic))
+            partition = DefaultPartitioner()(key, partitions, partitions)
+        self.pending[future] = (head, sent_ns, partition)
         future.add_done_callback(self.reported)
         return None
 
@@ -400,7 +407,7 @@ class Producing:
         sent = self.pending.pop(future, None)
         if sent is None:
             return
-        head, sent_ns = sent
+        head, sent_ns, partition = sent
         if future.cancelled():
             self.report_error(head, sent_ns, asyncio.CancelledError("the send was cancelled"))
             return
@@ -409,10 +416,14 @@ class Producing:
             self.report_error(head, sent_ns, exc)
             return
         metadata = future.result()
-        offset = metadata.offset if metadata.offset is not None and metadata.offset >= 0 else -1
+        if metadata is None:  # acks=0: no partition or offset from the broker
+            offset = -1
+        else:
+            partition = metadata.partition
+            offset = metadata.offset if metadata.offset is not None and metadata.offset >= 0 else -1
         self.out.line({
             "name": "producer_send_success", "topic": self.topic, "value": head,
-            "partition": metadata.partition, "offset": offset,
+            "partition": partition, "offset": offset,
             "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
         })  # fmt: skip
 
@@ -430,7 +441,7 @@ class Producing:
     def abandon(self, why: str) -> None:
         """Report every send still without an outcome as indeterminate: its producer was
         replaced (after a fatal error or a timeout) and will report nothing more."""
-        for future, (head, sent_ns) in list(self.pending.items()):
+        for future, (head, sent_ns, _) in list(self.pending.items()):
             self.pending.pop(future, None)
             self.report_error(head, sent_ns, kafka_errors.ProducerClosed(why))
 
@@ -858,11 +869,11 @@ class Member:
 
 def watch_stdin() -> None:
     """The end of stdin means the harness is gone: halt, as a killed member would."""
-    try:
-        while sys.stdin.buffer.read(4096):
+    # os.read, not sys.stdin: a daemon thread blocked in a buffered read aborts the
+    # interpreter's exit (it cannot take the buffer's lock while finalizing).
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):
             pass
-    except Exception:
-        pass
     os._exit(3)
 
 

@@ -357,7 +357,8 @@ class Producing:
         offset = msg.offset()
         self.out.line({
             "name": "producer_send_success", "topic": self.topic, "value": head,
-            "partition": msg.partition(), "offset": offset if offset >= 0 else -1,
+            "partition": msg.partition(),
+            "offset": offset if offset is not None and offset >= 0 else -1,  # acks=0: none
             "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
         })  # fmt: skip
 
@@ -790,8 +791,10 @@ class Member:
 
 def watch_stdin() -> None:
     """The end of stdin means the harness is gone: halt, as a killed member would."""
-    with contextlib.suppress(Exception):
-        while sys.stdin.buffer.read(4096):
+    # os.read, not sys.stdin: a daemon thread blocked in a buffered read aborts the
+    # interpreter's exit (it cannot take the buffer's lock while finalizing).
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):
             pass
     os._exit(3)
 
