@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import aiokafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
@@ -862,7 +863,14 @@ class Member:
                 if rows:
                     await self.handle(consumer, rows)
         finally:
-            await consumer.stop()  # leaves the group; in auto mode, commits what was polled
+            try:
+                await consumer.stop()  # leaves the group; in auto mode, commits what was polled
+            except BaseException as exc:  # CancelledError included (aiokafka's closing tasks)
+                if not self.stopped.is_set():
+                    raise
+                # Asked to stop, the journals are whole: what closing raised is only logged.
+                note(f"closing the consumer after SIGTERM: {error_name(exc)}: {exc}")
+                traceback.print_exc()
             os.close(self.processed)
             os.close(self.commits)
 
@@ -892,6 +900,7 @@ def main(argv: list[str]) -> int:
         except SystemExit:
             raise
         except BaseException as exc:
+            traceback.print_exc()
             note(f"the producer failed: {describe(exc)}")
             producing.out.line({"name": "error", "message": describe(exc)}, flush=True)
             return 1
@@ -900,6 +909,7 @@ def main(argv: list[str]) -> int:
     try:
         asyncio.run(member.run())
     except BaseException as exc:
+        traceback.print_exc()
         member.out.line({"name": "error", "message": f"{error_name(exc)}: {exc}"})
         os._exit(1)
     member.out.line({"name": "shutdown_complete"})

@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -784,7 +785,13 @@ class Member:
                 if rows:
                     self.handle(consumer, rows)
         finally:
-            consumer.close()  # leaves the group; in auto mode, commits what was consumed
+            try:
+                consumer.close()  # leaves the group; in auto mode, commits what was consumed
+            except Exception as exc:
+                if not self.stopped.is_set():
+                    raise
+                # Asked to stop, the journals are whole: what closing raised is only logged.
+                note(f"closing the consumer after SIGTERM: {describe(exc)}")
             os.close(self.processed)
             os.close(self.commits)
 
@@ -814,6 +821,7 @@ def main(argv: list[str]) -> int:
         except SystemExit:
             raise
         except BaseException as exc:
+            traceback.print_exc()
             note(f"the producer failed: {describe(exc)}")
             producing.out.line({"name": "error", "message": describe(exc)}, flush=True)
             return 1
@@ -822,6 +830,7 @@ def main(argv: list[str]) -> int:
     try:
         member.run()
     except BaseException as exc:
+        traceback.print_exc()
         member.out.line({"name": "error", "message": describe(exc)})
         os._exit(1)
     member.out.line({"name": "shutdown_complete"})
