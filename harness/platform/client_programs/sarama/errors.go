@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/IBM/sarama"
+	"github.com/eapache/go-resiliency/breaker"
 )
 
 // sentinels are Sarama's own error values by the names Sarama exports them under (those
@@ -33,6 +35,11 @@ var sentinels = []struct {
 	{sarama.ErrCannotTransitionNilError, "sarama.ErrCannotTransitionNilError"},
 	{sarama.ErrTxnUnableToParseResponse, "sarama.ErrTxnUnableToParseResponse"},
 	{sarama.ErrClosedConsumerGroup, "sarama.ErrClosedConsumerGroup"},
+	// Sarama's circuit breaker (a topic's partitioning after repeated metadata failures)
+	{breaker.ErrBreakerOpen, "breaker.ErrBreakerOpen"},
+	// a connection closed under a request (Sarama returns it as the send's error)
+	{io.EOF, "io.EOF"},
+	{io.ErrUnexpectedEOF, "io.ErrUnexpectedEOF"},
 }
 
 // kafkaCode is the Kafka protocol error code an error carries (a broker's answer), if any.
@@ -45,8 +52,9 @@ func kafkaCode(err error) (int16, bool) {
 }
 
 // errorName names an error as Sarama does: sarama.KError for a broker's protocol error (its
-// code goes in error_code), the exported name of one of Sarama's sentinel errors, else the
-// Go type of the error (a network error: *net.OpError).
+// code goes in error_code), the exported name of a sentinel error Sarama returns, else the
+// Go type of the error (a network error: *net.OpError), or for an anonymous errors.New its
+// text.
 func errorName(err error) string {
 	if err == nil {
 		return "nil"
@@ -63,7 +71,11 @@ func errorName(err error) string {
 	if errors.As(err, &cfgErr) {
 		return "sarama.ConfigurationError"
 	}
-	return fmt.Sprintf("%T", err)
+	name := fmt.Sprintf("%T", err)
+	if name == "*errors.errorString" { // an unexported errors.New: its text is its only name
+		return fmt.Sprintf("errors.New(%q)", err.Error())
+	}
+	return name
 }
 
 // describe is an error's name and text, for a transaction's error.

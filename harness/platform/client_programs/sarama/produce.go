@@ -24,6 +24,7 @@ const (
 	progressEvery = 200 * time.Millisecond
 	maxPause      = 50 * time.Millisecond // the longest sleep between checks for a stop
 	clientStarts  = 30                    // attempts to reach the cluster at start, 1 s apart
+	closeGrace    = time.Second           // for the producer's own close once the wait is over
 )
 
 // recorder is the producer role's state shared by plain sends and transactions.
@@ -419,12 +420,22 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 	}
 }
 
-// closeProducer closes the producer (it delivers what it holds first) and its client,
-// waiting up to `limit` for the outcomes of the sends in flight.
+// closeProducer waits up to `limit` for the outcomes of the sends in flight, then closes
+// the producer and its client. Sarama has no flush: its Close fails the messages it is still
+// retrying with ErrShuttingDown, so the sends are given their time before it (as the Java
+// client's close(timeout) gives them).
 func (r *recorder) closeProducer(p *producer, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	if !waitGroup(&p.pending, limit) {
+		fmt.Fprintf(os.Stderr, "sends still unreported after %s: closing the producer\n", limit)
+	}
 	p.AsyncClose()
-	if !waitGroup(&p.readers, limit) {
-		fmt.Fprintf(os.Stderr, "the producer has not closed after %s: its unreported sends stay unreported\n", limit)
+	left := time.Until(deadline)
+	if left < closeGrace {
+		left = closeGrace
+	}
+	if !waitGroup(&p.readers, left) {
+		fmt.Fprintf(os.Stderr, "the producer has not closed: its unreported sends stay unreported\n")
 		return // the client is left as it is: the process ends
 	}
 	if err := p.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
