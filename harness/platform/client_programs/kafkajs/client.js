@@ -5,11 +5,15 @@
 //   node client.js produce <the Java recorder's arguments>
 //   node client.js consume <the Java member's arguments>
 //
-// produce: sends the workload, one record per send() call (KafkaJS sends every send() call as
-// its own produce request: it has no linger), each send's own outcome printed as
-// producer_send_success / producer_send_error; with --transaction-size the sends go in
-// transactions following the harness's plan read from stdin, each ending in a transaction_end
-// line. consume: one start of one consumer-group member, journalling what it processes and
+// produce: sends the workload through KafkaJS's send(), each message's own outcome printed as
+// producer_send_success / producer_send_error. KafkaJS has no accumulator: every send() call is
+// its own produce request, and each call retries on its own. max.in.flight.requests.per.connection
+// is both KafkaJS's maxInFlightRequests and how many send() calls this program keeps
+// outstanding: unset (KafkaJS's default, no limit), one call a message at once; N, at most N
+// calls, the messages that came due meanwhile going together in the next call (the idempotent
+// and transactional producers run with 1, as KafkaJS documents them). With --transaction-size
+// the sends go in transactions following the harness's plan read from stdin, each ending in a
+// transaction_end line. consume: one start of one consumer-group member, journalling what it processes and
 // each commit's outcome.
 //
 // stdout carries only the protocol's JSON lines; every line KafkaJS logs goes to stderr.
@@ -29,7 +33,8 @@ const { Kafka, logLevel, CompressionTypes } = kafkajs
 const HEAD_BYTES = 29 // "%015d:%012d:", as harness/workload/values.py
 const PROGRESS_EVERY_MS = 200
 const FLUSH_EVERY_MS = 100
-const MAX_OUTSTANDING = 10000 // sends handed to KafkaJS and not yet reported (it has no buffer limit)
+const MAX_OUTSTANDING = 10000 // sends handed over and not yet reported (KafkaJS has no buffer limit)
+const MAX_BATCH = 1000 // messages in one send() call at most
 const END_ATTEMPTS = 6 // commit or abort calls for one transaction
 const REPLACE_ATTEMPTS = 5 // fatal errors survived by a fresh producer
 const REFUSED_BACKOFF_MS = 20 // after a transaction a refused send aborted
@@ -230,7 +235,9 @@ function producerEffective(s, transactional) {
     'enable.idempotence': String(s.idempotent),
     retries: String(s.retries),
     'max.in.flight.requests.per.connection':
-      s.maxInFlightRequests === null ? 'unlimited (kafkajs maxInFlightRequests null)' : String(s.maxInFlightRequests),
+      s.maxInFlightRequests === null
+        ? 'unlimited (kafkajs maxInFlightRequests null; one send() call a message)'
+        : String(s.maxInFlightRequests),
     'delivery.timeout.ms': 'none (kafkajs has no delivery timeout)',
     'request.timeout.ms': String(s.requestTimeout),
     'linger.ms': '0 (kafkajs sends each send() call at once)',
@@ -341,6 +348,10 @@ class Recorder {
     this.stopWaiters = []
     this.stoppedAt = null
     this.pending = new Set() // promises of the sends not yet reported
+    this.queue = [] // messages handed over and not yet in a send() call
+    this.busy = 0 // send() calls outstanding
+    this.sender = null // producer.send, or the open transaction's send
+    this.settings = null
     this.lastProgress = 0
     this.partitionOf = new WeakMap() // message -> the partition the partitioner chose
   }
@@ -386,58 +397,96 @@ class Recorder {
     }
   }
 
-  /** Hands message i to `sender` (producer.send or a transaction's send), at `partition` or
-   *  where the partitioner puts it; the returned promise resolves once its outcome is printed,
-   *  to its error or null. */
-  sendOne(sender, i, partition, settings) {
+  /** Hands message i to the pipeline (sent by `this.sender`), at `partition` or where the
+   *  partitioner puts it; the returned promise resolves once its outcome is printed, to its
+   *  error or null. */
+  sendOne(i, partition) {
     const { key, value, head } = this.message(i)
     const message = partition === undefined ? { key, value } : { key, value, partition }
-    const sentNs = nowNs()
-    const latency = () => Number((nowNs() - sentNs) / 1000n)
+    let resolve
+    const reported = new Promise(r => (resolve = r))
+    this.pending.add(reported)
+    reported.then(() => this.pending.delete(reported))
+    this.queue.push({ message, head, partition, sentNs: nowNs(), resolve })
+    this.dispatch()
+    return reported
+  }
+
+  /** Hands the queued messages to KafkaJS: with no limit on send() calls outstanding
+   *  (max.in.flight unset: KafkaJS's own default, no limit), one send() call a message at once;
+   *  with a limit of N, at most N send() calls outstanding, the messages that came due
+   *  meanwhile together in the next call (as the Java client's requests in flight hold batches). */
+  dispatch() {
+    const slots = this.settings.maxInFlightRequests
+    while (this.queue.length && (slots === null || this.busy < slots)) {
+      const items = this.queue.splice(0, slots === null ? 1 : MAX_BATCH)
+      this.busy++
+      this.sendBatch(items).then(() => {
+        this.busy--
+        this.dispatch()
+      })
+    }
+  }
+
+  /** One send() call for `items`; each item's outcome printed (a batch's records on one
+   *  partition take consecutive offsets from its base offset, in the order given). */
+  sendBatch(items) {
+    const s = this.settings
+    const latency = item => Number((nowNs() - item.sentNs) / 1000n)
     let promise
     try {
-      promise = sender({
+      promise = this.sender({
         topic: this.topic,
-        messages: [message],
-        acks: settings.acks,
-        timeout: settings.requestTimeout,
-        compression: settings.compression,
+        messages: items.map(item => item.message),
+        acks: s.acks,
+        timeout: s.requestTimeout,
+        compression: s.compression,
       })
     } catch (e) {
       promise = Promise.reject(e)
     }
-    const reported = promise.then(
+    return promise.then(
       results => {
-        const chosen = this.partitionOf.has(message) ? this.partitionOf.get(message) : partition
-        const result = (results || []).find(r => r.partition === chosen) || (results || [])[0]
-        emit({
-          name: 'producer_send_success',
-          topic: this.topic,
-          value: head,
-          partition: result ? result.partition : chosen,
-          offset: result && result.baseOffset !== undefined && settings.acks !== 0 ? Number(result.baseOffset) : -1,
-          latency_us: latency(),
-        })
-        return null
+        const nth = new Map() // partition -> records of this call on it so far
+        for (const item of items) {
+          const chosen = this.partitionOf.has(item.message) ? this.partitionOf.get(item.message) : item.partition
+          const k = nth.get(chosen) || 0
+          nth.set(chosen, k + 1)
+          const result = (results || []).find(r => r.partition === chosen)
+          const known = result && result.baseOffset !== undefined && s.acks !== 0
+          if (!result && s.acks !== 0) {
+            // KafkaJS resolved the call without an answer for this partition (a retry after
+            // a leader moved to a broker that had already answered sends nothing there).
+            note(`send() succeeded without a result for partition ${chosen}: ${item.head} reported with offset -1`)
+          }
+          emit({
+            name: 'producer_send_success',
+            topic: this.topic,
+            value: item.head,
+            partition: chosen,
+            offset: known ? Number(result.baseOffset) + k : -1,
+            latency_us: latency(item),
+          })
+          item.resolve(null)
+        }
       },
       error => {
-        const line = {
-          name: 'producer_send_error',
-          topic: this.topic,
-          value: head,
-          latency_us: latency(),
-          exception: errorName(error),
-          message: describe(error),
-        }
         const code = errorCode(error)
-        if (code !== undefined) line.error_code = code
-        emit(line)
-        return error
+        for (const item of items) {
+          const line = {
+            name: 'producer_send_error',
+            topic: this.topic,
+            value: item.head,
+            latency_us: latency(item),
+            exception: errorName(error),
+            message: describe(error),
+          }
+          if (code !== undefined) line.error_code = code
+          emit(line)
+          item.resolve(error)
+        }
       }
     )
-    this.pending.add(reported)
-    reported.then(() => this.pending.delete(reported))
-    return reported
   }
 
   /** Waits until the sends still pending are reported; after a stop, at most until close-s
@@ -513,6 +562,7 @@ async function produce(argv) {
   const transactional = args.has('--transaction-size')
   const s = producerSettings(readProperties(args.get('--producer.config')), transactional)
   if (s.error) return fail(2, s.error)
+  recorder.settings = s
   for (const text of s.notes) note(text)
   const onSignal = () => recorder.stop()
   process.on('SIGTERM', onSignal)
@@ -531,7 +581,7 @@ async function produce(argv) {
   if (transactional) {
     sent = await new Transactions(recorder, kafka, s, producer).run()
   } else {
-    sent = await sendPlain(recorder, producer, s)
+    sent = await sendPlain(recorder, producer)
     const all = await recorder.settle()
     if (!all) note(`${recorder.pending.size} sends unreported after --close-s`)
     await disconnectWithin(producer, all ? recorder.closeMs : 1000)
@@ -542,16 +592,16 @@ async function produce(argv) {
 }
 
 /** Sends until the count, the duration or a stop; returns how many were handed over. */
-async function sendPlain(recorder, producer, s) {
+async function sendPlain(recorder, producer) {
   const start = performance.now()
   const end = recorder.duration > 0 ? start + recorder.duration * 1000 : Infinity
-  const sender = options => producer.send(options)
+  recorder.sender = options => producer.send(options)
   let i = 0
   while (!recorder.stopped && (recorder.max < 0 || i < recorder.max)) {
     if (performance.now() >= end) break
     if (await recorder.pace(start, i)) continue
     if (await recorder.backpressure()) continue
-    recorder.sendOne(sender, i, undefined, s)
+    recorder.sendOne(i, undefined)
     i++
     recorder.progress(i)
     if (i % 64 === 0) await new Promise(resolve => setImmediate(resolve)) // let replies in
@@ -620,13 +670,13 @@ class Transactions {
       this.fatal = true
       return first
     }
-    const sender = options => t.send(options)
+    r.sender = options => t.send(options)
     const sends = []
     let refused = null
     let i = first
     while (i < first + count && !r.stopped && refused === null) {
       if (await r.pace(start, i)) continue
-      const reported = r.sendOne(sender, i, i % this.partitions, this.s)
+      const reported = r.sendOne(i, i % this.partitions)
       sends.push(reported.then(error => {
         if (error && refused === null) refused = error
       }))
