@@ -215,6 +215,7 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 	planned := !mustAbort && intent == "abort"
 	offered := t.group == ""
 	doubtful := false      // a commit timed out after EndTxn was asked for
+	unconfirmed := false   // an EndTransaction call timed out: a later nil confirms nothing
 	answeredAbort := false // an abort the answer to a timeout asked for
 	t.reinit = false
 	for attempt := 0; attempt < endAttempts; attempt++ {
@@ -222,7 +223,7 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 		if commit {
 			doing = "commit"
 		}
-		committing := false
+		committing, ending := false, false
 		err := func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), t.maxBlock)
 			defer cancel()
@@ -239,7 +240,7 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 					}
 					offered = true
 				}
-				committing = true
+				committing, ending = true, true
 				return t.cl.EndTransaction(ctx, kgo.TryCommit)
 			}
 			if planned {
@@ -251,17 +252,23 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 			} else if err := t.cl.AbortBufferedRecords(ctx); err != nil {
 				return err
 			}
+			ending = true
 			return t.cl.EndTransaction(ctx, kgo.TryAbort)
 		}()
 		if err == nil {
-			if commit {
+			switch {
+			case unconfirmed:
+				// Releases before 1.22 forget the transaction when its EndTxn fails, and
+				// a second EndTransaction then returns nil doing nothing: not a confirmation.
+				return "unknown"
+			case commit:
 				return "committed"
-			}
-			if doubtful {
+			case doubtful:
 				return "unknown"
 			}
 			return "aborted"
 		}
+		unconfirmed = unconfirmed || (ending && isTimeout(err))
 		*errs = append(*errs, doing+": "+describe(err))
 		switch {
 		case isFatal(err):
