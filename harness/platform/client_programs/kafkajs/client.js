@@ -37,6 +37,8 @@ const MAX_OUTSTANDING = 10000 // sends handed over and not yet reported (KafkaJS
 const MAX_BATCH = 1000 // messages in one send() call at most
 const END_ATTEMPTS = 6 // commit or abort calls for one transaction
 const REPLACE_ATTEMPTS = 5 // fatal errors survived by a fresh producer
+const INIT_ATTEMPTS = 3 // producer id initialisations (and connects of a new producer)
+const INIT_BACKOFF_MS = 1000 // between them
 const REFUSED_BACKOFF_MS = 20 // after a transaction a refused send aborted
 const CLOSE_FATAL_MS = 5000 // disconnecting a producer after a fatal error
 
@@ -662,12 +664,9 @@ class Transactions {
     const r = this.recorder
     const beginUs = nowUs()
     this.fatal = false
-    let t
-    try {
-      t = await this.producer.transaction() // the first one also initialises the producer id
-    } catch (e) {
-      note(`beginning a transaction failed: ${describe(e)}`)
-      this.fatal = true
+    const t = await this.begin()
+    if (t === null) {
+      this.fatal = true // nothing sent in it: no line; the producer is replaced
       return first
     }
     r.sender = options => t.send(options)
@@ -704,6 +703,27 @@ class Transactions {
     flush()
     if (refused !== null && !this.fatal) await sleep(REFUSED_BACKOFF_MS)
     return i
+  }
+
+  /** producer.transaction(): the first call of a producer also initialises its producer id
+   *  (KafkaJS has no initTransactions of its own), retried after a timeout or a lost
+   *  connection (a dead coordinator: KafkaJS does not retry those itself) as Java's
+   *  initTransactions is; null when it failed. */
+  async begin() {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.producer.transaction()
+      } catch (e) {
+        const root = rootOf(e)
+        const transient = classify(e) === 'timeout' || /^KafkaJSConnection/.test((root && root.name) || '')
+        if (!transient || attempt >= INIT_ATTEMPTS || this.recorder.stopped) {
+          note(`beginning a transaction failed: ${describe(e)}`)
+          return null
+        }
+        note(`beginning a transaction failed, retrying: ${describe(e)}`)
+        await sleep(INIT_BACKOFF_MS)
+      }
+    }
   }
 
   /** Ends the open transaction as `intent` says (aborts it whatever the intent when
@@ -783,14 +803,20 @@ class Transactions {
       note('too many fatal errors, stopping the workload')
       return false
     }
-    try {
-      this.producer = makeProducer(this.kafka, this.s, this.recorder)
-      await this.producer.connect()
-      return true
-    } catch (e) {
-      note(`the producer could not be replaced: ${describe(e)}`)
-      this.producer = null
-      return false
+    this.producer = makeProducer(this.kafka, this.s, this.recorder)
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.producer.connect()
+        return true
+      } catch (e) {
+        if (attempt >= INIT_ATTEMPTS || this.recorder.stopped) {
+          note(`the producer could not be replaced: ${describe(e)}`)
+          this.producer = null
+          return false
+        }
+        note(`connecting the new producer failed, retrying: ${describe(e)}`)
+        await sleep(INIT_BACKOFF_MS)
+      }
     }
   }
 }
