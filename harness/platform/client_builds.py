@@ -28,7 +28,8 @@ PROGRAMS_DIR = Path(__file__).resolve().parent / "client_programs"
 _BUILD_TIMEOUT_S = 600
 # What tells the user how to get a missing toolchain: the project's own set-up installs both.
 _TOOLCHAIN_FIX = {
-    "go": "make tools (installs Go where it is missing), or put Go 1.22 or later on PATH",
+    "go": "make tools (installs Go where it is missing), or put Go 1.21 or later on PATH (it "
+    "fetches the newer toolchain a library asks for, e.g. Go 1.26 for franz-go 1.22)",
     "node": "make tools (installs Node.js and npm where missing), or put node and npm on PATH",
     "npm": "make tools (installs Node.js and npm where missing), or put node and npm on PATH",
 }
