@@ -63,9 +63,10 @@ FAMILIES: Final[tuple[Family, ...]] = (
     ),
     Family(
         "requests",
-        "requests chosen by Kafka API key held on arrival at the target, on the client, "
-        "broker-to-broker or controller path, on a share of the connections",
-        ("delay",),
+        "requests chosen by Kafka API key held on arrival at the target, or lost with the rest "
+        "of their connection, on the client, broker-to-broker or controller path, on a share "
+        "of the connections",
+        ("delay", "drop-requests"),
         tuple(
             [
                 "leader",
@@ -198,6 +199,8 @@ def family_of(kind: str, params: dict[str, object] | None = None) -> str:
     """The family a step of `kind` belongs to; a delay with `requests` is the requests family."""
     if kind == "delay":
         return "requests" if (params or {}).get("requests") else "packets"
+    if kind == "drop-requests":
+        return "requests"
     for family in FAMILIES:
         if kind in family.kinds:
             return family.name

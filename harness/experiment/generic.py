@@ -40,6 +40,8 @@ __all__ = [
 
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
+# The share of the requests family's steps that lose their requests rather than hold them late.
+DROP_SHARE: Final = 0.3
 # Requests only some workloads send; the others are left out of a cell without them.
 TRANSACTIONAL: Final = frozenset({
     "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
@@ -164,8 +166,9 @@ class _Draw:
             return {"mode": rng.choice(("drop", "move"))}
         return {}
 
-    def requests_step(self, rng: random.Random) -> tuple[str, dict[str, Any]] | None:
-        """(target, params) of a request hold: a path, a role it arrives at, the requests."""
+    def requests_step(self, rng: random.Random) -> tuple[str, str, dict[str, Any]] | None:
+        """(kind, target, params) of a request hold or drop: a path, a role it arrives at, the
+        requests; a drop loses them (with the rest of their connection) instead of holding."""
         targets = {target for _, target in self.menu["requests"]}
         paths = [(p, r) for p, r in self.paths if targets & set(p.targets)]
         if not paths:
@@ -173,13 +176,15 @@ class _Draw:
         path, requests = rng.choice(paths)
         target = rng.choice(sorted(targets & set(path.targets)))
         chosen = rng.sample(requests, min(len(requests), rng.randint(1, 2)))
-        return target, {
+        params = {
             "direction": "in",
             "from": [rng.choice(path.senders)],
             "requests": chosen,
             "connections_percent": rng.choice(CONNECTION_SHARES),
-            "delay_ms": self.hold_ms(rng, MAX_DELAY_MS),
         }
+        if rng.random() < DROP_SHARE:
+            return "drop-requests", target, params
+        return "delay", target, {**params, "delay_ms": self.hold_ms(rng, MAX_DELAY_MS)}
 
     def step(self, family: str, at_s: float, rng: random.Random) -> FaultStep | None:
         """One step of `family` starting at `at_s`; None when the family has no draw here."""
@@ -187,7 +192,7 @@ class _Draw:
             drawn = self.requests_step(rng)
             if drawn is None:
                 return None
-            (target, params), kind = drawn, "delay"
+            kind, target, params = drawn
         else:
             kind, target = rng.choice(self.menu[family])
             params = self.params(kind, rng)

@@ -223,3 +223,21 @@ def test_every_chosen_request_draws_anew_until_its_connection_is_held():
     first = next(i for i, d in enumerate(decisions) if d.release_at > i)
     assert 0 < first < 60  # not held at the first EndTxn, held at a later one (seed 0: the 26th)
     assert all(d.release_at > i for i, d in enumerate(decisions[first:], first))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from([None, 0, 22, 26])), max_size=150),
+    st.sets(st.sampled_from([22, 26]), min_size=1),
+)
+def test_a_dropped_request_takes_the_rest_of_its_connection_and_nothing_else(packets, keys):
+    policy = Policy(Shape(request_keys=tuple(sorted(keys)), drop_held=True), seed=1)
+    # The oracle (every chosen request drawn: connections_percent 100): a flow's packets are
+    # dropped from its first packet starting a chosen request on, and pass before it.
+    lost: set[int] = set()
+    for i, (f, key) in enumerate(packets):
+        if key in keys:
+            lost.add(f)
+        decision = policy.decide(float(i), _flow(f), key)
+        assert decision.drop is (f in lost), (i, f, key)
+        assert decision.release_at == i  # nothing is delayed
+    assert policy.held_connections == len(lost)

@@ -32,7 +32,7 @@ from harness.chaos.faults.process import Kill, KillAll, Pause, Stop
 from harness.chaos.faults.reassign import Reassign
 from harness.chaos.faults.remove_controller import RemoveController
 from harness.chaos.faults.rolling_restart import RollingRestart
-from harness.chaos.faults.shape import Delay, Duplicate, Reorder
+from harness.chaos.faults.shape import Delay, DropRequests, Duplicate, Reorder
 from harness.chaos.faults.slow import Slow
 
 # In the order experiment files and messages list them.
@@ -40,7 +40,7 @@ FAULT_TYPES: dict[str, type[Fault]] = {
     fault.name: fault
     for fault in (
         *(Kill, Stop, Pause, Partition, Loss, Slow, KillAll, PowerLoss, RollingRestart),
-        *(Delay, Reorder, Duplicate, Reassign, RemoveController),
+        *(Delay, DropRequests, Reorder, Duplicate, Reassign, RemoveController),
         *(LoseUnsynced, TornWrite, FsyncError, DiskFull, SlowDisk, Truncate, Flip),
         *(ConsumerKill, ConsumerPause, ConsumerRebalance),
     )

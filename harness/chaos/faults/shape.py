@@ -189,6 +189,39 @@ class DelayParams(_Directed):
         return self
 
 
+def _required_requests(value: Any) -> Any:
+    """`requests` of the request drop: known names, at least one."""
+    names = _request_names(value)
+    if not names:
+        raise ValueError(f"name at least one request to drop: {', '.join(REQUESTS)}")
+    return names
+
+
+class DropRequestsParams(_Directed):
+    """Which requests the target never receives (the rest of their connection with them), from
+    whom, and on which share of the requests."""
+
+    direction: Annotated[
+        Literal["in"], Field(description="in (the only one): the requests the target receives")
+    ] = "in"
+    connections_percent: Annotated[
+        Percent,
+        Field(
+            description="share of the chosen requests whose connection is dropped from them "
+            "on, each drawn anew, %; the others pass untouched (100: every one)"
+        ),
+    ] = 100
+    requests: Annotated[
+        list[str],
+        BeforeValidator(_required_requests),
+        Field(
+            description="the requests lost: from a packet that starts one of these on, its "
+            "connection's packets are dropped, so the request times out and its retry goes on "
+            "a new connection"
+        ),
+    ] = ["Produce"]  # noqa: RUF012 (pydantic copies defaults)
+
+
 class ReorderParams(_Directed):
     """Which share of the target's packets (sent or received) overtake the rest, held."""
 
@@ -228,6 +261,12 @@ def shape_of(fault: str, params: FaultParams) -> dict[str, float | tuple[int, ..
                 if params.requests
                 else {}
             ),
+        }
+    if isinstance(params, DropRequestsParams):
+        return {
+            "connections_percent": float(params.connections_percent),
+            "request_keys": tuple(REQUESTS[r] for r in params.requests),
+            "drop_held": True,
         }
     if isinstance(params, ReorderParams):
         return {"reorder_percent": float(params.percent), "delay_ms": float(params.delay_ms)}
@@ -368,6 +407,17 @@ class Delay(_Shaped):
     name = "delay"
     Params = DelayParams
     class_kinds = (ClassKind.DELAY,)
+
+
+class DropRequests(_Shaped):
+    """The requests params.requests that the target receives from params.from never arrive:
+    from a packet that starts one on, the rest of its connection is dropped (on
+    params.connections_percent of such requests), so the sender's request times out and its
+    retry goes on a new connection: a request lost by its API key."""
+
+    name = "drop-requests"
+    Params = DropRequestsParams
+    class_kinds = (ClassKind.LOSS,)
 
 
 class Reorder(_Shaped):

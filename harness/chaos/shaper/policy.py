@@ -17,7 +17,13 @@ The semantics follow netem's, so users can read them the way they read `tc qdisc
   considered when a packet starts one of those requests (the packet holding the request's
   header), and each such request draws anew, at `connections_percent`, whether its connection
   is held from that packet on: the request chosen, and everything after it on its connection,
-  arrives late.
+  arrives late;
+- drop_held: a held connection's packets are dropped instead of delayed, from the packet chosen
+  on: with request_keys, the chosen request never arrives and neither does anything after it
+  on its connection, so the client's request times out and its retry goes on a new connection
+  (a lost request; TCP retransmits a single dropped packet, so only the whole rest of the
+  connection makes the request lost). A request cannot be duplicated this way: a TCP segment
+  sent twice is discarded by the receiver's stack.
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ class Shape:
     drop_percent: float = 0.0
     connections_percent: float = 100.0
     request_keys: tuple[int, ...] = ()
+    drop_held: bool = False
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if name != "request_keys" and value < 0:
+            if name not in ("request_keys", "drop_held") and value < 0:
                 raise ValueError(f"{name} must be >= 0 (got {value})")
         for name in (
             "reorder_percent",
@@ -160,6 +167,8 @@ class Policy:
             self._draw(flow)
         if flow is None or flow not in self._held_flows:
             return Decision(drop=False, release_at=arrived)
+        if self.shape.drop_held:
+            return Decision(drop=True, release_at=arrived)
         release_at = max(arrived + self._hold_ms() / 1000.0, self._held_flows[flow])
         self._held_flows[flow] = release_at
         return Decision(drop=False, release_at=release_at)
