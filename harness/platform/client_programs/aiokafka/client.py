@@ -352,15 +352,24 @@ class Producing:
         """start() (bootstrap and, when idempotent, InitProducerId), each attempt waited for at
         most max.block.ms, retried after a timeout as initTransactions is."""
         task = asyncio.ensure_future(producer.start())
-        for attempt in range(1, INIT_ATTEMPTS + 1):
-            done, _ = await asyncio.wait({task}, timeout=self.max_block_ms / 1000)
-            if done:
-                task.result()
-                return
-            if attempt >= INIT_ATTEMPTS or self.stopped.is_set():
-                task.cancel()
-                raise TimedOut(f"the producer did not start in {attempt} x max.block.ms")
-            note("the producer's start timed out, waiting again")
+        stop = asyncio.ensure_future(self.stopped.wait())  # SIGTERM ends the wait
+        try:
+            for attempt in range(1, INIT_ATTEMPTS + 1):
+                await asyncio.wait(
+                    {task, stop}, timeout=self.max_block_ms / 1000,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )  # fmt: skip
+                if task.done():
+                    task.result()
+                    return
+                if attempt >= INIT_ATTEMPTS or self.stopped.is_set():
+                    task.cancel()
+                    raise TimedOut(
+                        f"the producer did not start ({attempt} x max.block.ms, or stopped)"
+                    )
+                note("the producer's start timed out, waiting again")
+        finally:
+            stop.cancel()
 
     async def close_producer(self, producer: AIOKafkaProducer, seconds: float) -> None:
         try:
