@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 import aiokafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
@@ -50,8 +51,14 @@ CLOSE_FATAL_S = 5.0  # closing a producer after a fatal error
 DEFAULT_MAX_BLOCK_MS = 60000  # the Java client's max.block.ms default
 POLL_MS = 200
 
+
+def _compression(value: str) -> str | None:
+    """compression.type as aiokafka takes it (None: no compression)."""
+    return None if value == "none" else value
+
+
 # Java producer setting -> (aiokafka keyword, converter)
-PRODUCER_KEYS = {
+PRODUCER_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "linger.ms": ("linger_ms", int),
     "request.timeout.ms": ("request_timeout_ms", int),
     "retry.backoff.ms": ("retry_backoff_ms", int),
@@ -62,7 +69,7 @@ PRODUCER_KEYS = {
     "client.id": ("client_id", str),
     "transactional.id": ("transactional_id", str),
     "transaction.timeout.ms": ("transaction_timeout_ms", int),
-    "compression.type": ("compression_type", lambda v: None if v == "none" else v),
+    "compression.type": ("compression_type", _compression),
 }
 # Java settings aiokafka has no equivalent for, and what it does instead.
 NO_EQUIVALENT = {
@@ -837,7 +844,7 @@ class Member:
             self.write_commits(journal, "ok")
             return result
 
-        coordinator._do_commit_offsets = observed
+        coordinator._do_commit_offsets = observed  # type: ignore[union-attr]
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Any
 
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -186,7 +187,8 @@ def describe(exc: BaseException) -> str:
 def client_version() -> str:
     """confluent-kafka's and librdkafka's versions (version() is a string in newer releases,
     a (text, number) pair in older ones)."""
-    binding, library = confluent_kafka.version(), confluent_kafka.libversion()
+    binding: object = confluent_kafka.version()
+    library: object = confluent_kafka.libversion()
     binding = binding[0] if isinstance(binding, tuple) else binding
     library = library[0] if isinstance(library, tuple) else library
     return f"confluent-kafka {binding}, librdkafka {library}"
@@ -331,7 +333,7 @@ class Producing:
         key = f"{self.key_prefix}k{i % self.keys}".encode()
         value = make_value(self.id_base + i, i // self.keys, self.message_bytes)
         head = value[:HEAD_BYTES].decode("ascii")
-        extra = {} if partition is None else {"partition": partition}
+        extra: dict[str, Any] = {} if partition is None else {"partition": partition}
         while True:
             sent_ns = time.monotonic_ns()
 
@@ -688,7 +690,7 @@ class Member:
 
     def on_commit(self, err, partitions) -> None:
         """The client's automatic commits (and the one on close), as it reports them."""
-        rows = {}
+        rows: dict[str, dict[int, int]] = {}
         for tp in partitions or []:
             if tp.topic != self.topic or tp.offset < 0:
                 continue
@@ -756,7 +758,7 @@ class Member:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, lambda *_: self.stopped.set())
         threading.Thread(target=watch_stdin, name="stdin", daemon=True).start()
-        settings = dict(self.settings)
+        settings: dict[str, Any] = dict(self.settings)
         if self.commit == "auto":
             settings["on_commit"] = self.on_commit
         consumer = Consumer(settings)
