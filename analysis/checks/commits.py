@@ -1,11 +1,13 @@
-"""The lost-commit check: an offset commit the group coordinator acknowledged must still be the
-group's committed offset at the end, unless a later commit explains the difference (runs with
-workload.consumers).
+"""The lost-commit check: an offset commit the group coordinator acknowledged must show in every
+later read of the group's committed offsets, unless a later commit explains the difference
+(runs with workload.consumers).
 
 The members journal every commit they attempted and its outcome (layout.CONSUMER_COMMITS_GLOB,
-stamped when the answer came back), and the `consumers` event records the group's committed
-offsets once every member has left. Per partition of the topic, the last commit acknowledged
-with success, in acknowledgement order, is compared with the final committed offset:
+stamped when the answer came back); the sampler reads the group's committed offsets about once
+a second while the run goes on (each read stamped when its OffsetFetch was sent), and the
+`consumers` event records them once every member has left. Each read is a view: per
+partition, the last commit acknowledged with success before the view was asked for, in
+acknowledgement order, is compared with the view's offset (the final view sees every commit):
 
 - equal: nothing to say;
 - different, and some commit of the partition whose outcome was not a success names exactly the
@@ -16,8 +18,10 @@ with success, in acknowledgement order, is compared with the final committed off
 - above it, unexplained: not a lost commit (a member killed mid-commit leaves its last attempt
   unjournalled), not counted.
 
-A run whose final committed offsets were not recorded (the coordinator unreadable at the end)
-is not judged by this check.
+A position that went back and was committed past again before the end shows only in the views
+taken meanwhile: a partition counts once, at the first view that shows it behind. A run whose
+final committed offsets were not recorded (the coordinator unreadable at the end) is not judged
+by this check.
 """
 
 from __future__ import annotations
@@ -40,10 +44,21 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from analysis.checks.history import RunHistory
+    from analysis.model.evidence import RunEvidence
 
-__all__ = ["CommitHistory", "LostCommitCheck", "lost_commits"]
+__all__ = ["FINAL_VIEW_US", "CommitHistory", "CommittedView", "LostCommitCheck", "lost_commits"]
 
 MAX_EXAMPLES: Final = 20
+FINAL_VIEW_US: Final = 2**63 - 1  # the final view is asked for after every commit
+
+
+@dataclass(frozen=True)
+class CommittedView:
+    """The group's committed offsets as one read saw them: partition → offset (< 0: none), and
+    when the read was asked for (every commit acknowledged before must show in it)."""
+
+    asked_us: int
+    offsets: Mapping[int, int]
 
 
 @dataclass(frozen=True)
@@ -69,33 +84,51 @@ class CommitHistory:
         )
 
 
-def lost_commits(history: CommitHistory, final: Mapping[int, int]) -> list[ExampleRow]:
-    """Per partition of `final` (partition → the group's committed offset at the end, < 0 for
-    none), the last successful commit when the final offset lies below it and no commit with
-    another outcome names the final offset; rows in partition order."""
+def lost_commits(history: CommitHistory, views: list[CommittedView]) -> list[ExampleRow]:
+    """Per partition the views name, the first view (by when it was asked for) whose offset lies
+    below the last commit acknowledged with success before it, when no commit with another
+    outcome names that offset; one row per partition, in partition order (`seen_us`: when
+    that view was asked for, None for the final one)."""
     lost: list[ExampleRow] = []
-    for p in sorted(final):
+    ordered = sorted(views, key=lambda view: view.asked_us)
+    for p in sorted({p for view in views for p in view.offsets}):
         mine = np.flatnonzero((history.partition == p) & history.ok)
-        if len(mine) == 0:
-            continue
         # Acknowledgement order; a tie keeps the journal's order.
-        last = mine[np.argsort(history.ts_us[mine], kind="stable")[-1]]
-        acknowledged, held = int(history.offset[last]), int(final[p])
-        if held >= acknowledged:
-            continue
+        mine = mine[np.argsort(history.ts_us[mine], kind="stable")]
         others = (history.partition == p) & ~history.ok
-        if np.any(history.offset[others] == held):
-            continue
-        lost.append(
-            {
-                "partition": p,
-                "consumer": int(history.consumer[last]),
-                "at_us": int(history.ts_us[last]),
-                "offset": acknowledged,
-                "committed": held,
-            }
-        )
+        for view in ordered:
+            if p not in view.offsets:
+                continue
+            seen = mine[history.ts_us[mine] < view.asked_us]
+            if len(seen) == 0:
+                continue
+            last = seen[-1]
+            acknowledged, held = int(history.offset[last]), int(view.offsets[p])
+            if held >= acknowledged or np.any(history.offset[others] == held):
+                continue
+            lost.append(
+                {
+                    "partition": p,
+                    "consumer": int(history.consumer[last]),
+                    "at_us": int(history.ts_us[last]),
+                    "offset": acknowledged,
+                    "committed": held,
+                    "seen_us": None if view.asked_us == FINAL_VIEW_US else view.asked_us,
+                }
+            )
+            break
     return lost
+
+
+def committed_views(run: RunEvidence) -> list[CommittedView]:
+    """The sampler's reads of the group's committed offsets, then the final one (a partition
+    with no committed offset in a sampled read is left out of that view)."""
+    views = [
+        CommittedView(sample.committed_asked_us, sample.committed)
+        for sample in run.samples
+        if sample.committed is not None and sample.committed_asked_us is not None
+    ]
+    return [*views, CommittedView(FINAL_VIEW_US, final_committed(run))]
 
 
 @dataclass(frozen=True)
@@ -111,6 +144,6 @@ class LostCommitCheck:
     def facts(self, run: RunHistory) -> RunFacts:
         """The count of partitions whose acknowledged commit was lost, and the first of them."""
         history = CommitHistory.of(commits_table(run.run_dir))
-        found = lost_commits(history, final_committed(run.evidence))
+        found = lost_commits(history, committed_views(run.evidence))
         name = AnomalyName.COMMIT_LOST
         return RunFacts(counts={name: len(found)}, examples={name: found[:MAX_EXAMPLES]})

@@ -20,6 +20,7 @@ from analysis.judge.known_bugs import first_shown
 from analysis.judge.outcomes import Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
+from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 
 __all__ = ["COMMIT_CITATION", "COMMIT_EVIDENCE", "judge_commits"]
@@ -45,6 +46,11 @@ def broker_fault(events: RunEvidence) -> str:
 COMMIT_EVIDENCE: Final = {"KAFKA-20634": broker_fault}
 
 
+def _after(example: Example) -> str:
+    """How long after its acknowledgement a lost commit's position was read back, in s."""
+    return f"{((example.seen_us or 0) - (example.at_us or 0)) / 1e6:.1f} s"
+
+
 def judge_commits(
     counts: Counts,
     examples: Examples,
@@ -60,7 +66,9 @@ def judge_commits(
         return []
     quoted = tuple(examples.get(name) or ())[:3]
     shown = "; ".join(
-        f"p{e.partition}: commit of offset {e.offset} acknowledged, group holds {e.committed}"
+        f"p{e.partition}: commit of offset {e.offset} acknowledged, group "
+        + ("holds" if e.seen_us is None else f"read {_after(e)} later at")
+        + f" {e.committed}"
         for e in quoted
     )
     what = f"consumer group: {count} {anomaly(name).label} ({shown})"

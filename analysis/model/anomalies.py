@@ -300,11 +300,12 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
     Anomaly(
         AnomalyName.COMMIT_LOST,
         "commit lost",
-        "an offset commit acknowledged with success, yet the group's committed offset at the "
-        "end lies below it and no later commit explains it (partitions)",
+        "an offset commit acknowledged with success, yet a later read of the group's "
+        "committed offsets (while the run goes on, or at the end) lies below it and no other "
+        "commit explains it (partitions)",
         serious=True,
         at_acked_offset=False,
-        example_fields=("partition", "consumer", "at_us", "offset", "committed"),
+        example_fields=("partition", "consumer", "at_us", "offset", "committed", "seen_us"),
         check=Check.COMMITS,
     ),
     # Transactional runs only (analysis.checks.transactions); 0 elsewhere. Their loss is in

@@ -87,6 +87,9 @@ class Example:
     at_us: int | None = None
     reset_to: int | None = None
     committed: int | None = None
+    seen_us: int | None = (
+        None  # a lost commit: when the read that showed it was asked (None: the end)
+    )
     reprocessed: int | None = None
     leader_changed: bool | None = None
     end_below: bool | None = None

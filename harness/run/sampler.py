@@ -1,5 +1,7 @@
-"""The sampler: leader and ISR of every partition, and each partition's ends (high watermark,
-last stable offset), recorded while a repetition runs."""
+"""The sampler: leader and ISR of every partition, each partition's ends (high watermark,
+last stable offset) and the consumer group's committed offsets, recorded while a repetition
+runs (the lost-commit check reads the last: a committed position that went back and was
+committed past again by the end shows only while the run goes on)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ class _SampleFields(TypedDict, total=False):
     ends: list[PartitionEnd]
     ends_error: str
     ends_us: int
+    committed: dict[int, int]
+    committed_asked_us: int
+    committed_error: str
 
 
 class Sampler:
@@ -61,12 +66,21 @@ class Sampler:
         if with_controller:
             with contextlib.suppress(Exception):
                 fields["controller"] = self.ctx.cluster.active_controller()
+        partitions = [s.partition for s in states]
         try:
-            partitions = [s.partition for s in states]
             fields["ends"] = read_ends(self.ctx.cluster.admin(), self.ctx.topic, partitions)
         except Exception as exc:
             fields["ends_error"] = f"{type(exc).__name__}: {exc}"
         fields["ends_us"] = now_us()
+        group = getattr(self.ctx.consumers, "group_id", None)  # set once the group exists
+        if group:
+            fields["committed_asked_us"] = now_us()
+            try:
+                fields["committed"] = read_committed(
+                    self.ctx.cluster.admin(), group, self.ctx.topic, partitions
+                )
+            except Exception as exc:
+                fields["committed_error"] = f"{type(exc).__name__}: {exc}"
         self.events.write(Sample(ts_us=stamp, **fields))
 
     def stop(self) -> None:
@@ -99,6 +113,22 @@ def read_ends(
         )
         for p in partitions
     ]
+
+
+def read_committed(
+    admin: Any, group: str, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
+) -> dict[int, int]:
+    """The group's committed offset of each partition (-1: none committed) that the group's
+    coordinator answered for without an error (an OffsetFetch); raises when it does not answer
+    in `timeout_s`."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    asked = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
+    [future] = admin.list_consumer_group_offsets(asked, request_timeout=timeout_s).values()
+    answer = future.result(timeout=timeout_s)
+    return {
+        tp.partition: max(int(tp.offset), -1) for tp in answer.topic_partitions if not tp.error
+    }
 
 
 def _offsets(futures: dict[Any, Any], timeout_s: float) -> dict[int, int]:

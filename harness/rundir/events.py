@@ -237,7 +237,8 @@ class PartitionEnd(BaseModel):
 
 class Sample(_Event):
     """The sampler's view of the topic: [{partition, leader, isr}], the controller sometimes,
-    and each partition's ends read just after (at `ends_us`; `ends_error` when unreadable)."""
+    each partition's ends read just after (at `ends_us`; `ends_error` when unreadable), and in
+    a run with a consumer group the group's committed offsets."""
 
     type: Literal[EventType.SAMPLE] = EventType.SAMPLE
     partitions: list[PartitionRoles] = []
@@ -246,6 +247,13 @@ class Sample(_Event):
     ends: list[PartitionEnd] | None = None  # None: not recorded (older runs, or unreadable)
     ends_us: int | None = None
     ends_error: str | None = None
+    # The consumer group's committed offsets (partition → next offset to read, -1: none; a
+    # partition its coordinator answered with an error for is absent), read with an OffsetFetch
+    # sent at committed_asked_us: every commit acknowledged before then must show. None: no
+    # group, or not readable.
+    committed: dict[int, int] | None = None
+    committed_asked_us: int | None = None
+    committed_error: str | None = None
 
 
 class ReadbackDone(_Event):

@@ -9,7 +9,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.checks.commits import CommitHistory, lost_commits
+from analysis.checks.commits import (
+    FINAL_VIEW_US,
+    CommitHistory,
+    CommittedView,
+    committed_views,
+    lost_commits,
+)
 from analysis.judge.commits import judge_commits
 from analysis.judge.guarantees import guarantee_for
 from analysis.judge.outcomes import Verdict
@@ -66,7 +72,7 @@ def history_of(attempts: list[Attempt]) -> CommitHistory:
 def found(attempts: list[Attempt], final: dict[int, int]) -> dict[int, tuple[int, int]]:
     return {
         r["partition"]: (r["offset"], r["committed"])
-        for r in lost_commits(history_of(attempts), final)
+        for r in lost_commits(history_of(attempts), [CommittedView(FINAL_VIEW_US, final)])
     }
 
 
@@ -146,6 +152,71 @@ def test_the_oracle_tells_a_wrong_answer_apart() -> None:
     attempts = [Attempt(0, 40, True, 10), Attempt(0, 30, True, 20)]
     wrong = {0: (40, 30)}  # what "highest acknowledged" would report for final 30
     assert oracle(attempts, {0: 30}) != wrong
+
+
+def sampled_oracle(
+    attempts: list[Attempt], views: list[tuple[int, dict[int, int]]]
+) -> dict[int, tuple[int, int, int]]:
+    """Partition → (acknowledged offset, offset seen, when asked) at the first view, in time
+    order, that shows the partition below the last ok attempt acknowledged before it, unless
+    an attempt that was not ok names the offset seen: walked naively, view by view."""
+    lost: dict[int, tuple[int, int, int]] = {}
+    for asked, offsets in sorted(views, key=lambda v: v[0]):
+        for p, held in offsets.items():
+            if p in lost:
+                continue
+            before = [a for a in attempts if a.partition == p and a.ok and a.ts_us < asked]
+            if not before:
+                continue
+            last = max(before, key=lambda a: a.ts_us)
+            explained = any(a.partition == p and not a.ok and a.offset == held for a in attempts)
+            if held < last.offset and not explained:
+                lost[p] = (last.offset, held, asked)
+    return lost
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    histories(),
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.dictionaries(st.integers(0, 3), st.integers(-1, 50), max_size=4),
+        ),
+        max_size=6,
+        unique_by=lambda v: v[0],
+    ),
+)
+def test_sampled_views_agree_with_the_oracle(
+    history: tuple[list[Attempt], dict[int, int]], views: list[tuple[int, dict[int, int]]]
+) -> None:
+    attempts, _ = history
+    rows = lost_commits(history_of(attempts), [CommittedView(t, o) for t, o in views])
+    got = {r["partition"]: (r["offset"], r["committed"], r["seen_us"]) for r in rows}
+    assert got == sampled_oracle(attempts, views)
+
+
+def test_a_position_that_went_back_and_was_committed_past_shows_only_while_sampled() -> None:
+    """KAFKA-20634's shape: 20 acknowledged, the group's position read back at 10 a moment
+    later, then a later commit of 30 acknowledged: the final view alone sees nothing."""
+    attempts = [Attempt(0, 20, True, 10), Attempt(0, 30, True, 50)]
+    final = CommittedView(FINAL_VIEW_US, {0: 30})
+    assert lost_commits(history_of(attempts), [final]) == []
+    [row] = lost_commits(history_of(attempts), [CommittedView(20, {0: 10}), final])
+    assert (row["offset"], row["committed"], row["seen_us"]) == (20, 10, 20)
+    # a read asked for before the acknowledgement proves nothing
+    assert lost_commits(history_of(attempts), [CommittedView(5, {0: 10}), final]) == []
+
+
+def test_the_views_are_the_samples_then_the_final_offsets() -> None:
+    evidence = RunEvidence.coerce([
+        {"type": "sample", "ts_us": 1, "partitions": [], "committed": {"0": 5},
+         "committed_asked_us": 7},
+        {"type": "sample", "ts_us": 2, "partitions": [], "committed_error": "timed out"},
+        {"type": "consumers", "ts_us": 9, "committed": {"0": 8}},
+    ])  # fmt: skip
+    views = committed_views(evidence)
+    assert [(v.asked_us, dict(v.offsets)) for v in views] == [(7, {0: 5}), (FINAL_VIEW_US, {0: 8})]
 
 
 # ---------------------------------------------------------------------------------------------
