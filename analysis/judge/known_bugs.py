@@ -44,21 +44,27 @@ class KnownBug:
     mechanism: str
     fixed_in: str | None  # the first release with the server's side of the fix; None: open
     first_affected: str | None  # None: every release before fixed_in
-    # The Java client release whose side of the fix the server's needs (KIP-890: the client
-    # bumps its epoch per transaction); other clients (librdkafka) stay affected on fixed
-    # releases. None: the server's release alone decides.
+    # The release of the row's client family (client_family; the Java client for a server's
+    # bug) from which the client has its side of the fix. A server's bug whose fix needs the
+    # client too (KIP-890: the client bumps its epoch per transaction) stays affecting, past
+    # fixed_in, every producer without it (librdkafka); a client's own bug with no server
+    # fix (fixed_in None) ends with this release of its client. None: no client fix.
     client_fixed_in: str | None = None
     # The client family whose bug it is ("librdkafka"): producers of other clients are never
     # affected, whatever the server's release. None: a server's bug, every client.
     client_family: str | None = None
+    # Other families' releases with the client side of a server's fix, (family, release):
+    # KIP-890's epoch bump is not only Java's.
+    also_fixed_in: tuple[tuple[str, str], ...] = ()
     log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
     experiment: str = ""  # the experiment file (and cell) that provokes it
 
     def affects(self, version: str | None, client: str | None = None) -> bool:
         """True when Kafka `version` lies in the affected range, or past it while the
-        producer's `client` (CellConfig.client: "java 4.3.1"; None for librdkafka) lacks its
-        side of the fix; a client's bug (client_family) affects that family's producers only.
-        An image of unknown version is affected by nothing."""
+        producer's `client` (CellConfig.client: "java 4.3.1", "franz-go 1.21.5"; None for
+        librdkafka) lacks its side of the fix; a client's bug (client_family) affects that
+        family's producers only, and, with no server fix, only its releases before
+        client_fixed_in. An image of unknown version is affected by nothing."""
         if self.client_family is not None and client_kind(client) != self.client_family:
             return False
         try:
@@ -67,17 +73,30 @@ class KnownBug:
             return False
         if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
             return False
-        if self.fixed_in is None or release < KafkaVersion.parse(self.fixed_in):
+        if self.fixed_in is not None and release < KafkaVersion.parse(self.fixed_in):
             return True
-        return self.client_fixed_in is not None and not _java_at_least(client, self.client_fixed_in)
+        if self.client_fixed_in is None and not self.also_fixed_in:
+            return self.fixed_in is None  # no client fix: open, or fixed by the server alone
+        return not self.client_protected(client)
+
+    def client_protected(self, client: str | None) -> bool:
+        """Whether `client` has the client side of the fix: the row's family (Java for a
+        server's bug) at client_fixed_in or later, or another family at its also_fixed_in."""
+        family = self.client_family or "java"
+        fixes = ((family, self.client_fixed_in), *self.also_fixed_in)
+        return any(_client_at_least(client, kind, release) for kind, release in fixes if release)
 
     def fixed_where(self) -> str:
         """Where the fix lies, as a reason says it."""
-        if self.fixed_in is None:
+        if self.fixed_in is None and self.client_fixed_in is None:
             return "open upstream: no release fixes it yet"
+        if self.fixed_in is None:
+            return f"fixed in {self.client_family or 'the Java client'} {self.client_fixed_in}"
         if self.client_fixed_in is None:
             return f"fixed in {self.fixed_in}"
-        return f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
+        java = f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
+        others = ", ".join(f"{kind} {release}" for kind, release in self.also_fixed_in)
+        return f"{java} (or {others} or later)" if others else java
 
     def reason(self, version: str | None, client: str = "") -> str:
         """How a finding of it begins: 'known bug <reference> of Kafka <version> (with
@@ -91,10 +110,11 @@ def client_kind(client: str | None) -> str:
     return (client or "librdkafka").partition(" ")[0]
 
 
-def _java_at_least(client: str | None, release: str) -> bool:
-    """Whether `client` ("java 4.3.1") is the Java client at `release` or later."""
+def _client_at_least(client: str | None, family: str, release: str) -> bool:
+    """Whether `client` ("java 4.3.1", "franz-go 1.22.3") is of `family` at `release` or
+    later (a client without a release, librdkafka's in-process one, never is)."""
     kind, _, version = (client or "librdkafka").partition(" ")
-    if kind != "java":
+    if kind != family:
         return False
     try:
         return KafkaVersion.parse(version) >= KafkaVersion.parse(release)
@@ -115,6 +135,10 @@ def _kafka_17754(explains: AnomalyName, mechanism: str) -> KnownBug:
         fixed_in="4.0.0",
         first_affected="3.0.0",
         client_fixed_in="4.0.0",
+        # franz-go bumps its epoch per transaction on transaction version 2 from 1.19.3: KIP-890
+        # came with twmb/franz-go#960 in 1.19.0, and 1.19.2 and 1.19.3 fixed its opt-in
+        # ("fully fixes ... the KIP-890 problem", its CHANGELOG).
+        also_fixed_in=(("franz-go", "1.19.3"),),
         experiment="experiments/jepsen-2024-late-connections.yaml",
     )
 
@@ -202,6 +226,23 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected=None,
         client_family="librdkafka",
         experiment="experiments/known-bugs/librdkafka-4953.yaml (client=librdkafka)",
+    ),
+    KnownBug(
+        reference="franz-go#1359",
+        explains=AnomalyName.ABORTED_READ,
+        mechanism="franz-go before 1.21.6 forgets a transaction whose EndTxn failed with an "
+        "unconfirmed outcome (timed out, retries exhausted, UNKNOWN_SERVER_ERROR): the "
+        "documented retry of EndTransaction returns nil sending nothing and the producer keeps "
+        "its epoch, so under transaction version 2 (KIP-890 part 2) the next transaction's "
+        "sends join the transaction still open on the coordinator and its commit commits the "
+        "earlier one's messages, which the producer meant to abort (commit 6ecd2f9f, merged "
+        "in twmb/franz-go#1359, flags the producer id for reload, and the InitProducerId that "
+        "follows aborts the open transaction)",
+        fixed_in=None,
+        first_affected="4.0.0",
+        client_fixed_in="1.21.6",
+        client_family="franz-go",
+        experiment="experiments/known-bugs/franz-go-endtxn.yaml",
     ),
     *(
         _kafka_17754(explains, mechanism)

@@ -34,6 +34,7 @@ from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 from harness.rundir.events import FaultEnd
+from harness.rundir.transactions import TxnOutcome, commit_never_requested, read_transactions
 
 __all__ = [
     "RUN_EVIDENCE",
@@ -131,10 +132,37 @@ def _clock(ts_us: int) -> str:
     return datetime.fromtimestamp(ts_us / 1e6, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
+def _end_unconfirmed(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """franz-go#1359's pattern: a transaction read committed although the producer only ever
+    asked to abort it, whose abort failed and was retried on the same client (no new client
+    for it: no "on timeout: reinit"), the outcome reported unknown (the retried
+    EndTransaction returned nil without sending anything); '' otherwise."""
+    table = read_transactions(events.run_dir)
+    if table is None:
+        return ""
+    rows = {row["txn"]: row for row in table.to_pylist()}
+    for example in quoted:
+        row = rows.get(example.txn)
+        if row is None or row["outcome"] != TxnOutcome.UNKNOWN:
+            continue
+        if not commit_never_requested(row["intent"], row["error"]):
+            continue
+        clauses = (row["error"] or "").split("; ")
+        failed = [c for c in clauses if c.startswith("abort: ")]
+        if failed and "on timeout: reinit" not in clauses:
+            return (
+                f"transaction {example.txn} was only ever to be aborted; its abort failed "
+                f"({failed[0]}) and was retried on the same client, which kept its epoch, so a "
+                "later transaction in that epoch committed its messages"
+            )
+    return ""
+
+
 # Per transactional row of the known-bug table, by reference: what the run's events must
 # show ('' when they do not).
 RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] = {
     "KAFKA-17754": _fault_hit_coordinator_or_leader,
+    "franz-go#1359": _end_unconfirmed,
 }
 
 

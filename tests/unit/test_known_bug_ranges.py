@@ -3,6 +3,10 @@ number tuples), the rows' ranges, and each row's evidence where its count is jud
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,25 +17,58 @@ from analysis.judge.liveness import LIVENESS_EVIDENCE
 from analysis.judge.mechanisms import PARTITION_EVIDENCE
 from analysis.judge.transactions import RUN_EVIDENCE
 from analysis.model.anomalies import AnomalyName, CountName
+from analysis.model.evidence import RunEvidence
+from analysis.model.results import Example
+from harness.rundir import layout
+from harness.rundir.transactions import TRANSACTION_SCHEMA
 from tests.examples import examples
 
 releases = st.tuples(st.integers(0, 5), st.integers(0, 12), st.integers(0, 4))
+FAMILIES = ("java", "franz-go", "sarama")
 clients = st.one_of(
     st.none(),
     st.just("librdkafka"),
-    releases.map(lambda r: "java " + ".".join(map(str, r))),
+    st.tuples(st.sampled_from(FAMILIES), releases).map(lambda fr: f"{fr[0]} {text(fr[1])}"),
 )
+also = st.lists(st.tuples(st.sampled_from(FAMILIES), releases), max_size=2).map(tuple)
 
 
 def text(release: tuple[int, int, int]) -> str:
     return ".".join(map(str, release))
 
 
-def oracle(release, first, fixed, client_fixed, client, family=None) -> bool:
-    """In range [first, fixed); past fixed still affected while a client-side fix is needed
-    and the producer is not the Java client at that release or later; a client's bug
+def of(client: str | None) -> tuple[str, tuple[int, ...] | None]:
+    """A client string's family and release as numbers (None: no release)."""
+    kind, _, version = (client or "librdkafka").partition(" ")
+    return kind, tuple(int(p) for p in version.split(".")) if version else None
+
+
+def oracle(release, first, fixed, client_fixed, client, family=None, also_fixed=()) -> bool:
+    """In range [first, fixed); past fixed (or with no server fix at all) still affected while
+    a client-side fix exists and the producer lacks it: it is not the row's family (Java for a
+    server's bug) at client_fixed or later, nor another family at its release in also_fixed;
+    with no client-side fix, affected exactly when no server fix exists either. A client's bug
     (`family`) never affects another client's producer (None is librdkafka)."""
-    if family is not None and (client or "librdkafka").split(" ")[0] != family:
+    kind, version = of(client)
+    if family is not None and kind != family:
+        return False
+    if first is not None and release < first:
+        return False
+    if fixed is not None and release < fixed:
+        return True
+    fixes = [(family or "java", client_fixed)] if client_fixed is not None else []
+    fixes += list(also_fixed)
+    if not fixes:
+        return fixed is None
+    return not any(kind == f and version is not None and version >= r for f, r in fixes)
+
+
+def legacy(release, first, fixed, client_fixed, client, family=None) -> bool:
+    """KnownBug.affects before client fixes of other families than Java (2026-12-05): past
+    fixed, only a Java client at client_fixed or later was protected, and a row with no server
+    fix affected every release from `first` on."""
+    kind, version = of(client)
+    if family is not None and kind != family:
         return False
     if first is not None and release < first:
         return False
@@ -39,9 +76,20 @@ def oracle(release, first, fixed, client_fixed, client, family=None) -> bool:
         return True
     if client_fixed is None:
         return False
-    if client is None or not client.startswith("java "):
-        return True
-    return tuple(int(p) for p in client.removeprefix("java ").split(".")) < client_fixed
+    return kind != "java" or version is None or version < client_fixed
+
+
+def row(first, fixed, client_fixed, family, also_fixed=()) -> KnownBug:
+    return KnownBug(
+        reference="KAFKA-0",
+        explains=CountName.LOSS,
+        mechanism="",
+        fixed_in=None if fixed is None else text(fixed),
+        first_affected=None if first is None else text(first),
+        client_fixed_in=None if client_fixed is None else text(client_fixed),
+        client_family=family,
+        also_fixed_in=tuple((f, text(r)) for f, r in also_fixed),
+    )
 
 
 @settings(max_examples=examples(1.0))
@@ -51,23 +99,39 @@ def oracle(release, first, fixed, client_fixed, client, family=None) -> bool:
     fixed=st.none() | releases,
     client_fixed=st.none() | releases,
     client=clients,
-    family=st.sampled_from([None, "librdkafka", "java"]),
+    family=st.sampled_from([None, "librdkafka", *FAMILIES]),
+    also_fixed=also,
 )
 def test_affects_is_the_release_range_and_the_clients_side(
-    release, first, fixed, client_fixed, client, family
+    release, first, fixed, client_fixed, client, family, also_fixed
 ):
-    bug = KnownBug(
-        reference="KAFKA-0",
-        explains=CountName.LOSS,
-        mechanism="",
-        fixed_in=None if fixed is None else text(fixed),
-        first_affected=None if first is None else text(first),
-        client_fixed_in=None if client_fixed is None else text(client_fixed),
-        client_family=family,
-    )
-    expected = oracle(release, first, fixed, client_fixed, client, family)
+    bug = row(first, fixed, client_fixed, family, also_fixed)
+    expected = oracle(release, first, fixed, client_fixed, client, family, also_fixed)
     assert bug.affects(text(release), client) == expected
     assert not bug.affects(None, client) and not bug.affects("apache/kafka:latest", client)
+
+
+@settings(max_examples=examples(1.0))
+@given(
+    release=releases,
+    first=st.none() | releases,
+    fixed=releases,
+    client_fixed=st.none() | releases,
+    client=clients,
+    family=st.sampled_from([None, "librdkafka", *FAMILIES]),
+)
+def test_rows_with_a_server_fix_and_no_other_familys_fix_are_judged_as_before(
+    release, first, fixed, client_fixed, client, family
+):
+    """Every row the table had before client fixes of other families (a server's fix, or
+    none and no client fix) keeps its range for every client."""
+    bug = row(first, fixed, client_fixed, family)
+    expected = legacy(release, first, fixed, client_fixed, client, family)
+    assert bug.affects(text(release), client) == expected
+    open_row = row(first, None, None, family)
+    assert open_row.affects(text(release), client) == legacy(
+        release, first, None, None, client, family
+    )
 
 
 def test_known_bug_ranges():
@@ -99,3 +163,78 @@ def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_ju
     assert set(COMMIT_EVIDENCE) == commits
     others = {b.reference for b in KNOWN_BUGS} - loss_refs - polls - dups - commits
     assert set(RUN_EVIDENCE) == others
+
+
+def test_franz_gos_end_txn_bug_is_bounded_by_the_clients_release():
+    [bug] = [b for b in KNOWN_BUGS if b.reference == "franz-go#1359"]
+    assert bug.explains == AnomalyName.ABORTED_READ and bug.experiment
+    # A release the run did not record ("franz-go") cannot show the fix either.
+    for client in ("franz-go 1.21.5", "franz-go 1.19.0", "franz-go 1.21.5.1", "franz-go"):
+        assert bug.affects("4.3.1", client) and bug.affects("4.0.0", client), client
+    for client in ("franz-go 1.21.6", "franz-go 1.22.3", "franz-go 2.0.0"):
+        assert not bug.affects("4.3.1", client), client
+    for client in (None, "librdkafka", "java 3.8.0", "sarama 1.61.1", "command franz-go"):
+        assert not bug.affects("4.3.1", client), client
+    assert not bug.affects("3.9.1", "franz-go 1.21.5")  # transaction version 2 only (4.0 on)
+    assert bug.fixed_where() == "fixed in franz-go 1.21.6"
+    assert bug.reason("4.3.1", "franz-go 1.21.5").startswith(
+        "known bug franz-go#1359 of Kafka 4.3.1 with franz-go 1.21.5 (fixed in franz-go 1.21.6)"
+    )
+
+
+def test_kafka_17754_spares_franz_go_from_its_full_kip_890_release():
+    rows = [b for b in KNOWN_BUGS if b.reference == "KAFKA-17754"]
+    assert len(rows) == 4
+    for bug in rows:
+        assert bug.affects("4.3.1", "franz-go 1.19.2") and bug.affects("4.3.1", "franz-go 1.18.1")
+        assert not bug.affects("4.3.1", "franz-go 1.19.3")
+        assert not bug.affects("4.3.1", "franz-go 1.22.3")
+        assert bug.affects("3.8.1", "franz-go 1.22.3")  # the server's side is missing
+        assert bug.affects("4.3.1", None) and bug.affects("4.3.1", "sarama 1.61.1")
+        assert bug.affects("4.3.1", "java 3.8.0") and not bug.affects("4.3.1", "java 4.0.0")
+        assert bug.fixed_where() == (
+            "fixed in 4.0.0 with the Java client 4.0.0 or later (or franz-go 1.19.3 or later)"
+        )
+
+
+def transactions_run(tmp_path: Path, rows: list[dict]) -> RunEvidence:
+    """A run directory holding only transactions.parquet with `rows`."""
+    base = {"messages": 6, "begin_ts_us": 1, "end_ts_us": 2}
+    table = pa.Table.from_pylist(
+        [{**base, "first_msg_id": 6 * r["txn"], **r} for r in rows], schema=TRANSACTION_SCHEMA
+    )
+    pq.write_table(table, tmp_path / layout.TRANSACTIONS)
+    return RunEvidence(run_dir=tmp_path)
+
+
+def test_franz_gos_evidence_is_an_abort_that_failed_and_was_retried_on_the_same_client(
+    tmp_path: Path,
+):
+    timed_out = "abort: DeadlineExceeded: context deadline exceeded"
+    events = transactions_run(
+        tmp_path,
+        [
+            {"txn": 3, "intent": "abort", "outcome": "unknown", "error": timed_out},
+            {"txn": 4, "intent": "commit", "outcome": "committed", "error": None},
+            {
+                "txn": 5,
+                "intent": "abort",
+                "outcome": "unknown",
+                "error": f"{timed_out}; on timeout: reinit",
+            },
+            {"txn": 6, "intent": "abort", "outcome": "aborted", "error": None},
+            {
+                "txn": 7,
+                "intent": "abort",
+                "outcome": "unknown",
+                "error": f"commit: X: y; {timed_out}",
+            },
+        ],
+    )
+    shown = RUN_EVIDENCE["franz-go#1359"]
+    evidence = shown(events, [Example(msg_id=18, txn=3)])
+    assert "transaction 3 was only ever to be aborted" in evidence and timed_out in evidence
+    for txn in (4, 5, 6, 7, 8, None):  # a commit, a new client, a definite abort, none
+        assert shown(events, [Example(msg_id=1, txn=txn)]) == "", txn
+    assert shown(events, [Example(txn=5), Example(txn=3)]).startswith("transaction 3")
+    assert shown(RunEvidence(run_dir=tmp_path / "none"), [Example(txn=3)]) == ""

@@ -56,7 +56,7 @@ def test_an_aborted_read_is_a_violation_on_a_fixed_release() -> None:
 
 
 def test_an_aborted_read_on_an_affected_release_after_a_fault_is_a_known_bug() -> None:
-    [bug] = bugs_explaining(AnomalyName.ABORTED_READ)
+    [bug] = [b for b in bugs_explaining(AnomalyName.ABORTED_READ) if b.reference == "KAFKA-17754"]
     v = judge(txn_result({**TXN, "kafka_version": "3.8.1"}, aborted_read=3), fault(5, 10))
     assert v.verdict == Verdict.KNOWN_BUG, v.reasons
     assert any(bug.reference in r for r in v.reasons)
