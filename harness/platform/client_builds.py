@@ -5,8 +5,10 @@ so a second run starts at once.
 
 Go programs are built with the machine's `go` (the library pinned with `go mod edit`), the Node
 program gets its library from npm beside it, a Python program gets a virtualenv of its own
-holding only its library. What runs is a command line; the role word (`produce`, `consume`)
-and the contract's arguments follow it (docs/clients.md, "The client-program contract").
+holding only its library. The contract's plumbing a language's programs share is a folder of
+its own (SHARED), copied in by the build and part of the cache key. What runs is a command
+line; the role word (`produce`, `consume`) and the contract's arguments follow it
+(docs/clients.md, "The client-program contract").
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from harness.settings import Settings
 __all__ = ["PROGRAMS_DIR", "ClientBuildError", "ProgramSource", "family_program"]
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "client_programs"
+# The folder under PROGRAMS_DIR a language's programs share: Python's contract.py, which the
+# build puts beside client.py (`import contract`).
+SHARED = {"python": "python_contract"}
 _BUILD_TIMEOUT_S = 600
 # What tells the user how to get a missing toolchain: the project's own set-up installs both.
 _TOOLCHAIN_FIX = {
@@ -57,7 +62,8 @@ def family_program(
     the first call, a lookup after); ClientBuildError naming the fix when it cannot be built."""
     settings = settings or Settings()
     source = PROGRAMS_DIR / family.program
-    entry = f"clients/{family.name}-{version}-{_digest(source)}"
+    shared = SHARED.get(family.language)
+    entry = f"clients/{family.name}-{version}-{_digest(source, shared)}"
     builder, product = _BUILDERS[family.language]
     built = settings.built_once(
         entry, product, lambda folder: builder(family, version, source, folder)
@@ -69,12 +75,37 @@ def family_program(
     return (str(built.parent / "venv" / "bin" / "python"), str(built))
 
 
-def _digest(source: Path) -> str:
-    """A short hash of the program's files (their names and bytes), so an edit rebuilds."""
+def _digest(source: Path, shared: str | None = None) -> str:
+    """A short hash of the program's files and those of the folder its language's programs
+    share (their names and bytes), so an edit to either rebuilds."""
     content = hashlib.sha256()
-    for path in sorted(p for p in source.rglob("*") if p.is_file() and p.name != "go.sum"):
+    for path in _files(source):
         content.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes())
+    if shared is not None:
+        for path in _files(PROGRAMS_DIR / shared):
+            name = path.relative_to(PROGRAMS_DIR).as_posix()
+            content.update(b"shared\0" + name.encode() + b"\0" + path.read_bytes())
     return content.hexdigest()[:12]
+
+
+_NOT_SOURCE = ("go.sum", "__pycache__", "*.pyc")
+
+
+def _files(folder: Path) -> list[Path]:
+    """A program folder's source files, sorted (no go.sum, no Python bytecode)."""
+    return sorted(
+        path
+        for path in folder.rglob("*")
+        if path.is_file()
+        and path.name != "go.sum"
+        and "__pycache__" not in path.relative_to(folder).parts
+    )
+
+
+def _copy_shared(language: str, into: Path) -> None:
+    """The folder `language`'s programs share, its files copied into `into`."""
+    shared = PROGRAMS_DIR / SHARED[language]
+    shutil.copytree(shared, into, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
 
 
 def _tool(name: str) -> str:
@@ -123,8 +154,10 @@ def _build_node(family: ProgramSource, version: str, source: Path, folder: Path)
 
 
 def _build_python(family: ProgramSource, version: str, source: Path, folder: Path) -> None:
-    """The Python program beside a virtualenv holding only its library at `version`."""
-    shutil.copytree(source, folder, dirs_exist_ok=True)
+    """The Python program beside the shared contract.py and a virtualenv holding only its
+    library at `version`."""
+    shutil.copytree(source, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+    _copy_shared("python", folder)
     venv = folder / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], folder, f"a virtualenv for {family.name}")
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]

@@ -5,7 +5,9 @@ its reference), one JSON object a line on stdout.
     client.py produce <the Java recorder's arguments>
     client.py consume <the Java member's arguments>
 
-Standalone: it runs in a virtualenv that holds aiokafka and nothing of the harness.
+Standalone: it runs in a virtualenv that holds aiokafka and nothing of the harness, beside
+contract.py (client_programs/python_contract), the contract's plumbing both Python programs
+share; what is here is aiokafka's.
 
 aiokafka is asyncio-based: every send is awaited into the client's accumulator and its outcome
 arrives on the future send() returns. The client has no `retries`, no `delivery.timeout.ms`
@@ -25,30 +27,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
-import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 
 import aiokafka
+import contract
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka import errors as kafka_errors
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from contract import msg_id_of, next_offsets, note
 
-HEAD_BYTES = 29  # "%015d:%012d:", as harness/workload/values.py
-PROGRESS_EVERY_S = 0.2
-FLUSH_EVERY_S = 0.1
-END_ATTEMPTS = 6  # commit or abort calls for one transaction
-INIT_ATTEMPTS = 3  # producer starts (InitProducerId) after timeouts
-REPLACE_ATTEMPTS = 5  # fatal errors survived by a fresh producer
-REFUSED_BACKOFF_S = 0.02  # after a transaction a refusal aborted
-CLOSE_FATAL_S = 5.0  # closing a producer after a fatal error
-DEFAULT_MAX_BLOCK_MS = 60000  # the Java client's max.block.ms default
 POLL_MS = 200
 
 
@@ -105,92 +97,6 @@ class TimedOut(Exception):
     """A transactional call did not return within max.block.ms."""
 
 
-def note(text: str) -> None:
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
-
-
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def parse_args(argv: list[str]) -> dict[str, str]:
-    args = {}
-    for i in range(0, len(argv) - 1, 2):
-        args[argv[i]] = argv[i + 1]
-    return args
-
-
-def arg(args: dict[str, str], name: str, fallback: str | None = None) -> str:
-    value = args.get(name, fallback)
-    if value is None:
-        raise SystemExit(f"missing argument {name}")
-    return value
-
-
-def read_properties(path: str) -> dict[str, str]:
-    """A Java properties file: key=value, key:value or key value; # and ! comments; a
-    trailing backslash continues the line."""
-    props: dict[str, str] = {}
-    with open(path, encoding="latin-1") as text:
-        lines = text.read().splitlines()
-    logical, held = [], ""
-    for line in lines:
-        stripped = line.lstrip()
-        if not held and (not stripped or stripped[0] in "#!"):
-            continue
-        ends = len(stripped) - len(stripped.rstrip("\\"))
-        if ends % 2 == 1:
-            held += stripped[:-1]
-            continue
-        logical.append(held + stripped)
-        held = ""
-    if held:
-        logical.append(held)
-    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-    for entry in logical:
-        key, value, i = [], "", 0
-        while i < len(entry):
-            ch = entry[i]
-            if ch == "\\" and i + 1 < len(entry):
-                key.append(escapes.get(entry[i + 1], entry[i + 1]))
-                i += 2
-                continue
-            if ch in "=: \t":
-                rest = entry[i:].lstrip(" \t")
-                if rest[:1] in ("=", ":"):
-                    rest = rest[1:].lstrip(" \t")
-                value = rest
-                break
-            key.append(ch)
-            i += 1
-        out, j = [], 0
-        while j < len(value):
-            if value[j] == "\\" and j + 1 < len(value):
-                out.append(escapes.get(value[j + 1], value[j + 1]))
-                j += 2
-            else:
-                out.append(value[j])
-                j += 1
-        props["".join(key)] = "".join(out)
-    return props
-
-
-def make_value(msg_id: int, key_seq: int, size: int) -> bytes:
-    head = b"%015d:%012d:" % (msg_id, key_seq)
-    return head + b"." * (max(size, HEAD_BYTES) - HEAD_BYTES)
-
-
-def msg_id_of(value: bytes | None) -> int:
-    """The id at the head of a value the harness wrote, -1 for any other value."""
-    if not value:
-        return -1
-    head, sep, _ = value.partition(b":")
-    if not sep or not head or len(head) > 18 or not head.isdigit():
-        return -1
-    return int(head)
-
-
 def error_name(exc: BaseException) -> str:
     kind = type(exc)
     return f"{kind.__module__}.{kind.__qualname__}"
@@ -209,38 +115,6 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class Output:
-    """stdout, one JSON object a line, flushed every FLUSH_EVERY_S by a thread (or at once)."""
-
-    def __init__(self, flush_each: bool = False):
-        self.lock = threading.Lock()
-        self.flush_each = flush_each
-        self.closed = False
-        if not flush_each:
-            threading.Thread(target=self._flusher, name="flusher", daemon=True).start()
-
-    def line(self, obj: dict, flush: bool = False) -> None:
-        text = json.dumps(obj, separators=(",", ":")) + "\n"
-        with self.lock:
-            if self.closed:
-                return
-            try:
-                sys.stdout.write(text)
-                if flush or self.flush_each:
-                    sys.stdout.flush()
-            except (OSError, ValueError):
-                pass  # stdout gone: the harness sees the run end without shutdown_complete
-
-    def flush(self) -> None:
-        with self.lock, contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-
-    def _flusher(self) -> None:
-        while True:
-            time.sleep(FLUSH_EVERY_S)
-            self.flush()
-
-
 # ---------------------------------------------------------------------------------------------
 # produce
 
@@ -250,7 +124,7 @@ def producer_settings(props: dict[str, str]) -> tuple[dict, dict[str, str], int]
     program's own max.block.ms. Exits 2 when acks or idempotence cannot be honoured."""
     kwargs: dict = {}
     passed: dict[str, str] = {}
-    max_block_ms = DEFAULT_MAX_BLOCK_MS
+    max_block_ms = contract.DEFAULT_MAX_BLOCK_MS
     for key, value in props.items():
         value = value.strip()
         if key == "acks":
@@ -286,10 +160,7 @@ def producer_settings(props: dict[str, str]) -> tuple[dict, dict[str, str], int]
 
 
 def fail_config(message: str) -> None:
-    note(f"producer.config cannot be honoured: {message}")
-    sys.stdout.write(json.dumps({"name": "error", "message": message}) + "\n")
-    sys.stdout.flush()
-    raise SystemExit(2)
+    contract.fail(message, told=f"producer.config cannot be honoured: {message}")
 
 
 def effective_producer_config(producer: AIOKafkaProducer, kwargs: dict, max_block_ms: int):
@@ -325,30 +196,20 @@ def effective_producer_config(producer: AIOKafkaProducer, kwargs: dict, max_bloc
     return config, idempotent
 
 
-class Producing:
-    """The produce role: plain sends or transactions, every send's outcome reported once."""
+class Producing(contract.Sends):
+    """The produce role on aiokafka: plain sends or transactions, every send's outcome
+    reported once (its future's callback, or abandoned with its producer)."""
 
     def __init__(self, args: dict[str, str]):
-        self.args = args
-        self.out = Output()
-        self.topic = arg(args, "--topic")
-        self.bootstrap = arg(args, "--bootstrap-server")
-        self.keys = int(arg(args, "--keys", "16"))
-        self.id_base = int(arg(args, "--id-base", "0"))
-        self.key_prefix = arg(args, "--key-prefix", "")
-        self.message_bytes = int(arg(args, "--message-bytes", "100"))
-        self.max = int(arg(args, "--max-messages", "-1"))
-        self.duration = float(arg(args, "--duration-s", "-1"))
-        self.rate = float(arg(args, "--throughput", "-1"))
-        self.close_s = float(arg(args, "--close-s", "30"))
-        self.props = read_properties(arg(args, "--producer.config"))
+        super().__init__(args)
         self.kwargs, self.passed, self.max_block_ms = producer_settings(self.props)
         self.stopped = asyncio.Event()
         # future -> (head, sent_ns, the partition when the program knows it)
         self.pending: dict[asyncio.Future, tuple[str, int, int | None]] = {}
-        self.last_progress = time.monotonic()
-        self.start = time.monotonic()
         self.producer: AIOKafkaProducer | None = None
+
+    def play(self) -> None:
+        asyncio.run(self.run())
 
     # -- the client --------------------------------------------------------------------------
 
@@ -361,7 +222,7 @@ class Producing:
         task = asyncio.ensure_future(producer.start())
         stop = asyncio.ensure_future(self.stopped.wait())  # SIGTERM ends the wait
         try:
-            for attempt in range(1, INIT_ATTEMPTS + 1):
+            for attempt in range(1, contract.INIT_ATTEMPTS + 1):
                 await asyncio.wait(
                     {task, stop}, timeout=self.max_block_ms / 1000,
                     return_when=asyncio.FIRST_COMPLETED,
@@ -369,7 +230,7 @@ class Producing:
                 if task.done():
                     task.result()
                     return
-                if attempt >= INIT_ATTEMPTS or self.stopped.is_set():
+                if attempt >= contract.INIT_ATTEMPTS or self.stopped.is_set():
                     task.cancel()
                     raise TimedOut(
                         f"the producer did not start ({attempt} x max.block.ms, or stopped)"
@@ -398,9 +259,7 @@ class Producing:
     async def send_one(self, producer: AIOKafkaProducer, i: int, partition: int | None):
         """Hand message i to the client; its outcome comes on its future. Returns the
         exception of a send refused before it entered the client (reported at once)."""
-        key = f"{self.key_prefix}k{i % self.keys}".encode()
-        value = make_value(self.id_base + i, i // self.keys, self.message_bytes)
-        head = value[:HEAD_BYTES].decode("ascii")
+        key, value, head = self.message(i)
         sent_ns = time.monotonic_ns()
         dead = self.producer_dead(producer)
         if dead is not None:
@@ -438,22 +297,10 @@ class Producing:
         else:
             partition = metadata.partition
             offset = metadata.offset if metadata.offset is not None and metadata.offset >= 0 else -1
-        self.out.line({
-            "name": "producer_send_success", "topic": self.topic, "value": head,
-            "partition": partition, "offset": offset,
-            "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
-        })  # fmt: skip
+        self.succeeded(head, sent_ns, partition, offset)
 
     def report_error(self, head: str, sent_ns: int, exc: BaseException) -> None:
-        line = {
-            "name": "producer_send_error", "topic": self.topic, "value": head,
-            "latency_us": (time.monotonic_ns() - sent_ns) // 1000,
-            "exception": error_name(exc), "message": str(exc),
-        }  # fmt: skip
-        code = error_code(exc)
-        if code is not None:
-            line["error_code"] = code
-        self.out.line(line)
+        self.failed(head, sent_ns, error_name(exc), str(exc), error_code(exc))
 
     def abandon(self, why: str) -> None:
         """Report every send still without an outcome as indeterminate: its producer was
@@ -462,22 +309,9 @@ class Producing:
             self.pending.pop(future, None)
             self.report_error(head, sent_ns, kafka_errors.ProducerClosed(why))
 
-    def progress(self, sent: int, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self.last_progress >= PROGRESS_EVERY_S:
-            self.last_progress = now
-            self.out.line({"name": "progress", "sent": sent})
-
-    def ended(self) -> bool:
-        return self.stopped.is_set() or (
-            self.duration > 0 and time.monotonic() - self.start >= self.duration
-        )
-
     async def pace(self, i: int) -> bool:
         """Wait (at most 50 ms) for message i's due time; True when it is due."""
-        if self.rate <= 0:
-            return True
-        ahead = self.start + i / self.rate - time.monotonic()
+        ahead = self.ahead(i)
         if ahead <= 0:
             return True
         with contextlib.suppress(TimeoutError):
@@ -489,8 +323,7 @@ class Producing:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopped.set)
-        transactional = "--transaction-size" in self.args
-        if transactional and not self.kwargs.get("transactional_id"):
+        if self.transactional and not self.kwargs.get("transactional_id"):
             fail_config("--transaction-size needs transactional.id in producer.config")
         try:
             self.producer = self.new_producer()
@@ -500,11 +333,8 @@ class Producing:
         config, idempotent = effective_producer_config(
             self.producer, self.kwargs, self.max_block_ms
         )
-        self.out.line({"name": "startup_complete"})
-        self.out.line({"name": "effective_config", "config": config, "idempotent": idempotent})
-        self.out.flush()
-        self.start = time.monotonic()
-        if transactional:
+        self.started(config, idempotent)
+        if self.transactional:
             sent = await Transactions(self).run()
         else:
             sent = await self.send_all()
@@ -514,40 +344,29 @@ class Producing:
             await self.close_producer(self.producer, 5.0)
         if self.pending:
             note(f"{len(self.pending)} send(s) without an outcome after --close-s")
-        self.progress(sent, force=True)
-        self.out.line({"name": "shutdown_complete"})
-        with self.out.lock:
-            self.out.closed = True
-        self.out.flush()
+        self.finished(sent)
 
     async def send_all(self) -> int:
         i = 0
         assert self.producer is not None
-        while not self.ended() and (self.max < 0 or i < self.max):
+        while self.more(i):
             if not await self.pace(i):
                 continue
             if await self.send_one(self.producer, i, None) is not None:
-                await asyncio.sleep(REFUSED_BACKOFF_S)  # a refusal that lasts must not spin
+                # a refusal that lasts must not spin
+                await asyncio.sleep(contract.REFUSED_BACKOFF_S)
             i += 1
             self.progress(i)
         return i
 
 
-class Transactions:
+class Transactions(contract.Plan):
     """The sends in transactions as TransactionalSends.java runs them (its outcome rules)."""
 
     def __init__(self, recorder: Producing):
+        super().__init__(recorder)
         self.r = recorder
-        args = recorder.args
-        self.size = int(arg(args, "--transaction-size"))
-        self.partitions = int(arg(args, "--partitions"))
-        self.on_timeout = arg(args, "--on-timeout", "retry")
-        if self.on_timeout not in ("retry", "abort", "reinit"):
-            raise SystemExit("--on-timeout must be retry, abort or reinit")
-        self.group = args.get("--offsets-group") or None
-        self.fatal = False
-        self.reinit = False
-        self.replaced = 0
+        self.group = self.group_id
 
     async def intent(self) -> str | None:
         line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -557,13 +376,12 @@ class Transactions:
         r = self.r
         i = 0
         txn = 0
-        while not r.ended() and (r.max < 0 or i < r.max):
+        while r.more(i):
             intent = await self.intent()
             if intent is None:
                 note("the harness's plan ended: no more transactions")
                 break
-            count = self.size if r.max < 0 else min(self.size, r.max - i)
-            i = await self.transaction(txn, i, count, intent)
+            i = await self.transaction(txn, i, self.count(r, i), intent)
             txn += 1
             if self.fatal and (r.stopped.is_set() or not await self.replace()):
                 break
@@ -573,8 +391,7 @@ class Transactions:
         r = self.r
         producer = r.producer
         assert producer is not None
-        begin_us = now_us()
-        self.fatal = False
+        begin_us = self.beginning()
         try:
             await self.timed(asyncio.ensure_future(producer.begin_transaction()))
         except Exception as exc:  # nothing sent in it: no line; the producer is replaced
@@ -592,14 +409,9 @@ class Transactions:
                 break
         errors = [f"send: {describe(refused)}"] if refused is not None else []
         outcome = await self.end(producer, txn, intent, refused is not None, errors)
-        r.out.line({
-            "name": "transaction_end", "transaction": txn, "first_msg_id": r.id_base + first,
-            "messages": i - first, "intent": intent, "outcome": outcome,
-            "error": "; ".join(errors) if errors else None,
-            "begin_ts_us": begin_us, "end_ts_us": now_us(),
-        }, flush=True)  # fmt: skip
+        contract.transaction_end(r, txn, first, i, intent, outcome, errors, begin_us)
         if refused is not None and not self.fatal:
-            await asyncio.sleep(REFUSED_BACKOFF_S)
+            await asyncio.sleep(contract.REFUSED_BACKOFF_S)
         return i
 
     async def timed(self, task: asyncio.Future) -> None:
@@ -612,19 +424,14 @@ class Transactions:
     async def end(
         self, producer: AIOKafkaProducer, txn: int, intent: str, must_abort: bool, errors: list
     ) -> str:
-        """Commit or abort as `intent` says (abort whatever it says when `must_abort`):
-        committed, aborted or unknown; sets `fatal` when the producer must be replaced."""
-        commit = not must_abort and intent == "commit"
-        planned = not must_abort and intent == "abort"
-        offered = self.group is None
-        committing = doubtful = answered_abort = False
-        self.reinit = False
-        offer = commit_call = abort_call = None  # each call's task, awaited again on a retry
-        for _ in range(END_ATTEMPTS):
-            doing = "commit" if commit else "abort"
+        """Commit or abort as `intent` says (abort whatever it says when `must_abort`), each
+        call a task awaited again on a retry: committed, aborted or unknown."""
+        e = contract.Ending(self, intent, must_abort, self.group is None, errors)
+        offer = commit_call = abort_call = None
+        for _ in range(contract.END_ATTEMPTS):
             try:
-                if commit:
-                    if not offered:
+                if e.commit:
+                    if not e.offered:
                         if offer is None:
                             offsets = {
                                 TopicPartition(self.r.topic, 0): OffsetAndMetadata(txn + 1, "")
@@ -633,13 +440,13 @@ class Transactions:
                                 producer.send_offsets_to_transaction(offsets, self.group)
                             )
                         await self.timed(offer)
-                        offered = True
-                    committing = True
+                        e.offered = True
+                    e.committing = True
                     if commit_call is None:
                         commit_call = asyncio.ensure_future(producer.commit_transaction())
                     await self.timed(commit_call)
                     return "committed"
-                if planned and abort_call is None:
+                if e.planned and abort_call is None:
                     # Deliver first, as the Java program does: an abort that never reached the
                     # log gives read_committed nothing to hide.
                     try:
@@ -649,49 +456,33 @@ class Transactions:
                 if abort_call is None:
                     abort_call = asyncio.ensure_future(producer.abort_transaction())
                 await self.timed(abort_call)
-                return "unknown" if doubtful else "aborted"
+                return e.aborted()
             except FATAL_ERRORS as exc:
-                errors.append(f"{doing}: {describe(exc)}")
+                e.error(describe(exc))
                 break
             except TimedOut as exc:
-                errors.append(f"{doing}: {describe(exc)}")
-                doubtful = doubtful or (commit and committing)
-                if self.r.stopped.is_set():
+                e.error(describe(exc))
+                if e.timed_out(self.r.stopped.is_set()):
                     break
-                answer = "reinit" if self.on_timeout == "abort" and not commit else self.on_timeout
-                if answer != "retry":
-                    errors.append(f"on timeout: {answer}")
-                if answer == "reinit":
-                    self.reinit = True
-                    break
-                if answer == "abort":
-                    commit = planned = False
-                    answered_abort = True
             except kafka_errors.KafkaError as exc:
-                errors.append(f"{doing}: {describe(exc)}")
+                e.error(describe(exc))
                 if self.client_fatal(producer):
                     break
-                if not commit:
-                    self.refused_answer(answered_abort, errors)
+                if not e.commit:
+                    e.refused()
                     break
-                commit = False  # the documented answer to any other error: abort
+                e.commit = False  # the documented answer to any other error: abort
             except Exception as exc:  # a state the client refuses the call in
-                errors.append(f"{doing}: {describe(exc)}")
-                if not commit:
-                    self.refused_answer(answered_abort, errors)
+                e.error(describe(exc))
+                if not e.commit:
+                    e.refused()
                 break
-        self.fatal = True
-        return "unknown"
+        return e.unknown()
 
     def client_fatal(self, producer: AIOKafkaProducer) -> bool:
         manager = getattr(producer, "_txn_manager", None)
         fatal = getattr(manager, "is_fatal_error", None)
         return bool(fatal and fatal()) or self.r.producer_dead(producer) is not None
-
-    def refused_answer(self, answered_abort: bool, errors: list) -> None:
-        if answered_abort:
-            errors.append("on timeout: reinit")
-            self.reinit = True
 
     async def replace(self) -> bool:
         """Close the producer and start a fresh one with the same transactional.id (which
@@ -699,21 +490,15 @@ class Transactions:
         r = self.r
         old, r.producer = r.producer, None
         if old is not None:
-            await r.close_producer(old, CLOSE_FATAL_S)
+            await r.close_producer(old, contract.CLOSE_FATAL_S)
         r.abandon("the producer was replaced before this send's outcome was known")
-        if not self.reinit:
-            self.replaced += 1
-        self.reinit = False
-        if self.replaced > REPLACE_ATTEMPTS:
-            note("too many fatal errors, stopping the workload")
+        if not self.may_replace():
             return False
         try:
             r.producer = r.new_producer()
             await r.start_producer(r.producer)
         except Exception as exc:
-            note(f"the producer could not be replaced: {describe(exc)}")
-            r.producer = None
-            return False
+            return self.not_replaced(describe(exc))
         return True
 
 
@@ -721,31 +506,26 @@ class Transactions:
 # consume
 
 
-class Member:
-    """The consume role: one start of one member of the group (KafkaChaosConsumer.java)."""
+class Member(contract.Journals):
+    """The consume role on aiokafka: one start of one member of the group
+    (KafkaChaosConsumer.java), its commits observed through the coordinator."""
 
     def __init__(self, args: dict[str, str]):
-        self.args = args
-        self.out = Output(flush_each=True)
-        self.topic = arg(args, "--topic")
-        self.commit = arg(args, "--commit")
-        if self.commit not in ("auto", "after-process", "before-process"):
-            raise SystemExit(f"unknown commit mode {self.commit}")
-        self.processing_s = int(arg(args, "--processing-ms", "0")) / 1000
-        self.processed = os.open(arg(args, "--processed"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        self.commits = os.open(arg(args, "--commits"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        super().__init__(args)
         self.kwargs = {
-            "bootstrap_servers": arg(args, "--bootstrap-server"),
-            "group_id": arg(args, "--group"),
-            "client_id": arg(args, "--client-id", "kchaos-consumer"),
+            "bootstrap_servers": self.bootstrap,
+            "group_id": self.group,
+            "client_id": self.client_id,
             "auto_offset_reset": "earliest",
             "isolation_level": "read_committed",
             "enable_auto_commit": self.commit == "auto",
-            "session_timeout_ms": int(arg(args, "--session-timeout-ms", "6000")),
-            "heartbeat_interval_ms": int(arg(args, "--heartbeat-ms", "1000")),
+            "session_timeout_ms": int(self.session_timeout_ms),
+            "heartbeat_interval_ms": int(self.heartbeat_ms),
         }
         self.stopped = asyncio.Event()
-        self.held: set[int] = set()
+
+    def play(self) -> None:
+        asyncio.run(self.run())
 
     def config(self) -> dict[str, str]:
         defaults = {
@@ -773,27 +553,10 @@ class Member:
         config["client.version"] = f"aiokafka {aiokafka.__version__}"
         return config
 
-    def holding(self, name: str) -> None:
-        self.out.line({"name": name, "partitions": sorted(self.held), "ts_us": now_us()})
-
-    def write_processed(self, rows: list[tuple[int, int, int]]) -> None:
-        now = now_us()
-        text = "".join(f"[{m},{p},{o},{now}]\n" for m, p, o in rows)
-        os.write(self.processed, text.encode("ascii"))
-
-    def write_commits(self, offsets: dict[int, int], outcome: str) -> None:
-        now = now_us()
-        quoted = json.dumps(outcome)
-        text = "".join(f"[{p},{o},{quoted},{now}]\n" for p, o in sorted(offsets.items()))
-        if text:
-            os.write(self.commits, text.encode("utf-8"))
-
     async def commit_sync(self, consumer: AIOKafkaConsumer, rows) -> set[int]:
         """Commit each partition's next offset after `rows`; the partitions whose commit
         succeeded. The outcome is journalled either way."""
-        offsets: dict[int, int] = {}
-        for _, partition, offset in rows:
-            offsets[partition] = max(offsets.get(partition, 0), offset + 1)
+        offsets = next_offsets(rows)
         outcome = "ok"
         try:
             await consumer.commit(
@@ -849,7 +612,7 @@ class Member:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self.stopped.set)
-        threading.Thread(target=watch_stdin, name="stdin", daemon=True).start()
+        contract.watch_stdin_thread()
         consumer = AIOKafkaConsumer(**self.kwargs)
         self.out.line({"name": "effective_config", "config": self.config()})
         await consumer.start()
@@ -887,49 +650,14 @@ class Member:
                 # Asked to stop, the journals are whole: what closing raised is only logged.
                 note(f"closing the consumer after SIGTERM: {error_name(exc)}: {exc}")
                 traceback.print_exc()
-            os.close(self.processed)
-            os.close(self.commits)
-
-
-def watch_stdin() -> None:
-    """The end of stdin means the harness is gone: halt, as a killed member would."""
-    # os.read, not sys.stdin: a daemon thread blocked in a buffered read aborts the
-    # interpreter's exit (it cannot take the buffer's lock while finalizing).
-    with contextlib.suppress(OSError):
-        while os.read(0, 4096):
-            pass
-    os._exit(3)
+            self.close_journals()
 
 
 # ---------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("produce", "consume"):
-        note("usage: client.py produce|consume <arguments>")
-        return 2
-    args = parse_args(argv[1:])
-    if argv[0] == "produce":
-        producing = Producing(args)
-        try:
-            asyncio.run(producing.run())
-        except SystemExit:
-            raise
-        except BaseException as exc:
-            traceback.print_exc()
-            note(f"the producer failed: {describe(exc)}")
-            producing.out.line({"name": "error", "message": describe(exc)}, flush=True)
-            return 1
-        return 0
-    member = Member(args)
-    try:
-        asyncio.run(member.run())
-    except BaseException as exc:
-        traceback.print_exc()
-        member.out.line({"name": "error", "message": f"{error_name(exc)}: {exc}"})
-        os._exit(1)
-    member.out.line({"name": "shutdown_complete"})
-    return 0
+    return contract.main(argv, Producing, Member, describe, lambda exc: f"{error_name(exc)}: {exc}")
 
 
 if __name__ == "__main__":
