@@ -200,6 +200,8 @@ class Producing(contract.Sends):
     """The produce role on aiokafka: plain sends or transactions, every send's outcome
     reported once (its future's callback, or abandoned with its producer)."""
 
+    stopped: asyncio.Event  # the flag SIGTERM raises
+
     def __init__(self, args: dict[str, str]):
         super().__init__(args)
         self.kwargs, self.passed, self.max_block_ms = producer_settings(self.props)
@@ -509,6 +511,8 @@ class Transactions(contract.Plan):
 class Member(contract.Journals):
     """The consume role on aiokafka: one start of one member of the group
     (KafkaChaosConsumer.java), its commits observed through the coordinator."""
+
+    stopped: asyncio.Event  # the flag SIGTERM raises
 
     def __init__(self, args: dict[str, str]):
         super().__init__(args)

@@ -184,6 +184,8 @@ class Producing(contract.Sends):
     """The produce role on librdkafka: plain sends or transactions, every send's outcome
     reported once (its delivery callback, served by poll; purged at the end)."""
 
+    stopped: threading.Event  # the flag SIGTERM raises
+
     def __init__(self, args: dict[str, str]):
         super().__init__(args)
         self.given, self.max_block_ms = librdkafka_settings(self.props)
@@ -451,6 +453,8 @@ class Transactions(contract.Plan):
 class Member(contract.Journals):
     """The consume role on librdkafka: one start of one member of the group
     (KafkaChaosConsumer.java), its automatic commits as on_commit reports them."""
+
+    stopped: threading.Event  # the flag SIGTERM raises
 
     def __init__(self, args: dict[str, str]):
         super().__init__(args)
