@@ -141,9 +141,13 @@ class RecordSink:
 
 
 # Errors of a partition whose metadata has not reached this client yet (a topic just created,
-# a leader just elected): asked again until the read-back's time is up.
+# a leader just elected), or of a connection to a broker that just came back (librdkafka
+# destroys and remakes its broker handle, _DESTROY_BROKER; _TRANSPORT): asked again until the
+# read-back's time is up.
 RETRIABLE: Final = frozenset(
     {
+        KafkaError._DESTROY_BROKER,
+        KafkaError._TRANSPORT,
         KafkaError._UNKNOWN_PARTITION,
         KafkaError._UNKNOWN_TOPIC,
         KafkaError._TIMED_OUT,
@@ -180,7 +184,8 @@ def _watermarks(
 
 
 def _retriable(exc: Exception) -> bool:
-    """True for a KafkaException whose error says the partition is not known yet."""
+    """True for a KafkaException whose error says the partition is not known yet, or its
+    broker's connection is being remade."""
     return isinstance(exc, KafkaException) and exc.args[0].code() in RETRIABLE
 
 
