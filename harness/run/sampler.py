@@ -38,6 +38,7 @@ class Sampler:
         self.events = events
         self.interval_s = interval_s
         self.latest: list[PartitionRoles] = []
+        self._probe: Any = None  # a consumer of the group that never joins: its OffsetFetch
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
@@ -77,17 +78,34 @@ class Sampler:
             fields["committed_asked_us"] = now_us()
             try:
                 fields["committed"] = read_committed(
-                    self.ctx.cluster.admin(), group, self.ctx.topic, partitions
+                    self._group_probe(group), self.ctx.topic, partitions
                 )
             except Exception as exc:
                 fields["committed_error"] = f"{type(exc).__name__}: {exc}"
         self.events.write(Sample(ts_us=stamp, **fields))
 
+    def _group_probe(self, group: str) -> Any:
+        """A consumer of `group` that never subscribes (so never joins it), made once: its
+        committed() is an OffsetFetch to the group's coordinator, as the group's own catch-up
+        reads it."""
+        if self._probe is None:
+            from confluent_kafka import Consumer
+
+            servers = self.ctx.cluster.bootstrap_servers
+            self._probe = Consumer(
+                {"bootstrap.servers": servers, "group.id": group, "log_level": 3}
+            )
+        return self._probe
+
     def stop(self) -> None:
-        """Stop sampling (a no-op when never started)."""
+        """Stop sampling (a no-op when never started), and close the group's probe."""
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(10)
+        if self._probe is not None:
+            with contextlib.suppress(Exception):
+                self._probe.close()
+            self._probe = None
 
 
 def read_ends(
@@ -116,18 +134,18 @@ def read_ends(
 
 
 def read_committed(
-    admin: Any, group: str, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
+    probe: Any, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
 ) -> dict[int, int]:
-    """The group's committed offset of each partition (-1: none committed) that the group's
-    coordinator answered for without an error (an OffsetFetch); raises when it does not answer
-    in `timeout_s`."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    """The committed offset of each partition (-1: none committed) of the group of `probe` (a
+    Consumer of it), of those its coordinator answered for without an error; raises when it
+    does not answer in `timeout_s`."""
+    from confluent_kafka import TopicPartition
 
-    asked = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
-    [future] = admin.list_consumer_group_offsets(asked, request_timeout=timeout_s).values()
-    answer = future.result(timeout=timeout_s)
+    asked = [TopicPartition(topic, p) for p in partitions]
     return {
-        tp.partition: max(int(tp.offset), -1) for tp in answer.topic_partitions if not tp.error
+        tp.partition: max(int(tp.offset), -1)
+        for tp in probe.committed(asked, timeout=timeout_s)
+        if not tp.error
     }
 
 
