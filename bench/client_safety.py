@@ -26,13 +26,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KAFKA_CHAOS = [sys.executable, "-m", "kafka_chaos"]
 TABLES = {
-    "producer": ("client-safety-producer", ("lost", "duplicated", "reordered")),
+    "producer": ("client-safety-producer", ("loss", "duplicated", "reordered")),
     "transactions": (
         "client-safety-transactions",
-        ("aborted_read", "committed_lost", "torn_transaction", "lost"),
+        ("aborted_read", "committed_lost", "torn_transaction", "loss"),
     ),
-    "group": ("client-safety-group", ("consumer_unprocessed", "consumer_reprocessed", "lost")),
+    "group": ("client-safety-group", ("consumer_unprocessed", "consumer_reprocessed", "loss")),
 }
+# `loss` is results.json's own (every class of acknowledged message missing: lost, unseen ...);
+# the others are its counts.
 
 
 def cells_of(experiment: Path) -> list[str]:
@@ -71,10 +73,15 @@ def row(cell: dict, counts: tuple[str, ...]) -> str:
         values = []
         for rep in reps:
             results = Path(rep["run_dir"]) / "results.json"
-            got = json.loads(results.read_text())["counts"].get(name) if results.is_file() else None
+            got = _count(json.loads(results.read_text()), name) if results.is_file() else None
             values.append("-" if got is None else str(got))
         per_rep.append(" / ".join(values))
     return f"| {cell['cell']} | {said} | " + " | ".join(per_rep) + " |"
+
+
+def _count(results: dict, name: str) -> int | None:
+    """One figure of a repetition's results.json: its loss, or one of its counts."""
+    return results.get("loss") if name == "loss" else results["counts"].get(name)
 
 
 def main() -> int:
