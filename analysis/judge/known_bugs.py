@@ -234,8 +234,9 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         "unconfirmed outcome (timed out, retries exhausted, UNKNOWN_SERVER_ERROR): the "
         "documented retry of EndTransaction returns nil sending nothing and the producer keeps "
         "its epoch, so under transaction version 2 (KIP-890 part 2) the next transaction's "
-        "sends join the transaction still open on the coordinator and its commit commits the "
-        "earlier one's messages, which the producer meant to abort (commit 6ecd2f9f, merged "
+        "sends join the transaction still open on the coordinator and its commit (or an earlier "
+        "transaction's held EndTxn, in the same epoch) commits the earlier one's messages, "
+        "which the producer meant to abort (commit 6ecd2f9f, merged "
         "in twmb/franz-go#1359, flags the producer id for reload, and the InitProducerId that "
         "follows aborts the open transaction)",
         fixed_in=None,

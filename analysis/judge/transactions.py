@@ -153,7 +153,8 @@ def _end_unconfirmed(events: RunEvidence, quoted: Sequence[Example]) -> str:
             return (
                 f"transaction {example.txn} was only ever to be aborted; its abort failed "
                 f"({failed[0]}) and was retried on the same client, which kept its epoch, so a "
-                "later transaction in that epoch committed its messages"
+                "commit in that epoch (the next transaction's, or an earlier one's held EndTxn) "
+                "committed its messages"
             )
     return ""
 
