@@ -228,7 +228,7 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         experiment="experiments/known-bugs/librdkafka-4953.yaml (client=librdkafka)",
     ),
     KnownBug(
-        reference="franz-go#1359",
+        reference="franz-go@6ecd2f9f",
         explains=AnomalyName.ABORTED_READ,
         mechanism="franz-go before 1.21.6 forgets a transaction whose EndTxn failed with an "
         "unconfirmed outcome (timed out, retries exhausted, UNKNOWN_SERVER_ERROR): the "
@@ -236,9 +236,9 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         "its epoch, so under transaction version 2 (KIP-890 part 2) the next transaction's "
         "sends join the transaction still open on the coordinator and its commit (or an earlier "
         "transaction's held EndTxn, in the same epoch) commits the earlier one's messages, "
-        "which the producer meant to abort (commit 6ecd2f9f, merged "
-        "in twmb/franz-go#1359, flags the producer id for reload, and the InitProducerId that "
-        "follows aborts the open transaction)",
+        "which the producer meant to abort (the fix, commit 6ecd2f9f in franz-go 1.21.6's "
+        "CHANGELOG, flags the producer id for reload, and the InitProducerId that follows "
+        "aborts the open transaction)",
         fixed_in=None,
         first_affected="4.0.0",
         client_fixed_in="1.21.6",

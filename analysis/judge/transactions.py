@@ -133,7 +133,7 @@ def _clock(ts_us: int) -> str:
 
 
 def _end_unconfirmed(events: RunEvidence, quoted: Sequence[Example]) -> str:
-    """franz-go#1359's pattern: a transaction read committed although the producer only ever
+    """franz-go@6ecd2f9f's pattern: a transaction read committed although the producer only ever
     asked to abort it, whose abort failed and was retried on the same client (no new client
     for it: no "on timeout: reinit"), the outcome reported unknown (the retried
     EndTransaction returned nil without sending anything); '' otherwise."""
@@ -163,7 +163,7 @@ def _end_unconfirmed(events: RunEvidence, quoted: Sequence[Example]) -> str:
 # show ('' when they do not).
 RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] = {
     "KAFKA-17754": _fault_hit_coordinator_or_leader,
-    "franz-go#1359": _end_unconfirmed,
+    "franz-go@6ecd2f9f": _end_unconfirmed,
 }
 
 

@@ -166,7 +166,7 @@ def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_ju
 
 
 def test_franz_gos_end_txn_bug_is_bounded_by_the_clients_release():
-    [bug] = [b for b in KNOWN_BUGS if b.reference == "franz-go#1359"]
+    [bug] = [b for b in KNOWN_BUGS if b.reference == "franz-go@6ecd2f9f"]
     assert bug.explains == AnomalyName.ABORTED_READ and bug.experiment
     # A release the run did not record ("franz-go") cannot show the fix either.
     for client in ("franz-go 1.21.5", "franz-go 1.19.0", "franz-go 1.21.5.1", "franz-go"):
@@ -178,7 +178,7 @@ def test_franz_gos_end_txn_bug_is_bounded_by_the_clients_release():
     assert not bug.affects("3.9.1", "franz-go 1.21.5")  # transaction version 2 only (4.0 on)
     assert bug.fixed_where() == "fixed in franz-go 1.21.6"
     assert bug.reason("4.3.1", "franz-go 1.21.5").startswith(
-        "known bug franz-go#1359 of Kafka 4.3.1 with franz-go 1.21.5 (fixed in franz-go 1.21.6)"
+        "known bug franz-go@6ecd2f9f of Kafka 4.3.1 with franz-go 1.21.5 (fixed in franz-go 1.21.6)"
     )
 
 
@@ -231,7 +231,7 @@ def test_franz_gos_evidence_is_an_abort_that_failed_and_was_retried_on_the_same_
             },
         ],
     )
-    shown = RUN_EVIDENCE["franz-go#1359"]
+    shown = RUN_EVIDENCE["franz-go@6ecd2f9f"]
     evidence = shown(events, [Example(msg_id=18, txn=3)])
     assert "transaction 3 was only ever to be aborted" in evidence and timed_out in evidence
     for txn in (4, 5, 6, 7, 8, None):  # a commit, a new client, a definite abort, none
