@@ -192,15 +192,10 @@ def java_producer_settings(producer: Any, client_version: str) -> dict[str, Scal
     """The Java producer's settings: the producer section's fields the file set (by Java's
     names; delivery.timeout.ms only from 2.1, which introduced it), then its `config` map
     verbatim. Fields the file left out keep the client's own defaults."""
-    settings: dict[str, Scalar] = {}
-    for field in sorted(producer.model_fields_set & _JAVA_KEYS.keys()):
-        value = getattr(producer, field)
-        if value is None:
-            continue
-        if field == "message_timeout_ms" and KafkaVersion.parse(client_version) < _DELIVERY_TIMEOUT:
-            continue
-        settings[_JAVA_KEYS[field]] = value
-    return {**settings, **producer.config}
+    fields = set(producer.model_fields_set)
+    if KafkaVersion.parse(client_version) < _DELIVERY_TIMEOUT:
+        fields.discard("message_timeout_ms")
+    return _java_named(producer, fields)
 
 
 def family_producer_settings(producer: Any) -> dict[str, Scalar]:
@@ -208,11 +203,17 @@ def family_producer_settings(producer: Any) -> dict[str, Scalar]:
     producer section, defaults included (a family's own defaults differ from library to
     library, and the cell is judged by the section: franz-go is idempotent unless told, Sarama
     and KafkaJS are not), then the `config` map verbatim."""
+    return _java_named(producer, set(_JAVA_KEYS))
+
+
+def _java_named(producer: Any, fields: set[str]) -> dict[str, Scalar]:
+    """The producer section's `fields` that hold a value, by Java's names, then its `config`
+    map verbatim."""
     settings: dict[str, Scalar] = {}
-    for field, key in sorted(_JAVA_KEYS.items()):
+    for field in sorted(fields & _JAVA_KEYS.keys()):
         value = getattr(producer, field)
         if value is not None:
-            settings[key] = value
+            settings[_JAVA_KEYS[field]] = value
     return {**settings, **producer.config}
 
 
