@@ -33,13 +33,14 @@ def client_problems(spec: Experiment) -> Iterator[Problem]:
     ):
         reason = f"the java client {java_version}: {lacking} Fix: use java:0.11.0.0 or later"
         yield "workload.client", reason
-    if workload.producers != 1 and client.kind == "command":
+    verifiable = client.kind == "command" and not client.runs_program
+    if workload.producers != 1 and verifiable:
         reason = (
-            "a command client runs as one producer process (its message ids would collide); "
-            "Fix: set workload.producers: 1"
+            "a verifiable-protocol command runs as one producer process (its message ids "
+            "would collide); Fix: set workload.producers: 1, or give it protocol: contract"
         )
         yield "workload.producers", reason
-    if client.kind == "command" and workload.duration_s is None and workload.count is None:
+    if verifiable and workload.duration_s is None and workload.count is None:
         yield "workload.count", "a command client needs workload.count or duration_s"
 
 
@@ -50,16 +51,20 @@ def _role_rules(spec: Experiment) -> Iterator[Problem]:
     client, workload = spec.workload.client, spec.workload
     if client.kind == "librdkafka" and not client.runs_program:
         return  # the in-process recorder plays every role
-    family = FAMILIES[client.kind]
     asked = [
         (Role.TRANSACTIONS, "workload.transactions", workload.transactions is not None),
         # A command's group members are the harness's librdkafka ones.
         (Role.MEMBER, "workload.consumers", bool(workload.consumers) and client.runs_program),
     ]
     for role, where, wanted in asked:
-        if wanted and role not in family.roles:
-            players = ", ".join(
-                dict.fromkeys(["librdkafka", *(n for n, f in FAMILIES.items() if role in f.roles)])
+        if wanted and role not in client.roles:
+            players = (
+                ", ".join(
+                    dict.fromkeys(
+                        ["librdkafka", *(n for n, f in FAMILIES.items() if role in f.roles)]
+                    )
+                )
+                + ", or a command with protocol: contract"
             )
             yield (
                 "workload.client",

@@ -25,7 +25,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from harness.experiment.client_families import PROGRAM_FAMILIES, ClientFamily
+from harness.experiment.client_families import (
+    ALL_ROLES,
+    FAMILIES,
+    PROGRAM_FAMILIES,
+    ClientFamily,
+    Role,
+)
 from harness.experiment.fields import PRODUCER_FIELD_KEYS, Scalar
 from harness.rundir.release import KafkaVersion, VersionError
 
@@ -82,6 +88,10 @@ class ClientSpec(BaseModel):
     # (`[prefix.]<n>`), or the harness's own `<msg_id>:<key_seq>:` head.
     values: Literal["verifiable", "kafka-chaos"] = "verifiable"
     name: str | None = Field(None, min_length=1, max_length=60)  # how reports name a command
+    # What a command speaks: the verifiable-client protocol (a producer; argv's placeholders
+    # filled in), or the client-program contract (every role; the harness appends the role
+    # word and the contract's arguments to argv, as it does for a built family's program).
+    protocol: Literal["verifiable", "contract"] = "verifiable"
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> ClientSpec:
@@ -103,12 +113,26 @@ class ClientSpec(BaseModel):
         if self.kind == "command":
             if not self.argv:
                 raise ValueError("a command client needs argv: [program, arguments...]")
-            for arg in self.argv:
-                for name, argument in _PLACEHOLDER.findall(arg):
-                    _check_placeholder(name, argument)
+            self._check_command_argv()
         elif self.argv is not None:
             raise ValueError(f"a {self.kind} client takes no argv (only command does)")
+        elif self.protocol != "verifiable":
+            raise ValueError(f"a {self.kind} client takes no protocol (only command does)")
         return self
+
+    def _check_command_argv(self) -> None:
+        """ValueError naming the problem with a command's argv: an unknown placeholder, or
+        under the contract any placeholder or `values` (the contract fixes both)."""
+        for arg in self.argv or []:
+            for name, argument in _PLACEHOLDER.findall(arg):
+                if self.protocol == "contract":
+                    raise ValueError(
+                        f"{{{name}}} in argv: a contract program is given the contract's "
+                        "arguments after argv (docs/clients.md); remove the placeholder"
+                    )
+                _check_placeholder(name, argument)
+        if self.protocol == "contract" and "values" in self.model_fields_set:
+            raise ValueError("a contract program writes the harness's values; remove values")
 
     @property
     def family(self) -> ClientFamily | None:
@@ -120,19 +144,29 @@ class ClientSpec(BaseModel):
 
     @property
     def runs_program(self) -> bool:
-        """Whether the harness builds this client and runs it as a program of the
-        client-program contract (java and the families), rather than in process or as a
-        user's command."""
-        return self.kind == "java" or self.family is not None
+        """Whether the harness runs this client as a program of the client-program contract
+        (java and the families, built by the harness, and a command with `protocol:
+        contract`), rather than in process or as a verifiable-protocol command."""
+        return self.kind == "java" or self.family is not None or self.protocol == "contract"
+
+    @property
+    def roles(self) -> frozenset[Role]:
+        """The roles this client plays (harness/experiment/client_families.py): a command
+        speaking the contract plays every one."""
+        if self.kind == "command" and self.protocol == "contract":
+            return ALL_ROLES
+        if self.kind == "librdkafka" and not self.runs_program:
+            return ALL_ROLES
+        return FAMILIES[self.kind].roles
 
     @property
     def label(self) -> str:
         """How reports name the client: `librdkafka`, `java 3.8.0`, `franz-go 1.22.3`,
         `command <program>`."""
-        if self.runs_program:
-            return f"{self.kind} {self.version}"
         if self.kind == "command" and self.argv:
             return f"command {self.name or self.argv[0].rsplit('/', 1)[-1]}"
+        if self.runs_program:
+            return f"{self.kind} {self.version}"
         return self.kind
 
     def tools_versions(self) -> set[str]:

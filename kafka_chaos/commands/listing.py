@@ -119,9 +119,13 @@ def clients() -> list[Entry]:
     ]
     for family in FAMILIES.values():
         if family.name == "command":
-            summary = "your program, speaking the verifiable-client protocol (docs/clients.md)"
-            details = ["roles: producer (its group members are librdkafka's)", "name it: "
-                       "{kind: command, argv: [...]}"]  # fmt: skip
+            summary = "your program, speaking a protocol of docs/clients.md"
+            details = [
+                "protocol: verifiable (the default): roles: producer (its group members are "
+                "librdkafka's); name it: {kind: command, argv: [...]}",
+                "protocol: contract: roles: producer, transactions, member; name it: "
+                "{kind: command, protocol: contract, argv: [program, ...]}",
+            ]
         else:
             how = "built from its registry" if family.language != "java" else "built with Maven"
             summary = f"{family.package} at any release, {how} ({family.language})"

@@ -21,6 +21,7 @@ from harness.experiment.plan import client_durability
 from harness.experiment.problems import SpecError
 from harness.workload.producer.protocol import SendError, parse_line
 from harness.workload.producer.send_errors import status_of_error
+from harness.workload.programs import group_member, producer_program
 
 
 def test_a_family_without_a_version_runs_its_current_release_and_names_its_cells():
@@ -62,6 +63,43 @@ def test_a_role_the_client_lacks_is_refused_naming_client_role_and_the_fix():
     text = str(raised.value)
     assert "command x does not play the transactions role" in text
     assert "Fix: drop workload.transactions" in text
+    assert "or a command with protocol: contract" in text
+
+
+def test_a_command_speaking_the_contract_plays_every_role_as_its_argv_and_the_role_word():
+    client = {"kind": "command", "protocol": "contract", "argv": ["python3", "c.py"]}
+    workload = {"client": client, "consumers": 2, "transactions": {}, "producers": 1}
+    producer = {"message_timeout_ms": 10_000}
+    spec = parse_experiment({"name": "x", "workload": workload, "producer": producer})
+    command = spec.workload.client
+    assert command.runs_program and command.roles == frozenset(Role)
+    assert command.label == "command python3"  # argv[0], unless `name` says otherwise
+    assert producer_program(command).argv == ("python3", "c.py", "produce")
+    member = group_member(command)
+    assert member is not None and member.argv == ("python3", "c.py", "consume")
+    # Many producer processes: the contract gives each its --id-base.
+    many = parse_experiment({"name": "x", "workload": {"client": client, "producers": 3}})
+    assert many.workload.producers == 3
+
+
+@pytest.mark.parametrize(
+    ("client", "problem"),
+    [
+        ({"argv": ["p", "{topic}"]}, "{topic} in argv: a contract program is given"),
+        ({"argv": ["p"], "values": "kafka-chaos"}, "remove values"),
+    ],
+)
+def test_a_contract_command_refuses_what_the_contract_fixes(client: dict, problem: str):
+    client = {"kind": "command", "protocol": "contract", **client}
+    with pytest.raises(SpecError) as raised:
+        parse_experiment({"name": "x", "workload": {"client": client}})
+    assert problem in str(raised.value)
+
+
+def test_only_a_command_takes_a_protocol():
+    with pytest.raises(SpecError, match="a franz-go client takes no protocol"):
+        parse_experiment({"name": "x", "workload": {"client": {"kind": "franz-go",
+                          "protocol": "contract"}}})  # fmt: skip
 
 
 def test_the_in_process_reads_are_refused_for_a_librdkafka_program():
