@@ -90,14 +90,18 @@ def main() -> int:
     parser.add_argument("--table", choices=sorted(TABLES), default="producer")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "bench")
     parser.add_argument("--no-run", action="store_true", help="print from the runs there are")
+    parser.add_argument(
+        "--max-cells", type=int, default=None,
+        help="run at most this many missing cells (to share the machine between runs)",
+    )  # fmt: skip
     args = parser.parse_args()
     name, counts = TABLES[args.table]
     experiment = ROOT / "experiments" / f"{name}.yaml"
     cells = cells_of(experiment)
     if not args.no_run:
-        for cell in cells:
-            if cell not in reports(args.runs_dir, name):
-                run_cell(experiment, cell, args.runs_dir)
+        missing = [cell for cell in cells if cell not in reports(args.runs_dir, name)]
+        for cell in missing[: args.max_cells]:
+            run_cell(experiment, cell, args.runs_dir)
     found = reports(args.runs_dir, name)
     today = datetime.date.today().isoformat()
     print(f"`python bench/client_safety.py --table {args.table}` ({today}, {experiment.name}):\n")
