@@ -19,6 +19,7 @@ from analysis.checks.history import RunHistory
 from analysis.checks.liveness import LivenessCheck
 from analysis.checks.messages.check import MessageCheck
 from analysis.checks.offset_reads import OffsetReadsCheck
+from analysis.checks.placement import PlacementCheck
 from analysis.checks.polls import PollCheck
 from analysis.checks.sends import SendOrderCheck
 from analysis.checks.transactions import TransactionCheck
@@ -35,6 +36,7 @@ CHECKS: Final[tuple[RunCheck, ...]] = (
     LivenessCheck(),
     PollCheck(),
     SendOrderCheck(),
+    PlacementCheck(),
     LostCommitCheck(),
     OffsetReadsCheck(),
 )

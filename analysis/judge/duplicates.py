@@ -25,15 +25,7 @@ def _faulted_sends_unsettled(events: RunEvidence, counts: Counts) -> str:
     """A fault injected during the workload and sends that ended indeterminate or failed, in
     words; '' when either is missing (the epoch bump librdkafka#4953 needs has no trigger)."""
     unsettled = counts.get(CountName.INDETERMINATE, 0) + counts.get(CountName.FAILED, 0)
-    starts, ends = events.phase_stamps("workload-start"), events.phase_stamps("workload-end")
-    begin, end = (min(starts) if starts else None), (max(ends) if ends else None)
-    during = [
-        fault
-        for fault in events.fault_starts
-        if fault.ts_us is not None
-        and (begin is None or fault.ts_us >= begin)
-        and (end is None or fault.ts_us <= end)
-    ]
+    during = events.faults_in_workload
     if not unsettled or not during:
         return ""
     first = during[0]

@@ -56,6 +56,9 @@ class KnownBug:
     # Other families' releases with the client side of a server's fix, (family, release):
     # KIP-890's epoch bump is not only Java's.
     also_fixed_in: tuple[tuple[str, str], ...] = ()
+    # The first release of the row's client family (Java for None) the bug affects; None:
+    # every release before the fix.
+    client_first_affected: str | None = None
     log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
     experiment: str = ""  # the experiment file (and cell) that provokes it
 
@@ -66,6 +69,11 @@ class KnownBug:
         family's producers only, and, with no server fix, only its releases before
         client_fixed_in. An image of unknown version is affected by nothing."""
         if self.client_family is not None and client_kind(client) != self.client_family:
+            return False
+        family = self.client_family or "java"
+        if self.client_first_affected is not None and not _client_at_least(
+            client, family, self.client_first_affected
+        ):
             return False
         try:
             release = KafkaVersion.parse(version or "")
@@ -211,6 +219,22 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected="4.0.0",
         log_needles=("HighWatermarkUpdate failed",),
         experiment="experiments/known-bugs/KAFKA-20634.yaml",
+    ),
+    KnownBug(
+        reference="KAFKA-19012",
+        explains=AnomalyName.MISPLACED,
+        mechanism="the Java producer returns a batch's pooled buffer to its pool when the batch "
+        "expires or its connection breaks, while the network thread may still be sending it; "
+        "the buffer, refilled with another batch, goes out under the first request's topic and "
+        "partition, which the record checksum does not cover: records land on another "
+        "partition or topic, or carry another message's bytes (clients from 2.8.0, which "
+        "stopped copying the buffer before the send; apache/kafka#21065 stops reusing it)",
+        fixed_in=None,
+        first_affected=None,
+        client_family="java",
+        client_first_affected="2.8.0",
+        client_fixed_in="4.1.2",
+        experiment="experiments/known-bugs/KAFKA-19012.yaml",
     ),
     KnownBug(
         reference="librdkafka#4953",

@@ -41,6 +41,7 @@ from analysis.judge.outcomes import (
     Verdict,
     most_severe,
 )
+from analysis.judge.placement import judge_placement
 from analysis.judge.transactions import transaction_findings
 from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, loss_of
 from analysis.model.evidence import RunEvidence
@@ -135,6 +136,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *legal_anomaly_notes(counts),
         *judge_consumers(counts, examples, result.config, events),
         *judge_commits(counts, examples, result.config, guarantee, events),
+        *judge_placement(counts, examples, result.config, events),
         *judge_liveness(facts, examples, result.config, guarantee, events, evidence.origin_us),
         *transactional,
     ]

@@ -59,6 +59,7 @@ class AnomalyName(StrEnum):
     REORDERED = "reordered"
     NONMONOTONIC_SEND = "nonmonotonic_send"
     PHANTOM = "phantom"
+    MISPLACED = "misplaced"
     INCONSISTENT_OFFSETS = "inconsistent_offsets"
     INCONSISTENT_READS = "inconsistent_reads"
     CONSUMER_UNPROCESSED = "consumer_unprocessed"
@@ -106,6 +107,8 @@ class Check(StrEnum):
     POLLS = "polls"  # from each member start's journals and the read-back (checks/polls.py)
     CYCLES = "cycles"  # from the committed transactions' order in the log (checks/cycles.py)
     SENDS = "sends"  # from each producer's acknowledged offsets in send order (checks/sends.py)
+    # From each record's place and key against its producer's sends (checks/placement.py).
+    PLACEMENT = "placement"
     COMMITS = "commits"  # from the group's commit journals and final offsets (checks/commits.py)
     # From every read of an offset besides the read-back's own (checks/offset_reads.py).
     OFFSET_READS = "offset_reads"
@@ -256,6 +259,16 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         "log records never sent by the producer, or whose value cannot be parsed",
         at_acked_offset=False,
         example_fields=READ_LOCATION,
+    ),
+    Anomaly(
+        AnomalyName.MISPLACED,
+        "misplaced",
+        "a record where its producer did not put it: on another partition than its send went "
+        "to, or with another key or key sequence than its message's (records)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=("msg_id", "partition", "offset", "sent_partition", "mismatch"),
+        check=Check.PLACEMENT,
     ),
     Anomaly(
         AnomalyName.INCONSISTENT_OFFSETS,

@@ -100,6 +100,21 @@ class RunEvidence:
         """The recorders' tallies of delivery reports."""
         return self.events.of(RecorderTally)
 
+    @property
+    def faults_in_workload(self) -> list[FaultStart]:
+        """The injected faults that began while the workload ran (between its first
+        `workload-start` and last `workload-end` phase, where those were stamped), in file
+        order."""
+        starts, ends = self.phase_stamps("workload-start"), self.phase_stamps("workload-end")
+        begin, end = (min(starts) if starts else None), (max(ends) if ends else None)
+        return [
+            fault
+            for fault in self.fault_starts
+            if fault.ts_us is not None
+            and (begin is None or fault.ts_us >= begin)
+            and (end is None or fault.ts_us <= end)
+        ]
+
     def phase_stamps(self, phase: str) -> list[int]:
         """The `ts_us` of each `phase` event of one phase."""
         return [e.ts_us for e in self.events.phases(phase) if e.ts_us is not None]

@@ -108,6 +108,10 @@ class Example:
     read_by: str | None = None
     other_msg_id: int | None = None
     other_read_by: str | None = None
+    # A misplaced record (analysis.checks.placement): a partition its send went to, and what
+    # of the record is not its send's (partition, key, key_seq).
+    sent_partition: int | None = None
+    mismatch: str | None = None
 
     @classmethod
     def of(cls, anomaly: str, fields: Mapping[str, Any]) -> Example:

@@ -13,6 +13,7 @@ docs/kafka-reliability.md, never from the project's own functions.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,9 +287,25 @@ def expected_counts(run: GeneratedRun) -> dict[str, int]:
         else:
             found["unseen"] += 1
     found["phantom"] = sum(r.msg_id is None or r.msg_id not in sent_ids for r in at.values())
+    found["misplaced"] = sum(_misplaced(r, run.sends) for r in at.values())
     found["reordered"] = _reordered(at)
     counts["read"] = len(at)
     return counts | dict(found)
+
+
+def _misplaced(r: Record, sends: list[Send]) -> bool:
+    """A record not where, or not what, its message's sends say: on none of their partitions,
+    with another key of the harness's form, or another key sequence."""
+    mine = [s for s in sends if s.msg_id == r.msg_id and r.msg_id is not None]
+    partitions = {s.partition for s in mine if s.partition is not None}
+    keys = {s.key for s in mine if s.key is not None}
+    seqs = {s.key_seq for s in mine if s.key_seq is not None}
+    ours = r.key is not None and re.fullmatch(r"(p[0-9]+-)?k[0-9]+", r.key) is not None
+    return bool(
+        (partitions and r.partition not in partitions)
+        or (keys and ours and r.key not in keys)
+        or (seqs and r.key_seq not in seqs)
+    )
 
 
 def _proven_missing(run: GeneratedRun, s: Send, at: dict[tuple[int, int], Record]) -> bool:

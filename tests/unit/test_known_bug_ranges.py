@@ -15,6 +15,7 @@ from analysis.judge.duplicates import DUPLICATE_EVIDENCE
 from analysis.judge.known_bugs import KNOWN_BUGS, KnownBug, bugs_explaining
 from analysis.judge.liveness import LIVENESS_EVIDENCE
 from analysis.judge.mechanisms import PARTITION_EVIDENCE
+from analysis.judge.placement import PLACEMENT_EVIDENCE
 from analysis.judge.transactions import RUN_EVIDENCE
 from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
@@ -149,11 +150,13 @@ def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_ju
     polls = {b.reference for b in bugs_explaining(AnomalyName.POLL_SKIP)}
     dups = {b.reference for b in bugs_explaining(AnomalyName.DUPLICATED)}
     commits = {b.reference for b in bugs_explaining(AnomalyName.COMMIT_LOST)}
+    placed = {b.reference for b in bugs_explaining(AnomalyName.MISPLACED)}
     for bug in KNOWN_BUGS:
         evidence = PARTITION_EVIDENCE if bug.explains == CountName.LOSS else RUN_EVIDENCE
         evidence = LIVENESS_EVIDENCE if bug.reference in polls else evidence
         evidence = DUPLICATE_EVIDENCE if bug.reference in dups else evidence
         evidence = COMMIT_EVIDENCE if bug.reference in commits else evidence
+        evidence = PLACEMENT_EVIDENCE if bug.reference in placed else evidence
         assert bug.reference in evidence, bug.reference
         assert bug.experiment, f"{bug.reference}: no experiment provokes it"
     loss_refs = {b.reference for b in bugs_explaining(CountName.LOSS)}
@@ -161,7 +164,8 @@ def test_every_row_of_the_known_bug_table_has_its_evidence_where_its_count_is_ju
     assert set(LIVENESS_EVIDENCE) == polls
     assert set(DUPLICATE_EVIDENCE) == dups
     assert set(COMMIT_EVIDENCE) == commits
-    others = {b.reference for b in KNOWN_BUGS} - loss_refs - polls - dups - commits
+    assert set(PLACEMENT_EVIDENCE) == placed
+    others = {b.reference for b in KNOWN_BUGS} - loss_refs - polls - dups - commits - placed
     assert set(RUN_EVIDENCE) == others
 
 
@@ -238,3 +242,12 @@ def test_franz_gos_evidence_is_an_abort_that_failed_and_was_retried_on_the_same_
         assert shown(events, [Example(msg_id=1, txn=txn)]) == "", txn
     assert shown(events, [Example(txn=5), Example(txn=3)]).startswith("transaction 3")
     assert shown(RunEvidence(run_dir=tmp_path / "none"), [Example(txn=3)]) == ""
+
+
+def test_kafka_19012_affects_the_java_producers_from_2_8_0_before_4_1_2():
+    [bug] = [b for b in KNOWN_BUGS if b.reference == "KAFKA-19012"]
+    assert bug.explains == AnomalyName.MISPLACED
+    for client in ("java 2.8.0", "java 3.9.1", "java 4.1.1"):
+        assert bug.affects("4.3.1", client) and bug.affects("3.8.1", client), client
+    for client in ("java 2.7.2", "java 4.1.2", "java 4.3.1", "librdkafka", None, "franz-go 1.22.3"):
+        assert not bug.affects("4.3.1", client), client
