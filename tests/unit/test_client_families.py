@@ -19,6 +19,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.model import ProducerSpec
 from harness.experiment.plan import client_durability
 from harness.experiment.problems import SpecError
+from harness.workload.producer.by_client import value_decoder
 from harness.workload.producer.protocol import SendError, parse_line
 from harness.workload.producer.send_errors import status_of_error
 from harness.workload.programs import group_member, producer_program
@@ -162,3 +163,22 @@ def test_list_clients_names_every_family_with_its_roles():
         entry = listed[name if name != "librdkafka" else "librdkafka:<version>"]
         roles = next(d for d in entry["details"] if d.startswith("roles: "))
         assert roles == "roles: " + ", ".join(r.value for r in Role)
+
+
+@pytest.mark.parametrize(
+    ("client", "verifiable"),
+    [
+        ("librdkafka", False),  # the in-process recorder writes the harness's values
+        ("java:4.3.1", False),
+        ("franz-go", False),
+        ({"kind": "command", "argv": ["p"]}, True),  # the verifiable protocol's default
+        ({"kind": "command", "argv": ["p"], "values": "kafka-chaos"}, False),
+        ({"kind": "command", "protocol": "contract", "argv": ["p"]}, False),
+    ],
+)
+def test_the_read_back_decodes_values_as_the_client_writes_them(client, verifiable: bool):
+    spec = parse_experiment({"name": "x", "workload": {"client": client, "duration_s": 5}})
+    decode = value_decoder(spec.workload.client, spec.workload.keys)
+    head = b"%015d:%012d:" % (42, 3) + b"." * 20
+    assert decode(head) == ((None, None) if verifiable else (42, 3))
+    assert decode(b"payload.7") == ((7, 7 // spec.workload.keys) if verifiable else (None, None))

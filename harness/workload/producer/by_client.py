@@ -122,7 +122,11 @@ def client_program(
 
 def value_decoder(client: ClientSpec, keys: int) -> Decoder:
     """How the read-back reads the message id from a record `client` wrote."""
-    if not client.runs_program and client.values == ValueFormat.VERIFIABLE:
+    if (
+        client.kind == "command"
+        and not client.runs_program
+        and client.values == ValueFormat.VERIFIABLE
+    ):
         return partial(decode_with, ValueFormat.VERIFIABLE, keys=keys)
     return decode_value
 
