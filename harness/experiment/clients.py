@@ -122,7 +122,8 @@ class ClientSpec(BaseModel):
 
     def _check_command_argv(self) -> None:
         """ValueError naming the problem with a command's argv: an unknown placeholder, or
-        under the contract any placeholder or `values` (the contract fixes both)."""
+        under the contract any placeholder (the contract's arguments say everything; its
+        programs write the harness's values, whatever `values` says)."""
         for arg in self.argv or []:
             for name, argument in _PLACEHOLDER.findall(arg):
                 if self.protocol == "contract":
@@ -131,8 +132,6 @@ class ClientSpec(BaseModel):
                         "arguments after argv (docs/clients.md); remove the placeholder"
                     )
                 _check_placeholder(name, argument)
-        if self.protocol == "contract" and "values" in self.model_fields_set:
-            raise ValueError("a contract program writes the harness's values; remove values")
 
     @property
     def family(self) -> ClientFamily | None:

@@ -87,14 +87,20 @@ def test_a_command_speaking_the_contract_plays_every_role_as_its_argv_and_the_ro
     ("client", "problem"),
     [
         ({"argv": ["p", "{topic}"]}, "{topic} in argv: a contract program is given"),
-        ({"argv": ["p"], "values": "kafka-chaos"}, "remove values"),
     ],
 )
-def test_a_contract_command_refuses_what_the_contract_fixes(client: dict, problem: str):
+def test_a_contract_command_refuses_placeholders(client: dict, problem: str):
     client = {"kind": "command", "protocol": "contract", **client}
     with pytest.raises(SpecError) as raised:
         parse_experiment({"name": "x", "workload": {"client": client}})
     assert problem in str(raised.value)
+
+
+def test_a_contract_command_survives_its_spec_json():
+    client = {"kind": "command", "protocol": "contract", "argv": ["python3", "c.py"]}
+    spec = parse_experiment({"name": "x", "workload": {"client": client, "duration_s": 5}})
+    again = parse_experiment(json.loads(spec.model_dump_json()))
+    assert again.workload.client == spec.workload.client and again.workload.client.runs_program
 
 
 def test_only_a_command_takes_a_protocol():
