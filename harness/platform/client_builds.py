@@ -27,9 +27,10 @@ from harness.settings import Settings
 __all__ = ["PROGRAMS_DIR", "ClientBuildError", "ProgramSource", "family_program"]
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "client_programs"
-# The folder under PROGRAMS_DIR a language's programs share: Python's contract.py, which the
-# build puts beside client.py (`import contract`).
-SHARED = {"python": "python_contract"}
+# The folder under PROGRAMS_DIR a language's programs share, which the build puts beside the
+# program's own files: Python's contract.py beside client.py (`import contract`), Go's
+# contract_*.go beside the program's .go files (one package main, compiled together).
+SHARED = {"go": "go_contract", "python": "python_contract"}
 _BUILD_TIMEOUT_S = 600
 # What tells the user how to get a missing toolchain: the project's own set-up installs both.
 _TOOLCHAIN_FIX = {
@@ -103,8 +104,15 @@ def _files(folder: Path) -> list[Path]:
 
 
 def _copy_shared(language: str, into: Path) -> None:
-    """The folder `language`'s programs share, its files copied into `into`."""
+    """The folder `language`'s programs share, its files copied into `into`; a shared file
+    never replaces one of the program's own (ClientBuildError naming both)."""
     shared = PROGRAMS_DIR / SHARED[language]
+    for path in _files(shared):
+        if (into / path.relative_to(shared)).exists():
+            raise ClientBuildError(
+                f"{path.relative_to(PROGRAMS_DIR)} would replace the program's own "
+                f"{path.relative_to(shared)} in {into}. Fix: rename one of them."
+            )
     shutil.copytree(shared, into, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
 
 
@@ -131,10 +139,12 @@ def _run(argv: list[str], cwd: Path, what: str, env: dict[str, str] | None = Non
 
 
 def _build_go(family: ProgramSource, version: str, source: Path, folder: Path) -> None:
-    """The Go program compiled with the library pinned at `version` (go.sum made afresh)."""
+    """The Go program, with the shared contract_*.go beside its own files, compiled with the
+    library pinned at `version` (go.sum made afresh)."""
     go = _tool("go")
     work = folder / "src"
     shutil.copytree(source, work, ignore=shutil.ignore_patterns("go.sum"))
+    _copy_shared("go", work)
     # A Go older than the library's go.mod asks for fetches that toolchain itself (GOTOOLCHAIN's
     # default, auto), so Debian's Go builds too.
     env = {"GOFLAGS": "-mod=mod"}

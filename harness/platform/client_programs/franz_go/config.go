@@ -288,13 +288,11 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
 // producerEffective is the producer's settings as the client resolved them, by Java's names.
 func producerEffective(cl *kgo.Client, s producerSettings) map[string]string {
 	eff := map[string]string{
 		"client.name":        "franz-go",
-		"client.version":     franzVersion(),
+		"client.version":     moduleVersion(franzModule),
 		"acks":               s.acks,
 		"enable.idempotence": strconv.FormatBool(s.idempotent),
 	}

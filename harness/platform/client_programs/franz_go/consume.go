@@ -14,18 +14,13 @@ package main
 // processed by then) itself, journalled the same way.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,53 +34,43 @@ const (
 )
 
 type member struct {
-	out          *out
-	topic        string
-	commit       string
-	processingMs int64
-	processed    *os.File
-	commits      *os.File
-	commitsMu    sync.Mutex
-	cl           *kgo.Client
-	stopped      atomic.Bool
+	journals
+	out     *output
+	topic   string
+	commit  string
+	cl      *kgo.Client
+	stopped atomic.Bool
 
 	heldMu sync.Mutex
 	held   map[int32]bool
 }
 
-// row is a processed record: [msg_id, partition, offset] (+ ts when written).
-type row struct {
-	msgID     int64
-	partition int32
-	offset    int64
-	epoch     int32
-}
-
 func consume(a args) int {
-	m := &member{out: newOut(0), topic: a.get("--topic", ""), commit: a.get("--commit", ""), held: map[int32]bool{}}
+	m := &member{out: newOutput(0), topic: a.required("--topic"), commit: a.required("--commit"), held: map[int32]bool{}}
 	switch m.commit {
 	case "auto", "after-process", "before-process":
 	default:
 		fatalf(2, "unknown commit mode %s", m.commit)
 	}
-	var err error
-	if m.processingMs, err = strconv.ParseInt(a.get("--processing-ms", "0"), 10, 64); err != nil {
+	processingMs, err := strconv.ParseInt(a.get("--processing-ms", "0"), 10, 64)
+	if err != nil {
 		fatalf(2, "--processing-ms must be a whole number")
 	}
+	m.processing = time.Duration(processingMs) * time.Millisecond
 	if err := m.run(a); err != nil {
-		m.out.line(map[string]any{"name": "error", "message": err.Error()}, true)
+		m.out.emitNow(map[string]any{"name": "error", "message": err.Error()})
 		os.Exit(1)
 	}
-	m.out.line(event("shutdown_complete"), true)
+	m.out.emitNow(event("shutdown_complete"))
 	return 0
 }
 
 func (m *member) run(a args) error {
 	var err error
-	if m.processed, err = os.OpenFile(a.get("--processed", ""), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+	if m.processed, err = openJournal(a.required("--processed")); err != nil {
 		return err
 	}
-	if m.commits, err = os.OpenFile(a.get("--commits", ""), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+	if m.commits, err = openJournal(a.required("--commits")); err != nil {
 		return err
 	}
 	defer m.processed.Close()
@@ -98,9 +83,9 @@ func (m *member) run(a args) error {
 	if err != nil {
 		return fmt.Errorf("--heartbeat-ms: %w", err)
 	}
-	group, clientID := a.get("--group", ""), a.get("--client-id", "kchaos-consumer")
+	group, clientID := a.required("--group"), a.get("--client-id", "kchaos-consumer")
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(splitList(a.get("--bootstrap-server", ""))...),
+		kgo.SeedBrokers(splitList(a.required("--bootstrap-server"))...),
 		kgo.ClientID(clientID),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(m.topic),
@@ -121,19 +106,16 @@ func (m *member) run(a args) error {
 	if m.cl, err = kgo.NewClient(opts...); err != nil {
 		return err
 	}
-	m.out.line(map[string]any{"name": "effective_config", "config": m.effective(group, clientID)}, true)
+	m.out.emitNow(map[string]any{"name": "effective_config", "config": m.effective(group, clientID)})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		<-signals
+	onTerminate(func() {
 		m.stopped.Store(true)
 		cancel()
-	}()
+	})
 	go watchStdin()
-	m.out.line(event("startup_complete"), true)
+	m.out.emitNow(event("startup_complete"))
 
 	for !m.stopped.Load() {
 		pollCtx, pollCancel := context.WithTimeout(ctx, pollTimeout)
@@ -167,7 +149,7 @@ func (m *member) run(a args) error {
 func (m *member) effective(group, clientID string) map[string]string {
 	eff := map[string]string{
 		"client.name":                   "franz-go",
-		"client.version":                franzVersion(),
+		"client.version":                moduleVersion(franzModule),
 		"group.id":                      group,
 		"client.id":                     clientID,
 		"auto.offset.reset":             "earliest",
@@ -196,54 +178,7 @@ func (m *member) effective(group, clientID string) map[string]string {
 
 // handle processes one batch under the commit mode.
 func (m *member) handle(rows []row) error {
-	switch m.commit {
-	case "before-process":
-		done, err := m.commitSync(rows)
-		if err != nil {
-			return err
-		}
-		var kept []row
-		for _, r := range rows {
-			if done[r.partition] {
-				kept = append(kept, r)
-			}
-		}
-		return m.process(kept)
-	case "after-process":
-		if err := m.process(rows); err != nil {
-			return err
-		}
-		_, err := m.commitSync(rows)
-		return err
-	}
-	return m.process(rows)
-}
-
-// process journals the rows: at once, or one after the other after processing-ms each.
-func (m *member) process(rows []row) error {
-	if m.processingMs <= 0 {
-		return m.writeProcessed(rows)
-	}
-	for i := range rows {
-		time.Sleep(time.Duration(m.processingMs) * time.Millisecond)
-		if err := m.writeProcessed(rows[i : i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *member) writeProcessed(rows []row) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	now := nowUs()
-	for _, r := range rows {
-		fmt.Fprintf(&b, "[%d,%d,%d,%d]\n", r.msgID, r.partition, r.offset, now)
-	}
-	_, err := m.processed.Write([]byte(b.String()))
-	return err
+	return m.handleBatch(m.commit, rows, m.commitSync)
 }
 
 // commitSync commits each partition's next offset after rows, synchronously, and journals
@@ -265,7 +200,7 @@ func (m *member) commitSync(rows []row) (map[int32]bool, error) {
 					done[p] = true
 				}
 			}
-			journalErr = m.writeCommits(next, outcomes)
+			journalErr = m.writeCommits(commitRows(next, outcomes))
 		})
 	return done, journalErr
 }
@@ -305,23 +240,13 @@ func commitOutcomes(topic string, offsets map[int32]kgo.EpochOffset, resp *kmsg.
 	return outcomes
 }
 
-func (m *member) writeCommits(offsets map[int32]kgo.EpochOffset, outcomes map[int32]string) error {
-	parts := make([]int, 0, len(offsets))
-	for p := range offsets {
-		parts = append(parts, int(p))
+// commitRows are the commits journal's rows: each partition's offset and outcome.
+func commitRows(offsets map[int32]kgo.EpochOffset, outcomes map[int32]string) []commitRow {
+	rows := make([]commitRow, 0, len(offsets))
+	for p, o := range offsets {
+		rows = append(rows, commitRow{p, o.Offset, outcomes[p]})
 	}
-	sort.Ints(parts)
-	var b strings.Builder
-	now := nowUs()
-	for _, p := range parts {
-		fmt.Fprintf(&b, "[%d,%d,%s,%d]\n", p, offsets[int32(p)].Offset, strconv.Quote(outcomes[int32(p)]), now)
-	}
-	m.commitsMu.Lock()
-	defer m.commitsMu.Unlock()
-	if _, err := m.commits.Write([]byte(b.String())); err != nil {
-		return fmt.Errorf("the commits journal cannot be written: %w", err)
-	}
-	return nil
+	return rows
 }
 
 // journalCommit journals a commit kgo made itself (auto mode): its request's offsets for
@@ -342,7 +267,7 @@ func (m *member) journalCommit(_ *kgo.Client, req *kmsg.OffsetCommitRequest, res
 	if len(offsets) == 0 {
 		return
 	}
-	if werr := m.writeCommits(offsets, commitOutcomes(m.topic, offsets, resp, err)); werr != nil {
+	if werr := m.writeCommits(commitRows(offsets, commitOutcomes(m.topic, offsets, resp, err))); werr != nil {
 		fmt.Fprintln(os.Stderr, werr)
 	}
 }
@@ -375,34 +300,11 @@ func (m *member) change(name string, partitions []int32, add bool) {
 			delete(m.held, p)
 		}
 	}
-	held := make([]int, 0, len(m.held))
+	held := make([]int32, 0, len(m.held))
 	for p := range m.held {
-		held = append(held, int(p))
+		held = append(held, p)
 	}
 	m.heldMu.Unlock()
-	sort.Ints(held)
-	m.out.line(map[string]any{"name": name, "partitions": held, "ts_us": nowUs()}, true)
-}
-
-// msgID is the message id at the head of a value the harness wrote ("<msg_id>:<key_seq>:..."),
-// -1 for any other value.
-func msgID(value []byte) int64 {
-	var id int64
-	i := 0
-	for ; i < len(value) && value[i] != ':'; i++ {
-		if value[i] < '0' || value[i] > '9' || i >= 18 {
-			return -1
-		}
-		id = id*10 + int64(value[i]-'0')
-	}
-	if i == 0 || i == len(value) {
-		return -1
-	}
-	return id
-}
-
-// watchStdin halts the program when stdin ends: the harness is gone.
-func watchStdin() {
-	io.Copy(io.Discard, bufio.NewReader(os.Stdin))
-	os.Exit(3)
+	sort.Slice(held, func(i, j int) bool { return held[i] < held[j] })
+	m.out.emitNow(holdingLine(name, held))
 }

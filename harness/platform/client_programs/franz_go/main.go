@@ -7,22 +7,19 @@
 //
 // stdout carries one JSON object a line (the verifiable-client protocol as the harness's
 // Java programs speak it); stderr is the program's log. Settings come from a Java
-// properties file with Java's names, mapped to kgo options in config.go.
+// properties file with Java's names, mapped to kgo options in config.go. The plumbing both Go
+// programs share (the arguments, stdout, the values, the journals, the transactions' plan) is
+// in ../go_contract, which the build copies beside these files.
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"runtime/debug"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,7 +32,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: franzgo produce|consume --name value ...")
 		os.Exit(2)
 	}
-	args, err := parseArgs(os.Args[2:])
+	args, err := parseArgs(os.Args[2:], true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -51,107 +48,18 @@ func main() {
 	}
 }
 
-// args are the program's `--name value` pairs.
-type args map[string]string
-
-func parseArgs(argv []string) (args, error) {
-	a := args{}
-	if len(argv)%2 != 0 {
-		return nil, fmt.Errorf("arguments come in pairs (--name value), got %d words", len(argv))
+// required is an argument the role cannot run without: its absence ends the program (exit 2).
+func (a args) required(name string) string {
+	v, err := a.need(name)
+	if err != nil {
+		fatalf(2, "%v", err)
 	}
-	for i := 0; i < len(argv); i += 2 {
-		if !strings.HasPrefix(argv[i], "--") {
-			return nil, fmt.Errorf("expected --name, got %q", argv[i])
-		}
-		a[argv[i]] = argv[i+1]
-	}
-	return a, nil
-}
-
-// get is the argument's value, or fallback; a missing argument without fallback is fatal.
-func (a args) get(name, fallback string) string {
-	if v, ok := a[name]; ok {
-		return v
-	}
-	if fallback == "" {
-		fatalf(2, "missing argument %s", name)
-	}
-	return fallback
+	return v
 }
 
 func fatalf(code int, format string, v ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", v...)
 	os.Exit(code)
-}
-
-// out writes stdout lines under one lock; a flusher hands them over every 100 ms.
-type out struct {
-	mu     sync.Mutex
-	w      *bufio.Writer
-	closed bool // after shutdown_complete nothing more is printed
-}
-
-func newOut(flushEvery time.Duration) *out {
-	o := &out{w: bufio.NewWriterSize(os.Stdout, 1<<16)}
-	if flushEvery > 0 {
-		go func() {
-			for range time.Tick(flushEvery) {
-				o.mu.Lock()
-				o.w.Flush()
-				o.mu.Unlock()
-			}
-		}()
-	}
-	return o
-}
-
-// line prints one JSON object (a map or a struct); flush hands it over at once.
-func (o *out) line(v any, flush bool) {
-	text, err := json.Marshal(v)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot encode a line:", err)
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return
-	}
-	o.w.Write(text)
-	o.w.WriteByte('\n')
-	if flush {
-		o.w.Flush()
-	}
-}
-
-// last prints its lines and closes: later lines (late promises) are dropped.
-func (o *out) last(vs ...any) {
-	for _, v := range vs {
-		o.line(v, false)
-	}
-	o.mu.Lock()
-	o.w.Flush()
-	o.closed = true
-	o.mu.Unlock()
-}
-
-func event(name string) map[string]any { return map[string]any{"name": name} }
-
-func nowUs() int64 { return time.Now().UnixMicro() }
-
-// franzVersion is the franz-go release the program was built with ("1.22.3").
-func franzVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == franzModule {
-				if dep.Replace != nil {
-					dep = dep.Replace
-				}
-				return strings.TrimPrefix(dep.Version, "v")
-			}
-		}
-	}
-	return "unknown"
 }
 
 // errName is the client's own name for an error: the Kafka error's name for a broker's

@@ -8,30 +8,19 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-const (
-	headBytes     = 29 // "%015d:%012d:", as harness/workload/values.py
-	progressEvery = 200 * time.Millisecond
-)
-
 // producer is the state the plain and transactional sends share.
 type producer struct {
-	out          *out
+	workload
+	out          *output
 	a            args
-	topic        string
-	keys         int64
-	idBase       int64
-	keyPrefix    string
-	messageBytes int
 	acksZero     bool // acks=0: kgo's offsets are made up, report none
 	stopped      atomic.Bool
 	stop         chan struct{} // closed on SIGTERM
@@ -43,10 +32,9 @@ type producer struct {
 
 func produce(a args) int {
 	p := &producer{
-		out:          newOut(100 * time.Millisecond),
+		out:          newOutput(flushEvery),
 		a:            a,
-		topic:        a.get("--topic", ""),
-		keyPrefix:    a["--key-prefix"],
+		workload:     workload{topic: a.required("--topic"), keyPrefix: a["--key-prefix"]},
 		stop:         make(chan struct{}),
 		lastProgress: time.Now(),
 	}
@@ -64,7 +52,7 @@ func produce(a args) int {
 	if err != nil {
 		fatalf(2, "--close-s must be a number")
 	}
-	props, err := readProperties(a.get("--producer.config", ""))
+	props, err := readProperties(a.required("--producer.config"))
 	if err != nil {
 		fatalf(2, "cannot read --producer.config: %v", err)
 	}
@@ -77,7 +65,7 @@ func produce(a args) int {
 		fatalf(2, "--transaction-size needs transactional.id in --producer.config")
 	}
 	p.acksZero = settings.acks == "0"
-	opts := append([]kgo.Opt{kgo.SeedBrokers(splitList(a.get("--bootstrap-server", ""))...)}, settings.opts...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(splitList(a.required("--bootstrap-server"))...)}, settings.opts...)
 	if transactional {
 		opts = append(opts, txnOpts(a)...)
 	}
@@ -86,22 +74,19 @@ func produce(a args) int {
 		fatalf(2, "franz-go refuses the settings: %v", err)
 	}
 	p.recordCtx, p.cancelRecs = context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		<-signals
+	onTerminate(func() {
 		p.stopped.Store(true)
 		close(p.stop)
-	}()
+	})
 
-	p.out.line(event("startup_complete"), false)
+	p.out.emit(event("startup_complete"))
 	eff := producerEffective(cl, settings)
 	if transactional {
 		if v := transactionVersion(cl, settings.maxBlock); v != "" {
 			eff["transaction.version"] = v
 		}
 	}
-	p.out.line(map[string]any{"name": "effective_config", "config": eff, "idempotent": settings.idempotent}, true)
+	p.out.emitNow(map[string]any{"name": "effective_config", "config": eff, "idempotent": settings.idempotent})
 
 	var sent int64
 	if transactional {
@@ -109,7 +94,7 @@ func produce(a args) int {
 		sent, err = t.run()
 		cl = t.cl
 		if err != nil { // as Java's initTransactions throwing: no shutdown_complete, exit 1
-			p.out.last(map[string]any{"name": "progress", "sent": sent})
+			p.out.last(progressLine(sent))
 			fmt.Fprintln(os.Stderr, err)
 			closeWithin(cl, 5*time.Second)
 			return 1
@@ -118,7 +103,7 @@ func produce(a args) int {
 		sent = p.send(cl)
 	}
 	p.close(cl, time.Duration(closeS*float64(time.Second)))
-	p.out.last(map[string]any{"name": "progress", "sent": sent}, event("shutdown_complete"))
+	p.out.last(progressLine(sent), event("shutdown_complete"))
 	return 0
 }
 
@@ -204,10 +189,8 @@ func (p *producer) send(cl *kgo.Client) int64 {
 // sendOne hands message i to the client (to `partition`, or where the default partitioner
 // puts it when -1); its outcome is printed by the promise, and given to `done` if not nil.
 func (p *producer) sendOne(cl *kgo.Client, partition int32, i int64, done func(error)) {
-	key := []byte(p.keyPrefix + "k" + strconv.FormatInt(i%p.keys, 10))
-	value := messageValue(p.idBase+i, i/p.keys, p.messageBytes)
-	head := string(value[:headBytes])
-	record := &kgo.Record{Topic: p.topic, Key: key, Value: value}
+	head := p.head(i)[:headBytes]
+	record := &kgo.Record{Topic: p.topic, Key: p.key(i), Value: p.value(head)}
 	if partition >= 0 {
 		record.Partition = partition
 	}
@@ -220,15 +203,6 @@ func (p *producer) sendOne(cl *kgo.Client, partition int32, i int64, done func(e
 			done(err)
 		}
 	})
-}
-
-func messageValue(id, keySeq int64, size int) []byte {
-	value := make([]byte, max(size, headBytes))
-	copy(value, fmt.Sprintf("%015d:%012d:", id, keySeq))
-	for j := headBytes; j < len(value); j++ {
-		value[j] = '.'
-	}
-	return value
 }
 
 func (p *producer) report(head string, sentAt time.Time, r *kgo.Record, err error) {
@@ -252,14 +226,14 @@ func (p *producer) report(head string, sentAt time.Time, r *kgo.Record, err erro
 			line["error_code"] = code
 		}
 	}
-	p.out.line(line, false)
+	p.out.emit(line)
 }
 
 // progress prints the sends so far, at most every 200 ms.
 func (p *producer) progress(sent int64) {
 	if time.Since(p.lastProgress) >= progressEvery {
 		p.lastProgress = time.Now()
-		p.out.line(map[string]any{"name": "progress", "sent": sent}, true)
+		p.out.emitNow(progressLine(sent))
 	}
 }
 

@@ -40,14 +40,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-const (
-	endAttempts    = 6 // commit or abort calls for one transaction
-	initAttempts   = 3 // producer id initialisations after timeouts
-	replaceLimit   = 5 // fatal errors survived by a fresh client
-	refusedBackoff = 20 * time.Millisecond
-	closeFatal     = 5 * time.Second
-)
-
 // txnOpts are the options transactions add: explicit partitions.
 func txnOpts(a args) []kgo.Opt {
 	opts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
@@ -63,38 +55,30 @@ func txnOpts(a args) []kgo.Opt {
 }
 
 type transactions struct {
-	p          *producer
-	cl         *kgo.Client
-	opts       []kgo.Opt
-	txnID      string
-	maxBlock   time.Duration
-	size       int64
-	partitions int64
-	group      string
-	onTimeout  string
-	intents    *bufio.Reader
-	fatal      bool // the last transaction left the client unusable
-	reinit     bool // ... because its timeout was answered with a new client
-	replaced   int
+	txnPlan
+	p        *producer
+	cl       *kgo.Client
+	opts     []kgo.Opt
+	txnID    string
+	maxBlock time.Duration
+	intents  *bufio.Reader
 
 	mu      sync.Mutex
 	sendErr error // the first send of the open transaction that failed
 }
 
 func newTransactions(p *producer, cl *kgo.Client, opts []kgo.Opt, s producerSettings) *transactions {
-	t := &transactions{p: p, cl: cl, opts: opts, txnID: s.txnID, maxBlock: s.maxBlock, group: p.a["--offsets-group"],
-		onTimeout: p.a.get("--on-timeout", "retry"), intents: bufio.NewReader(os.Stdin)}
+	t := &transactions{p: p, cl: cl, opts: opts, txnID: s.txnID, maxBlock: s.maxBlock,
+		txnPlan: txnPlan{group: p.a["--offsets-group"]}, intents: bufio.NewReader(os.Stdin)}
 	var err error
-	if t.size, err = strconv.ParseInt(p.a.get("--transaction-size", ""), 10, 64); err != nil || t.size < 1 {
+	if t.size, err = strconv.ParseInt(p.a.required("--transaction-size"), 10, 64); err != nil || t.size < 1 {
 		fatalf(2, "--transaction-size must be a positive whole number")
 	}
-	if t.partitions, err = strconv.ParseInt(p.a.get("--partitions", ""), 10, 64); err != nil || t.partitions < 1 {
+	if t.partitions, err = strconv.ParseInt(p.a.required("--partitions"), 10, 64); err != nil || t.partitions < 1 {
 		fatalf(2, "--partitions must be a positive whole number")
 	}
-	switch t.onTimeout {
-	case "retry", "abort", "reinit":
-	default:
-		fatalf(2, "--on-timeout must be retry, abort or reinit")
+	if t.onTimeout, err = onTimeoutArg(p.a); err != nil {
+		fatalf(2, "%v", err)
 	}
 	return t
 }
@@ -116,11 +100,7 @@ func (t *transactions) run() (int64, error) {
 			fmt.Fprintln(os.Stderr, "the harness's plan ended: no more transactions")
 			break
 		}
-		count := t.size
-		if maxMessages >= 0 {
-			count = min(t.size, maxMessages-i)
-		}
-		i = t.transaction(txn, i, count, intent, start, rate, end)
+		i = t.transaction(txn, i, t.count(maxMessages, i), intent, start, rate, end)
 		if t.fatal && (t.p.stopped.Load() || !t.replace()) {
 			break
 		}
@@ -178,11 +158,11 @@ func (t *transactions) transaction(txn, first, count int64, intent string, start
 	if len(errs) > 0 {
 		errText = strings.Join(errs, "; ")
 	}
-	t.p.out.line(map[string]any{
+	t.p.out.emitNow(map[string]any{
 		"name": "transaction_end", "transaction": txn, "first_msg_id": t.p.idBase + first,
 		"messages": i - first, "intent": intent, "outcome": outcome, "error": errText,
 		"begin_ts_us": beginUs, "end_ts_us": nowUs(),
-	}, true)
+	})
 	if refused != nil && !t.fatal {
 		time.Sleep(refusedBackoff)
 	}
@@ -280,16 +260,8 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 				t.fatal = true
 				return "unknown"
 			}
-			answer := t.onTimeout
-			if answer == "abort" && !commit { // an abort that timed out: only a new client
-				answer = "reinit"
-			}
-			if answer != "retry" {
-				*errs = append(*errs, "on timeout: "+answer)
-			}
-			switch answer {
+			switch t.answerTimeout(commit, errs) {
 			case "reinit":
-				t.reinit = true
 				t.fatal = true
 				return "unknown"
 			case "abort":
@@ -297,7 +269,7 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 			}
 		default:
 			if !commit {
-				t.refusedAnswer(answeredAbort, errs)
+				t.abortRefused(answeredAbort, errs)
 				t.fatal = true
 				return "unknown"
 			}
@@ -315,15 +287,6 @@ func (t *transactions) end(txn int64, intent string, mustAbort bool, errs *[]str
 type errSendFailed struct{ err error }
 
 func (e errSendFailed) Error() string { return "a send in the transaction failed: " + e.err.Error() }
-
-// refusedAnswer: after an abort that failed, when the answer to a timeout had asked for it,
-// the same answer goes on with a new client, which uses up no attempt.
-func (t *transactions) refusedAnswer(answeredAbort bool, errs *[]string) {
-	if answeredAbort {
-		*errs = append(*errs, "on timeout: reinit")
-		t.reinit = true
-	}
-}
 
 // isFatal: Java's fatal classes (fenced, out of order sequence, authorization, unsupported
 // version) and kgo's unrecoverable producer id.
@@ -409,12 +372,7 @@ func (t *transactions) replace() bool {
 	old := t.cl
 	t.cl = nil
 	closeWithin(old, closeFatal)
-	if !t.reinit {
-		t.replaced++
-	}
-	t.reinit = false
-	if t.replaced > replaceLimit {
-		fmt.Fprintln(os.Stderr, "too many fatal errors, stopping the workload")
+	if !t.mayReplace() {
 		return false
 	}
 	cl, err := kgo.NewClient(t.opts...)

@@ -79,10 +79,6 @@ type producerSetup struct {
 	txnID      string
 }
 
-func millis(d time.Duration) string {
-	return strconv.FormatInt(d.Milliseconds(), 10)
-}
-
 func parseMillis(key, text string) (time.Duration, error) {
 	n, err := strconv.ParseInt(text, 10, 64)
 	if err != nil || n < 0 {
@@ -256,7 +252,7 @@ func newProducerSetup(props map[string]string, transactional bool) (*producerSet
 	e["client.id"] = cfg.ClientID
 	e["max.request.size"] = strconv.Itoa(cfg.Producer.MaxMessageBytes)
 	e["compression.type"] = cfg.Producer.Compression.String()
-	e["client.version"] = "sarama " + strings.TrimPrefix(saramaVersion(), "v")
+	e["client.version"] = "sarama " + moduleVersion(saramaModule)
 	e["sarama.version"] = cfg.Version.String() // the protocol version Sarama is configured for
 	e["sarama.net.read.timeout.ms"] = millis(cfg.Net.ReadTimeout)
 	if s.txnID != "" {

@@ -26,14 +26,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -45,14 +42,12 @@ const (
 )
 
 type member struct {
-	out        *output
-	topic      string
-	group      string
-	commit     string
-	processing time.Duration
-	processed  *os.File
-	commits    *os.File
-	admin      sarama.ClusterAdmin
+	journals
+	out    *output
+	topic  string
+	group  string
+	commit string
+	admin  sarama.ClusterAdmin
 
 	mu      sync.Mutex      // one batch at a time, as the Java member's poll loop
 	pending map[int32]int64 // marked offsets a read-back has not seen committed yet
@@ -66,12 +61,6 @@ type partitionError struct {
 	at   time.Time
 }
 
-type holdingLine struct {
-	Name       string  `json:"name"`
-	Partitions []int32 `json:"partitions"`
-	TsUs       int64   `json:"ts_us"`
-}
-
 type errorLine struct {
 	Name    string `json:"name"`
 	Message string `json:"message"`
@@ -83,23 +72,24 @@ type consumerConfig struct {
 }
 
 func runConsume(argv []string) int {
-	out := newOutput()
+	out := newOutput(flushEvery)
 	code, err := consume(out, argv)
 	if err != nil {
 		out.emitNow(errorLine{"error", err.Error()})
 		fmt.Fprintln(os.Stderr, "error:", err)
 		return code
 	}
-	out.emitNow(named{"shutdown_complete"})
+	out.emitNow(event("shutdown_complete"))
 	return 0
 }
 
 func consume(out *output, argv []string) (int, error) {
-	a, err := parseArgs(argv)
+	a, err := parseArgs(argv, false)
 	if err != nil {
 		return 2, err
 	}
 	m := &member{out: out, pending: map[int32]int64{}, lastErr: map[int32]partitionError{}}
+	m.processedFailure = "the processed journal cannot be written"
 	var bootstrap, processedPath, commitsPath string
 	for name, target := range map[string]*string{
 		"--bootstrap-server": &bootstrap, "--topic": &m.topic, "--group": &m.group,
@@ -127,11 +117,11 @@ func consume(out *output, argv []string) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	if m.processed, err = os.OpenFile(processedPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+	if m.processed, err = openJournal(processedPath); err != nil {
 		return 1, err
 	}
 	defer m.processed.Close()
-	if m.commits, err = os.OpenFile(commitsPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+	if m.commits, err = openJournal(commitsPath); err != nil {
 		return 1, err
 	}
 	defer m.commits.Close()
@@ -149,21 +139,14 @@ func consume(out *output, argv []string) (int, error) {
 		return 2, err
 	}
 
-	// The end of stdin means the harness is gone: halt, as a killed member would.
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
+	go watchStdin()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	stop := make(chan struct{})
-	go func() {
-		<-signals
+	onTerminate(func() {
 		close(stop)
 		cancel()
-	}()
+	})
 
 	m.out.emitNow(consumerConfig{"effective_config", m.effectiveConfig(cfg)})
 	var client sarama.Client
@@ -187,7 +170,7 @@ func consume(out *output, argv []string) (int, error) {
 		return 1, err
 	}
 	go m.watchErrors(group.Errors())
-	m.out.emitNow(named{"startup_complete"})
+	m.out.emitNow(event("startup_complete"))
 	for ctx.Err() == nil {
 		if err := group.Consume(ctx, []string{m.topic}, m); err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
@@ -223,7 +206,7 @@ func (m *member) effectiveConfig(cfg *sarama.Config) map[string]string {
 		"heartbeat.interval.ms":         millis(cfg.Consumer.Group.Heartbeat.Interval),
 		"rebalance.timeout.ms":          millis(cfg.Consumer.Group.Rebalance.Timeout),
 		"partition.assignment.strategy": strings.Join(strategies, ","),
-		"client.version":                "sarama " + strings.TrimPrefix(saramaVersion(), "v"),
+		"client.version":                "sarama " + moduleVersion(saramaModule),
 		"sarama.version":                cfg.Version.String(),
 		"commit":                        m.commit,
 		"commit.outcome":                "read back from the coordinator after session.Commit",
@@ -253,7 +236,7 @@ func (m *member) claimed(sess sarama.ConsumerGroupSession) []int32 {
 
 // Setup: a new session holds its claims.
 func (m *member) Setup(sess sarama.ConsumerGroupSession) error {
-	m.out.emitNow(holdingLine{"partitions_assigned", m.claimed(sess), nowUs()})
+	m.out.emitNow(holdingLine("partitions_assigned", m.claimed(sess)))
 	return nil
 }
 
@@ -269,15 +252,8 @@ func (m *member) Cleanup(sess sarama.ConsumerGroupSession) error {
 	m.mu.Lock()
 	m.pending = map[int32]int64{} // marks of this session not committed now never will be
 	m.mu.Unlock()
-	m.out.emitNow(holdingLine{name, []int32{}, nowUs()})
+	m.out.emitNow(holdingLine(name, []int32{}))
 	return nil
-}
-
-// row is a record read: [msg_id, partition, offset].
-type row struct {
-	msgID     int64
-	partition int32
-	offset    int64
 }
 
 // ConsumeClaim reads one partition's records, a batch at a time (what is already there, up
@@ -291,7 +267,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 			if !ok {
 				return nil
 			}
-			batch = append(batch, row{msgID(msg.Value), msg.Partition, msg.Offset})
+			batch = append(batch, row{msgID: msgID(msg.Value), partition: msg.Partition, offset: msg.Offset})
 		case <-sess.Context().Done():
 			return nil
 		}
@@ -302,7 +278,7 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 				if !ok {
 					break more
 				}
-				batch = append(batch, row{msgID(msg.Value), msg.Partition, msg.Offset})
+				batch = append(batch, row{msgID: msgID(msg.Value), partition: msg.Partition, offset: msg.Offset})
 			default:
 				break more
 			}
@@ -317,62 +293,14 @@ func (m *member) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Con
 func (m *member) handle(sess sarama.ConsumerGroupSession, rows []row) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch m.commit {
-	case "before-process":
-		done, err := m.commitSync(sess, rows)
-		if err != nil {
-			return err
-		}
-		var kept []row
-		for _, r := range rows {
-			if done[r.partition] {
-				kept = append(kept, r)
-			}
-		}
-		return m.process(kept)
-	case "after-process":
-		if err := m.process(rows); err != nil {
-			return err
-		}
-		_, err := m.commitSync(sess, rows)
+	commitSync := func(rows []row) (map[int32]bool, error) { return m.commitSync(sess, rows) }
+	if err := m.handleBatch(m.commit, rows, commitSync); err != nil {
 		return err
-	default: // auto: mark what was processed; Sarama commits it
-		if err := m.process(rows); err != nil {
-			return err
-		}
+	}
+	if m.commit == "auto" { // mark what was processed; Sarama commits it
 		for p, next := range nextOffsets(rows) {
 			sess.MarkOffset(m.topic, p, next, "")
 		}
-		return nil
-	}
-}
-
-// process journals the rows, one at a time after processing-ms each when processing takes
-// time.
-func (m *member) process(rows []row) error {
-	if m.processing <= 0 {
-		return m.writeProcessed(rows)
-	}
-	for _, r := range rows {
-		time.Sleep(m.processing)
-		if err := m.writeProcessed([]row{r}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *member) writeProcessed(rows []row) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var text strings.Builder
-	now := nowUs()
-	for _, r := range rows {
-		fmt.Fprintf(&text, "[%d,%d,%d,%d]\n", r.msgID, r.partition, r.offset, now)
-	}
-	if _, err := m.processed.WriteString(text.String()); err != nil {
-		return fmt.Errorf("the processed journal cannot be written: %w", err)
 	}
 	return nil
 }
@@ -410,12 +338,7 @@ func (m *member) commitSync(sess sarama.ConsumerGroupSession, rows []row) (map[i
 	}
 	committed, readErr := m.readCommitted(parts)
 
-	type outcome struct {
-		partition int32
-		offset    int64
-		text      string
-	}
-	var journal []outcome
+	var journal []commitRow
 	done := map[int32]bool{}
 	for p, next := range offsets {
 		text := "ok"
@@ -430,7 +353,7 @@ func (m *member) commitSync(sess sarama.ConsumerGroupSession, rows []row) (map[i
 		} else {
 			m.pending[p] = next
 		}
-		journal = append(journal, outcome{p, next, text})
+		journal = append(journal, commitRow{p, next, text})
 	}
 	if readErr == nil {
 		for p, next := range m.pending {
@@ -438,21 +361,15 @@ func (m *member) commitSync(sess sarama.ConsumerGroupSession, rows []row) (map[i
 				continue
 			}
 			if got, ok := committed[p]; ok && got >= next {
-				journal = append(journal, outcome{p, next, "ok"})
+				journal = append(journal, commitRow{p, next, "ok"})
 				delete(m.pending, p)
 			}
 		}
 	} else {
 		fmt.Fprintf(os.Stderr, "reading the commit back: %s\n", describe(readErr))
 	}
-	sort.Slice(journal, func(i, j int) bool { return journal[i].partition < journal[j].partition })
-	var text strings.Builder
-	now := nowUs()
-	for _, o := range journal {
-		fmt.Fprintf(&text, "[%d,%d,%q,%d]\n", o.partition, o.offset, o.text, now)
-	}
-	if _, err := m.commits.WriteString(text.String()); err != nil {
-		return nil, fmt.Errorf("the commits journal cannot be written: %w", err)
+	if err := m.writeCommits(journal); err != nil {
+		return nil, err
 	}
 	return done, nil
 }
@@ -486,21 +403,4 @@ func (m *member) readCommitted(parts []int32) (map[int32]int64, error) {
 		got[p] = block.Offset
 	}
 	return got, nil
-}
-
-// msgID is the message id at the head of a value the harness wrote ("<msg_id>:<key_seq>:"),
-// -1 for any other value.
-func msgID(value []byte) int64 {
-	var id int64
-	i := 0
-	for ; i < len(value) && value[i] != ':'; i++ {
-		if value[i] < '0' || value[i] > '9' || i >= 18 {
-			return -1
-		}
-		id = id*10 + int64(value[i]-'0')
-	}
-	if i == 0 || i == len(value) {
-		return -1
-	}
-	return id
 }

@@ -9,33 +9,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
 )
 
 const (
-	headBytes     = 29 // "%015d:%012d:", as harness/workload/values.py
-	progressEvery = 200 * time.Millisecond
-	maxPause      = 50 * time.Millisecond // the longest sleep between checks for a stop
-	clientStarts  = 30                    // attempts to reach the cluster at start, 1 s apart
-	closeGrace    = time.Second           // for the producer's own close once the wait is over
+	maxPause     = 50 * time.Millisecond // the longest sleep between checks for a stop
+	clientStarts = 30                    // attempts to reach the cluster at start, 1 s apart
+	closeGrace   = time.Second           // for the producer's own close once the wait is over
 )
 
 // recorder is the producer role's state shared by plain sends and transactions.
 type recorder struct {
-	out          *output
-	topic        string
-	keys         int64
-	idBase       int64
-	keyPrefix    string
-	messageBytes int
-	acksZero     bool // acks=0: the broker returns no offset
+	workload
+	out      *output
+	acksZero bool // acks=0: the broker returns no offset
 
 	stop     chan struct{} // closed at SIGTERM
 	stopped  atomic.Bool
@@ -75,11 +67,6 @@ type sendError struct {
 	ErrorCode *int16 `json:"error_code,omitempty"`
 }
 
-type progressLine struct {
-	Name string `json:"name"`
-	Sent int64  `json:"sent"`
-}
-
 type effectiveConfig struct {
 	Name       string            `json:"name"`
 	Config     map[string]string `json:"config"`
@@ -87,7 +74,7 @@ type effectiveConfig struct {
 }
 
 func runProduce(argv []string) int {
-	a, err := parseArgs(argv)
+	a, err := parseArgs(argv, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -139,7 +126,7 @@ func produce(a args) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	r := &recorder{out: newOutput(), topic: topic, keyPrefix: a.get("--key-prefix", ""), stop: make(chan struct{})}
+	r := &recorder{out: newOutput(flushEvery), workload: workload{topic: topic, keyPrefix: a.get("--key-prefix", "")}, stop: make(chan struct{})}
 	r.acksZero = setup.cfg.Producer.RequiredAcks == sarama.NoResponse
 	if r.keys, err = intArg(a, "--keys", "16"); err != nil {
 		return 2, err
@@ -163,13 +150,10 @@ func produce(a args) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	go func() {
-		<-signals
+	onTerminate(func() {
 		r.stopped.Store(true)
 		close(r.stop)
-	}()
+	})
 
 	brokers := brokerList(bootstrap)
 	var sent int64
@@ -193,14 +177,14 @@ func produce(a args) (int, error) {
 		sent = r.sendPlain(p, limits)
 		r.closeProducer(p, time.Duration(closeS*float64(time.Second)))
 	}
-	r.out.emit(progressLine{"progress", sent})
-	r.out.emitNow(named{"shutdown_complete"})
+	r.out.emit(progressLine(sent))
+	r.out.emitNow(event("shutdown_complete"))
 	return 0, nil
 }
 
 func (r *recorder) started(setup *producerSetup) {
 	idempotent := setup.idempotent
-	r.out.emit(named{"startup_complete"})
+	r.out.emit(event("startup_complete"))
 	r.out.emitNow(effectiveConfig{"effective_config", setup.effective, &idempotent})
 }
 
@@ -317,31 +301,15 @@ func startProducer(cfg *sarama.Config, brokers []string, r *recorder) (*producer
 	return p, nil
 }
 
-// value is message i's value: the 29-byte head, '.' up to the message size.
-func (r *recorder) value(i int64) ([]byte, string) {
-	head := fmt.Sprintf("%015d:%012d:", r.idBase+i, i/r.keys)
-	size := r.messageBytes
-	if size < headBytes {
-		size = headBytes
-	}
-	v := make([]byte, size)
-	copy(v, head)
-	for j := len(head); j < size; j++ {
-		v[j] = '.'
-	}
-	return v, head[:headBytes]
-}
-
 // sendOne hands message i to the producer (to `partition` when >= 0); false when a stop came
 // first (the message was never handed over, so it has no outcome).
 func (r *recorder) sendOne(p *producer, i int64, partition int32) bool {
-	value, head := r.value(i)
-	key := fmt.Sprintf("%sk%d", r.keyPrefix, i%r.keys)
+	head := r.head(i)
 	msg := &sarama.ProducerMessage{
 		Topic:    r.topic,
-		Key:      sarama.ByteEncoder(key),
-		Value:    sarama.ByteEncoder(value),
-		Metadata: sendMeta{head, time.Now()},
+		Key:      sarama.ByteEncoder(r.key(i)),
+		Value:    sarama.ByteEncoder(r.value(head)),
+		Metadata: sendMeta{head[:headBytes], time.Now()},
 	}
 	if partition >= 0 {
 		msg.Partition = partition
@@ -360,7 +328,7 @@ func (r *recorder) sendOne(p *producer, i int64, partition int32) bool {
 func (r *recorder) progress(sent int64) {
 	if now := time.Now(); now.Sub(r.lastProg) >= progressEvery {
 		r.lastProg = now
-		r.out.emitNow(progressLine{"progress", sent})
+		r.out.emitNow(progressLine(sent))
 	}
 }
 

@@ -27,27 +27,13 @@ import (
 	"github.com/IBM/sarama"
 )
 
-const (
-	endAttempts     = 6 // commit or abort calls for one transaction
-	initAttempts    = 3 // producer starts (InitProducerId) before giving up
-	replaceAttempts = 5 // fatal errors survived by a fresh producer
-	refusedBackoff  = 20 * time.Millisecond
-	closeFatal      = 5 * time.Second
-)
-
 type transactions struct {
-	r          *recorder
-	setup      *producerSetup
-	brokers    []string
-	limits     limits
-	size       int64
-	partitions int64
-	group      string
-	onTimeout  string
-	intents    chan string // the plan's lines; closed at the end of stdin
-	fatal      bool        // the last transaction left the producer unusable
-	reinit     bool        // ... because its timeout was answered with a new producer
-	replaced   int
+	txnPlan
+	r       *recorder
+	setup   *producerSetup
+	brokers []string
+	limits  limits
+	intents chan string // the plan's lines; closed at the end of stdin
 }
 
 type transactionEnd struct {
@@ -72,11 +58,8 @@ func newTransactions(r *recorder, a args, setup *producerSetup, brokers []string
 		return nil, fmt.Errorf("--partitions must be a number >= 1")
 	}
 	t.group = a.get("--offsets-group", "")
-	t.onTimeout = a.get("--on-timeout", "retry")
-	switch t.onTimeout {
-	case "retry", "abort", "reinit":
-	default:
-		return nil, fmt.Errorf("--on-timeout must be retry, abort or reinit")
+	if t.onTimeout, err = onTimeoutArg(a); err != nil {
+		return nil, err
 	}
 	t.intents = make(chan string)
 	go func() {
@@ -116,11 +99,7 @@ func (t *transactions) run(p *producer, closeLimit time.Duration) int64 {
 			fmt.Fprintln(os.Stderr, "the harness's plan ended (or a stop came): no more transactions")
 			break
 		}
-		count := t.size
-		if t.limits.max >= 0 && t.limits.max-i < count {
-			count = t.limits.max - i
-		}
-		i = t.transaction(p, txn, i, count, strings.TrimSpace(intent))
+		i = t.transaction(p, txn, i, t.count(t.limits.max, i), strings.TrimSpace(intent))
 		if t.fatal {
 			if t.r.stopped.Load() {
 				break
@@ -260,28 +239,16 @@ attempts:
 			if t.r.stopped.Load() {
 				break attempts
 			}
-			// An abort that timed out under `abort` leaves nothing but a new producer.
-			answer := t.onTimeout
-			if answer == "abort" && !commit {
-				answer = "reinit"
-			}
-			if answer != "retry" {
-				*errs = append(*errs, "on timeout: "+answer)
-			}
-			if answer == "reinit" {
-				t.reinit = true
+			switch t.answerTimeout(commit, errs) {
+			case "reinit":
 				break attempts
-			}
-			if answer == "abort" {
+			case "abort":
 				commit = false
 				answeredAbort = true
 			}
 		default: // an abortable error: abort
 			if !commit {
-				if answeredAbort { // the answer to a timeout goes on with a new producer
-					*errs = append(*errs, "on timeout: reinit")
-					t.reinit = true
-				}
+				t.abortRefused(answeredAbort, errs)
 				break attempts // the abort failed for good
 			}
 			commit = false
@@ -292,16 +259,11 @@ attempts:
 }
 
 // replace closes the failed producer and makes a fresh one with the same transactional.id
-// (its InitProducerId fences the old one); nil when replaceAttempts are used up or it
+// (its InitProducerId fences the old one); nil when replaceLimit is used up or it
 // cannot start. A replacement --on-timeout asked for uses up no attempt.
 func (t *transactions) replace(old *producer) *producer {
 	t.r.closeProducer(old, closeFatal)
-	if !t.reinit {
-		t.replaced++
-	}
-	t.reinit = false
-	if t.replaced > replaceAttempts {
-		fmt.Fprintln(os.Stderr, "too many fatal errors, stopping the workload")
+	if !t.mayReplace() {
 		return nil
 	}
 	p, err := t.start()
