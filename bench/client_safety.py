@@ -29,12 +29,13 @@ TABLES = {
     "producer": ("client-safety-producer", ("loss", "duplicated", "reordered")),
     "transactions": (
         "client-safety-transactions",
-        ("aborted_read", "committed_lost", "torn_transaction", "loss"),
+        ("txn_unknown", "aborted_read", "committed_lost", "torn_transaction", "loss"),
     ),
     "group": ("client-safety-group", ("consumer_unprocessed", "consumer_reprocessed", "loss")),
 }
 # `loss` is results.json's own (every class of acknowledged message missing: lost, unseen ...);
-# the others are its counts.
+# the others are its counts. txn_unknown (transactions whose end the client could not settle)
+# says how often the late EndTxn requests bit.
 
 
 def cells_of(experiment: Path) -> list[str]:
