@@ -29,13 +29,22 @@ TABLES = {
     "producer": ("client-safety-producer", ("loss", "duplicated", "reordered")),
     "transactions": (
         "client-safety-transactions",
-        ("txn_unknown", "aborted_read", "committed_lost", "torn_transaction", "loss"),
+        (
+            "endtxn_held",
+            "txn_unknown",
+            "aborted_read",
+            "committed_lost",
+            "torn_transaction",
+            "loss",
+        ),
     ),
     "group": ("client-safety-group", ("consumer_unprocessed", "consumer_reprocessed", "loss")),
 }
 # `loss` is results.json's own (every class of acknowledged message missing: lost, unseen ...);
-# the others are its counts. txn_unknown (transactions whose end the client could not settle)
-# says how often the late EndTxn requests bit.
+# endtxn_held is read from events.jsonl: the connections on which the fault held an EndTxn
+# (what the table provokes); the others are its counts. txn_unknown (transactions whose end
+# the client could not settle) says how often a held EndTxn outlasted the client's wait.
+END_TXN = 26  # the EndTxn request's API key
 
 
 def cells_of(experiment: Path) -> list[str]:
@@ -73,11 +82,32 @@ def row(cell: dict, counts: tuple[str, ...]) -> str:
     for name in counts:
         values = []
         for rep in reps:
-            results = Path(rep["run_dir"]) / "results.json"
-            got = _count(json.loads(results.read_text()), name) if results.is_file() else None
+            run_dir = Path(rep["run_dir"])
+            if name == "endtxn_held":
+                got = _held(run_dir / "events.jsonl", END_TXN)
+            elif (run_dir / "results.json").is_file():
+                got = _count(json.loads((run_dir / "results.json").read_text()), name)
+            else:
+                got = None
             values.append("-" if got is None else str(got))
         per_rep.append(" / ".join(values))
     return f"| {cell['cell']} | {said} | " + " | ".join(per_rep) + " |"
+
+
+def _held(events: Path, api_key: int) -> int | None:
+    """How many connections the repetition's faults held a request of `api_key` on (the
+    shapers' `held_connections` in each fault_end event); None without events."""
+    if not events.is_file():
+        return None
+    held = 0
+    for line in events.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("type") != "fault_end":
+            continue
+        for shaper in ((event.get("detail") or {}).get("shaper") or {}).values():
+            connections = (shaper or {}).get("held_connections") or {}
+            held += sum(1 for c in connections.values() if c.get("api_key") == api_key)
+    return held
 
 
 def _count(results: dict, name: str) -> int | None:
