@@ -3,6 +3,8 @@ experiment, k of n repetitions per cell, generated from the runs.
 
     python bench/client_safety.py --table producer            # run what is missing, print
     python bench/client_safety.py --table producer --no-run   # print from the runs there are
+    python bench/client_safety.py --table transactions --set kafka.version=3.8.1 \
+        --set repetitions=2 --cells '*retry' --runs-dir runs/bench-3.8.1   # another release
 
 Tables: producer (experiments/client-safety-producer.yaml), transactions
 (client-safety-transactions.yaml), group (client-safety-group.yaml). Each cell runs on its own
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import json
 import subprocess
 import sys
@@ -47,10 +50,11 @@ TABLES = {
 END_TXN = 26  # the EndTxn request's API key
 
 
-def cells_of(experiment: Path) -> list[str]:
-    """The experiment's cell names, from `kafka-chaos validate --json`."""
+def cells_of(experiment: Path, overrides: list[str]) -> list[str]:
+    """The experiment's cell names with `overrides` (`--set` arguments), from `kafka-chaos
+    validate --json`."""
     done = subprocess.run(
-        [*KAFKA_CHAOS, "validate", str(experiment), "--json"],
+        [*KAFKA_CHAOS, "validate", str(experiment), *overrides, "--json"],
         capture_output=True, text=True, check=True, cwd=ROOT,
     )  # fmt: skip
     return list(json.loads(done.stdout)["cells"])
@@ -66,9 +70,10 @@ def reports(runs: Path, name: str) -> dict[str, dict]:
     return found
 
 
-def run_cell(experiment: Path, cell: str, runs: Path) -> int:
-    """Run one cell (its repetitions) with its report; the command's exit code."""
+def run_cell(experiment: Path, cell: str, runs: Path, overrides: list[str]) -> int:
+    """Run one cell (its repetitions, with `overrides`) and its report; the exit code."""
     argv = [*KAFKA_CHAOS, "run", str(experiment), "--cells", cell, "--runs-dir", str(runs)]
+    argv += overrides
     print(f"$ {' '.join(argv[2:])}", file=sys.stderr, flush=True)
     return subprocess.run([*argv, "--quiet"], cwd=ROOT, check=False).returncode
 
@@ -125,17 +130,36 @@ def main() -> int:
         "--max-cells", type=int, default=None,
         help="run at most this many missing cells (to share the machine between runs)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        help="override a field of the table's experiment (as `kafka-chaos run --set`), e.g. "
+        "kafka.version=3.8.1; give such a table a --runs-dir of its own",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cells", action="append", default=[], metavar="GLOB",
+        help="only the cells whose name matches (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args()
     name, counts = TABLES[args.table]
     experiment = ROOT / "experiments" / f"{name}.yaml"
-    cells = cells_of(experiment)
+    overrides = [arg for field in args.set for arg in ("--set", field)]
+    cells = [
+        cell
+        for cell in cells_of(experiment, overrides)
+        if not args.cells or any(fnmatch.fnmatch(cell, glob) for glob in args.cells)
+    ]
     if not args.no_run:
         missing = [cell for cell in cells if cell not in reports(args.runs_dir, name)]
         for cell in missing[: args.max_cells]:
-            run_cell(experiment, cell, args.runs_dir)
+            run_cell(experiment, cell, args.runs_dir, overrides)
     found = reports(args.runs_dir, name)
     today = datetime.date.today().isoformat()
-    print(f"`python bench/client_safety.py --table {args.table}` ({today}, {experiment.name}):\n")
+    command = " ".join(
+        ["python bench/client_safety.py --table", args.table]
+        + [f"--set {field}" for field in args.set]
+        + [f"--cells '{glob}'" for glob in args.cells]
+    )
+    print(f"`{command}` ({today}, {experiment.name}):\n")
     print("| cell | verdicts | " + " | ".join(f"{c} (per repetition)" for c in counts) + " |")
     print("|---|---|" + "---|" * len(counts))
     for cell in cells:
