@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from analysis.checks.arrays import filled_ints
 from analysis.checks.check import RunFacts
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow
@@ -89,7 +90,7 @@ def misplaced_records(sent: pa.Table, read: pa.Table) -> Misplaced:
     picked = read.take(pa.array(rows)) if len(rows) else read.slice(0, 0)
     kinds = np.array([MISMATCHES.index(first[r]) for r in picked["row"].to_pylist()], np.int64)
     order = np.lexsort(
-        (kinds, filled(picked["msg_id"]), filled(picked["offset"]), filled(picked["partition"]))
+        [kinds, *(filled_ints(picked[c], -1) for c in ("msg_id", "offset", "partition"))]
     )
     picked = picked.take(pa.array(order))
     where = _some_partition(sent)
@@ -101,11 +102,6 @@ def misplaced_records(sent: pa.Table, read: pa.Table) -> Misplaced:
         mismatch=[first[row] for row in picked["row"].to_pylist()],
         sent_partition=[where.get(m) for m in ids],
     )
-
-
-def filled(column: pa.ChunkedArray) -> np.ndarray:
-    """An integer column as int64 numpy, nulls as -1."""
-    return np.asarray(pc.fill_null(column.cast(pa.int64()), -1).to_numpy(zero_copy_only=False))
 
 
 def _numbered(read: pa.Table) -> pa.Table:
