@@ -22,6 +22,7 @@ from analysis.checks.offset_reads import OffsetReadsCheck
 from analysis.checks.placement import PlacementCheck
 from analysis.checks.polls import PollCheck
 from analysis.checks.sends import SendOrderCheck
+from analysis.checks.timed_out_commits import TimedOutCommitCheck
 from analysis.checks.transactions import TransactionCheck
 
 __all__ = ["CHECKS", "check_run", "with_check"]
@@ -39,6 +40,7 @@ CHECKS: Final[tuple[RunCheck, ...]] = (
     PlacementCheck(),
     LostCommitCheck(),
     OffsetReadsCheck(),
+    TimedOutCommitCheck(),
 )
 
 

@@ -59,22 +59,30 @@ class KnownBug:
     # The first release of the row's client family (Java for None) the bug affects; None:
     # every release before the fix.
     client_first_affected: str | None = None
+    # Other families' first affected releases, (family, release), beside client_first_affected:
+    # a server's bug of transaction version 2 reaches every client that speaks it.
+    also_first_affected: tuple[tuple[str, str], ...] = ()
+    # Releases past fixed_in that lack the fix all the same: a later line branched before the
+    # fix and was released without it (bench/fix_in_releases.py reads the jars).
+    still_in: tuple[str, ...] = ()
     log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
     experiment: str = ""  # the experiment file (and cell) that provokes it
 
     def affects(self, version: str | None, client: str | None = None) -> bool:
         """True when Kafka `version` lies in the affected range, or past it while the
         producer's `client` (CellConfig.client: "java 4.3.1", "franz-go 1.21.5"; None for
-        librdkafka) lacks its side of the fix; a client's bug (client_family) affects that
-        family's producers only, and, with no server fix, only its releases before
-        client_fixed_in. An image of unknown version is affected by nothing."""
+        librdkafka) lacks its side of the fix, and never for a client before its first
+        affected release (client_first_affected, also_first_affected); a client's bug
+        (client_family) affects that family's producers only, and, with no server fix, only
+        its releases before client_fixed_in. An image of unknown version is affected by
+        nothing."""
         if self.client_family is not None and client_kind(client) != self.client_family:
             return False
         family = self.client_family or "java"
-        if self.client_first_affected is not None and not _client_at_least(
-            client, family, self.client_first_affected
-        ):
-            return False
+        if self.client_first_affected is not None:
+            firsts = ((family, self.client_first_affected), *self.also_first_affected)
+            if not any(_client_at_least(client, kind, first) for kind, first in firsts):
+                return False
         try:
             release = KafkaVersion.parse(version or "")
         except ValueError:
@@ -82,6 +90,8 @@ class KnownBug:
         if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
             return False
         if self.fixed_in is not None and release < KafkaVersion.parse(self.fixed_in):
+            return True
+        if any(release == KafkaVersion.parse(unfixed) for unfixed in self.still_in):
             return True
         if self.client_fixed_in is None and not self.also_fixed_in:
             return self.fixed_in is None  # no client fix: open, or fixed by the server alone
@@ -101,7 +111,8 @@ class KnownBug:
         if self.fixed_in is None:
             return f"fixed in {self.client_family or 'the Java client'} {self.client_fixed_in}"
         if self.client_fixed_in is None:
-            return f"fixed in {self.fixed_in}"
+            unfixed = f", not in {', '.join(self.still_in)}" if self.still_in else ""
+            return f"fixed in {self.fixed_in}{unfixed}"
         java = f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
         others = ", ".join(f"{kind} {release}" for kind, release in self.also_fixed_in)
         return f"{java} (or {others} or later)" if others else java
@@ -219,6 +230,24 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected="4.0.0",
         log_needles=("HighWatermarkUpdate failed",),
         experiment="experiments/known-bugs/KAFKA-20634.yaml",
+    ),
+    KnownBug(
+        reference="KAFKA-20785",
+        explains=AnomalyName.COMMIT_INVALID_STATE,
+        mechanism="under transaction version 2 the coordinator's own abort of a transaction "
+        "that outlived its timeout bumps the producer epoch; a commit sent before the abort "
+        "carries the epoch below, which the coordinator takes for a retry of an ended "
+        "transaction, and its state check (COMPLETE_ABORT, but COMMIT asked) answers "
+        "INVALID_TXN_STATE, fatal to the producer, where version 1 answers PRODUCER_FENCED "
+        "(apache/kafka#23204 answers PRODUCER_FENCED there too)",
+        fixed_in="4.3.2",
+        first_affected="4.0.0",
+        still_in=("4.4.0",),  # released from a branch cut before the fix reached trunk
+        # The clients of transaction version 2: Java from 4.0, franz-go from 1.19.3.
+        client_first_affected="4.0.0",
+        also_first_affected=(("franz-go", "1.19.3"),),
+        log_needles=("but received transaction marker result to send: COMMIT",),
+        experiment="experiments/known-bugs/KAFKA-20785.yaml",
     ),
     KnownBug(
         reference="KAFKA-19012",

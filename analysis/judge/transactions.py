@@ -14,7 +14,10 @@ judgement rules (same section):
   is reported beside the allowed loss;
 - committed transactions in a cycle of write order (G0) or of write order and reads (G1c) are
   a violation on every configuration (one producer's transactions run one after the other,
-  and its sends keep their order per partition), or KNOWN-BUG as for an aborted read.
+  and its sends keep their order per partition), or KNOWN-BUG as for an aborted read;
+- a commit refused with INVALID_TXN_STATE after its transaction outlived its timeout
+  (analysis.checks.timed_out_commits) is a violation (the coordinator's timeout abort fences
+  it: PRODUCER_FENCED), or KNOWN-BUG as for an aborted read (KAFKA-20785).
 
 A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
 read_uncommitted read-back) is UNKNOWN.
@@ -62,6 +65,11 @@ ORDER_CITATION: Final = (
     f"{SECTION}: “one transactional producer runs its transactions one after the other, and "
     "Kafka keeps one idempotent producer's sends in order per partition”, so “no cycle can form "
     "among them”"
+)
+FENCED_CITATION: Final = (
+    f"{SECTION}: a transaction that outlived transaction.timeout.ms is fenced, and a commit of "
+    "it is answered PRODUCER_FENCED, which the application answers with a new producer, not "
+    "the fatal INVALID_TXN_STATE"
 )
 TXN_FACTS_KEY: Final = CountName.TXN_COMMITTED  # in the counts of every transactional run
 CYCLE_CLASSES: Final = (AnomalyName.G0, AnomalyName.G1C)
@@ -159,11 +167,37 @@ def _end_unconfirmed(events: RunEvidence, quoted: Sequence[Example]) -> str:
     return ""
 
 
+def _outlived_timeout(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """KAFKA-20785's pattern: a commit refused after its transaction outlived its timeout (the
+    check counts no other), with the fault that held the commit up when one ran; '' without
+    such a transaction."""
+    refused = [e for e in quoted if e.from_us is not None and e.to_us is not None]
+    if not refused:
+        return ""
+    first = refused[0]
+    held = (
+        f"; {late[0].fault} of {late[0].target} held requests to nodes {late[0].nodes}"
+        if (late := [e for e in events.fault_starts if _arrives_late(e.detail)])
+        else ""
+    )
+    return (
+        f"transaction {first.txn} was open {(first.to_us - first.from_us) / 1e6:.1f} s "
+        f"({_clock(first.from_us)} to {_clock(first.to_us)}), past its timeout, so the "
+        f"coordinator had aborted it and bumped the epoch before the commit arrived{held}"
+    )
+
+
+def _arrives_late(detail: object) -> bool:
+    """A fault's detail says it made requests arrive late (a shaped fault, direction: in)."""
+    return isinstance(detail, dict) and detail.get("direction") == "in"
+
+
 # Per transactional row of the known-bug table, by reference: what the run's events must
 # show ('' when they do not).
 RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] = {
     "KAFKA-17754": _fault_hit_coordinator_or_leader,
     "franz-go@6ecd2f9f": _end_unconfirmed,
+    "KAFKA-20785": _outlived_timeout,
 }
 
 
@@ -209,6 +243,8 @@ def transaction_findings(
     if finding := _torn_or_lost_finding(run, loss_is_violation):
         findings.append(finding)
     findings += [f for name in CYCLE_CLASSES if (f := _cycle_finding(run, name))]
+    if finding := _refused_commit_finding(run):
+        findings.append(finding)
     findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
 
@@ -280,6 +316,22 @@ def _cycle_finding(run: _Run, name: AnomalyName) -> Finding | None:
     cycles = "; ".join(row.cycle or "" for row in quoted)
     what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {cycles})"
     return run.forbidden(name, what, f"{what}; {ORDER_CITATION}", quoted)
+
+
+def _refused_commit_finding(run: _Run) -> Finding | None:
+    """Commits refused with INVALID_TXN_STATE after their transaction's timeout: a violation,
+    or a known bug whose pattern the run shows; None when there is none."""
+    name = AnomalyName.COMMIT_INVALID_STATE
+    if not (found := int(run.counts.get(name, 0))):
+        return None
+    quoted = run.quoted(name)
+    shown = ", ".join(
+        f"txn {e.txn} open {(e.to_us - e.from_us) / 1e6:.1f} s"
+        for e in quoted
+        if e.to_us is not None and e.from_us is not None
+    )
+    what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {shown})"
+    return run.forbidden(name, what, f"{what}; {FENCED_CITATION}", quoted)
 
 
 def _shown(rows: Sequence[Example]) -> str:

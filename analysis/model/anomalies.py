@@ -68,6 +68,7 @@ class AnomalyName(StrEnum):
     ABORTED_READ = "aborted_read"
     COMMITTED_LOST = "committed_lost"
     TORN_TRANSACTION = "torn_transaction"
+    COMMIT_INVALID_STATE = "commit_invalid_state"
     STUCK = "stuck"
     RESET = "reset"
     POLL_SKIP = "poll_skip"
@@ -112,6 +113,8 @@ class Check(StrEnum):
     COMMITS = "commits"  # from the group's commit journals and final offsets (checks/commits.py)
     # From every read of an offset besides the read-back's own (checks/offset_reads.py).
     OFFSET_READS = "offset_reads"
+    # From the transaction journal's commit errors and times (checks/timed_out_commits.py).
+    TIMED_OUT_COMMITS = "timed_out_commits"
 
 
 # The transactional facts, in the order a run's counts list them.
@@ -350,6 +353,17 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         serious=True,
         example_fields=TXN_ACKED_LOCATION,
         check=Check.TRANSACTIONS,
+    ),
+    Anomaly(
+        AnomalyName.COMMIT_INVALID_STATE,
+        "commit refused",
+        "a commit refused with INVALID_TXN_STATE, fatal to the producer, after its transaction "
+        "outlived transaction.timeout.ms, where a commit the coordinator's timeout abort fenced "
+        "is answered PRODUCER_FENCED (transactions)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=("txn", "from_us", "to_us"),
+        check=Check.TIMED_OUT_COMMITS,
     ),
     # The group's liveness (workload.consumers; analysis.checks.liveness): 0 without a group.
     Anomaly(

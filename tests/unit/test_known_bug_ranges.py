@@ -44,7 +44,9 @@ def of(client: str | None) -> tuple[str, tuple[int, ...] | None]:
     return kind, tuple(int(p) for p in version.split(".")) if version else None
 
 
-def oracle(release, first, fixed, client_fixed, client, family=None, also_fixed=()) -> bool:
+def oracle(
+    release, first, fixed, client_fixed, client, family=None, also_fixed=(), still_in=()
+) -> bool:
     """In range [first, fixed); past fixed (or with no server fix at all) still affected while
     a client-side fix exists and the producer lacks it: it is not the row's family (Java for a
     server's bug) at client_fixed or later, nor another family at its release in also_fixed;
@@ -56,6 +58,8 @@ def oracle(release, first, fixed, client_fixed, client, family=None, also_fixed=
     if first is not None and release < first:
         return False
     if fixed is not None and release < fixed:
+        return True
+    if release in still_in:  # a release past the fix that lacks it
         return True
     fixes = [(family or "java", client_fixed)] if client_fixed is not None else []
     fixes += list(also_fixed)
@@ -80,7 +84,7 @@ def legacy(release, first, fixed, client_fixed, client, family=None) -> bool:
     return kind != "java" or version is None or version < client_fixed
 
 
-def row(first, fixed, client_fixed, family, also_fixed=()) -> KnownBug:
+def row(first, fixed, client_fixed, family, also_fixed=(), still_in=()) -> KnownBug:
     return KnownBug(
         reference="KAFKA-0",
         explains=CountName.LOSS,
@@ -90,6 +94,7 @@ def row(first, fixed, client_fixed, family, also_fixed=()) -> KnownBug:
         client_fixed_in=None if client_fixed is None else text(client_fixed),
         client_family=family,
         also_fixed_in=tuple((f, text(r)) for f, r in also_fixed),
+        still_in=tuple(text(r) for r in still_in),
     )
 
 
@@ -102,12 +107,13 @@ def row(first, fixed, client_fixed, family, also_fixed=()) -> KnownBug:
     client=clients,
     family=st.sampled_from([None, "librdkafka", *FAMILIES]),
     also_fixed=also,
+    still_in=st.lists(releases, max_size=2),
 )
 def test_affects_is_the_release_range_and_the_clients_side(
-    release, first, fixed, client_fixed, client, family, also_fixed
+    release, first, fixed, client_fixed, client, family, also_fixed, still_in
 ):
-    bug = row(first, fixed, client_fixed, family, also_fixed)
-    expected = oracle(release, first, fixed, client_fixed, client, family, also_fixed)
+    bug = row(first, fixed, client_fixed, family, also_fixed, still_in)
+    expected = oracle(release, first, fixed, client_fixed, client, family, also_fixed, still_in)
     assert bug.affects(text(release), client) == expected
     assert not bug.affects(None, client) and not bug.affects("apache/kafka:latest", client)
 
@@ -251,3 +257,25 @@ def test_kafka_19012_affects_the_java_producers_from_2_8_0_before_4_1_2():
         assert bug.affects("4.3.1", client) and bug.affects("3.8.1", client), client
     for client in ("java 2.7.2", "java 4.1.2", "java 4.3.1", "librdkafka", None, "franz-go 1.22.3"):
         assert not bug.affects("4.3.1", client), client
+
+
+def test_kafka_20785_affects_clients_of_transaction_version_2_on_4_0_to_4_3_1():
+    [bug] = [b for b in KNOWN_BUGS if b.reference == "KAFKA-20785"]
+    assert bug.explains == AnomalyName.COMMIT_INVALID_STATE and bug.experiment
+    for client in ("java 4.0.0", "java 4.3.1", "franz-go 1.19.3", "franz-go 1.22.3"):
+        assert bug.affects("4.3.1", client) and bug.affects("4.0.0", client), client
+        assert not bug.affects("4.3.2", client) and not bug.affects("4.4.1", client), client
+        assert bug.affects("4.4.0", client), client  # released without the fix
+        assert not bug.affects("3.9.1", client), client  # no transaction version 2
+    # Clients of transaction version 1 get PRODUCER_FENCED whatever the release.
+    for client in ("java 3.9.1", "franz-go 1.19.2", None, "librdkafka", "sarama 1.61.1"):
+        assert not bug.affects("4.3.1", client), client
+    assert bug.fixed_where() == "fixed in 4.3.2, not in 4.4.0"
+
+
+def test_kafka_20785s_evidence_is_a_refused_commit_with_its_times():
+    shown = RUN_EVIDENCE["KAFKA-20785"]
+    evidence = shown(RunEvidence.coerce([]), [Example(txn=7, from_us=1_000_000, to_us=6_500_000)])
+    assert evidence.startswith("transaction 7 was open 5.5 s") and "past its timeout" in evidence
+    assert shown(RunEvidence.coerce([]), [Example(txn=7)]) == ""
+    assert shown(RunEvidence.coerce([]), []) == ""
