@@ -406,6 +406,11 @@ class FaultsSpec(_Section):
     schedule: list[FaultStep] = Field(default_factory=list)
     generate: FaultGenerator | None = None
     final_heal_timeout_s: Seconds = Field(60, gt=0)
+    # How long an explicit schedule goes on after the workload ends, its producers closed
+    # (0: the workload's end ends it): faults that must strike after the last write, such
+    # as an election on a partition nobody writes again. The consumer group and the sampler
+    # go on meanwhile; the final heal follows the schedule's end or this bound.
+    after_workload_s: Seconds = Field(0, ge=0)
 
 
 class Experiment(_Section):

@@ -242,10 +242,12 @@ class WallTime:
 
 
 def repetition_seconds(cell: Cell) -> float | None:
-    """One repetition of `cell`: its workload duration + REPETITION_OVERHEAD_S; None when the
-    workload has no time bound (count without rate)."""
+    """One repetition of `cell`: its workload duration + the faults after it
+    (faults.after_workload_s) + REPETITION_OVERHEAD_S; None when the workload has no time
+    bound (count without rate)."""
     duration = workload_duration_s(cell.spec.workload)
-    return None if duration is None else duration + REPETITION_OVERHEAD_S
+    after = cell.spec.faults.after_workload_s
+    return None if duration is None else duration + after + REPETITION_OVERHEAD_S
 
 
 def wall_time(cells: Sequence[Cell], repetitions: int) -> WallTime:

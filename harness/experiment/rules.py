@@ -249,15 +249,19 @@ def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Probl
     yield from _condition_partition_rules(spec, step, where)
     horizon = workload_duration_s(spec.workload)
     bound = "workload.duration_s" if spec.workload.duration_s else "workload.count / rate"
+    ends = "workload ends"
+    if horizon is not None and (after := spec.faults.after_workload_s):
+        horizon, ends = horizon + after, "schedule ends"
+        bound += " + faults.after_workload_s"
     if horizon is not None and step.end_s is not None and step.end_s >= horizon:
         reason = (
             f"step {index} ends at {step.end_s:g} s (at_s + duration_s), not before the "
-            f"workload ends at {horizon:g} s ({bound}); start it earlier, "
+            f"{ends} at {horizon:g} s ({bound}); start it earlier, "
             "shorten it, or lengthen the workload"
         )
         yield where, reason
     elif horizon is not None and step.at_s is not None and step.at_s >= horizon:
-        reason = f"step {index} starts at {step.at_s:g} s, after the workload ends at {horizon:g} s"
+        reason = f"step {index} starts at {step.at_s:g} s, after the {ends} at {horizon:g} s"
         yield f"{where}.at_s", f"{reason} ({bound}); start it earlier or lengthen the workload"
 
 
@@ -376,6 +380,9 @@ def _mode_rules(plan: FaultGenerator, where: str) -> Iterator[Problem]:
 def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem]:
     where = "faults.generate"
     yield from _mode_rules(plan, where)
+    if spec.faults.after_workload_s:
+        reason = "a generated schedule ends with the workload; list the steps under schedule"
+        yield "faults.after_workload_s", reason
     if HEAL in plan.faults:
         yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
     yield from _fault_target_rules(

@@ -391,6 +391,14 @@ class Nemesis:
         for active in list(self.active):
             self._heal(active)
 
+    def finish(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the schedule to play to its end (every step acted and
+        healed as planned); whether it did. The caller stops it afterwards either way."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
     def stop(self, timeout_s: float = 120.0) -> None:
         """Stop scheduling, heal what is active, and wait for the thread."""
         self._stop.set()

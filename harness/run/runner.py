@@ -159,6 +159,7 @@ def _workload_and_faults(
         stop.set()
         # First, so that no failure below can keep the journal (and the tally) unwritten.
         workload_error = senders.close(events)
+        _faults_after_workload(plan, nemesis, progress)
         end = RunEnd(
             ctx, nemesis, events, plan.run_dir, sampler, None, group=group, phase=progress.phase
         )
@@ -168,6 +169,16 @@ def _workload_and_faults(
             _count_sends(summary, senders.stats, nemesis)
     INTERRUPTS.raise_if_stopped()  # healed and journalled: now the interrupt may surface
     return client_error or workload_error
+
+
+def _faults_after_workload(plan: RepetitionPlan, nemesis: Nemesis, progress: Progress) -> None:
+    """Let the schedule go on after the workload, its producers closed, for up to
+    faults.after_workload_s (not after an interrupt): the final heal comes after."""
+    after_s = plan.spec.faults.after_workload_s
+    if after_s and not INTERRUPTS.stop.is_set():
+        progress.phase("faults after the workload")
+        if not nemesis.finish(after_s):
+            log.info("the schedule outlasted faults.after_workload_s (%g s): healing", after_s)
 
 
 @dataclasses.dataclass

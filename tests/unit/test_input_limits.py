@@ -254,3 +254,18 @@ def test_cell_names_stay_within_the_name_limit(tmp_path: Path):
     names = [cell.name for cell in expand(load_experiment(path))]
     assert len(set(names)) == 2
     assert all(len(name) <= 100 and re.fullmatch(r"[A-Za-z0-9=._-]+", name) for name in names)
+
+
+def test_faults_after_the_workload_extend_an_explicit_schedule_only(tmp_path: Path):
+    path = tmp_path / "x.yaml"
+    head = "name: t\nworkload: {rate: 10, duration_s: 10}\n"
+    step = "{at_s: 15, fault: kill, target: leader, duration_s: 5}"
+    path.write_text(head + f"faults: {{after_workload_s: 20, schedule: [{step}]}}\n")
+    assert load_experiment(path).faults.after_workload_s == 20
+    path.write_text(head + f"faults: {{after_workload_s: 8, schedule: [{step}]}}\n")
+    with pytest.raises(SpecError, match="schedule ends at 18 s"):
+        expand(load_experiment(path))
+    generated = "{mean_interval_s: 3, faults: [kill], targets: [leader], duration_s: [1, 2]}"
+    path.write_text(head + f"faults: {{after_workload_s: 5, generate: {generated}}}\n")
+    with pytest.raises(SpecError, match="after_workload_s"):
+        expand(load_experiment(path))
