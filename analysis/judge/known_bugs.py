@@ -250,6 +250,21 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         experiment="experiments/known-bugs/KAFKA-20785.yaml",
     ),
     KnownBug(
+        reference="KAFKA-20716",
+        explains=CountName.TXN_COMMITTED_HIDDEN,
+        mechanism="an unclean leader election makes leader a replica that holds a "
+        "transaction's records but not the COMMIT or ABORT marker the coordinator wrote to the "
+        "old leader; the coordinator has completed the transaction and sends no marker again, "
+        "so the new leader's last stable offset stays at the transaction's first offset and "
+        "read_committed readers see nothing past it, unless the same producer writes the "
+        "partition again (open: the maintainers hold that an unclean election cannot keep "
+        "exactly-once, and apache/kafka#22937 documents it)",
+        fixed_in=None,
+        first_affected=None,
+        log_needles=("UNCLEAN partition change",),
+        experiment="experiments/known-bugs/KAFKA-20716.yaml",
+    ),
+    KnownBug(
         reference="KAFKA-19012",
         explains=AnomalyName.MISPLACED,
         mechanism="the Java producer returns a batch's pooled buffer to its pool when the batch "

@@ -8,7 +8,8 @@ judgement rules (same section):
   transactions whatever the durability settings), or KNOWN-BUG on a release with a known
   transactional bug whose pattern the run shows;
 - a committed message that is in the log (read_uncommitted) but not visible to
-  read_committed is a violation of visibility (held back by the last stable offset);
+  read_committed is a violation of visibility (held back by the last stable offset), or
+  KNOWN-BUG KAFKA-20716 after an unclean election of a partition of the topic;
 - a torn or lost committed transaction is a violation exactly when the loss of its messages
   is (transactions are as durable as the acks and ISR settings make each write); otherwise it
   is reported beside the allowed loss;
@@ -31,12 +32,14 @@ from datetime import UTC, datetime
 from typing import Final
 
 from analysis.judge.known_bugs import first_shown
+from analysis.judge.mechanisms import UNCLEAN_NEEDLES, log_evidence
 from analysis.judge.outcomes import Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, CountName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 from harness.rundir.events import FaultEnd
+from harness.rundir.spec import RunSpec, RunSpecError
 from harness.rundir.transactions import TxnOutcome, commit_never_requested, read_transactions
 
 __all__ = [
@@ -187,6 +190,24 @@ def _outlived_timeout(events: RunEvidence, quoted: Sequence[Example]) -> str:
     )
 
 
+def _unclean_election_logged(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """KAFKA-20716's pattern: a controller logged an unclean election of a partition of the
+    run's topic (the new leader may hold a transaction's records without its marker); '' when
+    none did or the logs were not kept."""
+    try:
+        topic = RunSpec.read(events.run_dir).topic
+    except (OSError, RunSpecError):
+        return ""
+    needle = UNCLEAN_NEEDLES[:1]  # the KRaft controller's words
+    for partition in range(topic.partitions or 0):
+        if line := log_evidence(str(events.run_dir), topic.name or "", partition, needle):
+            return (
+                f"p{partition} was elected uncleanly, so its new leader may hold a transaction's "
+                f"records without the marker the coordinator wrote to the old one ({line})"
+            )
+    return ""
+
+
 def _arrives_late(detail: object) -> bool:
     """A fault's detail says it made requests arrive late (a shaped fault, direction: in)."""
     return isinstance(detail, dict) and detail.get("direction") == "in"
@@ -198,6 +219,7 @@ RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] 
     "KAFKA-17754": _fault_hit_coordinator_or_leader,
     "franz-go@6ecd2f9f": _end_unconfirmed,
     "KAFKA-20785": _outlived_timeout,
+    "KAFKA-20716": _unclean_election_logged,
 }
 
 
@@ -235,11 +257,7 @@ def transaction_findings(
     run = _Run(config, counts, events, examples or {})
     findings = _aborted_findings(run)
     if hidden := int(counts.get(CountName.TXN_COMMITTED_HIDDEN, 0)):
-        detail = (
-            f"hidden commits: {hidden} committed messages are in the log "
-            f"(read_uncommitted) but invisible to read_committed; {VISIBLE_CITATION}"
-        )
-        findings.append(Finding(None, Verdict.VIOLATION, detail))
+        findings.append(_hidden_finding(run, hidden))
     if finding := _torn_or_lost_finding(run, loss_is_violation):
         findings.append(finding)
     findings += [f for name in CYCLE_CLASSES if (f := _cycle_finding(run, name))]
@@ -284,6 +302,27 @@ class _Run:
         bug, evidence = found
         detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
         return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
+
+
+def _hidden_finding(run: _Run, hidden: int) -> Finding:
+    """Committed messages in the log but invisible to read_committed: a violation of
+    visibility, or a known bug whose pattern the run shows."""
+    what = (
+        f"hidden commits: {hidden} committed messages are in the log (read_uncommitted) but "
+        "invisible to read_committed"
+    )
+    version, client = run.config.kafka_version, run.config.client
+    found = first_shown(
+        CountName.TXN_COMMITTED_HIDDEN,
+        version,
+        client,
+        lambda bug: RUN_EVIDENCE[bug.reference](run.events, ()),
+    )
+    if found is None:
+        return Finding(None, Verdict.VIOLATION, f"{what}; {VISIBLE_CITATION}")
+    bug, evidence = found
+    detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
+    return Finding(None, Verdict.KNOWN_BUG, detail)
 
 
 def _torn_or_lost_finding(run: _Run, loss_is_violation: bool) -> Finding | None:

@@ -3,6 +3,7 @@ number tuples), the rows' ranges, and each row's evidence where its count is jud
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,12 +16,14 @@ from analysis.judge.duplicates import DUPLICATE_EVIDENCE
 from analysis.judge.known_bugs import KNOWN_BUGS, KnownBug, bugs_explaining
 from analysis.judge.liveness import LIVENESS_EVIDENCE
 from analysis.judge.mechanisms import PARTITION_EVIDENCE
+from analysis.judge.outcomes import Verdict
 from analysis.judge.placement import PLACEMENT_EVIDENCE
-from analysis.judge.transactions import RUN_EVIDENCE
+from analysis.judge.transactions import RUN_EVIDENCE, transaction_findings
 from analysis.model.anomalies import AnomalyName, CountName
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir import layout
+from harness.rundir.config import CellConfig
 from harness.rundir.transactions import TRANSACTION_SCHEMA
 from tests.examples import examples
 
@@ -279,3 +282,37 @@ def test_kafka_20785s_evidence_is_a_refused_commit_with_its_times():
     assert evidence.startswith("transaction 7 was open 5.5 s") and "past its timeout" in evidence
     assert shown(RunEvidence.coerce([]), [Example(txn=7)]) == ""
     assert shown(RunEvidence.coerce([]), []) == ""
+
+
+def unclean_run(tmp_path: Path, logged: bool) -> RunEvidence:
+    """A run directory with spec.json's topic and a controller log, which names an unclean
+    election of chaos-1 when `logged` (and of chaos-10, another partition, always)."""
+    tmp_path.mkdir()
+    (tmp_path / layout.SPEC).write_text(json.dumps({"topic": {"name": "chaos", "partitions": 3}}))
+    logs = tmp_path / layout.BROKER_LOGS
+    logs.mkdir()
+    line = "INFO [QuorumController id=101] UNCLEAN partition change for {} with topic ID x\n"
+    text = line.format("chaos-10") + (line.format("chaos-1") if logged else "")
+    (logs / "controller-101.log").write_text(text)
+    return RunEvidence(run_dir=tmp_path)
+
+
+def test_kafka_20716s_evidence_is_an_unclean_election_of_the_topic(tmp_path: Path):
+    shown = RUN_EVIDENCE["KAFKA-20716"]
+    evidence = shown(unclean_run(tmp_path / "a", logged=True), ())
+    assert evidence.startswith("p1 was elected uncleanly") and "chaos-1 " in evidence
+    assert shown(unclean_run(tmp_path / "b", logged=False), ()) == ""
+    assert shown(RunEvidence(run_dir=tmp_path / "none"), ()) == ""
+
+
+def test_hidden_commits_are_kafka_20716_after_an_unclean_election_else_a_violation(
+    tmp_path: Path,
+):
+    config = CellConfig(kafka_version="4.3.1", transactions=True, unclean_leader_election=True)
+    counts = {CountName.TXN_COMMITTED: 4, CountName.TXN_COMMITTED_HIDDEN: 27}
+    for logged, verdict in ((True, Verdict.KNOWN_BUG), (False, Verdict.VIOLATION)):
+        events = unclean_run(tmp_path / str(logged), logged)
+        findings = transaction_findings(config, counts, events, {}, loss_is_violation=False)
+        [hidden] = [f for f in findings if "hidden commits: 27" in f.detail]
+        assert hidden.verdict == verdict, hidden
+        assert ("KAFKA-20716" in hidden.detail) == logged
