@@ -247,7 +247,7 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         client_first_affected="4.0.0",
         also_first_affected=(("franz-go", "1.19.3"),),
         log_needles=("but received transaction marker result to send: COMMIT",),
-        experiment="experiments/known-bugs/KAFKA-20785.yaml",
+        experiment="experiments/known-bugs/KAFKA-20785.yaml (release=4.3.1)",
     ),
     KnownBug(
         reference="KAFKA-20716",
@@ -262,7 +262,7 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         fixed_in=None,
         first_affected=None,
         log_needles=("UNCLEAN partition change",),
-        experiment="experiments/known-bugs/KAFKA-20716.yaml",
+        experiment="experiments/known-bugs/KAFKA-20716.yaml (unclean=on)",
     ),
     KnownBug(
         reference="KAFKA-19012",

@@ -50,3 +50,23 @@ def test_followers_frozen_then_leader_killed_loses_acks1_writes_by_mechanism(tmp
     reasons = " ".join(cell["repetitions"][0]["reasons"])
     assert "p0: acks=1 truncation" in reasons and "leader of p0" in reasons, reasons
     assert labelled_leftovers(done.pid) == []
+
+
+def test_a_schedule_goes_on_after_the_workload_until_its_last_step_is_healed(tmp_path: Path):
+    root, done = run_experiment("after-workload", tmp_path)
+    run_dir = root / "base" / "0"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+    def at(kind: str, phase: str | None = None) -> int:
+        (event,) = [e for e in events if e["type"] == kind and e.get("phase", phase) == phase]
+        return event["ts_us"]
+
+    workload_end, heal = at("phase", "workload-end"), at("phase", "heal")
+    start, end = at("fault_start"), at("fault_end")
+    # The step began 6 s in, after the 4 s workload, and was healed on its own 3 s later,
+    # before the final heal: the schedule played to its end, not to the bound (15 s).
+    assert workload_end < start < end < heal, (workload_end, start, end, heal)
+    assert 2.5e6 <= end - start <= 6e6 and heal - workload_end < 14e6
+    result = json.loads((run_dir / "results.json").read_text())
+    assert result["counts"]["acked"] > 0 and result["loss"] == 0, result
+    assert labelled_leftovers(done.pid) == []
