@@ -163,7 +163,9 @@ class _Draw:
             fsync_ms = self.hold_ms(rng, MAX_DISK_DELAY_MS)
             return {"fsync_ms": fsync_ms, "write_ms": fsync_ms // 10}
         if kind == "reassign":
-            return {"mode": rng.choice(("drop", "move"))}
+            # A move needs a broker without a replica: none when every broker holds one.
+            spare = self.spec.kafka.brokers > self.spec.topic.replication_factor
+            return {"mode": rng.choice(("drop", "move") if spare else ("drop",))}
         return {}
 
     def requests_step(self, rng: random.Random) -> tuple[str, str, dict[str, Any]] | None:

@@ -232,3 +232,16 @@ def test_each_mode_says_what_it_needs_and_refuses(generate: dict[str, Any], said
     with pytest.raises(SpecError) as caught:
         expand(parse_experiment(doc))
     assert said in str(caught.value)
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_a_reassign_moves_replicas_only_where_a_broker_holds_none(
+    doc: dict[str, Any], seed: int
+) -> None:
+    """A move needs a broker without a replica of the partition (the fault refuses it at
+    injection otherwise), so with every broker holding one only drops are drawn."""
+    brokers = doc["kafka"].get("brokers", 3)
+    for step in schedule_of(doc, seed):
+        if step.fault == "reassign" and getattr(step.params, "mode", None) == "move":
+            assert brokers > doc["topic"]["replication_factor"], step
