@@ -180,5 +180,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def interruptible_main() -> int:
+    """main() with Ctrl-C and SIGTERM handled as `kafka-chaos run` handles them: the chunk
+    running heals its faults and removes its containers, then the exit code says the signal."""
+    from harness.run.interrupts import INTERRUPTS
+
+    previous = INTERRUPTS.install()
+    try:
+        return main()
+    except KeyboardInterrupt:
+        return INTERRUPTS.exit_code
+    finally:
+        INTERRUPTS.restore(previous)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(interruptible_main())

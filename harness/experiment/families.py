@@ -18,6 +18,7 @@ __all__ = [
     "FAMILY_NAMES",
     "KIND_TARGETS",
     "REQUEST_PATHS",
+    "ROLE_REQUESTS",
     "Family",
     "RequestPath",
     "family_of",
@@ -193,6 +194,33 @@ REQUEST_PATHS: Final[tuple[RequestPath, ...]] = (
         ),
     ),
 )
+
+
+# The requests of a path that reach a role as that role (by path name and role): the
+# transaction coordinator's own requests, the group coordinator's, a partition leader's.
+# One broker often plays several roles, so the others still reach it: the generic nemesis
+# draws a role's own requests more often, never only them.
+ROLE_REQUESTS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("client-to-broker", "leader"): ("Produce", "Fetch", "ListOffsets"),
+    ("client-to-broker", "follower"): ("Metadata", "FindCoordinator"),
+    ("client-to-broker", "txn-coordinator"): (
+        "InitProducerId",
+        "AddPartitionsToTxn",
+        "AddOffsetsToTxn",
+        "EndTxn",
+    ),
+    ("client-to-broker", "group-coordinator"): (
+        "OffsetCommit",
+        "OffsetFetch",
+        "JoinGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "SyncGroup",
+        "TxnOffsetCommit",
+    ),
+    ("broker-to-broker", "leader"): ("Fetch", "OffsetForLeaderEpoch", "WriteTxnMarkers"),
+    ("broker-to-broker", "txn-coordinator"): ("AddPartitionsToTxn",),
+}
 
 
 def family_of(kind: str, params: dict[str, object] | None = None) -> str:

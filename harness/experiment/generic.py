@@ -21,7 +21,13 @@ from typing import Any, Final
 
 from harness.chaos.faults.disk import MAX_DISK_DELAY_MS
 from harness.chaos.faults.shape import MAX_DELAY_MS, PEERS
-from harness.experiment.families import FAMILIES, KIND_TARGETS, REQUEST_PATHS, RequestPath
+from harness.experiment.families import (
+    FAMILIES,
+    KIND_TARGETS,
+    REQUEST_PATHS,
+    ROLE_REQUESTS,
+    RequestPath,
+)
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import Experiment, FaultGenerator, FaultStep
 from harness.experiment.rules import rule_problems
@@ -42,6 +48,9 @@ ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits wh
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
 # The share of the requests family's steps that lose their requests rather than hold them late.
 DROP_SHARE: Final = 0.3
+# How often a request step holds requests its role receives as that role (ROLE_REQUESTS)
+# rather than any of its path's: EndTxn held at a follower mostly holds nothing.
+OWN_SHARE: Final = 0.75
 # Requests only some workloads send; the others are left out of a cell without them.
 TRANSACTIONAL: Final = frozenset({
     "InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
@@ -170,14 +179,17 @@ class _Draw:
 
     def requests_step(self, rng: random.Random) -> tuple[str, str, dict[str, Any]] | None:
         """(kind, target, params) of a request hold or drop: a path, a role it arrives at, the
-        requests; a drop loses them (with the rest of their connection) instead of holding."""
+        requests (in OWN_SHARE of the steps among those the role receives as that role); a
+        drop loses them (with the rest of their connection) instead of holding."""
         targets = {target for _, target in self.menu["requests"]}
         paths = [(p, r) for p, r in self.paths if targets & set(p.targets)]
         if not paths:
             return None
         path, requests = rng.choice(paths)
         target = rng.choice(sorted(targets & set(path.targets)))
-        chosen = rng.sample(requests, min(len(requests), rng.randint(1, 2)))
+        own = [r for r in ROLE_REQUESTS.get((path.name, target), ()) if r in requests]
+        pool = own if own and rng.random() < OWN_SHARE else list(requests)
+        chosen = rng.sample(pool, min(len(pool), rng.randint(1, 2)))
         params = {
             "direction": "in",
             "from": [rng.choice(path.senders)],

@@ -245,3 +245,24 @@ def test_a_reassign_moves_replicas_only_where_a_broker_holds_none(
     for step in schedule_of(doc, seed):
         if step.fault == "reassign" and getattr(step.params, "mode", None) == "move":
             assert brokers > doc["topic"]["replication_factor"], step
+
+
+def test_a_request_step_mostly_holds_requests_its_role_receives() -> None:
+    """At the transaction coordinator, from the clients, most steps hold its own requests
+    (the oracle: the four transactional ones), the rest any the path carries."""
+    own = {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"}
+    doc = {
+        "name": "requests",
+        "workload": {"rate": 100, "duration_s": 600, "transactions": {"timeout_ms": 10000}},
+        "producer": {"message_timeout_ms": 10000},
+        "faults": {"generate": {"mode": "generic", "mean_interval_s": 1, "families": ["requests"]}},
+    }
+    held = []
+    for seed in range(30):
+        for step in schedule_of(doc, seed):
+            params = step.params.model_dump(by_alias=True)
+            if step.target == "txn-coordinator" and params.get("from") == ["clients"]:
+                held.append(set(params["requests"]))
+    inside = sum(requests <= own for requests in held)
+    assert len(held) >= 40 and inside / len(held) >= 0.6, (inside, len(held))
+    assert any("EndTxn" in requests for requests in held)
