@@ -174,20 +174,20 @@ def _outlived_timeout(events: RunEvidence, quoted: Sequence[Example]) -> str:
     """KAFKA-20785's pattern: a commit refused after its transaction outlived its timeout (the
     check counts no other), with the fault that held the commit up when one ran; '' without
     such a transaction."""
-    refused = [e for e in quoted if e.from_us is not None and e.to_us is not None]
-    if not refused:
-        return ""
-    first = refused[0]
     held = (
         f"; {late[0].fault} of {late[0].target} held requests to nodes {late[0].nodes}"
         if (late := [e for e in events.fault_starts if _arrives_late(e.detail)])
         else ""
     )
-    return (
-        f"transaction {first.txn} was open {(first.to_us - first.from_us) / 1e6:.1f} s "
-        f"({_clock(first.from_us)} to {_clock(first.to_us)}), past its timeout, so the "
-        f"coordinator had aborted it and bumped the epoch before the commit arrived{held}"
-    )
+    for e in quoted:
+        if e.from_us is None or e.to_us is None:
+            continue
+        return (
+            f"transaction {e.txn} was open {(e.to_us - e.from_us) / 1e6:.1f} s "
+            f"({_clock(e.from_us)} to {_clock(e.to_us)}), past its timeout, so the coordinator "
+            f"had aborted it and bumped the epoch before the commit arrived{held}"
+        )
+    return ""
 
 
 def _unclean_election_logged(events: RunEvidence, quoted: Sequence[Example]) -> str:
