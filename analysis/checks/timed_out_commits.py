@@ -9,11 +9,11 @@ apache/kafka#23204), which Kafka's Java client raises as ProducerFencedException
 ApplicationRecoverableException (KIP-1050): the application makes a new producer and goes on.
 INVALID_TXN_STATE is fatal to every client, although the transaction had ended.
 
-A transaction counts when a clause of its journalled error is a commit's (COMMIT_CLAUSE) naming
-INVALID_TXN_STATE (librdkafka's and the Go programs' code, Java's and the Python programs'
-InvalidTxnStateException) and the client held it open, from begin to end as it journalled
-them, longer than the cell's workload.transactions.timeout_ms (spec.json): only then can the
-coordinator have aborted it on its own. A commit refused so sooner has other causes (a late
+A transaction counts when a clause of its journalled error is a commit's (COMMIT_CLAUSE) whose
+error is INVALID_TXN_STATE (INVALID_STATE: each client's name for it) and the client held it
+open, from begin to end as it journalled them, longer than the cell's
+workload.transactions.timeout_ms (spec.json): only then can the coordinator have aborted it on
+its own. A commit refused so sooner has other causes (a late
 EndTxn of another transaction, KAFKA-17754's kind) and is not this check's.
 """
 
@@ -37,15 +37,19 @@ if TYPE_CHECKING:
 __all__ = ["TimedOutCommitCheck", "timed_out_commits", "transaction_timeout_ms"]
 
 MAX_EXAMPLES: Final = 20
-# How each client names the coordinator's INVALID_TXN_STATE (error code 48) in a clause.
-INVALID_STATE: Final = re.compile(r"INVALID_TXN_STATE|InvalidTxnState")
+# A commit clause whose error is the coordinator's INVALID_TXN_STATE (error code 48), as each
+# client names it right after the call: librdkafka's and franz-go's code, Java's
+# InvalidTxnStateException, aiokafka's InvalidTxnStateError. A commit that failed because a
+# send of its transaction did ("commit: errSendFailed: ... INVALID_TXN_STATE") is not one.
+INVALID_STATE: Final = re.compile(
+    re.escape(COMMIT_CLAUSE) + r"(?:[\w.]+\.)?(?:INVALID_TXN_STATE|InvalidTxnState\w*)\b"
+)
 
 
 def refused_invalid_state(error: str | None) -> bool:
-    """Whether a transaction's journalled `error` has a commit clause naming
+    """Whether a transaction's journalled `error` has a commit clause whose error is
     INVALID_TXN_STATE."""
-    clauses = (error or "").split("; ")
-    return any(c.startswith(COMMIT_CLAUSE) and INVALID_STATE.search(c) for c in clauses)
+    return any(INVALID_STATE.match(clause) for clause in (error or "").split("; "))
 
 
 def timed_out_commits(table: pa.Table, timeout_ms: int) -> list[ExampleRow]:

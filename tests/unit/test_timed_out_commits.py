@@ -27,11 +27,15 @@ REFUSALS = (
     "state.",
     "INVALID_TXN_STATE: Failed to end transaction: Broker: Producer attempted a transactional "
     "operation in an invalid state",
+    "INVALID_TXN_STATE: INVALID_TXN_STATE: The producer attempted a transactional operation",
+    "kafka.errors.InvalidTxnStateError: [Error 48] InvalidTxnStateError",
 )
 OTHERS = (
     "ProducerFencedException: There is a newer producer with the same transactionalId",
     "TimeoutException: Timeout expired after 6000ms",
     "KafkaException: Cannot execute transactional method because we are in an error state",
+    # A commit that failed because a send of the transaction was refused so: not the commit's.
+    "main.errSendFailed: a send in the transaction failed: INVALID_TXN_STATE: The producer",
 )
 clause = st.tuples(
     st.sampled_from(("commit", "abort", "send")), st.sampled_from(REFUSALS + OTHERS)
