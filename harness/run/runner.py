@@ -173,12 +173,18 @@ def _workload_and_faults(
 
 def _faults_after_workload(plan: RepetitionPlan, nemesis: Nemesis, progress: Progress) -> None:
     """Let the schedule go on after the workload, its producers closed, for up to
-    faults.after_workload_s (not after an interrupt): the final heal comes after."""
+    faults.after_workload_s: the final heal comes after. A signal ends the wait without
+    raising (the caller's final heal must run; the interrupt surfaces after it)."""
     after_s = plan.spec.faults.after_workload_s
-    if after_s and not INTERRUPTS.stop.is_set():
-        progress.phase("faults after the workload")
-        if not nemesis.finish(after_s):
-            log.info("the schedule outlasted faults.after_workload_s (%g s): healing", after_s)
+    if not after_s or INTERRUPTS.stop.is_set():
+        return
+    progress.phase("faults after the workload")
+    deadline = time.monotonic() + after_s
+    with INTERRUPTS.deferred() as stopped:
+        while not stopped.is_set() and (left := deadline - time.monotonic()) > 0:
+            if nemesis.finish(min(left, 0.5)):
+                return
+    log.info("the schedule outlasted faults.after_workload_s (%g s) or was stopped", after_s)
 
 
 @dataclasses.dataclass
