@@ -88,7 +88,7 @@ def _fault_hit_coordinator_or_leader(events: RunEvidence, quoted: Sequence[Examp
     if landed := late_end_txn(events, quoted):
         return landed
     starts = list(events.fault_starts)
-    late = [e for e in starts if isinstance(e.detail, dict) and e.detail.get("direction") == "in"]
+    late = [e for e in starts if _arrives_late(e.detail)]
     for event in late or starts:
         how = (
             f"made requests to nodes {event.nodes} arrive late ({event.detail.get('delay_ms')} ms)"
@@ -283,25 +283,27 @@ class _Run:
 
     def forbidden(
         self,
-        name: AnomalyName,
+        name: AnomalyName | CountName,
         what: str,
         detail: str,
         quoted: tuple[Example, ...],
         witnesses: Sequence[Example] | None = None,
     ) -> Finding:
-        """KNOWN-BUG when the first transactional bug that explains anomaly `name` on this
-        release and client shows its pattern (read from the events and every example the check
-        kept, `witnesses`: those of `name` unless given); else VIOLATION, saying `detail`."""
+        """KNOWN-BUG when the first transactional bug that explains `name` (an anomaly class,
+        or a fact such as hidden commits, which makes a finding about no class) on this release
+        and client shows its pattern (read from the events and every example the check kept,
+        `witnesses`: those of `name` unless given); else VIOLATION, saying `detail`."""
         kept = self.examples.get(name) or () if witnesses is None else witnesses
         version, client = self.config.kafka_version, self.config.client
         found = first_shown(
             name, version, client, lambda bug: RUN_EVIDENCE[bug.reference](self.events, kept)
         )
+        subject = name if isinstance(name, AnomalyName) else None
         if found is None:
-            return Finding(name, Verdict.VIOLATION, detail, quoted)
+            return Finding(subject, Verdict.VIOLATION, detail, quoted)
         bug, evidence = found
         detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
-        return Finding(name, Verdict.KNOWN_BUG, detail, quoted)
+        return Finding(subject, Verdict.KNOWN_BUG, detail, quoted)
 
 
 def _hidden_finding(run: _Run, hidden: int) -> Finding:
@@ -311,18 +313,8 @@ def _hidden_finding(run: _Run, hidden: int) -> Finding:
         f"hidden commits: {hidden} committed messages are in the log (read_uncommitted) but "
         "invisible to read_committed"
     )
-    version, client = run.config.kafka_version, run.config.client
-    found = first_shown(
-        CountName.TXN_COMMITTED_HIDDEN,
-        version,
-        client,
-        lambda bug: RUN_EVIDENCE[bug.reference](run.events, ()),
-    )
-    if found is None:
-        return Finding(None, Verdict.VIOLATION, f"{what}; {VISIBLE_CITATION}")
-    bug, evidence = found
-    detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
-    return Finding(None, Verdict.KNOWN_BUG, detail)
+    name = CountName.TXN_COMMITTED_HIDDEN
+    return run.forbidden(name, what, f"{what}; {VISIBLE_CITATION}", ())
 
 
 def _torn_or_lost_finding(run: _Run, loss_is_violation: bool) -> Finding | None:
