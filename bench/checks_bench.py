@@ -122,6 +122,7 @@ def history(n: int) -> History:
         uncommitted=outcome == ABORTED,
         began=T0_US + t * 1000,
         ended=T0_US + t * 1000 + 900,
+        errors=(None,) * n,
     )
     msg_id = np.arange(n * RECORDS, dtype=np.int64)
     owner, j = msg_id // RECORDS, msg_id % RECORDS

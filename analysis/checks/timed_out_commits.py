@@ -23,16 +23,17 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import pyarrow as pa
+import numpy as np
 
 from analysis.checks.check import RunFacts
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow
 from harness.rundir.spec import RunSpec, RunSpecError
-from harness.rundir.transactions import COMMIT_CLAUSE, read_transactions
+from harness.rundir.transactions import COMMIT_CLAUSE
 
 if TYPE_CHECKING:
     from analysis.checks.history import RunHistory
+    from analysis.checks.transactions import Transactions
 
 __all__ = ["TimedOutCommitCheck", "timed_out_commits", "transaction_timeout_ms"]
 
@@ -52,18 +53,15 @@ def refused_invalid_state(error: str | None) -> bool:
     return any(INVALID_STATE.match(clause) for clause in (error or "").split("; "))
 
 
-def timed_out_commits(table: pa.Table, timeout_ms: int) -> list[ExampleRow]:
-    """The transactions of `table` (TRANSACTION_SCHEMA) whose commit was refused with
-    INVALID_TXN_STATE after more than `timeout_ms` open, in journal order: txn, begin
-    (from_us) and end (to_us)."""
-    found = []
-    for row in table.to_pylist():
-        begin, end = row["begin_ts_us"], row["end_ts_us"]
-        if begin is None or end is None or end - begin <= timeout_ms * 1000:
-            continue
-        if refused_invalid_state(row["error"]):
-            found.append({"txn": row["txn"], "from_us": begin, "to_us": end})
-    return found
+def timed_out_commits(txns: Transactions, timeout_ms: int) -> list[ExampleRow]:
+    """The transactions whose commit was refused with INVALID_TXN_STATE after more than
+    `timeout_ms` open, in their order: txn, begin (from_us) and end (to_us)."""
+    timed = (txns.began >= 0) & (txns.ended >= 0) & (txns.ended - txns.began > timeout_ms * 1000)
+    return [
+        {"txn": int(txns.txn[i]), "from_us": int(txns.began[i]), "to_us": int(txns.ended[i])}
+        for i in np.flatnonzero(timed).tolist()
+        if refused_invalid_state(txns.errors[i])
+    ]
 
 
 def transaction_timeout_ms(spec: RunSpec) -> int | None:
@@ -85,10 +83,9 @@ class TimedOutCommitCheck:
 
     def facts(self, run: RunHistory) -> RunFacts:
         """The count of such commits and the first of them."""
-        table = read_transactions(run.run_dir)
         timeout = self._timeout(run)
-        assert table is not None and timeout is not None, "applies() holds"
-        found = timed_out_commits(table, timeout)
+        assert run.txns is not None and timeout is not None, "applies() holds"
+        found = timed_out_commits(run.txns, timeout)
         name = AnomalyName.COMMIT_INVALID_STATE
         return RunFacts(counts={name: len(found)}, examples={name: found[:MAX_EXAMPLES]})
 

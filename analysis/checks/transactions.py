@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -75,13 +76,17 @@ class Transactions:
     uncommitted: np.ndarray
     began: np.ndarray  # epoch microseconds (begin_ts_us), -1 where unknown
     ended: np.ndarray  # epoch microseconds (end_ts_us), -1 where unknown
+    errors: tuple[str | None, ...]  # each transaction's journalled error, clauses by "; "
 
     @classmethod
     def read(cls, run_dir: Path) -> Transactions | None:
         """The run's transactions; None for a run without transactions."""
         table = read_transactions(run_dir)
-        if table is None:
-            return None
+        return None if table is None else cls.of_table(table)
+
+    @classmethod
+    def of_table(cls, table: pa.Table) -> Transactions:
+        """The transactions of a table of TRANSACTION_SCHEMA, in its row order."""
         codes = [_CODES.get(o, UNKNOWN) for o in table["outcome"].to_pylist()]
         intents, errors = table["intent"].to_pylist(), table["error"].to_pylist()
         uncommitted = [commit_never_requested(i, e) for i, e in zip(intents, errors, strict=True)]
@@ -93,6 +98,7 @@ class Transactions:
             uncommitted=np.asarray(uncommitted, dtype=bool),
             began=filled_ints(table["begin_ts_us"], -1),
             ended=filled_ints(table["end_ts_us"], -1),
+            errors=tuple(errors),
         )
 
     def of(self, msg_id: np.ndarray) -> np.ndarray:

@@ -85,7 +85,7 @@ def test_the_consumer_check_counts_exactly_its_classes(tmp_path: Path) -> None:
 
 def test_the_transaction_check_counts_its_classes_then_its_facts() -> None:
     txns = transactions.Transactions(
-        NONE, NONE, NONE, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool), NONE, NONE
+        NONE, NONE, NONE, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=bool), NONE, NONE, ()
     )
     view = transactions.MessageView(NONE, FLAGS, NONE, NONE, NONE, NONE, NONE, FLAGS, NONE)
     facts = transactions.check(txns, view, None)

@@ -44,6 +44,7 @@ class Log:
             uncommitted=np.zeros(n, dtype=bool),
             began=np.full(n, -1, dtype=np.int64),
             ended=np.full(n, -1, dtype=np.int64),
+            errors=(None,) * n,
         )
         ids = [m for log in self.partitions for m in log]
         part = [p for p, log in enumerate(self.partitions) for _ in log]

@@ -12,6 +12,7 @@ from analysis.checks.timed_out_commits import (
     timed_out_commits,
     transaction_timeout_ms,
 )
+from analysis.checks.transactions import Transactions
 from analysis.judge.outcomes import Verdict
 from analysis.judge.transactions import transaction_findings
 from analysis.model.anomalies import AnomalyName, CountName
@@ -92,7 +93,7 @@ def oracle(generated, timeout_ms: int) -> list[int]:
 @settings(max_examples=300, deadline=None)
 @given(rows, st.integers(1_000, 9_000))
 def test_the_check_counts_what_the_oracle_counts(generated, timeout_ms):
-    found = timed_out_commits(journal(generated), timeout_ms)
+    found = timed_out_commits(Transactions.of_table(journal(generated)), timeout_ms)
     assert [row["txn"] for row in found] == oracle(generated, timeout_ms)
     for row in found:
         begin, length, _ = generated[row["txn"]]
