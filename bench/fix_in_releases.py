@@ -57,6 +57,15 @@ PROBES = (
         "kafka/coordinator/transaction/",
         b"but received a COMMIT at the pre-abort epoch",
     ),
+    # KAFKA-20634 (apache/kafka#22444): the group coordinator's high-watermark listener goes
+    # quiet once its __consumer_offsets partition becomes a follower (an AtomicBoolean that
+    # onBecomingFollower clears; the affected adapter has no field of that type).
+    Probe(
+        "KAFKA-20634 fix",
+        "kafka_2.13",
+        "kafka/coordinator/group/ListenerAdapter.class",
+        b"java/util/concurrent/atomic/AtomicBoolean",
+    ),
 )
 
 
