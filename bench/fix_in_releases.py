@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-RELEASES = ("4.0.1", "4.1.1", "4.1.2", "4.2.0", "4.3.0", "4.3.1", "4.3.2", "4.4.0")
+RELEASES = ("4.0.1", "4.1.1", "4.1.2", "4.2.0", "4.2.2", "4.3.0", "4.3.1", "4.3.2", "4.4.0")
 REPOSITORY = Path.home() / ".m2" / "repository" / "org" / "apache" / "kafka"
 
 
