@@ -198,6 +198,15 @@ class TransactionsSpec(_Section):
     # Kafka's exactly-once example does; false keeps its position, as a client left alone
     # does unless a rebalance happens (KAFKA-17582). Only with reads.
     rewind_on_abort: bool = True
+    # Transactions committed on the transactional.id before the workload starts, each holding
+    # only an offset of the group kchaos-age (no record of the topic, nothing journalled):
+    # under transaction version 2 every commit raises the producer epoch by one, so the
+    # workload's first transaction runs at producer epoch age_commits + 1 (its
+    # initTransactions raises it once more), near the limit of 32,767 that KAFKA-19367 and
+    # KAFKA-20090 need. Java clients from 4.0 on Kafka from 4.0 only.
+    age_commits: Annotated[whole, at_most(32_766, "the producer epoch's limit is 32,767")] = Field(
+        0, ge=0
+    )
 
 
 class WorkloadSpec(_Section):

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from harness.experiment.model import Experiment
 from harness.experiment.problems import Problem
-from harness.platform.versions import Feature
+from harness.platform.versions import TV2_JAVA_CLIENT, Feature
+from harness.rundir.release import KafkaVersion
 
 __all__ = ["transaction_problems"]
 
@@ -49,5 +50,25 @@ def transaction_problems(spec: Experiment) -> Iterator[Problem]:
             "rewind_on_abort"
         )
         yield "workload.transactions.rewind_on_abort", reason
+    yield from _aging_problems(spec)
     if lacking := spec.kafka.lacks(Feature.TRANSACTIONS):
         yield "workload.transactions", f"{lacking} Fix: use Kafka 0.11 or later."
+
+
+def _aging_problems(spec: Experiment) -> Iterator[Problem]:
+    """age_commits raises the epoch only under transaction version 2: a Java client from 4.0
+    (the one the harness ages the transactional.id with) and a Kafka release from 4.0."""
+    transactions = spec.workload.transactions
+    if transactions is None or not transactions.age_commits:
+        return
+    client = spec.workload.client
+    field = "workload.transactions.age_commits"
+    if client.kind != "java" or KafkaVersion.parse(client.version or "0") < TV2_JAVA_CLIENT:
+        reason = (
+            f"age_commits ({transactions.age_commits}) needs a Java client from "
+            f"{TV2_JAVA_CLIENT} (transaction version 2; this cell's is {client.label}); Fix: "
+            'set workload.client: "java:4.3.1" or drop age_commits'
+        )
+        yield field, reason
+    if lacking := spec.kafka.lacks(Feature.TRANSACTION_VERSION_2):
+        yield field, f"{lacking} Fix: use Kafka 4.0 or later, or drop age_commits."

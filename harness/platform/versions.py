@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from harness.rundir.release import KafkaVersion
 
@@ -42,6 +43,7 @@ class Feature(StrEnum):
     RECORD_BATCH_V2 = "v2 record batches (message format 2)"
     ELR = "eligible leader replicas"
     DYNAMIC_QUORUM = "a dynamic KRaft controller quorum (controllers added and removed)"
+    TRANSACTION_VERSION_2 = "transaction version 2 (each commit raises the producer epoch)"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class Span:
         return f"Kafka < {self.until}" if self.until else "every Kafka release"
 
 
+# The first Java client whose transactions use transaction version 2 where the cluster has it.
+TV2_JAVA_CLIENT: Final = _v("4.0.0")
+
 FEATURES: dict[Feature, Span] = {
     Feature.ZOOKEEPER_MODE: Span(None, _v("4.0.0"), "KIP-500: 4.0 removed ZooKeeper mode"),
     # KRaft exists from 2.8 as early access; the harness uses it where it is production-ready.
@@ -78,6 +83,7 @@ FEATURES: dict[Feature, Span] = {
     Feature.RECORD_BATCH_V2: Span(_v("0.11.0.0"), None, "KIP-98 (0.11.0): message format v2"),
     Feature.ELR: Span(_v("4.0.0"), None, "KIP-966 (preview 4.0, default for new clusters 4.1)"),
     Feature.DYNAMIC_QUORUM: Span(_v("3.9.0"), None, "KIP-853 (3.9)"),
+    Feature.TRANSACTION_VERSION_2: Span(_v("4.0.0"), None, "KIP-890 part 2 (4.0)"),
 }
 
 

@@ -168,6 +168,7 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
         on_timeout=OnTimeout(transactions.on_timeout),
         reads=transactions.reads,
         rewind_on_abort=transactions.rewind_on_abort,
+        age_commits=transactions.age_commits,
     )
 
 

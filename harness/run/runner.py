@@ -220,6 +220,7 @@ def _start_and_send(
     if ctx.consumers is not None:  # reading before the first send
         progress.phase("consumer group joining")
         ctx.consumers.start()
+    progress.phase("producer starting")  # minutes when it first ages its transactional.id
     senders.start()
     watcher = threading.Thread(target=_watch, args=(progress, senders, nemesis, stop), daemon=True)
     sampler.start()

@@ -29,6 +29,7 @@ from harness.workload.producer.recorder import Workload
 from harness.workload.transactions.java import (
     JavaTransactions,
     PlanFollower,
+    age_transactional_id,
     java_settings,
     java_transactions_argv,
 )
@@ -245,3 +246,33 @@ def test_a_program_that_strays_from_the_plan_makes_the_run_incomplete(tmp_path: 
     table = finalize_transactions(tmp_path)
     # only the first: the second strays, and nothing after it follows on from the first
     assert table is not None and table["txn"].to_pylist() == [0]
+
+
+def _ager(tmp_path, body: str) -> ClientProgram:
+    """A stand-in for the Java recorder's --age-transactions mode: a script given the count
+    as its last argument."""
+    script = tmp_path / "ager.py"
+    script.write_text("import json, sys\nn = int(sys.argv[-1])\n" + body)
+    return ClientProgram([sys.executable, str(script)], ValueFormat.KAFKA_CHAOS, "fake")
+
+
+def test_ageing_returns_the_seconds_the_program_reports(tmp_path):
+    program = _ager(
+        tmp_path,
+        'print(json.dumps({"name": "startup_complete"}))\n'
+        'print(json.dumps({"name": "aged", "transactions": n, "seconds": 1.5}))\n',
+    )
+    assert age_transactional_id(program, 7, tmp_path / "age.log") == 1.5
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'print(json.dumps({"name": "aged", "transactions": n - 1, "seconds": 1}))\n',
+        'sys.stderr.write("InitProducerId failed\\n"); sys.exit(1)\n',
+        "pass\n",
+    ],
+)
+def test_ageing_that_falls_short_or_fails_is_a_client_error_naming_its_log(tmp_path, body):
+    with pytest.raises(ClientError, match=r"age\.log"):
+        age_transactional_id(_ager(tmp_path, body), 7, tmp_path / "age.log")

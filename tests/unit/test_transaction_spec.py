@@ -88,3 +88,20 @@ def test_reads_are_refused_on_the_java_client() -> None:
     )
     assert "java" in message
     parse_experiment(doc(workload={**java, "transactions": {"reads": 0}}), source="exp.yaml")
+
+
+def test_ageing_needs_transaction_version_2_on_both_sides() -> None:
+    def aged(client: str, version: str = "4.3.1") -> dict:
+        transactions = {"size": 4, "abort_every": 3, "age_commits": 32_765}
+        return doc(
+            workload={**TXN, "client": client, "transactions": transactions},
+            kafka={"version": version},
+        )
+
+    spec = parse_experiment(aged("java:4.3.1"), source="exp.yaml")
+    assert transaction_plan(spec, seed=1).age_commits == 32_765
+    rejects(aged("java:3.9.1"), "workload.transactions.age_commits", "Fix: set workload.client")
+    rejects(aged("librdkafka"), "workload.transactions.age_commits", "Java client from 4.0.0")
+    rejects(aged("java:4.3.1", "3.9.1"), "age_commits", "Fix: use Kafka 4.0 or later")
+    too_far = {**TXN, "client": "java:4.3.1", "transactions": {"age_commits": 32_767}}
+    rejects(doc(workload=too_far), "workload.transactions.age_commits", "32,767")

@@ -4,6 +4,8 @@
 // plan says: the plan is the harness's, one intent a line on stdin (`commit` or `abort`), read
 // before each transaction. Every send is reported as the plain recorder reports it; every
 // transaction that sent something ends in one transaction_end line (docs/clients.md).
+// --age-transactions N only commits N offset-only transactions and exits (aged line): the
+// harness runs it before the workload to start the transactional.id at a high epoch.
 //
 // Outcomes follow KafkaProducer's documented contract. A commit or abort that returned is
 // definite. ProducerFencedException, OutOfOrderSequenceException, AuthorizationException and
@@ -48,6 +50,7 @@ final class TransactionalSends {
     private static final int REPLACE_ATTEMPTS = 5; // fatal errors survived by a fresh producer
     private static final long REFUSED_BACKOFF_MS = 20; // after a transaction a refusal aborted
     private static final long CLOSE_FATAL_S = 5; // closing a producer after a fatal error
+    private static final String AGE_GROUP = "kchaos-age"; // the offsets --age-transactions commits
 
     private final KafkaChaosProducer recorder;
     private final Properties props;
@@ -111,6 +114,11 @@ final class TransactionalSends {
         long end = duration > 0 ? start + (long) (duration * 1e9) : Long.MAX_VALUE;
         long i = 0;
         try {
+            long age = Long.parseLong(recorder.arg("--age-transactions", "0"));
+            if (age > 0) {
+                age(age);
+                return 0;
+            }
             init();
             for (long txn = 0; !recorder.stopped.get() && (max < 0 || i < max)
                     && System.nanoTime() < end; txn++) {
@@ -131,6 +139,43 @@ final class TransactionalSends {
             }
         }
         return i;
+    }
+
+    /** Commits `n` transactions that hold only an offset of AGE_GROUP (no record of the
+     *  topic), then reports `{"name":"aged","transactions":k,"seconds":s}`: under transaction
+     *  version 2 each commit raises the producer epoch by one, so the transactional.id starts
+     *  the workload near the epoch's limit (KAFKA-19367, KAFKA-20090). A stop ends it early;
+     *  any error ends the program (the harness refuses the run). */
+    private void age(long n) throws Exception {
+        // A transaction's end leaves the next one's first request refused with
+        // CONCURRENT_TRANSACTIONS until its markers are written; the client's default backoff
+        // (100 ms) would make the ageing last an hour.
+        Properties fast = new Properties();
+        fast.putAll(props);
+        fast.setProperty("retry.backoff.ms", "1");
+        fast.setProperty("retry.backoff.max.ms", "20");
+        KafkaChaosProducer.close(producer, closeS);
+        producer = new KafkaProducer<>(fast);
+        init();
+        offsetsFor(AGE_GROUP);
+        long started = System.nanoTime();
+        long k = 0;
+        for (; k < n && !recorder.stopped.get(); k++) {
+            producer.beginTransaction();
+            offer(k + 1);
+            producer.commitTransaction();
+            if ((k + 1) % 1000 == 0) {
+                double rate = (k + 1) / ((System.nanoTime() - started) / 1e9);
+                System.err.printf(java.util.Locale.ROOT, "aged %d of %d transactions (%.0f/s)%n",
+                        k + 1, n, rate);
+            }
+        }
+        double seconds = (System.nanoTime() - started) / 1e9;
+        synchronized (recorder) {
+            recorder.emit("{\"name\":\"aged\",\"transactions\":" + k + ",\"seconds\":"
+                    + String.format(java.util.Locale.ROOT, "%.3f", seconds) + "}");
+            recorder.flush();
+        }
     }
 
     /** initTransactions, retried after a timeout (as the contract allows). */

@@ -14,7 +14,11 @@ is journalled as for the plain Java recorder (command.py).
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import random
+import signal
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import count
@@ -27,7 +31,7 @@ from harness.experiment.model import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.transactions import Intent
 from harness.workload.producer.by_client import client_program
-from harness.workload.producer.command import ClientProgram, CommandProducer
+from harness.workload.producer.command import ClientError, ClientProgram, CommandProducer
 from harness.workload.producer.fleet import MemberEnd
 from harness.workload.producer.protocol import Line, TransactionEnd, Violation
 from harness.workload.producer.recorder import Workload
@@ -38,7 +42,18 @@ from harness.workload.transactions.librdkafka import (
     transactional_config,
 )
 
-__all__ = ["JavaTransactions", "PlanFollower", "java_transactions", "java_transactions_argv"]
+__all__ = [
+    "JavaTransactions",
+    "PlanFollower",
+    "age_transactional_id",
+    "java_transactions",
+    "java_transactions_argv",
+]
+
+AGE_LOG = "age.log"  # the aging program's stderr, in the run directory
+# The slowest aging the harness waits for, in commits a second (its time bound); one commit
+# is three requests to the coordinators and two log writes.
+AGE_MIN_RATE = 20
 
 
 def java_transactions_argv(plan: TransactionPlan) -> list[str]:
@@ -101,6 +116,13 @@ class JavaTransactions(CommandProducer):
         self.follower = PlanFollower(self.intents, plan.size)
         self._rng = random.Random(plan.seed)
 
+    def start(self) -> None:
+        """Before the workload: commit the plan's age_commits offset-only transactions on the
+        transactional.id (age_transactional_id), so the workload starts at a high epoch."""
+        super().start()
+        if self.plan.age_commits:
+            age_transactional_id(self.program, self.plan.age_commits, self.run_dir / AGE_LOG)
+
     def _stdin_feed(self) -> Callable[[IO[bytes]], None]:
         return self._write_intents
 
@@ -139,6 +161,49 @@ class JavaTransactions(CommandProducer):
         if (txn_error := self.transactions.close()) is not None:
             journal_error = f"{journal_error}; {txn_error}" if journal_error else txn_error
         return journal_error, problem
+
+
+def age_transactional_id(program: ClientProgram, commits: int, log: Path) -> float:
+    """Run the Java recorder with --age-transactions `commits` (its stderr appended to `log`)
+    and wait for it: the seconds the commits took, from its `aged` line. Raises ClientError
+    when it fails, commits fewer or runs past its bound (AGE_MIN_RATE); an interrupt of the
+    harness (KeyboardInterrupt) kills it on the way out."""
+    argv = [*program.argv, "--age-transactions", str(commits)]
+    bound_s = 60 + commits / AGE_MIN_RATE
+    with log.open("ab") as stderr:
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
+            env={**os.environ, **program.env}, start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, _ = process.communicate(timeout=bound_s)
+        except subprocess.TimeoutExpired:
+            raise ClientError(
+                f"aging the transactional.id ({commits} commits) ran past {bound_s:.0f} s; "
+                f"its log: {log}"
+            ) from None
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    aged = _aged_line(out.decode(errors="replace"))
+    if process.returncode != 0 or aged is None or aged.get("transactions") != commits:
+        raise ClientError(
+            f"aging the transactional.id ({commits} commits) failed (exit "
+            f"{process.returncode}, reported {aged}); its log: {log}"
+        )
+    return float(aged["seconds"])
+
+
+def _aged_line(stdout: str) -> dict | None:
+    """The `aged` object among the program's stdout lines (None: it printed none)."""
+    for text in stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            line = json.loads(text)
+            if isinstance(line, dict) and line.get("name") == "aged":
+                return line
+    return None
 
 
 def java_transactions(

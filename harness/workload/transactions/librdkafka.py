@@ -92,6 +92,7 @@ class TransactionPlan:
     on_timeout: OnTimeout = OnTimeout.RETRY  # how a timed-out commit, abort or offer is answered
     reads: int = 0  # records each transaction reads before its sends (transactions/reads.py)
     rewind_on_abort: bool = True  # the reader goes back after a transaction not committed
+    age_commits: int = 0  # offset-only commits before the workload (transactions/java.py)
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
         """Whether transaction `txn` is to be committed or aborted."""
