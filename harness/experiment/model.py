@@ -174,6 +174,9 @@ class TransactionsSpec(_Section):
     )
     abort_every: Annotated[optional_whole, at_least(2)] = 4
     abort_ratio: Annotated[optional_number, at_least(0), at_most(1, "a probability")] = None
+    # The first N transactions are aborted whatever abort_every or abort_ratio say: a schedule
+    # aimed at the run's first transactions (KAFKA-20090's need them to end in aborts).
+    abort_first: whole = Field(0, ge=0, le=1_000_000)
     # transaction.timeout.ms: how soon the coordinator aborts a transaction left open (the LSO
     # waits for it); librdkafka wants it >= producer.message_timeout_ms.
     timeout_ms: whole = Field(30_000, ge=1_000, le=900_000)

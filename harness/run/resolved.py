@@ -169,6 +169,7 @@ def transaction_plan(spec: Experiment, seed: int) -> TransactionPlan:
         reads=transactions.reads,
         rewind_on_abort=transactions.rewind_on_abort,
         age_commits=transactions.age_commits,
+        abort_first=transactions.abort_first,
     )
 
 

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import cell_config, fault_class, schedule_for
 from harness.run.resolved import transaction_plan
+from harness.rundir.transactions import Intent
+from harness.workload.transactions.librdkafka import TransactionPlan
 from tests.unit.spec_documents import doc, rejects, step
 
 TXN = {"rate": 100, "duration_s": 30, "transactions": {"size": 4, "abort_every": 3}}
@@ -105,3 +113,21 @@ def test_ageing_needs_transaction_version_2_on_both_sides() -> None:
     rejects(aged("java:4.3.1", "3.9.1"), "age_commits", "Fix: use Kafka 4.0 or later")
     too_far = {**TXN, "client": "java:4.3.1", "transactions": {"age_commits": 32_767}}
     rejects(doc(workload=too_far), "workload.transactions.age_commits", "32,767")
+
+
+@given(
+    st.integers(0, 6),
+    st.one_of(st.none(), st.integers(2, 5)),
+    st.floats(0, 1),
+    st.integers(0, 2**32),
+)
+def test_abort_first_aborts_the_first_transactions_and_changes_no_later_intent(
+    first, every, ratio, seed
+) -> None:
+    plain = TransactionPlan(4, every, None if every else ratio, seed, 30_000, False, 3)
+    aged = replace(plain, abort_first=first)
+    rng_plain, rng_aged = random.Random(seed), random.Random(seed)
+    for txn in range(12):
+        expected = plain.intent(txn, rng_plain)
+        got = aged.intent(txn, rng_aged)
+        assert got == (Intent.ABORT if txn < first else expected), (txn, got, expected)

@@ -93,14 +93,17 @@ class TransactionPlan:
     reads: int = 0  # records each transaction reads before its sends (transactions/reads.py)
     rewind_on_abort: bool = True  # the reader goes back after a transaction not committed
     age_commits: int = 0  # offset-only commits before the workload (transactions/java.py)
+    abort_first: int = 0  # the first transactions are aborted whatever the rest says
 
     def intent(self, txn: int, rng: random.Random) -> Intent:
-        """Whether transaction `txn` is to be committed or aborted."""
+        """Whether transaction `txn` is to be committed or aborted: one of the first
+        `abort_first` is aborted, each after them as abort_every or abort_ratio says (the ratio's
+        draws are made for every transaction, so abort_first changes no later intent)."""
         if self.abort_every is not None:
             abort = txn % self.abort_every == self.abort_every - 1
         else:
             abort = rng.random() < (self.abort_ratio or 0.0)
-        return Intent.ABORT if abort else Intent.COMMIT
+        return Intent.ABORT if abort or txn < self.abort_first else Intent.COMMIT
 
 
 def transactional_config(config: dict[str, Scalar], plan: TransactionPlan) -> dict[str, Scalar]:
