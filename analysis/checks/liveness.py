@@ -161,7 +161,7 @@ def stuck_windows(history: GroupHistory) -> Iterable[StuckWindow]:
                 continue  # too short to be stuck even without any fault
             behind = _Behind(ends.ts_us, readable, held, history.records.get(partition))
             for window in behind.windows(at, until, position):
-                if _fault_free(window.from_us, window.to_us, history.faults) > history.stuck_us:
+                if fault_free_us(window.from_us, window.to_us, history.faults) > history.stuck_us:
                     yield StuckWindow(partition, *_fields(window))
 
 
@@ -260,7 +260,7 @@ def records_by_partition(partition: np.ndarray, offset: np.ndarray) -> dict[int,
     }
 
 
-def _fault_free(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:
+def fault_free_us(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:
     """The µs of [begin, finish) outside every fault window."""
     covered, reach = 0, begin
     for injected, healed in sorted(faults):
@@ -360,11 +360,11 @@ def _seconds(stuck: tuple[StuckWindow, ...], found: tuple[Reset, ...]) -> dict[i
 def group_history(run: RunEvidence) -> GroupHistory:
     """The history of a run's consumer group, from its journals and events."""
     group = run.consumers
-    faults = _fault_windows(run)
+    faults = fault_windows(run)
     return GroupHistory(
         processed=_journals(run.run_dir, layout.CONSUMER_PROCESSED_GLOB, PROCESSED_SCHEMA),
         commits=_journals(run.run_dir, layout.CONSUMER_COMMITS_GLOB, COMMIT_SCHEMA),
-        ends=_ends(run.samples),
+        ends=sampled_ends(run.samples),
         faults=faults,
         leader_changes=_leader_changes(run.samples),
         observed=_observed(run),
@@ -406,7 +406,7 @@ def _start_of(path: Path) -> int:
     return member * START_STRIDE + start
 
 
-def _ends(samples: list[Sample]) -> dict[int, Ends]:
+def sampled_ends(samples: list[Sample]) -> dict[int, Ends]:
     """Partition → its sampled ends, in time order (samples without ends left out)."""
     rows: dict[int, list[tuple[int, int, int]]] = {}
     for sample in sorted(samples, key=lambda s: s.ends_us or s.ts_us or 0):
@@ -434,7 +434,7 @@ def _leader_changes(samples: list[Sample]) -> dict[int, tuple[int, ...]]:
     return {p: tuple(c) for p, c in changes.items()}
 
 
-def _fault_windows(run: RunEvidence) -> tuple[tuple[int, int], ...]:
+def fault_windows(run: RunEvidence) -> tuple[tuple[int, int], ...]:
     """(injected, healed) of every fault; one never healed lasts until the final heal (the
     last event's time when there was none)."""
     heal = run.phase_stamps("heal")

@@ -15,6 +15,7 @@ from analysis.checks.check import RunCheck, RunFacts, RunInput
 from analysis.checks.commits import LostCommitCheck
 from analysis.checks.consumers import ConsumerCheck
 from analysis.checks.cycles import CycleCheck
+from analysis.checks.hanging import HangingTransactionCheck
 from analysis.checks.history import RunHistory
 from analysis.checks.liveness import LivenessCheck
 from analysis.checks.messages.check import MessageCheck
@@ -41,6 +42,7 @@ CHECKS: Final[tuple[RunCheck, ...]] = (
     LostCommitCheck(),
     OffsetReadsCheck(),
     TimedOutCommitCheck(),
+    HangingTransactionCheck(),
 )
 
 

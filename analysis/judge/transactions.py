@@ -18,7 +18,12 @@ judgement rules (same section):
   and its sends keep their order per partition), or KNOWN-BUG as for an aborted read;
 - a commit refused with INVALID_TXN_STATE after its transaction outlived its timeout
   (analysis.checks.timed_out_commits) is a violation (the coordinator's timeout abort fences
-  it: PRODUCER_FENCED), or KNOWN-BUG as for an aborted read (KAFKA-20785).
+  it: PRODUCER_FENCED), or KNOWN-BUG as for an aborted read (KAFKA-20785);
+- a last stable offset held below the high watermark past transaction.timeout.ms and the
+  coordinator's sweep, outside faults (analysis.checks.hanging) is a violation (the coordinator
+  aborts a transaction left open by then), or KNOWN-BUG as for an aborted read (KAFKA-20090);
+  with unclean leader election enabled, KNOWN-BUG KAFKA-20716 after a logged unclean election
+  (the lost marker holds it), else UNKNOWN (KAFKA-7408).
 
 A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
 read_uncommitted read-back) is UNKNOWN.
@@ -27,7 +32,7 @@ read_uncommitted read-back) is UNKNOWN.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -74,8 +79,17 @@ FENCED_CITATION: Final = (
     "it is answered PRODUCER_FENCED, which the application answers with a new producer, not "
     "the fatal INVALID_TXN_STATE"
 )
+TIMEOUT_CITATION: Final = (
+    "Kafka's producer configuration, transaction.timeout.ms: “The maximum amount of time in "
+    "ms that the transaction coordinator will wait for a transaction status update from the "
+    "producer before proactively aborting the ongoing transaction” (docs/kafka-reliability.md, "
+    "“The last stable offset”)"
+)
 TXN_FACTS_KEY: Final = CountName.TXN_COMMITTED  # in the counts of every transactional run
 CYCLE_CLASSES: Final = (AnomalyName.G0, AnomalyName.G1C)
+# Aged this far (workload.transactions.age_commits), a transactional.id reaches epoch 32,766
+# within the run's first transactions.
+EPOCH_NEAR_LIMIT: Final = 32_000
 
 
 END_TXN_API_KEY: Final = 26  # Kafka's protocol: EndTxn, the commit or abort of a transaction
@@ -190,6 +204,24 @@ def _outlived_timeout(events: RunEvidence, quoted: Sequence[Example]) -> str:
     return ""
 
 
+def _aged_to_the_limit(events: RunEvidence, quoted: Sequence[Example]) -> str:
+    """KAFKA-20090's pattern: the workload's transactional.id was aged to within a few
+    transactions of the epoch's limit (workload.transactions.age_commits), so a transaction
+    can time out at epoch 32,766 and the next at 32,767; '' otherwise."""
+    try:
+        workload = RunSpec.read(events.run_dir).workload
+    except (OSError, RunSpecError):
+        return ""
+    transactions = workload.get("transactions")
+    aged = transactions.get("age_commits") if isinstance(transactions, dict) else None
+    if not isinstance(aged, int) or aged < EPOCH_NEAR_LIMIT:
+        return ""
+    return (
+        f"the transactional.id was aged by {aged:,} commits, so its first transactions ran at "
+        "producer epochs 32,766 and 32,767, the limit, where the coordinator cannot fence"
+    )
+
+
 def _unclean_election_logged(events: RunEvidence, quoted: Sequence[Example]) -> str:
     """KAFKA-20716's pattern: a controller logged an unclean election of a partition of the
     run's topic (the new leader may hold a transaction's records without its marker); '' when
@@ -220,6 +252,7 @@ RUN_EVIDENCE: Final[dict[str, Callable[[RunEvidence, Sequence[Example]], str]]] 
     "franz-go@6ecd2f9f": _end_unconfirmed,
     "KAFKA-20785": _outlived_timeout,
     "KAFKA-20716": _unclean_election_logged,
+    "KAFKA-20090": _aged_to_the_limit,
 }
 
 
@@ -262,6 +295,8 @@ def transaction_findings(
         findings.append(finding)
     findings += [f for name in CYCLE_CLASSES if (f := _cycle_finding(run, name))]
     if finding := _refused_commit_finding(run):
+        findings.append(finding)
+    if finding := _hanging_finding(run):
         findings.append(finding)
     findings.append(Finding(None, Verdict.PASS, _summary(counts)))
     return findings
@@ -353,16 +388,49 @@ def _refused_commit_finding(run: _Run) -> Finding | None:
     """Commits refused with INVALID_TXN_STATE after their transaction's timeout: a violation,
     or a known bug whose pattern the run shows; None when there is none."""
     name = AnomalyName.COMMIT_INVALID_STATE
+    if (found := _spans(run, name, lambda e, s: f"txn {e.txn} open {s:.1f} s")) is None:
+        return None
+    quoted, what = found
+    return run.forbidden(name, what, f"{what}; {FENCED_CITATION}", quoted)
+
+
+def _spans(
+    run: _Run, name: AnomalyName, describe: Callable[[Example, float], str]
+) -> tuple[tuple[Example, ...], str] | None:
+    """The quoted examples of a class whose examples span time (from_us, to_us), and what
+    the finding says of them (`describe`: an example and its seconds); None without any."""
     if not (found := int(run.counts.get(name, 0))):
         return None
     quoted = run.quoted(name)
     shown = ", ".join(
-        f"txn {e.txn} open {(e.to_us - e.from_us) / 1e6:.1f} s"
+        describe(e, (e.to_us - e.from_us) / 1e6)
         for e in quoted
         if e.to_us is not None and e.from_us is not None
     )
-    what = f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {shown})"
-    return run.forbidden(name, what, f"{what}; {FENCED_CITATION}", quoted)
+    return quoted, f"{found} {anomaly(name).label} ({anomaly(name).meaning}; e.g. {shown})"
+
+
+def _hanging_finding(run: _Run) -> Finding | None:
+    """Transactions left open past their timeout (a last stable offset held): a violation, a
+    known bug whose pattern the run shows, UNKNOWN with unclean election on; None when there
+    is none."""
+    name = AnomalyName.TXN_HANGING
+    held = _spans(run, name, lambda e, s: f"p{e.partition} held at offset {e.offset} for {s:.0f} s")
+    if held is None:
+        return None
+    quoted, what = held
+    if run.config.unclean_leader_election:
+        # The marker an unclean election lost holds the last stable offset as it hides commits:
+        # KAFKA-20716's finding when its pattern shows, else the question stays open.
+        lost_marker = run.forbidden(CountName.TXN_COMMITTED_HIDDEN, what, what, quoted)
+        if lost_marker.verdict == Verdict.KNOWN_BUG:
+            return replace(lost_marker, anomaly=name)
+        detail = (
+            f"{what}; with unclean leader election enabled a new leader can lack a marker the "
+            "coordinator never writes again (KAFKA-7408, open; KAFKA-20716)"
+        )
+        return Finding(name, Verdict.UNKNOWN, detail, quoted)
+    return run.forbidden(name, what, f"{what}; {TIMEOUT_CITATION}", quoted)
 
 
 def _shown(rows: Sequence[Example]) -> str:

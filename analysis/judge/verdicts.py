@@ -43,7 +43,7 @@ from analysis.judge.outcomes import (
 )
 from analysis.judge.placement import judge_placement
 from analysis.judge.transactions import transaction_findings
-from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, loss_of
+from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, Counts, loss_of
 from analysis.model.evidence import RunEvidence
 from analysis.model.results import PartitionCounts, RunResult, RunStatus
 from harness.rundir.config import CellConfig
@@ -105,7 +105,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
             f"{counts[CountName.FAILED]}, indeterminate {counts[CountName.INDETERMINATE]}): "
             "nothing to judge"
         )
-        return dataclasses.replace(unknown, reasons=(reason,))
+        return _unacknowledged(unknown, reason, result, {**result.counts, **counts}, events)
     examples = result.examples
     partitions: dict[Subject, PartitionCounts] = {
         CountName.LOSS: result.loss_by_partition,
@@ -151,6 +151,30 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         loss=loss,
         acked=acked,
         violations=tuple(f.reason for f in findings if f.violation),
+    )
+
+
+def _unacknowledged(
+    unknown: RepetitionVerdict,
+    reason: str,
+    result: RunResult,
+    facts: Counts,
+    events: RunEvidence,
+) -> RepetitionVerdict:
+    """A repetition without one acknowledged message: UNKNOWN for its loss, unless its
+    transactions still show a finding that needs no acknowledgement (a transaction left open,
+    an aborted read: every transaction may have been aborted by plan), which then decides."""
+    findings = transaction_findings(
+        result.config, facts, events, result.examples, loss_is_violation=False
+    )
+    shown = [f for f in findings if f.verdict != Verdict.PASS]
+    if not shown:
+        return dataclasses.replace(unknown, reasons=(reason,))
+    return dataclasses.replace(
+        unknown,
+        verdict=most_severe(shown),
+        reasons=(*(f.reason for f in shown), reason.replace("nothing to judge", "loss not judged")),
+        violations=tuple(f.reason for f in shown if f.violation),
     )
 
 

@@ -69,6 +69,7 @@ class AnomalyName(StrEnum):
     COMMITTED_LOST = "committed_lost"
     TORN_TRANSACTION = "torn_transaction"
     COMMIT_INVALID_STATE = "commit_invalid_state"
+    TXN_HANGING = "txn_hanging"
     STUCK = "stuck"
     RESET = "reset"
     POLL_SKIP = "poll_skip"
@@ -115,6 +116,8 @@ class Check(StrEnum):
     OFFSET_READS = "offset_reads"
     # From the transaction journal's commit errors and times (checks/timed_out_commits.py).
     TIMED_OUT_COMMITS = "timed_out_commits"
+    # From the sampled last stable offsets and the transaction timeout (checks/hanging.py).
+    HANGING = "hanging"
 
 
 # The transactional facts, in the order a run's counts list them.
@@ -364,6 +367,17 @@ ANOMALIES: Final[tuple[Anomaly, ...]] = (
         at_acked_offset=False,
         example_fields=("txn", "from_us", "to_us"),
         check=Check.TIMED_OUT_COMMITS,
+    ),
+    Anomaly(
+        AnomalyName.TXN_HANGING,
+        "hanging txn",
+        "a partition whose last stable offset stood below its high watermark for longer than "
+        "transaction.timeout.ms and the coordinator's timeout sweep, outside every fault: a "
+        "transaction left open, which Kafka aborts by then (partitions, at their longest hold)",
+        serious=True,
+        at_acked_offset=False,
+        example_fields=("partition", "offset", "from_us", "to_us"),
+        check=Check.HANGING,
     ),
     # The group's liveness (workload.consumers; analysis.checks.liveness): 0 without a group.
     Anomaly(

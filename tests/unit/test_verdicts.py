@@ -443,3 +443,22 @@ def test_cells_are_judged_in_first_seen_order_with_repetitions_sorted() -> None:
     assert cells[0].config == typed(raws[0]).config
     with pytest.raises(ValueError, match="judge_cell needs at least one repetition"):
         verdicts.judge_cell([], {})
+
+
+def test_a_hanging_transaction_decides_a_run_with_nothing_acknowledged() -> None:
+    # Every transaction aborted by plan: no loss to judge, a transaction left open all the same.
+    config = {**CP, "transactions": True, "kafka_version": "4.3.1", "client": "java 4.3.1"}
+    hanging = {"partition": 0, "offset": 3, "from_us": 0, "to_us": 40_000_000}
+    events = [
+        {**readback_event(True), "uncommitted": {"complete": True, "records": 10}},
+        tally_event(0, failed=10),
+    ]
+    unacked = {"acked": 0, "failed": 10, "indeterminate": 0, "sent": 10, "read": 0}
+    unacked |= {"txn_committed": 0, "txn_aborted": 2}
+    held = result(config, examples={"txn_hanging": [hanging]}, txn_hanging=1, **unacked)
+    v = verdicts.judge_repetition(typed(held), events)
+    assert v.verdict == Verdict.VIOLATION, v.reasons
+    assert "p0 held at offset 3 for 40 s" in v.reasons[0]
+    assert "loss not judged" in v.reasons[-1]
+    quiet = verdicts.judge_repetition(typed(result(config, **unacked)), events)
+    assert quiet.verdict == Verdict.UNKNOWN and "nothing to judge" in quiet.reasons[0]
