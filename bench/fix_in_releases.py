@@ -57,6 +57,14 @@ PROBES = (
         "kafka/coordinator/transaction/",
         b"but received a COMMIT at the pre-abort epoch",
     ),
+    # KAFKA-20090 (apache/kafka#21469): fencing a producer at epoch Short.MaxValue is logged
+    # and goes on, where the affected coordinator throws and leaves the transaction open.
+    Probe(
+        "KAFKA-20090 fix",
+        "kafka-transaction-coordinator",
+        "org/apache/kafka/coordinator/transaction/TransactionMetadata.class",
+        b"with epoch equal to Short.MaxValue, this must not happen",
+    ),
     # KAFKA-20634 (apache/kafka#22444): the group coordinator's high-watermark listener goes
     # quiet once its __consumer_offsets partition becomes a follower (an AtomicBoolean that
     # onBecomingFollower clears; the affected adapter has no field of that type).

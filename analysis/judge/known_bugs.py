@@ -250,6 +250,24 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         experiment="experiments/known-bugs/KAFKA-20785.yaml (release=4.3.1)",
     ),
     KnownBug(
+        reference="KAFKA-20090",
+        explains=AnomalyName.TXN_HANGING,
+        mechanism="under transaction version 2 a transaction that times out at producer epoch "
+        "32,766 is fenced to 32,767 and aborted without a new producer id; its late abort "
+        "passes for a retry, and the producer goes on at 32,767. When a transaction at that "
+        "epoch times out in turn, the coordinator refuses to fence it (Cannot fence producer "
+        "with epoch equal to Short.MaxValue) and leaves it open, so the last stable offset of "
+        "its partitions stops (apache/kafka#21469 logs and goes on, #21506 gives such an "
+        "abort a new producer id)",
+        fixed_in="4.3.0",
+        first_affected="4.0.0",
+        # Transaction version 2 from the client too: Java from 4.0, franz-go from 1.19.3.
+        client_first_affected="4.0.0",
+        also_first_affected=(("franz-go", "1.19.3"),),
+        log_needles=("Cannot fence producer with epoch equal to Short.MaxValue",),
+        experiment="experiments/known-bugs/KAFKA-20090.yaml",
+    ),
+    KnownBug(
         reference="KAFKA-20716",
         explains=CountName.TXN_COMMITTED_HIDDEN,
         mechanism="an unclean leader election makes leader a replica that holds a "

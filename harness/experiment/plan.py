@@ -29,6 +29,7 @@ from harness.rundir.config import CellConfig, setting_text
 from harness.rundir.fault_classes import deciding_class
 
 __all__ = [
+    "AGEING_RATE",
     "REPETITION_OVERHEAD_S",
     "cell_config",
     "client_durability",

@@ -123,7 +123,12 @@ def duration(seconds: float) -> str:
 
 def wall_time_lines(cells, repetitions: int) -> list[str]:
     """What `validate` says about how long the experiment will take, and on what assumption."""
-    from harness.experiment.plan import CLUSTER_START_S, TOPIC_ISR_READBACK_S, wall_time
+    from harness.experiment.plan import (
+        AGEING_RATE,
+        CLUSTER_START_S,
+        TOPIC_ISR_READBACK_S,
+        wall_time,
+    )
 
     estimate = wall_time(cells, repetitions)
     runs = f"{estimate.repetitions} repetition{'s' if estimate.repetitions != 1 else ''}"
@@ -132,6 +137,11 @@ def wall_time_lines(cells, repetitions: int) -> list[str]:
         f"plus ~{CLUSTER_START_S:.0f} s to start a fresh cluster and ~{TOPIC_ISR_READBACK_S:.0f}"
         " s for topic, full ISR and read-back; the analysis comes on top)"
     ]
+    if ageing := [c.name for c in cells if (t := c.spec.workload.transactions) and t.age_commits]:
+        lines.append(
+            f"  ageing the transactional.id first ({', '.join(ageing)}) is counted at "
+            f"{AGEING_RATE} commits a second (workload.transactions.age_commits)"
+        )
     if estimate.unbounded_cells:
         lines.append(
             f"  not counted: the workload of {len(estimate.unbounded_cells)} cells (count "
