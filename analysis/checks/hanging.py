@@ -29,7 +29,7 @@ from analysis.checks.liveness import UNKNOWN, Ends, fault_free_us, fault_windows
 from analysis.checks.timed_out_commits import transaction_timeout_ms
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow
-from harness.rundir.spec import RunSpec, RunSpecError
+from harness.rundir.spec import RunSpec
 
 if TYPE_CHECKING:
     from analysis.checks.history import RunHistory
@@ -120,7 +120,4 @@ class HangingTransactionCheck:
 
     @staticmethod
     def _bound(run: RunHistory) -> int | None:
-        try:
-            return hanging_bound_us(RunSpec.read(run.run_dir))
-        except (OSError, RunSpecError):
-            return None
+        return None if run.spec is None else hanging_bound_us(run.spec)

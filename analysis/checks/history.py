@@ -25,6 +25,7 @@ from analysis.checks.messages.timeline import send_facts, status_counts
 from analysis.checks.transactions import Transactions
 from analysis.model.evidence import RunEvidence
 from harness.rundir import layout
+from harness.rundir.spec import RunSpec, RunSpecError
 from harness.rundir.transactions import read_txn_reads
 
 __all__ = ["RunHistory", "Sends"]
@@ -59,6 +60,14 @@ class RunHistory:
     def txns(self) -> Transactions | None:
         """The transaction journal; None for a run without transactions."""
         return Transactions.read(self.run_dir)
+
+    @cached_property
+    def spec(self) -> RunSpec | None:
+        """The run's spec.json; None when it cannot be read."""
+        try:
+            return RunSpec.read(self.run_dir)
+        except (OSError, RunSpecError):
+            return None
 
     @cached_property
     def txn_reads(self) -> pa.Table | None:

@@ -28,7 +28,7 @@ import numpy as np
 from analysis.checks.check import RunFacts
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow
-from harness.rundir.spec import RunSpec, RunSpecError
+from harness.rundir.spec import RunSpec
 from harness.rundir.transactions import COMMIT_CLAUSE
 
 if TYPE_CHECKING:
@@ -92,7 +92,4 @@ class TimedOutCommitCheck:
     @staticmethod
     def _timeout(run: RunHistory) -> int | None:
         """The run's transaction timeout, from its spec.json (None without a readable one)."""
-        try:
-            return transaction_timeout_ms(RunSpec.read(run.run_dir))
-        except (OSError, RunSpecError):
-            return None
+        return None if run.spec is None else transaction_timeout_ms(run.spec)

@@ -47,7 +47,7 @@ from harness.workload.producer.send_errors import status_of_error
 
 log = logging.getLogger("kafka_chaos.client")
 
-__all__ = ["ClientError", "ClientProgram", "CommandProducer"]
+__all__ = ["ClientError", "ClientProgram", "CommandProducer", "dying_with_parent"]
 
 CLIENT_LOG = "client.log"  # the program's stderr, in the run directory
 _SHOWN_VIOLATIONS = 3
@@ -97,7 +97,7 @@ class _Reading:
     effective: EffectiveConfig | None = None
 
 
-def _dying_with_parent(argv: Sequence[str]) -> list[str]:
+def dying_with_parent(argv: Sequence[str]) -> list[str]:
     """`argv` run so that it gets SIGTERM when the harness dies (util-linux's setpriv, where
     installed): a client left sending after a crash of the harness would write into the next
     run's cluster address space for nothing."""
@@ -143,7 +143,7 @@ class CommandProducer:
         feed = self._stdin_feed()
         with (self.log_path).open("ab") as stderr:
             self.process = subprocess.Popen(
-                _dying_with_parent(self.program.argv),
+                dying_with_parent(self.program.argv),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE,

@@ -31,7 +31,12 @@ from harness.experiment.model import ProducerSpec
 from harness.rundir import layout
 from harness.rundir.transactions import Intent
 from harness.workload.producer.by_client import client_program
-from harness.workload.producer.command import ClientError, ClientProgram, CommandProducer
+from harness.workload.producer.command import (
+    ClientError,
+    ClientProgram,
+    CommandProducer,
+    dying_with_parent,
+)
 from harness.workload.producer.fleet import MemberEnd
 from harness.workload.producer.protocol import Line, TransactionEnd, Violation
 from harness.workload.producer.recorder import Workload
@@ -168,7 +173,7 @@ def age_transactional_id(program: ClientProgram, commits: int, log: Path) -> flo
     and wait for it: the seconds the commits took, from its `aged` line. Raises ClientError
     when it fails, commits fewer or runs past its bound (AGE_MIN_RATE); an interrupt of the
     harness (KeyboardInterrupt) kills it on the way out."""
-    argv = [*program.argv, "--age-transactions", str(commits)]
+    argv = dying_with_parent([*program.argv, "--age-transactions", str(commits)])
     bound_s = 60 + commits / AGE_MIN_RATE
     with log.open("ab") as stderr:
         process = subprocess.Popen(
