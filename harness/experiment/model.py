@@ -212,6 +212,27 @@ class TransactionsSpec(_Section):
     )
 
 
+class NeighboursSpec(_Section):
+    """Groups sharing the workload group's coordinator (harness.workload.neighbours): `groups`
+    groups on its `__consumer_offsets` partition, each committing an offset of every one of
+    the `partitions` partitions of the topic kchaos-neighbours before the workload. While it
+    runs, `monitors` connections ask their coordinator for all of their offsets again and
+    again (lag monitors, keeping the broker that answers until it refuses), and every
+    `commit_interval_s` (0: never) one group commits again through every broker. A busy
+    coordinator: its partition's events queue behind theirs."""
+
+    groups: Annotated[whole, at_most(5_000, "each group is a commit before the workload")] = Field(
+        100, ge=1
+    )
+    partitions: Annotated[whole, at_most(2_000, "the topic is created on the cluster")] = Field(
+        100, ge=1
+    )
+    monitors: Annotated[whole, at_most(16, "each reads every offset, megabytes a request")] = (
+        Field(1, ge=0)
+    )
+    commit_interval_s: number = Field(1.0, ge=0)
+
+
 class WorkloadSpec(_Section):
     """How much the producers send: at `rate` for `duration_s` seconds or `count` messages.
 
@@ -247,6 +268,15 @@ class WorkloadSpec(_Section):
     # Simulated work per message before it counts as processed (0: none); keep
     # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
     consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)
+    # How long the group coordinator waits for a member's heartbeat (the harness's members;
+    # SESSION_TIMEOUT_MS when None): longer than a fault keeps a member from its coordinator,
+    # and the coordinator keeps the member through it.
+    consumer_session_timeout_ms: Annotated[
+        optional_whole,
+        at_least(6_000),
+        at_most(300_000, "a dead member holds its partitions this long"),
+    ] = None
+    neighbours: NeighboursSpec | None = None  # None: the group alone on its coordinator
     transactions: TransactionsSpec | None = None  # None: plain sends, no transactions
     # Which client sends (harness.experiment.clients): librdkafka, java:<version>, or a command.
     client: ClientField = Field(default_factory=ClientSpec)

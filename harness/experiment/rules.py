@@ -114,6 +114,12 @@ def _workload_rules(spec: Experiment) -> Iterator[Problem]:
             "at least one message or use fewer producers"
         )
         yield "workload.count", reason
+    if workload.neighbours is not None and not workload.consumers:
+        reason = (
+            "workload.neighbours share the consumer group's coordinator, and there is no "
+            "group: set workload.consumers (1 or more) or drop workload.neighbours"
+        )
+        yield "workload.neighbours", reason
     horizon = workload_duration_s(workload)
     if workload.duration_s is None and horizon is not None and horizon > MAX_DURATION_S:
         reason = (

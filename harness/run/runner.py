@@ -43,6 +43,15 @@ from harness.rundir.events import (
 from harness.rundir.provenance import SettingFrom
 from harness.rundir.records import CommitMode
 from harness.workload.consumer_group.group import CatchUp, ConsumerGroup, Liveness
+from harness.workload.neighbours import LOG as NEIGHBOURS_LOG
+from harness.workload.neighbours import (
+    OFFSETS_PARTITIONS,
+    Broker,
+    NeighbourLoad,
+    Neighbours,
+    neighbour_ids,
+)
+from harness.workload.neighbours import TOPIC as NEIGHBOURS_TOPIC
 from harness.workload.producer.by_client import client_senders, librdkafka_config
 from harness.workload.producer.fleet import Producing
 from harness.workload.producer.librdkafka import LocalRecorder, process_fleet, producer_tasks
@@ -146,11 +155,12 @@ def _workload_and_faults(
     group = None
     if ctx.consumers is not None:
         catch_up_s = plan.spec.workload.consumer_catch_up_s
-        group = _GroupEnd(ctx.consumers, events, catch_up_s, progress)
+        neighbours = _neighbours(plan, ctx, ctx.consumers.group_id)
+        group = _GroupEnd(ctx.consumers, events, catch_up_s, progress, neighbours)
     client_error: Exception | None = None
     try:
         try:
-            _start_and_send(ctx, senders, sampler, nemesis, events, progress, stop)
+            _start_and_send(ctx, senders, sampler, nemesis, events, progress, stop, group)
         except Exception as exc:  # the workload ended early: heal, read back, judge what it did
             client_error = exc
             log.exception("the workload ended early")
@@ -196,6 +206,7 @@ class _GroupEnd:
     events: EventLog
     timeout_s: float
     progress: Progress
+    neighbours: Neighbours | None = None  # started after the group, ended before it
     caught_up: CatchUp | None = None
 
     def catch_up(self) -> None:
@@ -203,6 +214,8 @@ class _GroupEnd:
             self.caught_up = _catch_up(self.group, self.timeout_s, self.progress)
 
     def close(self) -> None:
+        if self.neighbours is not None:
+            self.neighbours.stop()
         self.group.close(self.events, self.caught_up)
 
 
@@ -214,12 +227,17 @@ def _start_and_send(
     events: EventLog,
     progress: Progress,
     stop: threading.Event,
+    group: _GroupEnd | None = None,
 ) -> None:
-    """Start the consumer group and the senders, then run the workload beside the nemesis and
-    sampler; raises whatever ended the workload early (the caller heals and reads back)."""
+    """Start the consumer group (and its neighbours) and the senders, then run the workload
+    beside the nemesis and sampler; raises whatever ended the workload early (the caller heals
+    and reads back)."""
     if ctx.consumers is not None:  # reading before the first send
         progress.phase("consumer group joining")
         ctx.consumers.start()
+    if group is not None and group.neighbours is not None:  # the group made __consumer_offsets
+        progress.phase("neighbour groups committing")
+        group.neighbours.start()
     progress.phase("producer starting")  # minutes when it first ages its transactional.id
     senders.start()
     watcher = threading.Thread(target=_watch, args=(progress, senders, nemesis, stop), daemon=True)
@@ -258,7 +276,32 @@ def _consumer_group(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> C
         workload.consumer_processing_ms,
         group_member(workload.client),
         Liveness(workload.consumer_stuck_s, timeout_ms),
+        workload.consumer_session_timeout_ms,
     )
+
+
+def _neighbours(plan: RepetitionPlan, ctx: FaultContext, group_id: str) -> Neighbours | None:
+    """The neighbour groups of workload.neighbours (None without): their topic created, the
+    groups placed on `group_id`'s __consumer_offsets partition, not started."""
+    spec = plan.spec.workload.neighbours
+    if spec is None:
+        return None
+    ctx.cluster.create_topic(NEIGHBOURS_TOPIC, spec.partitions, 1)
+    brokers = ctx.cluster.admin().list_topics(timeout=10).brokers.values()
+    offsets_partitions = int(
+        plan.spec.kafka.broker_config.get("offsets.topic.num.partitions", OFFSETS_PARTITIONS)
+    )
+    load = NeighbourLoad(
+        brokers=tuple(
+            Broker(b.id, b.host or "", b.port) for b in sorted(brokers, key=lambda b: b.id)
+        ),
+        groups=tuple(neighbour_ids(group_id, offsets_partitions, spec.groups)),
+        partitions=spec.partitions,
+        monitors=spec.monitors,
+        commit_interval_s=spec.commit_interval_s,
+        log=str(plan.run_dir / NEIGHBOURS_LOG),
+    )
+    return Neighbours(load)
 
 
 def _catch_up(consumers: ConsumerGroup, timeout_s: float, progress: Progress) -> CatchUp:

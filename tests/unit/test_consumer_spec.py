@@ -3,11 +3,29 @@ classes and the flat config (no Docker)."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
-from harness.experiment.plan import cell_config, fault_class, schedule_for
+from harness.experiment.plan import (
+    NEIGHBOURS_RATE,
+    cell_config,
+    fault_class,
+    repetition_seconds,
+    schedule_for,
+)
+from harness.rundir.records import CommitMode
+from harness.workload.consumer_group.java import member_argv
+from harness.workload.consumer_group.librdkafka import (
+    SESSION_TIMEOUT_MS,
+    ConsumerTask,
+    consumer_config,
+)
+from harness.workload.processes import BuiltProgram
 from tests.unit.spec_documents import doc, rejects, step
 
 GROUP = {"rate": 100, "duration_s": 30, "consumers": 3, "consumer_commit": "before-process"}
@@ -94,3 +112,42 @@ def test_the_shipped_experiment_crosses_three_modes_with_two_faults():
     assert modes == {"auto", "after-process", "before-process"}
     classes = {fault_class(schedule_for(cell, 0)) for cell in cells}
     assert classes == {"consumer-kill", "leader-kill"}
+
+
+NEIGHBOURS = {"groups": 50, "partitions": 10, "monitors": 2, "commit_interval_s": 0.5}
+
+
+def test_neighbours_need_a_group():
+    rejects(
+        doc(workload={"rate": 100, "duration_s": 30, "neighbours": NEIGHBOURS}),
+        "workload.neighbours",
+        "set workload.consumers",
+    )
+
+
+def test_neighbours_are_bounded_and_counted_in_the_estimate():
+    rejects(
+        doc(workload={**GROUP, "neighbours": {**NEIGHBOURS, "monitors": 17}}),
+        "workload.neighbours.monitors",
+        "16",
+    )
+    plain = parse_experiment(doc(workload=GROUP))
+    busy = parse_experiment(doc(workload={**GROUP, "neighbours": {**NEIGHBOURS, "groups": 700}}))
+    [plain_cell], [busy_cell] = expand(plain), expand(busy)
+    assert repetition_seconds(busy_cell) - repetition_seconds(plain_cell) == pytest.approx(
+        700 / NEIGHBOURS_RATE
+    )
+
+
+def test_the_members_session_timeout_reaches_both_clients():
+    task = ConsumerTask(0, 0, "b:9092", "t", "g", CommitMode.AUTO, Path("/r"), 1, 20)
+    assert consumer_config(task)["session.timeout.ms"] == SESSION_TIMEOUT_MS
+    longer = dataclasses.replace(task, session_timeout_ms=60_000)
+    assert consumer_config(longer)["session.timeout.ms"] == 60_000
+    argv = member_argv(BuiltProgram("4.3.1", ("java", "-jar", "m.jar")), longer)
+    assert argv[argv.index("--session-timeout-ms") + 1] == "60000"
+    rejects(
+        doc(workload={**GROUP, "consumer_session_timeout_ms": 5_000}),
+        "workload.consumer_session_timeout_ms",
+        "6000",
+    )

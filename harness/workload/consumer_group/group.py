@@ -49,6 +49,7 @@ from harness.waiting import Deadline, wait_for
 from harness.workload.consumer_group.java import JavaMemberProcess, convert_journals
 from harness.workload.consumer_group.librdkafka import (
     ASSIGNED,
+    SESSION_TIMEOUT_MS,
     ConsumerCrash,
     ConsumerTask,
     consume,
@@ -223,11 +224,13 @@ class ConsumerGroup:
         processing_ms: float = 0.0,
         java: BuiltProgram | None = None,
         liveness: Liveness | None = None,
+        session_timeout_ms: int | None = None,
     ):
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
         self.java = java  # the Java client's member program; None: librdkafka members
         self.commit, self.run_dir, self.events = CommitMode(commit), run_dir, events
         self.processing_s = processing_ms / 1000
+        self.session_timeout_ms = session_timeout_ms or SESSION_TIMEOUT_MS
         self.liveness = liveness or Liveness()
         self.group_id = f"kchaos-group-{os.getpid()}-{now_us()}"
         self.members = [ConsumerMember(self, index) for index in range(members)]
@@ -256,6 +259,7 @@ class ConsumerGroup:
             os.getpid(),
             self._level,
             self.processing_s,
+            self.session_timeout_ms,
         )
 
     def paused(self, member: ConsumerMember) -> bool:

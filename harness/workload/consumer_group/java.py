@@ -63,6 +63,7 @@ def member_argv(program: BuiltProgram, task: ConsumerTask) -> list[str]:
         "--client-id", f"kchaos-consumer-{task.member}",
         "--commit", str(task.commit),
         "--processing-ms", str(round(task.processing_s * 1000)),
+        "--session-timeout-ms", str(task.session_timeout_ms),
         "--processed", str(task.run_dir / files.processed),
         "--commits", str(task.run_dir / files.commits),
     ]  # fmt: skip

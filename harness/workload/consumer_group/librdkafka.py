@@ -55,6 +55,7 @@ class ConsumerTask:
     parent_pid: int
     log_level: int
     processing_s: float = 0.0  # how long processing one message takes
+    session_timeout_ms: int = SESSION_TIMEOUT_MS  # workload.consumer_session_timeout_ms
 
     @property
     def files(self) -> layout.ConsumerFiles:
@@ -75,7 +76,7 @@ def consumer_config(task: ConsumerTask) -> dict[str, str | int | bool]:
         # member processes is an aborted read (analysis.checks.transactions).
         "isolation.level": "read_committed",
         "enable.auto.commit": task.commit == CommitMode.AUTO,
-        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "session.timeout.ms": task.session_timeout_ms,
         "heartbeat.interval.ms": HEARTBEAT_MS,
         "log_level": 3,
     }
