@@ -274,9 +274,18 @@ def _listeners(node_id: int, host_port: int, advertised_host: str) -> dict[str, 
     }
 
 
+# Docker gives a container its address when it starts, so two nodes restarted together (a heal
+# after both halted) can swap theirs; with the JVM's 30 s cache of name lookups a node then
+# sends requests meant for one broker to the other, whose answers mark partitions failed until
+# their leader changes (seen: a read-back refused NOT_LEADER for 2 minutes after such a heal).
+# A host keeps its address; a lookup at every connection is the nearest a container gets.
+FRESH_LOOKUPS = {"KAFKA_OPTS": "-Dsun.net.inetaddr.ttl=0"}
+
+
 def _cluster_settings(brokers: int, version: KafkaVersion) -> dict[str, str]:
     """Settings of the harness's test clusters, as far as `version` knows them."""
     env = {
+        **FRESH_LOOKUPS,
         "KAFKA_LOG_DIRS": LOG_DIR,
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": str(min(3, brokers)),
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
@@ -349,6 +358,7 @@ def controller_env(
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
         **topology.quorum_env(cluster_id, node_id),
         "KAFKA_LOG_DIRS": LOG_DIR,
+        **FRESH_LOOKUPS,
     }
     return _with_extra(env, extra)
 

@@ -165,3 +165,17 @@ def test_jvm_options_reach_every_kafka_jvm_and_no_zookeeper_nor_server_propertie
             before.role, before.node_id, before.host_port,
         )  # fmt: skip
         assert properties(after.env) == properties(before.env)  # an option, not a setting
+
+
+@pytest.mark.parametrize(
+    ("mode", "version"),
+    [(Mode.KRAFT, "4.3.1"), (Mode.KRAFT_DEDICATED, "4.3.1"), (Mode.ZOOKEEPER, "3.9.1")],
+)
+def test_every_kafka_jvm_looks_names_up_at_each_connection(mode, version):
+    # A restarted node may hold another's former address: no cached lookup may outlive it.
+    for plan in plan_nodes(topology(mode, version), "cid", PORTS):
+        if plan.role is Role.ZOOKEEPER:
+            assert "KAFKA_OPTS" not in plan.env
+            continue
+        assert plan.env["KAFKA_OPTS"] == "-Dsun.net.inetaddr.ttl=0", plan
+        assert "kafka.opts" not in properties(plan.env)  # a JVM option, not a setting
