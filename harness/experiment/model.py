@@ -227,8 +227,8 @@ class NeighboursSpec(_Section):
     partitions: Annotated[whole, at_most(2_000, "the topic is created on the cluster")] = Field(
         100, ge=1
     )
-    monitors: Annotated[whole, at_most(16, "each reads every offset, megabytes a request")] = (
-        Field(1, ge=0)
+    monitors: Annotated[whole, at_most(16, "each reads every offset, megabytes a request")] = Field(
+        1, ge=0
     )
     commit_interval_s: number = Field(1.0, ge=0)
 
