@@ -65,6 +65,9 @@ class KnownBug:
     # Releases past fixed_in that lack the fix all the same: a later line branched before the
     # fix and was released without it (bench/fix_in_releases.py reads the jars).
     still_in: tuple[str, ...] = ()
+    # The first releases of older lines that carry a backport of the fix (4.2.2 for a fix of
+    # 4.3.1): the releases of such a line from it on are not affected.
+    backported_in: tuple[str, ...] = ()
     log_needles: tuple[str, ...] = ()  # broker-log fragments quoted as evidence
     experiment: str = ""  # the experiment file (and cell) that provokes it
 
@@ -89,6 +92,8 @@ class KnownBug:
             return False
         if self.first_affected is not None and release < KafkaVersion.parse(self.first_affected):
             return False
+        if any(_same_line_from(release, KafkaVersion.parse(b)) for b in self.backported_in):
+            return False
         if self.fixed_in is not None and release < KafkaVersion.parse(self.fixed_in):
             return True
         if any(release == KafkaVersion.parse(unfixed) for unfixed in self.still_in):
@@ -112,7 +117,9 @@ class KnownBug:
             return f"fixed in {self.client_family or 'the Java client'} {self.client_fixed_in}"
         if self.client_fixed_in is None:
             unfixed = f", not in {', '.join(self.still_in)}" if self.still_in else ""
-            return f"fixed in {self.fixed_in}{unfixed}"
+            ported = ", ".join(self.backported_in)
+            backports = f", backported to {ported}" if ported else ""
+            return f"fixed in {self.fixed_in}{backports}{unfixed}"
         java = f"fixed in {self.fixed_in} with the Java client {self.client_fixed_in} or later"
         others = ", ".join(f"{kind} {release}" for kind, release in self.also_fixed_in)
         return f"{java} (or {others} or later)" if others else java
@@ -122,6 +129,13 @@ class KnownBug:
         <client>) (<fixed_where>): <mechanism>'."""
         kafka = f"Kafka {version} with {client}" if client else f"Kafka {version}"
         return f"{BUG_REASON}{self.reference} of {kafka} ({self.fixed_where()}): {self.mechanism}"
+
+
+def _same_line_from(release: KafkaVersion, first: KafkaVersion) -> bool:
+    """Whether `release` is `first` or a later release of its line (4.2.x for 4.2.2; 0.11.0.x
+    for 0.11.0.3)."""
+    line = 2 if first.key[0] >= 1 else 3
+    return release.key[:line] == first.key[:line] and release >= first
 
 
 def client_kind(client: str | None) -> str:
@@ -228,6 +242,7 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         "watermark on the leader epoch)",
         fixed_in="4.3.1",
         first_affected="4.0.0",
+        backported_in=("4.2.2",),  # apache/kafka#22444's backport; the jar probe finds it
         log_needles=("HighWatermarkUpdate failed",),
         experiment="experiments/known-bugs/KAFKA-20634.yaml",
     ),

@@ -48,7 +48,15 @@ def of(client: str | None) -> tuple[str, tuple[int, ...] | None]:
 
 
 def oracle(
-    release, first, fixed, client_fixed, client, family=None, also_fixed=(), still_in=()
+    release,
+    first,
+    fixed,
+    client_fixed,
+    client,
+    family=None,
+    also_fixed=(),
+    still_in=(),
+    backported=(),
 ) -> bool:
     """In range [first, fixed); past fixed (or with no server fix at all) still affected while
     a client-side fix exists and the producer lacks it: it is not the row's family (Java for a
@@ -60,6 +68,10 @@ def oracle(
         return False
     if first is not None and release < first:
         return False
+    for backport in backported:  # a line of releases (x.y, or 0.x.y) carries it from there on
+        line = 2 if backport[0] >= 1 else 3
+        if release[:line] == backport[:line] and release >= backport:
+            return False
     if fixed is not None and release < fixed:
         return True
     if release in still_in:  # a release past the fix that lacks it
@@ -87,7 +99,7 @@ def legacy(release, first, fixed, client_fixed, client, family=None) -> bool:
     return kind != "java" or version is None or version < client_fixed
 
 
-def row(first, fixed, client_fixed, family, also_fixed=(), still_in=()) -> KnownBug:
+def row(first, fixed, client_fixed, family, also_fixed=(), still_in=(), backported=()) -> KnownBug:
     return KnownBug(
         reference="KAFKA-0",
         explains=CountName.LOSS,
@@ -98,6 +110,7 @@ def row(first, fixed, client_fixed, family, also_fixed=(), still_in=()) -> Known
         client_family=family,
         also_fixed_in=tuple((f, text(r)) for f, r in also_fixed),
         still_in=tuple(text(r) for r in still_in),
+        backported_in=tuple(text(r) for r in backported),
     )
 
 
@@ -111,12 +124,15 @@ def row(first, fixed, client_fixed, family, also_fixed=(), still_in=()) -> Known
     family=st.sampled_from([None, "librdkafka", *FAMILIES]),
     also_fixed=also,
     still_in=st.lists(releases, max_size=2),
+    backported=st.lists(releases, max_size=2),
 )
 def test_affects_is_the_release_range_and_the_clients_side(
-    release, first, fixed, client_fixed, client, family, also_fixed, still_in
+    release, first, fixed, client_fixed, client, family, also_fixed, still_in, backported
 ):
-    bug = row(first, fixed, client_fixed, family, also_fixed, still_in)
-    expected = oracle(release, first, fixed, client_fixed, client, family, also_fixed, still_in)
+    bug = row(first, fixed, client_fixed, family, also_fixed, still_in, backported)
+    expected = oracle(
+        release, first, fixed, client_fixed, client, family, also_fixed, still_in, backported
+    )
     assert bug.affects(text(release), client) == expected
     assert not bug.affects(None, client) and not bug.affects("apache/kafka:latest", client)
 
@@ -316,3 +332,15 @@ def test_hidden_commits_are_kafka_20716_after_an_unclean_election_else_a_violati
         [hidden] = [f for f in findings if "hidden commits: 27" in f.detail]
         assert hidden.verdict == verdict, hidden
         assert ("KAFKA-20716" in hidden.detail) == logged
+
+
+def test_a_backport_ends_the_bug_on_its_own_line():
+    """KAFKA-20634's fix is in 4.3.1 and, backported, in 4.2.2 (the jars say so)."""
+    [bug] = [b for b in KNOWN_BUGS if b.reference == "KAFKA-20634"]
+    affected = {v: bug.affects(v) for v in ("3.9.1", "4.0.0", "4.2.0", "4.2.2", "4.2.3", "4.3.0")}
+    assert affected == {
+        "3.9.1": False, "4.0.0": True, "4.2.0": True, "4.2.2": False, "4.2.3": False,
+        "4.3.0": True,
+    }  # fmt: skip
+    assert not bug.affects("4.3.1") and not bug.affects("4.4.0")
+    assert "4.2.2" in bug.fixed_where()
