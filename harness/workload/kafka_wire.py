@@ -94,15 +94,24 @@ def correlation_of(response: bytes) -> int:
     return int(struct.unpack_from(">i", response, 0)[0])
 
 
-def commit_error(response: bytes) -> int:
-    """The first partition's error code of an OffsetCommit v8 response (0: committed)."""
+def _after_first_name(response: bytes) -> int | None:
+    """In a response (response header 1, then throttle_time_ms and a compact array whose
+    entries begin with a compact string: topics, groups), the position after the first
+    entry's name; None when the array is empty."""
     _, at = read_uvarint(response, 4)  # header tags
     at += 4  # throttle_time_ms
-    topics, at = read_uvarint(response, at)
-    if topics <= 1:
-        return 0
+    entries, at = read_uvarint(response, at)
+    if entries <= 1:
+        return None
     length, at = read_uvarint(response, at)
-    at += length - 1  # the topic's name
+    return at + length - 1
+
+
+def commit_error(response: bytes) -> int:
+    """The first partition's error code of an OffsetCommit v8 response (0: committed)."""
+    at = _after_first_name(response)  # past the first topic's name
+    if at is None:
+        return 0
     count, at = read_uvarint(response, at)
     if count <= 1:
         return 0
@@ -113,13 +122,9 @@ def fetch_error(response: bytes) -> int:
     """The first group's error code of an OffsetFetch v8 response: 0 when the group's offsets
     came back (not walked: a coordinator's answer holds them all), else the group's error,
     e.g. 16 when this broker is not the group's coordinator."""
-    _, at = read_uvarint(response, 4)  # header tags
-    at += 4  # throttle_time_ms
-    groups, at = read_uvarint(response, at)
-    if groups <= 1:
+    at = _after_first_name(response)  # past the first group's id
+    if at is None:
         return 0
-    length, at = read_uvarint(response, at)
-    at += length - 1  # group id
     topics, at = read_uvarint(response, at)
     if topics > 1:
         return 0
