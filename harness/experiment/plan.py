@@ -237,8 +237,8 @@ REPETITION_OVERHEAD_S = CLUSTER_START_S + TOPIC_ISR_READBACK_S
 # replicas): an estimate's figure, not a bound.
 AGEING_RATE = 200
 # Neighbour groups committed a second before the workload (workload.neighbours), as measured
-# with 5,000 groups of 200 offsets on the same machine (14 s): an estimate's figure.
-NEIGHBOURS_RATE = 350
+# with 5,000 groups of 200 offsets on the same machine (15 to 24 s): an estimate's figure.
+NEIGHBOURS_RATE = 250
 
 
 @dataclass(frozen=True)
