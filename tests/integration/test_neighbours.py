@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
 from harness.platform.cluster import KafkaCluster
@@ -21,6 +22,8 @@ from harness.workload.neighbours import (
     neighbour_ids,
     offsets_partition,
 )
+
+pytestmark = pytest.mark.integration
 
 PARTITIONS = 12
 GROUP = "kchaos-neighbours-test"
