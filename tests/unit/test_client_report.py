@@ -84,6 +84,7 @@ def test_librdkafka_members_report_the_settings_the_harness_gives(tmp_path):
     group = ConsumerGroup.__new__(ConsumerGroup)  # only what _members_config reads
     group.java, group.run_dir, group.commit = None, tmp_path, CommitMode.AFTER_PROCESS
     group.bootstrap, group.topic, group.group_id, group.processing_s = "b:1", "t", "g", 0.0
+    group.session_timeout_ms = 6000
     group._level = 20
     config = group._members_config()
     assert config["isolation.level"] == "read_committed"

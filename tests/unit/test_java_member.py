@@ -135,6 +135,7 @@ def test_the_command_line_carries_the_task(tmp_path: Path) -> None:
         "--client-id": "kchaos-consumer-1",
         "--commit": "after-process",
         "--processing-ms": "2",
+        "--session-timeout-ms": "6000",
         "--processed": str(tmp_path / files.processed),
         "--commits": str(tmp_path / files.commits),
     }
