@@ -230,7 +230,7 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         "to seek back to the committed offsets itself)",
         fixed_in=None,
         first_affected=None,
-        experiment="experiments/known-bugs/KAFKA-17582.yaml",
+        experiment="experiments/known-bugs/KAFKA-17582.yaml (*reader=kept)",
     ),
     KnownBug(
         reference="KAFKA-20634",
@@ -344,7 +344,8 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
         first_affected="4.0.0",
         client_fixed_in="1.21.6",
         client_family="franz-go",
-        experiment="experiments/known-bugs/franz-go-endtxn.yaml",
+        experiment="experiments/known-bugs/franz-go-endtxn.yaml "
+        "(client=franz-go-1.21.5__on_timeout=retry)",
     ),
     *(
         _kafka_17754(explains, mechanism)
