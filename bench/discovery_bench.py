@@ -20,6 +20,7 @@ import argparse
 import fnmatch
 import json
 import re
+import shutil
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,13 @@ def unaimed(document: dict[str, Any], chunk_s: float) -> dict[str, Any]:
         "final_heal_timeout_s": document.get("faults", {}).get("final_heal_timeout_s", 90),
     }
     return {**document, "workload": workload, "faults": faults, "repetitions": 1, "matrix": {}}
+
+
+def fresh(run_dir: Path) -> Path:
+    """`run_dir` emptied: a chunk's directory left by a search that was stopped holds its
+    events, which the replay would add to (and the judge read as an interrupted chunk)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return run_dir
 
 
 def key_of(row: Row, cell: str, seed: int) -> str:
@@ -140,7 +148,7 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     chunk = 0
     while minutes + args.chunk_minutes <= args.cap_minutes:
         chunk_seed = seed * 1000 + chunk
-        run_dir = args.runs_dir / row.reference / cell.name / f"seed-{seed}" / str(chunk)
+        run_dir = fresh(args.runs_dir / row.reference / cell.name / f"seed-{seed}" / str(chunk))
         steps = schedule_for(unaimed_cell, chunk_seed)
         replay(unaimed_cell, steps, chunk_seed, image, run_dir, PlainProgress())
         minutes += args.chunk_minutes

@@ -77,3 +77,14 @@ def test_a_search_on_record_is_not_run_again_and_a_torn_line_is_ignored(tmp_path
     }
     lines = [json.loads(line) for line in results.read_text().splitlines()[:2]]
     assert [line["minutes_to_first"] for line in lines] == [7.5, None]
+
+
+def test_a_chunk_starts_in_an_empty_directory(tmp_path):
+    """A chunk directory a stopped search left (its events say it was interrupted) is
+    emptied before the chunk runs again; a new one is left to the run to make."""
+    fresh = bench().fresh
+    left = tmp_path / "seed-0" / "0"
+    left.mkdir(parents=True)
+    (left / "events.jsonl").write_text('{"type": "harness_error"}\n')
+    assert fresh(left) == left and not left.exists()
+    assert fresh(tmp_path / "seed-1" / "0") == tmp_path / "seed-1" / "0"
