@@ -89,11 +89,6 @@ def read_uvarint(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def correlation_of(response: bytes) -> int:
-    """The correlation id of a response (without its size prefix)."""
-    return int(struct.unpack_from(">i", response, 0)[0])
-
-
 def _after_first_name(response: bytes) -> int | None:
     """In a response (response header 1, then throttle_time_ms and a compact array whose
     entries begin with a compact string: topics, groups), the position after the first

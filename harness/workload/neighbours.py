@@ -35,12 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.chaos.coordinators import partition_for
 from harness.workload import kafka_wire
 from harness.workload.producer.command import dying_with_parent
 
 TOPIC = "kchaos-neighbours"
 CLIENT_ID = "kchaos-neighbours"
-NOT_COORDINATOR = 16
 # A coordinator cut off from its followers holds a commit up to offsets.commit.timeout.ms.
 REQUEST_TIMEOUT_S = 90.0
 LOG = "neighbours.jsonl"
@@ -54,31 +54,14 @@ REDISCOVERY_PAUSE_S = 5.0
 MAX_PENDING = 200  # connections a checkpointer keeps to one broker
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode of `text` (over UTF-16 code units, 32-bit signed)."""
-    raw = text.encode("utf-16-be")
-    value = 0
-    for index in range(0, len(raw), 2):
-        value = (31 * value + (raw[index] << 8 | raw[index + 1])) & 0xFFFFFFFF
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def offsets_partition(group_id: str, partitions: int) -> int:
-    """The `__consumer_offsets` partition that holds `group_id`: Kafka's
-    Utils.abs(hashCode) modulo the topic's partitions (its abs maps Integer.MIN_VALUE to 0;
-    not the producer's `& 0x7fffffff`)."""
-    code = java_string_hash(group_id)
-    return (0 if code == -(1 << 31) else abs(code)) % partitions
-
-
 def neighbour_ids(group_id: str, partitions: int, count: int) -> list[str]:
     """The first `count` names kchaos-neighbour-<n> on `group_id`'s partition."""
-    target = offsets_partition(group_id, partitions)
+    target = partition_for(group_id, partitions)
     names: list[str] = []
     index = 0
     while len(names) < count:
         name = f"kchaos-neighbour-{index}"
-        if offsets_partition(name, partitions) == target:
+        if partition_for(name, partitions) == target:
             names.append(name)
         index += 1
     return names

@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
+from harness.chaos.coordinators import partition_for as offsets_partition
 from harness.platform.cluster import KafkaCluster
 from harness.waiting import wait_for
 from harness.workload.neighbours import (
-    NOT_COORDINATOR,
     OFFSETS_PARTITIONS,
     TOPIC,
     Broker,
     NeighbourLoad,
     Neighbours,
     neighbour_ids,
-    offsets_partition,
 )
+
+NOT_COORDINATOR = 16  # Kafka's error code
 
 pytestmark = pytest.mark.integration
 
