@@ -145,6 +145,9 @@ class RequestLog:
         self._file = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        self._file.close()
+
     def write(self, kind: str, broker: int, started: float, error: int | str) -> None:
         line = {
             "ts_us": int(time.time() * 1e6),
@@ -288,7 +291,9 @@ class Neighbours:
     def start(self) -> None:
         """Preload, then the load process. Raises TimeoutError when no broker takes a group."""
         seconds = preload(self.load)
-        RequestLog(Path(self.load.log)).write("preload", -1, time.monotonic() - seconds, 0)
+        log = RequestLog(Path(self.load.log))
+        log.write("preload", -1, time.monotonic() - seconds, 0)
+        log.close()
         spec = Path(self.load.log).with_name(SPEC)  # a file: thousands of groups outgrow argv
         spec.write_text(self.load.to_json(), encoding="utf-8")
         argv = [sys.executable, "-m", "harness.workload.neighbours", str(spec)]
