@@ -1,4 +1,4 @@
-"""Shrinking a failing schedule: delta debugging over its steps, then halving their durations.
+"""Shrinking a failing schedule: delta debugging over its faults, then halving their durations.
 
 Pure search over an abstract predicate "does this schedule still reproduce?", which the caller
 implements by replaying the cell (kafka_chaos/commands/shrink.py over harness/run/replay.py).
@@ -16,7 +16,15 @@ from typing import Generic, TypeVar
 
 from harness.experiment.model import FaultStep
 
-__all__ = ["Budget", "Shrunk", "ddmin", "halve_durations", "k_of_n", "shrink_schedule"]
+__all__ = [
+    "Budget",
+    "Shrunk",
+    "ddmin",
+    "fault_units",
+    "halve_durations",
+    "k_of_n",
+    "shrink_schedule",
+]
 
 T = TypeVar("T")
 Reproduces = Callable[[tuple[T, ...]], bool | None]  # None: the budget ran out
@@ -132,12 +140,57 @@ def halve_durations(
     return Shrunk(current, True)
 
 
+def _names_used(step: FaultStep) -> set[str]:
+    """The `as` names a step reads: its @name target, @name partition and condition."""
+    used = {step.bound_target, step.partition_binding} - {None}
+    used |= set(step.condition.names) if step.condition else set()
+    return used  # type: ignore[return-value]
+
+
+def fault_units(steps: Sequence[FaultStep]) -> list[tuple[int, ...]]:
+    """The positions of `steps` grouped into faults that stand or fall together: a step that
+    binds a name (`as`) with every later step that reads it (its heal, a step aimed at the node
+    it resolved), transitively; any other step alone. Units in the order of their first step,
+    positions ascending: removing a unit never leaves a step reading a name nobody binds."""
+    parent = list(range(len(steps)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    binder: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        for name in _names_used(step):
+            if name in binder:
+                parent[root(index)] = root(binder[name])
+        if step.as_:
+            binder[step.as_] = index
+    units: dict[int, list[int]] = {}
+    for index in range(len(steps)):
+        units.setdefault(root(index), []).append(index)
+    return sorted((tuple(unit) for unit in units.values()), key=lambda unit: unit[0])
+
+
 def shrink_schedule(
     steps: Sequence[FaultStep], reproduces: Reproduces[FaultStep]
 ) -> Shrunk[FaultStep]:
-    """ddmin over the steps, then their durations halved: the smallest, shortest schedule
-    found that reproduces."""
-    fewer = ddmin(steps, reproduces)
+    """The smallest, shortest schedule found that reproduces: first no fault at all (a failure
+    the workload alone makes needs none, and says so in one question), then ddmin over the
+    faults (fault_units: a bound fault goes with its heal), then their durations halved."""
+    steps = tuple(steps)
+    if steps:
+        alone = reproduces(())
+        if alone is None or alone:
+            return Shrunk((), bool(alone)) if alone else Shrunk(steps, False)
+    units = fault_units(steps)
+
+    def units_reproduce(chosen: tuple[tuple[int, ...], ...]) -> bool | None:
+        return reproduces(tuple(steps[i] for i in sorted(i for unit in chosen for i in unit)))
+
+    fewer = ddmin(units, units_reproduce)
+    kept = tuple(steps[i] for i in sorted(i for unit in fewer.items for i in unit))
     if not fewer.finished:
-        return fewer
-    return halve_durations(fewer.items, reproduces)
+        return Shrunk(kept, False)
+    return halve_durations(kept, reproduces)

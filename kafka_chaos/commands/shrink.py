@@ -169,10 +169,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     replays = _Replays(args, cell, spec.seed or 0, image, root, original)
     budget = Budget(args.budget)
 
-    def reproduces(schedule: tuple[FaultStep, ...]) -> bool | None:
-        return k_of_n(lambda: replays.trial(schedule), args.need, args.repetitions, budget)
+    answers: dict[tuple[str, ...], bool | None] = {}
 
-    if not reproduces(steps):
+    def reproduces(schedule: tuple[FaultStep, ...]) -> bool | None:
+        # Asked once per schedule: the search asks the empty one again after the check below.
+        key = _key(schedule)
+        if key not in answers:
+            answers[key] = k_of_n(
+                lambda: replays.trial(schedule), args.need, args.repetitions, budget
+            )
+        return answers[key]
+
+    # No fault first: a failure the workload alone makes needs no confirmation of the whole.
+    if not (steps and reproduces(())) and not reproduces(steps):
         print(
             f"the run's own schedule reproduced {original.verdict} in fewer than {args.need} "
             f"of {args.repetitions} replays (or the budget ran out): nothing to shrink; raise "

@@ -15,6 +15,7 @@ from harness.experiment.shrink import (
     MIN_DURATION_S,
     Budget,
     ddmin,
+    fault_units,
     halve_durations,
     k_of_n,
     shrink_schedule,
@@ -146,3 +147,62 @@ def test_shrink_drops_steps_first_then_halves_what_is_left() -> None:
     shrunk = shrink_schedule(steps, reproduces)
     assert shrunk.finished
     assert [(s.at_s, s.duration_s) for s in shrunk.items] == [(20, 2)]
+
+
+def test_a_failure_without_faults_shrinks_to_none_in_one_question() -> None:
+    steps = tuple(step(10 * i, 8) for i in range(5))
+    asked: list[int] = []
+
+    def reproduces(candidate: tuple[FaultStep, ...]) -> bool:
+        asked.append(len(candidate))
+        return True
+
+    shrunk = shrink_schedule(steps, reproduces)
+    assert shrunk.finished and shrunk.items == () and asked == [0]
+
+
+def test_a_budget_spent_on_the_first_question_keeps_the_whole_schedule() -> None:
+    steps = tuple(step(10 * i, 8) for i in range(3))
+    shrunk = shrink_schedule(steps, lambda candidate: None)
+    assert not shrunk.finished and shrunk.items == steps
+
+
+@st.composite
+def bound_schedules(draw: st.DrawFn) -> list[FaultStep]:
+    """Schedules of plain faults, bound faults and heals or aimed steps reading earlier names."""
+    steps: list[FaultStep] = []
+    names: list[str] = []
+    for index in range(draw(st.integers(0, 10))):
+        kind = draw(st.sampled_from(["plain", "bound", "reader"] if names else ["plain", "bound"]))
+        if kind == "plain":
+            steps.append(step(index, 1))
+        elif kind == "bound":
+            names.append(f"n{index}")
+            steps.append(FaultStep(at_s=index, fault="kill", target="leader", as_=names[-1]))
+        else:
+            name = draw(st.sampled_from(names))
+            heal = draw(st.booleans())
+            steps.append(
+                FaultStep(at_s=index, fault="heal", target=f"@{name}")
+                if heal
+                else FaultStep(at_s=index, fault="kill", target="successor", partition=f"@{name}")
+            )
+    return steps
+
+
+@given(bound_schedules(), st.data())
+def test_fault_units_keep_every_name_with_its_binder(
+    steps: list[FaultStep], data: st.DataObject
+) -> None:
+    units = fault_units(steps)
+    assert sorted(i for unit in units for i in unit) == list(range(len(steps)))
+    assert [unit[0] for unit in units] == sorted(unit[0] for unit in units)
+    # The oracle: any choice of units leaves every name read bound by an earlier kept step.
+    chosen = data.draw(st.lists(st.sampled_from(units), unique=True) if units else st.just([]))
+    kept = [steps[i] for i in sorted(i for unit in chosen for i in unit)]
+    bound: set[str] = set()
+    for kept_step in kept:
+        reads = {kept_step.bound_target, kept_step.partition_binding} - {None}
+        assert reads <= bound
+        if kept_step.as_:
+            bound.add(kept_step.as_)
