@@ -2,6 +2,7 @@
 
     python bench/discovery_bench.py [--seeds 3] [--cap-minutes 20] [--chunk-minutes 5]
                                     [--results bench/discovery.jsonl] [--rows KAFKA-17754 ...]
+                                    [--overlap 2] [--swarm]
 
 For each row of the known-bug table (analysis/judge/known_bugs.py: its reference and the
 experiment cells that provoke it), each cell of that experiment whose Kafka release and client
@@ -10,7 +11,9 @@ generic nemesis (`faults.generate`, mode generic, every default family): repetit
 --chunk-minutes of workload, seed after seed, until the analysis judges one KNOWN-BUG with
 that row's reference, or --cap-minutes of workload have run. One line per (row, cell, seed)
 is appended to --results (JSON: minutes of workload to the first reproduction, or null, and
-the date); a line already there is not run again, so the benchmark resumes row by row.
+the date, and the nemesis: --overlap lets that many faults act at once, --swarm draws each
+chunk from its own half of the menu); a line already there is not run again, so the benchmark
+resumes row by row.
 Needs Docker and the broker images; each chunk starts a fresh cluster.
 """
 
@@ -70,12 +73,35 @@ def affected_cells(row: Row, cells: Sequence[Any], bug: Any) -> list[Any]:
     return chosen
 
 
-def unaimed(document: dict[str, Any], chunk_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Nemesis:
+    """The generic nemesis' two knobs a search may turn: each chunk drawing its own half of the
+    menu (`swarm`), and how many faults may be in force at once (`overlap`)."""
+
+    swarm: bool = False
+    overlap: int = 1
+
+    @property
+    def label(self) -> str:
+        """How the results file and the docs name it: "generic", "generic, overlap 2" ..."""
+        parts = ["generic"] + [f"overlap {self.overlap}"] * (self.overlap > 1)
+        return ", ".join(parts + ["swarm"] * self.swarm)
+
+
+def unaimed(
+    document: dict[str, Any], chunk_s: float, nemesis: Nemesis = Nemesis()
+) -> dict[str, Any]:
     """An experiment document of one cell with its faults replaced by the generic nemesis and
     its workload lasting `chunk_s`."""
     workload = {**document["workload"], "duration_s": chunk_s, "count": None}
+    generate = {
+        "mode": "generic",
+        "mean_interval_s": MEAN_INTERVAL_S,
+        "swarm": nemesis.swarm,
+        "overlap": nemesis.overlap,
+    }
     faults = {
-        "generate": {"mode": "generic", "mean_interval_s": MEAN_INTERVAL_S},
+        "generate": generate,
         "final_heal_timeout_s": document.get("faults", {}).get("final_heal_timeout_s", 90),
     }
     return {**document, "workload": workload, "faults": faults, "repetitions": 1, "matrix": {}}
@@ -88,9 +114,10 @@ def fresh(run_dir: Path) -> Path:
     return run_dir
 
 
-def key_of(row: Row, cell: str, seed: int) -> str:
-    """The results file's key of one search."""
-    return f"{row.reference}|{row.experiment}|{cell}|{seed}"
+def key_of(row: Row, cell: str, seed: int, nemesis: Nemesis = Nemesis()) -> str:
+    """The results file's key of one search (another nemesis makes another search)."""
+    key = f"{row.reference}|{row.experiment}|{cell}|{seed}"
+    return key if nemesis == Nemesis() else f"{key}|{nemesis.label}"
 
 
 def done_keys(results: Path) -> set[str]:
@@ -106,14 +133,22 @@ def done_keys(results: Path) -> set[str]:
     return keys
 
 
-def record(results: Path, row: Row, cell: str, seed: int, minutes: float | None) -> None:
+def record(
+    results: Path,
+    row: Row,
+    cell: str,
+    seed: int,
+    minutes: float | None,
+    nemesis: Nemesis = Nemesis(),
+) -> None:
     """Append one search's outcome to the results file."""
     line = {
-        "key": key_of(row, cell, seed),
+        "key": key_of(row, cell, seed, nemesis),
         "reference": row.reference,
         "experiment": row.experiment,
         "cell": cell,
         "seed": seed,
+        "nemesis": nemesis.label,
         "minutes_to_first": minutes,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
@@ -140,7 +175,7 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     from kafka_chaos.commands.shrink import judge_run, outcome_of
 
     chunk_s = args.chunk_minutes * 60
-    document = unaimed(cell.spec.model_dump(by_alias=True), chunk_s)
+    document = unaimed(cell.spec.model_dump(by_alias=True), chunk_s, args.nemesis)
     document["name"] = "discovery"
     (unaimed_cell,) = expand(parse_experiment(document))
     image = ensure_image(cell.spec.kafka.version, image=cell.spec.kafka.image)
@@ -148,7 +183,9 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     chunk = 0
     while minutes + args.chunk_minutes <= args.cap_minutes:
         chunk_seed = seed * 1000 + chunk
-        run_dir = fresh(args.runs_dir / row.reference / cell.name / f"seed-{seed}" / str(chunk))
+        search = f"seed-{seed}" + "".join(f"-{w}" for w in args.nemesis.label.split(", ")[1:])
+        search = search.replace(" ", "")  # seed-0-overlap2-swarm
+        run_dir = fresh(args.runs_dir / row.reference / cell.name / search / str(chunk))
         steps = schedule_for(unaimed_cell, chunk_seed)
         replay(unaimed_cell, steps, chunk_seed, image, run_dir, PlainProgress())
         minutes += args.chunk_minutes
@@ -171,7 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "discovery.jsonl")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "discovery")
     parser.add_argument("--rows", nargs="*", help="only these references")
+    parser.add_argument(
+        "--swarm", action="store_true", help="each chunk draws its own half of the menu"
+    )
+    parser.add_argument("--overlap", type=int, default=1, help="faults in force at once")
     args = parser.parse_args(argv)
+    args.nemesis = Nemesis(args.swarm, args.overlap)
     bugs = {bug.reference: bug for bug in KNOWN_BUGS}
     rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
     done = done_keys(args.results)
@@ -179,10 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         shipped = expand(load_experiment(ROOT / row.experiment))
         cells = affected_cells(row, shipped, bugs[row.reference])
         for cell in cells:
-            if key_of(row, cell.name, seed) in done:
+            if key_of(row, cell.name, seed, args.nemesis) in done:
                 continue
             minutes = _search(row, cell, seed, args)
-            record(args.results, row, cell.name, seed, minutes)
+            record(args.results, row, cell.name, seed, minutes, args.nemesis)
             shown = "not found" if minutes is None else f"{minutes:g} min"
             print(f"{row.reference} {cell.name} seed {seed}: {shown}", flush=True)
     return 0

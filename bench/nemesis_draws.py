@@ -3,13 +3,17 @@ makes, counted over many seeds, so that the chance of a given step (EndTxn held 
 transaction coordinator, say) can be read before any cluster runs.
 
     python bench/nemesis_draws.py EXPERIMENT [--cell GLOB] [--seeds 200] [--minutes 10]
-                                  [--match 'delay@txn-coordinator:EndTxn'] [--top 15]
+                                  [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
+                                  [--overlap 2] [--beside 'kill@leader']
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
 `kind@target[:request,request]`. Printed: steps per minute of workload, the most drawn names
 with their share of all steps, and for --match (an fnmatch pattern over the names) its share
-and the minutes of workload expected before the first such step.
+and the minutes of workload expected before the first such step, also as a search in chunks
+of --minutes (one seed a chunk) expects it. --swarm draws each seed from its own half of the
+menu (swarm testing); --overlap lets that many faults act at once, and --beside counts a
+--match only when it starts while a fault it names acts.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import fnmatch
 import random
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +37,60 @@ def step_name(step) -> str:
     return f"{step.fault}@{step.target}{held}"
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """One drawn fault: its name and when it starts and ends (s of workload)."""
+
+    name: str
+    start_s: float
+    end_s: float
+
+
+def faults_of(steps: list) -> list[Drawn]:
+    """The faults of a generated schedule: a step healed after its duration, or a step bound
+    to a name with the heal step naming it (an overlapping schedule)."""
+    heals = {s.target[1:]: s.at_s for s in steps if s.heals}
+    return [
+        Drawn(step_name(s), s.at_s, heals[s.as_] if s.as_ else s.at_s + s.duration_s)
+        for s in steps
+        if not s.heals
+    ]
+
+
+def matches(faults: list[Drawn], pattern: str, beside: str | None) -> list[Drawn]:
+    """The faults named by `pattern`; with `beside`, only those that start while another
+    fault named by `beside` acts (a kill of the successor while the leader is down)."""
+    found = [f for f in faults if fnmatch.fnmatch(f.name, pattern)]
+    if beside is None:
+        return found
+    return [
+        f
+        for f in found
+        if any(
+            o is not f and fnmatch.fnmatch(o.name, beside) and o.start_s <= f.start_s < o.end_s
+            for o in faults
+        )
+    ]
+
+
+def searched_in_chunks(firsts: list[float | None], chunk_minutes: float) -> str:
+    """What a search in chunks of `chunk_minutes` (one seed a chunk, as the discovery
+    benchmark runs) expects, from each chunk's first match (s, or None): the share of chunks
+    with one, and the minutes of workload to the first (chunks that miss, then the minutes
+    into the chunk that hits)."""
+    hit = [t / 60 for t in firsts if t is not None]
+    if not hit:
+        return f"no chunk of {chunk_minutes:g} minutes drew it ({len(firsts)} seeds)"
+    p = len(hit) / len(firsts)
+    expected = (1 - p) / p * chunk_minutes + sum(hit) / len(hit)
+    return (
+        f"chunks of {chunk_minutes:g} minutes that draw it: {p:.1%}; expected minutes of "
+        f"workload to the first: {expected:.1f}"
+    )
+
+
 def main() -> int:
-    from bench.discovery_bench import unaimed
+    from bench.discovery_bench import Nemesis, unaimed
     from harness.experiment.generic import generic_schedule
     from harness.experiment.load import load_experiment, parse_experiment
     from harness.experiment.matrix import expand
@@ -45,6 +102,11 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--match", default=None)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument(
+        "--swarm", action="store_true", help="each seed draws its own half of the menu"
+    )
+    parser.add_argument("--overlap", type=int, default=1, help="faults in force at once")
+    parser.add_argument("--beside", help="count a --match only while a fault so named acts")
     args = parser.parse_args()
     cells = [
         c for c in expand(load_experiment(args.experiment)) if fnmatch.fnmatch(c.name, args.cell)
@@ -53,26 +115,29 @@ def main() -> int:
         print(f"no cell of {args.experiment} matches {args.cell!r}", file=sys.stderr)
         return 2
     horizon_s = args.minutes * 60
-    document = unaimed(cells[0].spec.model_dump(by_alias=True), horizon_s)
+    nemesis = Nemesis(args.swarm, args.overlap)
+    document = unaimed(cells[0].spec.model_dump(by_alias=True), horizon_s, nemesis)
     (cell,) = expand(parse_experiment(document))
     plan = cell.spec.faults.generate
-    names = Counter(
-        step_name(step)
+    schedules = [
+        faults_of(generic_schedule(cell.spec, plan, horizon_s, random.Random(seed)))
         for seed in range(args.seeds)
-        for step in generic_schedule(cell.spec, plan, horizon_s, random.Random(seed))
-    )
+    ]
+    names = Counter(fault.name for schedule in schedules for fault in schedule)
     total = sum(names.values())
     minutes = args.seeds * args.minutes
     print(f"{cells[0].name}: {total / minutes:.2f} steps a minute over {args.seeds} seeds")
     for name, count in names.most_common(args.top):
         print(f"  {count / total:7.2%}  {name}")
     if args.match:
-        hits = sum(n for name, n in names.items() if fnmatch.fnmatch(name, args.match))
+        found = [matches(schedule, args.match, args.beside) for schedule in schedules]
+        hits = sum(len(f) for f in found)
         share = hits / total if total else 0.0
         first = minutes / hits if hits else float("inf")
-        print(
-            f"{args.match}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload"
-        )
+        shown = args.match + (f" while {args.beside} acts" if args.beside else "")
+        print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
+        firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
+        print(searched_in_chunks(firsts, args.minutes))
     return 0
 
 

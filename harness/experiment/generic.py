@@ -1,14 +1,16 @@
 """The generic nemesis (`faults.generate` with `mode: generic`): a seeded schedule whose every
 step is drawn from a fault family, at a target chosen by role, timed around the cell's timeouts.
 
-Each step: an exponential gap after the previous heal (mean `mean_interval_s`), a family by the
+Each step: an exponential gap after the previous heal (mean `mean_interval_s`; with `overlap`
+above 1, after the previous start, while fewer than `overlap` faults act), a family by the
 weights among those allowed that the cell can run, a kind and a target role of that family,
 a partition of the topic, the kind's params, and a duration, and for a hold a hold length,
 drawn within a band (below, at or above: timeouts.BANDS) of one of the cell's timeouts
 (timeouts.cell_timeouts). What the cell cannot run is never drawn: every (kind, target) pair
 and every drawn step passes the same validation as a step written in the file (rules.py), and
 a step that fails it (one that would outlast the workload) is drawn again, a bounded number
-of times. The same cell and seed give the same schedule.
+of times. The same cell and seed give the same schedule. `swarm` draws each schedule from its
+own random half of the menu (swarm testing).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from harness.chaos.faults.disk import MAX_DISK_DELAY_MS
 from harness.chaos.faults.shape import MAX_DELAY_MS, PEERS
@@ -38,10 +40,12 @@ from harness.platform.versions import Mode
 __all__ = [
     "ATTEMPTS",
     "Menu",
+    "bound_faults",
     "drawable_kinds",
     "generic_schedule",
     "step_menu",
     "step_problems",
+    "swarm",
 ]
 
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
@@ -64,6 +68,8 @@ KRAFT_ONLY: Final = frozenset(
 )
 
 Menu = dict[str, tuple[tuple[str, str], ...]]  # family -> the (kind, target) pairs it may draw
+SWARM_KEEP: Final = 0.5  # the chance a feature stays in a swarm schedule's menu
+T = TypeVar("T")
 
 
 def step_problems(spec: Experiment, step: FaultStep) -> list[tuple[str, str]]:
@@ -223,6 +229,33 @@ class _Draw:
         )
 
 
+def _half(items: Sequence[T], rng: random.Random) -> list[T]:
+    """Each of `items` kept with probability 1/2, at least one (swarm testing's coin)."""
+    kept = [item for item in items if rng.random() < SWARM_KEEP]
+    return kept or [rng.choice(items)]
+
+
+def swarm(
+    families: Sequence[str],
+    menu: Menu,
+    paths: Sequence[tuple[RequestPath, tuple[str, ...]]],
+    rng: random.Random,
+) -> tuple[list[str], Menu, list[tuple[RequestPath, tuple[str, ...]]]]:
+    """One schedule's swarm (Groce et al., swarm testing): a random half of the families,
+    of each kept family's (kind, target) pairs and of each request path's API keys, at least
+    one of each. A schedule that leaves most features out draws the rest often, so pairings
+    a whole menu makes rare (EndTxn held at the transaction coordinator; two kills in a row)
+    come within minutes in some schedules, while others never draw them."""
+    kept_families = _half(families, rng)
+    kept_menu = {
+        family: tuple(_half(pairs, rng)) if family in kept_families else ()
+        for family, pairs in menu.items()
+        if pairs
+    }
+    kept_paths = [(path, tuple(_half(requests, rng))) for path, requests in paths]
+    return kept_families, {**menu, **kept_menu}, kept_paths
+
+
 def generic_schedule(
     spec: Experiment, plan: FaultGenerator, horizon_s: float, rng: random.Random
 ) -> list[FaultStep]:
@@ -233,15 +266,21 @@ def generic_schedule(
     families = [f for f in plan.allowed_families if menu[f] and plan.weights.get(f, 1) > 0]
     if not families:
         return []
+    paths = _paths(spec)
+    if plan.swarm:
+        families, menu, paths = swarm(families, menu, paths, rng)
     weights = [plan.weights.get(f, 1) for f in families]
-    draw = _Draw(spec, menu, cell_timeouts(spec), _paths(spec))
+    draw = _Draw(spec, menu, cell_timeouts(spec), paths)
     mean_gap_s = plan.mean_gap_s
     steps: list[FaultStep] = []
-    clock = 0.0
+    clock = 0.0  # one at a time: the previous heal; overlapping: the previous start
+    in_force: list[float] = []  # overlapping: the ends of the faults drawn so far
     while len(steps) < MAX_SCHEDULED_FAULTS:
         at_s = round(clock + rng.expovariate(1.0 / mean_gap_s), 3)
+        if plan.overlap > 1:
+            at_s, in_force = _room(at_s, in_force, plan.overlap)
         if at_s >= horizon_s:
-            return steps
+            break
         step = next(
             (
                 s
@@ -252,7 +291,32 @@ def generic_schedule(
             None,
         )
         if step is None or step.end_s is None:
-            return steps
+            break
         steps.append(step)
-        clock = step.end_s
-    return steps
+        in_force.append(step.end_s)
+        clock = at_s if plan.overlap > 1 else step.end_s
+    return steps if plan.overlap == 1 else bound_faults(steps)
+
+
+def _room(at_s: float, in_force: list[float], overlap: int) -> tuple[float, list[float]]:
+    """The start at or after `at_s` when fewer than `overlap` of the faults ending at
+    `in_force` still act, and those that then still act."""
+    acting = sorted(end for end in in_force if end > at_s)
+    if len(acting) >= overlap:
+        at_s = round(acting[len(acting) - overlap], 3)  # the heal leaving overlap - 1
+        acting = [end for end in acting if end > at_s]
+    return at_s, acting
+
+
+def bound_faults(steps: Sequence[FaultStep]) -> list[FaultStep]:
+    """`steps` (each healed after its duration) as a schedule whose faults may be in force at
+    once: each left open under the name `g<i>` and ended by a heal step at its planned end,
+    every step in time order (a heal before a start at the same time)."""
+    timed: list[tuple[float, int, FaultStep]] = []
+    for index, step in enumerate(steps):
+        name = f"g{index}"
+        opened = step.model_copy(update={"duration_s": None, "as_": name})
+        end_s = round(step.end_s or 0.0, 3)
+        heal = FaultStep(at_s=end_s, fault="heal", target=f"@{name}")
+        timed += [(step.at_s or 0.0, 1, opened), (end_s, 0, heal)]
+    return [step for _, _, step in sorted(timed, key=lambda t: (t[0], t[1]))]

@@ -8,7 +8,7 @@ file is load.py's job, the matrix matrix.py's, and what a cell means to the runn
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -369,6 +369,9 @@ class FaultStep(_Section):
         return self.at_s + self.duration_s
 
 
+MAX_OVERLAP: Final = 3  # faults in force at once a generated schedule may draw
+
+
 class FaultGenerator(_Section):
     """A random schedule, in one of two modes.
 
@@ -399,6 +402,14 @@ class FaultGenerator(_Section):
     # (a family left out weighs 1).
     families: Annotated[list[FamilyName] | None, Field(min_length=1)] = None
     weights: dict[FamilyName, Weight] = Field(default_factory=dict)
+    # generic: each schedule draws from its own random half of the families, kinds, targets
+    # and request keys (swarm testing, generic.swarm) instead of the whole menu.
+    swarm: bool = False
+    # generic: at most this many drawn faults in force at once. Above 1 a fault may start
+    # while earlier ones act (a second kill while a node is down), written as bound faults
+    # with heal steps; concurrent faults act on disjoint nodes (Nemesis: a step whose every
+    # node another fault holds is skipped).
+    overlap: int = Field(1, ge=1, le=MAX_OVERLAP)
 
     @model_validator(mode="after")
     def _params_of_drawn_kinds(self) -> FaultGenerator:

@@ -364,14 +364,16 @@ def _mode_rules(plan: FaultGenerator, where: str) -> Iterator[Problem]:
     """What each mode needs and refuses: uniform draws from its lists, generic from families."""
     own = {
         "uniform": ("faults", "targets", "duration_s", "params"),
-        "generic": ("families", "weights"),
+        "generic": ("families", "weights", "swarm", "overlap"),
     }
     if plan.mode == "uniform":
         for field in ("faults", "targets", "duration_s"):
             if not getattr(plan, field):
                 yield f"{where}.{field}", "required (or mode: generic, which draws every family)"
     for field in own["generic" if plan.mode == "uniform" else "uniform"]:
-        if getattr(plan, field):  # given (a dumped spec writes the empty defaults too)
+        # Given: not its default (a dumped spec writes the defaults too).
+        default = type(plan).model_fields[field].get_default(call_default_factory=True)
+        if getattr(plan, field) != default:
             yield f"{where}.{field}", f"is not used by mode: {plan.mode}; remove it"
     if plan.mode == "generic":
         if plan.duty_cycle is not None:

@@ -33,6 +33,7 @@ from harness.rundir.events import (
     EventLog,
     FaultEnd,
     FaultFailed,
+    FaultSkipped,
     FaultStart,
     PartitionRoles,
     now_us,
@@ -110,8 +111,19 @@ class Nemesis:
     seed and file can be checked to give the same schedule.
     """
 
-    def __init__(self, ctx: FaultContext, steps: Sequence[FaultStep], events: EventLog):
+    def __init__(
+        self,
+        ctx: FaultContext,
+        steps: Sequence[FaultStep],
+        events: EventLog,
+        disjoint: bool = False,
+    ):
         self.ctx = ctx
+        # An overlapping generated schedule: a role-targeted step leaves out the nodes other
+        # faults in force hold, and is skipped when none is left (a generator cannot know
+        # which node a role will name; a kill of a node already down would fail the run).
+        self.disjoint = disjoint
+        self._skipped: set[str] = set()  # names of skipped steps, whose heals are skipped
         self.steps = list(steps)
         self.events = events
         self.active: list[ActiveFault] = []
@@ -194,6 +206,8 @@ class Nemesis:
         try:
             partition = self._partition(step)
             nodes = resolve_target(self.ctx, step, self.bindings, partition)
+            if self.disjoint and (nodes := self._free(index, step, nodes)) == []:
+                return None
             if step.as_ is not None:
                 self.bindings[step.as_] = nodes
                 self._led[step.as_] = _led_by(roles, nodes)
@@ -229,9 +243,34 @@ class Nemesis:
         )
         return active
 
+    def _free(self, index: int, step: FaultStep, nodes: list[KafkaNode]) -> list[KafkaNode]:
+        """`nodes` without those another fault in force holds ([] and a fault_skipped event
+        when none is left, or when a whole-cluster step would miss one). Bound targets and
+        consumer faults are left as they are."""
+        if step.bound_target is not None or FAULT_TYPES[step.fault].acts_on_consumers:
+            return nodes
+        held = {n.hostname for active in self.active for n in active.fault.nodes}
+        free = [n for n in nodes if n.hostname not in held]
+        if len(free) == len(nodes) or (free and not whole_cluster(self.ctx, step, nodes)):
+            return free
+        if step.as_ is not None:
+            self._skipped.add(step.as_)
+        reason = (
+            "it hits the whole cluster and another fault held a node"
+            if free
+            else f"every node it named ({', '.join(n.hostname for n in nodes)}) was held"
+        )
+        self.events.write(
+            FaultSkipped(step=index, fault=step.fault, target=step.target, reason=reason)
+        )
+        return []
+
     def _heal_named(self, index: int, step: FaultStep) -> None:
         """A heal step: end the open fault bound to its @name (validation made sure of one)."""
         name = step.bound_target or ""
+        if name in self._skipped:  # its fault never acted: nothing to end
+            self._skipped.discard(name)
+            return
         active = self._named.pop(name, None)
         if active is None:
             self._fail(index, step, 0, "heal", f"no open fault is bound to @{name}")

@@ -39,6 +39,8 @@ class EventType(StrEnum):
     FAULT_START = "fault_start"
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
+    # step, fault, target, reason: a generated step whose every node another fault held
+    FAULT_SKIPPED = "fault_skipped"
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
     # controller, partitions: [{partition, leader, isr}]; ends: [{partition, high_watermark,
     # last_stable}] read at ends_us (or ends_error)
@@ -214,6 +216,18 @@ class FaultFailed(_Event):
     error: str | None = None
 
 
+class FaultSkipped(_Event):
+    """A step of an overlapping generated schedule that did not act: every node its target
+    named was held by another fault in force (concurrent generated faults act on disjoint
+    nodes), or it hits the whole cluster while one was. Its heal step is skipped too."""
+
+    type: Literal[EventType.FAULT_SKIPPED] = EventType.FAULT_SKIPPED
+    step: int | None = None
+    fault: str | None = None
+    target: str | None = None
+    reason: str | None = None
+
+
 class ConditionMet(_Event):
     """A step's `after:` condition held after `waited_s`."""
 
@@ -373,6 +387,7 @@ Event = Annotated[
     | FaultStart
     | FaultEnd
     | FaultFailed
+    | FaultSkipped
     | ConditionMet
     | Sample
     | ReadbackDone

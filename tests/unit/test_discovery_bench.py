@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from analysis.judge.known_bugs import KNOWN_BUGS
 from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
@@ -88,3 +91,61 @@ def test_a_chunk_starts_in_an_empty_directory(tmp_path):
     (left / "events.jsonl").write_text('{"type": "harness_error"}\n')
     assert fresh(left) == left and not left.exists()
     assert fresh(tmp_path / "seed-1" / "0") == tmp_path / "seed-1" / "0"
+
+
+def test_another_nemesis_is_another_search_under_its_own_key() -> None:
+    module = bench()
+    row = module.Row("KAFKA-1211", "experiments/kafka-history.yaml", "*")
+    plain = module.key_of(row, "c", 0)
+    assert plain == module.key_of(row, "c", 0, module.Nemesis())  # the old lines still resume
+    keys = {module.key_of(row, "c", 0, module.Nemesis(s, o)) for s in (False, True) for o in (1, 2)}
+    assert len(keys) == 4 and plain in keys
+    assert module.Nemesis(True, 2).label == "generic, overlap 2, swarm"
+    document = module.unaimed({"workload": {"rate": 1}}, 60, module.Nemesis(True, 2))
+    assert document["faults"]["generate"] | {"mean_interval_s": 0} == {
+        "mode": "generic",
+        "mean_interval_s": 0,
+        "swarm": True,
+        "overlap": 2,
+    }
+
+
+def draws() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "nemesis_draws", REPO_ROOT / "bench" / "nemesis_draws.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["nemesis_draws"] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["kill@leader", "kill@successor", "pause@leader"]),
+            st.integers(0, 50),
+            st.integers(1, 30),
+        ),
+        max_size=8,
+    )
+)
+def test_a_match_beside_another_fault_starts_while_that_one_acts(plan: list) -> None:
+    module = draws()
+    faults = [module.Drawn(name, start, start + length) for name, start, length in plan]
+    found = module.matches(faults, "kill@successor", "kill@*")
+    # The oracle: every pair, by position, of a successor kill and another kill acting then.
+    expected = [
+        f
+        for i, f in enumerate(faults)
+        if f.name == "kill@successor"
+        and any(
+            j != i and o.name.startswith("kill@") and o.start_s <= f.start_s < o.end_s
+            for j, o in enumerate(faults)
+        )
+    ]
+    assert found == expected
+    assert module.matches(faults, "kill@successor", None) == [
+        f for f in faults if f.name == "kill@successor"
+    ]

@@ -80,6 +80,11 @@ def cells(draw: st.DrawFn) -> dict[str, Any]:
     }
     if families is not None:
         generate["families"] = families
+    if draw(st.booleans()):
+        generate["swarm"] = True
+    overlap = draw(st.sampled_from([1, 1, 2, 3]))
+    if overlap > 1:
+        generate["overlap"] = overlap
     return {
         "name": "generic",
         "kafka": kafka,
@@ -126,19 +131,37 @@ def test_steps_come_from_allowed_families_timed_around_the_cells_timeouts(
     doc: dict[str, Any], seed: int
 ) -> None:
     allowed = set(doc["faults"]["generate"].get("families") or DEFAULT_FAMILIES)
+    overlap = doc["faults"]["generate"].get("overlap", 1)
     timeouts = timeouts_oracle(doc)
     horizon = doc["workload"]["duration_s"]
-    end = 0.0
-    for step in schedule_of(doc, seed):
+    ends: list[float] = []
+    for step, at_s, end_s in faults_of(schedule_of(doc, seed), overlap):
         params = step.params.model_dump(by_alias=True)
         assert family_of(step.fault, params) in allowed
-        assert step.duration_s is not None and step.at_s is not None
-        assert in_some_band(step.duration_s * 1000, timeouts), step
-        assert end <= step.at_s and step.at_s + step.duration_s < horizon  # one at a time
-        end = step.at_s + step.duration_s
+        assert in_some_band((end_s - at_s) * 1000, timeouts, slack_ms=2.0), step
+        assert end_s < horizon
+        ends = [end for end in ends if end > at_s]  # the faults still in force at its start
+        assert len(ends) < overlap, (at_s, ends)  # one at a time, or at most `overlap`
+        ends.append(end_s)
         hold = params.get("fsync_ms") if step.fault == "slow-disk" else params.get("delay_ms")
         if step.fault in ("delay", "reorder", "slow-disk"):
             assert hold == MAX_DELAY_MS or in_some_band(hold, timeouts), step
+
+
+def faults_of(steps: list[FaultStep], overlap: int) -> list[tuple[FaultStep, float, float]]:
+    """(step, start, end) of each drawn fault: a step healed after its duration when one at a
+    time; a bound step and the heal step naming it when overlapping (every bound fault healed
+    once, the steps in time order)."""
+    starts = [s.at_s for s in steps]
+    assert all(a is not None for a in starts) and starts == sorted(starts)  # type: ignore[type-var]
+    if overlap == 1:
+        assert all(s.duration_s is not None and s.as_ is None for s in steps)
+        return [(s, s.at_s or 0.0, (s.at_s or 0.0) + (s.duration_s or 0.0)) for s in steps]
+    heals = {s.target[1:]: s.at_s or 0.0 for s in steps if s.fault == "heal"}
+    opened = [s for s in steps if s.fault != "heal"]
+    assert sorted(heals) == sorted(s.as_ or "" for s in opened)
+    assert all(s.duration_s is None for s in opened)
+    return [(s, s.at_s or 0.0, heals[s.as_ or ""]) for s in opened]
 
 
 def test_a_family_the_cell_cannot_run_is_never_drawn() -> None:
@@ -214,6 +237,16 @@ def test_the_consumer_session_timeout_is_the_consumer_groups() -> None:
         ({"mean_interval_s": 5, "targets": ["leader"], "duration_s": [1, 2]}, "faults: required"),
         (
             {
+                "mean_interval_s": 5,
+                "swarm": True,
+                "faults": ["kill"],
+                "targets": ["leader"],
+                "duration_s": [1, 2],
+            },
+            "swarm: is not used by mode: uniform",
+        ),
+        (
+            {
                 "mode": "generic",
                 "mean_interval_s": 5,
                 "weights": {"process": 0},
@@ -266,3 +299,55 @@ def test_a_request_step_mostly_holds_requests_its_role_receives() -> None:
     inside = sum(requests <= own for requests in held)
     assert len(held) >= 40 and inside / len(held) >= 0.6, (inside, len(held))
     assert any("EndTxn" in requests for requests in held)
+
+
+@st.composite
+def menus(draw: st.DrawFn) -> tuple[list[str], dict[str, tuple[tuple[str, str], ...]], list]:
+    """Allowed families, a menu (some families with nothing to draw) and request paths."""
+    from harness.experiment.families import REQUEST_PATHS
+
+    menu = {
+        family.name: tuple(
+            draw(st.lists(st.sampled_from([(k, "leader") for k in family.kinds]), unique=True))
+        )
+        for family in FAMILIES
+    }
+    families = [f for f in draw(st.permutations(list(menu))) if menu[f]][: draw(st.integers(1, 8))]
+    paths = [
+        (path, path.requests[: draw(st.integers(1, len(path.requests)))]) for path in REQUEST_PATHS
+    ]
+    return families, menu, paths
+
+
+@given(menus(), st.integers(0, 2**32))
+def test_a_swarm_keeps_a_nonempty_part_of_each_feature(case: tuple, seed: int) -> None:
+    import random
+
+    from harness.experiment.generic import swarm
+
+    families, menu, paths = case
+    if not families:
+        return
+    kept, kept_menu, kept_paths = swarm(families, menu, paths, random.Random(seed))
+    assert kept and set(kept) <= set(families) and len(set(kept)) == len(kept)
+    for family, pairs in kept_menu.items():
+        if family in kept:
+            assert pairs and set(pairs) <= set(menu[family])
+        elif family in families:
+            assert pairs == ()
+    for (path, requests), (kept_path, kept_requests) in zip(paths, kept_paths, strict=True):
+        assert kept_path is path and kept_requests and set(kept_requests) <= set(requests)
+
+
+def test_a_swarm_keeps_each_feature_about_half_the_time() -> None:
+    import random
+
+    from harness.experiment.generic import swarm
+
+    families = list(FAMILY_NAMES)
+    menu = {f.name: tuple((k, "leader") for k in f.kinds) for f in FAMILIES}
+    rng = random.Random(7)
+    kept = Counter(f for _ in range(2000) for f in swarm(families, menu, [], rng)[0])
+    # The oracle: a coin per family (a swarm left empty keeps one more: under 1 % here).
+    for family in families:
+        assert 0.45 < kept[family] / 2000 < 0.56, (family, kept[family])

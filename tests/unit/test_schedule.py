@@ -346,9 +346,11 @@ def test_an_unbound_name_is_a_fault_error():
 # --- the nemesis runs a mechanism schedule -------------------------------------------------------
 
 
-def run(cluster: FakeCluster, steps: list[FaultStep], tmp_path) -> tuple[Nemesis, list[dict]]:
+def run(
+    cluster: FakeCluster, steps: list[FaultStep], tmp_path, disjoint: bool = False
+) -> tuple[Nemesis, list[dict]]:
     events = EventLog(tmp_path / layout.EVENTS)
-    nemesis = Nemesis(context(cluster), steps, events)
+    nemesis = Nemesis(context(cluster), steps, events, disjoint=disjoint)
     nemesis.start(time.monotonic())
     assert nemesis._thread is not None
     nemesis._thread.join(20)
@@ -452,3 +454,29 @@ def test_a_node_that_led_nothing_gives_no_partition(tmp_path):
     _, events = run(FakeCluster(), steps, tmp_path)
     (error,) = [e for e in events if e["type"] == EventType.FAULT_ERROR]
     assert "@idle led no partition" in error["error"] and error["stage"] == "inject"
+
+
+def test_overlapping_generated_faults_act_on_disjoint_nodes(tmp_path):
+    """A role step leaves out the nodes another fault in force holds; one left with none, or a
+    whole-cluster step that would miss one, is skipped with its heal, and is no error."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="node:2", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="followers", as_="g1"),  # 2 is held: only 3
+        FaultStep(at_s=0, fault="kill", target="node:3", as_="g2"),  # held: skipped
+        FaultStep(at_s=0, fault="kill", target="all", as_="g3"),  # would miss 2 and 3
+        FaultStep(at_s=0, fault="heal", target="@g2"),
+        FaultStep(at_s=0, fault="heal", target="@g3"),
+        FaultStep(at_s=0, fault="heal", target="@g1"),
+        FaultStep(at_s=0, fault="heal", target="@g0"),
+    ]
+    cluster = FakeCluster()
+    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    assert [n.actions for n in cluster.nodes] == [[], ["kill", "start"], ["kill", "start"]]
+    skipped = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert [(e["step"], "whole cluster" in e["reason"]) for e in skipped] == [
+        (2, False),
+        (3, True),
+    ]
+    started = [e["nodes"] for e in events if e["type"] == EventType.FAULT_START]
+    assert started == [[2], [3]]
