@@ -100,9 +100,13 @@ def unaimed(
         "swarm": nemesis.swarm,
         "overlap": nemesis.overlap,
     }
+    given = document.get("faults", {})
     faults = {
         "generate": generate,
-        "final_heal_timeout_s": document.get("faults", {}).get("final_heal_timeout_s", 90),
+        "final_heal_timeout_s": given.get("final_heal_timeout_s", 90),
+        # The row's time after the producers stop, when its faults act then (an unclean
+        # election nobody writes after): the nemesis draws over it too.
+        "after_workload_s": given.get("after_workload_s", 0),
     }
     return {**document, "workload": workload, "faults": faults, "repetitions": 1, "matrix": {}}
 

@@ -74,7 +74,8 @@ def _generated(plan: FaultGenerator, horizon_s: float, rng: random.Random) -> li
 def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
     """The cell's fault steps in the order they run: the explicit schedule in file order
     (validation keeps its start times ordered) with each `every_s` step expanded into its
-    repetitions, placed by start time; or one generated from seed. spec.json lists these."""
+    repetitions, placed by start time; or one generated from seed, over the workload and
+    faults.after_workload_s. spec.json lists these."""
     faults = cell.spec.faults
     if faults.generate is None and not any(step.repeats for step in faults.schedule):
         return list(faults.schedule)
@@ -83,6 +84,7 @@ def schedule_for(cell: Cell, seed: int) -> list[FaultStep]:
         raise spec_error(cell.spec._source, rule_problems(cell.spec))
     if faults.generate is None:
         return expand_repeats(faults.schedule, horizon_s)
+    horizon_s += faults.after_workload_s  # a generated schedule acts on after the producers
     if faults.generate.mode == "generic":
         return generic_schedule(cell.spec, faults.generate, horizon_s, random.Random(seed))
     return _generated(faults.generate, horizon_s, random.Random(seed))

@@ -388,9 +388,6 @@ def _mode_rules(plan: FaultGenerator, where: str) -> Iterator[Problem]:
 def _generator_rules(spec: Experiment, plan: FaultGenerator) -> Iterator[Problem]:
     where = "faults.generate"
     yield from _mode_rules(plan, where)
-    if spec.faults.after_workload_s:
-        reason = "a generated schedule ends with the workload; list the steps under schedule"
-        yield "faults.after_workload_s", reason
     if HEAL in plan.faults:
         yield f"{where}.faults", "heal ends a named fault; a generated schedule heals each itself"
     yield from _fault_target_rules(

@@ -98,7 +98,7 @@ def cells(draw: st.DrawFn) -> dict[str, Any]:
             "message_timeout_ms": message_timeout_ms,
         },
         "workload": workload,
-        "faults": {"generate": generate},
+        "faults": {"generate": generate, "after_workload_s": draw(st.sampled_from([0, 0, 20]))},
     }
 
 
@@ -121,7 +121,8 @@ def test_the_same_seed_draws_the_same_schedule(doc: dict[str, Any], seed: int) -
 def test_every_schedule_is_valid_as_a_written_one(doc: dict[str, Any], seed: int) -> None:
     """The drawn steps, written into the file as its explicit schedule, pass validation."""
     steps = schedule_of(doc, seed)
-    written = {**doc, "faults": {"schedule": [s.model_dump(by_alias=True) for s in steps]}}
+    schedule = [s.model_dump(by_alias=True) for s in steps]
+    written = {**doc, "faults": {**doc["faults"], "generate": None, "schedule": schedule}}
     expand(parse_experiment(written))  # raises SpecError naming the step otherwise
 
 
@@ -133,7 +134,7 @@ def test_steps_come_from_allowed_families_timed_around_the_cells_timeouts(
     allowed = set(doc["faults"]["generate"].get("families") or DEFAULT_FAMILIES)
     overlap = doc["faults"]["generate"].get("overlap", 1)
     timeouts = timeouts_oracle(doc)
-    horizon = doc["workload"]["duration_s"]
+    horizon = doc["workload"]["duration_s"] + doc["faults"]["after_workload_s"]
     ends: list[float] = []
     for step, at_s, end_s in faults_of(schedule_of(doc, seed), overlap):
         params = step.params.model_dump(by_alias=True)
@@ -351,3 +352,18 @@ def test_a_swarm_keeps_each_feature_about_half_the_time() -> None:
     # The oracle: a coin per family (a swarm left empty keeps one more: under 1 % here).
     for family in families:
         assert 0.45 < kept[family] / 2000 < 0.56, (family, kept[family])
+
+
+def test_a_generated_schedule_acts_on_after_the_workload_when_the_file_says_so() -> None:
+    doc = {
+        "name": "after",
+        "workload": {"rate": 10, "duration_s": 30},
+        "faults": {
+            "generate": {"mode": "generic", "mean_interval_s": 2, "families": ["process"]},
+            "after_workload_s": 60,
+        },
+    }
+    ends = [s.end_s or 0 for seed in range(20) for s in schedule_of(doc, seed)]
+    assert max(ends) > 30 and max(ends) < 90  # past the producers, within the window
+    doc["faults"]["after_workload_s"] = 0
+    assert all((s.end_s or 0) < 30 for seed in range(20) for s in schedule_of(doc, seed))
