@@ -278,7 +278,7 @@ def generic_schedule(
     while len(steps) < MAX_SCHEDULED_FAULTS:
         at_s = round(clock + rng.expovariate(1.0 / mean_gap_s), 3)
         if plan.overlap > 1:
-            at_s, in_force = _room(at_s, in_force, plan.overlap)
+            at_s, in_force = _room(at_s, in_force, plan.overlap, rng, mean_gap_s)
         if at_s >= horizon_s:
             break
         step = next(
@@ -298,12 +298,17 @@ def generic_schedule(
     return steps if plan.overlap == 1 else bound_faults(steps)
 
 
-def _room(at_s: float, in_force: list[float], overlap: int) -> tuple[float, list[float]]:
+def _room(
+    at_s: float, in_force: list[float], overlap: int, rng: random.Random, mean_gap_s: float
+) -> tuple[float, list[float]]:
     """The start at or after `at_s` when fewer than `overlap` of the faults ending at
-    `in_force` still act, and those that then still act."""
+    `in_force` still act (when `overlap` act at `at_s`: a gap drawn after the heal that
+    leaves overlap - 1, as after any heal: a node a heal restarts is not hit as it comes
+    back), and those that then still act."""
     acting = sorted(end for end in in_force if end > at_s)
-    if len(acting) >= overlap:
-        at_s = round(acting[len(acting) - overlap], 3)  # the heal leaving overlap - 1
+    while len(acting) >= overlap:
+        healed = acting[len(acting) - overlap]
+        at_s = round(healed + rng.expovariate(1.0 / mean_gap_s), 3)
         acting = [end for end in acting if end > at_s]
     return at_s, acting
 

@@ -116,13 +116,14 @@ class Nemesis:
         ctx: FaultContext,
         steps: Sequence[FaultStep],
         events: EventLog,
-        disjoint: bool = False,
+        generated: bool = False,
     ):
         self.ctx = ctx
-        # An overlapping generated schedule: a role-targeted step leaves out the nodes other
-        # faults in force hold, and is skipped when none is left (a generator cannot know
-        # which node a role will name; a kill of a node already down would fail the run).
-        self.disjoint = disjoint
+        # A generated schedule: a role-targeted step leaves out the nodes other faults in
+        # force hold (overlapping faults), and is skipped when none is left or its role names
+        # no node (a generator cannot know which node a role will name; a kill of a node
+        # already down would fail the run).
+        self.generated = generated
         self._skipped: set[str] = set()  # names of skipped steps, whose heals are skipped
         self.steps = list(steps)
         self.events = events
@@ -205,8 +206,8 @@ class Nemesis:
         roles = self._roles()
         try:
             partition = self._partition(step)
-            nodes = resolve_target(self.ctx, step, self.bindings, partition)
-            if self.disjoint and (nodes := self._free(index, step, nodes)) == []:
+            nodes = self._target(index, step, partition)
+            if nodes == []:
                 return None
             if step.as_ is not None:
                 self.bindings[step.as_] = nodes
@@ -219,6 +220,8 @@ class Nemesis:
             detail = fault.inject()
         except Exception as exc:
             self._fail(index, step, fault_id, "inject", str(exc))
+            if step.as_ is not None:  # said once: its heal step has nothing to end
+                self._skipped.add(step.as_)
             return None
         self._resolved(index, step, fault_id, nodes)
         # ts_us is when injection began; injected_us when the last command returned.
@@ -243,6 +246,27 @@ class Nemesis:
         )
         return active
 
+    def _target(self, index: int, step: FaultStep, partition: int) -> list[KafkaNode]:
+        """The nodes the step acts on. In a generated schedule a role that names no node now
+        (no leader, no active controller) skips the step ([] and a fault_skipped event): the
+        generator cannot know the roles a step will meet. Anywhere else it is a FaultError."""
+        try:
+            nodes = resolve_target(self.ctx, step, self.bindings, partition)
+        except FaultError as exc:
+            if not self.generated or step.bound_target is not None:
+                raise
+            self._skip(index, step, f"its target named no node: {exc}")
+            return []
+        return self._free(index, step, nodes) if self.generated else nodes
+
+    def _skip(self, index: int, step: FaultStep, reason: str) -> None:
+        """Record that `step` did not act, and that its heal step has nothing to end."""
+        if step.as_ is not None:
+            self._skipped.add(step.as_)
+        self.events.write(
+            FaultSkipped(step=index, fault=step.fault, target=step.target, reason=reason)
+        )
+
     def _free(self, index: int, step: FaultStep, nodes: list[KafkaNode]) -> list[KafkaNode]:
         """`nodes` without those another fault in force holds ([] and a fault_skipped event
         when none is left, or when a whole-cluster step would miss one). Bound targets and
@@ -253,16 +277,12 @@ class Nemesis:
         free = [n for n in nodes if n.hostname not in held]
         if len(free) == len(nodes) or (free and not whole_cluster(self.ctx, step, nodes)):
             return free
-        if step.as_ is not None:
-            self._skipped.add(step.as_)
         reason = (
             "it hits the whole cluster and another fault held a node"
             if free
             else f"every node it named ({', '.join(n.hostname for n in nodes)}) was held"
         )
-        self.events.write(
-            FaultSkipped(step=index, fault=step.fault, target=step.target, reason=reason)
-        )
+        self._skip(index, step, reason)
         return []
 
     def _heal_named(self, index: int, step: FaultStep) -> None:

@@ -144,9 +144,8 @@ def _workload_and_faults(
     if in_process:  # a program reports its own settings
         events.write(librdkafka_config(plan.producer, plan.durability[1]))
     sampler = Sampler(ctx, events)
-    generated = plan.spec.faults.generate
-    overlapping = generated is not None and generated.overlap > 1
-    nemesis = Nemesis(ctx, plan.schedule, events, disjoint=overlapping)
+    generated = plan.spec.faults.generate is not None
+    nemesis = Nemesis(ctx, plan.schedule, events, generated=generated)
     summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
     ctx.consumers = _consumer_group(plan, ctx.cluster.bootstrap_servers, events)

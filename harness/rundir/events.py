@@ -39,7 +39,8 @@ class EventType(StrEnum):
     FAULT_START = "fault_start"
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
-    # step, fault, target, reason: a generated step whose every node another fault held
+    # step, fault, target, reason: a generated step that did not act (no node its role
+    # named, or every node held by another fault)
     FAULT_SKIPPED = "fault_skipped"
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
     # controller, partitions: [{partition, leader, isr}]; ends: [{partition, high_watermark,
@@ -217,9 +218,10 @@ class FaultFailed(_Event):
 
 
 class FaultSkipped(_Event):
-    """A step of an overlapping generated schedule that did not act: every node its target
-    named was held by another fault in force (concurrent generated faults act on disjoint
-    nodes), or it hits the whole cluster while one was. Its heal step is skipped too."""
+    """A step of a generated schedule that did not act: its role named no node then (no
+    leader, no active controller), or every node it named was held by another fault in force
+    (overlapping generated faults act on disjoint nodes), or it hits the whole cluster while
+    one was. Its heal step is skipped too."""
 
     type: Literal[EventType.FAULT_SKIPPED] = EventType.FAULT_SKIPPED
     step: int | None = None

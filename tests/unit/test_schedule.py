@@ -347,10 +347,10 @@ def test_an_unbound_name_is_a_fault_error():
 
 
 def run(
-    cluster: FakeCluster, steps: list[FaultStep], tmp_path, disjoint: bool = False
+    cluster: FakeCluster, steps: list[FaultStep], tmp_path, generated: bool = False
 ) -> tuple[Nemesis, list[dict]]:
     events = EventLog(tmp_path / layout.EVENTS)
-    nemesis = Nemesis(context(cluster), steps, events, disjoint=disjoint)
+    nemesis = Nemesis(context(cluster), steps, events, generated=generated)
     nemesis.start(time.monotonic())
     assert nemesis._thread is not None
     nemesis._thread.join(20)
@@ -470,7 +470,7 @@ def test_overlapping_generated_faults_act_on_disjoint_nodes(tmp_path):
         FaultStep(at_s=0, fault="heal", target="@g0"),
     ]
     cluster = FakeCluster()
-    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
+    nemesis, events = run(cluster, steps, tmp_path, generated=True)
     assert nemesis.errors == []
     assert [n.actions for n in cluster.nodes] == [[], ["kill", "start"], ["kill", "start"]]
     skipped = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
@@ -480,3 +480,24 @@ def test_overlapping_generated_faults_act_on_disjoint_nodes(tmp_path):
     ]
     started = [e["nodes"] for e in events if e["type"] == EventType.FAULT_START]
     assert started == [[2], [3]]
+
+
+def test_a_generated_step_whose_role_names_no_node_is_skipped_not_failed(tmp_path):
+    """All replicas down: `leader` names nobody. A generated schedule skips that step and its
+    heal; an explicit one fails it, as before."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="followers", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="leader", as_="g1"),
+        FaultStep(at_s=0, fault="kill", target="leader", as_="g2"),  # no leader now
+        FaultStep(at_s=0, fault="heal", target="@g2"),
+        FaultStep(at_s=0, fault="heal", target="@g1"),
+        FaultStep(at_s=0, fault="heal", target="@g0"),
+    ]
+    nemesis, events = run(FakeCluster(), steps, tmp_path, generated=True)
+    assert nemesis.errors == []
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert skipped["step"] == 2 and "no leader" in skipped["reason"]
+    (tmp_path / "explicit").mkdir()
+    explicit, events = run(FakeCluster(), steps, tmp_path / "explicit")
+    assert [e.split(":")[0] for e in explicit.errors] == ["step 2 (kill leader)"]
+    assert [e["stage"] for e in events if e["type"] == EventType.FAULT_ERROR] == ["inject"]
