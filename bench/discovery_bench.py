@@ -194,7 +194,10 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
         replay(unaimed_cell, steps, chunk_seed, image, run_dir, PlainProgress())
         minutes += args.chunk_minutes
         verdict, result = judge_run(run_dir)
-        if row.reference in outcome_of(verdict, result).classes:
+        outcome = outcome_of(verdict, result)
+        shown = ", ".join(sorted(outcome.classes)) or "no class"
+        print(f"  {run_dir}: {outcome.verdict} ({shown})", flush=True)
+        if row.reference in outcome.classes:
             return minutes
         chunk += 1
     return None
