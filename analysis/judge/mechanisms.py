@@ -96,7 +96,11 @@ class _Context:
 
 
 def _moved(history: PartitionHistory, context: _Context) -> str:
-    """A leader change to a live replica after some fault hit the partition."""
+    """A leader change to a live replica after some fault hit the partition, unless the last
+    replica standing explains it (its tail went with its page cache, not with a truncation
+    to its high watermark: KIP-966's evidence, which a leader change also shows)."""
+    if _last_replica_standing(history, context):
+        return ""
     first_hit = min((h.ts_us for h in history.hits), default=None)
     for change in history.leader_changes:
         if change.new is not None and first_hit is not None and change.ts_us >= first_hit:
@@ -117,6 +121,13 @@ def _moved_twice(history: PartitionHistory, context: _Context) -> str:
 
 
 DOWN_KINDS: Final = ("stop", "kill", "power-loss")  # hits that take a replica down
+# Hits that take down replicas holding the data: a broker halts when its only log directory
+# fails (disk-error), as it does when killed.
+TAKEN: Final = {
+    "stop": "stopped cleanly",
+    "kill": "killed",
+    "disk-error": "halted by a failing log directory",
+}
 
 
 def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
@@ -147,16 +158,14 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
         # ISR were still down then (the others, out of the ISR, could not be elected).
         taken = [
             h for h in history.hits
-            if h.kind in ("stop", "kill") and set(h.nodes) - own and h.ts_us <= returned
+            if h.kind in TAKEN and set(h.nodes) - own and h.ts_us <= returned
         ]  # fmt: skip
         still_down = {
             n for h in taken if h.healed_us is None or h.healed_us > returned for n in h.nodes
         }
         if taken and set(last.isr) - own <= still_down:
             how = "; ".join(
-                f"replicas {list(h.nodes)} {'stopped cleanly' if h.kind == 'stop' else 'killed'} "
-                f"at {context.t(h.ts_us)}"
-                for h in taken
+                f"replicas {list(h.nodes)} {TAKEN[h.kind]} at {context.t(h.ts_us)}" for h in taken
             )
             return (
                 f"{how}; the ISR was {list(last.isr)} under leader {last.leader} at "

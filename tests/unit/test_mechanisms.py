@@ -469,3 +469,29 @@ def test_a_known_bug_cell_renders_everywhere_with_its_jira(tmp_path):
     assert not list(junit.iter("failure")) and "verdict: KNOWN-BUG" in ET.tostring(
         junit, encoding="unicode"
     )
+
+
+def disk_halted_events() -> list[dict[str, Any]]:
+    """The followers' log directories fail (they halt), the ISR shrinks to the leader, whose
+    unflushed tail a power loss takes; it comes back and leads."""
+    return [
+        start(5, [2, 3], fault="disk-full", fault_id=1, class_kind="disk-error"),
+        sample(7, [(0, 1, [1])]),
+        start(8, [1], fault="lose-unsynced", fault_id=2, class_kind="power-loss",
+              partitions=[{**ROLES[0], "isr": [1]}]),
+        end(10, 1),
+        end(23, 2),
+        sample(25, [(0, 1, [1])]),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["0.10.2.2", "3.9.1"])
+def test_followers_halted_by_their_disks_leave_the_last_replica_standing(version: str):
+    """KIP-966, also before 0.11, where a leader change alone would read as KAFKA-1211: the
+    tail went with the last leader's page cache, not with a truncation to its watermark."""
+    config = {**CP, "enable_idempotence": False, "kafka_version": version, "fault_class": "mixed"}
+    rep = judged(config, disk_halted_events(), p0=300)
+    assert rep.verdict == Verdict.KNOWN_BUG
+    (reason,) = [r for r in rep.reasons if "KIP-966" in r]
+    assert "replicas [2, 3] halted by a failing log directory at t=5.0 s" in reason
+    assert not any("KAFKA-1211" in r for r in rep.reasons)
