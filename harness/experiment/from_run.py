@@ -68,7 +68,11 @@ def experiment_document(
         "topic": {k: v for k, v in topic.items() if v is not None},
         "producer": producer,
         "workload": dict(spec.workload),
-        "faults": {"schedule": [s.model_dump(by_alias=True, exclude_none=True) for s in schedule]},
+        "faults": {
+            "schedule": [s.model_dump(by_alias=True, exclude_none=True) for s in schedule],
+            # A generated schedule's replay runs as it did (the nodes held are left out).
+            **({"disjoint": True} if spec.disjoint else {}),
+        },
         "seed": spec.seed if spec.seed is not None else 42,
         "repetitions": 1,
     }

@@ -464,6 +464,15 @@ class FaultsSpec(_Section):
     # as an election on a partition nobody writes again. The consumer group and the sampler
     # go on meanwhile; the final heal follows the schedule's end or this bound.
     after_workload_s: Seconds = Field(0, ge=0)
+    # Steps aimed at a role act only on nodes no other fault in force holds, and are skipped
+    # (a fault_skipped event, no error) when they name none or their role names no node then:
+    # what a generated schedule always does, and what its replay (a shrunk file) needs.
+    disjoint: bool = False
+
+    @property
+    def acts_disjoint(self) -> bool:
+        """Whether the nemesis runs these steps disjoint (above): asked, or generated."""
+        return self.disjoint or self.generate is not None
 
 
 class Experiment(_Section):

@@ -116,14 +116,14 @@ class Nemesis:
         ctx: FaultContext,
         steps: Sequence[FaultStep],
         events: EventLog,
-        generated: bool = False,
+        disjoint: bool = False,
     ):
         self.ctx = ctx
-        # A generated schedule: a role-targeted step leaves out the nodes other faults in
-        # force hold (overlapping faults), and is skipped when none is left or its role names
-        # no node (a generator cannot know which node a role will name; a kill of a node
-        # already down would fail the run).
-        self.generated = generated
+        # faults.disjoint (a generated schedule's rule): a role-targeted step leaves out the
+        # nodes other faults in force hold, and is skipped when none is left or its role
+        # names no node (a generator cannot know which node a role will name; a kill of a
+        # node already down would fail the run).
+        self.disjoint = disjoint
         self._skipped: set[str] = set()  # names of skipped steps, whose heals are skipped
         self.steps = list(steps)
         self.events = events
@@ -247,17 +247,18 @@ class Nemesis:
         return active
 
     def _target(self, index: int, step: FaultStep, partition: int) -> list[KafkaNode]:
-        """The nodes the step acts on. In a generated schedule a role that names no node now
-        (no leader, no active controller) skips the step ([] and a fault_skipped event): the
-        generator cannot know the roles a step will meet. Anywhere else it is a FaultError."""
+        """The nodes the step acts on. Disjoint (a generated schedule), a role that names no
+        node now (no leader, no active controller) skips the step ([] and a fault_skipped
+        event): the generator cannot know the roles a step will meet. Otherwise it is a
+        FaultError."""
         try:
             nodes = resolve_target(self.ctx, step, self.bindings, partition)
         except FaultError as exc:
-            if not self.generated or step.bound_target is not None:
+            if not self.disjoint or step.bound_target is not None:
                 raise
             self._skip(index, step, f"its target named no node: {exc}")
             return []
-        return self._free(index, step, nodes) if self.generated else nodes
+        return self._free(index, step, nodes) if self.disjoint else nodes
 
     def _skip(self, index: int, step: FaultStep, reason: str) -> None:
         """Record that `step` did not act, and that its heal step has nothing to end."""

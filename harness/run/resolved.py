@@ -199,6 +199,7 @@ def write_spec(plan: RepetitionPlan, extra: SpecTimes) -> None:
             "schedule": [
                 step.model_dump(by_alias=True, exclude_none=True) for step in plan.schedule
             ],
+            "disjoint": spec.faults.acts_disjoint,
             "kafka": {
                 **spec.kafka.model_dump(),
                 "mode": spec.kafka.effective_mode(),

@@ -144,8 +144,7 @@ def _workload_and_faults(
     if in_process:  # a program reports its own settings
         events.write(librdkafka_config(plan.producer, plan.durability[1]))
     sampler = Sampler(ctx, events)
-    generated = plan.spec.faults.generate is not None
-    nemesis = Nemesis(ctx, plan.schedule, events, generated=generated)
+    nemesis = Nemesis(ctx, plan.schedule, events, disjoint=plan.spec.faults.acts_disjoint)
     summary.resolved_schedule = nemesis.resolved  # the steps as they act, read at the end
     stop = threading.Event()
     ctx.consumers = _consumer_group(plan, ctx.cluster.bootstrap_servers, events)

@@ -61,6 +61,7 @@ class RunSpec(_Part):
     topic: TopicSpec = TopicSpec()
     workload: dict[str, object] = {}
     schedule: list[dict[str, object]] = []
+    disjoint: bool = False  # the schedule ran with faults.disjoint (a generated one does)
     kafka: KafkaSpec = KafkaSpec()
     started_at_us: int | None = None
     ended_at_us: int | None = None

@@ -347,10 +347,10 @@ def test_an_unbound_name_is_a_fault_error():
 
 
 def run(
-    cluster: FakeCluster, steps: list[FaultStep], tmp_path, generated: bool = False
+    cluster: FakeCluster, steps: list[FaultStep], tmp_path, disjoint: bool = False
 ) -> tuple[Nemesis, list[dict]]:
     events = EventLog(tmp_path / layout.EVENTS)
-    nemesis = Nemesis(context(cluster), steps, events, generated=generated)
+    nemesis = Nemesis(context(cluster), steps, events, disjoint=disjoint)
     nemesis.start(time.monotonic())
     assert nemesis._thread is not None
     nemesis._thread.join(20)
@@ -470,7 +470,7 @@ def test_overlapping_generated_faults_act_on_disjoint_nodes(tmp_path):
         FaultStep(at_s=0, fault="heal", target="@g0"),
     ]
     cluster = FakeCluster()
-    nemesis, events = run(cluster, steps, tmp_path, generated=True)
+    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
     assert nemesis.errors == []
     assert [n.actions for n in cluster.nodes] == [[], ["kill", "start"], ["kill", "start"]]
     skipped = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
@@ -493,7 +493,7 @@ def test_a_generated_step_whose_role_names_no_node_is_skipped_not_failed(tmp_pat
         FaultStep(at_s=0, fault="heal", target="@g1"),
         FaultStep(at_s=0, fault="heal", target="@g0"),
     ]
-    nemesis, events = run(FakeCluster(), steps, tmp_path, generated=True)
+    nemesis, events = run(FakeCluster(), steps, tmp_path, disjoint=True)
     assert nemesis.errors == []
     (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
     assert skipped["step"] == 2 and "no leader" in skipped["reason"]

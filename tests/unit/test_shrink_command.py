@@ -49,6 +49,7 @@ def run_spec(cell: Cell, seed: int) -> RunSpec:
             s.model_dump(by_alias=True, exclude_none=True) for s in schedule_for(cell, seed)
         ],
         "kafka": {**spec.kafka.model_dump(), "mode": spec.kafka.effective_mode()},
+        "disjoint": spec.faults.acts_disjoint,
     })  # fmt: skip
 
 
@@ -67,6 +68,8 @@ def test_the_cell_rebuilt_from_spec_json_is_the_cell_that_ran(path: str) -> None
         assert resolved(again) == resolved(cell), cell.name
         assert schedule_for(again, 7) == schedule_for(cell, 7)
         assert again.spec.seed == 7 and again.spec.repetitions == 1
+        # A generated schedule's replay leaves out held nodes as the generated run did.
+        assert again.spec.faults.acts_disjoint == cell.spec.faults.acts_disjoint
 
 
 def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts: int) -> tuple:
