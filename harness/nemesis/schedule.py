@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
+from confluent_kafka import KafkaException
+
 from harness.chaos.conditions import ClusterView
 from harness.chaos.faults import (
     FAULT_TYPES,
@@ -27,7 +29,7 @@ from harness.chaos.faults import (
 from harness.experiment.model import FaultStep
 from harness.nemesis.targets import resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
-from harness.platform.topology import PartitionState
+from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
     ConditionMet,
     EventLog,
@@ -253,7 +255,8 @@ class Nemesis:
         FaultError."""
         try:
             nodes = resolve_target(self.ctx, step, self.bindings, partition)
-        except FaultError as exc:
+        except (FaultError, ClusterError, KafkaException) as exc:
+            # No node, or no broker answering the metadata the role is read from.
             if not self.disjoint or step.bound_target is not None:
                 raise
             self._skip(index, step, f"its target named no node: {exc}")

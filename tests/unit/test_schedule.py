@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 
 from harness.chaos.conditions import ClusterView, ConditionError, parse_condition
 from harness.chaos.faults import FaultContext, FaultError
@@ -501,3 +502,18 @@ def test_a_generated_step_whose_role_names_no_node_is_skipped_not_failed(tmp_pat
     explicit, events = run(FakeCluster(), steps, tmp_path / "explicit")
     assert [e.split(":")[0] for e in explicit.errors] == ["step 2 (kill leader)"]
     assert [e["stage"] for e in events if e["type"] == EventType.FAULT_ERROR] == ["inject"]
+
+
+def test_a_generated_step_skips_when_no_broker_answers_for_its_role(tmp_path):
+    """Every broker down: the role's metadata cannot be read. Disjoint, the step is skipped."""
+
+    class Unanswered(FakeCluster):
+        def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
+            raise KafkaException("Failed to get metadata: Local: Broker transport failure")
+
+    steps = [FaultStep(at_s=0, fault="kill", target="leader", as_="g0"),
+             FaultStep(at_s=0, fault="heal", target="@g0")]  # fmt: skip
+    nemesis, events = run(Unanswered(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert "Broker transport failure" in skipped["reason"]
