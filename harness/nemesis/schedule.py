@@ -25,6 +25,7 @@ from harness.chaos.faults import (
     Fault,
     FaultContext,
     FaultError,
+    FaultRefused,
 )
 from harness.experiment.model import FaultStep
 from harness.nemesis.targets import resolve_target, whole_cluster
@@ -220,6 +221,16 @@ class Nemesis:
             if step.as_ is not None and step.duration_s is None:
                 self._named[step.as_] = active
             detail = fault.inject()
+        except FaultRefused as exc:  # what the cluster's state refused: nothing was done
+            self.active = [a for a in self.active if a.fault_id != fault_id]  # nothing to heal
+            self._named = {k: v for k, v in self._named.items() if v.fault_id != fault_id}
+            if not self.disjoint or step.bound_target is not None:
+                self._fail(index, step, fault_id, "inject", str(exc))
+            else:
+                self._skip(index, step, f"the cluster refused it then: {exc}")
+            if step.as_ is not None:
+                self._skipped.add(step.as_)
+            return None
         except Exception as exc:
             self._fail(index, step, fault_id, "inject", str(exc))
             if step.as_ is not None:  # said once: its heal step has nothing to end

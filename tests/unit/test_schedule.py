@@ -517,3 +517,24 @@ def test_a_generated_step_skips_when_no_broker_answers_for_its_role(tmp_path):
     assert nemesis.errors == []
     (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
     assert "Broker transport failure" in skipped["reason"]
+
+
+def test_a_fault_the_cluster_refuses_is_skipped_when_generated_and_failed_when_written(
+    tmp_path, monkeypatch
+):
+    """FaultRefused (nothing done: a replica set left empty) skips a disjoint step; any other
+    inject error stays a failure, disjoint or not."""
+    from harness.chaos.faults import FAULT_TYPES, FaultRefused
+
+    def refuse(self):
+        raise FaultRefused("reassign of partition 0: dropping every replica")
+
+    monkeypatch.setattr(FAULT_TYPES["kill"], "inject", refuse)
+    steps = [FaultStep(at_s=0, fault="kill", target="leader", as_="g0"),
+             FaultStep(at_s=0, fault="heal", target="@g0")]  # fmt: skip
+    nemesis, events = run(FakeCluster(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    assert [e["type"] for e in events if "fault" in e.get("type", "")] == [EventType.FAULT_SKIPPED]
+    (tmp_path / "written").mkdir()
+    written, _ = run(FakeCluster(), steps, tmp_path / "written")
+    assert len(written.errors) == 1 and "dropping every replica" in written.errors[0]

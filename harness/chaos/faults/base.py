@@ -33,6 +33,11 @@ class FaultError(RuntimeError):
     """A fault could not be injected or healed; the message names the node and the command."""
 
 
+class FaultRefused(FaultError):
+    """The fault cannot act on the cluster as it is now, and nothing was done (a replica set
+    it would leave empty, no quorum node besides its target): a generated schedule skips it."""
+
+
 class FaultParams(BaseModel):
     """The `params:` of one fault step: immutable, unknown keys refused, defaults filled in.
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from harness.chaos.faults import netfilter
-from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.chaos.faults.base import Fault, FaultError, FaultParams, FaultRefused, HelperSite
 from harness.limits import shown
 from harness.rundir.events import FaultDetail
 from harness.rundir.fault_classes import ClassKind
@@ -141,7 +141,7 @@ class Partition(Fault[PartitionParams]):
         targets = {id(node) for node in self.nodes}
         quorum = [n for n in (*cluster.ensemble, *cluster.quorum) if id(n) not in targets]
         if not quorum:
-            raise FaultError("the cluster has no metadata quorum node besides the target")
+            raise FaultRefused("the cluster has no metadata quorum node besides the target")
         ips = [node.ip(cluster.network_name) for node in quorum]
         for node in self.nodes:
             netfilter.apply(node, netfilter.peer_rules(ips))

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from harness.chaos.faults.base import AdminFault, FaultError, FaultParams
+from harness.chaos.faults.base import AdminFault, FaultError, FaultParams, FaultRefused
 from harness.limits import admin_wait_s
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
@@ -98,8 +98,11 @@ class Reassign(AdminFault[ReassignParams]):
                 self.params.mode,
                 self.ctx.rng.choice,
             )
+        except ValueError as exc:  # before any change: the replica set does not allow it
+            raise FaultRefused(f"reassign of partition {self.partition}: {exc}") from exc
+        try:
             done = reassign(cluster, topic, self.partition, after, float(self.params.timeout_s))
-        except (ValueError, AdminError) as exc:
+        except AdminError as exc:
             raise FaultError(f"reassign of partition {self.partition}: {exc}") from exc
         return {
             "mode": self.params.mode,
