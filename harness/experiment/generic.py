@@ -40,6 +40,7 @@ from harness.platform.versions import Mode
 __all__ = [
     "ATTEMPTS",
     "Menu",
+    "beside_menu",
     "bound_faults",
     "drawable_kinds",
     "generic_schedule",
@@ -69,6 +70,10 @@ KRAFT_ONLY: Final = frozenset(
 
 Menu = dict[str, tuple[tuple[str, str], ...]]  # family -> the (kind, target) pairs it may draw
 SWARM_KEEP: Final = 0.5  # the chance a feature stays in a swarm schedule's menu
+# Kinds an overlapping schedule draws only while no other fault acts (beside_menu).
+SOLO_KINDS: Final = frozenset(
+    {"kill-all", "power-loss", "rolling-restart", "reassign", "remove-controller"}
+)
 T = TypeVar("T")
 
 
@@ -269,8 +274,10 @@ def generic_schedule(
     paths = _paths(spec)
     if plan.swarm:
         families, menu, paths = swarm(families, menu, paths, rng)
-    weights = [plan.weights.get(f, 1) for f in families]
-    draw = _Draw(spec, menu, cell_timeouts(spec), paths)
+    timeouts = cell_timeouts(spec)
+    draw = _Draw(spec, menu, timeouts, paths)
+    # Beside a fault in force: no step that needs the whole cluster (beside_menu).
+    beside = _Draw(spec, beside_menu(menu), timeouts, paths)
     mean_gap_s = plan.mean_gap_s
     steps: list[FaultStep] = []
     clock = 0.0  # one at a time: the previous heal; overlapping: the previous start
@@ -281,11 +288,17 @@ def generic_schedule(
             at_s, in_force = _room(at_s, in_force, plan.overlap, rng, mean_gap_s)
         if at_s >= horizon_s:
             break
+        drawing = beside if plan.overlap > 1 and in_force else draw
+        choices = [f for f in families if drawing.menu[f]]
+        if not choices:  # nothing may act beside what does: try again later
+            clock = at_s
+            continue
+        weights = [plan.weights.get(f, 1) for f in choices]
         step = next(
             (
                 s
                 for _ in range(ATTEMPTS)
-                if (s := draw.step(rng.choices(families, weights)[0], at_s, rng)) is not None
+                if (s := drawing.step(rng.choices(choices, weights)[0], at_s, rng)) is not None
                 and not step_problems(spec, s)
             ),
             None,
@@ -296,6 +309,15 @@ def generic_schedule(
         in_force.append(step.end_s)
         clock = at_s if plan.overlap > 1 else step.end_s
     return steps if plan.overlap == 1 else bound_faults(steps)
+
+
+def beside_menu(menu: Menu) -> Menu:
+    """`menu` without what needs the whole cluster to itself (SOLO_KINDS): a fault on every
+    node, or a membership change that completes only on a healthy cluster (a reassignment
+    waits for its new replicas to catch up, a rolling restart for each node's return)."""
+    return {
+        family: tuple(p for p in pairs if p[0] not in SOLO_KINDS) for family, pairs in menu.items()
+    }
 
 
 def _room(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.faults.shape import MAX_DELAY_MS
 from harness.experiment.families import DEFAULT_FAMILIES, FAMILIES, FAMILY_NAMES, family_of
+from harness.experiment.generic import SOLO_KINDS
 from harness.experiment.load import parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.model import FaultStep
@@ -143,6 +144,7 @@ def test_steps_come_from_allowed_families_timed_around_the_cells_timeouts(
         assert end_s < horizon
         ends = [end for end in ends if end > at_s]  # the faults still in force at its start
         assert len(ends) < overlap, (at_s, ends)  # one at a time, or at most `overlap`
+        assert not (ends and step.fault in SOLO_KINDS), step  # the whole cluster, alone
         ends.append(end_s)
         hold = params.get("fsync_ms") if step.fault == "slow-disk" else params.get("delay_ms")
         if step.fault in ("delay", "reorder", "slow-disk"):
