@@ -8,7 +8,7 @@ file is load.py's job, the matrix matrix.py's, and what a cell means to the runn
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -369,19 +369,14 @@ class FaultStep(_Section):
         return self.at_s + self.duration_s
 
 
-MAX_OVERLAP: Final = 3  # faults in force at once a generated schedule may draw
-
-
 class FaultGenerator(_Section):
     """A random schedule, in one of two modes.
 
-    uniform: exponential gaps, uniform kinds (`faults`), targets (`targets`) and durations
-    (`duration_s`). generic: each step drawn from a fault family (families.py; `families`
-    allowed, `weights` between them), its kind, target role, partition, params, and duration
-    and hold lengths drawn around the cell's own timeouts (timeouts.py, generic.py).
-    The gaps (from one fault's heal to the next fault) have the mean `mean_interval_s`, or
-    the mean that keeps a fault in force `duty_cycle` of the time on average (one of the two:
-    a rule in soak.py; uniform mode only).
+    uniform: exponential gaps, uniform kinds (`faults`), targets and durations. generic: each
+    step drawn from a fault family (`families` allowed, `weights` between them), its kind,
+    role, partition, params, duration and hold drawn around the cell's timeouts (generic.py).
+    The gaps (from a heal to the next fault) have the mean `mean_interval_s`, or the mean
+    that keeps a fault in force `duty_cycle` of the time (soak.py; uniform mode only).
     """
 
     mode: Literal["uniform", "generic"] = "uniform"
@@ -402,14 +397,10 @@ class FaultGenerator(_Section):
     # (a family left out weighs 1).
     families: Annotated[list[FamilyName] | None, Field(min_length=1)] = None
     weights: dict[FamilyName, Weight] = Field(default_factory=dict)
-    # generic: each schedule draws from its own random half of the families, kinds, targets
-    # and request keys (swarm testing, generic.swarm) instead of the whole menu.
+    # generic: each schedule draws from its own half of the menu (generic.swarm); at most
+    # `overlap` drawn faults act at once, as bound faults with heal steps (generic.py).
     swarm: bool = False
-    # generic: at most this many drawn faults in force at once. Above 1 a fault may start
-    # while earlier ones act (a second kill while a node is down), written as bound faults
-    # with heal steps; concurrent faults act on disjoint nodes (Nemesis: a step whose every
-    # node another fault holds is skipped).
-    overlap: int = Field(1, ge=1, le=MAX_OVERLAP)
+    overlap: int = Field(1, ge=1, le=3)
 
     @model_validator(mode="after")
     def _params_of_drawn_kinds(self) -> FaultGenerator:
@@ -464,14 +455,13 @@ class FaultsSpec(_Section):
     # as an election on a partition nobody writes again. The consumer group and the sampler
     # go on meanwhile; the final heal follows the schedule's end or this bound.
     after_workload_s: Seconds = Field(0, ge=0)
-    # Steps aimed at a role act only on nodes no other fault in force holds, and are skipped
-    # (a fault_skipped event, no error) when they name none or their role names no node then:
-    # what a generated schedule always does, and what its replay (a shrunk file) needs.
+    # Role steps spare nodes other faults hold, or are skipped (Nemesis): a generated
+    # schedule's rule, which its replay (a shrunk file) needs too.
     disjoint: bool = False
 
     @property
     def acts_disjoint(self) -> bool:
-        """Whether the nemesis runs these steps disjoint (above): asked, or generated."""
+        """Whether the nemesis runs these steps disjoint: asked, or generated."""
         return self.disjoint or self.generate is not None
 
 

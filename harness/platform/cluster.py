@@ -304,13 +304,18 @@ class KafkaCluster:
         ]
 
     def node_ips(self) -> dict[int, str]:
-        """Each node's address on the cluster network, from one network inspection."""
+        """Each running node's address on the cluster network, from one network inspection
+        (a node that is down is on no network, and left out)."""
         network = docker.from_env().networks.get(self.network_name)
         by_container = {
             cid: info["IPv4Address"].split("/")[0]
             for cid, info in network.attrs["Containers"].items()
         }
-        return {node.node_id: by_container[node.docker.id] for node in self.nodes}
+        return {
+            node.node_id: by_container[node.docker.id]
+            for node in self.nodes
+            if node.docker.id in by_container
+        }
 
     def leader_of_from(self, topic: str, partition: int, exclude: int) -> int | None:
         """The partition's leader as the nodes other than `exclude` report it.

@@ -218,7 +218,7 @@ class KafkaNode:
             raise ClusterError(f"{self.hostname}: could not write files below {parent}")
 
     def ip(self, network: str) -> str:
-        """The node's address on the cluster's Docker network."""
+        """The node's address on the cluster's Docker network ('' while it is down)."""
         self.docker.reload()
         return self.docker.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
 

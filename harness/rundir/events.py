@@ -39,9 +39,7 @@ class EventType(StrEnum):
     FAULT_START = "fault_start"
     FAULT_END = "fault_end"  # fault_id, fault, nodes, detail?
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
-    # step, fault, target, reason: a generated step that did not act (no node its role
-    # named, or every node held by another fault)
-    FAULT_SKIPPED = "fault_skipped"
+    FAULT_SKIPPED = "fault_skipped"  # step, fault, target, reason: a step that did not act
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
     # controller, partitions: [{partition, leader, isr}]; ends: [{partition, high_watermark,
     # last_stable}] read at ends_us (or ends_error)
@@ -218,10 +216,8 @@ class FaultFailed(_Event):
 
 
 class FaultSkipped(_Event):
-    """A step of a generated schedule that did not act: its role named no node then (no
-    leader, no active controller), or every node it named was held by another fault in force
-    (overlapping generated faults act on disjoint nodes), or it hits the whole cluster while
-    one was. Its heal step is skipped too."""
+    """A step of a disjoint (generated) schedule that did not act: no node its role named
+    then was free of other faults, or the cluster refused it. Its heal is skipped too."""
 
     type: Literal[EventType.FAULT_SKIPPED] = EventType.FAULT_SKIPPED
     step: int | None = None

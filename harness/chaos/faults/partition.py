@@ -142,7 +142,8 @@ class Partition(Fault[PartitionParams]):
         quorum = [n for n in (*cluster.ensemble, *cluster.quorum) if id(n) not in targets]
         if not quorum:
             raise FaultRefused("the cluster has no metadata quorum node besides the target")
-        ips = [node.ip(cluster.network_name) for node in quorum]
+        # A quorum node that is down has no address (and is cut off already).
+        ips = [ip for node in quorum if (ip := node.ip(cluster.network_name))]
         for node in self.nodes:
             netfilter.apply(node, netfilter.peer_rules(ips))
         return [node.hostname for node in quorum]
@@ -169,11 +170,12 @@ class Partition(Fault[PartitionParams]):
         majority) is left untouched and the cut takes one exec per minority node.
         """
         cluster = self.ctx.cluster
-        ips = cluster.node_ips()
+        ips = cluster.node_ips()  # running nodes only: one that is down takes no rule
         for group in sorted(groups, key=len)[:-1]:
             outside = [ip for node_id, ip in ips.items() if node_id not in group]
             for node_id in group:
-                netfilter.apply(cluster.node(node_id), netfilter.peer_rules(outside))
+                if node_id in ips:
+                    netfilter.apply(cluster.node(node_id), netfilter.peer_rules(outside))
 
     def heal(self) -> None:
         for node in self.ctx.cluster.all_nodes:

@@ -345,7 +345,10 @@ class _Shaped(Fault[Any]):
         from harness.platform.sidecar import Sidecar
 
         cluster = self.ctx.cluster
-        addresses = {node.hostname: node.ip(cluster.network_name) for node in cluster.all_nodes}
+        # A node that is down has no address: it takes no rule (another fault holds it).
+        addresses = {
+            node.hostname: ip for node in cluster.all_nodes if (ip := node.ip(cluster.network_name))
+        }
         brokers = {node.hostname for node in cluster.nodes}
         quorum = {node.hostname for node in [*cluster.quorum, *cluster.ensemble]}
         self._sidecars: list[Sidecar] = []
