@@ -265,7 +265,8 @@ def generic_schedule(
     spec: Experiment, plan: FaultGenerator, horizon_s: float, rng: random.Random
 ) -> list[FaultStep]:
     """The generic nemesis' steps for the cell `spec` within `horizon_s`, drawn from `rng`:
-    each after an exponential gap from the previous heal, from the allowed families the cell
+    each after an exponential gap from the previous heal (with `overlap`, from the previous
+    start while fewer than `overlap` act: bound_faults), from the allowed families the cell
     can run (by their weights), each step valid by the file's own rules."""
     menu = step_menu(spec)
     families = [f for f in plan.allowed_families if menu[f] and plan.weights.get(f, 1) > 0]
