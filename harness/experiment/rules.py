@@ -239,6 +239,8 @@ def _fault_target_rules(
     yield from _consumer_target_rules(spec, faults, targets, fault_at, target_at)
     yield from _disk_target_rules(faults, targets, target_at)
     yield from quorum.quorum_fault_problems(spec, faults, targets, fault_at, target_at)
+    if "reassign" in faults and (lacking := spec.kafka.lacks(Feature.REASSIGNMENT_API)):
+        yield fault_at, f"reassign: {lacking} Fix: Kafka 2.4 or later, or another fault."
 
 
 def _step_rules(spec: Experiment, index: int, step: FaultStep) -> Iterator[Problem]:

@@ -44,6 +44,7 @@ class Feature(StrEnum):
     ELR = "eligible leader replicas"
     DYNAMIC_QUORUM = "a dynamic KRaft controller quorum (controllers added and removed)"
     TRANSACTION_VERSION_2 = "transaction version 2 (each commit raises the producer epoch)"
+    REASSIGNMENT_API = "the partition reassignment API (AlterPartitionReassignments)"
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ FEATURES: dict[Feature, Span] = {
     Feature.ELR: Span(_v("4.0.0"), None, "KIP-966 (preview 4.0, default for new clusters 4.1)"),
     Feature.DYNAMIC_QUORUM: Span(_v("3.9.0"), None, "KIP-853 (3.9)"),
     Feature.TRANSACTION_VERSION_2: Span(_v("4.0.0"), None, "KIP-890 part 2 (4.0)"),
+    Feature.REASSIGNMENT_API: Span(_v("2.4.0"), None, "KIP-455 (2.4)"),
 }
 
 

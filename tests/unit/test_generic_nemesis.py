@@ -369,3 +369,29 @@ def test_a_generated_schedule_acts_on_after_the_workload_when_the_file_says_so()
     assert max(ends) > 30 and max(ends) < 90  # past the producers, within the window
     doc["faults"]["after_workload_s"] = 0
     assert all((s.end_s or 0) < 30 for seed in range(20) for s in schedule_of(doc, seed))
+
+
+@pytest.mark.parametrize(
+    ("version", "drawn"), [("0.10.2.2", False), ("2.3.1", False), ("2.4.0", True)]
+)
+def test_reassign_needs_the_reassignment_api(version: str, drawn: bool) -> None:
+    """AlterPartitionReassignments came with 2.4 (KIP-455): older releases refuse the fault
+    in a file, and the nemesis never draws it for them."""
+    from harness.experiment.generic import step_menu
+
+    doc = {
+        "name": "r",
+        "kafka": {"version": version, "mode": "zookeeper"},
+        "workload": {"rate": 10, "duration_s": 60},
+        "faults": {"generate": {"mode": "generic", "mean_interval_s": 5}},
+    }
+    (cell,) = expand(parse_experiment(doc))
+    assert any(kind == "reassign" for kind, _ in step_menu(cell.spec)["membership"]) is drawn
+    written = {**doc, "faults": {"schedule": [
+        {"at_s": 1, "fault": "reassign", "target": "leader", "duration_s": 5}
+    ]}}  # fmt: skip
+    if drawn:
+        expand(parse_experiment(written))
+    else:
+        with pytest.raises(SpecError, match="reassignment API"):
+            expand(parse_experiment(written))
