@@ -1,0 +1,38 @@
+"""An overlapping generated schedule end to end through the real CLI: faults in force together
+as bound faults with heal steps, on disjoint nodes, none failing, every one healed, and spec.json
+saying the schedule ran disjoint (what a shrink's replays need)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.support import labelled_leftovers, run_experiment
+
+pytestmark = pytest.mark.chaos
+
+
+def test_two_drawn_faults_act_together_on_disjoint_nodes(tmp_path: Path):
+    root, done = run_experiment("overlap", tmp_path)
+    run_dir = root / "base" / "0"
+    spec = json.loads((run_dir / "spec.json").read_text())
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert spec["disjoint"] is True
+    assert any(step.get("fault") == "heal" for step in spec["schedule"])
+    assert [e for e in events if e["type"] == "fault_error"] == []
+    acting: dict[int, set[int]] = {}
+    together = False
+    for event in events:
+        if event["type"] == "fault_start":
+            nodes = set(event["nodes"])
+            for other in acting.values():
+                assert not nodes & other, (event, acting)  # disjoint nodes
+            together |= bool(acting)
+            acting[event["fault_id"]] = nodes
+        elif event["type"] == "fault_end":
+            acting.pop(event["fault_id"], None)
+    assert together, "no fault started while another acted"
+    assert acting == {}  # every fault healed
+    assert labelled_leftovers(done.pid) == []
