@@ -1,0 +1,95 @@
+"""The nemesis of a disjoint (generated) schedule, on the fake cluster of test_schedule.py:
+concurrent faults on disjoint nodes; a step whose role names no node, whose metadata no broker
+answers, or that the cluster refuses is skipped with its heal, where a written one fails."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException
+
+from harness.experiment.model import FaultStep
+from harness.platform.topology import PartitionState
+from harness.rundir.events import EventType
+from tests.unit.test_schedule import FakeCluster, run
+
+
+def test_overlapping_generated_faults_act_on_disjoint_nodes(tmp_path):
+    """A role step leaves out the nodes another fault in force holds; one left with none, or a
+    whole-cluster step that would miss one, is skipped with its heal, and is no error."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="node:2", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="followers", as_="g1"),  # 2 is held: only 3
+        FaultStep(at_s=0, fault="kill", target="node:3", as_="g2"),  # held: skipped
+        FaultStep(at_s=0, fault="kill", target="all", as_="g3"),  # would miss 2 and 3
+        FaultStep(at_s=0, fault="heal", target="@g2"),
+        FaultStep(at_s=0, fault="heal", target="@g3"),
+        FaultStep(at_s=0, fault="heal", target="@g1"),
+        FaultStep(at_s=0, fault="heal", target="@g0"),
+    ]
+    cluster = FakeCluster()
+    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    assert [n.actions for n in cluster.nodes] == [[], ["kill", "start"], ["kill", "start"]]
+    skipped = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert [(e["step"], "whole cluster" in e["reason"]) for e in skipped] == [
+        (2, False),
+        (3, True),
+    ]
+    started = [e["nodes"] for e in events if e["type"] == EventType.FAULT_START]
+    assert started == [[2], [3]]
+
+
+def test_a_generated_step_whose_role_names_no_node_is_skipped_not_failed(tmp_path):
+    """All replicas down: `leader` names nobody. A generated schedule skips that step and its
+    heal; an explicit one fails it, as before."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="followers", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="leader", as_="g1"),
+        FaultStep(at_s=0, fault="kill", target="leader", as_="g2"),  # no leader now
+        FaultStep(at_s=0, fault="heal", target="@g2"),
+        FaultStep(at_s=0, fault="heal", target="@g1"),
+        FaultStep(at_s=0, fault="heal", target="@g0"),
+    ]
+    nemesis, events = run(FakeCluster(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert skipped["step"] == 2 and "no leader" in skipped["reason"]
+    (tmp_path / "explicit").mkdir()
+    explicit, events = run(FakeCluster(), steps, tmp_path / "explicit")
+    assert [e.split(":")[0] for e in explicit.errors] == ["step 2 (kill leader)"]
+    assert [e["stage"] for e in events if e["type"] == EventType.FAULT_ERROR] == ["inject"]
+
+
+def test_a_generated_step_skips_when_no_broker_answers_for_its_role(tmp_path):
+    """Every broker down: the role's metadata cannot be read. Disjoint, the step is skipped."""
+
+    class Unanswered(FakeCluster):
+        def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
+            raise KafkaException("Failed to get metadata: Local: Broker transport failure")
+
+    steps = [FaultStep(at_s=0, fault="kill", target="leader", as_="g0"),
+             FaultStep(at_s=0, fault="heal", target="@g0")]  # fmt: skip
+    nemesis, events = run(Unanswered(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert "Broker transport failure" in skipped["reason"]
+
+
+def test_a_fault_the_cluster_refuses_is_skipped_when_generated_and_failed_when_written(
+    tmp_path, monkeypatch
+):
+    """FaultRefused (nothing done: a replica set left empty) skips a disjoint step; any other
+    inject error stays a failure, disjoint or not."""
+    from harness.chaos.faults import FAULT_TYPES, FaultRefused
+
+    def refuse(self):
+        raise FaultRefused("reassign of partition 0: dropping every replica")
+
+    monkeypatch.setattr(FAULT_TYPES["kill"], "inject", refuse)
+    steps = [FaultStep(at_s=0, fault="kill", target="leader", as_="g0"),
+             FaultStep(at_s=0, fault="heal", target="@g0")]  # fmt: skip
+    nemesis, events = run(FakeCluster(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    assert [e["type"] for e in events if "fault" in e.get("type", "")] == [EventType.FAULT_SKIPPED]
+    (tmp_path / "written").mkdir()
+    written, _ = run(FakeCluster(), steps, tmp_path / "written")
+    assert len(written.errors) == 1 and "dropping every replica" in written.errors[0]
