@@ -4,11 +4,12 @@ saying the schedule ran disjoint (what a shrink's replays need)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from harness.rundir.events import load_events
+from harness.rundir.spec import RunSpec
 from tests.integration.support import labelled_leftovers, run_experiment
 
 pytestmark = pytest.mark.chaos
@@ -17,10 +18,10 @@ pytestmark = pytest.mark.chaos
 def test_two_drawn_faults_act_together_on_disjoint_nodes(tmp_path: Path):
     root, done = run_experiment("overlap", tmp_path)
     run_dir = root / "base" / "0"
-    spec = json.loads((run_dir / "spec.json").read_text())
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert spec["disjoint"] is True
-    assert any(step.get("fault") == "heal" for step in spec["schedule"])
+    spec = RunSpec.read(run_dir)
+    events = load_events(run_dir)
+    assert spec.disjoint is True
+    assert any(step.get("fault") == "heal" for step in spec.schedule)
     assert [e for e in events if e["type"] == "fault_error"] == []
     acting: dict[int, set[int]] = {}
     together = False
