@@ -176,6 +176,56 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
     return ""
 
 
+# With no sample showing a replica out of the ISR after it lost its page cache, it counts as
+# not yet back in sync for this long after its heal (a replica refetches its tail in seconds
+# at the harness's rates; a minute is the margin the judge allows fast failovers too).
+UNSEEN_RESYNC_S: Final = 60.0
+
+
+def _caches_lost_together(history: PartitionHistory, context: _Context) -> str:
+    """Page caches lost on several replicas within one outage: a power-loss hit (a power
+    loss of a node, lose-unsynced, torn-write, truncate) on a replica while another replica
+    whose page cache an earlier hit took was not yet back in sync, and one of them led
+    afterwards. Kafka documents that losing the page cache of several replicas at once
+    exposes its reliance on replicas rather than the disk, and no outcome for that case
+    short of a power loss of all: the judge reads it as UNKNOWN. '' when no two such hits
+    overlap (a power loss of every broker has its own row)."""
+    lost = [h for h in history.hits if h.kind == "power-loss" and h.role != WHOLE]
+    for earlier, later in itertools.combinations(lost, 2):  # hits come in time order
+        if set(later.nodes) <= set(earlier.nodes) or later.ts_us < earlier.ts_us:
+            continue
+        back = _back_in_sync(history, earlier)
+        together = set(earlier.nodes) | set(later.nodes)
+        led = any(s.ts_us > later.ts_us and s.leader in together for s in history.samples)
+        if (back is None or later.ts_us < back) and led:
+            return (
+                f"fault {earlier.fault_id} ({earlier.fault}) took the page cache of node(s) "
+                f"{list(earlier.nodes)} at {context.t(earlier.ts_us)} and fault "
+                f"{later.fault_id} ({later.fault}) that of node(s) {list(later.nodes)} at "
+                f"{context.t(later.ts_us)}, before the first was back in sync; one of them "
+                "led afterwards"
+            )
+    return ""
+
+
+def _back_in_sync(history: PartitionHistory, hit: FaultHit) -> float | None:
+    """When the replicas `hit` took were back in sync: the first sample after its heal that
+    shows them all in the ISR, after one (since the hit) that showed one of them out; when
+    no sample showed them out, UNSEEN_RESYNC_S after the heal. None when it was never healed
+    or never back."""
+    if hit.healed_us is None:
+        return None
+    nodes = set(hit.nodes)
+    after = [s for s in history.samples if s.ts_us >= hit.ts_us]
+    out = next((s.ts_us for s in after if not nodes <= set(s.isr)), None)
+    if out is None:
+        return hit.healed_us + UNSEEN_RESYNC_S * 1e6
+    return next(
+        (s.ts_us for s in after if s.ts_us > max(out, hit.healed_us) and nodes <= set(s.isr)),
+        None,
+    )
+
+
 def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> str:
     """The last replica standing, where the controller logged the unclean election of the
     last known leader (ELR's fallback when no replica is eligible)."""
@@ -185,6 +235,9 @@ def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> 
     line = context.log(history.partition, UNCLEAN_NEEDLES[:1])
     return f"{standing}; the controller: {line}" if "lastKnownElr" in line else ""
 
+
+# The known bugs whose evidence already accounts for a replica's lost page cache.
+TAIL_BUGS: Final = ("KIP-966", "KIP-966 part 2")
 
 # Per loss row of the known-bug table, by reference: what one partition's history must show
 # ('' when it does not), given the context.
@@ -354,7 +407,17 @@ def judge_partition(
             f"that leader at {context.t(hit.ts_us)} ({guarantee.citation})"
         )
         return PartitionJudgement(p, cls, "allowed", reason)
-    if bug := _known_bug(history, context, cls):
+    bug = _known_bug(history, context, cls)
+    together = "" if config.fsync_each_message else _caches_lost_together(history, context)
+    if together and (bug is None or bug.reference not in TAIL_BUGS):
+        also = f"; {bug.reference}'s evidence is there too ({bug.reason})" if bug else ""
+        reason = (
+            f"p{p} ({cls}): {together}: Kafka documents loss for the page cache lost on "
+            f"several replicas at once only as a power loss of all{also}; "
+            f"{guarantee.citation}"
+        )
+        return PartitionJudgement(p, cls, "unknown", reason)
+    if bug:
         return bug
     roles = "; ".join(
         f"fault {h.fault_id} ({h.fault}) on {h.role} {list(h.nodes) or 'all'} "
