@@ -1,4 +1,5 @@
-"""Shrinking a failing schedule: delta debugging over its faults, then halving their durations.
+"""Shrinking a failing schedule: delta debugging over its faults, then halving the time each
+is in force (its duration, or its distance to the heal step aimed at it).
 
 Pure search over an abstract predicate "does this schedule still reproduce?", which the caller
 implements by replaying the cell (kafka_chaos/commands/shrink.py over harness/run/replay.py).
@@ -122,22 +123,62 @@ def ddmin(items: Sequence[T], reproduces: Reproduces[T]) -> Shrunk[T]:
 def halve_durations(
     steps: Sequence[FaultStep], reproduces: Reproduces[FaultStep]
 ) -> Shrunk[FaultStep]:
-    """Each step's duration halved, step by step, for as long as the schedule still reproduces
-    and the half is at least MIN_DURATION_S."""
+    """Each fault's time in force halved, fault by fault, for as long as the schedule still
+    reproduces and the half is at least MIN_DURATION_S: a step's `duration_s`, or for a bound
+    fault (`as`) the time to the heal step aimed at it, whose `at_s` moves earlier (the
+    schedule is then put back in time order)."""
     current = tuple(steps)
-    for index in range(len(current)):
-        while (duration := current[index].duration_s) is not None and (
-            duration / 2 >= MIN_DURATION_S
-        ):
-            half = current[index].model_copy(update={"duration_s": round(duration / 2, 3)})
-            candidate = (*current[:index], half, *current[index + 1 :])
-            answer = reproduces(candidate)
+    for step in steps:  # by identity: a moved heal changes positions, not steps
+        while (half := _halved(current, step)) is not None:
+            answer = reproduces(half[0])
             if answer is None:
                 return Shrunk(current, False)
             if not answer:
                 break
-            current = candidate
+            current, step = half
     return Shrunk(current, True)
+
+
+def _halved(
+    steps: tuple[FaultStep, ...], step: FaultStep
+) -> tuple[tuple[FaultStep, ...], FaultStep] | None:
+    """`steps` with `step`'s time in force halved, and the step that now stands for it; None
+    when that time is unknown or its half would be below MIN_DURATION_S."""
+    index = next((i for i, s in enumerate(steps) if s is step), None)
+    if index is None:
+        return None
+    if (duration := step.duration_s) is not None:
+        if duration / 2 < MIN_DURATION_S:
+            return None
+        half = step.model_copy(update={"duration_s": round(duration / 2, 3)})
+        return (*steps[:index], half, *steps[index + 1 :]), half
+    heal = _heal_of(steps, index)
+    # Steps without `at_s` run right after the one before them: no time order to restore.
+    if heal is None or step.at_s is None or any(s.at_s is None for s in steps):
+        return None
+    held = (steps[heal].at_s or 0.0) - step.at_s
+    if held / 2 < MIN_DURATION_S:
+        return None
+    earlier = steps[heal].model_copy(update={"at_s": round(step.at_s + held / 2, 3)})
+    moved = [*steps[:heal], earlier, *steps[heal + 1 :]]
+    # A stable sort: steps at one time keep their file order (a heal before a start).
+    return tuple(sorted(moved, key=lambda s: s.at_s or 0.0)), step
+
+
+def _heal_of(steps: tuple[FaultStep, ...], index: int) -> int | None:
+    """The position of the timed heal step aimed at the fault `steps[index]` binds (`as`);
+    None when it binds none, or no later heal with an `at_s` and no condition ends it."""
+    name = steps[index].as_
+    if name is None:
+        return None
+    return next(
+        (
+            j for j in range(index + 1, len(steps))
+            if steps[j].fault == "heal" and steps[j].bound_target == name
+            and steps[j].at_s is not None and steps[j].condition is None
+        ),
+        None,
+    )  # fmt: skip
 
 
 def _names_used(step: FaultStep) -> set[str]:

@@ -206,3 +206,41 @@ def test_fault_units_keep_every_name_with_its_binder(
         assert reads <= bound
         if kept_step.as_:
             bound.add(kept_step.as_)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(st.floats(0, 30), st.floats(1, 60), st.floats(0, 70)), max_size=4))
+def test_bound_faults_are_held_half_as_long_while_they_still_reproduce(
+    plan: list[tuple[float, float, float]],
+) -> None:
+    """Overlapping faults as the generic nemesis writes them (`as: g<i>` and a heal step at
+    the planned end): each heal moves earlier while the time held still reproduces."""
+    starts = [round(s, 3) for s, _, _ in plan]
+    ends = [round(s + held, 3) for s, (_, held, _) in zip(starts, plan, strict=True)]
+    spans = zip(plan, starts, ends, strict=True)
+    needs = {f"g{i}": min(need, end - start) for i, ((_, _, need), start, end) in enumerate(spans)}
+    timed = [(start, 1, FaultStep(at_s=start, fault="kill", target="leader", as_=f"g{i}"))
+             for i, start in enumerate(starts)]  # fmt: skip
+    timed += [(end, 0, FaultStep(at_s=end, fault="heal", target=f"@g{i}"))
+              for i, end in enumerate(ends)]  # fmt: skip
+    steps = tuple(s for _, _, s in sorted(timed, key=lambda t: t[:2]))
+
+    def held(candidate: tuple[FaultStep, ...]) -> dict[str, float]:
+        opened = {s.as_: s.at_s or 0.0 for s in candidate if s.as_}
+        return {s.bound_target or "": (s.at_s or 0.0) - opened[s.bound_target or ""]
+                for s in candidate if s.fault == "heal"}  # fmt: skip
+
+    def reproduces(candidate: tuple[FaultStep, ...]) -> bool:
+        return all(time >= needs[name] for name, time in held(candidate).items())
+
+    shrunk = halve_durations(steps, reproduces)
+    assert shrunk.finished
+    times = [s.at_s or 0.0 for s in shrunk.items]
+    assert times == sorted(times)  # back in time order
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        expected = end  # the oracle: move the heal to the half while that still reproduces
+        while (expected - start) / 2 >= MIN_DURATION_S and (
+            round(start + (expected - start) / 2, 3) - start >= needs[f"g{i}"]
+        ):
+            expected = round(start + (expected - start) / 2, 3)
+        assert held(shrunk.items)[f"g{i}"] == expected - start
