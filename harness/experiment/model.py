@@ -75,7 +75,6 @@ from harness.limits import (
     whole,
 )
 from harness.platform.versions import Feature, Mode, default_mode, lacks
-from harness.rundir.records import CONSUMER_STUCK_S
 from harness.rundir.release import KafkaVersion
 
 __all__ = [
@@ -263,8 +262,8 @@ class WorkloadSpec(_Section):
     consumer_commit: Literal["auto", "after-process", "before-process"] = "after-process"
     consumer_catch_up_s: Seconds = Field(60, gt=0)
     # The liveness bound: no progress for longer than this (outside the faults) while records
-    # the group could read exist is `stuck` (harness.rundir.records.CONSUMER_STUCK_S says why).
-    consumer_stuck_s: Seconds = Field(CONSUMER_STUCK_S, gt=0)
+    # the group could read exist is `stuck` (None: timeouts.stuck_bound_s, from the session).
+    consumer_stuck_s: Seconds | None = Field(None, gt=0)
     # Simulated work per message before it counts as processed (0: none); keep
     # consumers × 1000 / consumer_processing_ms above the rate, or the group falls behind.
     consumer_processing_ms: Annotated[number, at_most(100, WHY_PROCESSING, "ms")] = Field(0, ge=0)

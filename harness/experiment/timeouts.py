@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from harness.experiment.model import Experiment
+from harness.experiment.model import Experiment, WorkloadSpec
 from harness.platform.versions import Mode
+from harness.rundir.records import CONSUMER_STUCK_S
 
 __all__ = [
     "BANDS",
@@ -21,6 +22,7 @@ __all__ = [
     "Band",
     "Timeout",
     "cell_timeouts",
+    "stuck_bound_s",
 ]
 
 # The harness's consumer group members run with this session timeout (SESSION_TIMEOUT_MS of
@@ -100,3 +102,14 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
     if spec.workload.consumers:
         found.append(Timeout("session.timeout.ms", CONSUMER_SESSION_TIMEOUT_MS))
     return tuple(timeout for timeout in found if timeout.ms > 0)
+
+
+def stuck_bound_s(workload: WorkloadSpec) -> float:
+    """The consumer group's liveness bound: `consumer_stuck_s` when the file gives it, else
+    CONSUMER_STUCK_S (for the members' default session timeout) plus what a longer
+    `consumer_session_timeout_ms` adds: the coordinator keeps a dead member's partitions for
+    its whole session timeout, and that wait is the group's, not a stall."""
+    if workload.consumer_stuck_s is not None:
+        return workload.consumer_stuck_s
+    session_ms = workload.consumer_session_timeout_ms or CONSUMER_SESSION_TIMEOUT_MS
+    return CONSUMER_STUCK_S + max(0.0, session_ms - CONSUMER_SESSION_TIMEOUT_MS) / 1000

@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.chaos.faults import FAULT_TYPES, FaultContext, check_tools
 from harness.experiment.matrix import Cell
 from harness.experiment.model import Experiment
+from harness.experiment.timeouts import stuck_bound_s
 from harness.nemesis.schedule import Nemesis
 from harness.platform.image import BrokerImage
 from harness.platform.leftovers import remove_leftovers
@@ -275,7 +276,7 @@ def _consumer_group(plan: RepetitionPlan, bootstrap: str, events: EventLog) -> C
         events,
         workload.consumer_processing_ms,
         group_member(workload.client),
-        Liveness(workload.consumer_stuck_s, timeout_ms),
+        Liveness(stuck_bound_s(workload), timeout_ms),
         workload.consumer_session_timeout_ms,
     )
 

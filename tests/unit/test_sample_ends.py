@@ -11,8 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.experiment.model import WorkloadSpec
+from harness.experiment.timeouts import stuck_bound_s
 from harness.run.sampler import read_ends
 from harness.rundir.events import ConsumersDone, EventLog, PartitionEnd, Sample, read_events
 from harness.rundir.records import CONSUMER_STUCK_S
@@ -92,8 +95,8 @@ def test_the_consumers_event_carries_the_liveness_settings(tmp_path: Path) -> No
 
 
 def test_the_stuck_bound_is_a_validated_workload_setting() -> None:
-    assert WorkloadSpec().consumer_stuck_s == CONSUMER_STUCK_S == 30.0
-    assert WorkloadSpec(consumer_stuck_s=5).consumer_stuck_s == 5
+    assert stuck_bound_s(WorkloadSpec()) == CONSUMER_STUCK_S == 30.0
+    assert stuck_bound_s(WorkloadSpec(consumer_stuck_s=5)) == 5
     for wrong in (0, -1):
         try:
             WorkloadSpec(consumer_stuck_s=wrong)
@@ -101,3 +104,15 @@ def test_the_stuck_bound_is_a_validated_workload_setting() -> None:
             assert "consumer_stuck_s" in str(exc)
         else:
             raise AssertionError(f"consumer_stuck_s={wrong} was accepted")
+
+
+@given(st.integers(6_000, 300_000), st.one_of(st.none(), st.floats(0.1, 600)))
+def test_a_longer_session_timeout_lengthens_the_default_stuck_bound(
+    session_ms: int, given_s: float | None
+) -> None:
+    """A dead member keeps its partitions for the whole session timeout: the default bound
+    grows by what the session adds over the members' default 6 s; a bound the file gives
+    stands as it is."""
+    workload = WorkloadSpec(consumer_session_timeout_ms=session_ms, consumer_stuck_s=given_s)
+    expected = given_s if given_s is not None else 30.0 + (session_ms - 6_000) / 1000
+    assert stuck_bound_s(workload) == expected
