@@ -15,12 +15,13 @@ from harness.platform.topology import PartitionState
 
 
 def _partition_targets(state: PartitionState, target: str) -> list[int]:
-    """The broker ids a partition target names in `state` (leader excluded but for `leader`)."""
+    """The broker ids a partition target names in `state` (leader excluded but for `leader`;
+    a partition without a leader has no followers, rather than every replica as followers)."""
     others = [r for r in state.replicas if r != state.leader]
     if target == "leader":
         return [] if state.leader is None else [state.leader]
     if target in ("follower", "followers"):
-        return others
+        return [] if state.leader is None else others
     if target == "isr":
         return [r for r in state.isr if r != state.leader]
     if target == "successor":
@@ -74,8 +75,8 @@ def resolve_target(
         return [ctx.rng.choice(standby)]
     p = int(step.partition) if partition is None else partition
     state = cluster.partition_states(ctx.topic)[p]
-    if target == "leader" and state.leader is None:
-        raise FaultError(f"partition {p} has no leader to target")
+    if target in ("leader", "follower", "followers") and state.leader is None:
+        raise FaultError(f"partition {p} has no leader, so no {target} to target")
     ids = _partition_targets(state, target)
     if not ids:
         raise FaultError(f"partition {p} has no {target} replica to target")

@@ -323,6 +323,14 @@ def test_partition_targets_resolve_against_the_partition_now(target, isr, expect
     assert [n.node_id for n in nodes] == expected
 
 
+@pytest.mark.parametrize("target", ["follower", "followers"])
+def test_a_partition_without_a_leader_has_no_followers(target: str):
+    """Not every replica: a step on the followers of a leaderless partition would otherwise
+    pause or stop the whole replica set."""
+    with pytest.raises(FaultError):
+        resolve_target(context(FakeCluster(isr_of_0=())), FaultStep(fault="kill", target=target))
+
+
 def test_an_empty_target_is_a_fault_error():
     with pytest.raises(FaultError, match="no out-of-sync replica"):
         resolve_target(context(FakeCluster()), FaultStep(fault="kill", target="out-of-sync"))
