@@ -28,7 +28,7 @@ from harness.chaos.faults import (
     FaultRefused,
 )
 from harness.experiment.model import FaultStep
-from harness.nemesis.targets import resolve_target, whole_cluster
+from harness.nemesis.targets import free_partition, resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
@@ -209,7 +209,10 @@ class Nemesis:
         roles = self._roles()
         try:
             partition = self._partition(step)
-            nodes = self._target(index, step, partition)
+            held = frozenset(n.hostname for a in self.active for n in a.fault.nodes)
+            if self.disjoint and step.partition_binding is None and step.bound_target is None:
+                partition = free_partition(self.ctx, step, partition, held)
+            nodes = self._target(index, step, partition, held if self.disjoint else frozenset())
             if nodes == []:
                 return None
             if step.as_ is not None:
@@ -259,13 +262,15 @@ class Nemesis:
         )
         return active
 
-    def _target(self, index: int, step: FaultStep, partition: int) -> list[KafkaNode]:
+    def _target(
+        self, index: int, step: FaultStep, partition: int, held: frozenset[str]
+    ) -> list[KafkaNode]:
         """The nodes the step acts on. Disjoint (a generated schedule), a role that names no
         node now (no leader, no active controller) skips the step ([] and a fault_skipped
         event): the generator cannot know the roles a step will meet. Otherwise it is a
         FaultError."""
         try:
-            nodes = resolve_target(self.ctx, step, self.bindings, partition)
+            nodes = resolve_target(self.ctx, step, self.bindings, partition, held)
         except (FaultError, ClusterError, KafkaException) as exc:
             # No node, or no broker answering the metadata the role is read from.
             if not self.disjoint or step.bound_target is not None:

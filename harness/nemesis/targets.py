@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, consumer_members
+from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
@@ -37,10 +38,13 @@ def resolve_target(
     step: FaultStep,
     bindings: dict[str, list[KafkaNode]] | None = None,
     partition: int | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> list[KafkaNode]:
     """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader).
 
-    `partition` is the step's partition resolved (for `@name`); None: `step.partition`."""
+    `partition` is the step's partition resolved (for `@name`); None: `step.partition`. A
+    target that picks one node at random (`random`, `follower`) picks among the hosts not in
+    `avoid` when any is left (a disjoint schedule's held nodes)."""
     cluster, target = ctx.cluster, step.target
     if (name := step.bound_target) is not None:
         if bindings is None or name not in bindings:
@@ -59,7 +63,7 @@ def resolve_target(
     if target == "controllers":
         return list(cluster.quorum)
     if target == "random":
-        return [ctx.rng.choice(cluster.nodes)]
+        return [ctx.rng.choice(_unless(list(cluster.nodes), avoid))]
     if target in COORDINATORS:
         return [cluster.node(_coordinator(ctx, target))]
     if target == "controller":
@@ -80,9 +84,15 @@ def resolve_target(
     ids = _partition_targets(state, target)
     if not ids:
         raise FaultError(f"partition {p} has no {target} replica to target")
-    if target == "follower":
-        ids = [ctx.rng.choice(sorted(ids))]
+    nodes = [cluster.node(node_id) for node_id in sorted(ids) if target == "follower"]
+    if nodes:
+        return [ctx.rng.choice(_unless(nodes, avoid))]
     return [cluster.node(node_id) for node_id in ids]
+
+
+def _unless(nodes: list[KafkaNode], avoid: frozenset[str]) -> list[KafkaNode]:
+    """`nodes` whose hosts are not in `avoid`; all of them when none is left."""
+    return [n for n in nodes if n.hostname not in avoid] or nodes
 
 
 # target → (internal topic, the FaultContext field holding the id it coordinates)
@@ -99,6 +109,26 @@ def _coordinator(ctx: FaultContext, target: str) -> int:
     if key is None:
         raise FaultError(f"{target}: the workload has no {field.replace('_', '.')}")
     return coordinator_of(ctx.cluster, topic, key)
+
+
+def free_partition(ctx: FaultContext, step: FaultStep, partition: int, held: frozenset[str]) -> int:
+    """For a step on a partition's role (`leader`, `follower` ...): the first partition of the
+    topic, counting on from `partition` and wrapping, whose role names a broker whose host is
+    not in `held`;
+    `partition` when none does, for any other step, or when the metadata cannot be read. A
+    disjoint schedule thereby hits the same role elsewhere rather than skip the step."""
+    if step.target not in PARTITION_TARGETS:
+        return partition
+    try:
+        states = ctx.cluster.partition_states(ctx.topic)
+    except Exception:  # the step reads the metadata again, and says what failed
+        return partition
+    for offset in range(len(states)):
+        state = states[(partition + offset) % len(states)]
+        named = {ctx.cluster.node(i).hostname for i in _partition_targets(state, step.target)}
+        if named - held:
+            return state.partition
+    return partition
 
 
 def whole_cluster(ctx: FaultContext, step: FaultStep, nodes: Sequence[KafkaNode]) -> bool:

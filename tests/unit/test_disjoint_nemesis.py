@@ -93,3 +93,45 @@ def test_a_fault_the_cluster_refuses_is_skipped_when_generated_and_failed_when_w
     (tmp_path / "written").mkdir()
     written, _ = run(FakeCluster(), steps, tmp_path / "written")
     assert len(written.errors) == 1 and "dropping every replica" in written.errors[0]
+
+
+class ThreePartitions(FakeCluster):
+    """p0, p1, p2 led by nodes 1, 2, 3, as the metadata still says just after a kill."""
+
+    def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
+        orders = [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+        return [PartitionState(p, order[0], order, order) for p, order in enumerate(orders)]
+
+
+def test_a_role_held_on_its_partition_is_taken_on_the_next_partition(tmp_path):
+    """p0's leader (1) is held: the leader step hits p1's (2), and records p1; when every
+    partition's leader is held, it is skipped."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="node:1", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="leader", partition=0, as_="g1"),
+        FaultStep(at_s=0, fault="kill", target="leader", partition=0, as_="g2"),
+        FaultStep(at_s=0, fault="kill", target="leader", partition=0, as_="g3"),
+        *(FaultStep(at_s=0, fault="heal", target=f"@g{i}") for i in (3, 2, 1, 0)),
+    ]
+    nemesis, events = run(ThreePartitions(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    started = [(e["partition"], e["nodes"]) for e in events if e["type"] == EventType.FAULT_START]
+    assert started == [(0, [1]), (1, [2]), (2, [3])]
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert skipped["step"] == 3 and "held" in skipped["reason"]
+
+
+def test_a_random_pick_takes_a_node_no_fault_holds(tmp_path):
+    """`follower` and `random` pick among the free nodes only."""
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="node:2", as_="g0"),
+        FaultStep(at_s=0, fault="kill", target="follower", as_="g1"),  # followers 2, 3: only 3
+        FaultStep(at_s=0, fault="heal", target="@g1"),
+        FaultStep(at_s=0, fault="kill", target="node:1", as_="g2"),
+        FaultStep(at_s=0, fault="kill", target="random", as_="g3"),  # 1 and 2 held: only 3
+        *(FaultStep(at_s=0, fault="heal", target=f"@g{i}") for i in (3, 2, 0)),
+    ]
+    nemesis, events = run(ThreePartitions(), steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    started = [e["nodes"] for e in events if e["type"] == EventType.FAULT_START]
+    assert started == [[2], [3], [1], [3]]
