@@ -8,12 +8,12 @@ For each row of the known-bug table (analysis/judge/known_bugs.py: its reference
 experiment cells that provoke it), each cell of that experiment whose Kafka release and client
 the row affects is run with its own workload and configuration but its faults replaced by the
 generic nemesis (`faults.generate`, mode generic, every default family): repetitions of
---chunk-minutes of workload, seed after seed, until the analysis judges one KNOWN-BUG with
-that row's reference, or --cap-minutes of workload have run. One line per (row, cell, seed)
-is appended to --results (JSON: minutes of workload to the first reproduction, or null, and
-the date, and the nemesis: --overlap lets that many faults act at once, --swarm draws each
-chunk from its own half of the menu); a line already there is not run again, so the benchmark
-resumes row by row.
+--chunk-minutes of workload, seed after seed, until a finding of the analysis is KNOWN-BUG
+with that row's reference (whatever verdict another finding gives the chunk), or --cap-minutes
+of workload have run. One line per (row, cell, seed) is appended to --results (JSON: minutes
+of workload to the first reproduction, or null, and the date, and the nemesis: --overlap lets
+that many faults act at once, --swarm draws each chunk from its own half of the menu); a line
+already there is not run again, so the benchmark resumes row by row.
 Needs Docker and the broker images; each chunk starts a fresh cluster.
 """
 
@@ -176,7 +176,7 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     from harness.platform.image import ensure_image
     from harness.run.progress import PlainProgress
     from harness.run.replay import replay
-    from kafka_chaos.commands.shrink import judge_run, outcome_of
+    from kafka_chaos.commands.shrink import bugs_shown, judge_run, outcome_of
 
     chunk_s = args.chunk_minutes * 60
     document = unaimed(cell.spec.model_dump(by_alias=True), chunk_s, args.nemesis)
@@ -197,7 +197,7 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
         outcome = outcome_of(verdict, result)
         shown = ", ".join(sorted(outcome.classes)) or "no class"
         print(f"  {run_dir}: {outcome.verdict} ({shown})", flush=True)
-        if row.reference in outcome.classes:
+        if row.reference in bugs_shown(verdict):  # an UNKNOWN stall beside it hides nothing
             return minutes
         chunk += 1
     return None

@@ -56,6 +56,9 @@ class RepetitionVerdict:
     loss: int | None = None  # distinct acked messages missing (lost + unseen); None: not judged
     acked: int | None = None
     violations: tuple[str, ...] = ()  # the reasons that are violations of the guarantee
+    # The reasons of the findings judged KNOWN-BUG, also where another finding decides the
+    # verdict (an UNKNOWN stall beside a known bug's lost commits): the bug was still shown.
+    known_bugs: tuple[str, ...] = ()
 
     @property
     def loss_rate(self) -> float | None:

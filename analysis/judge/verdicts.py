@@ -151,6 +151,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         loss=loss,
         acked=acked,
         violations=tuple(f.reason for f in findings if f.violation),
+        known_bugs=tuple(f.reason for f in findings if f.verdict == Verdict.KNOWN_BUG),
     )
 
 

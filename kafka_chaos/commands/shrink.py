@@ -47,12 +47,18 @@ def outcome_of(verdict: RepetitionVerdict, result: RunResult) -> Outcome:
     from analysis.model.anomalies import ANOMALY_NAMES
 
     if verdict.verdict == "KNOWN-BUG":
-        classes = {m.group(1) for reason in verdict.reasons for m in _BUG.finditer(reason)}
+        classes = set(bugs_shown(verdict))
     else:
         counts = result.counts or {}
         classes = {str(name) for name in ANOMALY_NAMES if counts.get(name, 0)}
         classes |= {"loss"} if verdict.loss else set()
     return Outcome(str(verdict.verdict), frozenset(classes))
+
+
+def bugs_shown(verdict: RepetitionVerdict) -> frozenset[str]:
+    """The references of the known bugs the findings judged KNOWN-BUG name, whatever the
+    verdict another finding decided."""
+    return frozenset(m.group(1) for reason in verdict.known_bugs for m in _BUG.finditer(reason))
 
 
 def same_failure(original: Outcome, replay: Outcome) -> bool:

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.judge.mechanisms import UNSEEN_RESYNC_S
-from analysis.judge.outcomes import Verdict
+from analysis.judge.outcomes import RepetitionVerdict, Verdict
+from kafka_chaos.commands.shrink import bugs_shown
 from tests.unit.test_mechanisms import end, judged, sample, start
 from tests.unit.verdict_runs import CP
 
@@ -62,7 +63,24 @@ def test_two_page_caches_lost_in_one_outage_before_0_11_are_unknown_not_kafka_12
 def test_a_replica_back_in_the_isr_before_the_second_loss_leaves_kafka_1211():
     rep = judged(config("0.10.2.2"), two_caches_lost(back_in_isr_at=14), p0=2291)
     assert rep.verdict == Verdict.KNOWN_BUG
-    assert any("KAFKA-1211" in r for r in rep.reasons)
+    assert bugs_shown(rep) == {"KAFKA-1211"}
+
+
+def test_a_bug_named_only_as_doubt_is_not_shown():
+    """The UNKNOWN reason quotes KAFKA-1211's evidence; no finding judged it KNOWN-BUG."""
+    rep = judged(config("0.10.2.2"), two_caches_lost(), p0=2291)
+    assert any("known bug KAFKA-1211 of" in r for r in rep.reasons)
+    assert rep.known_bugs == () and bugs_shown(rep) == frozenset()
+
+
+def test_a_known_bug_beside_an_unknown_finding_is_still_shown():
+    rep = RepetitionVerdict(
+        Verdict.UNKNOWN,
+        ("consumer group: 1 stuck", "known bug KAFKA-20634 of Kafka 4.3.0 (fixed in 4.3.1)"),
+        None,
+        known_bugs=("known bug KAFKA-20634 of Kafka 4.3.0 (fixed in 4.3.1)",),
+    )
+    assert bugs_shown(rep) == {"KAFKA-20634"}
 
 
 @pytest.mark.parametrize("fsync", [True, False])

@@ -74,7 +74,12 @@ def test_the_cell_rebuilt_from_spec_json_is_the_cell_that_ran(path: str) -> None
 
 def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts: int) -> tuple:
     return (
-        SimpleNamespace(verdict=verdict, reasons=reasons, loss=loss),
+        SimpleNamespace(
+            verdict=verdict,
+            reasons=reasons,
+            loss=loss,
+            known_bugs=reasons if verdict == "KNOWN-BUG" else (),
+        ),
         SimpleNamespace(counts=counts),
     )
 
