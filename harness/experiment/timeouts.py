@@ -37,6 +37,7 @@ BROKER_DEFAULTS_MS: Final = {
     "controller.quorum.fetch.timeout.ms": 2_000,
     "zookeeper.session.timeout.ms": 18_000,
 }
+OFFSETS_COMMIT_TIMEOUT_MS: Final = 5_000  # the broker's default
 SOCKET_TIMEOUT_MS: Final = 60_000  # librdkafka's and the Java client's socket.timeout.ms
 
 
@@ -77,7 +78,8 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
     """The timeouts of the cell `spec`, each once, in a fixed order: the producer's request,
     delivery and socket timeouts, the broker's replica lag and session, the controller's
     election and fetch (KRaft) or ZooKeeper's session, the transaction timeout (transactions)
-    and the consumer group's session (consumers). A 0 (no limit) is left out."""
+    and the consumer group's session and its coordinator's commit timeout (consumers). A 0 (no
+    limit) is left out."""
     producer, kafka = spec.producer, spec.kafka
     servers = {**kafka.broker_config, **kafka.controller_config}
     found = [
@@ -100,7 +102,11 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
     if spec.workload.transactions is not None:
         found.append(Timeout("transaction.timeout.ms", spec.workload.transactions.timeout_ms))
     if spec.workload.consumers:
-        found.append(Timeout("session.timeout.ms", CONSUMER_SESSION_TIMEOUT_MS))
+        session_ms = spec.workload.consumer_session_timeout_ms or CONSUMER_SESSION_TIMEOUT_MS
+        found.append(Timeout("session.timeout.ms", session_ms))
+        # How long the group coordinator waits for a commit's replication before it fails it.
+        commit_ms = _ms(servers.get("offsets.commit.timeout.ms"), OFFSETS_COMMIT_TIMEOUT_MS)
+        found.append(Timeout("offsets.commit.timeout.ms", commit_ms))
     return tuple(timeout for timeout in found if timeout.ms > 0)
 
 

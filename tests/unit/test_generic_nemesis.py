@@ -21,7 +21,7 @@ from harness.experiment.matrix import expand
 from harness.experiment.model import FaultStep
 from harness.experiment.plan import schedule_for
 from harness.experiment.problems import SpecError
-from harness.experiment.timeouts import CONSUMER_SESSION_TIMEOUT_MS
+from harness.experiment.timeouts import CONSUMER_SESSION_TIMEOUT_MS, cell_timeouts
 
 # --- the oracle's own reading of a cell's timeouts (ms), from the document -------------------
 
@@ -45,7 +45,8 @@ def timeouts_oracle(doc: dict[str, Any]) -> list[float]:
     if workload.get("transactions") is not None:
         found.append(workload["transactions"].get("timeout_ms", 30000))
     if workload.get("consumers"):
-        found.append(6000)
+        found.append(workload.get("consumer_session_timeout_ms") or 6000)
+        found.append(float(broker.get("offsets.commit.timeout.ms", 5000)))
     return [t for t in found if t > 0]
 
 
@@ -72,6 +73,11 @@ def cells(draw: st.DrawFn) -> dict[str, Any]:
         message_timeout_ms = timeout_ms  # librdkafka: at most the transaction timeout
     elif draw(st.booleans()):
         workload["consumers"] = 2
+        if draw(st.booleans()):  # a group whose dead members the coordinator keeps long
+            workload["consumer_session_timeout_ms"] = draw(st.integers(6000, 300_000))
+        if draw(st.booleans()):
+            config = kafka.setdefault("broker_config", {})
+            config["offsets.commit.timeout.ms"] = draw(st.integers(1000, 120_000))
     families = draw(
         st.none() | st.lists(st.sampled_from(FAMILY_NAMES), min_size=1, max_size=4, unique=True)
     )
@@ -109,6 +115,15 @@ def schedule_of(doc: dict[str, Any], seed: int) -> list[FaultStep]:
 
 
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SLOW
+@given(cells())
+def test_the_cells_timeouts_are_the_ones_its_file_sets_or_kafkas_defaults(
+    doc: dict[str, Any],
+) -> None:
+    (cell,) = expand(parse_experiment(doc))
+    assert sorted(t.ms for t in cell_timeouts(cell.spec)) == sorted(timeouts_oracle(doc))
 
 
 @SLOW
