@@ -115,14 +115,21 @@ def _apparmor_enabled() -> bool:
 def control(node: KafkaNode, *command: str) -> dict[str, Any]:
     """chaosfs's answer (its JSON reply) to `command` on `node`; DiskLayerError when the node
     has no layer, chaosfs does not answer or refuses."""
+    from docker.errors import APIError
+
     from harness.platform.sidecar import last_json_object  # docker: only where a node runs
 
     argv = [BINARY, "ctl", "--control", CONTROL, *command]
-    code, out = node.exec(argv)
-    if code == 0 and not out.strip() and command[0] != "crash":
-        # Seen once while a controller started: exit 0, no output through the engine's exec.
-        # Every command but the crash is idempotent, so asking again is safe.
+    try:
         code, out = node.exec(argv)
+        if code == 0 and not out.strip() and command[0] != "crash":
+            # Seen once while a controller started: exit 0, no output through the engine's
+            # exec. Every command but the crash is idempotent, so asking again is safe.
+            code, out = node.exec(argv)
+    except APIError as exc:  # e.g. 409: the container stopped (a broker that halted)
+        raise DiskLayerError(
+            f"{node.hostname}: `{shlex.join(command)}` could not reach its disk layer: {exc}"
+        ) from exc
     reply = last_json_object(out)
     if code != 0 or not reply.get("ok"):
         raise DiskLayerError(

@@ -9,6 +9,7 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
+from docker.errors import APIError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -135,6 +136,54 @@ def test_an_error_mode_is_on_while_the_fault_lasts_and_its_heal_restarts_a_halte
     assert running.calls == [("set", kind, "on"), ("status",), ("set", kind, "off")]
     assert halted.calls == [("set", kind, "on"), "start"]
     assert error.detail() == {"failed_ops": {"kafka-1": 7}, "halted": ["kafka-2"]}
+
+
+class HaltsOnExec(FakeNode):
+    """Running when asked, halted by the time a command reaches it (Docker refuses an exec
+    in a stopped container)."""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        if self.calls:  # the fault's own `set ... on` went through
+            self._state = "exited"
+            return 126, "OCI runtime exec failed: cannot exec in a stopped container\n"
+        return super().exec(argv)
+
+
+@pytest.mark.parametrize("kind", ["fsync-error", "disk-full"])
+def test_a_broker_that_halts_while_its_heal_asks_the_layer_is_restarted_not_failed(kind):
+    node = HaltsOnExec()
+    error = fault(kind, [node])
+    error.inject()
+    error.heal()
+    assert node.calls == [("set", kind, "on"), "start"]
+    assert error.detail() == {"failed_ops": {}, "halted": ["kafka-1"]}
+
+
+class RefusedByTheEngine(FakeNode):
+    """Halted by the time the heal's command comes: the engine refuses the exec (409)."""
+
+    def exec(self, argv: list[str]) -> tuple[int, str]:
+        if self.calls:
+            self._state = "exited"
+            raise APIError("409 Client Error: Conflict (container is not running)")
+        return super().exec(argv)
+
+
+def test_an_exec_the_engine_refuses_on_a_halted_broker_counts_as_halted():
+    node = RefusedByTheEngine()
+    error = fault("fsync-error", [node])
+    error.inject()
+    error.heal()
+    assert error.detail() == {"failed_ops": {}, "halted": ["kafka-1"]}
+
+
+def test_a_layer_that_refuses_a_running_node_still_fails_the_heal():
+    node = FakeNode()
+    error = fault("disk-full", [node])
+    error.inject()
+    node.code = 2
+    with pytest.raises(FaultError, match="exit 2"):
+        error.heal()
 
 
 def test_a_slow_disk_sets_both_delays_and_its_heal_clears_them():

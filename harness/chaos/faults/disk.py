@@ -70,6 +70,20 @@ def _layer_answer(node: KafkaNode, *command: str) -> _LayerReply:
         raise FaultError(str(exc)) from exc
 
 
+def _if_running(node: KafkaNode, *command: str) -> _LayerReply | None:
+    """chaosfs's reply to `command` on `node`; None when the node is not running, before the
+    command or by the time it failed: a broker halts on its failing log directory at any
+    moment, and a stopped container takes no command."""
+    if node.state() != "running":
+        return None
+    try:
+        return _layer_answer(node, *command)
+    except FaultError:
+        if node.state() != "running":
+            return None
+        raise
+
+
 class _OnDisk(Fault[Any]):
     """What every disk fault shares: its site, and the binary built before any cluster."""
 
@@ -188,12 +202,11 @@ class _Mode(_OnDisk):
 
     def heal(self) -> None:
         for node in self.nodes:
-            if node.state() == "running":
-                status = _layer_answer(node, "status")
+            status = _if_running(node, "status")
+            if status is not None:
                 self._failed_ops[node.hostname] = int(status.get("failed_ops", 0))
-                _layer_answer(node, "set", self.mode, "off")
-            else:
-                self._halted.append(node.hostname)
+            if status is None or _if_running(node, "set", self.mode, "off") is None:
+                self._halted.append(node.hostname)  # its layer restarts with the node: off
         start_stopped(self.nodes)
 
     def detail(self) -> ModeEnd:
@@ -251,7 +264,6 @@ class SlowDisk(_OnDisk):
         return {"write_ms": self.params.write_ms, "fsync_ms": self.params.fsync_ms}
 
     def heal(self) -> None:
-        for node in self.nodes:
-            if node.state() == "running":
-                _layer_answer(node, "set", "write-delay", "0")
-                _layer_answer(node, "set", "fsync-delay", "0")
+        for node in self.nodes:  # a node stopped meanwhile restarts with a fresh layer
+            if _if_running(node, "set", "write-delay", "0") is not None:
+                _if_running(node, "set", "fsync-delay", "0")
