@@ -13,7 +13,7 @@ from docker.errors import APIError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, HelperSite
+from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, HelperSite, disk
 from harness.chaos.faults.disk import (
     DiskFull,
     FsyncError,
@@ -124,7 +124,12 @@ def test_a_refusal_of_the_layer_names_the_node_the_command_and_the_reason():
 
 
 @pytest.mark.parametrize(("kind", "cls"), [("fsync-error", FsyncError), ("disk-full", DiskFull)])
-def test_an_error_mode_is_on_while_the_fault_lasts_and_its_heal_restarts_a_halted_broker(kind, cls):
+def test_an_error_mode_is_on_while_the_fault_lasts_and_its_heal_restarts_a_halted_broker(
+    kind, cls, monkeypatch
+):
+    # One that goes on running after failed operations (Kafka would halt) is left running
+    # once the heal's wait for the halt is over.
+    monkeypatch.setattr(disk, "HALT_WAIT_S", 0.01)
     running = FakeNode(replies={("status",): {"ok": True, "failed_ops": 7}})
     halted = FakeNode()
     halted.hostname = "kafka-2"
@@ -175,6 +180,25 @@ def test_an_exec_the_engine_refuses_on_a_halted_broker_counts_as_halted():
     error.inject()
     error.heal()
     assert error.detail() == {"failed_ops": {}, "halted": ["kafka-1"]}
+
+
+class HaltsAfterTheHeal(FakeNode):
+    """Its layer failed an operation; Kafka halts it a moment after the mode went off."""
+
+    def state(self) -> str:
+        if ("set", "disk-full", "off") in self.calls and self._state == "running":
+            self._state = "exited"
+            return "running"  # the first look after the heal still finds it up
+        return self._state
+
+
+def test_a_broker_whose_disk_failed_an_operation_is_awaited_halting_and_restarted():
+    node = HaltsAfterTheHeal(replies={("status",): {"ok": True, "failed_ops": 1}})
+    error = fault("disk-full", [node])
+    error.inject()
+    error.heal()
+    assert node.calls[-1] == "start" and node.state() == "running"
+    assert error.detail() == {"failed_ops": {"kafka-1": 1}, "halted": ["kafka-1"]}
 
 
 def test_a_layer_that_refuses_a_running_node_still_fails_the_heal():

@@ -19,7 +19,7 @@ that were created, even empty, which a real file system without a directory fsyn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict, cast
 
 from pydantic import Field
 
@@ -30,6 +30,7 @@ from harness.limits import at_most, whole
 from harness.platform import disk_layer
 from harness.rundir.events import FaultDetail, FaultEndDetail
 from harness.rundir.fault_classes import ClassKind
+from harness.waiting import wait_for
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -68,6 +69,9 @@ def _layer_answer(node: KafkaNode, *command: str) -> _LayerReply:
         return cast("_LayerReply", disk_layer.control(node, *command))
     except disk_layer.DiskLayerError as exc:
         raise FaultError(str(exc)) from exc
+
+
+HALT_WAIT_S: Final = 10.0  # how long a heal waits for a broker whose disk failed to halt
 
 
 def _if_running(node: KafkaNode, *command: str) -> _LayerReply | None:
@@ -207,6 +211,12 @@ class _Mode(_OnDisk):
                 self._failed_ops[node.hostname] = int(status.get("failed_ops", 0))
             if status is None or _if_running(node, "set", self.mode, "off") is None:
                 self._halted.append(node.hostname)  # its layer restarts with the node: off
+            elif self._failed_ops[node.hostname] and wait_for(
+                lambda node=node: node.state() != "running", HALT_WAIT_S
+            ):
+                # A failed operation took the log directory offline, and Kafka halts a broker
+                # whose only one is: a moment later, maybe after the mode went off here.
+                self._halted.append(node.hostname)
         start_stopped(self.nodes)
 
     def detail(self) -> ModeEnd:
