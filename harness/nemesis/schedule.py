@@ -288,19 +288,20 @@ class Nemesis:
         )
 
     def _free(self, index: int, step: FaultStep, nodes: list[KafkaNode]) -> list[KafkaNode]:
-        """`nodes` without those another fault in force holds ([] and a fault_skipped event
-        when none is left, or when a whole-cluster step would miss one). Bound targets and
-        consumer faults are left as they are."""
+        """`nodes` without those another fault in force holds or that are down (a broker
+        that halted by itself) ([] and a fault_skipped event when none is left, or when a
+        whole-cluster step would miss one). Bound targets and consumer faults are left as
+        they are."""
         if step.bound_target is not None or FAULT_TYPES[step.fault].acts_on_consumers:
             return nodes
         held = {n.hostname for active in self.active for n in active.fault.nodes}
-        free = [n for n in nodes if n.hostname not in held]
+        free = [n for n in nodes if n.hostname not in held and n.state() == "running"]
         if len(free) == len(nodes) or (free and not whole_cluster(self.ctx, step, nodes)):
             return free
         reason = (
-            "it hits the whole cluster and another fault held a node"
+            "it hits the whole cluster and a node was held by another fault or down"
             if free
-            else f"every node it named ({', '.join(n.hostname for n in nodes)}) was held"
+            else f"every node it named ({', '.join(n.hostname for n in nodes)}) was held or down"
         )
         self._skip(index, step, reason)
         return []

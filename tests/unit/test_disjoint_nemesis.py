@@ -135,3 +135,19 @@ def test_a_random_pick_takes_a_node_no_fault_holds(tmp_path):
     assert nemesis.errors == []
     started = [e["nodes"] for e in events if e["type"] == EventType.FAULT_START]
     assert started == [[2], [3], [1], [3]]
+
+
+def test_a_node_down_outside_any_fault_takes_no_generated_step(tmp_path):
+    """A broker that halted by itself (its disk failed after a fault ended) is skipped like a
+    held one: an exec in a stopped container would fail the step."""
+    cluster = ThreePartitions()
+    cluster.node(2).running = False
+    steps = [
+        FaultStep(at_s=0, fault="kill", target="node:2", as_="g0"),
+        FaultStep(at_s=0, fault="heal", target="@g0"),
+    ]
+    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert "held or down" in skipped["reason"]
+    assert cluster.node(2).actions == []
