@@ -19,6 +19,7 @@ that were created, even empty, which a real file system without a directory fsyn
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypedDict, cast
 
 from pydantic import Field
@@ -72,6 +73,11 @@ def _layer_answer(node: KafkaNode, *command: str) -> _LayerReply:
 
 
 HALT_WAIT_S: Final = 10.0  # how long a heal waits for a broker whose disk failed to halt
+
+
+def _halted(node: KafkaNode) -> bool:
+    """Whether `node`'s container has stopped."""
+    return node.state() != "running"
 
 
 def _if_running(node: KafkaNode, *command: str) -> _LayerReply | None:
@@ -211,9 +217,7 @@ class _Mode(_OnDisk):
                 self._failed_ops[node.hostname] = int(status.get("failed_ops", 0))
             if status is None or _if_running(node, "set", self.mode, "off") is None:
                 self._halted.append(node.hostname)  # its layer restarts with the node: off
-            elif self._failed_ops[node.hostname] and wait_for(
-                lambda node=node: node.state() != "running", HALT_WAIT_S
-            ):
+            elif self._failed_ops[node.hostname] and wait_for(partial(_halted, node), HALT_WAIT_S):
                 # A failed operation took the log directory offline, and Kafka halts a broker
                 # whose only one is: a moment later, maybe after the mode went off here.
                 self._halted.append(node.hostname)
