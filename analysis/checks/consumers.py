@@ -161,7 +161,7 @@ def _probe(
 ) -> Sensitivity:
     """Hide one seeded sample of healthy messages from the processed rows and process another
     twice; passed when the classes find exactly those on top of the run's own."""
-    healthy = _healthy(ids, msg_id, partition, offset, committed)
+    healthy = _healthy(ids, slots, msg_id, partition, offset, committed)
     rng = np.random.default_rng(SENSITIVITY_SEED)
     size = min(len(healthy) // 2, max(1, len(healthy) // SENSITIVITY_SHARE))
     sample = rng.choice(healthy, size=2 * size, replace=False) if size else healthy[:0]
@@ -184,15 +184,22 @@ def _probe(
 
 def _healthy(
     ids: np.ndarray,
+    slots: np.ndarray,
     msg_id: np.ndarray,
     partition: np.ndarray,
     offset: np.ndarray,
     committed: dict[int, int],
 ) -> np.ndarray:
-    """The present acknowledged msg_ids the group processed exactly once, below the committed
-    offset of their partition (every one when it was not recorded), in ascending order."""
-    values, counts = np.unique(ids[ids >= 0], return_counts=True)
-    once = np.isin(msg_id, values[counts == 1])
+    """The present acknowledged msg_ids the group processed exactly once, at a log position
+    (`slots`) where it processed no other record, below the committed offset of their
+    partition (every one when it was not recorded), in ascending order. After an unclean
+    election the group may have processed two messages at one offset: that position already
+    counts as reprocessed, so processing one of them again would show nothing new."""
+    known = ids >= 0
+    values, counts = np.unique(ids[known], return_counts=True)
+    positions, times = np.unique(slots[known], return_counts=True)
+    alone = ids[known][np.isin(slots[known], positions[times == 1])]
+    once = np.isin(msg_id, values[counts == 1]) & np.isin(msg_id, alone)
     below = _below_committed(partition, offset, committed)
     return np.sort(msg_id[once & below])
 

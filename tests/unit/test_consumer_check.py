@@ -343,6 +343,26 @@ def test_the_group_checks_pass_their_sensitivity_probe(tmp_path: Path):
     assert probe == Sensitivity(removed=2, found=2, passed=True)  # one hidden, one doubled
 
 
+def test_positions_the_group_processed_twice_before_an_unclean_election_stay_out_of_the_probe(
+    tmp_path: Path,
+):
+    """Before an unclean election the group processed other messages (1001..1090) at the
+    offsets 1..90 now hold: those positions already count as reprocessed, so the probe takes
+    its sample from 91..100 only, and finds what it planted."""
+    acked, readback = in_order(100)
+    run_dir = write_run(tmp_path, "c", acked, readback, events=[group_end({0: 100})])
+    journal(run_dir, 0, 0, [(1000 + i, 0, i - 1) for i in range(1, 91)])
+    journal(run_dir, 0, 1, [(i, 0, i - 1) for i in range(1, 101)])
+    probe = consumer_check.consumer_facts(
+        RunEvidence.read(run_dir),
+        np.arange(1, 101),
+        np.zeros(100, dtype=np.int64),
+        np.arange(100),
+        NO_ACKS,
+    ).sensitivity
+    assert probe == Sensitivity(removed=2, found=2, passed=True)
+
+
 def test_a_group_check_blind_to_skips_fails_its_sensitivity_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
