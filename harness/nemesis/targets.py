@@ -84,9 +84,8 @@ def resolve_target(
     ids = _partition_targets(state, target)
     if not ids:
         raise FaultError(f"partition {p} has no {target} replica to target")
-    nodes = [cluster.node(node_id) for node_id in sorted(ids) if target == "follower"]
-    if nodes:
-        return [ctx.rng.choice(_unless(nodes, avoid))]
+    if target == "follower":
+        return [ctx.rng.choice(_unless([cluster.node(i) for i in sorted(ids)], avoid))]
     return [cluster.node(node_id) for node_id in ids]
 
 
