@@ -2,7 +2,7 @@
 
     python bench/discovery_bench.py [--seeds 3] [--cap-minutes 20] [--chunk-minutes 5]
                                     [--results bench/discovery.jsonl] [--rows KAFKA-17754 ...]
-                                    [--overlap 2] [--swarm]
+                                    [--overlap 2] [--swarm] [--cascade 3]
 
 For each row of the known-bug table (analysis/judge/known_bugs.py: its reference and the
 experiment cells that provoke it), each cell of that experiment whose Kafka release and client
@@ -12,7 +12,8 @@ generic nemesis (`faults.generate`, mode generic, every default family): repetit
 with that row's reference (whatever verdict another finding gives the chunk), or --cap-minutes
 of workload have run. One line per (row, cell, seed) is appended to --results (JSON: minutes
 of workload to the first reproduction, or null, and the date, and the nemesis: --overlap lets
-that many faults act at once, --swarm draws each chunk from its own half of the menu); a line
+that many faults act at once, --swarm draws each chunk from its own half of the menu,
+--cascade weighs the cascade family against the others' 1); a line
 already there is not run again, so the benchmark resumes row by row.
 Needs Docker and the broker images; each chunk starts a fresh cluster.
 """
@@ -75,16 +76,20 @@ def affected_cells(row: Row, cells: Sequence[Any], bug: Any) -> list[Any]:
 
 @dataclass(frozen=True)
 class Nemesis:
-    """The generic nemesis' two knobs a search may turn: each chunk drawing its own half of the
-    menu (`swarm`), and how many faults may be in force at once (`overlap`)."""
+    """The generic nemesis' knobs a search may turn: each chunk drawing its own half of the
+    menu (`swarm`), how many faults may be in force at once (`overlap`), and the cascade
+    family's weight against the others' 1 (`cascade`)."""
 
     swarm: bool = False
     overlap: int = 1
+    cascade: float = 1.0
 
     @property
     def label(self) -> str:
-        """How the results file and the docs name it: "generic", "generic, overlap 2" ..."""
-        parts = ["generic"] + [f"overlap {self.overlap}"] * (self.overlap > 1)
+        """How the results file and the docs name it: "generic, cascades", "generic,
+        cascades x3, overlap 2" ... (lines without "cascades" come from before the family)."""
+        weight = "" if self.cascade == 1 else f" x{self.cascade:g}"
+        parts = ["generic", f"cascades{weight}"] + [f"overlap {self.overlap}"] * (self.overlap > 1)
         return ", ".join(parts + ["swarm"] * self.swarm)
 
 
@@ -99,6 +104,7 @@ def unaimed(
         "mean_interval_s": MEAN_INTERVAL_S,
         "swarm": nemesis.swarm,
         "overlap": nemesis.overlap,
+        "weights": {"cascade": nemesis.cascade},
     }
     given = document.get("faults", {})
     faults = {
@@ -119,9 +125,9 @@ def fresh(run_dir: Path) -> Path:
 
 
 def key_of(row: Row, cell: str, seed: int, nemesis: Nemesis = Nemesis()) -> str:
-    """The results file's key of one search (another nemesis makes another search)."""
-    key = f"{row.reference}|{row.experiment}|{cell}|{seed}"
-    return key if nemesis == Nemesis() else f"{key}|{nemesis.label}"
+    """The results file's key of one search (another nemesis makes another search; a key
+    without a label is a search from before the cascade family, which no nemesis repeats)."""
+    return f"{row.reference}|{row.experiment}|{cell}|{seed}|{nemesis.label}"
 
 
 def done_keys(results: Path) -> set[str]:
@@ -219,8 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--swarm", action="store_true", help="each chunk draws its own half of the menu"
     )
     parser.add_argument("--overlap", type=int, default=1, help="faults in force at once")
+    parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
     args = parser.parse_args(argv)
-    args.nemesis = Nemesis(args.swarm, args.overlap)
+    args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade)
     bugs = {bug.reference: bug for bug in KNOWN_BUGS}
     rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
     done = done_keys(args.results)

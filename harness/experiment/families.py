@@ -113,6 +113,14 @@ FAMILIES: Final[tuple[Family, ...]] = (
         ("consumer",),
     ),
     Family(
+        "cascade",
+        "two to all of one partition's replicas down one after another (followers then leader, "
+        "or leader then successor), by the node faults of the process, partition and crash "
+        "families allowed beside it, then back in a random order",
+        (),  # its kinds are those families' (generic.cascade_menu)
+        ("leader", "follower", "successor"),
+    ),
+    Family(
         "corruption",
         "a log file's tail cut or one bit flipped (not drawn unless listed: its outcome is not "
         "a documented guarantee)",

@@ -10,7 +10,9 @@ drawn within a band (below, at or above: timeouts.BANDS) of one of the cell's ti
 and every drawn step passes the same validation as a step written in the file (rules.py), and
 a step that fails it (one that would outlast the workload) is drawn again, a bounded number
 of times. The same cell and seed give the same schedule. `swarm` draws each schedule from its
-own random half of the menu (swarm testing).
+own random half of the menu (swarm testing). A `cascade` draw takes a partition's replicas
+down one after another and brings them back in a random order (FoundationDB's swizzle):
+failures that lose data compound on one replica set, which independent draws rarely do.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "Menu",
     "beside_menu",
     "bound_faults",
+    "cascade_menu",
     "drawable_kinds",
     "generic_schedule",
     "step_menu",
@@ -75,6 +78,9 @@ SOLO_KINDS: Final = frozenset(
     {"kill-all", "power-loss", "rolling-restart", "reassign", "remove-controller"}
 )
 T = TypeVar("T")
+# The families whose node faults a cascade chains, and the roles it walks a partition by.
+CASCADE_SOURCES: Final = ("process", "partition", "crash")
+CASCADE_ROLES: Final = ("leader", "follower", "successor")
 
 
 def step_problems(spec: Experiment, step: FaultStep) -> list[tuple[str, str]]:
@@ -211,6 +217,59 @@ class _Draw:
             return "drop-requests", target, params
         return "delay", target, {**params, "delay_ms": self.hold_ms(rng, MAX_DELAY_MS)}
 
+    def draw(self, family: str, at_s: float, rng: random.Random) -> list[FaultStep]:
+        """The steps one draw of `family` makes from `at_s`: a cascade's, or one step ([]
+        when the family has no draw here)."""
+        if family == "cascade":
+            return self.cascade(at_s, rng)
+        step = self.step(family, at_s, rng)
+        return [] if step is None else [step]
+
+    def within_s(self, rng: random.Random) -> float:
+        """A gap inside one of the cell's timeouts (uniform below it, s): within a fetch
+        round or a session, or past a shorter one."""
+        return rng.uniform(0.1, rng.choice(self.timeouts).ms / 1000)
+
+    def cascade(self, at_s: float, rng: random.Random) -> list[FaultStep]:
+        """Two to all of one partition's replicas down one after another (its followers then
+        its leader, or its leader then its successor and followers), each by a node fault
+        the cascade's menu allows on that role, at gaps within the cell's timeouts; all held
+        a time drawn around the timeouts after the last goes down, then brought back in a
+        random order at such gaps. [] when the topic has one replica or a role has no kind."""
+        replicas = self.spec.topic.replication_factor
+        if replicas < 2:
+            return []
+        n = rng.randint(2, replicas)
+        if rng.random() < 0.5:
+            roles = ["follower"] * (n - 1) + ["leader"]
+        else:
+            roles = ["leader", "successor"] + ["follower"] * (n - 2)
+        kinds = {role: [k for k, t in self.menu["cascade"] if t == role] for role in roles}
+        if not all(kinds.values()):
+            return []
+        starts = [at_s]
+        for _ in roles[1:]:
+            starts.append(starts[-1] + self.within_s(rng))
+        ends = [starts[-1] + _timing_ms(self.timeouts, rng) / 1000]
+        for _ in roles[1:]:
+            ends.append(ends[-1] + self.within_s(rng))
+        rng.shuffle(ends)
+        partition = rng.randrange(self.spec.topic.partitions)
+        steps = []
+        for role, start, end in zip(roles, starts, ends, strict=True):
+            kind = rng.choice(kinds[role])
+            steps.append(
+                FaultStep(
+                    at_s=round(start, 3),
+                    fault=kind,
+                    target=role,
+                    partition=partition,
+                    duration_s=max(round(end - start, 3), 0.001),
+                    params=self.params(kind, rng),
+                )
+            )
+        return steps
+
     def step(self, family: str, at_s: float, rng: random.Random) -> FaultStep | None:
         """One step of `family` starting at `at_s`; None when the family has no draw here."""
         if family == "requests":
@@ -265,25 +324,29 @@ def generic_schedule(
     spec: Experiment, plan: FaultGenerator, horizon_s: float, rng: random.Random
 ) -> list[FaultStep]:
     """The generic nemesis' steps for the cell `spec` within `horizon_s`, drawn from `rng`:
-    each after an exponential gap from the previous heal (with `overlap`, from the previous
-    start while fewer than `overlap` act: bound_faults), from the allowed families the cell
-    can run (by their weights), each step valid by the file's own rules."""
+    each draw after an exponential gap from the previous heal (with `overlap`, from the
+    previous start while fewer than `overlap` act: bound_faults), from the allowed families
+    the cell can run (by their weights), each step valid by the file's own rules. A schedule
+    whose faults may act at once (overlap, or a cascade) binds each and heals it by name."""
     menu = step_menu(spec)
-    families = [f for f in plan.allowed_families if menu[f] and plan.weights.get(f, 1) > 0]
+    families = list(plan.allowed_families)
+    menu = {**menu, "cascade": cascade_menu(menu, families)}
+    families = [f for f in families if menu[f] and plan.weights.get(f, 1) > 0]
     if not families:
         return []
     paths = _paths(spec)
     if plan.swarm:
         families, menu, paths = swarm(families, menu, paths, rng)
+        menu = {**menu, "cascade": cascade_menu(menu, families) if "cascade" in families else ()}
     timeouts = cell_timeouts(spec)
     draw = _Draw(spec, menu, timeouts, paths)
-    # Beside a fault in force: no step that needs the whole cluster (beside_menu).
+    # Beside a fault in force: no step that needs the whole cluster, no cascade (beside_menu).
     beside = _Draw(spec, beside_menu(menu), timeouts, paths)
     mean_gap_s = plan.mean_gap_s
-    steps: list[FaultStep] = []
+    draws: list[list[FaultStep]] = []
     clock = 0.0  # one at a time: the previous heal; overlapping: the previous start
     in_force: list[float] = []  # overlapping: the ends of the faults drawn so far
-    while len(steps) < MAX_SCHEDULED_FAULTS:
+    while sum(len(d) for d in draws) < MAX_SCHEDULED_FAULTS:
         at_s = round(clock + rng.expovariate(1.0 / mean_gap_s), 3)
         if plan.overlap > 1:
             at_s, in_force = _room(at_s, in_force, plan.overlap, rng, mean_gap_s)
@@ -295,21 +358,36 @@ def generic_schedule(
             clock = at_s
             continue
         weights = [plan.weights.get(f, 1) for f in choices]
-        step = next(
+        drawn = next(
             (
-                s
+                d
                 for _ in range(ATTEMPTS)
-                if (s := drawing.step(rng.choices(choices, weights)[0], at_s, rng)) is not None
-                and not step_problems(spec, s)
+                if (d := drawing.draw(rng.choices(choices, weights)[0], at_s, rng))
+                and not any(step_problems(spec, s) for s in d)
             ),
             None,
         )
-        if step is None or step.end_s is None:
+        if drawn is None:
             break
-        steps.append(step)
-        in_force.append(step.end_s)
-        clock = at_s if plan.overlap > 1 else step.end_s
-    return steps if plan.overlap == 1 else bound_faults(steps)
+        draws.append(drawn)
+        ends = [s.end_s or 0.0 for s in drawn]
+        in_force += ends
+        clock = (drawn[-1].at_s or 0.0) if plan.overlap > 1 else max(ends)
+    if plan.overlap == 1 and all(len(d) == 1 for d in draws):
+        return [step for d in draws for step in d]
+    return bound_faults(draws)
+
+
+def cascade_menu(menu: Menu, families: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The (kind, target) pairs a cascade chains: the node faults of the allowed families
+    among CASCADE_SOURCES on a partition's roles (none that needs the whole cluster)."""
+    return tuple(
+        (kind, target)
+        for family in CASCADE_SOURCES
+        if family in families
+        for kind, target in menu.get(family, ())
+        if target in CASCADE_ROLES and kind not in SOLO_KINDS
+    )
 
 
 def beside_menu(menu: Menu) -> Menu:
@@ -317,7 +395,8 @@ def beside_menu(menu: Menu) -> Menu:
     node, or a membership change that completes only on a healthy cluster (a reassignment
     waits for its new replicas to catch up, a rolling restart for each node's return)."""
     return {
-        family: tuple(p for p in pairs if p[0] not in SOLO_KINDS) for family, pairs in menu.items()
+        family: () if family == "cascade" else tuple(p for p in pairs if p[0] not in SOLO_KINDS)
+        for family, pairs in menu.items()
     }
 
 
@@ -336,15 +415,17 @@ def _room(
     return at_s, acting
 
 
-def bound_faults(steps: Sequence[FaultStep]) -> list[FaultStep]:
-    """`steps` (each healed after its duration) as a schedule whose faults may be in force at
-    once: each left open under the name `g<i>` and ended by a heal step at its planned end,
-    every step in time order (a heal before a start at the same time)."""
+def bound_faults(draws: Sequence[Sequence[FaultStep]]) -> list[FaultStep]:
+    """Drawn steps (each healed after its duration) as a schedule whose faults may be in
+    force at once: each left open under a name, `g<i>` for the i-th draw's one step and
+    `c<i>_<j>` for its j-th when the draw was a cascade, and ended by a heal step at its
+    planned end; every step in time order (a heal before a start at the same time)."""
     timed: list[tuple[float, int, FaultStep]] = []
-    for index, step in enumerate(steps):
-        name = f"g{index}"
-        opened = step.model_copy(update={"duration_s": None, "as_": name})
-        end_s = round(step.end_s or 0.0, 3)
-        heal = FaultStep(at_s=end_s, fault="heal", target=f"@{name}")
-        timed += [(step.at_s or 0.0, 1, opened), (end_s, 0, heal)]
+    for index, drawn in enumerate(draws):
+        for j, step in enumerate(drawn):
+            name = f"g{index}" if len(drawn) == 1 else f"c{index}_{j}"
+            opened = step.model_copy(update={"duration_s": None, "as_": name})
+            end_s = round(step.end_s or 0.0, 3)
+            heal = FaultStep(at_s=end_s, fault="heal", target=f"@{name}")
+            timed += [(step.at_s or 0.0, 1, opened), (end_s, 0, heal)]
     return [step for _, _, step in sorted(timed, key=lambda t: (t[0], t[1]))]

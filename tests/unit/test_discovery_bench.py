@@ -97,16 +97,23 @@ def test_another_nemesis_is_another_search_under_its_own_key() -> None:
     module = bench()
     row = module.Row("KAFKA-1211", "experiments/kafka-history.yaml", "*")
     plain = module.key_of(row, "c", 0)
-    assert plain == module.key_of(row, "c", 0, module.Nemesis())  # the old lines still resume
-    keys = {module.key_of(row, "c", 0, module.Nemesis(s, o)) for s in (False, True) for o in (1, 2)}
-    assert len(keys) == 4 and plain in keys
-    assert module.Nemesis(True, 2).label == "generic, overlap 2, swarm"
-    document = module.unaimed({"workload": {"rate": 1}}, 60, module.Nemesis(True, 2))
+    # Lines from before the cascade family (no label) are not this nemesis' searches.
+    assert plain.endswith("|generic, cascades") and plain.count("|") == 4
+    keys = {
+        module.key_of(row, "c", 0, module.Nemesis(s, o, c))
+        for s in (False, True)
+        for o in (1, 2)
+        for c in (1.0, 3.0)
+    }
+    assert len(keys) == 8 and plain in keys
+    assert module.Nemesis(True, 2, 3).label == "generic, cascades x3, overlap 2, swarm"
+    document = module.unaimed({"workload": {"rate": 1}}, 60, module.Nemesis(True, 2, 3))
     assert document["faults"]["generate"] | {"mean_interval_s": 0} == {
         "mode": "generic",
         "mean_interval_s": 0,
         "swarm": True,
         "overlap": 2,
+        "weights": {"cascade": 3},
     }
 
 

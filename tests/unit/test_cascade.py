@@ -1,0 +1,140 @@
+"""The cascade family of the generic nemesis: one partition's replicas down one after another
+and back in a random order. Checked on generated cells against an oracle that reads each
+cascade back from the schedule (its bound names `c<draw>_<j>`), and by hand on the roles."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.experiment.families import DEFAULT_FAMILIES, family_of
+from harness.experiment.generic import SOLO_KINDS, cascade_menu
+from harness.experiment.model import FaultStep
+from tests.unit.test_generic_nemesis import (
+    SLOW,
+    cells,
+    in_some_band,
+    schedule_of,
+    timeouts_oracle,
+)
+
+CASCADE = re.compile(r"^c(\d+)_(\d+)$")
+SOURCES = {"process", "partition", "crash"}
+
+
+def spans(steps: list[FaultStep]) -> list[tuple[FaultStep, float, float]]:
+    """(step, start, end) of every bound fault, its end read from the heal step naming it."""
+    heals = {s.target[1:]: s.at_s or 0.0 for s in steps if s.fault == "heal"}
+    return [(s, s.at_s or 0.0, heals[s.as_]) for s in steps if s.as_]
+
+
+def roles_oracle(targets: list[str]) -> bool:
+    """Followers then the leader, or the leader, its successor, then followers."""
+    n = len(targets)
+    return targets in (
+        ["follower"] * (n - 1) + ["leader"],
+        ["leader", "successor"] + ["follower"] * (n - 2),
+    )
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_a_cascade_takes_one_partitions_replicas_down_in_turn_and_back_in_any_order(
+    doc: dict[str, Any], seed: int
+) -> None:
+    steps = schedule_of(doc, seed)
+    allowed = set(doc["faults"]["generate"].get("families") or DEFAULT_FAMILIES)
+    longest_s = max(timeouts_oracle(doc)) / 1000
+    timeouts = timeouts_oracle(doc)
+    faults = spans(steps)
+    cascades: dict[int, list[tuple[int, FaultStep, float, float]]] = defaultdict(list)
+    for step, start, end in faults:
+        if match := CASCADE.match(step.as_ or ""):
+            cascades[int(match[1])].append((int(match[2]), step, start, end))
+    if cascades:
+        assert "cascade" in allowed and doc["topic"]["replication_factor"] >= 2
+    for members in cascades.values():
+        members.sort(key=lambda m: m[0])
+        chain = [step for _, step, _, _ in members]
+        starts = [start for _, _, start, _ in members]
+        ends = sorted(end for _, _, _, end in members)
+        assert 2 <= len(chain) <= doc["topic"]["replication_factor"]
+        assert roles_oracle([s.target for s in chain]), chain
+        assert len({s.partition for s in chain}) == 1
+        for step in chain:
+            assert step.fault not in SOLO_KINDS
+            assert family_of(step.fault, step.params.model_dump(by_alias=True)) in SOURCES & allowed
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
+        gaps += [b - a for a, b in itertools.pairwise(ends)]
+        assert all(-0.002 <= gap <= longest_s + 0.002 for gap in gaps), gaps
+        # Every replica it takes is down when the last goes down; held a drawn time after.
+        assert ends[0] > starts[-1]
+        assert in_some_band((ends[0] - starts[-1]) * 1000, timeouts, slack_ms=4.0)
+        # It starts alone: no other fault is in force then.
+        others = [(s, b, e) for s, b, e in faults if s not in chain]
+        assert not [s for s, b, e in others if b <= starts[0] < e], starts[0]
+
+
+def test_its_heals_come_in_every_order_and_its_chains_in_both_directions() -> None:
+    """Over many seeds: followers first and leader first both drawn, all three replicas and
+    two, and the leader healed first, in the middle and last."""
+    doc = {
+        "name": "c",
+        "workload": {"rate": 10, "duration_s": 3000},
+        "faults": {
+            "generate": {
+                "mode": "generic",
+                "mean_interval_s": 5,
+                "families": ["cascade", "process"],
+            }
+        },
+    }
+    chains, heal_rank = set(), set()
+    for seed in range(4):
+        faults = spans(schedule_of(doc, seed))
+        by_draw: dict[str, list[tuple[FaultStep, float]]] = defaultdict(list)
+        for step, _, end in faults:
+            if match := CASCADE.match(step.as_ or ""):
+                by_draw[match[1]].append((step, end))
+        for members in by_draw.values():
+            chains.add(tuple(s.target for s, _ in members))
+            order = [s.target for s, _ in sorted(members, key=lambda m: m[1])]
+            heal_rank.add((len(order), order.index("leader")))
+    assert chains == {
+        ("follower", "leader"),
+        ("follower", "follower", "leader"),
+        ("leader", "successor"),
+        ("leader", "successor", "follower"),
+    }
+    assert {rank for n, rank in heal_rank if n == 3} == {0, 1, 2}
+
+
+def test_its_menu_is_the_node_faults_of_the_allowed_source_families() -> None:
+    menu = {
+        "process": (("kill", "leader"), ("stop", "controller")),
+        "crash": (("lose-unsynced", "follower"), ("power-loss", "all")),
+        "partition": (("partition", "successor"),),
+        "packets": (("loss", "leader"),),
+    }
+    assert cascade_menu(menu, ["process", "crash", "packets"]) == (
+        ("kill", "leader"),
+        ("lose-unsynced", "follower"),
+    )
+    assert cascade_menu(menu, ["packets"]) == ()
+
+
+def test_one_replica_has_no_cascade() -> None:
+    doc = {
+        "name": "one",
+        "topic": {"replication_factor": 1, "min_insync_replicas": 1},
+        "workload": {"rate": 10, "duration_s": 600},
+        "faults": {"generate": {"mode": "generic", "mean_interval_s": 2}},
+    }
+    assert not [
+        s for seed in range(3) for s in schedule_of(doc, seed) if (s.as_ or "").startswith("c")
+    ]
