@@ -115,10 +115,10 @@ FAMILIES: Final[tuple[Family, ...]] = (
     Family(
         "cascade",
         "two to all of one partition's replicas down one after another (followers then leader, "
-        "or leader then successor), by the node faults of the process, partition and crash "
-        "families allowed beside it, then back in a random order",
+        "or leader, successor, then any replica left), by the node faults of the process, "
+        "partition and crash families allowed beside it, then back in a random order",
         (),  # its kinds are those families' (generic.cascade_menu)
-        ("leader", "follower", "successor"),
+        ("leader", "follower", "successor", "replica"),
     ),
     Family(
         "corruption",

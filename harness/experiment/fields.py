@@ -39,6 +39,7 @@ PARTITION_TARGET_MEANINGS: dict[str, str] = {
     "isr": "the in-sync followers of the step's partition (the leader excluded)",
     "out-of-sync": "the replicas of the step's partition outside its ISR",
     "successor": "the follower Kafka elects next: the first in-sync one in assignment order",
+    "replica": "one replica of the step's partition, leader or not, chosen with the seed",
 }
 PARTITION_TARGETS: tuple[str, ...] = tuple(PARTITION_TARGET_MEANINGS)
 # The leader of the __transaction_state partition of the workload's transactional.id, and of

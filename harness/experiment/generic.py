@@ -80,7 +80,7 @@ SOLO_KINDS: Final = frozenset(
 T = TypeVar("T")
 # The families whose node faults a cascade chains, and the roles it walks a partition by.
 CASCADE_SOURCES: Final = ("process", "partition", "crash")
-CASCADE_ROLES: Final = ("leader", "follower", "successor")
+CASCADE_ROLES: Final = ("leader", "follower", "successor", "replica")
 
 
 def step_problems(spec: Experiment, step: FaultStep) -> list[tuple[str, str]]:
@@ -232,7 +232,7 @@ class _Draw:
 
     def cascade(self, at_s: float, rng: random.Random) -> list[FaultStep]:
         """Two to all of one partition's replicas down one after another (its followers then
-        its leader, or its leader then its successor and followers), each by a node fault
+        its leader, or its leader, its successor, then any replica left), each by a node fault
         the cascade's menu allows on that role, at gaps within the cell's timeouts; all held
         a time drawn around the timeouts after the last goes down, then brought back in a
         random order at such gaps. [] when the topic has one replica or a role has no kind."""
@@ -243,7 +243,9 @@ class _Draw:
         if rng.random() < 0.5:
             roles = ["follower"] * (n - 1) + ["leader"]
         else:
-            roles = ["leader", "successor"] + ["follower"] * (n - 2)
+            # After the successor, whoever of the replicas is left: the leader once one is
+            # elected, else a follower (`follower` would name only held nodes then).
+            roles = ["leader", "successor"] + ["replica"] * (n - 2)
         kinds = {role: [k for k, t in self.menu["cascade"] if t == role] for role in roles}
         if not all(kinds.values()):
             return []
@@ -380,14 +382,16 @@ def generic_schedule(
 
 def cascade_menu(menu: Menu, families: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """The (kind, target) pairs a cascade chains: the node faults of the allowed families
-    among CASCADE_SOURCES on a partition's roles (none that needs the whole cluster)."""
-    return tuple(
+    among CASCADE_SOURCES on a partition's roles (none that needs the whole cluster); a
+    `replica` takes the kinds a follower may."""
+    pairs = [
         (kind, target)
         for family in CASCADE_SOURCES
         if family in families
         for kind, target in menu.get(family, ())
         if target in CASCADE_ROLES and kind not in SOLO_KINDS
-    )
+    ]
+    return tuple(pairs + [(kind, "replica") for kind, target in pairs if target == "follower"])
 
 
 def beside_menu(menu: Menu) -> Menu:

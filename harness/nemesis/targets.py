@@ -19,6 +19,8 @@ def _partition_targets(state: PartitionState, target: str) -> list[int]:
     """The broker ids a partition target names in `state` (leader excluded but for `leader`;
     a partition without a leader has no followers, rather than every replica as followers)."""
     others = [r for r in state.replicas if r != state.leader]
+    if target == "replica":
+        return list(state.replicas)
     if target == "leader":
         return [] if state.leader is None else [state.leader]
     if target in ("follower", "followers"):
@@ -43,8 +45,8 @@ def resolve_target(
     """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader).
 
     `partition` is the step's partition resolved (for `@name`); None: `step.partition`. A
-    target that picks one node at random (`random`, `follower`) picks among the hosts not in
-    `avoid` when any is left (a disjoint schedule's held nodes)."""
+    target that picks one node at random (`random`, `follower`, `replica`) picks among the
+    hosts not in `avoid` when any is left (a disjoint schedule's held nodes)."""
     cluster, target = ctx.cluster, step.target
     if (name := step.bound_target) is not None:
         if bindings is None or name not in bindings:
@@ -84,7 +86,7 @@ def resolve_target(
     ids = _partition_targets(state, target)
     if not ids:
         raise FaultError(f"partition {p} has no {target} replica to target")
-    if target == "follower":
+    if target in ("follower", "replica"):
         return [ctx.rng.choice(_unless([cluster.node(i) for i in sorted(ids)], avoid))]
     return [cluster.node(node_id) for node_id in ids]
 

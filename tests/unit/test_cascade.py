@@ -34,11 +34,11 @@ def spans(steps: list[FaultStep]) -> list[tuple[FaultStep, float, float]]:
 
 
 def roles_oracle(targets: list[str]) -> bool:
-    """Followers then the leader, or the leader, its successor, then followers."""
+    """Followers then the leader, or the leader, its successor, then any replica left."""
     n = len(targets)
     return targets in (
         ["follower"] * (n - 1) + ["leader"],
-        ["leader", "successor"] + ["follower"] * (n - 2),
+        ["leader", "successor"] + ["replica"] * (n - 2),
     )
 
 
@@ -109,7 +109,7 @@ def test_its_heals_come_in_every_order_and_its_chains_in_both_directions() -> No
         ("follower", "leader"),
         ("follower", "follower", "leader"),
         ("leader", "successor"),
-        ("leader", "successor", "follower"),
+        ("leader", "successor", "replica"),
     }
     assert {rank for n, rank in heal_rank if n == 3} == {0, 1, 2}
 
@@ -124,6 +124,7 @@ def test_its_menu_is_the_node_faults_of_the_allowed_source_families() -> None:
     assert cascade_menu(menu, ["process", "crash", "packets"]) == (
         ("kill", "leader"),
         ("lose-unsynced", "follower"),
+        ("lose-unsynced", "replica"),
     )
     assert cascade_menu(menu, ["packets"]) == ()
 
