@@ -13,7 +13,7 @@ with their share of all steps, and for --match (an fnmatch pattern over the name
 and the minutes of workload expected before the first such step, also as a search in chunks
 of --minutes (one seed a chunk) expects it. --swarm draws each seed from its own half of the
 menu (swarm testing); --overlap lets that many faults act at once, and --beside counts a
---match only when it starts while a fault it names acts.
+--match only when it starts while a fault it names acts (given twice, two distinct faults).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import fnmatch
 import random
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import permutations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,20 +59,22 @@ def faults_of(steps: list) -> list[Drawn]:
     ]
 
 
-def matches(faults: list[Drawn], pattern: str, beside: str | None) -> list[Drawn]:
-    """The faults named by `pattern`; with `beside`, only those that start while another
-    fault named by `beside` acts (a kill of the successor while the leader is down)."""
+def matches(faults: list[Drawn], pattern: str, besides: Sequence[str] = ()) -> list[Drawn]:
+    """The faults named by `pattern`; with `besides`, only those that start while, for each
+    of those patterns, a distinct other fault it names acts (a kill of the successor while
+    the leader is down; the leader's power lost while both followers are)."""
     found = [f for f in faults if fnmatch.fnmatch(f.name, pattern)]
-    if beside is None:
-        return found
-    return [
-        f
-        for f in found
-        if any(
-            o is not f and fnmatch.fnmatch(o.name, beside) and o.start_s <= f.start_s < o.end_s
-            for o in faults
-        )
-    ]
+    return [f for f in found if _beside(f, faults, besides)]
+
+
+def _beside(fault: Drawn, faults: list[Drawn], besides: Sequence[str]) -> bool:
+    """Whether distinct faults other than `fault`, acting at its start, match `besides` one
+    each (any assignment of them to the patterns)."""
+    acting = [o for o in faults if o is not fault and o.start_s <= fault.start_s < o.end_s]
+    return any(
+        all(fnmatch.fnmatch(o.name, b) for o, b in zip(chosen, besides, strict=True))
+        for chosen in permutations(acting, len(besides))
+    )
 
 
 def searched_in_chunks(firsts: list[float | None], chunk_minutes: float) -> str:
@@ -106,7 +110,12 @@ def main() -> int:
         "--swarm", action="store_true", help="each seed draws its own half of the menu"
     )
     parser.add_argument("--overlap", type=int, default=1, help="faults in force at once")
-    parser.add_argument("--beside", help="count a --match only while a fault so named acts")
+    parser.add_argument(
+        "--beside",
+        action="append",
+        default=[],
+        help="count a --match only while a fault so named acts (again: another one too)",
+    )
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
     args = parser.parse_args()
     cells = [
@@ -135,7 +144,7 @@ def main() -> int:
         hits = sum(len(f) for f in found)
         share = hits / total if total else 0.0
         first = minutes / hits if hits else float("inf")
-        shown = args.match + (f" while {args.beside} acts" if args.beside else "")
+        shown = args.match + "".join(f" while {b} acts" for b in args.beside)
         print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
         firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
         print(searched_in_chunks(firsts, args.minutes))

@@ -141,7 +141,7 @@ def draws() -> ModuleType:
 def test_a_match_beside_another_fault_starts_while_that_one_acts(plan: list) -> None:
     module = draws()
     faults = [module.Drawn(name, start, start + length) for name, start, length in plan]
-    found = module.matches(faults, "kill@successor", "kill@*")
+    found = module.matches(faults, "kill@successor", ["kill@*"])
     # The oracle: every pair, by position, of a successor kill and another kill acting then.
     expected = [
         f
@@ -153,6 +153,18 @@ def test_a_match_beside_another_fault_starts_while_that_one_acts(plan: list) -> 
         )
     ]
     assert found == expected
-    assert module.matches(faults, "kill@successor", None) == [
+    assert module.matches(faults, "kill@successor") == [
         f for f in faults if f.name == "kill@successor"
+    ]
+    # Two besides: two distinct other faults, one for each pattern.
+    two = module.matches(faults, "kill@successor", ["*@leader", "*@leader"])
+    assert two == [
+        f
+        for i, f in enumerate(faults)
+        if f.name == "kill@successor"
+        and sum(
+            j != i and o.name.endswith("@leader") and o.start_s <= f.start_s < o.end_s
+            for j, o in enumerate(faults)
+        )
+        >= 2
     ]
