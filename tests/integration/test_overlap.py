@@ -37,3 +37,31 @@ def test_two_drawn_faults_act_together_on_disjoint_nodes(tmp_path: Path):
     assert together, "no fault started while another acted"
     assert acting == {}  # every fault healed
     assert labelled_leftovers(done.pid) == []
+
+
+def test_a_cascade_takes_one_partitions_replicas_down_in_turn(tmp_path: Path):
+    """Each cascade (bound names c<draw>_<j>) acts on one partition, each step on a replica no
+    other of its steps holds, all of them down together at its last start; every fault is
+    healed and none fails. The file's seed draws one cascade each way over all three."""
+    root, done = run_experiment("cascade", tmp_path)
+    run_dir = root / "base" / "0"
+    events = load_events(run_dir)
+    assert [e for e in events if e["type"] == "fault_error"] == []
+    chains: dict[str, list[dict]] = {}
+    acting: set[int] = set()
+    together = 0
+    for event in events:
+        if event["type"] == "fault_start" and event.get("as", "").startswith("c"):
+            chain = chains.setdefault(event["as"].split("_")[0], [])
+            chain.append(event)
+            acting.add(event["fault_id"])
+            together = max(together, len(acting))
+        elif event["type"] == "fault_end":
+            acting.discard(event["fault_id"])
+    assert len(chains) >= 2 and together == 3, chains
+    for chain in chains.values():
+        assert len({e["partition"] for e in chain}) == 1
+        nodes = [n for e in chain for n in e["nodes"]]
+        assert len(nodes) == len(set(nodes)), chain  # each replica once
+    assert acting == set()
+    assert labelled_leftovers(done.pid) == []
