@@ -18,6 +18,7 @@ from harness.experiment.model import FaultStep
 from tests.unit.test_generic_nemesis import (
     SLOW,
     cells,
+    generic_doc,
     in_some_band,
     schedule_of,
     timeouts_oracle,
@@ -83,17 +84,7 @@ def test_a_cascade_takes_one_partitions_replicas_down_in_turn_and_back_in_any_or
 def test_its_heals_come_in_every_order_and_its_chains_in_both_directions() -> None:
     """Over many seeds: followers first and leader first both drawn, all three replicas and
     two, and the leader healed first, in the middle and last."""
-    doc = {
-        "name": "c",
-        "workload": {"rate": 10, "duration_s": 3000},
-        "faults": {
-            "generate": {
-                "mode": "generic",
-                "mean_interval_s": 5,
-                "families": ["cascade", "process"],
-            }
-        },
-    }
+    doc = generic_doc(3000, 5, ["cascade", "process"])
     chains, heal_rank = set(), set()
     for seed in range(4):
         faults = spans(schedule_of(doc, seed))

@@ -109,6 +109,18 @@ def cells(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
+def generic_doc(
+    duration_s: float, mean_interval_s: float, families: list[str], **generate: Any
+) -> dict[str, Any]:
+    """A one-cell file of the defaults' cluster under the generic nemesis."""
+    drawn = {"mode": "generic", "mean_interval_s": mean_interval_s, "families": families}
+    return {
+        "name": "generic",
+        "workload": {"rate": 100, "duration_s": duration_s},
+        "faults": {"generate": {**drawn, **generate}},
+    }
+
+
 def schedule_of(doc: dict[str, Any], seed: int) -> list[FaultStep]:
     (cell,) = expand(parse_experiment(doc))
     return schedule_for(cell, seed)
@@ -204,18 +216,7 @@ def test_a_family_the_cell_cannot_run_is_never_drawn() -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_families_are_drawn_in_proportion_to_their_weights(seed: int) -> None:
-    doc = {
-        "name": "weights",
-        "workload": {"rate": 100, "duration_s": 40000},
-        "faults": {
-            "generate": {
-                "mode": "generic",
-                "mean_interval_s": 0.5,
-                "families": ["process", "packets"],
-                "weights": {"process": 3, "packets": 1},
-            }
-        },
-    }
+    doc = generic_doc(40000, 0.5, ["process", "packets"], weights={"process": 3, "packets": 1})
     drawn = Counter(family_of(s.fault, s.params.model_dump()) for s in schedule_of(doc, seed))
     total = sum(drawn.values())
     share = drawn["process"] / total
