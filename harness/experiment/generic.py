@@ -17,6 +17,7 @@ failures that lose data compound on one replica set, which independent draws rar
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ SOLO_KINDS: Final = frozenset(
 T = TypeVar("T")
 # The families whose node faults a cascade chains, and the roles it walks a partition by.
 CASCADE_SOURCES: Final = ("process", "partition", "crash")
+MIN_GAP_S: Final = 0.1  # the shortest gap between a cascade's steps (below, a fetch round)
 CASCADE_ROLES: Final = ("leader", "follower", "successor", "replica")
 
 
@@ -226,9 +228,10 @@ class _Draw:
         return [] if step is None else [step]
 
     def within_s(self, rng: random.Random) -> float:
-        """A gap inside one of the cell's timeouts (uniform below it, s): within a fetch
-        round or a session, or past a shorter one."""
-        return rng.uniform(0.1, rng.choice(self.timeouts).ms / 1000)
+        """A gap inside one of the cell's timeouts, s: log-uniform from 0.1 s up to it, so
+        each scale comes as often (within a fetch round, a few seconds, most of a session)."""
+        top = max(rng.choice(self.timeouts).ms / 1000, MIN_GAP_S)
+        return math.exp(rng.uniform(math.log(MIN_GAP_S), math.log(top)))
 
     def cascade(self, at_s: float, rng: random.Random) -> list[FaultStep]:
         """Two to all of one partition's replicas down one after another (its followers then
