@@ -124,6 +124,21 @@ def fresh(run_dir: Path) -> Path:
     return run_dir
 
 
+def replayed(run_dir: Path, steps: Sequence[Any]) -> bool:
+    """Whether `run_dir` holds this chunk's finished run: reconciled (results.json) with the
+    schedule `steps` (spec.json's, as drawn; another nemesis code draws another), so that it
+    is judged again rather than run again."""
+    from harness.experiment.model import FaultStep
+
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if not (run_dir / "results.json").exists():
+        return False
+    return [FaultStep.model_validate(step) for step in spec.get("schedule", [])] == list(steps)
+
+
 def key_of(row: Row, cell: str, seed: int, nemesis: Nemesis = Nemesis()) -> str:
     """The results file's key of one search (another nemesis makes another search; a key
     without a label is a search from before the cascade family, which no nemesis repeats)."""
@@ -195,9 +210,10 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
         chunk_seed = seed * 1000 + chunk
         search = f"seed-{seed}" + "".join(f"-{w}" for w in args.nemesis.label.split(", ")[1:])
         search = search.replace(" ", "")  # seed-0-overlap2-swarm
-        run_dir = fresh(args.runs_dir / row.reference / cell.name / search / str(chunk))
+        run_dir = args.runs_dir / row.reference / cell.name / search / str(chunk)
         steps = schedule_for(unaimed_cell, chunk_seed)
-        replay(unaimed_cell, steps, chunk_seed, image, run_dir, PlainProgress())
+        if not replayed(run_dir, steps):  # a stopped search resumes at its next chunk
+            replay(unaimed_cell, steps, chunk_seed, image, fresh(run_dir), PlainProgress())
         minutes += args.chunk_minutes
         verdict, result = judge_run(run_dir)
         outcome = outcome_of(verdict, result)

@@ -12,6 +12,7 @@ KNOWN-BUG, with the JIRA and the release that fixed it, never EXPECTED-LOSS or V
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -183,14 +184,26 @@ UNSEEN_RESYNC_S: Final = 60.0
 
 
 def _caches_lost_together(history: PartitionHistory, context: _Context) -> str:
-    """Page caches lost on several replicas within one outage: a power-loss hit (a power
-    loss of a node, lose-unsynced, torn-write, truncate) on a replica while another replica
+    """Page caches lost on several replicas within one outage: one power-loss hit (a power
+    loss of a node, lose-unsynced, torn-write, truncate) on several replicas, one of which
+    led before they were back in sync; or such a hit on a replica while another replica
     whose page cache an earlier hit took was not yet back in sync, and one of them led
     afterwards. Kafka documents that losing the page cache of several replicas at once
     exposes its reliance on replicas rather than the disk, and no outcome for that case
     short of a power loss of all: the judge reads it as UNKNOWN. '' when no two such hits
     overlap (a power loss of every broker has its own row)."""
     lost = [h for h in history.hits if h.kind == "power-loss" and h.role != WHOLE]
+    for hit in lost:  # one fault on several replicas (torn-write on `followers`, say)
+        back = _back_in_sync(history, hit)
+        if len(hit.nodes) > 1 and any(
+            hit.ts_us < s.ts_us < (back or math.inf) and s.leader in hit.nodes
+            for s in history.samples
+        ):
+            return (
+                f"fault {hit.fault_id} ({hit.fault}) took the page cache of nodes "
+                f"{list(hit.nodes)} at once at {context.t(hit.ts_us)}; one of them led before "
+                "they were back in sync"
+            )
     for earlier, later in itertools.combinations(lost, 2):  # hits come in time order
         if set(later.nodes) <= set(earlier.nodes) or later.ts_us < earlier.ts_us:
             continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from analysis.judge.mechanisms import UNSEEN_RESYNC_S
@@ -139,3 +139,71 @@ def test_unknown_exactly_when_the_second_loss_comes_before_the_first_is_back_in_
     together = back is None or second < back
     rep = judged(config("3.9.1"), events, p0=5)
     assert rep.verdict == (Verdict.UNKNOWN if together else Verdict.VIOLATION), rep.reasons
+
+
+# p0 led by node 2, followed by nodes 3 and 1, as the discovery chunk had it.
+LED_BY_2 = [{"partition": 0, "leader": 2, "isr": [2, 3, 1], "replicas": [2, 3, 1]}]
+
+
+def both_torn(led_at: float, healed: float = 99.0) -> list[dict[str, Any]]:
+    """One torn-write on nodes 2 and 3 at once at 42 s (the leader and a follower), healed at
+    `healed`; node 3 leads from `led_at`."""
+    torn = start(42, [2, 3], fault="torn-write", fault_id=3, class_kind="power-loss",
+                 partitions=LED_BY_2)  # fmt: skip
+    events = [
+        sample(41, [(0, 2, [2, 3, 1])]),
+        torn,
+        end(healed, 3),
+        sample(led_at, [(0, 3, [3, 1])]),
+    ]
+    return sorted(events, key=lambda e: e["ts_us"])
+
+
+def test_one_fault_taking_two_replicas_caches_is_unknown_not_kafka_1211():
+    """KAFKA-1211's discovery search on 0.10.2.2 (seed 0, fourth chunk): torn-write on the
+    followers of p1, nodes 2 and 3, which led and followed p0; node 3 led p0 8 s later and
+    220 acknowledged messages of p0 were gone. The judge had named KAFKA-1211 from the leader
+    change alone."""
+    rep = judged(config("0.10.2.2"), both_torn(led_at=50.5), p0=220)
+    assert rep.verdict == Verdict.UNKNOWN, rep.reasons
+    (reason,) = [r for r in rep.reasons if "page cache" in r]
+    assert "fault 3 (torn-write) took the page cache of nodes [2, 3] at once at t=42.0 s" in reason
+    assert "KAFKA-1211's evidence is there too" in reason
+    assert bugs_shown(rep) == frozenset()
+
+
+def test_one_fault_on_one_replica_is_not_several():
+    torn = start(42, [3], fault="torn-write", fault_id=3, class_kind="power-loss",
+                 partitions=LED_BY_2)  # fmt: skip
+    events = [torn, end(50, 3), sample(51, [(0, 3, [3, 1])])]
+    assert judged(config("3.9.1"), events, p0=5).verdict == Verdict.VIOLATION
+
+
+@given(
+    heal_after=st.floats(0.5, 20),
+    led_after=st.floats(0.2, 120),
+    memberships=st.lists(st.tuples(st.floats(0.1, 120), st.booleans()), max_size=6),
+)
+def test_unknown_exactly_when_one_of_them_leads_before_both_are_back_in_sync(
+    heal_after: float, led_after: float, memberships: list[tuple[float, bool]]
+):
+    """Nodes 2 and 3 lose their caches at once at 42 s; samples led by node 1 show node 3
+    in or out of the ISR (node 2 always in); node 3 leads at `led_after`. On 3.9.1 no known
+    bug explains the loss: UNKNOWN when the oracle's walk puts the lead before they were back
+    in sync, else VIOLATION."""
+    hit, healed, led = 42.0, 42.0 + heal_after, 42.0 + led_after
+    isr_samples = sorted((hit + dt, in_isr) for dt, in_isr in memberships)
+    assume(all(abs(t - led) > 1e-3 for t, _ in isr_samples))  # no two samples at once
+    events = [
+        start(hit, [2, 3], fault="torn-write", fault_id=3, class_kind="power-loss",
+              partitions=LED_BY_2),
+        end(healed, 3),
+        *(sample(t, [(0, 1, [1, 2, 3] if in_isr else [1, 2])]) for t, in_isr in isr_samples),
+        sample(led, [(0, 3, [3, 2, 1])]),
+    ]  # fmt: skip
+    events.sort(key=lambda e: e["ts_us"])
+    walk = sorted([*isr_samples, (led, True)])
+    back = resynced_at(walk, hit, healed)
+    rep = judged(config("3.9.1"), events, p0=5)
+    before = back is None or led < back
+    assert rep.verdict == (Verdict.UNKNOWN if before else Verdict.VIOLATION), rep.reasons

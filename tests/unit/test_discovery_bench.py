@@ -168,3 +168,18 @@ def test_a_match_beside_another_fault_starts_while_that_one_acts(plan: list) -> 
         )
         >= 2
     ]
+
+
+def test_a_finished_chunk_with_the_same_schedule_is_judged_again_not_run_again(tmp_path):
+    from harness.experiment.model import FaultStep
+
+    replayed = bench().replayed
+    steps = [FaultStep(at_s=1, fault="kill", target="leader", duration_s=5)]
+    written = [s.model_dump(by_alias=True, exclude_none=True) for s in steps]
+    (tmp_path / "spec.json").write_text(json.dumps({"schedule": written}))
+    assert not replayed(tmp_path, steps)  # not reconciled: the run may have stopped midway
+    (tmp_path / "results.json").write_text("{}")
+    assert replayed(tmp_path, steps)
+    other = [FaultStep(at_s=1, fault="kill", target="leader", duration_s=6)]
+    assert not replayed(tmp_path, other)  # another draw: run it
+    assert not replayed(tmp_path / "missing", steps)
