@@ -198,7 +198,7 @@ def check_target(value: str) -> str:
         return value
     raise ValueError(
         f"unknown target {shown(value)}; use {', '.join(TARGET_ROLES)}, node:<id>, "
-        "zookeeper:<i>, consumer-<i> or @name (bound by an earlier step's `as:`)"
+        "zookeeper:<i>, consumer-<i> or @name (an earlier step's `as:`)"
     )
 
 
