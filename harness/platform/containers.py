@@ -50,6 +50,9 @@ ZOOKEEPER_SERVING = (
     f"exec 3<>/dev/tcp/127.0.0.1/{ZOOKEEPER_PORT} && printf srvr >&3 && cat <&3 | grep -q 'Mode: '"
 )
 WAIT_POLL_S = 0.2
+# One probe's bound: a server that accepts the connection at start-up but never answers
+# would hold the exec, and the start, for good (testcontainers gives an exec no timeout).
+PROBE_TIMEOUT_S = 5
 
 
 def use_ryuk_where_possible(client: docker.DockerClient) -> None:
@@ -73,10 +76,12 @@ class ClusterNetwork(Network):
 
 def readiness(role: Role, timeout_s: float) -> WaitStrategy:
     """When a node counts as started: a Kafka node when it logs that its server started, a
-    ZooKeeper server when it answers `srvr` with its mode."""
+    ZooKeeper server when it answers `srvr` with its mode within PROBE_TIMEOUT_S (else the
+    probe fails and is tried again)."""
     strategy: WaitStrategy
     if role is Role.ZOOKEEPER:
-        strategy = ExecWaitStrategy(["bash", "-c", ZOOKEEPER_SERVING])
+        probe = ["timeout", str(PROBE_TIMEOUT_S), "bash", "-c", ZOOKEEPER_SERVING]
+        strategy = ExecWaitStrategy(probe)
     else:
         strategy = LogMessageWaitStrategy(KAFKA_STARTED)
     timeout = timedelta(seconds=timeout_s)
