@@ -115,11 +115,12 @@ def resynced_at(samples: list[tuple[float, bool]], hit_s: float, healed_s: float
     return None if seen_out else healed_s + UNSEEN_RESYNC_S
 
 
-@given(
-    heal_after=st.floats(0.5, 20),
-    second_after=st.floats(0.5, 120),
-    memberships=st.lists(st.tuples(st.floats(0.1, 120), st.booleans()), max_size=6),
-)
+# A heal 0.5 to 20 s after the hit, and up to six ISR samples (s after the hit, in or out).
+HEALS = st.floats(0.5, 20)
+MEMBERSHIPS = st.lists(st.tuples(st.floats(0.1, 120), st.booleans()), max_size=6)
+
+
+@given(heal_after=HEALS, second_after=st.floats(0.5, 120), memberships=MEMBERSHIPS)
 def test_unknown_exactly_when_the_second_loss_comes_before_the_first_is_back_in_sync(
     heal_after: float, second_after: float, memberships: list[tuple[float, bool]]
 ):
@@ -179,11 +180,7 @@ def test_one_fault_on_one_replica_is_not_several():
     assert judged(config("3.9.1"), events, p0=5).verdict == Verdict.VIOLATION
 
 
-@given(
-    heal_after=st.floats(0.5, 20),
-    led_after=st.floats(0.2, 120),
-    memberships=st.lists(st.tuples(st.floats(0.1, 120), st.booleans()), max_size=6),
-)
+@given(heal_after=HEALS, led_after=st.floats(0.2, 120), memberships=MEMBERSHIPS)
 def test_unknown_exactly_when_one_of_them_leads_before_both_are_back_in_sync(
     heal_after: float, led_after: float, memberships: list[tuple[float, bool]]
 ):
