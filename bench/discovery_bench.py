@@ -237,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "discovery.jsonl")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "discovery")
     parser.add_argument("--rows", nargs="*", help="only these references")
+    parser.add_argument("--cells", default="*", help="only the rows' cells matching this glob")
     parser.add_argument(
         "--swarm", action="store_true", help="each chunk draws its own half of the menu"
     )
@@ -251,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shipped = expand(load_experiment(ROOT / row.experiment))
         cells = affected_cells(row, shipped, bugs[row.reference])
         for cell in cells:
+            if not fnmatch.fnmatchcase(cell.name, args.cells):
+                continue
             if key_of(row, cell.name, seed, args.nemesis) in done:
                 continue
             minutes = _search(row, cell, seed, args)

@@ -265,17 +265,19 @@ class KafkaCluster:
     def metadata(self, topic: str | None = None, timeout_s: float = 5.0) -> ClusterMetadata:
         """Cluster metadata (brokers, topics, partitions) from whichever broker answers.
 
-        The shared client may be stuck on a frozen or dead broker (a paused container keeps
-        its connections open but never answers): then ask the running brokers only, through
-        a client bootstrapped from them alone.
+        While every broker's container runs, the shared client asks. Otherwise, and when the
+        shared client fails, a client bootstrapped from the running brokers alone asks: the
+        shared one may be stuck on a paused broker, which keeps its connections open and never
+        answers, and would hold each read for its whole timeout.
         """
-        try:
-            return self.admin().list_topics(topic=topic, timeout=timeout_s)
-        except KafkaException:
-            running = [n.address for n in self.nodes if n.state() == "running"]
-            if not running:
-                raise
-            return _quiet_admin(",".join(running)).list_topics(topic=topic, timeout=timeout_s)
+        running = [n.address for n in self.nodes if n.state() == "running"]
+        if not running or len(running) == len(self.nodes):
+            try:
+                return self.admin().list_topics(topic=topic, timeout=timeout_s)
+            except KafkaException:
+                if not running:
+                    raise
+        return _quiet_admin(",".join(running)).list_topics(topic=topic, timeout=timeout_s)
 
     def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
         """Leader, replicas and ISR of every partition of `topic`.
