@@ -5,6 +5,7 @@ that still reproduces."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from hypothesis import given, settings
@@ -56,6 +57,25 @@ def test_ddmin_ends_1_minimal_among_several_failing_subsets(
     for index in range(len(shrunk.items)):  # 1-minimal: no single removal still reproduces
         assert not reproduces(shrunk.items[:index] + shrunk.items[index + 1 :])
     assert list(shrunk.items) == sorted(shrunk.items)  # a subsequence, in the original order
+
+
+def test_ddmin_asks_complements_first_so_a_fault_pair_costs_fewer_questions() -> None:
+    """A bug found by stacking faults needs several of them: removing one chunk at a time
+    keeps them together more often than keeping one chunk does. Over every pair of five
+    faults, ddmin asks 7.5 questions on average (subsets first asked 9.0)."""
+    questions = []
+    for pair in itertools.combinations(range(5), 2):
+        asked: list[Items] = []
+
+        def reproduces(
+            candidate: Items, pair: tuple[int, ...] = pair, asked: list[Items] = asked
+        ) -> bool:
+            asked.append(candidate)
+            return set(pair) <= set(candidate)
+
+        assert ddmin(range(5), reproduces).items == pair
+        questions.append(len(asked))
+    assert sum(questions) / len(questions) <= 7.5
 
 
 def budgeted(
