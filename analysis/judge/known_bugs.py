@@ -14,7 +14,7 @@ docs/known-bugs.md shows this table with each row's experiment and what it measu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,6 +28,7 @@ __all__ = [
     "bugs_explaining",
     "client_kind",
     "first_shown",
+    "references_in",
 ]
 
 # How a known bug's finding begins ("known bug KAFKA-17754 of Kafka 3.8.1 ..."): a cell's
@@ -395,3 +396,14 @@ def first_shown(
         if bug.affects(version, client) and (evidence := shown(bug)):
             return bug, evidence
     return None
+
+
+def references_in(reasons: Iterable[str]) -> frozenset[str]:
+    """The references of the rows whose findings (KnownBug.reason) are among `reasons`: read
+    against the table, since a reference may hold spaces ("KIP-966 part 2")."""
+    return frozenset(
+        bug.reference
+        for bug in KNOWN_BUGS
+        for reason in reasons
+        if f"{BUG_REASON}{bug.reference} of " in reason
+    )

@@ -12,7 +12,6 @@ counted). The smallest that reproduced is written as an experiment file with its
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 NAME = "shrink"
 HELP = "replay a failing repetition with fewer, shorter faults; write the smallest that fails"
 SHRINKABLE = ("KNOWN-BUG", "VIOLATION")
-_BUG = re.compile(r"known bug (\S+) of ")
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,9 @@ def outcome_of(verdict: RepetitionVerdict, result: RunResult) -> Outcome:
 def bugs_shown(verdict: RepetitionVerdict) -> frozenset[str]:
     """The references of the known bugs the findings judged KNOWN-BUG name, whatever the
     verdict another finding decided."""
-    return frozenset(m.group(1) for reason in verdict.known_bugs for m in _BUG.finditer(reason))
+    from analysis.judge.known_bugs import references_in
+
+    return references_in(verdict.known_bugs)
 
 
 def same_failure(original: Outcome, replay: Outcome) -> bool:

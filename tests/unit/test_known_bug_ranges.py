@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from analysis.judge.commits import COMMIT_EVIDENCE
 from analysis.judge.duplicates import DUPLICATE_EVIDENCE
-from analysis.judge.known_bugs import KNOWN_BUGS, KnownBug, bugs_explaining
+from analysis.judge.known_bugs import KNOWN_BUGS, KnownBug, bugs_explaining, references_in
 from analysis.judge.liveness import LIVENESS_EVIDENCE
 from analysis.judge.mechanisms import PARTITION_EVIDENCE
 from analysis.judge.outcomes import Verdict
@@ -344,3 +344,18 @@ def test_a_backport_ends_the_bug_on_its_own_line():
     }  # fmt: skip
     assert not bug.affects("4.3.1") and not bug.affects("4.4.0")
     assert "4.2.2" in bug.fixed_where()
+
+
+@given(
+    st.lists(st.sampled_from(KNOWN_BUGS), max_size=4),
+    st.sampled_from(["0.10.2.2", "3.9.1", "4.3.1"]),
+    st.sampled_from(["", "the Java client 3.8.0"]),
+    st.text(max_size=20),
+)
+def test_the_references_read_back_from_findings_are_the_rows_that_wrote_them(
+    bugs: list[KnownBug], version: str, client: str, before: str
+) -> None:
+    """Oracle: the rows whose reasons were written. A reference with spaces ("KIP-966 part 2")
+    and one that begins another ("KIP-966") are told apart, wherever the reason sits."""
+    reasons = [before + bug.reason(version, client) for bug in bugs]
+    assert references_in(reasons) == {bug.reference for bug in bugs}
