@@ -53,12 +53,10 @@ LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
 ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
 # How an unclean election is logged: the KRaft controller, and the ZooKeeper-mode controller.
 UNCLEAN_NEEDLES: Final = ("UNCLEAN partition change", "There's potential data loss")
-FAST_FAILOVER_S: Final = 60.0
+FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
 # A truncation to offset 0 is what every follower logs when the partition is created: quoted
 # only when nothing else matches.
-_EMPTY_LOG: Final = re.compile(
-    r"to offset 0\b"
-)  # two leader changes this close count as successive failovers
+_EMPTY_LOG: Final = re.compile(r"to offset 0\b")
 
 
 @dataclass(frozen=True)
