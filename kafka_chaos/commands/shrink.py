@@ -132,7 +132,7 @@ class _Replays:
         key = _key(schedule)
         hits, tried = self.tally.get(key, (0, 0))
         self.tally[key] = (hits + hit, tried + 1)
-        print(f"replay {self.runs}: {len(schedule)} steps, {verdict.verdict}", file=sys.stderr)
+        print(f"replay {self.runs}: {_size(schedule)}, {verdict.verdict}", file=sys.stderr)
         return hit
 
 
@@ -201,10 +201,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     _write(out, spec, shrunk.items, original, (hits, tried, args.need, args.repetitions), args.run)
     state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     print(
-        f"{len(steps)} -> {len(shrunk.items)} steps ({state}), {budget.spent} replays in "
+        f"{_size(steps)} -> {_size(shrunk.items)} ({state}), {budget.spent} replays in "
         f"{root}; reproduced {hits} of {tried}: {out}"
     )
     return EXIT_OK
+
+
+def _size(schedule: tuple[FaultStep, ...]) -> str:
+    """'<faults> faults (<steps> steps)': the faults a schedule injects, its heal steps apart."""
+    faults = sum(not step.heals for step in schedule)
+    return f"{faults} faults ({len(schedule)} steps)"
 
 
 def _key(schedule: tuple[FaultStep, ...]) -> tuple[str, ...]:
@@ -257,7 +263,7 @@ def _write(
     header = (
         f"# Shrunk by `kafka-chaos shrink` from {run_dir}: {original.verdict} ({classes})\n"
         f"# reproduced in {hits} of {tried} replays (needed {need} of {n}) with these "
-        f"{len(steps)} fault steps.\n"
+        f"{_size(steps)}.\n"
     )
     document = experiment_document(spec, steps)  # type: ignore[arg-type]
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))
