@@ -14,23 +14,28 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypedDict
 
 from confluent_kafka import KafkaException
 
 from harness.chaos.conditions import ClusterView
 from harness.chaos.faults import (
     FAULT_TYPES,
-    Fault,
     FaultContext,
     FaultError,
     FaultRefused,
 )
 from harness.experiment.model import FaultStep
+from harness.nemesis.records import (
+    ActiveFault,
+    ResolvedStep,
+    Roles,
+    faulted,
+    led_by,
+    states_field,
+)
 from harness.nemesis.targets import free_partition, resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
-from harness.platform.topology import ClusterError, PartitionState
+from harness.platform.topology import ClusterError
 from harness.rundir.events import (
     ConditionMet,
     EventLog,
@@ -43,68 +48,6 @@ from harness.rundir.events import (
 )
 
 CONDITION_POLL_S = 0.25
-
-
-# A step as it acted, in spec.json's resolved_schedule: an injection (its fault, target, hosts
-# and the name it bound, `as`) or the heal of a named fault (heal: "@name").
-ResolvedStep = TypedDict(
-    "ResolvedStep",
-    {"step": int, "fault_id": int, "fault": str, "target": str, "hosts": list[str], "t_s": float,
-     "as": str, "heal": str},
-    total=False,
-)  # fmt: skip
-
-
-@dataclass
-class ActiveFault:
-    """A fault that was injected and not yet healed."""
-
-    fault_id: int
-    step: FaultStep
-    fault: Fault
-
-
-class Faulted(TypedDict):
-    """The event fields naming faulted nodes (see _faulted)."""
-
-    nodes: list[int]
-    hosts: list[str]
-
-
-class Roles(TypedDict, total=False):
-    """The fault_start fields of the roles just before an injection: `partitions`, or why not
-    (`partitions_error`, with the last snapshot taken as `partitions` when there was one)."""
-
-    partitions: list[PartitionRoles]
-    partitions_error: str
-
-
-def _faulted(nodes: Sequence[KafkaNode]) -> Faulted:
-    """The event fields naming faulted nodes: `nodes` the broker ids (what the analysis reads
-    leaders and ISRs against), `hosts` every node's name, controllers and ZooKeeper too."""
-    return {
-        "nodes": [n.node_id for n in nodes if n.role.is_broker],
-        "hosts": [n.hostname for n in nodes],
-    }
-
-
-def _led_by(roles: Roles, nodes: Sequence[KafkaNode]) -> list[int]:
-    """The partitions one of `nodes` led in a roles snapshot ([] without one)."""
-    ids = {n.node_id for n in nodes if n.role.is_broker}
-    return sorted(p["partition"] for p in roles.get("partitions", []) if p["leader"] in ids)
-
-
-def _states_field(states: Sequence[PartitionState]) -> list[PartitionRoles]:
-    """Partition states as events record them (the sampler's shape, with the replicas)."""
-    return [
-        {
-            "partition": s.partition,
-            "leader": s.leader,
-            "isr": list(s.isr),
-            "replicas": list(s.replicas),
-        }
-        for s in states
-    ]
 
 
 class Nemesis:
@@ -217,7 +160,7 @@ class Nemesis:
                 return None
             if step.as_ is not None:
                 self.bindings[step.as_] = nodes
-                self._led[step.as_] = _led_by(roles, nodes)
+                self._led[step.as_] = led_by(roles, nodes)
             fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params, partition)
             active = ActiveFault(fault_id, step, fault)
             self.active.append(active)
@@ -255,7 +198,7 @@ class Nemesis:
                 whole_cluster=whole_cluster(self.ctx, step, nodes),
                 **({"as": step.as_} if step.as_ else {}),
                 **({"open": True} if step.duration_s is None else {}),
-                **_faulted(nodes),
+                **faulted(nodes),
                 **roles,
                 detail=detail,
             )
@@ -435,7 +378,7 @@ class Nemesis:
                 "partitions": roles,
                 "partitions_error": f"{exc}; partitions: the roles seen {age:.1f} s earlier",
             }
-        roles = _states_field(states)
+        roles = states_field(states)
         self._last_roles = (time.monotonic(), roles)
         return {"partitions": roles}
 
@@ -461,7 +404,7 @@ class Nemesis:
             FaultEnd(
                 fault_id=active.fault_id,
                 fault=active.step.fault,
-                **_faulted(active.fault.nodes),
+                **faulted(active.fault.nodes),
                 **({"detail": detail} if (detail := active.fault.detail()) else {}),
             )
         )

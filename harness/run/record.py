@@ -13,7 +13,7 @@ from harness.rundir import layout
 from harness.rundir.events import EventLog, PhaseEvent, now_us
 
 if TYPE_CHECKING:
-    from harness.nemesis.schedule import ResolvedStep
+    from harness.nemesis.records import ResolvedStep
     from harness.platform.cluster import KafkaCluster
     from harness.run.resolved import SpecTimes
 

@@ -20,7 +20,8 @@ from harness.rundir.plan import ExperimentPlan, PlannedRun
 if TYPE_CHECKING:
     from harness.experiment.matrix import Cell
     from harness.experiment.model import Experiment
-    from harness.nemesis.schedule import Nemesis, ResolvedStep
+    from harness.nemesis.records import ResolvedStep
+    from harness.nemesis.schedule import Nemesis
     from harness.workload.producer.recorder import RecorderStats
 
 

@@ -23,7 +23,7 @@ from harness.experiment.plan import (
     schedule_for,
     topic_settings,
 )
-from harness.nemesis.schedule import ResolvedStep
+from harness.nemesis.records import ResolvedStep
 from harness.platform.cluster import KafkaCluster
 from harness.platform.image import BrokerImage
 from harness.platform.versions import Mode, broker_defaults

@@ -16,7 +16,8 @@ from typing import Any, NotRequired, TypedDict
 from harness.chaos.faults import FAULT_TYPES
 from harness.experiment.fields import BOUND_TARGET, HEAL
 from harness.limits import shown
-from harness.nemesis.schedule import ActiveFault, Nemesis
+from harness.nemesis.records import ActiveFault
+from harness.nemesis.schedule import Nemesis
 from kafka_chaos.testing.errors import ChaosUsageError
 
 __all__ = ["FaultHandle", "call_text", "step_document", "step_error"]

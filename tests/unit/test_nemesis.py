@@ -7,7 +7,8 @@ from types import SimpleNamespace
 from harness.chaos.faults import RESIDUE_CLEANUP
 from harness.chaos.heal import heal_all
 from harness.experiment.model import FaultStep
-from harness.nemesis.schedule import ActiveFault, Nemesis, _faulted
+from harness.nemesis.records import ActiveFault, faulted
+from harness.nemesis.schedule import Nemesis
 from harness.nemesis.targets import whole_cluster
 from harness.platform import disk_layer
 from harness.platform.topology import Role, hostname_of
@@ -144,7 +145,7 @@ def test_a_fault_on_every_broker_is_whole_cluster_whatever_its_target_said():
 
 def test_fault_events_name_broker_ids_apart_from_other_nodes():
     nodes = [FakeNode(1, "running", Role.ZOOKEEPER), FakeNode(2, "running", Role.BROKER)]
-    assert _faulted(nodes) == {"nodes": [2], "hosts": ["zookeeper-1", "kafka-2"]}
+    assert faulted(nodes) == {"nodes": [2], "hosts": ["zookeeper-1", "kafka-2"]}
 
 
 def test_heal_all_removes_the_helpers_a_fault_left_and_says_so():
