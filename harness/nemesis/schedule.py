@@ -14,6 +14,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from confluent_kafka import KafkaException
 
@@ -80,6 +81,10 @@ class Nemesis:
         self._named: dict[str, ActiveFault] = {}  # open faults by the name their step bound
         self._led: dict[str, list[int]] = {}  # partitions a name's nodes led when bound
         self._stop = threading.Event()
+        # Injections run apart (_injected_apart) by the name they bind, and the lock over the
+        # faults in force, which those threads and the schedule's thread both change.
+        self._injecting: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._next_id = 1
         # The clock of `resolved`'s t_s: from start(), or from here for steps acted on directly.
@@ -136,7 +141,7 @@ class Nemesis:
     def _act(self, index: int, step: FaultStep, t0: float) -> None:
         """Inject the step's fault; heal it after duration_s, or leave it open under its name."""
         started = time.monotonic()
-        active = self._inject(index, step)
+        active = self._inject(index, step, apart=self._injected_apart(index, step))
         if active is None or step.duration_s is None:
             return
         # Heal on the planned clock: time spent injecting must not stretch the fault.
@@ -146,7 +151,24 @@ class Nemesis:
         if not self._stop.wait(max(0.0, heal_at - time.monotonic())):
             self._heal(active)
 
-    def _inject(self, index: int, step: FaultStep) -> ActiveFault | None:
+    def _injected_apart(self, index: int, step: FaultStep) -> bool:
+        """Whether the step's injection runs in a thread of its own: a fault left open under a
+        name, followed by a timed step without a condition. That step then comes on its own
+        clock, not when this injection returns (a stop waits for the controlled shutdown, a
+        torn write for the restart: seconds that moved a cascade's drawn gaps)."""
+        after = self.steps[index + 1] if index + 1 < len(self.steps) else None
+        return (
+            step.as_ is not None
+            and step.duration_s is None
+            and after is not None
+            and after.at_s is not None
+            and after.condition is None
+        )
+
+    def _inject(self, index: int, step: FaultStep, apart: bool = False) -> ActiveFault | None:
+        """Resolve the step's target and inject its fault; None when it did not act. `apart`:
+        the injection runs in its own thread, and the fault is returned at once (a heal of
+        its name, and the final heal, wait for that thread)."""
         fault_id, self._next_id = self._next_id, self._next_id + 1
         started_us = now_us()
         roles = self._roles()
@@ -162,48 +184,73 @@ class Nemesis:
                 self.bindings[step.as_] = nodes
                 self._led[step.as_] = led_by(roles, nodes)
             fault = FAULT_TYPES[step.fault](self.ctx, nodes, step.params, partition)
-            active = ActiveFault(fault_id, step, fault)
+        except Exception as exc:
+            self._not_injected(index, step, fault_id, exc)
+            return None
+        active = ActiveFault(fault_id, step, fault)
+        with self._lock:
             self.active.append(active)
             if step.as_ is not None and step.duration_s is None:
                 self._named[step.as_] = active
-            detail = fault.inject()
-        except FaultRefused as exc:  # what the cluster's state refused: nothing was done
-            self.active = [a for a in self.active if a.fault_id != fault_id]  # nothing to heal
-            self._named = {k: v for k, v in self._named.items() if v.fault_id != fault_id}
-            if not self.disjoint or step.bound_target is not None:
-                self._fail(index, step, fault_id, "inject", str(exc))
-            else:
-                self._skip(index, step, f"the cluster refused it then: {exc}")
-            if step.as_ is not None:
-                self._skipped.add(step.as_)
-            return None
-        except Exception as exc:
-            self._fail(index, step, fault_id, "inject", str(exc))
-            if step.as_ is not None:  # said once: its heal step has nothing to end
-                self._skipped.add(step.as_)
-            return None
-        self._resolved(index, step, fault_id, nodes)
-        # ts_us is when injection began; injected_us when the last command returned.
-        self.events.write(
-            FaultStart(
-                ts_us=started_us,
-                injected_us=now_us(),
-                fault_id=fault_id,
-                step=index,
-                fault=step.fault,
-                target=step.target,
-                partition=partition,
-                # What the analysis keys the guarantee on, per partition, with `partitions`.
-                class_kind=FAULT_TYPES[step.fault].class_kind(step.params),
-                whole_cluster=whole_cluster(self.ctx, step, nodes),
-                **({"as": step.as_} if step.as_ else {}),
-                **({"open": True} if step.duration_s is None else {}),
-                **faulted(nodes),
-                **roles,
-                detail=detail,
+        start: dict[str, Any] = {  # fault_start's fields, the injection's own added after it
+            "ts_us": started_us,
+            "fault_id": fault_id,
+            "step": index,
+            "fault": step.fault,
+            "target": step.target,
+            "partition": partition,
+            # What the analysis keys the guarantee on, per partition, with `partitions`.
+            "class_kind": FAULT_TYPES[step.fault].class_kind(step.params),
+            "whole_cluster": whole_cluster(self.ctx, step, nodes),
+            **({"as": step.as_} if step.as_ else {}),
+            **({"open": True} if step.duration_s is None else {}),
+            **faulted(nodes),
+            **roles,
+        }
+        if apart and step.as_ is not None:
+            thread = threading.Thread(
+                target=self._complete, args=(index, active, start), name=step.as_, daemon=True
             )
-        )
-        return active
+            self._injecting[step.as_] = thread
+            thread.start()
+            return active
+        return active if self._complete(index, active, start) else None
+
+    def _complete(self, index: int, active: ActiveFault, start: dict[str, Any]) -> bool:
+        """Inject `active`'s fault and record it (fault_start: `start` with the time the last
+        command returned and the fault's detail); whether it acted."""
+        try:
+            detail = active.fault.inject()
+        except Exception as exc:
+            self._not_injected(index, active.step, active.fault_id, exc, active)
+            return False
+        self._resolved(index, active.step, active.fault_id, active.fault.nodes)
+        # ts_us is when injection began; injected_us when the last command returned.
+        self.events.write(FaultStart(**start, injected_us=now_us(), detail=detail))
+        return True
+
+    def _not_injected(
+        self,
+        index: int,
+        step: FaultStep,
+        fault_id: int,
+        exc: Exception,
+        active: ActiveFault | None = None,
+    ) -> None:
+        """Record why a step did not act, and that its heal step has nothing to end. A fault
+        the cluster's state refused did nothing, so it is no longer in force; any other
+        failure may have acted in part, and is healed at the end."""
+        if isinstance(exc, FaultRefused) and active is not None:
+            with self._lock:
+                self._named = {k: v for k, v in self._named.items() if v is not active}
+                with contextlib.suppress(ValueError):
+                    self.active.remove(active)
+        if not isinstance(exc, FaultRefused) or not self.disjoint or step.bound_target:
+            self._fail(index, step, fault_id, "inject", str(exc))
+        else:
+            self._skip(index, step, f"the cluster refused it then: {exc}")
+        if step.as_ is not None:
+            self._skipped.add(step.as_)
 
     def _target(
         self, index: int, step: FaultStep, partition: int, held: frozenset[str]
@@ -252,6 +299,8 @@ class Nemesis:
     def _heal_named(self, index: int, step: FaultStep) -> None:
         """A heal step: end the open fault bound to its @name (validation made sure of one)."""
         name = step.bound_target or ""
+        if (injecting := self._injecting.pop(name, None)) is not None:
+            injecting.join()  # its injection, run apart, decides whether it acted
         if name in self._skipped:  # its fault never acted: nothing to end
             self._skipped.discard(name)
             return
@@ -384,7 +433,8 @@ class Nemesis:
 
     def _heal(self, active: ActiveFault) -> None:
         """End `active`, whatever name it is open under; record the end and any failure."""
-        self._named = {k: v for k, v in self._named.items() if v is not active}
+        with self._lock:
+            self._named = {k: v for k, v in self._named.items() if v is not active}
         try:
             active.fault.heal()
         except Exception as exc:  # evidence: a fault that may still act makes the run UNKNOWN
@@ -398,7 +448,7 @@ class Nemesis:
                     error=str(exc),
                 )
             )
-        with contextlib.suppress(ValueError):
+        with self._lock, contextlib.suppress(ValueError):
             self.active.remove(active)
         self.events.write(
             FaultEnd(
@@ -410,7 +460,11 @@ class Nemesis:
         )
 
     def heal_active(self) -> None:
-        """Heal every fault still active (idempotent)."""
+        """Heal every fault still active, once the injections run apart have returned
+        (idempotent)."""
+        for injecting in list(self._injecting.values()):
+            injecting.join()
+        self._injecting.clear()
         for active in list(self.active):
             self._heal(active)
 
