@@ -46,6 +46,7 @@ class FaultHit:
     nodes: tuple[int, ...]  # the partition's replicas it hit
     ts_us: int
     healed_us: int | None = None  # when it was healed (its fault_end); None: not recorded
+    replicas: tuple[int, ...] = ()  # the partition's replicas when it began (its snapshot)
 
     @property
     def fault_class(self) -> str:
@@ -60,11 +61,13 @@ class FaultHit:
         nodes: tuple[int, ...],
         kind: str = "",
         healed_us: int | None = None,
+        replicas: tuple[int, ...] = (),
     ) -> FaultHit:
         """The hit of fault_start `event` on `nodes` in `role`, of the event's class kind
         unless `kind` says otherwise."""
         kind = kind or event.class_kind or event.fault or ""
-        return cls(event.fault_id or 0, event.fault or "", kind, role, nodes, _ts(event), healed_us)
+        fault = event.fault or ""
+        return cls(event.fault_id or 0, fault, kind, role, nodes, _ts(event), healed_us, replicas)
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ def _hit(
 ) -> FaultHit | None:
     """The fault_start `event` as a hit on `partition` (a snapshot entry), healed at
     `healed_us`; None if it missed."""
-    replicas = set(partition.get("replicas") or ())
+    replicas = tuple(partition.get("replicas") or ())
     nodes = tuple(n for n in event.nodes if n in replicas)
     # Runs recorded before the nemesis marked every fault on all brokers as whole_cluster: a
     # target naming every broker says the same.
@@ -157,7 +160,7 @@ def _hit(
         return None
     else:
         role = LEADER if partition.get("leader") in nodes else FOLLOWER
-    return FaultHit.of(event, role, nodes, healed_us=healed_us)
+    return FaultHit.of(event, role, nodes, healed_us=healed_us, replicas=replicas)
 
 
 def partition_histories(

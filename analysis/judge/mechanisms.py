@@ -39,6 +39,7 @@ from analysis.judge.known_bugs import first_shown
 from analysis.model.anomalies import CountName
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
+from harness.rundir.fault_classes import ALL_POWER_LOSS
 
 __all__ = [
     "PARTITION_EVIDENCE",
@@ -237,6 +238,22 @@ def _back_in_sync(history: PartitionHistory, hit: FaultHit) -> float | None:
     )
 
 
+def _every_cache_lost(history: PartitionHistory) -> tuple[FaultHit, ...]:
+    """The power-loss hits that took the page cache of every replica of the partition, each
+    before the replicas hit earlier were back in sync: what a power loss of all does to it,
+    however many faults it took. () when no such hits cover every replica."""
+    lost = [h for h in history.hits if h.kind == "power-loss" and h.role != WHOLE]
+    for last in lost:
+        open_then = [
+            h for h in lost
+            if h.ts_us <= last.ts_us
+            and ((back := _back_in_sync(history, h)) is None or back > last.ts_us)
+        ]  # fmt: skip
+        if last.replicas and set(last.replicas) <= {n for h in open_then for n in h.nodes}:
+            return tuple(open_then)
+    return ()
+
+
 def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> str:
     """The last replica standing, where the controller logged the unclean election of the
     last known leader (ELR's fallback when no replica is eligible)."""
@@ -321,7 +338,16 @@ def _allowed_mechanism(history: PartitionHistory, context: _Context, cls: str) -
     p = history.partition
     if config.acks == "0":
         return "acks=0: the producer never waits for the broker to write the message"
-    if cls == "all-power-loss":
+    if cls == ALL_POWER_LOSS and (chain := _every_cache_lost(history)):
+        faults = ", ".join(
+            f"fault {h.fault_id} ({h.fault}) on {list(h.nodes)} at {context.t(h.ts_us)}"
+            for h in chain
+        )
+        return (
+            f"the page cache of every replica of p{p} lost ({faults}), none back in sync "
+            "before the last: as in a power loss of all, what Kafka had not flushed is gone"
+        )
+    if cls == ALL_POWER_LOSS:
         hits = [h for h in history.hits if h.kind == "power-loss"]
         when = f" at {context.t(hits[0].ts_us)}" if hits else ""
         return f"power loss{when}: the replicas lost the page cache Kafka had not flushed"
@@ -402,6 +428,8 @@ def judge_partition(
     the roles its replicas had, the documentation, the mechanisms seen and known bugs."""
     context = _Context(config, origin_us, run_dir, topic)
     cls = partition_fault_class(history.hits)
+    if _every_cache_lost(history):  # a power loss of all, for this partition's replicas
+        cls = ALL_POWER_LOSS
     guarantee = guarantee_for(config.model_copy(update={"fault_class": cls}))
     p = history.partition
     if guarantee.loss == ALLOWED:
