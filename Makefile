@@ -103,6 +103,7 @@ lint: venv
 
 bench: venv engine image
 	$(BIN)/python bench/cluster_bench.py
+	$(BIN)/python bench/metadata_reads.py
 	$(BIN)/python bench/recorder_bench.py
 	$(BIN)/python bench/reconcile_bench.py --sizes 1000000,10000000
 	$(BIN)/python bench/checks_bench.py --sizes 1000000
