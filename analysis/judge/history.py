@@ -47,6 +47,9 @@ class FaultHit:
     ts_us: int
     healed_us: int | None = None  # when it was healed (its fault_end); None: not recorded
     replicas: tuple[int, ...] = ()  # the partition's replicas when it began (its snapshot)
+    # The partition's leader and ISR as the nemesis read them just before the fault: a
+    # reading newer than the sampler's last when no broker has answered the sampler since.
+    at_start: IsrSample | None = None
 
     @property
     def fault_class(self) -> str:
@@ -62,12 +65,15 @@ class FaultHit:
         kind: str = "",
         healed_us: int | None = None,
         replicas: tuple[int, ...] = (),
+        at_start: IsrSample | None = None,
     ) -> FaultHit:
         """The hit of fault_start `event` on `nodes` in `role`, of the event's class kind
         unless `kind` says otherwise."""
         kind = kind or event.class_kind or event.fault or ""
-        fault = event.fault or ""
-        return cls(event.fault_id or 0, fault, kind, role, nodes, _ts(event), healed_us, replicas)
+        fault, ts_us = event.fault or "", _ts(event)
+        return cls(
+            event.fault_id or 0, fault, kind, role, nodes, ts_us, healed_us, replicas, at_start
+        )
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,14 @@ def _hit(
         return None
     else:
         role = LEADER if partition.get("leader") in nodes else FOLLOWER
-    return FaultHit.of(event, role, nodes, healed_us=healed_us, replicas=replicas)
+    # A snapshot the nemesis could not take repeats an older one, and says so: not a reading.
+    at_start = None
+    if event.partitions_error is None:
+        isr = tuple(partition.get("isr") or ())
+        at_start = IsrSample(_ts(event), partition.get("leader"), isr)
+    return FaultHit.of(
+        event, role, nodes, healed_us=healed_us, replicas=replicas, at_start=at_start
+    )
 
 
 def partition_histories(

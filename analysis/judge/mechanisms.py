@@ -139,6 +139,8 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
         if hit.kind != "power-loss":
             continue
         led = [s for s in history.samples if s.ts_us <= hit.ts_us and s.leader is not None]
+        if hit.at_start is not None and hit.at_start.leader is not None:
+            led.append(hit.at_start)  # the freshest reading, where the sampler may have none
         if not led or led[-1].leader not in hit.nodes:
             continue
         last, own = led[-1], set(hit.nodes)
