@@ -50,11 +50,17 @@ def config(version: str, **extra: Any) -> dict[str, Any]:
             **extra}  # fmt: skip
 
 
+def caches_reason(rep: RepetitionVerdict, verdict: Verdict) -> str:
+    """The one reason about page caches of a repetition judged `verdict`."""
+    assert rep.verdict == verdict, rep.reasons
+    (reason,) = [r for r in rep.reasons if "page cache" in r]
+    return reason
+
+
 def test_two_page_caches_lost_in_one_outage_before_0_11_are_unknown_not_kafka_1211():
     """KAFKA-1211's evidence (a leader change) is there too: the run cannot tell them apart."""
     rep = judged(config("0.10.2.2"), two_caches_lost(), p0=2291)
-    assert rep.verdict == Verdict.UNKNOWN, rep.reasons
-    (reason,) = [r for r in rep.reasons if "page cache" in r]
+    reason = caches_reason(rep, Verdict.UNKNOWN)
     assert "fault 1 (torn-write) took the page cache of node(s) [1] at t=10.0 s" in reason
     assert "fault 2 (lose-unsynced) that of node(s) [3] at t=16.0 s" in reason
     assert "KAFKA-1211's evidence is there too" in reason
@@ -169,8 +175,7 @@ def test_one_fault_taking_two_replicas_caches_is_unknown_not_kafka_1211():
     220 acknowledged messages of p0 were gone. The judge had named KAFKA-1211 from the leader
     change alone."""
     rep = judged(config("0.10.2.2"), both_torn(led_at=50.5), p0=220)
-    assert rep.verdict == Verdict.UNKNOWN, rep.reasons
-    (reason,) = [r for r in rep.reasons if "page cache" in r]
+    reason = caches_reason(rep, Verdict.UNKNOWN)
     assert "fault 3 (torn-write) took the page cache of nodes [2, 3] at once at t=42.0 s" in reason
     assert "KAFKA-1211's evidence is there too" in reason
     assert bugs_shown(rep) == frozenset()
@@ -231,8 +236,7 @@ def every_cache_lost(third_after: float = 0.5) -> list[dict[str, Any]]:
 
 def test_every_replicas_cache_lost_in_one_outage_is_a_power_loss_of_all():
     rep = judged(config("3.4.0"), every_cache_lost(), p0=1584)
-    assert rep.verdict == Verdict.EXPECTED_LOSS, rep.reasons
-    (reason,) = [r for r in rep.reasons if "page cache" in r]
+    reason = caches_reason(rep, Verdict.EXPECTED_LOSS)
     assert "the page cache of every replica of p0 lost (fault 1 (lose-unsynced) on [3]" in reason
     assert "as in a power loss of all" in reason
 
