@@ -141,7 +141,7 @@ class Nemesis:
     def _act(self, index: int, step: FaultStep, t0: float) -> None:
         """Inject the step's fault; heal it after duration_s, or leave it open under its name."""
         started = time.monotonic()
-        active = self._inject(index, step, apart=self._injected_apart(index, step))
+        active = self._inject(index, step, until=self._injected_apart(index, step))
         if active is None or step.duration_s is None:
             return
         # Heal on the planned clock: time spent injecting must not stretch the fault.
@@ -151,24 +151,32 @@ class Nemesis:
         if not self._stop.wait(max(0.0, heal_at - time.monotonic())):
             self._heal(active)
 
-    def _injected_apart(self, index: int, step: FaultStep) -> bool:
-        """Whether the step's injection runs in a thread of its own: a fault left open under a
-        name, followed by a timed step without a condition. That step then comes on its own
-        clock, not when this injection returns (a stop waits for the controlled shutdown, a
-        torn write for the restart: seconds that moved a cascade's drawn gaps)."""
+    def _injected_apart(self, index: int, step: FaultStep) -> float | None:
+        """When the next step is due (monotonic) if the step's injection runs in a thread of
+        its own, else None: a fault left open under a name, followed by a step timed later
+        and without a condition. That step then comes on its own clock, not when this
+        injection returns (a stop waits for the controlled shutdown, a torn write for the
+        restart: seconds that moved a cascade's drawn gaps). Steps at one instant run in
+        turn."""
         after = self.steps[index + 1] if index + 1 < len(self.steps) else None
-        return (
-            step.as_ is not None
-            and step.duration_s is None
-            and after is not None
-            and after.at_s is not None
-            and after.condition is None
-        )
+        if (
+            step.as_ is None
+            or step.duration_s is not None
+            or step.at_s is None
+            or after is None
+            or after.at_s is None
+            or after.at_s <= step.at_s
+            or after.condition is not None
+        ):
+            return None
+        return self._t0 + after.at_s
 
-    def _inject(self, index: int, step: FaultStep, apart: bool = False) -> ActiveFault | None:
-        """Resolve the step's target and inject its fault; None when it did not act. `apart`:
-        the injection runs in its own thread, and the fault is returned at once (a heal of
-        its name, and the final heal, wait for that thread)."""
+    def _inject(
+        self, index: int, step: FaultStep, until: float | None = None
+    ) -> ActiveFault | None:
+        """Resolve the step's target and inject its fault; None when it did not act. `until`
+        (monotonic): the injection runs in its own thread, waited for until then only, and the
+        fault is returned then (a heal of its name, and the final heal, wait for the rest)."""
         fault_id, self._next_id = self._next_id, self._next_id + 1
         started_us = now_us()
         roles = self._roles()
@@ -207,12 +215,13 @@ class Nemesis:
             **faulted(nodes),
             **roles,
         }
-        if apart and step.as_ is not None:
+        if until is not None and step.as_ is not None:
             thread = threading.Thread(
                 target=self._complete, args=(index, active, start), name=step.as_, daemon=True
             )
             self._injecting[step.as_] = thread
             thread.start()
+            thread.join(max(0.0, until - time.monotonic()))  # a quick one ends in turn
             return active
         return active if self._complete(index, active, start) else None
 
