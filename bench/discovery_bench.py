@@ -204,8 +204,9 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     document["name"] = "discovery"
     (unaimed_cell,) = expand(parse_experiment(document))
     image = ensure_image(cell.spec.kafka.version, image=cell.spec.kafka.image)
-    minutes = 0.0
-    chunk = 0
+    # --chunk N: that chunk alone, its workload counted after the N before it.
+    chunk = args.chunk or 0
+    minutes = chunk * args.chunk_minutes
     while minutes + args.chunk_minutes <= args.cap_minutes:
         chunk_seed = seed * 1000 + chunk
         search = f"seed-{seed}" + "".join(f"-{w}" for w in args.nemesis.label.split(", ")[1:])
@@ -221,6 +222,8 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
         print(f"  {run_dir}: {outcome.verdict} ({shown})", flush=True)
         if row.reference in bugs_shown(verdict):  # an UNKNOWN stall beside it hides nothing
             return minutes
+        if args.chunk is not None:
+            break
         chunk += 1
     return None
 
@@ -243,20 +246,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--overlap", type=int, default=1, help="faults in force at once")
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        help="run (or judge again) only this chunk of each search, and record nothing: a "
+        "chunk examined again on a machine that no longer holds its run",
+    )
+    parser.add_argument("--seed", type=int, help="only this seed (of 0..--seeds - 1)")
     args = parser.parse_args(argv)
     args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade)
     bugs = {bug.reference: bug for bug in KNOWN_BUGS}
     rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
     done = done_keys(args.results)
     for row, seed in searches(rows, args.seeds):
+        if args.seed is not None and seed != args.seed:
+            continue
         shipped = expand(load_experiment(ROOT / row.experiment))
         cells = affected_cells(row, shipped, bugs[row.reference])
         for cell in cells:
             if not fnmatch.fnmatchcase(cell.name, args.cells):
                 continue
-            if key_of(row, cell.name, seed, args.nemesis) in done:
+            if args.chunk is None and key_of(row, cell.name, seed, args.nemesis) in done:
                 continue
             minutes = _search(row, cell, seed, args)
+            if args.chunk is not None:
+                continue
             record(args.results, row, cell.name, seed, minutes, args.nemesis)
             shown = "not found" if minutes is None else f"{minutes:g} min"
             print(f"{row.reference} {cell.name} seed {seed}: {shown}", flush=True)
