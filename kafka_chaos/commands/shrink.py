@@ -91,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--need", type=int, default=2, help="replays that must reproduce (k of n, default 2)"
     )
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="each fault step on a partition's role waits for the ISR and leader it met in RUN "
+        "(default; --no-pin replays the schedule's clock alone)",
+    )
     parser.add_argument("--out", type=Path, help="the experiment file (default RUN/shrunk.yaml)")
     parser.add_argument("--runs-dir", type=Path, help="where replays go (default runs/)")
     parser.add_argument("--image", help="prebuilt broker image (default: the run's version)")
@@ -140,8 +147,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Shrink RUN's schedule within --budget replays and write the smallest that reproduced."""
     from analysis.judge.outcomes import Verdict
     from harness.experiment.from_run import cell_of_run, steps_of_run
+    from harness.experiment.pin import pin
     from harness.experiment.problems import SpecError
     from harness.experiment.shrink import Budget, k_of_n, shrink_schedule
+    from harness.rundir.events import FaultStart, read_events
     from harness.rundir.spec import RunSpec, RunSpecError
 
     if problem := _refusal(args):
@@ -165,7 +174,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    steps = tuple(steps_of_run(spec))
+    timed = tuple(steps_of_run(spec))
+    steps = pin(timed, read_events(args.run).of(FaultStart)) if args.pin else timed
+    if args.pin:
+        held = sum(a.after != b.after for a, b in zip(steps, timed, strict=True))
+        print(f"{held} of {_size(steps)} pinned to the state they met", file=sys.stderr)
     image = _image(args, settings, cell)
     if image is None:
         return EXIT_ERROR
@@ -198,7 +211,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     shrunk = shrink_schedule(steps, reproduces)
     out = args.out or args.run / "shrunk.yaml"
     hits, tried = replays.tally.get(_key(shrunk.items), (0, 0))
-    _write(out, spec, shrunk.items, original, (hits, tried, args.need, args.repetitions), args.run)
+    _write(
+        out,
+        spec,
+        shrunk.items,
+        original,
+        (hits, tried, args.need, args.repetitions),
+        args.run,
+        args.pin,
+    )
     state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     print(
         f"{_size(steps)} -> {_size(shrunk.items)} ({state}), {budget.spent} replays in "
@@ -252,6 +273,7 @@ def _write(
     original: Outcome,
     tally: tuple[int, int, int, int],
     run_dir: Path,
+    pinned: bool = False,
 ) -> None:
     """The experiment file of `steps`, headed by what it reproduces and in how many replays."""
     import yaml
@@ -265,5 +287,10 @@ def _write(
         f"# reproduced in {hits} of {tried} replays (needed {need} of {n}) with these "
         f"{_size(steps)}.\n"
     )
+    if pinned:
+        header += (
+            "# Its fault steps on a partition's role wait (after:) for the ISR size and leader "
+            "they met in that run.\n"
+        )
     document = experiment_document(spec, steps)  # type: ignore[arg-type]
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))

@@ -1,0 +1,112 @@
+"""A run's schedule pinned to the states its faults met (harness/experiment/pin.py): each
+fault step on a partition's role waits for exactly the ISR size and leader presence the
+nemesis read before injecting it; every other step, and a step whose reading is missing or
+from another schedule, is left as it was; the pinned schedule is a valid experiment file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.chaos.conditions import ClusterView
+from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.from_run import cell_of_run, experiment_document, steps_of_run
+from harness.experiment.load import load_experiment, parse_experiment
+from harness.experiment.matrix import expand
+from harness.experiment.model import FaultStep
+from harness.experiment.pin import pin
+from harness.experiment.plan import schedule_for
+from harness.rundir.events import FaultStart
+from harness.settings import REPO_ROOT
+from tests.unit.test_shrink_command import run_spec
+
+# The cascade search's cell: three replicas, partition roles, heals by name.
+CELL = expand(load_experiment(REPO_ROOT / "experiments" / "nemesis-generic.yaml"))[0]
+REPLICAS = (1, 2, 3)
+
+
+def _view(leader: int | None, isr: tuple[int, ...], partition: int) -> ClusterView:
+    """The cluster as a condition reads it, `partition` led by `leader` with `isr`."""
+    return ClusterView({partition: leader}, {partition: isr}, frozenset(REPLICAS), {}, {}, 0.0)
+
+
+@st.composite
+def readings(draw: st.DrawFn) -> tuple[int | None, tuple[int, ...], bool]:
+    """A leader (or none), an ISR, and whether the nemesis failed to read them."""
+    isr = tuple(draw(st.lists(st.sampled_from(REPLICAS), unique=True, max_size=3)))
+    leader = draw(st.none() | st.sampled_from(isr or REPLICAS))
+    return leader, isr, draw(st.booleans())
+
+
+def _start(index: int, step: FaultStep, reading: tuple[Any, ...], partition: int) -> FaultStart:
+    leader, isr, failed = reading
+    roles = [{"partition": partition, "leader": leader, "isr": list(isr), "replicas": [1, 2, 3]}]
+    return FaultStart(
+        ts_us=index,
+        step=index,
+        fault=step.fault,
+        target=step.target,
+        partition=partition,
+        partitions=roles,
+        partitions_error="no broker answered" if failed else None,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.data())
+def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.DataObject):
+    steps = schedule_for(CELL, seed)
+    starts, met = [], {}
+    for index, step in enumerate(steps):
+        if step.heals or not data.draw(st.booleans(), label="acted"):
+            continue
+        reading = data.draw(readings(), label=f"reading {index}")
+        partition = step.partition if isinstance(step.partition, int) else 0
+        starts.append(_start(index, step, reading, partition))
+        if step.target in PARTITION_TARGETS and not reading[2]:
+            met[index] = (reading[0], reading[1], partition)
+
+    pinned = pin(steps, starts)
+
+    assert len(pinned) == len(steps)
+    for index, (before, after) in enumerate(zip(steps, pinned, strict=True)):
+        if index not in met:
+            assert after == before
+            continue
+        leader, isr, p = met[index]
+        assert after.model_dump(exclude={"after"}) == before.model_dump(exclude={"after"})
+        condition = after.condition
+        assert condition is not None and not condition.unmet(_view(leader, isr, p), p)
+        # Any other ISR size, or the other leader presence, keeps the step waiting.
+        missing = tuple(n for n in REPLICAS if n not in isr)
+        other = isr + missing[:1] if missing else isr[:-1]
+        assert condition.unmet(_view(leader, other, p), p)
+        assert condition.unmet(_view(None if leader else (isr or REPLICAS)[0], isr, p), p)
+
+
+def test_readings_of_another_schedule_pin_nothing():
+    steps = schedule_for(CELL, 7)
+    index, step = next((i, s) for i, s in enumerate(steps) if s.target in PARTITION_TARGETS)
+    other = "kill" if step.fault != "kill" else "pause"
+    wrong = FaultStart(ts_us=1, step=index, fault=other, target=step.target, partition=0,
+                       partitions=[{"partition": 0, "leader": 1, "isr": [1]}])  # fmt: skip
+    beyond = FaultStart(ts_us=1, step=len(steps), fault=step.fault, target=step.target)
+    assert pin(steps, [wrong, beyond]) == tuple(steps)
+
+
+def test_a_pinned_schedule_is_a_valid_experiment_file_that_runs_it():
+    spec = run_spec(CELL, 11)
+    steps = steps_of_run(spec)
+    starts = [
+        _start(i, s, (1, (1,), False), s.partition if isinstance(s.partition, int) else 0)
+        for i, s in enumerate(steps)
+        if not s.heals
+    ]
+    pinned = pin(steps, starts)
+    assert any(p.after != s.after for p, s in zip(pinned, steps, strict=True))
+
+    (cell,) = expand(parse_experiment(experiment_document(spec, pinned)))
+    assert cell.spec.faults.schedule == list(pinned)
+    assert cell_of_run(spec, pinned).spec.faults.schedule == list(pinned)
