@@ -36,7 +36,7 @@ from harness.nemesis.records import (
 )
 from harness.nemesis.targets import free_partition, resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
-from harness.platform.topology import ClusterError
+from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
     ConditionMet,
     EventLog,
@@ -179,13 +179,14 @@ class Nemesis:
         fault is returned then (a heal of its name, and the final heal, wait for the rest)."""
         fault_id, self._next_id = self._next_id, self._next_id + 1
         started_us = now_us()
-        roles = self._roles()
+        roles, states = self._roles()  # the one reading the step records and acts on
         try:
             partition = self._partition(step)
             held = frozenset(n.hostname for a in self.active for n in a.fault.nodes)
             if self.disjoint and step.partition_binding is None and step.bound_target is None:
-                partition = free_partition(self.ctx, step, partition, held)
-            nodes = self._target(index, step, partition, held if self.disjoint else frozenset())
+                partition = free_partition(self.ctx, step, partition, held, states)
+            avoid = held if self.disjoint else frozenset()
+            nodes = self._target(index, step, partition, avoid, states)
             if nodes == []:
                 return None
             if step.as_ is not None:
@@ -262,14 +263,19 @@ class Nemesis:
             self._skipped.add(step.as_)
 
     def _target(
-        self, index: int, step: FaultStep, partition: int, held: frozenset[str]
+        self,
+        index: int,
+        step: FaultStep,
+        partition: int,
+        held: frozenset[str],
+        states: list[PartitionState] | None,
     ) -> list[KafkaNode]:
         """The nodes the step acts on. Disjoint (a generated schedule), a role that names no
         node now (no leader, no active controller) skips the step ([] and a fault_skipped
         event): the generator cannot know the roles a step will meet. Otherwise it is a
         FaultError."""
         try:
-            nodes = resolve_target(self.ctx, step, self.bindings, partition, held)
+            nodes = resolve_target(self.ctx, step, self.bindings, partition, held, states)
         except (FaultError, ClusterError, KafkaException) as exc:
             # No node, or no broker answering the metadata the role is read from.
             if not self.disjoint or step.bound_target is not None:
@@ -422,23 +428,24 @@ class Nemesis:
             }
         return {}
 
-    def _roles(self) -> Roles:
+    def _roles(self) -> tuple[Roles, list[PartitionState] | None]:
         """`partitions` (leader, ISR and replicas of each) just before an injection, or why not
-        (with the last snapshot taken, when there was one, as `partitions`)."""
+        (with the last snapshot taken, when there was one, as `partitions`); and the states
+        read (None when the read failed: resolving the target reads again, and says why)."""
         try:
             states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
         except Exception as exc:
             if self._last_roles is None:
-                return {"partitions_error": str(exc)}
+                return {"partitions_error": str(exc)}, None
             taken, roles = self._last_roles
             age = time.monotonic() - taken
             return {
                 "partitions": roles,
                 "partitions_error": f"{exc}; partitions: the roles seen {age:.1f} s earlier",
-            }
+            }, None
         roles = states_field(states)
         self._last_roles = (time.monotonic(), roles)
-        return {"partitions": roles}
+        return {"partitions": roles}, states
 
     def _heal(self, active: ActiveFault) -> None:
         """End `active`, whatever name it is open under; record the end and any failure."""

@@ -41,12 +41,15 @@ def resolve_target(
     bindings: dict[str, list[KafkaNode]] | None = None,
     partition: int | None = None,
     avoid: frozenset[str] = frozenset(),
+    states: Sequence[PartitionState] | None = None,
 ) -> list[KafkaNode]:
     """The nodes `step.target` names right now; FaultError if there is none (e.g. no leader).
 
     `partition` is the step's partition resolved (for `@name`); None: `step.partition`. A
     target that picks one node at random (`random`, `follower`, `replica`) picks among the
-    hosts not in `avoid` when any is left (a disjoint schedule's held nodes)."""
+    hosts not in `avoid` when any is left (a disjoint schedule's held nodes). `states`: the
+    topic's partitions as the caller read them for this step (None: read them now), so that
+    the roles a step records and the nodes it hits come from one reading."""
     cluster, target = ctx.cluster, step.target
     if (name := step.bound_target) is not None:
         if bindings is None or name not in bindings:
@@ -80,7 +83,7 @@ def resolve_target(
             raise FaultError("no KRaft controller other than the active one to target")
         return [ctx.rng.choice(standby)]
     p = int(step.partition) if partition is None else partition
-    state = cluster.partition_states(ctx.topic)[p]
+    state = (cluster.partition_states(ctx.topic) if states is None else states)[p]
     if target in ("leader", "follower", "followers") and state.leader is None:
         raise FaultError(f"partition {p} has no leader, so no {target} to target")
     ids = _partition_targets(state, target)
@@ -112,16 +115,22 @@ def _coordinator(ctx: FaultContext, target: str) -> int:
     return coordinator_of(ctx.cluster, topic, key)
 
 
-def free_partition(ctx: FaultContext, step: FaultStep, partition: int, held: frozenset[str]) -> int:
+def free_partition(
+    ctx: FaultContext,
+    step: FaultStep,
+    partition: int,
+    held: frozenset[str],
+    states: Sequence[PartitionState] | None = None,
+) -> int:
     """For a step on a partition's role (`leader`, `follower` ...): the first partition of the
     topic, counting on from `partition` and wrapping, whose role names a broker whose host is
-    not in `held`;
-    `partition` when none does, for any other step, or when the metadata cannot be read. A
-    disjoint schedule thereby hits the same role elsewhere rather than skip the step."""
+    not in `held`, in `states` (None: read now); `partition` when none does, for any other
+    step, or when the metadata cannot be read. A disjoint schedule thereby hits the same role
+    elsewhere rather than skip the step."""
     if step.target not in PARTITION_TARGETS:
         return partition
     try:
-        states = ctx.cluster.partition_states(ctx.topic)
+        states = ctx.cluster.partition_states(ctx.topic) if states is None else states
     except Exception:  # the step reads the metadata again, and says what failed
         return partition
     for offset in range(len(states)):

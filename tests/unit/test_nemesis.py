@@ -169,13 +169,14 @@ def test_roles_fall_back_to_the_last_snapshot_marked_stale_when_no_broker_answer
     cluster = Answers()
     nemesis = Nemesis(SimpleNamespace(cluster=cluster, topic="t"), [], EventLog(tmp_path / "e"))
     cluster.up = False
-    assert nemesis._roles() == {"partitions_error": "Failed to get metadata: Local: Broker "
-                                "transport failure"}  # fmt: skip
+    assert nemesis._roles() == ({"partitions_error": "Failed to get metadata: Local: Broker "
+                                 "transport failure"}, None)  # fmt: skip
     cluster.up = True
-    fresh = nemesis._roles()
+    fresh, states = nemesis._roles()
     assert fresh["partitions"][0]["leader"] == 1 and "partitions_error" not in fresh
+    assert states is not None and states[0].leader == 1  # what the step resolves its target on
     cluster.up = False
-    stale = nemesis._roles()
-    assert stale["partitions"] == fresh["partitions"]
+    stale, unread = nemesis._roles()
+    assert stale["partitions"] == fresh["partitions"] and unread is None
     assert stale["partitions_error"].startswith("Failed to get metadata")
     assert "partitions: the roles seen" in stale["partitions_error"]
