@@ -8,11 +8,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
-from harness.experiment.from_run import cell_of_run
+from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.from_run import cell_of_run, steps_of_run
 from harness.experiment.load import load_experiment
 from harness.experiment.matrix import Cell, expand
+from harness.experiment.model import FaultStep
 from harness.experiment.plan import producer_settings, schedule_for, topic_settings
+from harness.rundir import layout
+from harness.rundir.events import EventLog, FaultStart
 from harness.rundir.spec import RunSpec
 from harness.settings import REPO_ROOT
 from kafka_chaos.cli import main
@@ -142,3 +147,43 @@ def test_numbers_that_cannot_work_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], said: str
 ) -> None:
     assert said in one_line_exit_2(capsys, ["shrink", str(tmp_path), *flags])
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_the_shrunk_file_waits_for_the_state_the_run_met_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pinned: bool
+) -> None:
+    """The command pins RUN's schedule to its fault_start roles before any replay (the
+    predicate sees the pinned steps), and the file it writes keeps the pins and says so."""
+    cell = expand(load_experiment(REPO_ROOT / "experiments" / "nemesis-generic.yaml"))[0]
+    spec = run_spec(cell, 3)
+    spec.write(tmp_path)
+    steps = steps_of_run(spec)
+    aimed = next(i for i, s in enumerate(steps) if s.target == "leader" and s.as_ is None)
+    log = EventLog(tmp_path / layout.EVENTS)
+    for index, step in enumerate(steps):
+        if not step.heals:
+            roles = [{"partition": step.partition, "leader": 2, "isr": [2], "replicas": [1, 2, 3]}]
+            log.write(FaultStart(ts_us=index, step=index, fault=step.fault, target=step.target,
+                                 partition=step.partition, partitions=roles))  # fmt: skip
+    log.close()
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("VIOLATION", loss=3, lost=3))
+    monkeypatch.setattr(shrink, "_image", lambda *a: object())
+    asked: list[tuple[FaultStep, ...]] = []
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        asked.append(schedule)  # fails with the aimed step, pinned or not as the flag says
+        return any(s.at_s == steps[aimed].at_s and s.fault == steps[aimed].fault for s in schedule)
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    out = tmp_path / "shrunk.yaml"
+    flags = [] if pinned else ["--no-pin"]
+    assert main(["shrink", str(tmp_path), "--out", str(out), "--budget", "60", *flags]) == 0
+
+    (step,) = yaml.safe_load(out.read_text())["faults"]["schedule"]
+    p = step["partition"]
+    assert step.get("after") == (f"isr_size({p}) == 1 and has_leader({p})" if pinned else None)
+    assert ("wait (after:) for the ISR size" in out.read_text()) is pinned
+    whole = max(asked, key=len)
+    assert all((s.after is not None) is (pinned and not s.heals and s.target in PARTITION_TARGETS)
+               for s in whole)  # fmt: skip
