@@ -19,12 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from harness.chaos.conditions import ClusterView
-from harness.chaos.faults import (
-    FAULT_TYPES,
-    FaultContext,
-    FaultError,
-    FaultRefused,
-)
+from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, FaultRefused
 from harness.experiment.model import FaultStep
 from harness.nemesis.records import (
     ActiveFault,
@@ -153,11 +148,10 @@ class Nemesis:
 
     def _injected_apart(self, index: int, step: FaultStep) -> float | None:
         """When the next step is due (monotonic) if the step's injection runs in a thread of
-        its own, else None: a fault left open under a name, followed by a step timed later
-        and without a condition. That step then comes on its own clock, not when this
-        injection returns (a stop waits for the controlled shutdown, a torn write for the
-        restart: seconds that moved a cascade's drawn gaps). Steps at one instant run in
-        turn."""
+        its own, else None: a fault left open under a name, followed by a step timed later and
+        without a condition, which then comes on its own clock, not when this injection
+        returns (a stop's controlled shutdown, a torn write's restart). Steps at one instant
+        run in turn."""
         after = self.steps[index + 1] if index + 1 < len(self.steps) else None
         if (
             step.as_ is None
@@ -394,7 +388,10 @@ class Nemesis:
                 )
                 self._fail(index, step, 0, "condition", error)
                 return False
-            if self._stop.wait(CONDITION_POLL_S):
+            if self._stop.wait(CONDITION_POLL_S):  # said, so that a replay shows what it missed
+                waited, still = time.monotonic() - started, ", ".join(unmet)
+                reason = f"the schedule ended after {waited:.1f} s waiting for `{condition.text}`"
+                self._skip(index, step, f"{reason} (still false: {still})")
                 return False
 
     def _view(self) -> ClusterView:
