@@ -183,3 +183,34 @@ def test_a_finished_chunk_with_the_same_schedule_is_judged_again_not_run_again(t
     other = [FaultStep(at_s=1, fault="kill", target="leader", duration_s=6)]
     assert not replayed(tmp_path, other)  # another draw: run it
     assert not replayed(tmp_path / "missing", steps)
+
+
+def test_one_chunk_runs_with_the_schedule_its_search_drew_and_records_nothing(
+    tmp_path, monkeypatch
+):
+    """--seed S --chunk N: that chunk alone (seed S * 1000 + N, its own directory), judged,
+    and no line in the results file (a chunk examined again is no search)."""
+    import harness.platform.image as image
+    import harness.run.replay as replay
+    import kafka_chaos.commands.shrink as shrink
+
+    ran: list[tuple[int, Path]] = []
+
+    def fake_replay(cell, steps, seed, image_, run_dir, progress):
+        assert list(steps) == list(schedule_for(cell, seed))
+        ran.append((seed, run_dir))
+
+    monkeypatch.setattr(replay, "replay", fake_replay)
+    monkeypatch.setattr(image, "ensure_image", lambda *a, **k: "image")
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: (None, None))
+    monkeypatch.setattr(shrink, "outcome_of", lambda v, r: shrink.Outcome("PASS", frozenset()))
+    monkeypatch.setattr(shrink, "bugs_shown", lambda v: frozenset())
+    results = tmp_path / "results.jsonl"
+    argv = ["--rows", "KAFKA-17582", "--cells", "release=3.9.1*", "--seed", "1", "--chunk",
+            "3", "--chunk-minutes", "2.5", "--results", str(results), "--runs-dir",
+            str(tmp_path)]  # fmt: skip
+    assert bench().main(argv) == 0
+    assert [(seed, run_dir.name, run_dir.parent.name) for seed, run_dir in ran] == [
+        (1003, "3", "seed-1-cascades")
+    ]
+    assert not results.exists()
