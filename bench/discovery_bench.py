@@ -78,18 +78,27 @@ def affected_cells(row: Row, cells: Sequence[Any], bug: Any) -> list[Any]:
 class Nemesis:
     """The generic nemesis' knobs a search may turn: each chunk drawing its own half of the
     menu (`swarm`), how many faults may be in force at once (`overlap`), and the cascade
-    family's weight against the others' 1 (`cascade`)."""
+    family's weight against the others' 1 (`cascade`), and the families allowed (`families`;
+    empty: every default family)."""
 
     swarm: bool = False
     overlap: int = 1
     cascade: float = 1.0
+    families: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         """How the results file and the docs name it: "generic, cascades", "generic,
         cascades x3, overlap 2" ... (lines without "cascades" come from before the family)."""
-        weight = "" if self.cascade == 1 else f" x{self.cascade:g}"
-        parts = ["generic", f"cascades{weight}"] + [f"overlap {self.overlap}"] * (self.overlap > 1)
+        if self.families:  # only the families named; the cascade weight, if allowed
+            allowed = "+".join(self.families)
+            weighed = "cascade" in self.families and self.cascade != 1
+            weight = f" x{self.cascade:g}" if weighed else ""
+            parts = ["generic", f"{allowed}{weight}"]
+        else:
+            weight = "" if self.cascade == 1 else f" x{self.cascade:g}"
+            parts = ["generic", f"cascades{weight}"]
+        parts += [f"overlap {self.overlap}"] * (self.overlap > 1)
         return ", ".join(parts + ["swarm"] * self.swarm)
 
 
@@ -106,6 +115,8 @@ def unaimed(
         "overlap": nemesis.overlap,
         "weights": {"cascade": nemesis.cascade},
     }
+    if nemesis.families:
+        generate["families"] = list(nemesis.families)
     given = document.get("faults", {})
     faults = {
         "generate": generate,
@@ -253,8 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "chunk examined again on a machine that no longer holds its run",
     )
     parser.add_argument("--seed", type=int, help="only this seed (of 0..--seeds - 1)")
+    parser.add_argument(
+        "--families", nargs="+", default=[], help="only these fault families (the nemesis' knob)"
+    )
     args = parser.parse_args(argv)
-    args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade)
+    args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade, tuple(args.families))
     bugs = {bug.reference: bug for bug in KNOWN_BUGS}
     rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
     done = done_keys(args.results)

@@ -5,6 +5,7 @@ transaction coordinator, say) can be read before any cluster runs.
     python bench/nemesis_draws.py EXPERIMENT [--cell GLOB] [--seeds 200] [--minutes 10]
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
+                                  [--families requests ...]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -117,6 +118,7 @@ def main() -> int:
         help="count a --match only while a fault so named acts (again: another one too)",
     )
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
+    parser.add_argument("--families", nargs="+", default=[], help="only these fault families")
     args = parser.parse_args()
     cells = [
         c for c in expand(load_experiment(args.experiment)) if fnmatch.fnmatch(c.name, args.cell)
@@ -125,7 +127,7 @@ def main() -> int:
         print(f"no cell of {args.experiment} matches {args.cell!r}", file=sys.stderr)
         return 2
     horizon_s = args.minutes * 60
-    nemesis = Nemesis(args.swarm, args.overlap, args.cascade)
+    nemesis = Nemesis(args.swarm, args.overlap, args.cascade, tuple(args.families))
     document = unaimed(cells[0].spec.model_dump(by_alias=True), horizon_s, nemesis)
     (cell,) = expand(parse_experiment(document))
     plan = cell.spec.faults.generate

@@ -117,6 +117,23 @@ def test_another_nemesis_is_another_search_under_its_own_key() -> None:
     }
 
 
+def test_a_search_over_some_families_draws_only_their_steps() -> None:
+    module = bench()
+    row = module.Row("KAFKA-17754", "experiments/jepsen-2024-late-connections.yaml", "*")
+    requests = module.Nemesis(families=("requests",))
+    assert requests.label == "generic, requests"
+    assert module.Nemesis(cascade=3, families=("cascade", "disk")).label == (
+        "generic, cascade+disk x3"
+    )
+    assert module.key_of(row, "c", 0, requests) != module.key_of(row, "c", 0)
+    (cell, *_) = expand(load_experiment(REPO_ROOT / row.experiment))
+    document = module.unaimed(cell.spec.model_dump(by_alias=True), 600, requests)
+    (unaimed,) = expand(parse_experiment(document))
+    steps = [s for seed in range(5) for s in schedule_for(unaimed, seed) if not s.heals]
+    assert steps and {s.fault for s in steps} <= {"delay", "drop-requests"}
+    assert all(s.params.requests for s in steps)
+
+
 def draws() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "nemesis_draws", REPO_ROOT / "bench" / "nemesis_draws.py"
