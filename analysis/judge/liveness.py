@@ -35,7 +35,9 @@ class LivenessRow:
     """The rule of an example of one of these classes showing `case` (first fitting row decides)."""
 
     anomaly: Literal["stuck", "reset", "poll_skip", "nonmonotonic_poll"]
-    case: Literal["lso-held-unclean", "lso-held", "end-below", "not-rewound", "log-kept", "any"]
+    case: Literal[
+        "lso-held-unclean", "lso-held", "end-below", "commit-lost", "not-rewound", "log-kept", "any"
+    ]
     rule: Literal["allowed", "forbidden", "unknown"]
     citation: str
 
@@ -49,6 +51,9 @@ LIVENESS_TABLE: Final[tuple[LivenessRow, ...]] = (
         "the client or the group coordinator is suspect"),
     LivenessRow("reset", "end-below", "allowed", "auto.offset.reset: “if the current offset does "
         "not exist any more on the server”; the high watermark was seen below the commit"),
+    LivenessRow("reset", "commit-lost", "allowed", "the committed position “is the offset that "
+        "the consumer will recover to”: the group's commit above it was lost (commit_lost, "
+        "judged on its own), so it recovered to an older one"),
     LivenessRow("reset", "log-kept", "forbidden", "the committed position “is the offset that the "
         "consumer will recover to”, and the guarantee forbids loss: the log below it was kept"),
     LivenessRow("reset", "any", "unknown", "the log may have been truncated below the committed "
@@ -86,16 +91,29 @@ def liveness_row(name: str, cases: frozenset[str]) -> LivenessRow:
     return next(r for r in LIVENESS_TABLE if r.anomaly == name and r.case in cases | {"any"})
 
 
-def cases_of(example: Example, config: CellConfig, guarantee: Guarantee | None) -> frozenset[str]:
+def cases_of(
+    example: Example,
+    config: CellConfig,
+    guarantee: Guarantee | None,
+    lost_commits: Sequence[Example] = (),
+) -> frozenset[str]:
     """The cases of LIVENESS_TABLE an example shows: a stuck window behind a held last stable
     offset (with unclean election enabled or not), a reset whose committed offset a sample saw
-    gone, a reset or poll step in a cell whose guarantee forbids loss (the log below the high
-    watermark kept)."""
+    gone, a reset below a commit of its partition acknowledged before it and then lost (one of
+    `lost_commits`, the commit_lost examples), a reset or poll step in a cell whose guarantee
+    forbids loss (the log below the high watermark kept)."""
     cases: set[str] = set()
     if example.lso_held:
         cases.add("lso-held-unclean" if config.unclean_leader_election else "lso-held")
     if example.end_below:
         cases.add("end-below")
+    if example.reset_to is not None and any(
+        lost.partition == example.partition
+        and (lost.offset or 0) > example.reset_to
+        and (lost.at_us or 0) <= (example.at_us or 0)
+        for lost in lost_commits
+    ):
+        cases.add("commit-lost")
     moved = example.reset_to is not None or example.to_offset is not None
     if moved and guarantee is not None and guarantee.loss == FORBIDDEN:
         cases.add("log-kept")
@@ -142,13 +160,13 @@ def judge_liveness(
             "without an assignment journal (a harness before it)"
         )
         findings.append(Finding(AnomalyName.POLL_SKIP, Verdict.PASS, detail))
+    lost_commits = tuple(examples.get(AnomalyName.COMMIT_LOST) or ())
     for name in LIVENESS_CLASSES:
         shown = tuple(examples.get(name) or ())
         by_row: dict[LivenessRow, list[Example]] = {}
         for example in shown:
-            by_row.setdefault(liveness_row(name, cases_of(example, config, guarantee)), []).append(
-                example
-            )
+            cases = cases_of(example, config, guarantee, lost_commits)
+            by_row.setdefault(liveness_row(name, cases), []).append(example)
         unseen = counts.get(name, 0) - len(shown)
         # Beyond the examples, skips of KAFKA-17582's pattern are counted: judged with those shown.
         alike = _unseen_after_abort(name, counts, shown, config)
