@@ -3,11 +3,14 @@ topic, producer and workload as resolved), its seed, and a schedule (the shrinke
 
 spec.json holds the producer's and topic's settings by Kafka's names, as the client and broker
 were given them; they go back to the fields that own them (fields.py), the rest to `config`.
-What spec.json does not record takes the file's default (faults.final_heal_timeout_s).
+What spec.json does not record takes the file's default (faults.final_heal_timeout_s of a run
+from before spec.json held it); a run from before spec.json held faults.after_workload_s gets
+the time its schedule acted after the workload.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +51,20 @@ def _by_field(settings: dict[str, object], fields: dict[str, str]) -> dict[str, 
     return {**section, "config": config} if config else section
 
 
+def _after_workload_s(spec: RunSpec, schedule: Sequence[FaultStep]) -> float:
+    """faults.after_workload_s as the run had it; for a run from before spec.json held it, the
+    whole seconds past the workload's end that its schedule's last start or planned heal lies
+    within (0 when none lies past it)."""
+    if spec.after_workload_s is not None:
+        return spec.after_workload_s
+    duration = spec.workload.get("duration_s")
+    if not isinstance(duration, int | float):
+        return 0.0
+    reach = max((s.end_s or s.at_s or 0.0 for s in schedule), default=0.0)
+    past = reach - duration
+    return float(math.floor(past) + 1) if past >= 0 else 0.0
+
+
 def experiment_document(
     spec: RunSpec, schedule: Sequence[FaultStep], name: str | None = None
 ) -> dict[str, Any]:
@@ -72,6 +89,12 @@ def experiment_document(
             "schedule": [s.model_dump(by_alias=True, exclude_none=True) for s in schedule],
             # A generated schedule's replay runs as it did (the nodes held are left out).
             **({"disjoint": True} if spec.disjoint else {}),
+            **({"after_workload_s": after} if (after := _after_workload_s(spec, schedule)) else {}),
+            **(
+                {"final_heal_timeout_s": spec.final_heal_timeout_s}
+                if spec.final_heal_timeout_s is not None
+                else {}
+            ),
         },
         "seed": spec.seed if spec.seed is not None else 42,
         "repetitions": 1,

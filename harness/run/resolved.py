@@ -200,6 +200,8 @@ def write_spec(plan: RepetitionPlan, extra: SpecTimes) -> None:
                 step.model_dump(by_alias=True, exclude_none=True) for step in plan.schedule
             ],
             "disjoint": spec.faults.acts_disjoint,
+            "after_workload_s": spec.faults.after_workload_s,
+            "final_heal_timeout_s": spec.faults.final_heal_timeout_s,
             "kafka": {
                 **spec.kafka.model_dump(),
                 "mode": spec.kafka.effective_mode(),

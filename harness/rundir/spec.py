@@ -62,6 +62,9 @@ class RunSpec(_Part):
     workload: dict[str, object] = {}
     schedule: list[dict[str, object]] = []
     disjoint: bool = False  # the schedule ran with faults.disjoint (a generated one does)
+    # faults.after_workload_s and final_heal_timeout_s as run (None: a run from before them).
+    after_workload_s: float | None = None
+    final_heal_timeout_s: float | None = None
     kafka: KafkaSpec = KafkaSpec()
     started_at_us: int | None = None
     ended_at_us: int | None = None

@@ -3,6 +3,7 @@ the same failure; what it refuses, in one line with exit 2, before any cluster s
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,6 +32,7 @@ SHIPPED = [
     "experiments/known-bugs/kafka-fsync.yaml",
     "experiments/known-bugs/KAFKA-17582.yaml",
     "experiments/consumer-commit-modes.yaml",
+    "experiments/known-bugs/KAFKA-20716.yaml",  # faults after the workload
 ]
 
 
@@ -55,6 +57,8 @@ def run_spec(cell: Cell, seed: int) -> RunSpec:
         ],
         "kafka": {**spec.kafka.model_dump(), "mode": spec.kafka.effective_mode()},
         "disjoint": spec.faults.acts_disjoint,
+        "after_workload_s": spec.faults.after_workload_s,
+        "final_heal_timeout_s": spec.faults.final_heal_timeout_s,
     })  # fmt: skip
 
 
@@ -75,6 +79,22 @@ def test_the_cell_rebuilt_from_spec_json_is_the_cell_that_ran(path: str) -> None
         assert again.spec.seed == 7 and again.spec.repetitions == 1
         # A generated schedule's replay leaves out held nodes as the generated run did.
         assert again.spec.faults.acts_disjoint == cell.spec.faults.acts_disjoint
+        faults = again.spec.faults
+        assert faults.after_workload_s == cell.spec.faults.after_workload_s
+        assert faults.final_heal_timeout_s == cell.spec.faults.final_heal_timeout_s
+
+
+def test_a_run_from_before_spec_json_held_its_time_after_the_workload_gets_its_schedules() -> None:
+    (cell,) = [
+        c
+        for c in expand(load_experiment(REPO_ROOT / "experiments/known-bugs/KAFKA-20716.yaml"))
+        if c.name == "unclean=on"
+    ]
+    old = run_spec(cell, 7).model_copy(update={"after_workload_s": None})
+    again = cell_of_run(old)  # valid: its steps after the workload have room
+    ends = [s.end_s or s.at_s or 0.0 for s in schedule_for(cell, 7)]
+    duration = cell.spec.workload.duration_s or 0
+    assert again.spec.faults.after_workload_s == math.floor(max(ends) - duration) + 1
 
 
 def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts: int) -> tuple:
