@@ -137,6 +137,11 @@ class Condition:
         return tuple(c.name for c in self.clauses if c.name)
 
     @property
+    def reads_leaders_before(self) -> bool:
+        """Whether a clause compares with the leaders when the previous step finished."""
+        return any(c.fn == "leader_changed" for c in self.clauses)
+
+    @property
     def partitions(self) -> tuple[int, ...]:
         """The partitions the condition names explicitly."""
         return tuple(c.partition for c in self.clauses if c.partition is not None)

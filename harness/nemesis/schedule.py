@@ -101,8 +101,10 @@ class Nemesis:
         self._thread.start()
 
     def _run(self, t0: float) -> None:
+        # Leaders are read after each step only for a leader_changed: a read is a round trip.
+        watch = any(s.condition and s.condition.reads_leaders_before for s in self.steps)
         try:
-            self._leaders_before = self._leaders()
+            self._leaders_before = self._leaders() if watch else {}
             for index, step in enumerate(self.steps):
                 if step.at_s is not None and self._stop.wait(
                     max(0.0, t0 + step.at_s - time.monotonic())
@@ -117,7 +119,7 @@ class Nemesis:
                 if self._stop.is_set():
                     return
                 self._previous_done = time.monotonic()
-                self._leaders_before = self._leaders()
+                self._leaders_before = self._leaders() if watch else {}
         finally:
             self.heal_active()
 
