@@ -116,6 +116,20 @@ def test_a_known_bug_is_known_by_its_reference_and_a_violation_by_its_classes() 
     assert violation == Outcome("VIOLATION", frozenset({"lost", "loss"}))
 
 
+def test_a_known_bug_beside_an_unknown_finding_is_that_bug_but_not_beside_a_violation() -> None:
+    reasons = ("known bug KAFKA-20716 of Kafka 4.3.1 with librdkafka (open upstream ...",)
+    beside = SimpleNamespace(verdict="UNKNOWN", reasons=(), loss=0, known_bugs=reasons)
+    assert outcome_of(beside, SimpleNamespace(counts={})) == Outcome(
+        "KNOWN-BUG", frozenset({"KAFKA-20716"})
+    )
+    worse = SimpleNamespace(verdict="VIOLATION", reasons=(), loss=2, known_bugs=reasons)
+    assert outcome_of(worse, SimpleNamespace(counts={"lost": 2})) == Outcome(
+        "VIOLATION", frozenset({"lost", "loss"})
+    )
+    alone = SimpleNamespace(verdict="UNKNOWN", reasons=(), loss=0, known_bugs=())
+    assert outcome_of(alone, SimpleNamespace(counts={})).verdict == "UNKNOWN"
+
+
 @pytest.mark.parametrize(
     ("replay", "same"),
     [
