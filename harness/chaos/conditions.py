@@ -1,6 +1,8 @@
 """`after:` conditions of a fault step: what must hold in the cluster before the step acts.
 
-A condition is clauses joined by ` and `, each optionally negated with `not `:
+A condition is clauses joined by ` and `, each optionally negated with `not `; alternatives of
+such clauses may be joined by ` or ` (`and` binds tighter: `A and B or C` holds when A and B
+do, or C does):
 
 - `isr_size([P]) <op> N`: partition P's ISR has <op> N members (op: == != < <= > >=);
 - `leader_changed([P])`: P's leader differs from what it was when the previous step finished;
@@ -26,7 +28,8 @@ from typing import Final
 __all__ = ["ClusterView", "Condition", "ConditionError", "parse_condition"]
 
 CONDITION_HELP: Final = (
-    "write clauses joined by ' and ', each optionally preceded by 'not ': isr_size([P]) == N "
+    "write clauses joined by ' and ' (alternatives by ' or '), each optionally preceded by "
+    "'not ': isr_size([P]) == N "
     "(or != < <= > >=), leader_changed([P]), leader_is(@name[, P]), in_isr(@name[, P]), "
     "has_leader([P]), registered(@name), after_s(X); P defaults to the step's partition"
 )
@@ -126,10 +129,15 @@ class Clause:
 
 @dataclass(frozen=True)
 class Condition:
-    """Clauses that must all hold; `text` is what the file said."""
+    """Alternatives, each of clauses that must all hold; `text` is what the file said."""
 
     text: str
-    clauses: tuple[Clause, ...] = field(default_factory=tuple)
+    alternatives: tuple[tuple[Clause, ...], ...] = field(default_factory=tuple)
+
+    @property
+    def clauses(self) -> tuple[Clause, ...]:
+        """Every clause of every alternative, in order."""
+        return tuple(c for alternative in self.alternatives for c in alternative)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -147,16 +155,26 @@ class Condition:
         return tuple(c.partition for c in self.clauses if c.partition is not None)
 
     def unmet(self, view: ClusterView, default_partition: int) -> list[str]:
-        """The clauses that do not hold in `view` ([] when the condition is met)."""
-        return [c.text() for c in self.clauses if not c.holds(view, default_partition)]
+        """The clauses that do not hold in `view`, of every alternative ([] when one holds)."""
+        missing: list[str] = []
+        for alternative in self.alternatives:
+            unmet = [c.text() for c in alternative if not c.holds(view, default_partition)]
+            if not unmet:
+                return []
+            missing += unmet
+        return missing
 
 
 def parse_condition(text: str) -> Condition:
     """Parse an `after:` condition; ConditionError naming the bad clause and the syntax."""
-    clauses = [part.strip() for part in re.split(r"\s+and(?:\s+|$)", text.strip())]
-    if not text.strip() or any(not part for part in clauses):
+    alternatives = [
+        [part.strip() for part in re.split(r"\s+and(?:\s+|$)", alternative.strip())]
+        for alternative in re.split(r"\s+or(?:\s+|$)", text.strip())
+    ]
+    if not text.strip() or any(not part for clauses in alternatives for part in clauses):
         raise ConditionError(f"empty condition or clause in {text!r}; {CONDITION_HELP}")
-    return Condition(text.strip(), tuple(_parse_clause(part) for part in clauses))
+    parsed = tuple(tuple(_parse_clause(part) for part in clauses) for clauses in alternatives)
+    return Condition(text.strip(), parsed)
 
 
 def _parse_clause(text: str) -> Clause:

@@ -5,7 +5,11 @@ partition's leadership, within a gap drawn by chance. Replayed on the clock alon
 schedule meets that state only some of the time, and a shrinker cannot tell a needed step from
 a lucky one. Pinned, each fault step aimed at a role of a partition waits (`after:`) until
 that partition shows what the nemesis read just before injecting it in the run: as many ISR
-members, and a leader or none. The race becomes a state the replay waits for.
+members, and a leader or none. The race becomes a state the replay waits for. A state that
+was passing (ISR members a heal brought back rejoin within a second) may be gone before the
+replay's step comes, so a pin waits at most PIN_GRACE_S past the step's time and then acts on
+the clock, as an unpinned replay would (`... or after_s(X)`); a step with a condition of its
+own waits for both, as long as that condition may.
 
 A step is left as it was when the run holds no reading for it: a heal, a step on a node not
 chosen by a partition role (a coordinator, the controller, every broker), a step that did
@@ -16,11 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from harness.chaos.conditions import parse_condition
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.rundir.events import FaultStart
 
-__all__ = ["pin"]
+__all__ = ["PIN_GRACE_S", "pin"]
+
+PIN_GRACE_S = 5.0  # how long past its time a pinned step waits for its state before acting
 
 
 def _state_met(start: FaultStart) -> str | None:
@@ -52,7 +59,21 @@ def pin(steps: Sequence[FaultStep], starts: Iterable[FaultStart]) -> tuple[Fault
         if condition is None:
             out.append(step)
             continue
-        after = condition if step.after is None else f"{step.after} and {condition}"
+        if step.after is None:
+            after = f"{condition} or after_s({_fallback_s(steps, index):g})"
+        else:  # each of its own alternatives and the state
+            own = parse_condition(step.after).alternatives
+            after = " or ".join(
+                " and ".join([*(c.text() for c in clauses), condition]) for clauses in own
+            )
         # Validated again: the condition is parsed, as a file's would be.
         out.append(FaultStep.model_validate({**step.model_dump(by_alias=True), "after": after}))
     return tuple(out)
+
+
+def _fallback_s(steps: Sequence[FaultStep], index: int) -> float:
+    """after_s's seconds (counted from when the step before finished) that come PIN_GRACE_S
+    past step `index`'s time: its gap from the step before, plus the grace."""
+    here, before = steps[index].at_s, steps[index - 1].at_s if index else 0.0
+    gap = here - before if here is not None and before is not None else 0.0
+    return round(max(gap, 0.0) + PIN_GRACE_S, 3)

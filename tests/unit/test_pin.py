@@ -1,7 +1,8 @@
 """A run's schedule pinned to the states its faults met (harness/experiment/pin.py): each
 fault step on a partition's role waits for exactly the ISR size and leader presence the
-nemesis read before injecting it; every other step, and a step whose reading is missing or
-from another schedule, is left as it was; the pinned schedule is a valid experiment file."""
+nemesis read before injecting it, for at most PIN_GRACE_S past its time; every other step,
+and a step whose reading is missing or from another schedule, is left as it was; the pinned
+schedule is a valid experiment file."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from harness.experiment.from_run import cell_of_run, experiment_document, steps_
 from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.model import FaultStep
-from harness.experiment.pin import pin
+from harness.experiment.pin import PIN_GRACE_S, pin
 from harness.experiment.plan import schedule_for
 from harness.rundir.events import FaultStart
 from harness.settings import REPO_ROOT
@@ -27,9 +28,13 @@ CELL = expand(load_experiment(REPO_ROOT / "experiments" / "nemesis-generic.yaml"
 REPLICAS = (1, 2, 3)
 
 
-def _view(leader: int | None, isr: tuple[int, ...], partition: int) -> ClusterView:
-    """The cluster as a condition reads it, `partition` led by `leader` with `isr`."""
-    return ClusterView({partition: leader}, {partition: isr}, frozenset(REPLICAS), {}, {}, 0.0)
+def _view(
+    leader: int | None, isr: tuple[int, ...], partition: int, since_s: float = 0.0
+) -> ClusterView:
+    """The cluster as a condition reads it, `partition` led by `leader` with `isr`, `since_s`
+    after the step before finished."""
+    brokers = frozenset(REPLICAS)
+    return ClusterView({partition: leader}, {partition: isr}, brokers, {}, {}, since_s)
 
 
 @st.composite
@@ -84,6 +89,11 @@ def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.D
         other = isr + missing[:1] if missing else isr[:-1]
         assert condition.unmet(_view(leader, other, p), p)
         assert condition.unmet(_view(None if leader else (isr or REPLICAS)[0], isr, p), p)
+        # ... for at most PIN_GRACE_S past its time, counted from the step before's.
+        before_s = steps[index - 1].at_s or 0.0 if index else 0.0
+        grace_s = round((before.at_s or 0.0) - before_s + PIN_GRACE_S, 3)  # whole ms
+        assert not condition.unmet(_view(leader, other, p, since_s=grace_s), p)
+        assert condition.unmet(_view(leader, other, p, since_s=grace_s - 0.01), p)
 
 
 def test_readings_of_another_schedule_pin_nothing():
@@ -110,3 +120,14 @@ def test_a_pinned_schedule_is_a_valid_experiment_file_that_runs_it():
     (cell,) = expand(parse_experiment(experiment_document(spec, pinned)))
     assert cell.spec.faults.schedule == list(pinned)
     assert cell_of_run(spec, pinned).spec.faults.schedule == list(pinned)
+
+
+def test_a_step_with_its_own_condition_waits_for_it_and_its_state_with_no_fallback():
+    steps = list(schedule_for(CELL, 7))
+    index = next(i for i, s in enumerate(steps) if s.target in PARTITION_TARGETS and not s.heals)
+    own = "after_s(1) or isr_size(0) == 3"
+    steps[index] = steps[index].model_copy(update={"after": own})
+    start = _start(index, steps[index], (1, (1,), False), 0)
+    after = pin(steps, [start])[index].after
+    state = "isr_size(0) == 1 and has_leader(0)"  # the partition its reading named
+    assert after == f"after_s(1) and {state} or isr_size(0) == 3 and {state}"

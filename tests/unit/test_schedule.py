@@ -91,6 +91,11 @@ def view(**changes: Any) -> ClusterView:
         ("after_s(4.5)", False),
         ("isr_size(0) == 3 and leader_changed(1)", True),
         ("isr_size(0) == 3 and leader_changed(0)", False),
+        # `and` binds tighter than `or`.
+        ("isr_size(0) == 1 or after_s(4)", True),
+        ("isr_size(0) == 1 or after_s(5)", False),
+        ("leader_changed(0) and after_s(1) or isr_size(1) == 1", True),
+        ("isr_size(1) == 1 and leader_changed(0) or after_s(9)", False),
     ],
 )
 def test_a_condition_is_evaluated_against_a_view(text: str, met: bool):
@@ -100,6 +105,12 @@ def test_a_condition_is_evaluated_against_a_view(text: str, met: bool):
 def test_unmet_names_the_clauses_still_false():
     condition = parse_condition("isr_size(0) == 1 and has_leader(1) and after_s(9)")
     assert condition.unmet(view(), 0) == ["isr_size(0) == 1", "after_s(9)"]
+
+
+def test_unmet_names_the_false_clauses_of_every_alternative_until_one_holds():
+    condition = parse_condition("isr_size(0) == 1 and has_leader(1) or after_s(9)")
+    assert condition.unmet(view(), 0) == ["isr_size(0) == 1", "after_s(9)"]
+    assert condition.unmet(view(since_previous_s=9.0), 0) == []
 
 
 def test_without_metadata_only_time_is_known():
@@ -126,6 +137,8 @@ def test_a_node_no_longer_registered_fails_registered():
         ("after_s(1, 2)", "one number"),
         ("isr_sise(0) == 1", "cannot read"),
         ("isr_size(0) == 1 and ", "empty condition or clause"),
+        ("isr_size(0) == 1 or ", "empty condition or clause"),
+        ("or after_s(1)", "cannot read"),
     ],
 )
 def test_a_bad_condition_says_what_is_wrong(text: str, fragment: str):
