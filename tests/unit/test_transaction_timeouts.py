@@ -150,3 +150,29 @@ def test_the_three_answers_to_a_commit_that_timed_out(tmp_path):
 )
 def test_any_script_ends_as_documented(tmp_path_factory, intent, must_abort, on_timeout, script):
     judge(tmp_path_factory.mktemp("end"), intent, must_abort, on_timeout, script)
+
+
+class LostException(Scripted):
+    """confluent-kafka's flush when a delivery callback's exception was lost in the binding."""
+
+    def flush(self, timeout: float) -> int:
+        self.trace.append("flush:SystemError")
+        raise SystemError("<method 'flush' of 'cimpl.Producer' objects> returned NULL")
+
+
+def test_a_flush_that_loses_its_exception_still_aborts_the_transaction(tmp_path):
+    plan = TransactionPlan(
+        size=3, abort_every=None, abort_ratio=None, seed=1, timeout_ms=10_000,
+        send_offsets=False, partitions=1, on_timeout=OnTimeout("retry"),
+    )  # fmt: skip
+    workload = Workload(rate=None, duration_s=None, count=3, message_bytes=40, keys=1)
+    recorder = TransactionalRecorder("127.0.0.1:1", "t", {}, workload, plan, tmp_path)
+    client = LostException(())
+    try:
+        outcome, error, fatal = recorder._end(client, Intent("abort"), 0)
+    finally:
+        recorder.journal.close()
+        recorder.transactions.close()
+    assert client.trace == ["flush:SystemError", "abort:ok"]
+    assert (outcome, fatal) == (TxnOutcome.ABORTED, False)
+    assert "flush before the abort: " in error

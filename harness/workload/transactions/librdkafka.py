@@ -339,7 +339,10 @@ class TransactionalRecorder:
                 if doing == intent == Intent.ABORT and not abort:
                     # Deliver first: aborting purges what the client still holds, and an
                     # abort that never reached the log gives read_committed nothing to filter.
-                    producer.flush(self.END_TIMEOUT_S)
+                    try:
+                        producer.flush(self.END_TIMEOUT_S)
+                    except SystemError as exc:  # the binding lost a callback's exception
+                        errors.append(f"flush before the abort: {exc}")
                 producer.abort_transaction(self.END_TIMEOUT_S)
                 # An abort after a commit that raised a retriable error: the first commit may
                 # have reached the coordinator, so the outcome is not known.
