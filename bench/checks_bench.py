@@ -45,9 +45,8 @@ import numpy as np
 
 from analysis.checks import transactions
 from analysis.checks.cycles import cycle_facts
-from analysis.checks.liveness import records_by_partition
 from analysis.checks.messages import RunInput, check_run
-from analysis.checks.polls import MemberStart, poll_facts
+from analysis.checks.polls import FinalLog, MemberStart, poll_facts
 from analysis.checks.transactions import ABORTED, COMMITTED, UNKNOWN, MessageView, Transactions
 from analysis.model.anomalies import AnomalyName
 from analysis.model.cycles import TxnReads
@@ -190,7 +189,11 @@ def _members(readback: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[Member
             )
             for p in np.unique(partition[mine]).tolist()
         }
-        starts.append(MemberStart(member, partition[journal], offset[journal], ts, breaks))
+        starts.append(
+            MemberStart(
+                member, partition[journal], offset[journal], ts, breaks, msg_id=ids[journal]
+            )
+        )
     return starts
 
 
@@ -215,8 +218,8 @@ def check_cycles(h: History) -> dict[str, int]:
 
 def check_polls(h: History) -> dict[str, int]:
     """Poll skips and non-monotonic polls of the members."""
-    _, partition, offset = h.readback
-    return poll_facts(h.members, records_by_partition(partition, offset)).counts
+    ids, partition, offset = h.readback
+    return poll_facts(h.members, FinalLog.of(partition, offset, ids)).counts
 
 
 def check_transactions(h: History) -> dict[str, int]:

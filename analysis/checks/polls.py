@@ -20,6 +20,12 @@ reads). A skip there is a record no committed transaction read although a later 
 it; each such step also counts the skipped records an aborted transaction of the reader read
 (`read_by_aborted`, KAFKA-17582's evidence: a reader that was not rewound after the abort).
 
+A step one of whose two records the read-back no longer holds at its offset (another record
+there, or none) was taken on a log since rewritten under the member, by an unclean election
+or a lost tail: the read-back cannot say what that log held between the two, so the step is
+counted apart (`poll_steps_rewritten`) and belongs to neither class. The rewrite itself is
+`inconsistent_reads` (analysis.checks.offset_reads), judged by the loss rule.
+
 In before-process mode a batch whose commit failed is never processed (at-most-once), so a
 failed commit of the partition between the two records breaks the pair as well. Rebalances,
 resets and restarts are what the consumer_reprocessed/unprocessed and `reset` checks judge:
@@ -42,6 +48,7 @@ import pyarrow.compute as pc
 from analysis.checks.arrays import filled_ints
 from analysis.checks.check import RunFacts
 from analysis.checks.liveness import records_by_partition
+from analysis.checks.messages.columns import NO_ID
 from analysis.checks.transactions import (
     ABORTED,
     COMMITTED,
@@ -64,6 +71,7 @@ if TYPE_CHECKING:
     from analysis.checks.history import RunHistory
 
 __all__ = [
+    "FinalLog",
     "MemberStart",
     "PollCheck",
     "member_starts",
@@ -85,29 +93,74 @@ class MemberStart:
     breaks: dict[int, np.ndarray] | None  # partition → stamps that break a pair, ascending
     # partition → the offsets aborted transactions read there, ascending (the reader only)
     aborted: dict[int, np.ndarray] | None = None
+    msg_id: np.ndarray | None = None  # the message of each record (NO_ID: not ours); None: unread
 
 
-def poll_facts(starts: Iterable[MemberStart], records: dict[int, np.ndarray]) -> PollFacts:
-    """The two classes over every member start; `records`: partition → the offsets of the
-    final read-back's records there, ascending."""
+@dataclass(frozen=True)
+class FinalLog:
+    """The final read-back by partition: its records' distinct offsets, ascending, and every
+    record read (offset ascending, repeated where it contradicts itself) with its msg_id."""
+
+    offsets: dict[int, np.ndarray]
+    records: dict[int, tuple[np.ndarray, np.ndarray]]  # partition → (offsets, msg_ids)
+
+    @classmethod
+    def of(cls, partition: np.ndarray, offset: np.ndarray, msg_id: np.ndarray) -> FinalLog:
+        """The read-back's records given as three aligned arrays (msg_id NO_ID: not ours)."""
+        records = {}
+        for p in np.unique(partition).tolist():
+            mine = np.flatnonzero(partition == p)
+            order = mine[np.argsort(offset[mine], kind="stable")]
+            records[int(p)] = (offset[order].astype(np.int64), msg_id[order].astype(np.int64))
+        return cls(records_by_partition(partition, offset), records)
+
+    def holds(self, partition: int, offset: int, msg_id: int) -> bool:
+        """Whether the read-back holds message `msg_id` at the partition's `offset`."""
+        offsets, ids = self.records.get(partition, (np.zeros(0, np.int64),) * 2)
+        low, high = np.searchsorted(offsets, [offset, offset + 1])
+        return bool(np.any(ids[low:high] == msg_id))
+
+
+def poll_facts(starts: Iterable[MemberStart], final: FinalLog) -> PollFacts:
+    """The two classes over every member start against the final read-back, and the steps
+    taken on a log since rewritten (module docstring)."""
     skips: list[PollStep] = []
     backwards: list[PollStep] = []
-    unjournalled = 0
+    unjournalled = rewritten = 0
     for start in starts:
         if start.breaks is None:
             unjournalled += len(start.offset) > 0
             continue
-        for step in steps_of(start, records):
-            if step.backwards:
+        for step, rows in _steps(start, final.offsets):
+            if _rewritten(step, rows, start, final):
+                rewritten += 1
+            elif step.backwards:
                 backwards.append(step)
             elif step.skipped:
                 skips.append(step)
-    return PollFacts(tuple(skips), tuple(backwards), unjournalled)
+    return PollFacts(tuple(skips), tuple(backwards), unjournalled, rewritten)
+
+
+def _rewritten(step: PollStep, rows: tuple[int, int], start: MemberStart, final: FinalLog) -> bool:
+    """Whether the read-back no longer holds the message the member read at one of the step's
+    two offsets (`rows`: the two records' rows in the start's journal)."""
+    if start.msg_id is None:
+        return False
+    ends = zip((step.from_offset, step.to_offset), start.msg_id[list(rows)].tolist(), strict=True)
+    return not all(final.holds(step.partition, offset, msg) for offset, msg in ends)
 
 
 def steps_of(start: MemberStart, records: dict[int, np.ndarray]) -> Iterable[PollStep]:
     """Every step of a start that no break interrupts, backwards or skipping a record (a step
-    to the next record the read-back holds is neither, and is left out)."""
+    to the next record the read-back holds is neither, and is left out); `records`: partition
+    → the read-back's offsets there, ascending."""
+    return (step for step, _ in _steps(start, records))
+
+
+def _steps(
+    start: MemberStart, records: dict[int, np.ndarray]
+) -> Iterable[tuple[PollStep, tuple[int, int]]]:
+    """steps_of's steps, each with its two records' rows in the start's journal."""
     breaks = start.breaks or {}
     none = np.zeros(0, dtype=np.int64)
     for partition in np.unique(start.partition).tolist():
@@ -124,7 +177,8 @@ def steps_of(start: MemberStart, records: dict[int, np.ndarray]) -> Iterable[Pol
             skipped = max(int(between[i]), 0)
             at, low, high = int(ts[i + 1]), int(first[i]), int(second[i])
             by_aborted = None if aborted is None else _strictly_between(aborted, low, high)
-            yield PollStep(partition, start.consumer, at, low, high, skipped, by_aborted)
+            step = PollStep(partition, start.consumer, at, low, high, skipped, by_aborted)
+            yield step, (int(mine[i]), int(mine[i + 1]))
 
 
 def _strictly_between(sorted_offsets: np.ndarray, low: int, high: int) -> int:
@@ -157,6 +211,7 @@ def reader_start(txns: Transactions, reads: pa.Table | None) -> MemberStart | No
         filled_ints(reads["ts_us"], -1)[kept],
         {p: unknown_begins for p in partitions},
         {p: np.sort(offset[by_aborted & (partition == p)]) for p in partitions},
+        filled_ints(reads["msg_id"], NO_ID)[kept],
     )
 
 
@@ -179,6 +234,7 @@ def member_starts(run_dir: Path, commit: CommitMode | None) -> Iterable[MemberSt
             filled_ints(processed["offset"], -1),
             filled_ints(processed["ts_us"], -1),
             _breaks(stamps) if changes.num_rows else None,
+            msg_id=filled_ints(processed["msg_id"], NO_ID),
         )
 
 
@@ -208,7 +264,8 @@ class PollCheck:
             starts += member_starts(run.run_dir, commit)
         if (reader := _reader(run)) is not None:
             starts.append(reader)
-        polls = poll_facts(starts, records_by_partition(run.reads.partition, run.reads.offset))
+        reads = run.reads
+        polls = poll_facts(starts, FinalLog.of(reads.partition, reads.offset, reads.msg_id))
         return RunFacts(counts=polls.counts, examples=polls.examples(MAX_EXAMPLES))
 
 

@@ -14,7 +14,7 @@ from analysis.judge.known_bugs import first_shown
 from analysis.judge.outcomes import EXAMPLES_IN_REASON, Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
-from analysis.model.polls import READER, SKIPS_AFTER_ABORT, UNJOURNALLED_STARTS
+from analysis.model.polls import READER, REWRITTEN_STEPS, SKIPS_AFTER_ABORT, UNJOURNALLED_STARTS
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 
@@ -158,6 +158,13 @@ def judge_liveness(
         detail = (
             f"poll skips and backward polls not judged for {unjournalled} member starts "
             "without an assignment journal (a harness before it)"
+        )
+        findings.append(Finding(AnomalyName.POLL_SKIP, Verdict.PASS, detail))
+    if rewritten := int(counts.get(REWRITTEN_STEPS, 0)):
+        detail = (
+            f"{rewritten} poll steps not judged: taken on a log since rewritten under the "
+            "member (the read-back holds another record, or none, at one of their two offsets), "
+            "so it cannot say what that log held between them; the rewrite is inconsistent_reads"
         )
         findings.append(Finding(AnomalyName.POLL_SKIP, Verdict.PASS, detail))
     lost_commits = tuple(examples.get(AnomalyName.COMMIT_LOST) or ())

@@ -9,7 +9,14 @@ from typing import Final
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow, ExampleRows
 
-__all__ = ["READER", "SKIPS_AFTER_ABORT", "UNJOURNALLED_STARTS", "PollFacts", "PollStep"]
+__all__ = [
+    "READER",
+    "REWRITTEN_STEPS",
+    "SKIPS_AFTER_ABORT",
+    "UNJOURNALLED_STARTS",
+    "PollFacts",
+    "PollStep",
+]
 
 READER: Final = -1  # the `consumer` of the transactions' reader's steps (analysis.checks.polls)
 
@@ -19,6 +26,11 @@ UNJOURNALLED_STARTS: Final = "poll_starts_unjournalled"
 # The other fact: the transactions' reader's skips that passed over records only its aborted
 # transactions read (KAFKA-17582's pattern), judged all alike beyond the examples.
 SKIPS_AFTER_ABORT: Final = "poll_skips_after_abort"
+# And the steps taken on a log since rewritten under the member (an unclean election, a lost
+# tail): one of their two records is not the read-back's at its offset, so the read-back
+# cannot say what the member's log held between them. In neither class; the rewrite itself is
+# `inconsistent_reads`.
+REWRITTEN_STEPS: Final = "poll_steps_rewritten"
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class PollFacts:
     skips: tuple[PollStep, ...] = ()
     backwards: tuple[PollStep, ...] = ()
     unjournalled_starts: int = 0
+    rewritten: int = 0  # steps on a log since rewritten (REWRITTEN_STEPS)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -70,6 +83,7 @@ class PollFacts:
             AnomalyName.NONMONOTONIC_POLL: len(self.backwards),
             UNJOURNALLED_STARTS: self.unjournalled_starts,
             SKIPS_AFTER_ABORT: sum(s.after_abort for s in self.skips),
+            REWRITTEN_STEPS: self.rewritten,
         }
 
     def examples(self, limit: int) -> ExampleRows:
