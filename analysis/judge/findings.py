@@ -42,7 +42,8 @@ class LossContext:
 
     events: RunEvidence
     origin_us: float
-    # The loss figure and offset_divergent → partition → count ("unknown": no partition).
+    # The loss figure, offset_divergent and nonmonotonic_send → partition → count ("unknown":
+    # no partition, or not all shown).
     partitions: Mapping[Subject, PartitionCounts]
     config: CellConfig | None = None
     run_dir: str = ""
@@ -53,6 +54,7 @@ class LossContext:
 MECHANISM_WORDS: Final[Mapping[Subject, str]] = {
     CountName.LOSS: "loss",
     AnomalyName.OFFSET_DIVERGENT: "rewriting of acknowledged offsets",
+    AnomalyName.NONMONOTONIC_SEND: "offsets handed again to later sends",
 }
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, Literal
 
+from analysis.judge.broker_logs import log_evidence
 from analysis.judge.guarantees import (
     ALLOWED,
     FORBIDDEN_UNLESS_ISR_SHRANK,
@@ -37,27 +36,22 @@ from analysis.judge.history import (
 )
 from analysis.judge.known_bugs import first_shown
 from analysis.model.anomalies import CountName
-from harness.rundir import layout
 from harness.rundir.config import CellConfig
 from harness.rundir.fault_classes import ALL_POWER_LOSS
 
 __all__ = [
     "PARTITION_EVIDENCE",
     "PartitionJudgement",
+    "caches_lost",
     "judge_partition",
-    "log_evidence",
 ]
 
 Outcome = Literal["allowed", "known-bug", "unknown", "violation"]
-LOG_LINES_SCANNED: Final = 2_000_000  # per node log: bounded work on a huge log
 # How brokers log an ISR shrink: the leader's request (every release) and its outcome (2.7+).
 ISR_SHRINK_NEEDLES: Final = ("Shrinking ISR", "ISR updated to")
 # How an unclean election is logged: the KRaft controller, and the ZooKeeper-mode controller.
 UNCLEAN_NEEDLES: Final = ("UNCLEAN partition change", "There's potential data loss")
 FAST_FAILOVER_S: Final = 60.0  # two leader changes this close count as successive failovers
-# A truncation to offset 0 is what every follower logs when the partition is created: quoted
-# only when nothing else matches.
-_EMPTY_LOG: Final = re.compile(r"to offset 0\b")
 
 
 @dataclass(frozen=True)
@@ -256,6 +250,19 @@ def _every_cache_lost(history: PartitionHistory) -> tuple[FaultHit, ...]:
     return ()
 
 
+def caches_lost(history: PartitionHistory, config: CellConfig, origin_us: float) -> str:
+    """How the page caches of the partition's replicas were lost together, in words: every
+    replica's (a power loss of all, for this partition) or several within one outage
+    (_caches_lost_together); '' when neither, or when every append was fsynced."""
+    if config.fsync_each_message:
+        return ""
+    context = _Context(config, origin_us, "", "")
+    if every := _every_cache_lost(history):
+        hits = ", ".join(f"fault {h.fault_id} ({h.fault}) on {list(h.nodes)}" for h in every)
+        return f"the page cache of every replica of p{history.partition} lost ({hits})"
+    return _caches_lost_together(history, context)
+
+
 def _last_known_leader_elected(history: PartitionHistory, context: _Context) -> str:
     """The last replica standing, where the controller logged the unclean election of the
     last known leader (ELR's fallback when no replica is eligible)."""
@@ -277,38 +284,6 @@ PARTITION_EVIDENCE: Final[dict[str, Callable[[PartitionHistory, _Context], str]]
     "KIP-966": _last_replica_standing,
     "KIP-966 part 2": _last_known_leader_elected,
 }
-
-
-def log_evidence(run_dir: str, topic: str, partition: int, needles: Sequence[str]) -> str:
-    """The first broker-log line naming the partition and one of `needles`, as
-    '<node>: <line>'; '' when none does (or the logs were not kept)."""
-    folder = Path(run_dir) / layout.BROKER_LOGS
-    name = f"{topic}-{partition}"
-    if not needles or not folder.is_dir():
-        return ""
-    fallback = ""
-    for path in sorted(folder.glob("*.log")):
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            for number, line in enumerate(lines):
-                if number >= LOG_LINES_SCANNED:
-                    break
-                if _names_partition(line, name) and any(n in line for n in needles):
-                    found = f"{path.stem}: {line.strip()[:300]}"
-                    if not _EMPTY_LOG.search(line):
-                        return found
-                    fallback = fallback or found
-    return fallback
-
-
-def _names_partition(line: str, name: str) -> bool:
-    """True when `line` names partition `name` (chaos-1, not chaos-10)."""
-    start = line.find(name)
-    while start >= 0:
-        end = start + len(name)
-        if end == len(line) or not line[end].isdigit():
-            return True
-        start = line.find(name, end)
-    return False
 
 
 # ---------------------------------------------------------------------------------------------

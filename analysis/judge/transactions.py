@@ -25,6 +25,11 @@ judgement rules (same section):
   with unclean leader election enabled, KNOWN-BUG KAFKA-20716 after a logged unclean election
   (the lost marker holds it), else UNKNOWN (KAFKA-7408).
 
+Each of these violations is UNKNOWN instead where the page caches of several replicas of a
+partition it names were lost together (every replica's, or several within one outage): the
+writes that end a transaction, its markers and the coordinator's record, are then as durable
+as those caches, and Kafka documents no outcome for transactions in that case.
+
 A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
 read_uncommitted read-back) is UNKNOWN.
 """
@@ -36,8 +41,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Final
 
+from analysis.judge.broker_logs import log_evidence
+from analysis.judge.history import partition_histories
 from analysis.judge.known_bugs import first_shown
-from analysis.judge.mechanisms import UNCLEAN_NEEDLES, log_evidence
+from analysis.judge.mechanisms import UNCLEAN_NEEDLES, caches_lost
 from analysis.judge.outcomes import Examples, Finding, Verdict
 from analysis.model.anomalies import AnomalyName, CountName, Counts, anomaly
 from analysis.model.evidence import RunEvidence
@@ -282,12 +289,13 @@ def transaction_findings(
     examples: Examples | None = None,
     *,
     loss_is_violation: bool,
+    origin_us: float = 0.0,
 ) -> list[Finding]:
     """The findings of a transactional repetition (see the module docstring); `examples` are
-    the run's (with `txn`), quoted in the reasons."""
+    the run's (with `txn`), quoted in the reasons; `origin_us`: t=0 of its timeline."""
     if not is_transactional(config, counts):
         return []
-    run = _Run(config, counts, events, examples or {})
+    run = _Run(config, counts, events, examples or {}, origin_us)
     findings = _aborted_findings(run)
     if hidden := int(counts.get(CountName.TXN_COMMITTED_HIDDEN, 0)):
         findings.append(_hidden_finding(run, hidden))
@@ -311,6 +319,7 @@ class _Run:
     counts: Counts
     events: RunEvidence
     examples: Examples
+    origin_us: float = 0.0
 
     def quoted(self, name: AnomalyName, most: int = 3) -> tuple[Example, ...]:
         """The first `most` examples of a class, the ones a reason quotes."""
@@ -327,18 +336,37 @@ class _Run:
         """KNOWN-BUG when the first transactional bug that explains `name` (an anomaly class,
         or a fact such as hidden commits, which makes a finding about no class) on this release
         and client shows its pattern (read from the events and every example the check kept,
-        `witnesses`: those of `name` unless given); else VIOLATION, saying `detail`."""
+        `witnesses`: those of `name` unless given); else VIOLATION, saying `detail`, or
+        UNKNOWN where a partition they name lost several page caches together."""
         kept = self.examples.get(name) or () if witnesses is None else witnesses
         version, client = self.config.kafka_version, self.config.client
         found = first_shown(
             name, version, client, lambda bug: RUN_EVIDENCE[bug.reference](self.events, kept)
         )
         subject = name if isinstance(name, AnomalyName) else None
+        if found is None and (how := self.caches_lost(kept)):
+            detail = (
+                f"{detail}; but {how}: the writes that end a transaction (its markers, the "
+                "coordinator's record) are as durable as those caches, and Kafka documents "
+                "losing several at once only as a power loss of all, with no outcome for "
+                "transactions"
+            )
+            return Finding(subject, Verdict.UNKNOWN, detail, quoted)
         if found is None:
             return Finding(subject, Verdict.VIOLATION, detail, quoted)
         bug, evidence = found
         detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
         return Finding(subject, Verdict.KNOWN_BUG, detail, quoted)
+
+    def caches_lost(self, kept: Sequence[Example]) -> str:
+        """How several page caches of a partition the examples name (any partition, when they
+        name none) were lost together (mechanisms.caches_lost); '' when none were."""
+        histories = partition_histories(self.events) or {}
+        named = {e.partition for e in kept if e.partition is not None} or set(histories)
+        for p in sorted(p for p in named if p in histories):
+            if how := caches_lost(histories[p], self.config, self.origin_us):
+                return how
+        return ""
 
 
 def _hidden_finding(run: _Run, hidden: int) -> Finding:

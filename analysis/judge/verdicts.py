@@ -8,6 +8,7 @@ error as reason, never a crash.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -35,6 +36,7 @@ from analysis.judge.liveness import judge_liveness
 from analysis.judge.outcomes import (
     CellVerdict,
     Events,
+    Examples,
     Finding,
     RepetitionVerdict,
     Subject,
@@ -110,6 +112,9 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     partitions: dict[Subject, PartitionCounts] = {
         CountName.LOSS: result.loss_by_partition,
         AnomalyName.OFFSET_DIVERGENT: result.divergence_by_partition,
+        AnomalyName.NONMONOTONIC_SEND: _partitions_shown(
+            examples, counts, AnomalyName.NONMONOTONIC_SEND
+        ),
     }
     evidence = LossContext(
         events,
@@ -127,6 +132,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         events,
         examples,
         loss_is_violation=loss_finding.violation,
+        origin_us=evidence.origin_us,
     )
     findings = [
         _explained_by_transactions(loss_finding, transactional),
@@ -155,6 +161,16 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     )
 
 
+def _partitions_shown(examples: Examples, counts: Counts, name: AnomalyName) -> PartitionCounts:
+    """Partition → how many of a class's examples are there, when every one it counted is shown
+    (a send backwards is judged by what rewrote its partition, as the loss is); else all
+    "unknown", which the cell's rule judges."""
+    shown = examples.get(name) or ()
+    if len(shown) != counts.get(name, 0) or any(e.partition is None for e in shown):
+        return {"unknown": counts.get(name, 0)}
+    return dict(Counter(str(e.partition) for e in shown))
+
+
 def _unacknowledged(
     unknown: RepetitionVerdict,
     reason: str,
@@ -166,7 +182,12 @@ def _unacknowledged(
     transactions still show a finding that needs no acknowledgement (a transaction left open,
     an aborted read: every transaction may have been aborted by plan), which then decides."""
     findings = transaction_findings(
-        result.config, facts, events, result.examples, loss_is_violation=False
+        result.config,
+        facts,
+        events,
+        result.examples,
+        loss_is_violation=False,
+        origin_us=run_origin_us(result, events),
     )
     shown = [f for f in findings if f.verdict != Verdict.PASS]
     if not shown:

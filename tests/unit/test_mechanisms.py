@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from analysis.judge import verdicts
+from analysis.judge.broker_logs import log_evidence
 from analysis.judge.history import FaultHit, partition_fault_class, partition_histories
-from analysis.judge.mechanisms import log_evidence
 from analysis.judge.outcomes import Verdict
 from analysis.judge.verdicts import DEFAULT_FAIL_ON, exit_code
 from harness.rundir import layout

@@ -21,7 +21,8 @@ from analysis.judge.outcomes import Verdict
 from analysis.model.anomalies import AnomalyName
 from tests.examples import examples
 from tests.unit.reconcile_runs import T0_US, read, sent, write_run
-from tests.unit.verdict_runs import AP, CP, MIN1, judge_repetition, result
+from tests.unit.test_caches_lost_together import every_cache_lost
+from tests.unit.verdict_runs import AP, CP, MIN1, fault, judge_repetition, result, sample
 
 Send = tuple[int, int, int]  # msg_id, partition, acknowledged offset
 
@@ -150,13 +151,38 @@ def test_a_backward_send_violates_only_where_order_per_partition_is_promised() -
 
 def test_a_backward_send_where_loss_is_allowed_is_the_truncated_log_not_a_violation() -> None:
     """Idempotence promises order, but a power loss of all may truncate the log (loss allowed),
-    and the next sends take the freed offsets: counted and allowed, as the loss is."""
-    row = {"msg_id": 9, "partition": 2, "offset": 4, "from_offset": 7}
+    and the next sends take the freed offsets: counted and allowed, as the loss is (by the
+    partition's mechanism where its roles are known, else by the cell's class)."""
+    row = {"msg_id": 9, "partition": 0, "offset": 4, "from_offset": 7}
     examples_ = {"nonmonotonic_send": [row]}
     powered_off = {**CP, "fault_class": "all-power-loss"}
-    judged = judge_repetition(result(powered_off, nonmonotonic_send=1, examples=examples_), [])
+    unshown = {"nonmonotonic_send": [{**row, "partition": None}]}
+    judged = judge_repetition(result(powered_off, nonmonotonic_send=1, examples=unshown), [])
     assert judged.verdict != Verdict.VIOLATION
     assert any(
         "1 send backwards" in r and "allowed where loss is (a truncated log" in r
         for r in judged.reasons
     )
+    mixed = {**CP, "kafka_version": "3.4.0", "fault_class": "mixed"}
+    res = result(mixed, nonmonotonic_send=1, examples=examples_)
+    by_partition = judge_repetition(res, every_cache_lost())
+    assert by_partition.verdict != Verdict.VIOLATION
+    assert any("1 send backwards" in r and "power loss of all" in r for r in by_partition.reasons)
+
+
+def test_a_backward_send_is_judged_by_what_rewrote_its_partition() -> None:
+    """A send backwards takes an offset its partition's log gave up: judged, partition by
+    partition, by the mechanism that rewrote that log, as the loss is (under min.insync=1 the
+    ISR exception: a leader alone in the ISR when the fault struck may lose its tail)."""
+    row = {"msg_id": 9, "partition": 1, "offset": 4, "from_offset": 7}
+    res = result(MIN1, nonmonotonic_send=1, examples={"nonmonotonic_send": [row]})
+    elsewhere = [sample(1, [1], partition=0), *fault(5, 8)]  # p0's ISR shrank, not p1's
+    assert judge_repetition(res, elsewhere).verdict == Verdict.VIOLATION
+    here = [sample(1, [1], partition=1), *fault(5, 8)]
+    judged = judge_repetition(res, here)
+    assert judged.verdict != Verdict.VIOLATION
+    assert any("1 send backwards" in r and "p1" in r for r in judged.reasons)
+    # More sends backwards than the examples show: their partitions are unknown, and the
+    # cell's rule judges them all (here: some partition's ISR shrank).
+    unshown = result(MIN1, nonmonotonic_send=2, examples={"nonmonotonic_send": [row]})
+    assert judge_repetition(unshown, elsewhere).verdict != Verdict.VIOLATION
