@@ -176,8 +176,10 @@ def record(
     seed: int,
     minutes: float | None,
     nemesis: Nemesis = Nemesis(),
+    also: dict[str, float] | None = None,
 ) -> None:
-    """Append one search's outcome to the results file."""
+    """Append one search's outcome to the results file; `also`: the other known bugs its
+    chunks showed, each with the minutes of workload to its first."""
     line = {
         "key": key_of(row, cell, seed, nemesis),
         "reference": row.reference,
@@ -186,6 +188,7 @@ def record(
         "seed": seed,
         "nemesis": nemesis.label,
         "minutes_to_first": minutes,
+        "also_found": also or {},
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
     }
     with results.open("a") as out:
@@ -199,9 +202,12 @@ def searches(rows: Sequence[Row], seeds: int) -> Iterator[tuple[Row, int]]:
             yield row, seed
 
 
-def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float | None:
-    """Minutes of workload until a chunk is judged KNOWN-BUG with the row's reference; None
-    when --cap-minutes pass first."""
+def _search(
+    row: Row, cell: Any, seed: int, args: argparse.Namespace
+) -> tuple[float | None, dict[str, float]]:
+    """Minutes of workload until a chunk is judged KNOWN-BUG with the row's reference (None
+    when --cap-minutes pass first), and the other known bugs the chunks showed on the way,
+    each with the minutes to its first."""
     from harness.experiment.load import parse_experiment
     from harness.experiment.matrix import expand
     from harness.experiment.plan import schedule_for
@@ -218,6 +224,7 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
     # --chunk N: that chunk alone, its workload counted after the N before it.
     chunk = args.chunk or 0
     minutes = chunk * args.chunk_minutes
+    also: dict[str, float] = {}
     while minutes + args.chunk_minutes <= args.cap_minutes:
         chunk_seed = seed * 1000 + chunk
         search = f"seed-{seed}" + "".join(f"-{w}" for w in args.nemesis.label.split(", ")[1:])
@@ -230,13 +237,17 @@ def _search(row: Row, cell: Any, seed: int, args: argparse.Namespace) -> float |
         verdict, result = judge_run(run_dir)
         outcome = outcome_of(verdict, result)
         shown = ", ".join(sorted(outcome.classes)) or "no class"
-        print(f"  {run_dir}: {outcome.verdict} ({shown})", flush=True)
-        if row.reference in bugs_shown(verdict):  # an UNKNOWN stall beside it hides nothing
-            return minutes
+        bugs = bugs_shown(verdict)
+        named = f"; known bugs {', '.join(sorted(bugs))}" if bugs else ""
+        print(f"  {run_dir}: {outcome.verdict} ({shown}){named}", flush=True)
+        for other in bugs - {row.reference}:
+            also.setdefault(other, minutes)
+        if row.reference in bugs:  # an UNKNOWN stall beside it hides nothing
+            return minutes, also
         if args.chunk is not None:
             break
         chunk += 1
-    return None
+    return None, also
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -282,11 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             if args.chunk is None and key_of(row, cell.name, seed, args.nemesis) in done:
                 continue
-            minutes = _search(row, cell, seed, args)
+            minutes, also = _search(row, cell, seed, args)
             if args.chunk is not None:
                 continue
-            record(args.results, row, cell.name, seed, minutes, args.nemesis)
+            record(args.results, row, cell.name, seed, minutes, args.nemesis, also)
             shown = "not found" if minutes is None else f"{minutes:g} min"
+            shown += "".join(f"; {ref} at {m:g} min" for ref, m in sorted(also.items()))
             print(f"{row.reference} {cell.name} seed {seed}: {shown}", flush=True)
     return 0
 

@@ -71,7 +71,7 @@ def test_a_search_on_record_is_not_run_again_and_a_torn_line_is_ignored(tmp_path
     row = module.Row("KAFKA-17582", "experiments/known-bugs/KAFKA-17582.yaml", "*")
     assert module.done_keys(results) == set()
     module.record(results, row, "cell-a", 0, 7.5)
-    module.record(results, row, "cell-a", 1, None)
+    module.record(results, row, "cell-a", 1, None, also={"KIP-966 part 2": 2.5})
     with results.open("a") as out:
         out.write('{"key": "torn')
     assert module.done_keys(results) == {
@@ -80,6 +80,8 @@ def test_a_search_on_record_is_not_run_again_and_a_torn_line_is_ignored(tmp_path
     }
     lines = [json.loads(line) for line in results.read_text().splitlines()[:2]]
     assert [line["minutes_to_first"] for line in lines] == [7.5, None]
+    # The other known bugs a search's chunks showed, with the minutes to each one's first.
+    assert [line["also_found"] for line in lines] == [{}, {"KIP-966 part 2": 2.5}]
 
 
 def test_a_chunk_starts_in_an_empty_directory(tmp_path):
