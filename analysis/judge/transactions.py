@@ -25,10 +25,8 @@ judgement rules (same section):
   with unclean leader election enabled, KNOWN-BUG KAFKA-20716 after a logged unclean election
   (the lost marker holds it), else UNKNOWN (KAFKA-7408).
 
-Each of these violations is UNKNOWN instead where the page caches of several replicas of a
-partition it names were lost together (every replica's, or several within one outage): the
-writes that end a transaction, its markers and the coordinator's record, are then as durable
-as those caches, and Kafka documents no outcome for transactions in that case.
+Each violation is UNKNOWN instead where several page caches of a partition it names were lost
+together before it (docs/kafka-reliability.md says why).
 
 A repetition whose transactional record is in doubt (no transactions.parquet, an incomplete
 read_uncommitted read-back) is UNKNOWN.
@@ -36,6 +34,7 @@ read_uncommitted read-back) is UNKNOWN.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -345,11 +344,10 @@ class _Run:
         )
         subject = name if isinstance(name, AnomalyName) else None
         if found is None and (how := self.caches_lost(kept)):
+            why = "the writes that end a transaction (markers, the coordinator's record) are as"
             detail = (
-                f"{detail}; but {how}: the writes that end a transaction (its markers, the "
-                "coordinator's record) are as durable as those caches, and Kafka documents "
-                "losing several at once only as a power loss of all, with no outcome for "
-                "transactions"
+                f"{detail}; but {how}: {why} durable as those caches, and Kafka documents losing "
+                "several at once only as a power loss of all, with no outcome for transactions"
             )
             return Finding(subject, Verdict.UNKNOWN, detail, quoted)
         if found is None:
@@ -360,11 +358,14 @@ class _Run:
 
     def caches_lost(self, kept: Sequence[Example]) -> str:
         """How several page caches of a partition the examples name (any partition, when they
-        name none) were lost together (mechanisms.caches_lost); '' when none were."""
+        name none) were lost together before the last moment the examples show, if they show
+        one (mechanisms.caches_lost); '' when none were."""
         histories = partition_histories(self.events) or {}
         named = {e.partition for e in kept if e.partition is not None} or set(histories)
+        until = max((t for e in kept for t in (e.to_us, e.at_us) if t), default=math.inf)
         for p in sorted(p for p in named if p in histories):
-            if how := caches_lost(histories[p], self.config, self.origin_us):
+            before = tuple(h for h in histories[p].hits if h.ts_us <= until)
+            if how := caches_lost(replace(histories[p], hits=before), self.config, self.origin_us):
                 return how
         return ""
 
@@ -463,12 +464,8 @@ def _hanging_finding(run: _Run) -> Finding | None:
 
 def _shown(rows: Sequence[Example]) -> str:
     """' (e.g. txn 4: msg_id 21 at p0@7, ...)' for the examples quoted, or ''."""
-    if not rows:
-        return ""
-    shown = ", ".join(
-        f"txn {row.txn}: msg_id {row.msg_id} at p{row.partition}@{row.offset}" for row in rows
-    )
-    return f" (e.g. {shown})"
+    shown = ", ".join(f"txn {r.txn}: msg_id {r.msg_id} at p{r.partition}@{r.offset}" for r in rows)
+    return f" (e.g. {shown})" if rows else ""
 
 
 def _aborted_findings(run: _Run) -> list[Finding]:

@@ -13,7 +13,7 @@ from analysis.model.evidence import RunEvidence
 from analysis.model.results import Example
 from harness.rundir.config import CellConfig
 from tests.unit.test_caches_lost_together import every_cache_lost, two_caches_lost
-from tests.unit.test_mechanisms import sample, start
+from tests.unit.test_mechanisms import sample, start, us
 
 S = 1_000_000
 
@@ -59,3 +59,24 @@ def test_an_aborted_read_with_one_cache_lost_or_every_append_fsynced_is_a_violat
     assert fsynced.verdict == Verdict.VIOLATION
     [bare] = aborted_read([])
     assert bare.verdict == Verdict.VIOLATION
+
+
+def test_a_transaction_left_open_before_the_caches_were_lost_stays_a_violation() -> None:
+    """Only losses before the last moment an example shows can explain it."""
+    cell = CellConfig(kafka_version="4.3.1", client="java 4.3.1", transactions=True)
+    counts = {CountName.TXN_COMMITTED: 3, AnomalyName.TXN_HANGING: 1}
+
+    def hanging(until_s: float) -> Verdict:
+        held = Example(partition=0, offset=5, from_us=us(1), to_us=us(until_s))
+        found = transaction_findings(
+            cell,
+            counts,
+            RunEvidence.coerce(every_cache_lost()),
+            {AnomalyName.TXN_HANGING: [held]},
+            loss_is_violation=False,
+        )
+        (finding,) = [f for f in found if f.anomaly == AnomalyName.TXN_HANGING]
+        return finding.verdict
+
+    assert hanging(until_s=5) == Verdict.VIOLATION
+    assert hanging(until_s=200) == Verdict.UNKNOWN
