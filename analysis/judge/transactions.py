@@ -343,7 +343,9 @@ class _Run:
             name, version, client, lambda bug: RUN_EVIDENCE[bug.reference](self.events, kept)
         )
         subject = name if isinstance(name, AnomalyName) else None
-        if found is None and (how := self.caches_lost(kept)):
+        # A hold is seen while it lasts; the others at the read-back, after every fault.
+        held = [e.to_us for e in kept if e.to_us] if name == AnomalyName.TXN_HANGING else []
+        if found is None and (how := self.caches_lost(kept, max(held, default=math.inf))):
             why = "the writes that end a transaction (markers, the coordinator's record) are as"
             detail = (
                 f"{detail}; but {how}: {why} durable as those caches, and Kafka documents losing "
@@ -356,13 +358,11 @@ class _Run:
         detail = f"{bug.reason(version, client or 'librdkafka')}; {what}; {evidence}"
         return Finding(subject, Verdict.KNOWN_BUG, detail, quoted)
 
-    def caches_lost(self, kept: Sequence[Example]) -> str:
+    def caches_lost(self, kept: Sequence[Example], until: float) -> str:
         """How several page caches of a partition the examples name (any partition, when they
-        name none) were lost together before the last moment the examples show, if they show
-        one (mechanisms.caches_lost); '' when none were."""
+        name none) were lost together by `until` (mechanisms.caches_lost); '' when not."""
         histories = partition_histories(self.events) or {}
         named = {e.partition for e in kept if e.partition is not None} or set(histories)
-        until = max((t for e in kept for t in (e.to_us, e.at_us) if t), default=math.inf)
         for p in sorted(p for p in named if p in histories):
             before = tuple(h for h in histories[p].hits if h.ts_us <= until)
             if how := caches_lost(replace(histories[p], hits=before), self.config, self.origin_us):

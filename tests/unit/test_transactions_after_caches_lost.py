@@ -25,7 +25,9 @@ def aborted_read(events: list[dict], **config: object) -> list:
         CountName.TXN_ABORTED_IN_LOG: 3,
         AnomalyName.ABORTED_READ: 1,
     }
-    examples = {AnomalyName.ABORTED_READ: [Example(txn=7, msg_id=21, partition=0, offset=7)]}
+    # The transaction ended before the losses: they can take its markers afterwards.
+    read = Example(txn=7, msg_id=21, partition=0, offset=7, from_us=us(1), to_us=us(2))
+    examples = {AnomalyName.ABORTED_READ: [read]}
     cell = CellConfig(kafka_version="4.3.1", client="java 4.3.1", transactions=True, **config)
     found = transaction_findings(
         cell, counts, RunEvidence.coerce(events), examples, loss_is_violation=False
