@@ -232,7 +232,8 @@ class Nemesis:
             return False
         self._resolved(index, active.step, active.fault_id, active.fault.nodes)
         # ts_us is when injection began; injected_us when the last command returned.
-        self.events.write(FaultStart(**start, injected_us=now_us(), detail=detail))
+        acted = {**start, **active.fault.acted_as(detail), "injected_us": now_us()}
+        self.events.write(FaultStart(**acted, detail=detail))
         return True
 
     def _not_injected(

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 
 UNPAUSE_TIMEOUT_S = 15.0
+KILLED_EXIT = 137  # a container's exit code after SIGKILL (128 + 9)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -115,9 +116,13 @@ class KafkaNode:
         """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
         self.docker.kill(signal="SIGKILL")
 
-    def stop(self, timeout_s: int = 60) -> None:
-        """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish."""
+    def stop(self, timeout_s: int = 60) -> bool:
+        """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish;
+        whether it did (False: the engine killed the broker at the timeout, as SIGKILL would,
+        which a shutdown that cannot reach the controller quorum may need)."""
         self.docker.stop(timeout=timeout_s)
+        self.docker.reload()
+        return self.docker.attrs["State"].get("ExitCode") != KILLED_EXIT
 
     def start(self) -> None:
         """Start the stopped or killed container again, with its log directory intact."""

@@ -147,3 +147,12 @@ def test_every_fault_says_where_its_helper_runs_and_tools_go_with_a_site_that_ha
             assert fault.helper_site in (HelperSite.BROKER_CONTAINER, HelperSite.SIDECAR)
         if fault.acts_on_consumers:
             assert fault.helper_site == HelperSite.CLIENT_PROCESS, fault.name
+
+
+def test_a_stop_the_engine_finished_with_sigkill_is_recorded_as_a_kill() -> None:
+    """A controlled shutdown that outlives its timeout (no controller quorum to serve it)
+    ends in the engine's SIGKILL: an unclean shutdown, which the judge must read as a kill."""
+    stop = Stop(None, [])  # type: ignore[arg-type]
+    assert stop.acted_as({"signal": "SIGTERM", "timeout_s": 60}) == {}
+    forced = stop.acted_as({"signal": "SIGTERM", "timeout_s": 60, "forced": ["kafka-2"]})
+    assert forced == {"class_kind": "kill"}

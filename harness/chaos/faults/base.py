@@ -150,6 +150,11 @@ class Fault(ABC, Generic[P]):
         """The <kind> of the fault class a step of this type with `params` belongs to."""
         return cls.class_kinds[0]
 
+    def acted_as(self, detail: FaultDetail) -> dict[str, str]:
+        """What fault_start records otherwise than the step foretold, from the injection's
+        `detail` (a stop that turned into a kill: its class_kind); {} when nothing."""
+        return {}
+
     @classmethod
     def hits_whole_cluster(cls, params: FaultParams) -> bool:
         """True when a step with `params` acts on every broker, whatever its target says."""

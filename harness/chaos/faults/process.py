@@ -75,10 +75,12 @@ class StopParams(FaultParams):
     timeout_s: StopTimeout = 60
 
 
-class StopDetail(SignalDetail):
-    """SIGTERM, and how long each broker had for its controlled shutdown."""
+class StopDetail(SignalDetail, total=False):
+    """SIGTERM, how long each broker had for its controlled shutdown, and the brokers killed
+    at that timeout instead (their shutdown unclean, as a kill's)."""
 
     timeout_s: int
+    forced: list[str]
 
 
 class Stop(ProcessFault[StopParams]):
@@ -90,9 +92,13 @@ class Stop(ProcessFault[StopParams]):
 
     def inject(self) -> StopDetail:
         timeout_s = self.params.timeout_s
-        for node in self.nodes:
-            node.stop(timeout_s=timeout_s)
-        return {"signal": "SIGTERM", "timeout_s": timeout_s}
+        forced = [node.hostname for node in self.nodes if not node.stop(timeout_s=timeout_s)]
+        detail: StopDetail = {"signal": "SIGTERM", "timeout_s": timeout_s}
+        return {**detail, "forced": forced} if forced else detail
+
+    def acted_as(self, detail: FaultDetail) -> dict[str, str]:
+        """A stop the engine had to finish with SIGKILL was a kill (an unclean shutdown)."""
+        return {"class_kind": ClassKind.KILL} if detail.get("forced") else {}
 
 
 class Pause(ProcessFault[NoParams]):
