@@ -13,8 +13,9 @@ with that row's reference (whatever verdict another finding gives the chunk), or
 of workload have run. One line per (row, cell, seed) is appended to --results (JSON: minutes
 of workload to the first reproduction, or null, and the date, and the nemesis: --overlap lets
 that many faults act at once, --swarm draws each chunk from its own half of the menu,
---cascade weighs the cascade family against the others' 1); a line
-already there is not run again, so the benchmark resumes row by row.
+--cascade weighs the cascade family against the others' 1), and every other known bug its
+chunks showed with the minutes to its first (`also_found`); a line already there is not run
+again, so the benchmark resumes row by row.
 Needs Docker and the broker images; each chunk starts a fresh cluster.
 """
 
