@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from analysis.judge.broker_logs import log_evidence
-from analysis.judge.history import partition_histories
+from analysis.judge.history import PartitionHistory, partition_histories
 from analysis.judge.known_bugs import first_shown
 from analysis.judge.mechanisms import UNCLEAN_NEEDLES, caches_lost
 from analysis.judge.outcomes import Examples, Finding, Verdict
@@ -289,12 +289,14 @@ def transaction_findings(
     *,
     loss_is_violation: bool,
     origin_us: float = 0.0,
+    histories: Mapping[int, PartitionHistory] | None = None,
 ) -> list[Finding]:
     """The findings of a transactional repetition (see the module docstring); `examples` are
-    the run's (with `txn`), quoted in the reasons; `origin_us`: t=0 of its timeline."""
+    the run's (with `txn`), quoted in the reasons; `origin_us`: t=0 of its timeline;
+    `histories`: its partitions' (read from `events` when not given)."""
     if not is_transactional(config, counts):
         return []
-    run = _Run(config, counts, events, examples or {}, origin_us)
+    run = _Run(config, counts, events, examples or {}, origin_us, histories)
     findings = _aborted_findings(run)
     if hidden := int(counts.get(CountName.TXN_COMMITTED_HIDDEN, 0)):
         findings.append(_hidden_finding(run, hidden))
@@ -319,6 +321,7 @@ class _Run:
     events: RunEvidence
     examples: Examples
     origin_us: float = 0.0
+    histories: Mapping[int, PartitionHistory] | None = None  # None: read from events
 
     def quoted(self, name: AnomalyName, most: int = 3) -> tuple[Example, ...]:
         """The first `most` examples of a class, the ones a reason quotes."""
@@ -361,7 +364,7 @@ class _Run:
     def caches_lost(self, kept: Sequence[Example], until: float) -> str:
         """How several page caches of a partition the examples name (any partition, when they
         name none) were lost together by `until` (mechanisms.caches_lost); '' when not."""
-        histories = partition_histories(self.events) or {}
+        histories = self.histories or partition_histories(self.events) or {}
         named = {e.partition for e in kept if e.partition is not None} or set(histories)
         for p in sorted(p for p in named if p in histories):
             before = tuple(h for h in histories[p].hits if h.ts_us <= until)

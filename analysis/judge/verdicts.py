@@ -112,7 +112,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     partitions: dict[Subject, PartitionCounts] = {
         CountName.LOSS: result.loss_by_partition,
         AnomalyName.OFFSET_DIVERGENT: result.divergence_by_partition,
-        AnomalyName.NONMONOTONIC_SEND: _partitions_shown(
+        AnomalyName.NONMONOTONIC_SEND: partitions_shown(
             examples, counts, AnomalyName.NONMONOTONIC_SEND
         ),
     }
@@ -133,6 +133,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         examples,
         loss_is_violation=loss_finding.violation,
         origin_us=evidence.origin_us,
+        histories=evidence.histories,
     )
     findings = [
         _explained_by_transactions(loss_finding, transactional),
@@ -161,7 +162,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
     )
 
 
-def _partitions_shown(examples: Examples, counts: Counts, name: AnomalyName) -> PartitionCounts:
+def partitions_shown(examples: Examples, counts: Counts, name: AnomalyName) -> PartitionCounts:
     """Partition → how many of a class's examples are there, when every one it counted is shown
     (a send backwards is judged by what rewrote its partition, as the loss is); else all
     "unknown", which the cell's rule judges."""

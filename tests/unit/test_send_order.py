@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from analysis.checks.messages import RunInput, check_run
 from analysis.checks.sends import PRODUCER_IDS, backward_sends
 from analysis.judge.outcomes import Verdict
+from analysis.judge.verdicts import partitions_shown
 from analysis.model.anomalies import AnomalyName
+from analysis.model.results import Example
 from tests.examples import examples
 from tests.unit.reconcile_runs import T0_US, read, sent, write_run
 from tests.unit.test_caches_lost_together import every_cache_lost
@@ -186,3 +188,24 @@ def test_a_backward_send_is_judged_by_what_rewrote_its_partition() -> None:
     # cell's rule judges them all (here: some partition's ISR shrank).
     unshown = result(MIN1, nonmonotonic_send=2, examples={"nonmonotonic_send": [row]})
     assert judge_repetition(unshown, elsewhere).verdict != Verdict.VIOLATION
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.integers(0, 3)), max_size=6),
+    st.integers(0, 8),
+)
+def test_sends_backwards_go_by_partition_only_when_every_one_is_shown(
+    partitions: list[int | None], counted: int
+) -> None:
+    """Oracle: partition → examples there when the examples are all the check counted and
+    each names its partition; else every one counted is of an unknown partition."""
+    shown = [Example(msg_id=i, partition=p) for i, p in enumerate(partitions)]
+    name = AnomalyName.NONMONOTONIC_SEND
+    got = partitions_shown({name: shown}, {name: counted}, name)
+    if counted == len(partitions) and None not in partitions:
+        expected: dict[str, int] = {}
+        for p in partitions:
+            expected[str(p)] = expected.get(str(p), 0) + 1
+        assert got == expected
+    else:
+        assert got == {"unknown": counted}
