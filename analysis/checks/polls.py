@@ -45,10 +45,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.checks.arrays import filled_ints
+from analysis.checks.arrays import filled_ints, slot_of
 from analysis.checks.check import RunFacts
 from analysis.checks.liveness import records_by_partition
-from analysis.checks.messages.columns import NO_ID
+from analysis.checks.messages.columns import NO_ID, Reads
 from analysis.checks.transactions import (
     ABORTED,
     COMMITTED,
@@ -98,27 +98,32 @@ class MemberStart:
 
 @dataclass(frozen=True)
 class FinalLog:
-    """The final read-back by partition: its records' distinct offsets, ascending, and every
-    record read (offset ascending, repeated where it contradicts itself) with its msg_id."""
+    """The final read-back: by partition its records' distinct offsets, ascending, and every
+    record read as its slot (ascending, repeated where it contradicts itself) with its msg_id:
+    `messages.columns.Reads`' own order, so the run's reads need no copy."""
 
     offsets: dict[int, np.ndarray]
-    records: dict[int, tuple[np.ndarray, np.ndarray]]  # partition → (offsets, msg_ids)
+    slot: np.ndarray
+    msg_id: np.ndarray
 
     @classmethod
     def of(cls, partition: np.ndarray, offset: np.ndarray, msg_id: np.ndarray) -> FinalLog:
-        """The read-back's records given as three aligned arrays (msg_id NO_ID: not ours)."""
-        records = {}
-        for p in np.unique(partition).tolist():
-            mine = np.flatnonzero(partition == p)
-            order = mine[np.argsort(offset[mine], kind="stable")]
-            records[int(p)] = (offset[order].astype(np.int64), msg_id[order].astype(np.int64))
-        return cls(records_by_partition(partition, offset), records)
+        """The read-back's records given as three aligned arrays in any order (msg_id NO_ID:
+        not ours)."""
+        slot = slot_of(partition.astype(np.int64), offset.astype(np.int64))
+        order = np.argsort(slot, kind="stable")
+        return cls(records_by_partition(partition, offset), slot[order], msg_id[order])
+
+    @classmethod
+    def of_reads(cls, reads: Reads) -> FinalLog:
+        """The run's read-back, already in slot order."""
+        return cls(records_by_partition(reads.partition, reads.offset), reads.slot, reads.msg_id)
 
     def holds(self, partition: int, offset: int, msg_id: int) -> bool:
         """Whether the read-back holds message `msg_id` at the partition's `offset`."""
-        offsets, ids = self.records.get(partition, (np.zeros(0, np.int64),) * 2)
-        low, high = np.searchsorted(offsets, [offset, offset + 1])
-        return bool(np.any(ids[low:high] == msg_id))
+        slot = int(slot_of(np.int64(partition), np.int64(offset)))
+        low, high = np.searchsorted(self.slot, [slot, slot + 1])
+        return bool(np.any(self.msg_id[low:high] == msg_id))
 
 
 def poll_facts(starts: Iterable[MemberStart], final: FinalLog) -> PollFacts:
@@ -264,8 +269,7 @@ class PollCheck:
             starts += member_starts(run.run_dir, commit)
         if (reader := _reader(run)) is not None:
             starts.append(reader)
-        reads = run.reads
-        polls = poll_facts(starts, FinalLog.of(reads.partition, reads.offset, reads.msg_id))
+        polls = poll_facts(starts, FinalLog.of_reads(run.reads))
         return RunFacts(counts=polls.counts, examples=polls.examples(MAX_EXAMPLES))
 
 
