@@ -121,7 +121,7 @@ class FinalLog:
 
     def holds(self, partition: int, offset: int, msg_id: int) -> bool:
         """Whether the read-back holds message `msg_id` at the partition's `offset`."""
-        slot = int(slot_of(np.int64(partition), np.int64(offset)))
+        slot = int(slot_of(np.asarray(partition, np.int64), np.asarray(offset, np.int64)))
         low, high = np.searchsorted(self.slot, [slot, slot + 1])
         return bool(np.any(self.msg_id[low:high] == msg_id))
 
