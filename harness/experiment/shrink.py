@@ -1,5 +1,7 @@
 """Shrinking a failing schedule: delta debugging over its faults, then halving the time each
-is in force (its duration, or its distance to the heal step aimed at it).
+is in force (its duration, or its distance to the heal step aimed at it). A race that a
+replay of the whole schedule meets too rarely is asked differently: each fault alone, made to
+repeat over the workload (`repeated`), so that one replay meets its moment several times.
 
 Pure search over an abstract predicate "does this schedule still reproduce?", which the caller
 implements by replaying the cell (kafka_chaos/commands/shrink.py over harness/run/replay.py).
@@ -11,6 +13,7 @@ schedule found so far.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -24,12 +27,15 @@ __all__ = [
     "fault_units",
     "halve_durations",
     "k_of_n",
+    "repeated",
     "shrink_schedule",
 ]
 
 T = TypeVar("T")
 Reproduces = Callable[[tuple[T, ...]], bool | None]  # None: the budget ran out
 MIN_DURATION_S = 0.5  # a fault is not halved below this: shorter ones barely act
+REPEATS = 3  # how many times `repeated` makes a fault act over the workload
+REST_S = 10.0  # between a repetition's heal and the next start: the cluster settles
 
 
 @dataclass
@@ -240,3 +246,26 @@ def shrink_schedule(
     if not fewer.finished:
         return Shrunk(kept, False)
     return halve_durations(kept, reproduces)
+
+
+def repeated(steps: Sequence[FaultStep], horizon_s: float, times: int = REPEATS) -> list[FaultStep]:
+    """Each fault of `steps` that can repeat (one step with a role target, at_s and duration_s,
+    binding and awaiting nothing) as one step repeating `times` times over a workload of
+    `horizon_s`: every_s the workload's share, rounded up to the ms so that exactly `times`
+    start before its end; the first at its own at_s or earlier, so that the last is healed by
+    the end; its duration cut to leave REST_S before the next. A fault whose duration would
+    fall below MIN_DURATION_S is left out. In the order of `steps`."""
+    every = math.ceil(horizon_s / times * 1000) / 1000
+    made = []
+    for (index,) in (unit for unit in fault_units(steps) if len(unit) == 1):
+        step = steps[index]
+        if step.heals or step.as_ or step.after or step.repeats or step.at_s is None:
+            continue
+        if step.duration_s is None or step.bound_target or step.partition_binding:
+            continue
+        held = round(min(step.duration_s, every - REST_S), 3)
+        if held < MIN_DURATION_S:
+            continue
+        start = round(max(0.0, min(step.at_s, every - held)), 3)
+        made.append(step.model_copy(update={"at_s": start, "every_s": every, "duration_s": held}))
+    return made

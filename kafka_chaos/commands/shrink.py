@@ -8,12 +8,16 @@ rebuilt from spec.json (harness/experiment/from_run.py) and replayed on fresh cl
 this process; a schedule reproduces when at least --need of --repetitions replays end with the
 same verdict and a class in common with RUN's (the known bug's reference, or an anomaly class
 counted). The smallest that reproduced is written as an experiment file with its k of n.
+When the whole schedule reproduces in fewer than --need replays (a race its replays rarely
+meet), each of its faults is asked alone, repeated --repeat times over the workload (one step
+with every_s), and the first that reproduces is the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,6 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="each fault step on a partition's role waits for the ISR and leader it met in RUN "
         "(default; --no-pin replays the schedule's clock alone)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="when RUN's schedule reproduces too rarely, ask each fault alone repeated this "
+        "many times over the workload (default 3; 1: do not)",
+    )
     parser.add_argument("--out", type=Path, help="the experiment file (default RUN/shrunk.yaml)")
     parser.add_argument("--runs-dir", type=Path, help="where replays go (default runs/)")
     parser.add_argument("--image", help="prebuilt broker image (default: the run's version)")
@@ -113,6 +124,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return f"--need {args.need} must be 1..--repetitions ({args.repetitions})"
     if args.budget < args.repetitions:
         return f"--budget {args.budget} is below --repetitions ({args.repetitions}); raise it"
+    if args.repeat < 1:
+        return f"--repeat {args.repeat} must be at least 1 (1: no fault is asked repeated)"
     return None
 
 
@@ -126,18 +139,22 @@ class _Replays:
     image: object
     root: Path
     original: Outcome
+    horizon_s: float
     runs: int = 0
     # Per schedule (its steps as JSON: steps are not hashable), replays that hit and ran.
     tally: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
 
     def trial(self, schedule: tuple[FaultStep, ...]) -> bool:
         """One replay of `schedule`: True when it fails as the original did."""
+        from harness.experiment.soak import expand_repeats
         from harness.run.progress import PlainProgress
         from harness.run.replay import replay
 
         self.runs += 1
         run_dir = self.root / f"{self.runs:03d}-{len(schedule)}-steps"
-        replay(self.cell, schedule, self.seed, self.image, run_dir, PlainProgress())  # type: ignore[arg-type]
+        # A repeated step (every_s) is replayed as its repetitions, as a run of its file is.
+        plain = expand_repeats(schedule, self.horizon_s) if _repeats(schedule) else schedule
+        replay(self.cell, plain, self.seed, self.image, run_dir, PlainProgress())  # type: ignore[arg-type]
         verdict, result = judge_run(run_dir)
         hit = same_failure(self.original, outcome_of(verdict, result))
         key = _key(schedule)
@@ -151,9 +168,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     """Shrink RUN's schedule within --budget replays and write the smallest that reproduced."""
     from analysis.judge.outcomes import Verdict
     from harness.experiment.from_run import cell_of_run, steps_of_run
+    from harness.experiment.model import workload_duration_s
     from harness.experiment.pin import pin
     from harness.experiment.problems import SpecError
-    from harness.experiment.shrink import Budget, k_of_n, shrink_schedule
+    from harness.experiment.shrink import Budget, Shrunk, k_of_n, shrink_schedule
     from harness.rundir.events import FaultStart, read_events
     from harness.rundir.spec import RunSpec, RunSpecError
 
@@ -189,7 +207,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     root = (args.runs_dir or settings.runs_dir) / f"{spec.experiment}-shrink" / stamp
     original = outcome_of(verdict, result)
-    replays = _Replays(args, cell, spec.seed or 0, image, root, original)
+    horizon_s = workload_duration_s(cell.spec.workload) or 0.0
+    replays = _Replays(args, cell, spec.seed or 0, image, root, original, horizon_s)
     budget = Budget(args.budget)
 
     answers: dict[tuple[str, ...], bool | None] = {}
@@ -205,25 +224,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     # No fault first: a failure the workload alone makes needs no confirmation of the whole.
     if not (steps and reproduces(())) and not reproduces(steps):
-        print(
-            f"the run's own schedule reproduced {original.verdict} in fewer than {args.need} "
-            f"of {args.repetitions} replays (or the budget ran out): nothing to shrink; raise "
-            "--repetitions or --budget",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
-    shrunk = shrink_schedule(steps, reproduces)
+        one = _one_repeated(timed, horizon_s, args.repeat, reproduces)
+        if one is None:
+            print(
+                f"the run's own schedule reproduced {original.verdict} in fewer than "
+                f"{args.need} of {args.repetitions} replays, and no fault of it alone repeated "
+                f"{args.repeat} times did (or the budget ran out): nothing to shrink; raise "
+                "--repetitions or --budget",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        shrunk, pinned = Shrunk(one, True), False
+    else:
+        shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
     out = args.out or args.run / "shrunk.yaml"
     hits, tried = replays.tally.get(_key(shrunk.items), (0, 0))
-    _write(
-        out,
-        spec,
-        shrunk.items,
-        original,
-        (hits, tried, args.need, args.repetitions),
-        args.run,
-        args.pin,
-    )
+    tally = (hits, tried, args.need, args.repetitions)
+    _write(out, spec, shrunk.items, original, tally, args.run, pinned)
     state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     print(
         f"{_size(steps)} -> {_size(shrunk.items)} ({state}), {budget.spent} replays in "
@@ -232,10 +249,40 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _one_repeated(
+    timed: tuple[FaultStep, ...],
+    horizon_s: float,
+    times: int,
+    reproduces: Callable[[tuple[FaultStep, ...]], bool | None],
+) -> tuple[FaultStep, ...] | None:
+    """The first fault of `timed` (the run's clock: a repeated step waits for nothing) that
+    reproduces alone, repeated `times` times over the workload, as a one-step schedule; None
+    when none does, the budget runs out first, or `times` is 1."""
+    from harness.experiment.shrink import repeated
+
+    if times < 2:
+        return None
+    for step in repeated(timed, horizon_s, times):
+        print(f"asking {step.fault}@{step.target} alone, {times} times", file=sys.stderr)
+        answer = reproduces((step,))
+        if answer is None:
+            return None
+        if answer:
+            return (step,)
+    return None
+
+
+def _repeats(schedule: tuple[FaultStep, ...]) -> bool:
+    """Whether a step of `schedule` repeats (every_s)."""
+    return any(step.repeats for step in schedule)
+
+
 def _size(schedule: tuple[FaultStep, ...]) -> str:
-    """'<faults> faults (<steps> steps)': the faults a schedule injects, its heal steps apart."""
+    """'<faults> faults (<steps> steps)': the faults a schedule injects, its heal steps apart
+    (a repeated step is one fault, its repetitions named)."""
     faults = sum(not step.heals for step in schedule)
-    return f"{faults} faults ({len(schedule)} steps)"
+    times = "".join(f", repeated every {s.every_s:g} s" for s in schedule if s.repeats)
+    return f"{faults} faults ({len(schedule)} steps{times})"
 
 
 def _key(schedule: tuple[FaultStep, ...]) -> tuple[str, ...]:
