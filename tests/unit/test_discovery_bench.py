@@ -3,9 +3,7 @@ unaimed experiment it runs them as, and resuming from its results file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,17 +15,11 @@ from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import schedule_for
 from harness.settings import REPO_ROOT
+from tests.unit.bench_scripts import load
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "discovery_bench", REPO_ROOT / "bench" / "discovery_bench.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["discovery_bench"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load("discovery_bench")
 
 
 def test_each_reference_and_experiment_is_one_row_with_its_cells() -> None:
@@ -137,14 +129,7 @@ def test_a_search_over_some_families_draws_only_their_steps() -> None:
 
 
 def draws() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "nemesis_draws", REPO_ROOT / "bench" / "nemesis_draws.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nemesis_draws"] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return load("nemesis_draws")  # its dataclass looks its module up
 
 
 @given(

@@ -4,9 +4,7 @@ write."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -19,17 +17,11 @@ from harness.experiment.model import FaultStep
 from harness.settings import REPO_ROOT
 from kafka_chaos.commands import shrink
 from kafka_chaos.commands.shrink import Outcome
+from tests.unit.bench_scripts import load
 
 
 def table() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "discovery_table", REPO_ROOT / "bench" / "discovery_table.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["discovery_table"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load("discovery_table")
 
 
 T = table()
