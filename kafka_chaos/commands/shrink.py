@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from analysis.judge.outcomes import RepetitionVerdict
     from analysis.model.results import RunResult
     from harness.experiment.model import FaultStep
+    from harness.experiment.shrink import Shrunk
 
 NAME = "shrink"
 HELP = "replay a failing repetition with fewer, shorter faults; write the smallest that fails"
@@ -156,11 +157,14 @@ class _Replays:
         plain = expand_repeats(schedule, self.horizon_s) if _repeats(schedule) else schedule
         replay(self.cell, plain, self.seed, self.image, run_dir, PlainProgress())  # type: ignore[arg-type]
         verdict, result = judge_run(run_dir)
-        hit = same_failure(self.original, outcome_of(verdict, result))
-        key = _key(schedule)
-        hits, tried = self.tally.get(key, (0, 0))
-        self.tally[key] = (hits + hit, tried + 1)
         print(f"replay {self.runs}: {_size(schedule)}, {verdict.verdict}", file=sys.stderr)
+        return same_failure(self.original, outcome_of(verdict, result))
+
+    def counted(self, schedule: tuple[FaultStep, ...]) -> bool:
+        """`trial`, its answer added to the schedule's tally."""
+        hit = self.trial(schedule)
+        hits, tried = self.tally.get(_key(schedule), (0, 0))
+        self.tally[_key(schedule)] = (hits + hit, tried + 1)
         return hit
 
 
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.model import workload_duration_s
     from harness.experiment.pin import pin
     from harness.experiment.problems import SpecError
-    from harness.experiment.shrink import Budget, Shrunk, k_of_n, shrink_schedule
+    from harness.experiment.shrink import Budget, k_of_n, shrink_schedule
     from harness.rundir.events import FaultStart, read_events
     from harness.rundir.spec import RunSpec, RunSpecError
 
@@ -218,23 +222,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         key = _key(schedule)
         if key not in answers:
             answers[key] = k_of_n(
-                lambda: replays.trial(schedule), args.need, args.repetitions, budget
+                lambda: replays.counted(schedule), args.need, args.repetitions, budget
             )
         return answers[key]
 
     # No fault first: a failure the workload alone makes needs no confirmation of the whole.
     if not (steps and reproduces(())) and not reproduces(steps):
-        one = _one_repeated(timed, horizon_s, args.repeat, reproduces)
-        if one is None:
+        one = _one_repeated(timed, horizon_s, args.repeat, reproduces, replays.tally)
+        if one is None or not one.finished:
+            lead = "" if one is None else _lead(one.items, replays.tally, args, spec, original)
             print(
                 f"the run's own schedule reproduced {original.verdict} in fewer than "
                 f"{args.need} of {args.repetitions} replays, and no fault of it alone repeated "
                 f"{args.repeat} times did (or the budget ran out): nothing to shrink; raise "
-                "--repetitions or --budget",
+                f"--repetitions or --budget{lead}",
                 file=sys.stderr,
             )
             return EXIT_ERROR
-        shrunk, pinned = Shrunk(one, True), False
+        shrunk, pinned = one, False
     else:
         shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
     out = args.out or args.run / "shrunk.yaml"
@@ -254,11 +259,13 @@ def _one_repeated(
     horizon_s: float,
     times: int,
     reproduces: Callable[[tuple[FaultStep, ...]], bool | None],
-) -> tuple[FaultStep, ...] | None:
+    tally: dict[tuple[str, ...], tuple[int, int]],
+) -> Shrunk[FaultStep] | None:
     """The first fault of `timed` (the run's clock: a repeated step waits for nothing) that
-    reproduces alone, repeated `times` times over the workload, as a one-step schedule; None
-    when none does, the budget runs out first, or `times` is 1."""
-    from harness.experiment.shrink import repeated
+    reproduces alone, repeated `times` times over the workload, as a one-step schedule
+    (finished); the one being asked when the budget ran out, if a replay of it reproduced
+    (not finished: a lead); None when none does, or `times` is 1."""
+    from harness.experiment.shrink import Shrunk, repeated
 
     if times < 2:
         return None
@@ -266,10 +273,29 @@ def _one_repeated(
         print(f"asking {step.fault}@{step.target} alone, {times} times", file=sys.stderr)
         answer = reproduces((step,))
         if answer is None:
-            return None
+            hit = tally.get(_key((step,)), (0, 0))[0] > 0
+            return Shrunk((step,), False) if hit else None
         if answer:
-            return (step,)
+            return Shrunk((step,), True)
     return None
+
+
+def _lead(
+    steps: tuple[FaultStep, ...],
+    tally: dict[tuple[str, ...], tuple[int, int]],
+    args: argparse.Namespace,
+    spec: object,
+    original: Outcome,
+) -> str:
+    """Write the fault the budget ran out on, which reproduced in some of its replays, to
+    --out (or RUN/lead.yaml) and say so: a lead to confirm with `kafka-chaos run`."""
+    out = args.out or args.run / "lead.yaml"
+    hits, tried = tally.get(_key(steps), (0, 0))
+    _write(out, spec, steps, original, (hits, tried, args.need, args.repetitions), args.run)
+    return (
+        f"; the budget ran out on {_size(steps)}, which reproduced in {hits} of {tried}: "
+        f"written to {out}, to run with --repetitions to confirm"
+    )
 
 
 def _repeats(schedule: tuple[FaultStep, ...]) -> bool:

@@ -131,6 +131,7 @@ def test_repeat_1_asks_no_fault_alone(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("VIOLATION", loss=3, lost=3))
     monkeypatch.setattr(shrink, "_image", lambda *a: object())
     asked: list[tuple[FaultStep, ...]] = []
+
     def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
         asked.append(schedule)
         return False
@@ -138,3 +139,30 @@ def test_repeat_1_asks_no_fault_alone(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(shrink._Replays, "trial", trial)
     assert main(["shrink", str(tmp_path), "--repeat", "1"]) == 2
     assert len(asked) == 4 and not any(step.repeats for s in asked for step in s)
+
+
+def test_a_fault_the_budget_ran_out_on_after_it_reproduced_is_written_as_a_lead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The budget ends while a fault repeated alone has reproduced once of the two needed: the
+    command still fails (exit 2), but writes that fault, with its 1 of 1, where it says."""
+    from harness.experiment.load import load_experiment
+    from harness.experiment.matrix import expand
+    from harness.settings import REPO_ROOT
+
+    cell = expand(load_experiment(REPO_ROOT / "experiments" / "nemesis-generic.yaml"))[0]
+    run_spec(cell, 3).write(tmp_path)
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("VIOLATION", loss=3, lost=3))
+    monkeypatch.setattr(shrink, "_image", lambda *a: object())
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        return len(schedule) == 1 and schedule[0].repeats  # every fault alone, repeated, hits
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    # 2 empty, 2 whole, then 1 of the first fault's replays: the budget ends at 5.
+    assert main(["shrink", str(tmp_path), "--budget", "5"]) == 2
+    lead = tmp_path / "lead.yaml"
+    assert f"written to {lead}" in capsys.readouterr().err
+    assert "reproduced in 1 of 1 replays (needed 2 of 3)" in lead.read_text()
+    (step,) = yaml.safe_load(lead.read_text())["faults"]["schedule"]
+    assert step["every_s"] > 0
