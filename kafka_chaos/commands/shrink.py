@@ -231,11 +231,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         one = _one_repeated(timed, horizon_s, args.repeat, reproduces, replays.tally)
         if one is None or not one.finished:
             lead = "" if one is None else _lead(one.items, replays.tally, args, spec, original)
+            alone = f", nor any fault of it alone repeated {args.repeat} times"
             print(
                 f"the run's own schedule reproduced {original.verdict} in fewer than "
-                f"{args.need} of {args.repetitions} replays, and no fault of it alone repeated "
-                f"{args.repeat} times did (or the budget ran out): nothing to shrink; raise "
-                f"--repetitions or --budget{lead}",
+                f"{args.need} of {args.repetitions} replays{alone * (args.repeat > 1)} (or the "
+                f"budget ran out): nothing to shrink; raise --repetitions or --budget{lead}",
                 file=sys.stderr,
             )
             return EXIT_ERROR
