@@ -288,6 +288,10 @@ class _Draw:
         partitions = self.spec.topic.partitions
         partition = rng.randrange(partitions) if target in PARTITION_TARGETS else 0
         duration_s = max(round(_timing_ms(self.timeouts, rng) / 1000, 3), 0.001)
+        if family == "requests" and kind == "delay":
+            # The shaper lets every held request go when its fault ends: the drawn duration is
+            # the window a request may arrive in, and each then stays held its whole hold.
+            duration_s = round(duration_s + params["delay_ms"] / 1000, 3)
         return FaultStep(
             at_s=at_s,
             fault=kind,
