@@ -154,7 +154,8 @@ class _Replays:
         self.runs += 1
         run_dir = self.root / f"{self.runs:03d}-{len(schedule)}-steps"
         # A repeated step (every_s) is replayed as its repetitions, as a run of its file is.
-        plain = expand_repeats(schedule, self.horizon_s) if _repeats(schedule) else schedule
+        repeats = any(step.repeats for step in schedule)
+        plain = expand_repeats(schedule, self.horizon_s) if repeats else schedule
         replay(self.cell, plain, self.seed, self.image, run_dir, PlainProgress())  # type: ignore[arg-type]
         verdict, result = judge_run(run_dir)
         print(f"replay {self.runs}: {_size(schedule)}, {verdict.verdict}", file=sys.stderr)
@@ -296,11 +297,6 @@ def _lead(
         f"; the budget ran out on {_size(steps)}, which reproduced in {hits} of {tried}: "
         f"written to {out}, to run with --repetitions to confirm"
     )
-
-
-def _repeats(schedule: tuple[FaultStep, ...]) -> bool:
-    """Whether a step of `schedule` repeats (every_s)."""
-    return any(step.repeats for step in schedule)
 
 
 def _size(schedule: tuple[FaultStep, ...]) -> str:
