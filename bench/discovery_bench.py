@@ -157,17 +157,46 @@ def key_of(row: Row, cell: str, seed: int, nemesis: Nemesis = Nemesis()) -> str:
     return f"{row.reference}|{row.experiment}|{cell}|{seed}|{nemesis.label}"
 
 
+@dataclass(frozen=True)
+class Search:
+    """One recorded search: a row's cell, a nemesis and a seed, and the minutes of workload to
+    its first reproduction (None: not found)."""
+
+    key: str
+    reference: str
+    experiment: str
+    cell: str
+    nemesis: str
+    seed: int
+    minutes: float | None
+
+
+def searches_of(lines: Iterable[str]) -> list[Search]:
+    """The searches of the results file's lines, the last line of a key winning (torn or
+    foreign lines ignored)."""
+    kept: dict[str, Search] = {}
+    for line in lines:
+        try:
+            item = json.loads(line)
+            kept[item["key"]] = Search(
+                item["key"],
+                item["reference"],
+                item["experiment"],
+                item["cell"],
+                item.get("nemesis") or "generic",
+                int(item["seed"]),
+                item.get("minutes_to_first"),
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return list(kept.values())
+
+
 def done_keys(results: Path) -> set[str]:
     """The searches the results file already holds (a torn last line is ignored)."""
     if not results.is_file():
         return set()
-    keys = set()
-    for line in results.read_text().splitlines():
-        try:
-            keys.add(json.loads(line)["key"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return keys
+    return {search.key for search in searches_of(results.read_text().splitlines())}
 
 
 def record(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import re
 import sys
 from collections import defaultdict
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from discovery_bench import Row, rows_of  # noqa: E402 (bench/ is not a package)
+from discovery_bench import Row, Search, rows_of, searches_of  # noqa: E402 (bench/ is not a package)
 
 # Rows of the known-bug table no aimed experiment reproduced (docs/known-bugs.md, "tried"):
 # the goal counts the reproduced rows only.
@@ -41,19 +40,6 @@ _HEADER = re.compile(
     r"# reproduced in (?P<hits>\d+) of (?P<tried>\d+) replays \(needed (?P<need>\d+) of \d+\) "
     r"with these (?P<faults>\d+) fault"
 )
-
-
-@dataclass(frozen=True)
-class Search:
-    """One recorded search: a row's cell, a nemesis and a seed, and the minutes of workload to
-    its first reproduction (None: not found)."""
-
-    reference: str
-    experiment: str
-    cell: str
-    nemesis: str
-    seed: int
-    minutes: float | None
 
 
 @dataclass(frozen=True)
@@ -77,26 +63,6 @@ class Shrunk:
             and fnmatch.fnmatchcase(parts[at + 2], row.cells)
             and self.hits >= self.need
         )
-
-
-def searches_of(lines: Iterable[str]) -> list[Search]:
-    """The searches of the results file's lines, the last line of a key winning (torn or
-    foreign lines ignored)."""
-    kept: dict[str, Search] = {}
-    for line in lines:
-        try:
-            item = json.loads(line)
-            kept[item["key"]] = Search(
-                item["reference"],
-                item["experiment"],
-                item["cell"],
-                item.get("nemesis") or "generic",
-                int(item["seed"]),
-                item.get("minutes_to_first"),
-            )
-        except (ValueError, KeyError, TypeError):
-            continue
-    return list(kept.values())
 
 
 Table = dict[tuple[Row, str, str], dict[int, float | None]]
