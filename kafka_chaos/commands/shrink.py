@@ -10,12 +10,14 @@ same verdict and a class in common with RUN's (the known bug's reference, or an 
 counted). The smallest that reproduced is written as an experiment file with its k of n.
 When the whole schedule reproduces in fewer than --need replays (a race its replays rarely
 meet), each of its faults is asked alone, repeated --repeat times over the workload (one step
-with every_s), and the first that reproduces is the file.
+with every_s), and the first that reproduces is the file. --alone asks them so straight after the
+empty schedule; --only narrows the faults asked alone to those matching a glob.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,6 +116,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="when RUN's schedule reproduces too rarely, ask each fault alone repeated this "
         "many times over the workload (default 3; 1: do not)",
     )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="ask each fault alone, repeated, straight after the empty schedule (no replay of "
+        "the whole, no subsets): for a race, or a bug each fault can set off",
+    )
+    parser.add_argument(
+        "--only",
+        metavar="GLOB",
+        help="ask alone only the faults whose FAULT@TARGET matches GLOB (e.g. 'kill@*'); "
+        "implies --alone",
+    )
     parser.add_argument("--out", type=Path, help="the experiment file (default RUN/shrunk.yaml)")
     parser.add_argument("--runs-dir", type=Path, help="where replays go (default runs/)")
     parser.add_argument("--image", help="prebuilt broker image (default: the run's version)")
@@ -127,6 +141,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return f"--budget {args.budget} is below --repetitions ({args.repetitions}); raise it"
     if args.repeat < 1:
         return f"--repeat {args.repeat} must be at least 1 (1: no fault is asked repeated)"
+    if (args.alone or args.only) and args.repeat < 2:
+        return "--alone and --only ask faults repeated: give --repeat 2 or more"
     return None
 
 
@@ -227,22 +243,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             )
         return answers[key]
 
+    asked = [step for step in timed if _matches(step, args.only)]
+    if args.only and not asked:
+        named = ", ".join(f"{step.fault}@{step.target}" for step in timed if not step.heals)
+        print(f"no fault of {args.run} matches --only {args.only}; its faults: {named}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_ERROR
     # No fault first: a failure the workload alone makes needs no confirmation of the whole.
-    if not (steps and reproduces(())) and not reproduces(steps):
-        one = _one_repeated(timed, horizon_s, args.repeat, reproduces, replays.tally)
+    empty_fails = bool(steps) and reproduces(())
+    if empty_fails or (not (args.alone or args.only) and reproduces(steps)):
+        shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
+    else:
+        one = _one_repeated(tuple(asked), horizon_s, args.repeat, reproduces, replays.tally)
         if one is None or not one.finished:
             lead = "" if one is None else _lead(one.items, replays.tally, args, spec, original)
-            alone = f", nor any fault of it alone repeated {args.repeat} times"
-            print(
-                f"the run's own schedule reproduced {original.verdict} in fewer than "
-                f"{args.need} of {args.repetitions} replays{alone * (args.repeat > 1)} (or the "
-                f"budget ran out): nothing to shrink; raise --repetitions or --budget{lead}",
-                file=sys.stderr,
-            )
+            print(_nothing(args, original) + lead, file=sys.stderr)
             return EXIT_ERROR
         shrunk, pinned = one, False
-    else:
-        shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
     out = args.out or args.run / "shrunk.yaml"
     hits, tried = replays.tally.get(_key(shrunk.items), (0, 0))
     tally = (hits, tried, args.need, args.repetitions)
@@ -253,6 +270,26 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         f"{root}; reproduced {hits} of {tried}: {out}"
     )
     return EXIT_OK
+
+
+def _matches(step: FaultStep, only: str | None) -> bool:
+    """Whether --only lets `step` be asked alone: FAULT@TARGET matches the glob (no glob: all)."""
+    return only is None or fnmatch.fnmatchcase(f"{step.fault}@{step.target}", only)
+
+
+def _nothing(args: argparse.Namespace, original: Outcome) -> str:
+    """Why no file was written: what was asked and reproduced too rarely, and the fix."""
+    which = f" matching {args.only}" * bool(args.only)
+    alone = f"any fault{which} of it alone repeated {args.repeat} times"
+    if args.alone or args.only:
+        asked = alone
+    else:
+        asked = "the run's own schedule" + f", nor {alone}" * (args.repeat > 1)
+    return (
+        f"{asked} reproduced {original.verdict} in fewer than {args.need} of "
+        f"{args.repetitions} replays (or the budget ran out): nothing to shrink; raise "
+        "--repetitions, --repeat or --budget"
+    )
 
 
 def _one_repeated(

@@ -166,3 +166,80 @@ def test_a_fault_the_budget_ran_out_on_after_it_reproduced_is_written_as_a_lead(
     assert "reproduced in 1 of 1 replays (needed 2 of 3)" in lead.read_text()
     (step,) = yaml.safe_load(lead.read_text())["faults"]["schedule"]
     assert step["every_s"] > 0
+
+
+def _generic_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[FaultStep, ...]:
+    """A generic nemesis' run judged VIOLATION in tmp_path, the replays' image stubbed; its
+    schedule."""
+    from harness.experiment.from_run import steps_of_run
+    from harness.experiment.load import load_experiment
+    from harness.experiment.matrix import expand
+    from harness.rundir.spec import RunSpec
+    from harness.settings import REPO_ROOT
+
+    cell = expand(load_experiment(REPO_ROOT / "experiments" / "nemesis-generic.yaml"))[0]
+    run_spec(cell, 3).write(tmp_path)
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("VIOLATION", loss=3, lost=3))
+    monkeypatch.setattr(shrink, "_image", lambda *a: object())
+    return tuple(steps_of_run(RunSpec.read(tmp_path)))
+
+
+def test_alone_asks_faults_repeated_straight_after_the_empty_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--alone: the empty schedule, then the faults alone, repeated; never the whole schedule
+    nor a subset of it, even though the whole would reproduce."""
+    _generic_run(tmp_path, monkeypatch)
+    asked: list[tuple[FaultStep, ...]] = []
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        asked.append(schedule)
+        return len(schedule) > 1 or (len(asked) > 4 and bool(schedule))
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    out = tmp_path / "shrunk.yaml"
+    assert main(["shrink", str(tmp_path), "--alone", "--out", str(out)]) == 0
+    assert asked[:2] == [(), ()]
+    assert all(len(s) == 1 and s[0].repeats for s in asked[2:])
+    (step,) = yaml.safe_load(out.read_text())["faults"]["schedule"]
+    assert step["every_s"] > 0
+
+
+def test_only_asks_the_faults_its_glob_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--only GLOB asks alone, repeated, only the faults whose FAULT@TARGET matches, in order;
+    a glob matching none is refused with the run's faults named, before any replay."""
+    steps = _generic_run(tmp_path, monkeypatch)
+    asked: list[tuple[FaultStep, ...]] = []
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        asked.append(schedule)
+        return False
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    first = next(s for s in steps if not s.heals and repeated([s], 150, 3))
+    glob = f"{first.fault}@*"
+    assert main(["shrink", str(tmp_path), "--only", glob, "--budget", "40"]) == 2
+    matching = [s for s in repeated(steps, shrink_horizon(tmp_path), 3) if s.fault == first.fault]
+    alone = [s[0] for s in asked[2:]]
+    assert asked[:2] == [(), ()] and alone == [one for one in matching for _ in range(2)]
+    assert f"any fault matching {glob}" in capsys.readouterr().err
+
+    asked.clear()
+    assert main(["shrink", str(tmp_path), "--only", "no-such-fault@*"]) == 2
+    assert asked == [] and "its faults: " in capsys.readouterr().err
+
+
+def shrink_horizon(run_dir: Path) -> float:
+    """The workload's length of the run in `run_dir`, as the command computes it."""
+    from harness.experiment.from_run import cell_of_run
+    from harness.experiment.model import workload_duration_s
+    from harness.rundir.spec import RunSpec
+
+    return workload_duration_s(cell_of_run(RunSpec.read(run_dir)).spec.workload) or 0.0
+
+
+@pytest.mark.parametrize("flag", [["--alone"], ["--only", "kill@*"]])
+def test_alone_without_repeats_is_refused(tmp_path: Path, flag: list[str]) -> None:
+    assert main(["shrink", str(tmp_path), *flag, "--repeat", "1"]) == 2
