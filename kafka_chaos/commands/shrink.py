@@ -209,6 +209,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    timed = tuple(steps_of_run(spec))
+    asked = [step for step in timed if _matches(step, args.only)]
+    if args.only and not asked:
+        print(_unmatched(args, timed), file=sys.stderr)
+        return EXIT_ERROR
     verdict, result = judge_run(args.run)
     if outcome_of(verdict, result).verdict not in (Verdict.KNOWN_BUG, Verdict.VIOLATION):
         print(
@@ -217,7 +222,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    timed = tuple(steps_of_run(spec))
     steps = pin(timed, read_events(args.run).of(FaultStart)) if args.pin else timed
     if args.pin:
         held = sum(a.after != b.after for a, b in zip(steps, timed, strict=True))
@@ -243,12 +247,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             )
         return answers[key]
 
-    asked = [step for step in timed if _matches(step, args.only)]
-    if args.only and not asked:
-        named = ", ".join(f"{step.fault}@{step.target}" for step in timed if not step.heals)
-        print(f"no fault of {args.run} matches --only {args.only}; its faults: {named}",
-              file=sys.stderr)  # fmt: skip
-        return EXIT_ERROR
     # No fault first: a failure the workload alone makes needs no confirmation of the whole.
     empty_fails = bool(steps) and reproduces(())
     if empty_fails or (not (args.alone or args.only) and reproduces(steps)):
@@ -277,10 +275,16 @@ def _matches(step: FaultStep, only: str | None) -> bool:
     return only is None or fnmatch.fnmatchcase(f"{step.fault}@{step.target}", only)
 
 
+def _unmatched(args: argparse.Namespace, timed: tuple[FaultStep, ...]) -> str:
+    """The refusal of an --only glob that matches none of RUN's faults, naming them."""
+    named = ", ".join(f"{step.fault}@{step.target}" for step in timed if not step.heals)
+    return f"no fault of {args.run} matches --only {args.only}; its faults: {named}"
+
+
 def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     """Why no file was written: what was asked and reproduced too rarely, and the fix."""
     which = f" matching {args.only}" * bool(args.only)
-    alone = f"any fault{which} of it alone repeated {args.repeat} times"
+    alone = f"any fault of it{which} alone, repeated {args.repeat} times"
     if args.alone or args.only:
         asked = alone
     else:
