@@ -10,7 +10,7 @@ oldest transaction still open on the partition) on. So the last stable offset ma
 below the high watermark for at most the timeout, one sweep and the markers' writing
 (MARKER_SLACK_US) outside faults: a fault on the coordinator or on the partition's leader can
 hold it longer, so only the time outside every fault window counts, as for the group's
-`stuck`.
+`stuck`, a crash acting until the cluster could notice it (analysis.checks.windows).
 
 From the sampler's partition ends (about once a second, while the workload and any schedule
 after it run): a hold is a run of samples whose last stable offset has one value below their
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from analysis.checks.check import RunFacts
-from analysis.checks.liveness import UNKNOWN, Ends, fault_free_us, fault_windows, sampled_ends
+from analysis.checks.liveness import UNKNOWN, Ends, sampled_ends
 from analysis.checks.timed_out_commits import transaction_timeout_ms
+from analysis.checks.windows import failure_detection_us, fault_free_us, fault_windows
 from analysis.model.anomalies import AnomalyName
 from analysis.model.results import ExampleRow
 from harness.rundir.spec import RunSpec
@@ -38,7 +39,6 @@ __all__ = ["HangingTransactionCheck", "hanging_bound_us", "holds"]
 
 MAX_EXAMPLES: Final = 20
 SWEEP_SETTING: Final = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-SWEEP_DEFAULT_MS: Final = 10_000  # Kafka's default for SWEEP_SETTING
 # Writing the abort's markers, and the sampler's second between two looks.
 MARKER_SLACK_US: Final = 5_000_000
 
@@ -79,10 +79,7 @@ def hanging_bound_us(spec: RunSpec) -> int | None:
     timeout_ms = transaction_timeout_ms(spec)
     if timeout_ms is None:
         return None
-    configured = spec.kafka.model_dump().get("broker_config") or {}
-    sweep_ms = configured.get(SWEEP_SETTING, SWEEP_DEFAULT_MS)
-    sweep_ms = int(sweep_ms) if isinstance(sweep_ms, int | float | str) else SWEEP_DEFAULT_MS
-    return (timeout_ms + sweep_ms) * 1000 + MARKER_SLACK_US
+    return int((timeout_ms + spec.kafka.setting_ms(SWEEP_SETTING)) * 1000) + MARKER_SLACK_US
 
 
 def hanging(found: Iterable[Hold], bound_us: int) -> list[ExampleRow]:
@@ -114,7 +111,8 @@ class HangingTransactionCheck:
         bound = self._bound(run)
         assert bound is not None, "applies() holds"
         evidence = run.evidence
-        found = hanging(holds(sampled_ends(evidence.samples), fault_windows(evidence)), bound)
+        faults = fault_windows(evidence, failure_detection_us(run.spec))
+        found = hanging(holds(sampled_ends(evidence.samples), faults), bound)
         name = AnomalyName.TXN_HANGING
         return RunFacts(counts={name: len(found)}, examples={name: found[:MAX_EXAMPLES]})
 

@@ -18,8 +18,9 @@ sampler's partition ends (`sample` events' `ends`), the faults and the `consumer
   reads as the members do: a transaction marker or an aborted record past the position is
   nothing to read), lasting longer than the bound (the `consumers` event's stuck_s) counted
   outside every fault (from its injection to its heal; a fault never healed lasts until the
-  final heal). A stall the harness caused (a paused or killed member, a partition without a
-  leader) is thereby judged only by the time after the fault healed. Observed from the group's
+  final heal; a crash until the cluster could notice it: analysis.checks.windows). A stall
+  the harness caused (a paused or killed member, a partition without a leader) is thereby
+  judged only by the time after the fault healed. Observed from the group's
   `consumers-ready` to the end of its catch-up after the final heal;
 - **reset**: a member start that resumes a partition (its first record there, or a record at
   or below the one it processed before) at an offset below the group's committed offset then:
@@ -47,6 +48,7 @@ import pyarrow.compute as pc
 from analysis.checks.arrays import filled_ints
 from analysis.checks.check import RunFacts
 from analysis.checks.consumers import MAX_EXAMPLES
+from analysis.checks.windows import failure_detection_us, fault_free_us, fault_windows
 from analysis.model.evidence import RunEvidence
 from analysis.model.liveness import LivenessFacts, Reset, StuckWindow
 from harness.rundir import layout
@@ -132,10 +134,13 @@ class GroupHistory:
         return any(len(e.ts_us) for e in self.ends.values())
 
 
-def liveness_facts(run: RunEvidence, partition: np.ndarray, offset: np.ndarray) -> LivenessFacts:
+def liveness_facts(
+    run: RunEvidence, partition: np.ndarray, offset: np.ndarray, detection_us: int = 0
+) -> LivenessFacts:
     """The liveness classes of a run with a consumer group whose final read-back holds records
-    at (`partition`, `offset`) (see the module docstring)."""
-    history = group_history(run)
+    at (`partition`, `offset`) (see the module docstring); a crash acts at least `detection_us`
+    (analysis.checks.windows)."""
+    history = group_history(run, detection_us)
     records = records_by_partition(partition, offset)
     none = np.zeros(0, dtype=np.int64)  # a partition the read-back holds nothing of
     history = replace(history, records={p: records.get(p, none) for p in history.ends})
@@ -260,17 +265,6 @@ def records_by_partition(partition: np.ndarray, offset: np.ndarray) -> dict[int,
     }
 
 
-def fault_free_us(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:
-    """The µs of [begin, finish) outside every fault window."""
-    covered, reach = 0, begin
-    for injected, healed in sorted(faults):
-        lo, hi = max(injected, reach), min(healed, finish)
-        if hi > lo:
-            covered += hi - lo
-            reach = hi
-    return finish - begin - covered
-
-
 # ---------------------------------------------------------------------------------------------
 # reset
 
@@ -357,10 +351,11 @@ def _seconds(stuck: tuple[StuckWindow, ...], found: tuple[Reset, ...]) -> dict[i
 # reading a run
 
 
-def group_history(run: RunEvidence) -> GroupHistory:
-    """The history of a run's consumer group, from its journals and events."""
+def group_history(run: RunEvidence, detection_us: int = 0) -> GroupHistory:
+    """The history of a run's consumer group, from its journals and events (a crash acting
+    at least `detection_us`)."""
     group = run.consumers
-    faults = fault_windows(run)
+    faults = fault_windows(run, detection_us)
     return GroupHistory(
         processed=_journals(run.run_dir, layout.CONSUMER_PROCESSED_GLOB, PROCESSED_SCHEMA),
         commits=_journals(run.run_dir, layout.CONSUMER_COMMITS_GLOB, COMMIT_SCHEMA),
@@ -434,21 +429,6 @@ def _leader_changes(samples: list[Sample]) -> dict[int, tuple[int, ...]]:
     return {p: tuple(c) for p, c in changes.items()}
 
 
-def fault_windows(run: RunEvidence) -> tuple[tuple[int, int], ...]:
-    """(injected, healed) of every fault; one never healed lasts until the final heal (the
-    last event's time when there was none)."""
-    heal = run.phase_stamps("heal")
-    last = max((e.ts_us or 0 for e in run.events.events), default=0)
-    final = heal[-1] if heal else last
-    healed = {e.fault_id: e.ts_us or final for e in run.fault_ends if e.fault_id is not None}
-    windows = [
-        (start.ts_us or 0, healed.get(start.fault_id, final))
-        for start in run.fault_starts
-        if start.fault_id is not None
-    ]
-    return tuple(windows)
-
-
 def _observed(run: RunEvidence) -> tuple[int, int]:
     """From the group's readiness to the end of its catch-up (the `consumers` event when the
     catch-up's end is not known)."""
@@ -475,7 +455,8 @@ class LivenessCheck:
 
     def facts(self, run: RunHistory) -> RunFacts:
         """`liveness_facts` against the final read-back's records."""
-        live = liveness_facts(run.evidence, run.reads.partition, run.reads.offset)
+        detection_us = failure_detection_us(run.spec)
+        live = liveness_facts(run.evidence, run.reads.partition, run.reads.offset, detection_us)
         return RunFacts(
             seconds=dict(live.seconds), counts=live.counts, examples=live.examples(MAX_EXAMPLES)
         )

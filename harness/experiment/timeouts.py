@@ -15,6 +15,7 @@ from typing import Final
 from harness.experiment.model import Experiment, WorkloadSpec
 from harness.platform.versions import Mode
 from harness.rundir.records import CONSUMER_STUCK_S
+from harness.rundir.spec import KAFKA_DEFAULTS_MS
 
 __all__ = [
     "BANDS",
@@ -29,14 +30,6 @@ __all__ = [
 # harness/workload/consumer_group/librdkafka.py, which this layer may not import; a unit test
 # holds the two equal).
 CONSUMER_SESSION_TIMEOUT_MS: Final = 6000
-# Kafka's defaults of the broker and controller settings read below.
-BROKER_DEFAULTS_MS: Final = {
-    "replica.lag.time.max.ms": 30_000,
-    "broker.session.timeout.ms": 9_000,
-    "controller.quorum.election.timeout.ms": 1_000,
-    "controller.quorum.fetch.timeout.ms": 2_000,
-    "zookeeper.session.timeout.ms": 18_000,
-}
 OFFSETS_COMMIT_TIMEOUT_MS: Final = 5_000  # the broker's default
 SOCKET_TIMEOUT_MS: Final = 60_000  # librdkafka's and the Java client's socket.timeout.ms
 
@@ -98,7 +91,7 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
             "controller.quorum.election.timeout.ms",
             "controller.quorum.fetch.timeout.ms",
         ]
-    found += [Timeout(name, _ms(servers.get(name), BROKER_DEFAULTS_MS[name])) for name in names]
+    found += [Timeout(name, _ms(servers.get(name), KAFKA_DEFAULTS_MS[name])) for name in names]
     if spec.workload.transactions is not None:
         found.append(Timeout("transaction.timeout.ms", spec.workload.transactions.timeout_ms))
     if spec.workload.consumers:

@@ -9,14 +9,25 @@ keys are kept, so an older or newer run still reads; whoever needs a missing fie
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
 
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 
-__all__ = ["RunSpec", "RunSpecError"]
+__all__ = ["KAFKA_DEFAULTS_MS", "RunSpec", "RunSpecError"]
+
+# Kafka's defaults of the broker and controller settings in milliseconds that the harness and
+# the analysis read (where the cell's file leaves them out).
+KAFKA_DEFAULTS_MS: Final = {
+    "replica.lag.time.max.ms": 30_000,
+    "broker.session.timeout.ms": 9_000,
+    "controller.quorum.election.timeout.ms": 1_000,
+    "controller.quorum.fetch.timeout.ms": 2_000,
+    "zookeeper.session.timeout.ms": 18_000,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
+}
 
 
 class RunSpecError(ValueError):
@@ -43,6 +54,17 @@ class KafkaSpec(_Part):
 
     brokers: int | None = None
     mode: str | None = None
+    broker_config: dict[str, object] = {}
+    controller_config: dict[str, object] = {}
+
+    def setting_ms(self, name: str) -> float:
+        """A setting of KAFKA_DEFAULTS_MS as the cluster ran it: the controllers' or brokers'
+        config (a number or numeric text), else Kafka's default."""
+        value = self.controller_config.get(name, self.broker_config.get(name))
+        try:
+            return float(str(value)) if value is not None else KAFKA_DEFAULTS_MS[name]
+        except ValueError:
+            return KAFKA_DEFAULTS_MS[name]
 
 
 class RunSpec(_Part):

@@ -1,0 +1,95 @@
+"""How long a fault acts for the liveness bounds (analysis/checks/windows.py): a crash until the
+cluster could notice it, any other fault until its heal."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis.checks.hanging import hanging, hanging_bound_us, holds
+from analysis.checks.liveness import Ends
+from analysis.checks.windows import CRASHES, failure_detection_us, fault_windows
+from analysis.model.evidence import RunEvidence
+from harness.rundir.spec import RunSpec
+
+S = 1_000_000
+KINDS = sorted(CRASHES | {"stop", "pause", "partition", "delay", "slow-disk"})
+
+
+def evidence(faults: list[tuple[str, int, int | None]], heal_at: int) -> RunEvidence:
+    """A run whose faults are (kind, injected, healed or None), then the final heal."""
+    events: list[dict] = []
+    for fault_id, (kind, start, end) in enumerate(faults, 1):
+        events.append({"type": "fault_start", "ts_us": start, "fault_id": fault_id, "fault": kind})
+        if end is not None:
+            events.append({"type": "fault_end", "ts_us": end, "fault_id": fault_id})
+    events.append({"type": "phase", "phase": "heal", "ts_us": heal_at})
+    return RunEvidence.coerce(events)
+
+
+faults_st = st.lists(
+    st.tuples(
+        st.sampled_from(KINDS),
+        st.integers(0, 100 * S),
+        st.one_of(st.none(), st.integers(0, 30 * S)),
+    ),
+    max_size=6,
+).map(lambda drawn: [(k, at, None if d is None else at + d) for k, at, d in drawn])
+
+
+@given(faults_st, st.integers(0, 20 * S))
+def test_a_crash_acts_until_the_cluster_could_notice_it(faults, detection_us):
+    """Oracle: every fault from its injection to its heal (the final heal when none); a crash's
+    window reaches at least detection_us past its injection; no other fault's is stretched."""
+    final = 200 * S
+    windows = fault_windows(evidence(faults, final), detection_us)
+    expected = []
+    for kind, start, end in faults:
+        until = final if end is None else end
+        expected.append((start, max(until, start + detection_us) if kind in CRASHES else until))
+    assert windows == tuple(expected)
+    assert fault_windows(evidence(faults, final)) == tuple(
+        (start, final if end is None else end) for _, start, end in faults
+    )
+
+
+def test_failure_detection_is_the_session_and_a_new_controllers_election():
+    """KRaft: the broker's session, the quorum's fetch and election timeouts, each from the
+    cluster's config or Kafka's default; ZooKeeper: its session timeout; no mode: nothing."""
+    assert failure_detection_us(RunSpec(kafka={"mode": "kraft"})) == (9_000 + 2_000 + 1_000) * 1000
+    tuned = RunSpec(
+        kafka={
+            "mode": "kraft-dedicated",
+            "broker_config": {"broker.session.timeout.ms": "4000"},
+            "controller_config": {"controller.quorum.fetch.timeout.ms": 1000},
+        }
+    )
+    assert failure_detection_us(tuned) == (4_000 + 1_000 + 1_000) * 1000
+    zookeeper = {"mode": "zookeeper", "broker_config": {"zookeeper.session.timeout.ms": 6000}}
+    assert failure_detection_us(RunSpec(kafka=zookeeper)) == 6_000 * 1000
+    assert failure_detection_us(RunSpec(kafka={"mode": "zookeeper"})) == 18_000 * 1000
+    assert failure_detection_us(RunSpec()) == failure_detection_us(None) == 0
+
+
+def test_a_transaction_held_while_its_killed_coordinator_was_not_yet_fenced_is_not_hanging():
+    """The run that showed it: a broker killed for 3.5 s (the active controller and the
+    transaction coordinator); a partition's last stable offset held from 2 s into the kill to
+    12.2 s after it, when the controller, elected anew, fenced the broker on its session's
+    expiry. 2 s transactions swept every 0.5 s: past the bound outside the kill's own window,
+    within it once the kill acts until the cluster could notice it."""
+    spec = RunSpec(
+        workload={"transactions": {"timeout_ms": 2000}},
+        kafka={
+            "mode": "kraft",
+            "broker_config": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500},
+        },
+    )
+    run = evidence([("kill", 0, int(3.49 * S))], 40 * S)
+    seconds = range(2, 13)
+    n = len(seconds)
+    ends = {2: Ends(np.array([s * S for s in seconds]), np.full(n, 1100), np.full(n, 1047))}
+    bound = hanging_bound_us(spec)
+    assert bound is not None
+    assert hanging(holds(ends, fault_windows(run)), bound) != []
+    assert hanging(holds(ends, fault_windows(run, failure_detection_us(spec))), bound) == []
