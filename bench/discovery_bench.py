@@ -157,6 +157,10 @@ def key_of(row: Row, cell: str, seed: int, nemesis: Nemesis = Nemesis()) -> str:
     return f"{row.reference}|{row.experiment}|{cell}|{seed}|{nemesis.label}"
 
 
+# Seeds of 3 that must find a row (the issue's done-when).
+NEED_SEEDS = 2
+
+
 @dataclass(frozen=True)
 class Search:
     """One recorded search: a row's cell, a nemesis and a seed, and the minutes of workload to
@@ -223,6 +227,20 @@ def record(
     }
     with results.open("a") as out:
         out.write(json.dumps(line) + "\n")
+
+
+def decided(found: Iterable[Search], like: Search, seeds: int, need: int = NEED_SEEDS) -> bool:
+    """Whether the recorded searches of `like`'s row, experiment, cell and nemesis (any seed)
+    already decide the done-when: `need` of seeds 0..`seeds` - 1 found, or too many not found
+    for `need` to be reached."""
+    same = (like.reference, like.experiment, like.cell, like.nemesis)
+    minutes = {
+        s.seed: s.minutes
+        for s in found
+        if (s.reference, s.experiment, s.cell, s.nemesis) == same and s.seed < seeds
+    }
+    hits = sum(m is not None for m in minutes.values())
+    return hits >= need or len(minutes) - hits > seeds - need
 
 
 def searches(rows: Sequence[Row], seeds: int) -> Iterator[tuple[Row, int]]:
@@ -306,6 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, help="only this seed (of 0..--seeds - 1)")
     parser.add_argument(
+        "--until-decided",
+        action="store_true",
+        help=f"skip a cell's remaining seeds once {NEED_SEEDS} are found, or too many are not",
+    )
+    parser.add_argument(
         "--families", nargs="+", default=[], help="only these fault families (the nemesis' knob)"
     )
     args = parser.parse_args(argv)
@@ -321,7 +344,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for cell in cells:
             if not fnmatch.fnmatchcase(cell.name, args.cells):
                 continue
-            if args.chunk is None and key_of(row, cell.name, seed, args.nemesis) in done:
+            key = key_of(row, cell.name, seed, args.nemesis)
+            if args.chunk is None and key in done:
+                continue
+            like = Search(
+                key, row.reference, row.experiment, cell.name, args.nemesis.label, seed, None
+            )
+            if args.until_decided and decided(_recorded(args.results), like, args.seeds):
+                print(f"{row.reference} {cell.name} seed {seed}: decided, skipped", flush=True)
                 continue
             minutes, also = _search(row, cell, seed, args)
             if args.chunk is not None:
@@ -331,6 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown += "".join(f"; {ref} at {m:g} min" for ref, m in sorted(also.items()))
             print(f"{row.reference} {cell.name} seed {seed}: {shown}", flush=True)
     return 0
+
+
+def _recorded(results: Path) -> list[Search]:
+    """The searches the results file holds now (none when there is no file)."""
+    return searches_of(results.read_text().splitlines()) if results.is_file() else []
 
 
 def interruptible_main() -> int:

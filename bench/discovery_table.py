@@ -27,13 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from discovery_bench import Row, Search, rows_of, searches_of  # noqa: E402 (bench/ is not a package)
+from discovery_bench import NEED_SEEDS, Row, Search, rows_of, searches_of  # noqa: E402 (bench/ is not a package)
 
 # Rows of the known-bug table no aimed experiment reproduced (docs/known-bugs.md, "tried"):
 # the goal counts the reproduced rows only.
 NOT_REPRODUCED = frozenset({"KAFKA-6361", "KAFKA-19012"})
 SEEDS = (0, 1, 2)
-NEED_SEEDS = 2
 MAX_FAULTS = 3
 _HEADER = re.compile(
     r"# Shrunk by `kafka-chaos shrink` from (?P<run>\S+): .*\n"

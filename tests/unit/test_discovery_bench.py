@@ -218,3 +218,34 @@ def test_one_chunk_runs_with_the_schedule_its_search_drew_and_records_nothing(
         (1003, "3", "seed-1-cascades")
     ]
     assert not results.exists()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 4),  # seed
+            st.sampled_from(["c1", "c2"]),  # cell
+            st.sampled_from(["generic, cascades", "generic, cascades x9"]),  # nemesis
+            st.one_of(st.none(), st.floats(0.5, 20)),  # minutes
+        ),
+        max_size=10,
+    ),
+    st.integers(2, 4),
+)
+def test_a_search_is_decided_once_its_outcome_cannot_change(drawn, seeds) -> None:
+    """Oracle: among the lines of the same row, cell and nemesis with a seed below `seeds`
+    (the last line of a seed winning, as the results file reads), 2 found decides it, and so
+    do more misses than the seeds left could make up."""
+    module = bench()
+    found = [
+        module.Search(f"k{i}", "R", "e.yaml", cell, nemesis, seed, minutes)
+        for i, (seed, cell, nemesis, minutes) in enumerate(drawn)
+    ]
+    like = module.Search("k", "R", "e.yaml", "c1", "generic, cascades x9", 0, None)
+    last: dict[int, float | None] = {}
+    for seed, cell, nemesis, minutes in drawn:
+        if (cell, nemesis) == ("c1", "generic, cascades x9") and seed < seeds:
+            last[seed] = minutes
+    hits = [m for m in last.values() if m is not None]
+    expected = len(hits) >= 2 or len(last) - len(hits) > seeds - 2
+    assert module.decided(found, like, seeds) is expected
