@@ -201,10 +201,10 @@ KNOWN_BUGS: Final[tuple[KnownBug, ...]] = (
     KnownBug(
         reference="KIP-966",
         explains=CountName.LOSS,
-        mechanism="last replica standing: the ISR's last leader came back without its unflushed "
-        "tail and led, although replicas that were down held the data, and later writes took "
-        "the lost offsets; Eligible Leader Replicas let a clean one lead instead (default for "
-        "new KRaft clusters from 4.1)",
+        mechanism="last replica standing: a member of the ISR (its leader, or a follower not yet "
+        "dropped) came back without its unflushed tail while the others were down, and led, "
+        "although they held the data, and later writes took the lost offsets; Eligible Leader "
+        "Replicas let a clean one lead instead (default for new KRaft clusters from 4.1)",
         fixed_in="4.1.0",
         first_affected=None,
         experiment="experiments/kafka-history.yaml (scenario=last-replica-*), "

@@ -125,19 +125,21 @@ TAKEN: Final = {
 
 
 def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
-    """The partition's leader lost its unflushed tail (a hit of kind power-loss) after other
-    replicas went down (stopped or killed), came back while every other member of its last
-    ISR was still down, and led again: the only replica Kafka could elect, without the tail
-    the others held."""
+    """A member of the partition's ISR (its leader, or a follower the cluster had not yet
+    dropped) lost its unflushed tail (a hit of kind power-loss), the other members went down
+    (stopped or killed) before or after, and it came back while every other member of that
+    ISR was still down, and led: the only replica Kafka could elect, without the tail the
+    others held."""
     for hit in history.hits:
         if hit.kind != "power-loss":
             continue
         led = [s for s in history.samples if s.ts_us <= hit.ts_us and s.leader is not None]
         if hit.at_start is not None and hit.at_start.leader is not None:
             led.append(hit.at_start)  # the freshest reading, where the sampler may have none
-        if not led or led[-1].leader not in hit.nodes:
+        own = set(hit.nodes)
+        if not led or not own & ({led[-1].leader} | set(led[-1].isr)):
             continue
-        last, own = led[-1], set(hit.nodes)
+        last = led[-1]
         # It came back at the first heal, after the hit, of a fault that had it down (a
         # power loss restarts it at its own heal; a cut file waits for the kill's).
         returned = min(
@@ -163,10 +165,11 @@ def _last_replica_standing(history: PartitionHistory, context: _Context) -> str:
             how = "; ".join(
                 f"replicas {list(h.nodes)} {TAKEN[h.kind]} at {context.t(h.ts_us)}" for h in taken
             )
+            whose = "that leader's" if last.leader in own else f"ISR member {sorted(own)}'s"
             return (
                 f"{how}; the ISR was {list(last.isr)} under leader {last.leader} at "
-                f"{context.t(last.ts_us)}; fault {hit.fault_id} ({hit.fault}) took that "
-                f"leader's unflushed tail at {context.t(hit.ts_us)}; it came back at "
+                f"{context.t(last.ts_us)}; fault {hit.fault_id} ({hit.fault}) took {whose} "
+                f"unflushed tail at {context.t(hit.ts_us)}; it came back at "
                 f"{context.t(returned)} and led"
             )
     return ""

@@ -196,3 +196,54 @@ def test_the_nemesis_roles_at_the_hit_show_the_last_replica_standing_the_sampler
     # Roles the nemesis could not read are no reading: the sampler's stale leader 3 stands.
     stale = judged(config, sampler_blind_events(snapshot_error="timed out"), p0=1)
     assert stale.verdict == "VIOLATION", stale.reasons
+
+
+def follower_first_events(*, mates_stay_up: bool = False) -> list[dict[str, Any]]:
+    """A discovery run on 0.10.2.2: follower 1 of p0 (leader 2, ISR [2, 1, 3]) loses its
+    unflushed tail (torn-write) and restarts later; followers 3 and then leader 2 are stopped
+    cleanly 3.5 and 4.6 s after, before the cluster dropped node 1 from the ISR; node 1 comes
+    back first, alone, and leads. With `mates_stay_up`, nodes 2 and 3 are back before it."""
+    back = 10 if mates_stay_up else 60
+    return [
+        sample(-1, [(0, 2, [2, 1, 3])]),
+        start(0, [1], fault="torn-write", fault_id=1, class_kind="power-loss",
+              partitions=[{**ROLES[0], "leader": 2, "isr": [2, 1, 3]}]),
+        start(3.5, [3], fault="stop", fault_id=2,
+              partitions=[{**ROLES[0], "leader": 2, "isr": [2, 1, 3]}]),
+        start(4.6, [2], fault="stop", fault_id=3,
+              partitions=[{**ROLES[0], "leader": 2, "isr": [2, 1]}]),
+        end(back, 2),
+        end(back, 3),
+        end(40, 1),
+        sample(43, [(0, 1, [1])]),
+    ]  # fmt: skip
+
+
+def test_an_isr_follower_that_lost_its_tail_and_came_back_alone_is_the_last_replica_standing():
+    """Not KAFKA-1211: the follower did not truncate to its high watermark, its tail went with
+    its page cache; it was the only member of the ISR to come back, so Kafka elected it (what
+    KIP-966's ELR prevents), on any release before ELR."""
+    config = {
+        **CP,
+        "enable_idempotence": False,
+        "kafka_version": "0.10.2.2",
+        "fault_class": "mixed",
+    }
+    rep = judged(config, follower_first_events(), p0=5)
+    assert rep.verdict == Verdict.KNOWN_BUG
+    (reason,) = [r for r in rep.reasons if "KIP-966" in r]
+    assert "took ISR member [1]'s unflushed tail" in reason and "came back" in reason
+    assert not any("KAFKA-1211" in r for r in rep.reasons)
+
+
+def test_a_follower_that_lost_its_tail_while_its_isr_mates_were_up_is_not_the_last_standing():
+    """Nodes 2 and 3 were back before node 1: it could refetch its tail, so KIP-966 does not
+    explain a loss; a leader change after the hit is KAFKA-1211's evidence on 0.10.2.2."""
+    config = {
+        **CP,
+        "enable_idempotence": False,
+        "kafka_version": "0.10.2.2",
+        "fault_class": "mixed",
+    }
+    rep = judged(config, follower_first_events(mates_stay_up=True), p0=5)
+    assert not any("KIP-966" in r for r in rep.reasons)
