@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 UNPAUSE_TIMEOUT_S = 15.0
 KILLED_EXIT = 137  # a container's exit code after SIGKILL (128 + 9)
+# What the engine says when asked to signal a container whose process already exited.
+ALREADY_EXITED = ("is not running", "is zombie")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -113,8 +115,15 @@ class KafkaNode:
         return self.docker.status
 
     def kill(self) -> None:
-        """SIGKILL the broker process (the OS page cache survives, as with a process crash)."""
-        self.docker.kill(signal="SIGKILL")
+        """SIGKILL the broker process (the OS page cache survives, as with a process crash). A
+        process that already exited counts as killed: the engine refuses to signal a container
+        that is not running, or whose process it has not reaped yet (a zombie), and either way
+        the broker is gone without a controlled shutdown, which is what a kill means."""
+        try:
+            self.docker.kill(signal="SIGKILL")
+        except docker.errors.APIError as exc:
+            if not any(sign in str(exc) for sign in ALREADY_EXITED):
+                raise
 
     def stop(self, timeout_s: int = 60) -> bool:
         """SIGTERM and wait up to `timeout_s` for Kafka's controlled shutdown to finish;

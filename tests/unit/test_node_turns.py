@@ -7,6 +7,9 @@ import threading
 import time
 from types import SimpleNamespace
 
+import docker.errors
+import pytest
+
 from harness.platform.node import KafkaNode
 from harness.platform.topology import Role
 
@@ -54,3 +57,32 @@ def test_nodes_still_compare_by_their_fields() -> None:
     second = KafkaNode(1, 9092, container, role=Role.COMBINED)  # type: ignore[arg-type]
     assert first == second
     assert "_engine_turn" not in repr(first)
+
+
+class RefusingContainer:
+    """A container the engine refuses to signal, with `message`."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def kill(self, signal: str) -> None:
+        raise docker.errors.APIError(self.message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Cannot kill container: dd81: container dd81 PID 13014 is zombie and can not be killed",
+        "Cannot kill container: dd81: Container dd81 is not running",
+    ],
+)
+def test_a_kill_of_a_process_that_already_exited_counts_as_done(message: str) -> None:
+    node = KafkaNode(1, 9092, wrapping(RefusingContainer(message)), role=Role.COMBINED)  # type: ignore[arg-type]
+    node.kill()
+
+
+def test_a_kill_the_engine_refuses_for_another_reason_fails() -> None:
+    container = RefusingContainer("500 Server Error: no such container")
+    node = KafkaNode(1, 9092, wrapping(container), role=Role.COMBINED)  # type: ignore[arg-type]
+    with pytest.raises(docker.errors.APIError):
+        node.kill()
