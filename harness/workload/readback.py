@@ -141,9 +141,10 @@ class RecordSink:
 
 
 # Errors of a partition whose metadata has not reached this client yet (a topic just created,
-# a leader just elected), or of a connection to a broker that just came back (librdkafka
-# destroys and remakes its broker handle, _DESTROY_BROKER; _TRANSPORT): asked again until the
-# read-back's time is up.
+# a leader just elected), of a leader just elected whose high watermark has not caught up yet
+# (it answers ListOffsets OFFSET_NOT_AVAILABLE until then), or of a connection to a broker that
+# just came back (librdkafka destroys and remakes its broker handle, _DESTROY_BROKER;
+# _TRANSPORT): asked again until the read-back's time is up.
 RETRIABLE: Final = frozenset(
     {
         KafkaError._DESTROY_BROKER,
@@ -153,6 +154,7 @@ RETRIABLE: Final = frozenset(
         KafkaError._TIMED_OUT,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.OFFSET_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
