@@ -15,7 +15,7 @@ from typing import Final
 from harness.experiment.model import Experiment, WorkloadSpec
 from harness.platform.versions import Mode
 from harness.rundir.records import CONSUMER_STUCK_S
-from harness.rundir.spec import KAFKA_DEFAULTS_MS
+from harness.rundir.spec import KAFKA_DEFAULTS_MS, milliseconds
 
 __all__ = [
     "BANDS",
@@ -58,15 +58,6 @@ class Band:
 BANDS: Final = (Band("below", 0.5, 0.9), Band("at", 0.9, 1.1), Band("above", 1.1, 2.0))
 
 
-def _ms(value: object, default: float) -> float:
-    """A setting's milliseconds from the file (a number or numeric text), else `default`."""
-    try:
-        number = float(str(value)) if value is not None else default
-    except ValueError:
-        return default
-    return number if number > 0 else default
-
-
 def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
     """The timeouts of the cell `spec`, each once, in a fixed order: the producer's request,
     delivery and socket timeouts, the broker's replica lag and session, the controller's
@@ -79,7 +70,8 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
         Timeout("request.timeout.ms", producer.request_timeout_ms),
         Timeout("message.timeout.ms", producer.message_timeout_ms),
         Timeout(
-            "socket.timeout.ms", _ms(producer.config.get("socket.timeout.ms"), SOCKET_TIMEOUT_MS)
+            "socket.timeout.ms",
+            milliseconds(producer.config.get("socket.timeout.ms"), SOCKET_TIMEOUT_MS),
         ),
     ]
     names = ["replica.lag.time.max.ms"]
@@ -91,14 +83,18 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
             "controller.quorum.election.timeout.ms",
             "controller.quorum.fetch.timeout.ms",
         ]
-    found += [Timeout(name, _ms(servers.get(name), KAFKA_DEFAULTS_MS[name])) for name in names]
+    found += [
+        Timeout(name, milliseconds(servers.get(name), KAFKA_DEFAULTS_MS[name])) for name in names
+    ]
     if spec.workload.transactions is not None:
         found.append(Timeout("transaction.timeout.ms", spec.workload.transactions.timeout_ms))
     if spec.workload.consumers:
         session_ms = spec.workload.consumer_session_timeout_ms or CONSUMER_SESSION_TIMEOUT_MS
         found.append(Timeout("session.timeout.ms", session_ms))
         # How long the group coordinator waits for a commit's replication before it fails it.
-        commit_ms = _ms(servers.get("offsets.commit.timeout.ms"), OFFSETS_COMMIT_TIMEOUT_MS)
+        commit_ms = milliseconds(
+            servers.get("offsets.commit.timeout.ms"), OFFSETS_COMMIT_TIMEOUT_MS
+        )
         found.append(Timeout("offsets.commit.timeout.ms", commit_ms))
     return tuple(timeout for timeout in found if timeout.ms > 0)
 

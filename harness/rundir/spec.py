@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, f
 from harness.rundir import layout
 from harness.rundir.config import CellConfig
 
-__all__ = ["KAFKA_DEFAULTS_MS", "RunSpec", "RunSpecError"]
+__all__ = ["KAFKA_DEFAULTS_MS", "RunSpec", "RunSpecError", "milliseconds"]
 
 # Kafka's defaults of the broker and controller settings in milliseconds that the harness and
 # the analysis read (where the cell's file leaves them out).
@@ -28,6 +28,16 @@ KAFKA_DEFAULTS_MS: Final = {
     "zookeeper.session.timeout.ms": 18_000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
 }
+
+
+def milliseconds(value: object, default: float) -> float:
+    """A setting's milliseconds as a file gives it (a number or numeric text), else `default`
+    (also for 0 or less: no limit, or none given)."""
+    try:
+        number = float(str(value)) if value is not None else default
+    except ValueError:
+        return default
+    return number if number > 0 else default
 
 
 class RunSpecError(ValueError):
@@ -61,10 +71,7 @@ class KafkaSpec(_Part):
         """A setting of KAFKA_DEFAULTS_MS as the cluster ran it: the controllers' or brokers'
         config (a number or numeric text), else Kafka's default."""
         value = self.controller_config.get(name, self.broker_config.get(name))
-        try:
-            return float(str(value)) if value is not None else KAFKA_DEFAULTS_MS[name]
-        except ValueError:
-            return KAFKA_DEFAULTS_MS[name]
+        return milliseconds(value, KAFKA_DEFAULTS_MS[name])
 
 
 class RunSpec(_Part):

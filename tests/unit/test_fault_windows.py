@@ -93,3 +93,26 @@ def test_a_transaction_held_while_its_killed_coordinator_was_not_yet_fenced_is_n
     assert bound is not None
     assert hanging(holds(ends, fault_windows(run)), bound) != []
     assert hanging(holds(ends, fault_windows(run, failure_detection_us(spec))), bound) == []
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.integers(-5, 10**6),
+        st.floats(-5, 1e6, allow_nan=False),
+        st.integers(-5, 10**6).map(str),
+        st.text(max_size=4),
+    ),
+    st.floats(1, 1e5),
+)
+def test_a_settings_milliseconds_are_its_positive_number_else_the_default(value, default):
+    """Oracle: a number, or text that reads as one, greater than 0 is itself; anything else
+    (missing, 0 or less, not a number) is the default."""
+    from harness.rundir.spec import milliseconds
+
+    try:
+        number = None if value is None else float(str(value))
+    except ValueError:
+        number = None
+    expected = number if number is not None and number > 0 else default
+    assert milliseconds(value, default) == expected
