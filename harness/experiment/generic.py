@@ -12,7 +12,10 @@ a step that fails it (one that would outlast the workload) is drawn again, a bou
 of times. The same cell and seed give the same schedule. `swarm` draws each schedule from its
 own random half of the menu (swarm testing). A `cascade` draw takes a partition's replicas
 down one after another and brings them back in a random order (FoundationDB's swizzle):
-failures that lose data compound on one replica set, which independent draws rarely do.
+failures that lose data compound on one replica set, which independent draws rarely do. A
+cascade takes at most one replica's page cache (cache_keeping): for the page caches of several
+replicas lost within one outage Kafka documents no outcome, the judge reads any loss there as
+UNKNOWN, and a draw that can only end UNKNOWN finds nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
+from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.faults.disk import MAX_DISK_DELAY_MS
 from harness.chaos.faults.shape import MAX_DELAY_MS, PEERS
 from harness.experiment.families import (
@@ -39,18 +43,21 @@ from harness.experiment.rules import rule_problems
 from harness.experiment.soak import MAX_SCHEDULED_FAULTS
 from harness.experiment.timeouts import BANDS, Timeout, cell_timeouts
 from harness.platform.versions import Mode
+from harness.rundir.fault_classes import ClassKind
 
 __all__ = [
     "ATTEMPTS",
     "Menu",
     "beside_menu",
     "bound_faults",
+    "cache_keeping",
     "cascade_menu",
     "drawable_kinds",
     "generic_schedule",
     "step_menu",
     "step_problems",
     "swarm",
+    "takes_page_cache",
 ]
 
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
@@ -236,9 +243,10 @@ class _Draw:
     def cascade(self, at_s: float, rng: random.Random) -> list[FaultStep]:
         """Two to all of one partition's replicas down one after another (its followers then
         its leader, or its leader, its successor, then any replica left), each by a node fault
-        the cascade's menu allows on that role, at gaps within the cell's timeouts; all held
-        a time drawn around the timeouts after the last goes down, then brought back in a
-        random order at such gaps. [] when the topic has one replica or a role has no kind."""
+        the cascade's menu allows on that role, at most one of them taking its page cache
+        (cache_keeping), at gaps within the cell's timeouts; all held a time drawn around the
+        timeouts after the last goes down, then brought back in a random order at such gaps.
+        [] when the topic has one replica or a role has no kind."""
         replicas = self.spec.topic.replication_factor
         if replicas < 2:
             return []
@@ -260,9 +268,10 @@ class _Draw:
             ends.append(ends[-1] + self.within_s(rng))
         rng.shuffle(ends)
         partition = rng.randrange(self.spec.topic.partitions)
-        steps = []
+        steps: list[FaultStep] = []
         for role, start, end in zip(roles, starts, ends, strict=True):
-            kind = rng.choice(kinds[role])
+            taken = any(takes_page_cache(step.fault) for step in steps)
+            kind = rng.choice(cache_keeping(kinds[role]) if taken else kinds[role])
             steps.append(
                 FaultStep(
                     at_s=round(start, 3),
@@ -300,6 +309,19 @@ class _Draw:
             duration_s=duration_s,
             params=params,
         )
+
+
+def takes_page_cache(kind: str) -> bool:
+    """Whether a fault of `kind` undoes its node's unflushed writes (its class is a power
+    loss: lose-unsynced, torn-write, a node's power loss, a log's tail cut)."""
+    fault = FAULT_TYPES.get(kind)
+    return fault is not None and ClassKind.POWER_LOSS in fault.class_kinds
+
+
+def cache_keeping(kinds: Sequence[str]) -> list[str]:
+    """`kinds` without those that take the page cache; all of `kinds` when every one does
+    (a menu of crash faults alone is what the file asked for)."""
+    return [kind for kind in kinds if not takes_page_cache(kind)] or list(kinds)
 
 
 def _half(items: Sequence[T], rng: random.Random) -> list[T]:
