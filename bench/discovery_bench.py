@@ -80,17 +80,20 @@ class Nemesis:
     """The generic nemesis' knobs a search may turn: each chunk drawing its own half of the
     menu (`swarm`), how many faults may be in force at once (`overlap`), and the cascade
     family's weight against the others' 1 (`cascade`), and the families allowed (`families`;
-    empty: every default family)."""
+    empty: every default family); and the generator's revision that draws it (`revision`,
+    harness.experiment.generic.REVISION; 0: before revisions were recorded)."""
 
     swarm: bool = False
     overlap: int = 1
     cascade: float = 1.0
     families: tuple[str, ...] = ()
+    revision: int = 0
 
     @property
     def label(self) -> str:
         """How the results file and the docs name it: "generic, cascades", "generic,
-        cascades x3, overlap 2" ... (lines without "cascades" come from before the family)."""
+        cascades x3, overlap 2, revision 1" ... (lines without "cascades" come from before the
+        family, lines without "revision" from before revisions were recorded)."""
         if self.families:  # only the families named; the cascade weight, if allowed
             allowed = "+".join(self.families)
             weighed = "cascade" in self.families and self.cascade != 1
@@ -100,7 +103,8 @@ class Nemesis:
             weight = "" if self.cascade == 1 else f" x{self.cascade:g}"
             parts = ["generic", f"cascades{weight}"]
         parts += [f"overlap {self.overlap}"] * (self.overlap > 1)
-        return ", ".join(parts + ["swarm"] * self.swarm)
+        parts += ["swarm"] * self.swarm
+        return ", ".join(parts + [f"revision {self.revision}"] * (self.revision > 0))
 
 
 def unaimed(
@@ -332,7 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--families", nargs="+", default=[], help="only these fault families (the nemesis' knob)"
     )
     args = parser.parse_args(argv)
-    args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade, tuple(args.families))
+    from harness.experiment.generic import REVISION
+
+    families = tuple(args.families)
+    args.nemesis = Nemesis(args.swarm, args.overlap, args.cascade, families, REVISION)
     bugs = {bug.reference: bug for bug in KNOWN_BUGS}
     rows = [r for r in rows_of(KNOWN_BUGS) if not args.rows or r.reference in args.rows]
     done = done_keys(args.results)

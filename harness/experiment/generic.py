@@ -47,6 +47,7 @@ from harness.rundir.fault_classes import ClassKind
 
 __all__ = [
     "ATTEMPTS",
+    "REVISION",
     "Menu",
     "beside_menu",
     "bound_faults",
@@ -60,6 +61,10 @@ __all__ = [
     "takes_page_cache",
 ]
 
+# The generator's revision, raised whenever the same cell and seed draw another schedule: the
+# discovery benchmark keeps searches of different revisions apart (bench/discovery_bench.py).
+# 1: a cascade takes at most one replica's page cache.
+REVISION: Final = 1
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
 # The share of the requests family's steps that lose their requests rather than hold them late.

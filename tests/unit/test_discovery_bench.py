@@ -128,6 +128,24 @@ def test_a_search_over_some_families_draws_only_their_steps() -> None:
     assert all(s.params.requests for s in steps)
 
 
+def test_another_revision_of_the_generator_is_another_search() -> None:
+    """A search the generator's next revision runs does not resume, nor count with, the
+    seeds the previous one drew."""
+    module = bench()
+    row = module.Row("KAFKA-1211", "experiments/kafka-history.yaml", "*")
+    old, new = module.Nemesis(cascade=9), module.Nemesis(cascade=9, revision=1)
+    assert new.label == "generic, cascades x9, revision 1"
+    assert old.label == "generic, cascades x9"
+    assert module.key_of(row, "c", 0, old) != module.key_of(row, "c", 0, new)
+    lines = [
+        json.dumps({"key": module.key_of(row, "c", 0, n), "reference": row.reference,
+                    "experiment": row.experiment, "cell": "c", "nemesis": n.label, "seed": 0,
+                    "minutes_to_first": 2.5})
+        for n in (old, new)
+    ]  # fmt: skip
+    assert {s.nemesis for s in module.searches_of(lines)} == {old.label, new.label}
+
+
 def draws() -> ModuleType:
     return load("nemesis_draws")  # its dataclass looks its module up
 
@@ -215,7 +233,7 @@ def test_one_chunk_runs_with_the_schedule_its_search_drew_and_records_nothing(
             str(tmp_path)]  # fmt: skip
     assert bench().main(argv) == 0
     assert [(seed, run_dir.name, run_dir.parent.name) for seed, run_dir in ran] == [
-        (1003, "3", "seed-1-cascades")
+        (1003, "3", "seed-1-cascades-revision1")
     ]
     assert not results.exists()
 
