@@ -53,6 +53,7 @@ __all__ = [
     "bound_faults",
     "cache_keeping",
     "cascade_menu",
+    "draw_of",
     "drawable_kinds",
     "generic_schedule",
     "step_menu",
@@ -451,6 +452,13 @@ def _room(
         at_s = round(healed + rng.expovariate(1.0 / mean_gap_s), 3)
         acting = [end for end in acting if end > at_s]
     return at_s, acting
+
+
+def draw_of(name: str | None) -> str | None:
+    """The draw a fault bound as `name` came from when it was one of a cascade's (bound_faults
+    names those `c<draw>_<j>`): 'c<draw>'; None for any other name."""
+    head, _, member = (name or "").partition("_")
+    return head if head[:1] == "c" and head[1:].isdigit() and member.isdigit() else None
 
 
 def bound_faults(draws: Sequence[Sequence[FaultStep]]) -> list[FaultStep]:

@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from harness.experiment.generic import draw_of
 from harness.experiment.model import FaultStep
 
 __all__ = [
     "Budget",
     "Shrunk",
     "ddmin",
+    "drawn_units",
     "fault_units",
     "halve_durations",
     "k_of_n",
@@ -223,6 +225,17 @@ def fault_units(steps: Sequence[FaultStep]) -> list[tuple[int, ...]]:
     for index in range(len(steps)):
         units.setdefault(root(index), []).append(index)
     return sorted((tuple(unit) for unit in units.values()), key=lambda unit: unit[0])
+
+
+def drawn_units(steps: Sequence[FaultStep]) -> list[tuple[int, ...]]:
+    """The positions of `steps` grouped by the nemesis draw that made them: a cascade's faults
+    (generic.draw_of) with their heal steps together, every other fault unit (fault_units)
+    alone. In the order of their first step, positions ascending."""
+    groups: dict[str, list[int]] = {}
+    for unit in fault_units(steps):
+        draw = next((d for i in unit if (d := draw_of(steps[i].as_))), None)
+        groups.setdefault(draw or f"unit {unit[0]}", []).extend(unit)
+    return sorted((tuple(sorted(group)) for group in groups.values()), key=lambda g: g[0])
 
 
 def shrink_schedule(

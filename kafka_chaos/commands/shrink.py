@@ -11,7 +11,10 @@ counted). The smallest that reproduced is written as an experiment file with its
 When the whole schedule reproduces in fewer than --need replays (a race its replays rarely
 meet), each of its faults is asked alone, repeated --repeat times over the workload (one step
 with every_s), and the first that reproduces is the file. --alone asks them so straight after the
-empty schedule; --only narrows the faults asked alone to those matching a glob.
+empty schedule; --only narrows the faults asked alone to those matching a glob. --draws asks,
+after the empty schedule, each of the generic nemesis' draws alone at its own times, once (a
+cascade's faults together: the loss a cascade made needs its members), and the first that
+reproduces is the file; with --only, the draws with a matching fault.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,10 +126,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the whole, no subsets): for a race, or a bug each fault can set off",
     )
     parser.add_argument(
+        "--draws",
+        action="store_true",
+        help="ask each of the nemesis' draws alone, at its own times and once (a cascade's "
+        "faults together), straight after the empty schedule: for a loss a cascade made",
+    )
+    parser.add_argument(
         "--only",
         metavar="GLOB",
-        help="ask alone only the faults whose FAULT@TARGET matches GLOB (e.g. 'kill@*'); "
-        "implies --alone",
+        help="ask alone only the faults whose FAULT@TARGET matches GLOB (e.g. 'kill@*'), or "
+        "with --draws the draws with such a fault; implies --alone without --draws",
     )
     parser.add_argument("--out", type=Path, help="the experiment file (default RUN/shrunk.yaml)")
     parser.add_argument("--runs-dir", type=Path, help="where replays go (default runs/)")
@@ -141,7 +150,9 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return f"--budget {args.budget} is below --repetitions ({args.repetitions}); raise it"
     if args.repeat < 1:
         return f"--repeat {args.repeat} must be at least 1 (1: no fault is asked repeated)"
-    if (args.alone or args.only) and args.repeat < 2:
+    if args.draws and args.alone:
+        return "--draws asks each draw alone once, --alone each fault repeated: give one"
+    if (args.alone or args.only) and not args.draws and args.repeat < 2:
         return "--alone and --only ask faults repeated: give --repeat 2 or more"
     return None
 
@@ -192,7 +203,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.model import workload_duration_s
     from harness.experiment.pin import pin
     from harness.experiment.problems import SpecError
-    from harness.experiment.shrink import Budget, k_of_n, shrink_schedule
+    from harness.experiment.shrink import Budget, k_of_n, repeated, shrink_schedule
     from harness.rundir.events import FaultStart, read_events
     from harness.rundir.spec import RunSpec, RunSpecError
 
@@ -249,10 +260,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     # No fault first: a failure the workload alone makes needs no confirmation of the whole.
     empty_fails = bool(steps) and reproduces(())
-    if empty_fails or (not (args.alone or args.only) and reproduces(steps)):
+    if empty_fails or (not (args.alone or args.only or args.draws) and reproduces(steps)):
         shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
     else:
-        one = _one_repeated(tuple(asked), horizon_s, args.repeat, reproduces, replays.tally)
+        if args.draws:
+            one = _first_alone(_draws(timed, args.only), reproduces, replays.tally)
+        else:
+            alone = repeated(tuple(asked), horizon_s, args.repeat) if args.repeat > 1 else []
+            one = _first_alone([(step,) for step in alone], reproduces, replays.tally)
         if one is None or not one.finished:
             lead = "" if one is None else _lead(one.items, replays.tally, args, spec, original)
             print(_nothing(args, original) + lead, file=sys.stderr)
@@ -285,7 +300,9 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     """Why no file was written: what was asked and reproduced too rarely, and the fix."""
     which = f" matching {args.only}" * bool(args.only)
     alone = f"any fault of it{which} alone, repeated {args.repeat} times"
-    if args.alone or args.only:
+    if args.draws:
+        asked = f"any draw of it{' with a fault' * bool(args.only)}{which} alone"
+    elif args.alone or args.only:
         asked = alone
     else:
         asked = "the run's own schedule" + f", nor {alone}" * (args.repeat > 1)
@@ -296,29 +313,36 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     )
 
 
-def _one_repeated(
-    timed: tuple[FaultStep, ...],
-    horizon_s: float,
-    times: int,
+def _draws(timed: tuple[FaultStep, ...], only: str | None) -> list[tuple[FaultStep, ...]]:
+    """The nemesis' draws of `timed` (the run's clock), each as a schedule of its own: a
+    cascade's faults with their heals, any other fault alone; with `only`, the draws with a
+    fault matching it. In the order they came."""
+    from harness.experiment.shrink import drawn_units
+
+    draws = [tuple(timed[i] for i in unit) for unit in drawn_units(timed)]
+    return [d for d in draws if any(_matches(s, only) for s in d if not s.heals)]
+
+
+def _first_alone(
+    candidates: Sequence[tuple[FaultStep, ...]],
     reproduces: Callable[[tuple[FaultStep, ...]], bool | None],
     tally: dict[tuple[str, ...], tuple[int, int]],
 ) -> Shrunk[FaultStep] | None:
-    """The first fault of `timed` (the run's clock: a repeated step waits for nothing) that
-    reproduces alone, repeated `times` times over the workload, as a one-step schedule
-    (finished); the one being asked when the budget ran out, if a replay of it reproduced
-    (not finished: a lead); None when none does, or `times` is 1."""
-    from harness.experiment.shrink import Shrunk, repeated
+    """The first of `candidates` (schedules of one fault repeated, or of one draw) that
+    reproduces on its own (finished); the one being asked when the budget ran out, if a replay
+    of it reproduced (not finished: a lead); None when none does."""
+    from harness.experiment.shrink import Shrunk
 
-    if times < 2:
-        return None
-    for step in repeated(timed, horizon_s, times):
-        print(f"asking {step.fault}@{step.target} alone, {times} times", file=sys.stderr)
-        answer = reproduces((step,))
+    for schedule in candidates:
+        names = " then ".join(f"{s.fault}@{s.target}" for s in schedule if not s.heals)
+        every = "".join(f", repeated every {s.every_s:g} s" for s in schedule if s.repeats)
+        print(f"asking {names} alone{every}", file=sys.stderr)
+        answer = reproduces(schedule)
         if answer is None:
-            hit = tally.get(_key((step,)), (0, 0))[0] > 0
-            return Shrunk((step,), False) if hit else None
+            hit = tally.get(_key(schedule), (0, 0))[0] > 0
+            return Shrunk(schedule, False) if hit else None
         if answer:
-            return Shrunk((step,), True)
+            return Shrunk(schedule, True)
     return None
 
 

@@ -4,6 +4,7 @@ whole does not reproduce (kafka_chaos/commands/shrink.py)."""
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from harness.experiment.shrink import MIN_DURATION_S, REST_S, repeated
 from harness.experiment.soak import expand_repeats
 from kafka_chaos.cli import main
 from kafka_chaos.commands import shrink
+from tests.unit.test_generic_nemesis import SLOW, cells, schedule_of
 from tests.unit.test_shrink_command import judged, run_spec
 
 seconds = st.floats(0, 600, allow_nan=False).map(lambda s: round(s, 3))
@@ -244,3 +246,101 @@ def shrink_horizon(run_dir: Path) -> float:
 @pytest.mark.parametrize("flag", [["--alone"], ["--only", "kill@*"]])
 def test_alone_without_repeats_is_refused(tmp_path: Path, flag: list[str]) -> None:
     assert main(["shrink", str(tmp_path), *flag, "--repeat", "1"]) == 2
+
+
+def _cascade_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[FaultStep, ...]:
+    """A generic nemesis' run with a cascade and other faults, judged VIOLATION in tmp_path,
+    the replays' image stubbed; its schedule."""
+    from harness.experiment.from_run import steps_of_run
+    from harness.experiment.load import parse_experiment
+    from harness.experiment.matrix import expand
+    from harness.rundir.spec import RunSpec
+    from tests.unit.test_generic_nemesis import generic_doc
+
+    (cell,) = expand(parse_experiment(generic_doc(150, 4, ["cascade", "process"])))
+    for seed in range(50):
+        spec = run_spec(cell, seed)
+        steps = tuple(steps_of_run(spec))
+        named = {s.as_ or "" for s in steps}
+        if any(n.startswith("c") for n in named) and any(n.startswith("g") for n in named):
+            break
+    spec.write(tmp_path)
+    monkeypatch.setattr(shrink, "judge_run", lambda run_dir: judged("VIOLATION", loss=3, lost=3))
+    monkeypatch.setattr(shrink, "_image", lambda *a: object())
+    return tuple(steps_of_run(RunSpec.read(tmp_path)))
+
+
+def draws_oracle(steps: tuple[FaultStep, ...]) -> list[tuple[FaultStep, ...]]:
+    """Each draw's steps in schedule order: a cascade's members (`c<draw>_<j>`) and their heals
+    together, any other bound fault (`g<draw>`) with its heal, an unbound step alone."""
+    key = {}
+    for i, step in enumerate(steps):
+        name = step.as_ or (step.target[1:] if step.heals and step.target.startswith("@") else "")
+        key[i] = name.split("_")[0] if name.startswith("c") else name or f"step {i}"
+    order = list(dict.fromkeys(key[i] for i in range(len(steps))))
+    return [tuple(s for i, s in enumerate(steps) if key[i] == k) for k in order]
+
+
+def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--draws: the empty schedule, then each draw alone at its own times, once (a cascade's
+    members and heals together), in order; the first that reproduces is the file, its steps
+    as they ran; the whole schedule and its subsets are never asked."""
+    steps = _cascade_run(tmp_path, monkeypatch)
+    draws = draws_oracle(steps)
+    cascade = next(d for d in draws if (d[0].as_ or "").startswith("c"))
+    asked: list[tuple[FaultStep, ...]] = []
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        asked.append(schedule)
+        return schedule == cascade
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    out = tmp_path / "shrunk.yaml"
+    assert main(["shrink", str(tmp_path), "--draws", "--out", str(out), "--budget", "60"]) == 0
+    before = draws[: draws.index(cascade)]
+    assert asked == [(), ()] + [d for d in before for _ in range(2)] + [cascade] * 2
+    written = yaml.safe_load(out.read_text())["faults"]["schedule"]
+    assert [FaultStep.model_validate(s) for s in written] == list(cascade)
+    assert not any(s.repeats for s in cascade) and len(cascade) >= 4  # 2+ faults, 2+ heals
+
+
+def test_draws_with_only_asks_the_draws_with_a_matching_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--draws --only GLOB asks only the draws one of whose faults matches; none reproducing,
+    it names what it asked and exits 2. --draws with --alone is refused."""
+    steps = _cascade_run(tmp_path, monkeypatch)
+    asked: list[tuple[FaultStep, ...]] = []
+
+    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
+        asked.append(schedule)
+        return False
+
+    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    cascade = next(d for d in draws_oracle(steps) if (d[0].as_ or "").startswith("c"))
+    glob = f"{cascade[-1].fault}@{cascade[-1].target}" if not cascade[-1].heals else "*@leader"
+    matching = [
+        d for d in draws_oracle(steps)
+        if any(fnmatch.fnmatchcase(f"{s.fault}@{s.target}", glob) for s in d if not s.heals)
+    ]  # fmt: skip
+    args = ["shrink", str(tmp_path), "--draws", "--only", glob, "--budget", "60"]
+    assert main(args) == 2
+    assert asked == [(), ()] + [d for d in matching for _ in range(2)]
+    assert f"any draw of it with a fault matching {glob} alone" in capsys.readouterr().err
+    assert main(["shrink", str(tmp_path), "--draws", "--alone"]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_drawn_units_are_the_nemesis_draws(doc: dict, seed: int) -> None:
+    """On generated cells and seeds: drawn_units groups a schedule's steps as the oracle reads
+    its draws from the names the nemesis bound them to, every position once."""
+    from harness.experiment.shrink import drawn_units
+
+    steps = tuple(schedule_of(doc, seed))
+    groups = [tuple(steps[i] for i in unit) for unit in drawn_units(steps)]
+    assert groups == draws_oracle(steps)
+    assert sorted(i for unit in drawn_units(steps) for i in unit) == list(range(len(steps)))
