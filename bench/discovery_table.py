@@ -19,7 +19,7 @@ import fnmatch
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +51,18 @@ class Shrunk:
     hits: int
     need: int
 
-    def shrinks(self, row: Row) -> bool:
+    def shrinks(self, row: Row, searched: Collection[str]) -> bool:
         """Whether it shrank a discovery run of `row` (runs/discovery/<reference>/<cell>/...,
-        the cell one of the row's) that reproduced as often as it needed."""
+        the cell one of the row's that its searches ran, `searched`: two rows of one reference
+        in two experiments share the run directory's reference) that reproduced as often as
+        it needed."""
         parts = Path(self.run).parts
         at = parts.index("discovery") if "discovery" in parts[:-2] else -1
         return (
             at >= 0
             and parts[at + 1] == row.reference
             and fnmatch.fnmatchcase(parts[at + 2], row.cells)
+            and parts[at + 2] in searched
             and self.hits >= self.need
         )
 
@@ -116,10 +119,10 @@ def shrunk_files(root: Path) -> list[Shrunk]:
     return files
 
 
-def smallest_shrunk(row: Row, files: Iterable[Shrunk]) -> Shrunk | None:
+def smallest_shrunk(row: Row, files: Iterable[Shrunk], searched: Collection[str]) -> Shrunk | None:
     """The shrunk file with the fewest faults from a discovery run of `row` that reproduced
     as often as it needed; None when there is none."""
-    mine = [f for f in files if f.shrinks(row)]
+    mine = [f for f in files if f.shrinks(row, searched)]
     return min(mine, key=lambda f: f.faults, default=None)
 
 
@@ -146,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         where, minutes = best(row, table, args.cap_minutes)
         is_found = found(minutes, args.cap_minutes) >= NEED_SEEDS
-        shrunk = smallest_shrunk(row, files)
+        searched = {cell for (r, cell, _) in table if r == row}
+        shrunk = smallest_shrunk(row, files, searched)
         hit += is_found
         small += is_found and shrunk is not None and shrunk.faults <= MAX_FAULTS
         searched = "never searched" if where is None else f"{where[0]} [{where[1]}]"

@@ -262,6 +262,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     empty_fails = bool(steps) and reproduces(())
     if empty_fails or (not (args.alone or args.only or args.draws) and reproduces(steps)):
         shrunk, pinned = shrink_schedule(steps, reproduces), args.pin
+        state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     else:
         if args.draws:
             one = _first_alone(_draws(timed, args.only), reproduces, replays.tally)
@@ -273,11 +274,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             print(_nothing(args, original) + lead, file=sys.stderr)
             return EXIT_ERROR
         shrunk, pinned = one, False
+        # A draw's faults were asked together only: none was dropped to see whether it is needed.
+        state = "the first draw that reproduced alone" if args.draws else "1-minimal"
     out = args.out or args.run / "shrunk.yaml"
     hits, tried = replays.tally.get(_key(shrunk.items), (0, 0))
     tally = (hits, tried, args.need, args.repetitions)
     _write(out, spec, shrunk.items, original, tally, args.run, pinned)
-    state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     print(
         f"{_size(steps)} -> {_size(shrunk.items)} ({state}), {budget.spent} replays in "
         f"{root}; reproduced {hits} of {tried}: {out}"

@@ -103,8 +103,11 @@ def test_a_shrunk_file_is_a_rows_when_it_shrank_a_discovery_run_of_its_cells(
 
     (shrunk,) = T.shrunk_files(tmp_path / "experiments")
     assert (shrunk.run, shrunk.faults, shrunk.hits, shrunk.need) == (run, 2, hits, 2)
-    assert shrunk.shrinks(ROW) is mine
-    assert T.smallest_shrunk(ROW, [shrunk]) == (shrunk if mine else None)
+    searched = {"release=4.3.1"}
+    assert shrunk.shrinks(ROW, searched) is mine
+    assert T.smallest_shrunk(ROW, [shrunk], searched) == (shrunk if mine else None)
+    # A row of the same reference in another experiment, whose searches ran other cells.
+    assert not shrunk.shrinks(ROW, {"release=3.4.0"})
     assert aimed.exists()  # a file without the header is not taken for one
 
 

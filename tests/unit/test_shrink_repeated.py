@@ -282,7 +282,7 @@ def draws_oracle(steps: tuple[FaultStep, ...]) -> list[tuple[FaultStep, ...]]:
 
 
 def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--draws: the empty schedule, then each draw alone at its own times, once (a cascade's
     members and heals together), in order; the first that reproduces is the file, its steps
@@ -299,6 +299,7 @@ def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
     monkeypatch.setattr(shrink._Replays, "trial", trial)
     out = tmp_path / "shrunk.yaml"
     assert main(["shrink", str(tmp_path), "--draws", "--out", str(out), "--budget", "60"]) == 0
+    assert "(the first draw that reproduced alone)" in capsys.readouterr().out
     before = draws[: draws.index(cascade)]
     assert asked == [(), ()] + [d for d in before for _ in range(2)] + [cascade] * 2
     written = yaml.safe_load(out.read_text())["faults"]["schedule"]
