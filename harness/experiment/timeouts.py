@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.experiment.model import Experiment, WorkloadSpec
-from harness.platform.versions import Mode
+from harness.platform.versions import Mode, broker_defaults
 from harness.rundir.records import CONSUMER_STUCK_S
+from harness.rundir.release import KafkaVersion
 from harness.rundir.spec import KAFKA_DEFAULTS_MS, milliseconds
 
 __all__ = [
@@ -83,8 +84,13 @@ def cell_timeouts(spec: Experiment) -> tuple[Timeout, ...]:
             "controller.quorum.election.timeout.ms",
             "controller.quorum.fetch.timeout.ms",
         ]
+    # Defaults that changed between releases are the cell's version's (KIP-537: 0.10.2's
+    # ZooKeeper session is 6 s, not 18 s).
+    version = KafkaVersion.parse(kafka.version) if kafka.version else None
+    release = broker_defaults(version).as_properties() if version else {}
     found += [
-        Timeout(name, milliseconds(servers.get(name), KAFKA_DEFAULTS_MS[name])) for name in names
+        Timeout(name, milliseconds(servers.get(name, release.get(name)), KAFKA_DEFAULTS_MS[name]))
+        for name in names
     ]
     if spec.workload.transactions is not None:
         found.append(Timeout("transaction.timeout.ms", spec.workload.transactions.timeout_ms))

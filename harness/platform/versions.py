@@ -187,12 +187,16 @@ class BrokerDefaults:
 
     unclean_leader_election_enable: bool
     elr_enabled_for_new_clusters: bool
+    zookeeper_session_timeout_ms: int
+    replica_lag_time_max_ms: int
 
     def as_properties(self) -> dict[str, str]:
         """Property name -> effective default value, for spec.json."""
         return {
             "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
             "eligible.leader.replicas.version": "1" if self.elr_enabled_for_new_clusters else "0",
+            "zookeeper.session.timeout.ms": str(self.zookeeper_session_timeout_ms),
+            "replica.lag.time.max.ms": str(self.replica_lag_time_max_ms),
         }
 
 
@@ -203,4 +207,8 @@ def broker_defaults(version: KafkaVersion) -> BrokerDefaults:
         unclean_leader_election_enable=version < _v("0.11.0.0"),
         # KIP-966: new clusters get ELR from 4.1 (a preview, off, in 4.0).
         elr_enabled_for_new_clusters=version >= _v("4.1.0"),
+        # KIP-537 (KAFKA-9102): 2.5.0 raised the ZooKeeper session from 6 s to 18 s and the
+        # time a follower may lag before it leaves the ISR from 10 s to 30 s.
+        zookeeper_session_timeout_ms=18_000 if version >= _v("2.5.0") else 6_000,
+        replica_lag_time_max_ms=30_000 if version >= _v("2.5.0") else 10_000,
     )

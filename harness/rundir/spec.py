@@ -19,7 +19,9 @@ from harness.rundir.config import CellConfig
 __all__ = ["KAFKA_DEFAULTS_MS", "RunSpec", "RunSpecError", "milliseconds"]
 
 # Kafka's defaults of the broker and controller settings in milliseconds that the harness and
-# the analysis read (where the cell's file leaves them out).
+# the analysis read (where the cell's file leaves them out), as the current release has them;
+# those that changed between releases are the version's (spec.json's effective_defaults,
+# harness.platform.versions.broker_defaults) where a run recorded them.
 KAFKA_DEFAULTS_MS: Final = {
     "replica.lag.time.max.ms": 30_000,
     "broker.session.timeout.ms": 9_000,
@@ -66,11 +68,15 @@ class KafkaSpec(_Part):
     mode: str | None = None
     broker_config: dict[str, object] = {}
     controller_config: dict[str, object] = {}
+    # The defaults that differ between releases, as the run's version had them.
+    effective_defaults: dict[str, object] | None = None
 
     def setting_ms(self, name: str) -> float:
         """A setting of KAFKA_DEFAULTS_MS as the cluster ran it: the controllers' or brokers'
-        config (a number or numeric text), else Kafka's default."""
-        value = self.controller_config.get(name, self.broker_config.get(name))
+        config (a number or numeric text), else the version's default the run recorded, else
+        Kafka's current default."""
+        recorded = (self.effective_defaults or {}).get(name)
+        value = self.controller_config.get(name, self.broker_config.get(name, recorded))
         return milliseconds(value, KAFKA_DEFAULTS_MS[name])
 
 

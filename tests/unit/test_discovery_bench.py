@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.judge.known_bugs import KNOWN_BUGS
+from harness.experiment.generic import REVISION
 from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.plan import schedule_for
@@ -233,7 +234,7 @@ def test_one_chunk_runs_with_the_schedule_its_search_drew_and_records_nothing(
             str(tmp_path)]  # fmt: skip
     assert bench().main(argv) == 0
     assert [(seed, run_dir.name, run_dir.parent.name) for seed, run_dir in ran] == [
-        (1003, "3", "seed-1-cascades-revision1")
+        (1003, "3", f"seed-1-cascades-revision{REVISION}")
     ]
     assert not results.exists()
 

@@ -69,6 +69,11 @@ def test_failure_detection_is_the_session_and_a_new_controllers_election():
     zookeeper = {"mode": "zookeeper", "broker_config": {"zookeeper.session.timeout.ms": 6000}}
     assert failure_detection_us(RunSpec(kafka=zookeeper)) == 6_000 * 1000
     assert failure_detection_us(RunSpec(kafka={"mode": "zookeeper"})) == 18_000 * 1000
+    # The version's default the run recorded (0.10.2: 6 s, KIP-537), below the cell's config.
+    old = {"mode": "zookeeper", "effective_defaults": {"zookeeper.session.timeout.ms": "6000"}}
+    assert failure_detection_us(RunSpec(kafka=old)) == 6_000 * 1000
+    configured = {**old, "broker_config": {"zookeeper.session.timeout.ms": 9000}}
+    assert failure_detection_us(RunSpec(kafka=configured)) == 9_000 * 1000
     assert failure_detection_us(RunSpec()) == failure_detection_us(None) == 0
 
 

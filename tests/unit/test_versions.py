@@ -154,3 +154,29 @@ def test_defaults_that_changed_between_releases():
     assert broker_defaults(v("0.10.2.2")).as_properties()["unclean.leader.election.enable"] == (
         "true"
     )
+    # KIP-537 (KAFKA-9102): 2.5.0 raised the ZooKeeper session and the replica lag defaults.
+    for version, session, lag in (("0.10.2.2", 6000, 10000), ("2.4.1", 6000, 10000),
+                                  ("2.5.0", 18000, 30000), ("3.9.1", 18000, 30000)):  # fmt: skip
+        shown = broker_defaults(v(version)).as_properties()
+        assert shown["zookeeper.session.timeout.ms"] == str(session)
+        assert shown["replica.lag.time.max.ms"] == str(lag)
+
+
+def test_the_nemesis_draws_around_the_versions_own_defaults():
+    """A cell of 0.10.2.2 times its faults around a 6 s ZooKeeper session and a 10 s replica
+    lag, one of 3.9.1 around 18 s and 30 s; a value the file sets wins over either."""
+    from harness.experiment.load import parse_experiment
+    from harness.experiment.matrix import expand
+    from harness.experiment.timeouts import cell_timeouts
+
+    def timeouts(version: str, config: dict[str, int]) -> dict[str, float]:
+        kafka = {"version": version, "mode": "zookeeper", "broker_config": config}
+        document = {"name": "t", "kafka": kafka, "workload": {"rate": 1, "duration_s": 10}}
+        (cell,) = expand(parse_experiment(document))
+        return {t.name: t.ms for t in cell_timeouts(cell.spec)}
+
+    old, new = timeouts("0.10.2.2", {}), timeouts("3.9.1", {})
+    assert (old["zookeeper.session.timeout.ms"], old["replica.lag.time.max.ms"]) == (6000, 10000)
+    assert (new["zookeeper.session.timeout.ms"], new["replica.lag.time.max.ms"]) == (18000, 30000)
+    tuned = timeouts("0.10.2.2", {"zookeeper.session.timeout.ms": 12000})
+    assert tuned["zookeeper.session.timeout.ms"] == 12000
