@@ -149,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for row in rows:
         where, minutes = best(row, table, args.cap_minutes)
         is_found = found(minutes, args.cap_minutes) >= NEED_SEEDS
-        searched = {cell for (r, cell, _) in table if r == row}
-        shrunk = smallest_shrunk(row, files, searched)
+        cells_run = {cell for (r, cell, _) in table if r == row}
+        shrunk = smallest_shrunk(row, files, cells_run)
         hit += is_found
         small += is_found and shrunk is not None and shrunk.faults <= MAX_FAULTS
         searched = "never searched" if where is None else f"{where[0]} [{where[1]}]"
