@@ -207,12 +207,8 @@ def test_alone_asks_faults_repeated_straight_after_the_empty_schedule(
     assert step["every_s"] > 0
 
 
-def test_only_asks_the_faults_its_glob_matches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """--only GLOB asks alone, repeated, only the faults whose FAULT@TARGET matches, in order;
-    a glob matching none is refused with the run's faults named, before any replay."""
-    steps = _generic_run(tmp_path, monkeypatch)
+def _asked_never_reproducing(monkeypatch: pytest.MonkeyPatch) -> list[tuple[FaultStep, ...]]:
+    """Replays stubbed to never reproduce; the schedules they were asked, in order."""
     asked: list[tuple[FaultStep, ...]] = []
 
     def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
@@ -220,6 +216,16 @@ def test_only_asks_the_faults_its_glob_matches(
         return False
 
     monkeypatch.setattr(shrink._Replays, "trial", trial)
+    return asked
+
+
+def test_only_asks_the_faults_its_glob_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--only GLOB asks alone, repeated, only the faults whose FAULT@TARGET matches, in order;
+    a glob matching none is refused with the run's faults named, before any replay."""
+    steps = _generic_run(tmp_path, monkeypatch)
+    asked = _asked_never_reproducing(monkeypatch)
     first = next(s for s in steps if not s.heals and repeated([s], 150, 3))
     glob = f"{first.fault}@*"
     assert main(["shrink", str(tmp_path), "--only", glob, "--budget", "40"]) == 2
@@ -313,13 +319,7 @@ def test_draws_with_only_asks_the_draws_with_a_matching_fault(
     """--draws --only GLOB asks only the draws one of whose faults matches; none reproducing,
     it names what it asked and exits 2. --draws with --alone is refused."""
     steps = _cascade_run(tmp_path, monkeypatch)
-    asked: list[tuple[FaultStep, ...]] = []
-
-    def trial(self: object, schedule: tuple[FaultStep, ...]) -> bool:
-        asked.append(schedule)
-        return False
-
-    monkeypatch.setattr(shrink._Replays, "trial", trial)
+    asked = _asked_never_reproducing(monkeypatch)
     cascade = next(d for d in draws_oracle(steps) if (d[0].as_ or "").startswith("c"))
     glob = f"{cascade[-1].fault}@{cascade[-1].target}" if not cascade[-1].heals else "*@leader"
     matching = [
