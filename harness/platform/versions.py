@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Final
 
 from harness.rundir.release import KafkaVersion
+from harness.rundir.spec import KAFKA_DEFAULTS_MS
 
 
 def _v(text: str) -> KafkaVersion:
@@ -209,6 +210,12 @@ def broker_defaults(version: KafkaVersion) -> BrokerDefaults:
         elr_enabled_for_new_clusters=version >= _v("4.1.0"),
         # KIP-537 (KAFKA-9102): 2.5.0 raised the ZooKeeper session from 6 s to 18 s and the
         # time a follower may lag before it leaves the ISR from 10 s to 30 s.
-        zookeeper_session_timeout_ms=18_000 if version >= _v("2.5.0") else 6_000,
-        replica_lag_time_max_ms=30_000 if version >= _v("2.5.0") else 10_000,
+        zookeeper_session_timeout_ms=_since_2_5(version, "zookeeper.session.timeout.ms", 6_000),
+        replica_lag_time_max_ms=_since_2_5(version, "replica.lag.time.max.ms", 10_000),
     )
+
+
+def _since_2_5(version: KafkaVersion, name: str, before_ms: int) -> int:
+    """A setting's default in `version`: the current one (KAFKA_DEFAULTS_MS) from 2.5.0,
+    `before_ms` before it (KIP-537)."""
+    return int(KAFKA_DEFAULTS_MS[name]) if version >= _v("2.5.0") else before_ms

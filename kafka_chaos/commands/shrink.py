@@ -311,7 +311,7 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     return (
         f"{asked} reproduced {original.verdict} in fewer than {args.need} of "
         f"{args.repetitions} replays (or the budget ran out): nothing to shrink; raise "
-        "--repetitions, --repeat or --budget"
+        f"--repetitions{'' if args.draws else ', --repeat'} or --budget"
     )
 
 

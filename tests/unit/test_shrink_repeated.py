@@ -329,7 +329,9 @@ def test_draws_with_only_asks_the_draws_with_a_matching_fault(
     args = ["shrink", str(tmp_path), "--draws", "--only", glob, "--budget", "60"]
     assert main(args) == 2
     assert asked == [(), ()] + [d for d in matching for _ in range(2)]
-    assert f"any draw of it with a fault matching {glob} alone" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"any draw of it with a fault matching {glob} alone" in err
+    assert "--repeat" not in err  # draws are never repeated
     assert main(["shrink", str(tmp_path), "--draws", "--alone"]) == 2
     assert "give one" in capsys.readouterr().err
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.platform.image import ImageError, cds_steps, maven_arguments, release_recipe
 from harness.platform.versions import (
@@ -160,6 +162,16 @@ def test_defaults_that_changed_between_releases():
         shown = broker_defaults(v(version)).as_properties()
         assert shown["zookeeper.session.timeout.ms"] == str(session)
         assert shown["replica.lag.time.max.ms"] == str(lag)
+
+
+@given(st.tuples(st.integers(0, 5), st.integers(0, 12), st.integers(0, 9)))
+def test_the_session_and_lag_defaults_change_once_at_2_5(parts: tuple[int, int, int]) -> None:
+    """Oracle: 6 s and 10 s before 2.5.0, 18 s and 30 s from it (KIP-537), whatever the release."""
+    version = v(".".join(map(str, parts)))
+    new = parts >= (2, 5, 0)
+    defaults = broker_defaults(version)
+    assert defaults.zookeeper_session_timeout_ms == (18_000 if new else 6_000)
+    assert defaults.replica_lag_time_max_ms == (30_000 if new else 10_000)
 
 
 def test_the_nemesis_draws_around_the_versions_own_defaults():
