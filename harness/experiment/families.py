@@ -116,8 +116,9 @@ FAMILIES: Final[tuple[Family, ...]] = (
         "cascade",
         "two to all of one partition's replicas down one after another (followers then leader, "
         "or leader, successor, then any replica left), by the node faults of the process, "
-        "partition and crash families allowed beside it, at most one taking its page cache, "
-        "then back in a random order",
+        "partition and crash families allowed beside it (half the time one cause for all: a "
+        "power loss takes the last one's page cache and kills the others), at most one taking "
+        "its page cache, then back in a random order",
         (),  # its kinds are those families' (generic.cascade_menu)
         ("leader", "follower", "successor", "replica"),
     ),

@@ -12,10 +12,13 @@ a step that fails it (one that would outlast the workload) is drawn again, a bou
 of times. The same cell and seed give the same schedule. `swarm` draws each schedule from its
 own random half of the menu (swarm testing). A `cascade` draw takes a partition's replicas
 down one after another and brings them back in a random order (FoundationDB's swizzle):
-failures that lose data compound on one replica set, which independent draws rarely do. A
-cascade takes at most one replica's page cache (cache_keeping): for the page caches of several
-replicas lost within one outage Kafka documents no outcome, the judge reads any loss there as
-UNKNOWN, and a draw that can only end UNKNOWN finds nothing.
+failures that lose data compound on one replica set, which independent draws rarely do. Half
+the cascades are one incident with one cause (one_cause: the replicas crash, stop, pause or are
+cut off alike, or lose power), the others mix causes member by member. A cascade takes at most
+one replica's page cache (cache_keeping): for the page caches of several replicas lost within
+one outage Kafka documents no outcome, the judge reads any loss there as UNKNOWN, and a draw
+that can only end UNKNOWN finds nothing; in a one-cause power loss the last replica down
+takes it and the others crash with theirs kept.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
-from harness.chaos.faults import FAULT_TYPES
 from harness.chaos.faults.disk import MAX_DISK_DELAY_MS
 from harness.chaos.faults.shape import MAX_DELAY_MS, PEERS
 from harness.experiment.families import (
@@ -39,11 +41,11 @@ from harness.experiment.families import (
 )
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import Experiment, FaultGenerator, FaultStep
+from harness.experiment.outages import ONE_CAUSE, cache_keeping, one_cause, takes_page_cache
 from harness.experiment.rules import rule_problems
 from harness.experiment.soak import MAX_SCHEDULED_FAULTS
 from harness.experiment.timeouts import BANDS, Timeout, cell_timeouts
 from harness.platform.versions import Mode
-from harness.rundir.fault_classes import ClassKind
 
 __all__ = [
     "ATTEMPTS",
@@ -51,7 +53,6 @@ __all__ = [
     "Menu",
     "beside_menu",
     "bound_faults",
-    "cache_keeping",
     "cascade_menu",
     "draw_of",
     "drawable_kinds",
@@ -59,14 +60,14 @@ __all__ = [
     "step_menu",
     "step_problems",
     "swarm",
-    "takes_page_cache",
 ]
 
 # The generator's revision, raised whenever the same cell and seed draw another schedule: the
 # discovery benchmark keeps searches of different revisions apart (bench/discovery_bench.py).
 # 1: a cascade takes at most one replica's page cache. 2: a release before 2.5.0 is timed
 # around its own ZooKeeper session and replica lag defaults (6 s and 10 s, not 18 s and 30 s).
-REVISION: Final = 2
+# 3: half the cascades are one incident with one cause (one_cause).
+REVISION: Final = 3
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
 # The share of the requests family's steps that lose their requests rather than hold them late.
@@ -253,7 +254,8 @@ class _Draw:
         the cascade's menu allows on that role, at most one of them taking its page cache
         (cache_keeping), at gaps within the cell's timeouts; all held a time drawn around the
         timeouts after the last goes down, then brought back in a random order at such gaps.
-        [] when the topic has one replica or a role has no kind."""
+        With chance ONE_CAUSE its members' kinds are one incident's (one_cause), else each
+        member's own. [] when the topic has one replica or a role has no kind."""
         replicas = self.spec.topic.replication_factor
         if replicas < 2:
             return []
@@ -275,10 +277,12 @@ class _Draw:
             ends.append(ends[-1] + self.within_s(rng))
         rng.shuffle(ends)
         partition = rng.randrange(self.spec.topic.partitions)
+        menus = [kinds[role] for role in roles]
+        cause = one_cause(menus, rng) if rng.random() < ONE_CAUSE else None
         steps: list[FaultStep] = []
-        for role, start, end in zip(roles, starts, ends, strict=True):
+        for i, (role, start, end) in enumerate(zip(roles, starts, ends, strict=True)):
             taken = any(takes_page_cache(step.fault) for step in steps)
-            kind = rng.choice(cache_keeping(kinds[role]) if taken else kinds[role])
+            kind = cause[i] if cause else rng.choice(cache_keeping(menus[i]) if taken else menus[i])
             steps.append(
                 FaultStep(
                     at_s=round(start, 3),
@@ -316,19 +320,6 @@ class _Draw:
             duration_s=duration_s,
             params=params,
         )
-
-
-def takes_page_cache(kind: str) -> bool:
-    """Whether a fault of `kind` undoes its node's unflushed writes (its class is a power
-    loss: lose-unsynced, torn-write, a node's power loss, a log's tail cut)."""
-    fault = FAULT_TYPES.get(kind)
-    return fault is not None and ClassKind.POWER_LOSS in fault.class_kinds
-
-
-def cache_keeping(kinds: Sequence[str]) -> list[str]:
-    """`kinds` without those that take the page cache; all of `kinds` when every one does
-    (a menu of crash faults alone is what the file asked for)."""
-    return [kind for kind in kinds if not takes_page_cache(kind)] or list(kinds)
 
 
 def _half(items: Sequence[T], rng: random.Random) -> list[T]:
