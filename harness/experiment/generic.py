@@ -66,8 +66,9 @@ __all__ = [
 # discovery benchmark keeps searches of different revisions apart (bench/discovery_bench.py).
 # 1: a cascade takes at most one replica's page cache. 2: a release before 2.5.0 is timed
 # around its own ZooKeeper session and replica lag defaults (6 s and 10 s, not 18 s and 30 s).
-# 3: half the cascades are one incident with one cause (one_cause).
-REVISION: Final = 3
+# 3: half the cascades are one incident with one cause (one_cause). 4: half a cascade's gaps
+# are drawn around a timeout, not inside one (_Draw.gap_s).
+REVISION: Final = 4
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
 # The share of the requests family's steps that lose their requests rather than hold them late.
@@ -97,6 +98,7 @@ T = TypeVar("T")
 # The families whose node faults a cascade chains, and the roles it walks a partition by.
 CASCADE_SOURCES: Final = ("process", "partition", "crash")
 MIN_GAP_S: Final = 0.1  # the shortest gap between a cascade's steps (below, a fetch round)
+RACE_GAPS: Final = 0.5  # the share of a cascade's gaps drawn inside a timeout, not around one
 CASCADE_ROLES: Final = ("leader", "follower", "successor", "replica")
 
 
@@ -242,9 +244,15 @@ class _Draw:
         step = self.step(family, at_s, rng)
         return [] if step is None else [step]
 
-    def within_s(self, rng: random.Random) -> float:
-        """A gap inside one of the cell's timeouts, s: log-uniform from 0.1 s up to it, so
-        each scale comes as often (within a fetch round, a few seconds, most of a session)."""
+    def gap_s(self, rng: random.Random) -> float:
+        """A gap between a cascade's steps, s. With chance RACE_GAPS inside one of the cell's
+        timeouts, log-uniform from 0.1 s up to it, so each scale comes as often (within a
+        fetch round, a few seconds, most of a session): the races. Otherwise around one of
+        them (below, at or above: timeouts.BANDS), so that what the cluster detects by then
+        (a session expired, an ISR shrunk to the replicas left) comes before the next step
+        as often as not."""
+        if rng.random() >= RACE_GAPS:
+            return _timing_ms(self.timeouts, rng) / 1000
         top = max(rng.choice(self.timeouts).ms / 1000, MIN_GAP_S)
         return math.exp(rng.uniform(math.log(MIN_GAP_S), math.log(top)))
 
@@ -252,8 +260,9 @@ class _Draw:
         """Two to all of one partition's replicas down one after another (its followers then
         its leader, or its leader, its successor, then any replica left), each by a node fault
         the cascade's menu allows on that role, at most one of them taking its page cache
-        (cache_keeping), at gaps within the cell's timeouts; all held a time drawn around the
-        timeouts after the last goes down, then brought back in a random order at such gaps.
+        (cache_keeping), at gaps drawn within or around the cell's timeouts (gap_s); all held a
+        time drawn around the timeouts after the last goes down, then brought back in a random
+        order at such gaps.
         With chance ONE_CAUSE its members' kinds are one incident's (one_cause), else each
         member's own. [] when the topic has one replica or a role has no kind."""
         replicas = self.spec.topic.replication_factor
@@ -271,10 +280,10 @@ class _Draw:
             return []
         starts = [at_s]
         for _ in roles[1:]:
-            starts.append(starts[-1] + self.within_s(rng))
+            starts.append(starts[-1] + self.gap_s(rng))
         ends = [starts[-1] + _timing_ms(self.timeouts, rng) / 1000]
         for _ in roles[1:]:
-            ends.append(ends[-1] + self.within_s(rng))
+            ends.append(ends[-1] + self.gap_s(rng))
         rng.shuffle(ends)
         partition = rng.randrange(self.spec.topic.partitions)
         menus = [kinds[role] for role in roles]

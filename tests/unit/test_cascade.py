@@ -80,7 +80,10 @@ def test_a_cascade_takes_one_partitions_replicas_down_in_turn_and_back_in_any_or
             assert len([s for s in chain if s.fault in CACHE_TAKERS]) <= 1, chain
         gaps = [b - a for a, b in itertools.pairwise(starts)]
         gaps += [b - a for a, b in itertools.pairwise(ends)]
-        assert all(-0.002 <= gap <= longest_s + 0.002 for gap in gaps), gaps
+        # Inside a timeout (a race) or around one (what the cluster detects by then).
+        inside = [g for g in gaps if -0.002 <= g <= longest_s + 0.002]
+        around = [g for g in gaps if in_some_band(g * 1000, timeouts, slack_ms=4.0)]
+        assert len(set(inside) | set(around)) == len(set(gaps)), gaps
         # Every replica it takes is down when the last goes down; held a drawn time after.
         assert ends[0] > starts[-1]
         assert in_some_band((ends[0] - starts[-1]) * 1000, timeouts, slack_ms=4.0)
@@ -212,10 +215,32 @@ def test_half_the_cascades_are_one_incident_and_a_power_loss_takes_the_last_cach
     replica chains share one cause (a mixed chain of 5 kinds does 1 time in 25 by chance),
     and of those that take a cache, the last one down takes it behind kills."""
     doc = generic_doc(3000, 5, ["cascade", "crash", "process"])
-    chains = [c for seed in range(6) for c in cascades_of(schedule_of(doc, seed)) if len(c) == 3]
+    chains = [c for seed in range(9) for c in cascades_of(schedule_of(doc, seed)) if len(c) == 3]
     one = [c for c in chains if len({s.fault for s in c}) == 1]
     power = [c for c in chains if [s.fault for s in c[:2]] == ["kill", "kill"]]
     power = [c for c in power if c[2].fault in CACHE_TAKERS]
     assert len(chains) >= 100
     assert 0.4 <= (len(one) + len(power)) / len(chains) <= 0.65
     assert len(power) >= len(chains) / 12
+
+
+def test_half_a_cascades_gaps_come_around_a_timeout() -> None:
+    """Over many seeds, a cascade's gaps fall in a band around one of the cell's timeouts at
+    least half the time (those drawn there, and some drawn inside one), and the rest
+    inside one, down to a tenth of a second (the races)."""
+    doc = generic_doc(3000, 5, ["cascade", "process"])
+    timeouts = timeouts_oracle(doc)
+    gaps = []
+    for seed in range(3):
+        for step, start, _ in spans(schedule_of(doc, seed)):
+            if (m := CASCADE.match(step.as_ or "")) and m[2] != "0":
+                (before,) = [
+                    b
+                    for s, b, _ in spans(schedule_of(doc, seed))
+                    if s.as_ == f"c{m[1]}_{int(m[2]) - 1}"
+                ]
+                gaps.append(start - before)
+    assert len(gaps) >= 100
+    around = [g for g in gaps if in_some_band(g * 1000, timeouts, slack_ms=4.0)]
+    assert 0.5 <= len(around) / len(gaps) <= 0.9
+    assert min(gaps) < 1.0
