@@ -5,7 +5,7 @@ transaction coordinator, say) can be read before any cluster runs.
     python bench/nemesis_draws.py EXPERIMENT [--cell GLOB] [--seeds 200] [--minutes 10]
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
-                                  [--families requests ...]
+                                  [--families requests ...] [--settled 9]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -14,7 +14,8 @@ with their share of all steps, and for --match (an fnmatch pattern over the name
 and the minutes of workload expected before the first such step, also as a search in chunks
 of --minutes (one seed a chunk) expects it. --swarm draws each seed from its own half of the
 menu (swarm testing); --overlap lets that many faults act at once, and --beside counts a
---match only when it starts while a fault it names acts (given twice, two distinct faults).
+--match only when it starts while a fault it names acts (given twice, two distinct faults),
+and with --settled S only a fault begun at least S s before (one the cluster has detected).
 """
 
 from __future__ import annotations
@@ -60,18 +61,23 @@ def faults_of(steps: list) -> list[Drawn]:
     ]
 
 
-def matches(faults: list[Drawn], pattern: str, besides: Sequence[str] = ()) -> list[Drawn]:
+def matches(
+    faults: list[Drawn], pattern: str, besides: Sequence[str] = (), settled_s: float = 0.0
+) -> list[Drawn]:
     """The faults named by `pattern`; with `besides`, only those that start while, for each
     of those patterns, a distinct other fault it names acts (a kill of the successor while
-    the leader is down; the leader's power lost while both followers are)."""
+    the leader is down; the leader's power lost while both followers are), begun at least
+    `settled_s` before (long enough for the cluster to have detected it)."""
     found = [f for f in faults if fnmatch.fnmatch(f.name, pattern)]
-    return [f for f in found if _beside(f, faults, besides)]
+    return [f for f in found if _beside(f, faults, besides, settled_s)]
 
 
-def _beside(fault: Drawn, faults: list[Drawn], besides: Sequence[str]) -> bool:
-    """Whether distinct faults other than `fault`, acting at its start, match `besides` one
-    each (any assignment of them to the patterns)."""
-    acting = [o for o in faults if o is not fault and o.start_s <= fault.start_s < o.end_s]
+def _beside(fault: Drawn, faults: list[Drawn], besides: Sequence[str], settled_s: float) -> bool:
+    """Whether distinct faults other than `fault`, acting at its start and begun `settled_s`
+    before it, match `besides` one each (any assignment of them to the patterns)."""
+    acting = [
+        o for o in faults if o is not fault and o.start_s + settled_s <= fault.start_s < o.end_s
+    ]
     return any(
         all(fnmatch.fnmatch(o.name, b) for o, b in zip(chosen, besides, strict=True))
         for chosen in permutations(acting, len(besides))
@@ -117,6 +123,12 @@ def main() -> int:
         default=[],
         help="count a --match only while a fault so named acts (again: another one too)",
     )
+    parser.add_argument(
+        "--settled",
+        type=float,
+        default=0.0,
+        help="count a --beside fault only once it has acted this long, s (a session, say)",
+    )
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
     parser.add_argument("--families", nargs="+", default=[], help="only these fault families")
     args = parser.parse_args()
@@ -142,11 +154,12 @@ def main() -> int:
     for name, count in names.most_common(args.top):
         print(f"  {count / total:7.2%}  {name}")
     if args.match:
-        found = [matches(schedule, args.match, args.beside) for schedule in schedules]
+        found = [matches(schedule, args.match, args.beside, args.settled) for schedule in schedules]
         hits = sum(len(f) for f in found)
         share = hits / total if total else 0.0
         first = minutes / hits if hits else float("inf")
-        shown = args.match + "".join(f" while {b} acts" for b in args.beside)
+        since = f" (begun {args.settled:g} s before)" if args.settled else ""
+        shown = args.match + "".join(f" while {b} acts{since}" for b in args.beside)
         print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
         firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
         print(searched_in_chunks(firsts, args.minutes))

@@ -159,19 +159,26 @@ def draws() -> ModuleType:
             st.integers(1, 30),
         ),
         max_size=8,
-    )
+    ),
+    st.sampled_from([0.0, 5.0, 20.0]),
 )
-def test_a_match_beside_another_fault_starts_while_that_one_acts(plan: list) -> None:
+def test_a_match_beside_another_fault_starts_while_that_one_acts(
+    plan: list, settled_s: float
+) -> None:
     module = draws()
     faults = [module.Drawn(name, start, start + length) for name, start, length in plan]
-    found = module.matches(faults, "kill@successor", ["kill@*"])
-    # The oracle: every pair, by position, of a successor kill and another kill acting then.
+    found = module.matches(faults, "kill@successor", ["kill@*"], settled_s)
+    # The oracle: every pair, by position, of a successor kill and another kill acting then,
+    # begun settled_s or more before it.
     expected = [
         f
         for i, f in enumerate(faults)
         if f.name == "kill@successor"
         and any(
-            j != i and o.name.startswith("kill@") and o.start_s <= f.start_s < o.end_s
+            j != i
+            and o.name.startswith("kill@")
+            and o.start_s <= f.start_s - settled_s
+            and f.start_s < o.end_s
             for j, o in enumerate(faults)
         )
     ]
