@@ -5,7 +5,7 @@ transaction coordinator, say) can be read before any cluster runs.
     python bench/nemesis_draws.py EXPERIMENT [--cell GLOB] [--seeds 200] [--minutes 10]
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
-                                  [--families requests ...] [--settled 9]
+                                  [--families requests ...] [--settled 9] [--seed-base 9000]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -16,6 +16,8 @@ of --minutes (one seed a chunk) expects it. --swarm draws each seed from its own
 menu (swarm testing); --overlap lets that many faults act at once, and --beside counts a
 --match only when it starts while a fault it names acts (given twice, two distinct faults),
 and with --settled S only a fault begun at least S s before (one the cluster has detected).
+--seed-base B draws seeds B to B + --seeds - 1 (the discovery benchmark's seed S, chunk C is
+S * 1000 + C), and the seeds that draw a --match are listed.
 """
 
 from __future__ import annotations
@@ -110,6 +112,12 @@ def main() -> int:
     parser.add_argument("experiment", type=Path)
     parser.add_argument("--cell", default="*")
     parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument(
+        "--seed-base",
+        type=int,
+        default=0,
+        help="the first seed; the discovery benchmark draws seed S's chunk C with S * 1000 + C",
+    )
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--match", default=None)
     parser.add_argument("--top", type=int, default=15)
@@ -145,7 +153,7 @@ def main() -> int:
     plan = cell.spec.faults.generate
     schedules = [
         faults_of(generic_schedule(cell.spec, plan, horizon_s, random.Random(seed)))
-        for seed in range(args.seeds)
+        for seed in range(args.seed_base, args.seed_base + args.seeds)
     ]
     names = Counter(fault.name for schedule in schedules for fault in schedule)
     total = sum(names.values())
@@ -163,6 +171,8 @@ def main() -> int:
         print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
         firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
         print(searched_in_chunks(firsts, args.minutes))
+        drawn = [args.seed_base + i for i, first in enumerate(firsts) if first is not None]
+        print(f"seeds that draw it: {' '.join(map(str, drawn[:20])) or 'none'}")
     return 0
 
 
