@@ -20,11 +20,16 @@ __all__ = ["ONE_CAUSE", "cache_keeping", "crash_keeping", "one_cause", "takes_pa
 ONE_CAUSE: Final = 0.5
 
 
+def _harms(kind: str, harm: ClassKind) -> bool:
+    """Whether the fault type `kind` (in the registry) belongs to the class kind `harm`."""
+    fault = FAULT_TYPES.get(kind)
+    return fault is not None and harm in fault.class_kinds
+
+
 def takes_page_cache(kind: str) -> bool:
     """Whether a fault of `kind` undoes its node's unflushed writes (its class is a power
     loss: lose-unsynced, torn-write, a node's power loss, a log's tail cut)."""
-    fault = FAULT_TYPES.get(kind)
-    return fault is not None and ClassKind.POWER_LOSS in fault.class_kinds
+    return _harms(kind, ClassKind.POWER_LOSS)
 
 
 def cache_keeping(kinds: Sequence[str]) -> list[str]:
@@ -36,9 +41,7 @@ def cache_keeping(kinds: Sequence[str]) -> list[str]:
 def crash_keeping(kinds: Sequence[str]) -> list[str]:
     """What of `kinds` a replica that loses power with its writes flushed suffers: a process
     kill (its class); the cache-keeping kinds when `kinds` has none."""
-    fault = FAULT_TYPES.get
-    kills = [k for k in kinds if (f := fault(k)) is not None and ClassKind.KILL in f.class_kinds]
-    return kills or cache_keeping(kinds)
+    return [kind for kind in kinds if _harms(kind, ClassKind.KILL)] or cache_keeping(kinds)
 
 
 def one_cause(menus: Sequence[Sequence[str]], rng: random.Random) -> list[str] | None:
