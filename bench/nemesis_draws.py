@@ -6,6 +6,7 @@ transaction coordinator, say) can be read before any cluster runs.
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
                                   [--families requests ...] [--settled 9] [--seed-base 9000]
+                                  [--lasting 11 55] [--param mode=from-brokers]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -17,13 +18,16 @@ menu (swarm testing); --overlap lets that many faults act at once, and --beside 
 --match only when it starts while a fault it names acts (given twice, two distinct faults),
 and with --settled S only a fault begun at least S s before (one the cluster has detected).
 --seed-base B draws seeds B to B + --seeds - 1 (the discovery benchmark's seed S, chunk C is
-S * 1000 + C), and the seeds that draw a --match are listed.
+S * 1000 + C), and the seeds that draw a --match are listed. --lasting LOW HIGH counts a --match
+only when it acts LOW to HIGH s (a cut past a session and inside a commit's timeout, say), and
+--param KEY=VALUE only when its params hold that value (given again: each of them).
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import math
 import random
 import sys
 from collections import Counter
@@ -45,11 +49,13 @@ def step_name(step) -> str:
 
 @dataclass(frozen=True)
 class Drawn:
-    """One drawn fault: its name and when it starts and ends (s of workload)."""
+    """One drawn fault: its name, when it starts and ends (s of workload), and its params as
+    text (key, value) pairs."""
 
     name: str
     start_s: float
     end_s: float
+    params: tuple[tuple[str, str], ...] = ()
 
 
 def faults_of(steps: list) -> list[Drawn]:
@@ -57,20 +63,51 @@ def faults_of(steps: list) -> list[Drawn]:
     to a name with the heal step naming it (an overlapping schedule)."""
     heals = {s.target[1:]: s.at_s for s in steps if s.heals}
     return [
-        Drawn(step_name(s), s.at_s, heals[s.as_] if s.as_ else s.at_s + s.duration_s)
+        Drawn(
+            step_name(s),
+            s.at_s,
+            heals[s.as_] if s.as_ else s.at_s + s.duration_s,
+            _params_of(s),
+        )
         for s in steps
         if not s.heals
     ]
 
 
+def _params_of(step) -> tuple[tuple[str, str], ...]:
+    """A step's params with a value, as sorted text pairs (a list joined by commas)."""
+    if step.params is None:
+        return ()
+    dumped = step.params.model_dump(by_alias=True, exclude_none=True)
+    return tuple(
+        sorted(
+            (key, ",".join(map(str, value)) if isinstance(value, list) else str(value))
+            for key, value in dumped.items()
+        )
+    )
+
+
 def matches(
-    faults: list[Drawn], pattern: str, besides: Sequence[str] = (), settled_s: float = 0.0
+    faults: list[Drawn],
+    pattern: str,
+    besides: Sequence[str] = (),
+    settled_s: float = 0.0,
+    lasting: tuple[float, float] = (0.0, math.inf),
+    params: Sequence[tuple[str, str]] = (),
 ) -> list[Drawn]:
-    """The faults named by `pattern`; with `besides`, only those that start while, for each
+    """The faults named by `pattern` that act `lasting` (low to high, s, both included) with
+    each of `params` among theirs; with `besides`, only those that start while, for each
     of those patterns, a distinct other fault it names acts (a kill of the successor while
     the leader is down; the leader's power lost while both followers are), begun at least
     `settled_s` before (long enough for the cluster to have detected it)."""
-    found = [f for f in faults if fnmatch.fnmatch(f.name, pattern)]
+    low, high = lasting
+    found = [
+        f
+        for f in faults
+        if fnmatch.fnmatch(f.name, pattern)
+        and low <= f.end_s - f.start_s <= high
+        and set(params) <= set(f.params)
+    ]
     return [f for f in found if _beside(f, faults, besides, settled_s)]
 
 
@@ -84,6 +121,14 @@ def _beside(fault: Drawn, faults: list[Drawn], besides: Sequence[str], settled_s
         all(fnmatch.fnmatch(o.name, b) for o, b in zip(chosen, besides, strict=True))
         for chosen in permutations(acting, len(besides))
     )
+
+
+def _param(text: str) -> tuple[str, str]:
+    """KEY=VALUE as a (key, value) pair."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. mode=from-brokers")
+    return key, value
 
 
 def searched_in_chunks(firsts: list[float | None], chunk_minutes: float) -> str:
@@ -137,6 +182,21 @@ def main() -> int:
         default=0.0,
         help="count a --beside fault only once it has acted this long, s (a session, say)",
     )
+    parser.add_argument(
+        "--lasting",
+        nargs=2,
+        type=float,
+        default=[0.0, math.inf],
+        metavar=("LOW", "HIGH"),
+        help="count a --match only when it acts LOW to HIGH s",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        type=_param,
+        help="count a --match only when its params hold KEY=VALUE (again: each of them)",
+    )
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
     parser.add_argument("--families", nargs="+", default=[], help="only these fault families")
     args = parser.parse_args()
@@ -162,12 +222,19 @@ def main() -> int:
     for name, count in names.most_common(args.top):
         print(f"  {count / total:7.2%}  {name}")
     if args.match:
-        found = [matches(schedule, args.match, args.beside, args.settled) for schedule in schedules]
+        low, high = args.lasting
+        found = [
+            matches(schedule, args.match, args.beside, args.settled, (low, high), args.param)
+            for schedule in schedules
+        ]
         hits = sum(len(f) for f in found)
         share = hits / total if total else 0.0
         first = minutes / hits if hits else float("inf")
         since = f" (begun {args.settled:g} s before)" if args.settled else ""
-        shown = args.match + "".join(f" while {b} acts{since}" for b in args.beside)
+        shown = args.match + "".join(f" {k}={v}" for k, v in args.param)
+        if args.lasting != [0.0, math.inf]:
+            shown += f" acting {low:g} to {high:g} s"
+        shown += "".join(f" while {b} acts{since}" for b in args.beside)
         print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
         firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
         print(searched_in_chunks(firsts, args.minutes))

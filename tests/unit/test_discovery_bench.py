@@ -3,10 +3,12 @@ unaimed experiment it runs them as, and resuming from its results file."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -275,3 +277,62 @@ def test_a_search_is_decided_once_its_outcome_cannot_change(drawn, seeds) -> Non
     hits = [m for m in last.values() if m is not None]
     expected = len(hits) >= 2 or len(last) - len(hits) > seeds - 2
     assert module.decided(found, like, seeds) is expected
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["partition@leader", "partition@group-coordinator"]),
+            st.integers(0, 50),
+            st.integers(1, 70),
+            st.sampled_from(["from-brokers", "from-quorum", "full"]),
+        ),
+        max_size=8,
+    ),
+    st.tuples(st.integers(0, 40), st.integers(0, 80)),
+)
+def test_a_match_can_ask_how_long_it_acts_and_its_params(plan: list, lasting: tuple) -> None:
+    module = draws()
+    faults = [
+        module.Drawn(name, start, start + length, (("mode", mode), ("to", "brokers")))
+        for name, start, length, mode in plan
+    ]
+    low, high = lasting
+    found = module.matches(
+        faults, "*@group-coordinator", lasting=(low, high), params=[("mode", "from-brokers")]
+    )
+    # The oracle: by position, each cut of the coordinator from the brokers whose length is
+    # within the bounds, both included.
+    assert found == [
+        faults[i]
+        for i, (name, _, length, mode) in enumerate(plan)
+        if name == "partition@group-coordinator"
+        and mode == "from-brokers"
+        and low <= length <= high
+    ]
+
+
+def test_a_param_filter_is_key_equals_value() -> None:
+    module = draws()
+    assert module._param("mode=from-brokers") == ("mode", "from-brokers")
+    assert module._param("requests=EndTxn,Produce") == ("requests", "EndTxn,Produce")
+    for bad in ("mode", "=full"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+            module._param(bad)
+
+
+def test_a_drawn_fault_carries_its_steps_params_as_text() -> None:
+    module = bench()
+    row = module.Row("KAFKA-20634", "experiments/known-bugs/KAFKA-20634.yaml", "release=4.3.0*")
+    nemesis = module.Nemesis(overlap=3, families=("partition",))
+    (cell, *_) = expand(load_experiment(REPO_ROOT / row.experiment))
+    document = module.unaimed(cell.spec.model_dump(by_alias=True), 600, nemesis)
+    (unaimed,) = expand(parse_experiment(document))
+    for seed in range(3):
+        steps = schedule_for(unaimed, seed)
+        drawn = draws().faults_of(steps)
+        cuts = [s for s in steps if not s.heals]
+        assert drawn and len(drawn) == len(cuts)
+        for fault, step in zip(drawn, cuts, strict=True):
+            assert dict(fault.params)["mode"] == step.params.mode
+            assert fault.end_s > fault.start_s
