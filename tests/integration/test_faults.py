@@ -82,9 +82,15 @@ def tcp_retransmissions(node: KafkaNode) -> int:
 
 
 def dropped_by_rules(node: KafkaNode) -> int:
-    """Packets the harness's iptables chain dropped in `node` (kernel counters)."""
-    _, rules = node.exec(["iptables", "-w", "-L", "KCHAOS", "-v", "-n", "-x"])
-    return sum(int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+\d+\s+DROP", rules, re.M))
+    """Packets the faults' iptables chains (KCHAOS-<id>) dropped in `node` (kernel counters)."""
+    _, listing = node.exec(["iptables", "-w", "-L", "-v", "-n", "-x"])
+    dropped, chain = 0, ""
+    for line in listing.splitlines():
+        if line.startswith("Chain "):
+            chain = line.split()[1]
+        elif chain.startswith("KCHAOS-") and (m := re.match(r"^\s*(\d+)\s+\d+\s+DROP", line)):
+            dropped += int(m.group(1))
+    return dropped
 
 
 @pytest.fixture
@@ -188,6 +194,34 @@ def test_groups_partition_cuts_links_across_groups_only(cluster, topic):
     cluster.wait_full_isr(topic, timeout_s=90)
 
 
+@pytest.mark.integration
+def test_a_cut_healed_leaves_every_other_cut_in_force(cluster, topic):
+    # An overlapping schedule heals one fault while others act: each heal takes its own rules
+    # away, on its own node (a loss beside a cut) and on another (a second cut).
+    ctx = ctx_for(cluster, topic)
+    one, two, three = cluster.nodes
+    cut = fault_of("partition", ctx, [one], mode="from-brokers")
+    isolated = fault_of("partition", ctx, [two], mode="full")
+    lossy = fault_of("loss", ctx, [one], percent=10)
+    cut.inject()
+    try:
+        isolated.inject()
+        lossy.inject()
+        assert not connects(two, three) and not connects(one, three)
+        isolated.heal()
+        lossy.heal()
+        assert connects(two, three) and connects(three, two)  # its own cut is gone
+        assert not connects(one, three) and not connects(three, one)  # the other still acts
+        assert not connects(one, two)
+        assert reachable_alone(one.host_port)  # still the from-brokers cut, clients reach it
+    finally:
+        cut.heal()
+    assert connects(one, three) and connects(two, one)
+    _, chains = one.exec(["iptables", "-w", "-S"])
+    assert "-N KCHAOS-" not in chains  # no fault's chain left behind
+    cluster.wait_full_isr(topic, timeout_s=90)
+
+
 @pytest.mark.chaos
 def test_a_follower_cut_off_from_brokers_stops_replicating_until_healed(cluster, new_topic):
     # min.insync.replicas=3: an acks=all write needs every replica, the cut one included.
@@ -274,7 +308,7 @@ def test_packet_loss_drops_packets_and_forces_tcp_retransmissions(cluster, topic
         assert dropped_by_rules(node) > 0
     finally:
         loss.heal()
-    assert dropped_by_rules(node) == 0  # the chain is empty: nothing drops any more
+    assert dropped_by_rules(node) == 0  # its chain is gone: nothing drops any more
     assert connects(node, cluster.node(1))
     assert producer.flush(60) == 0  # every write got through in the end
     cluster.wait_full_isr(topic, timeout_s=90)

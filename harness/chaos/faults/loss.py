@@ -37,8 +37,9 @@ class Loss(Fault[LossParams]):
         if self.params.to != ["all"]:
             self._peers = PeerDrop(self.ctx, self.nodes, self.params, self.partition)
             return self._peers.inject()
+        self._rules = netfilter.Rules()
         for node in self.nodes:
-            netfilter.apply(node, netfilter.random_drop_rules(percent / 100.0))
+            self._rules.apply(node, netfilter.random_drop_rules(percent / 100.0))
         return {"percent": percent}
 
     def heal(self) -> None:
@@ -46,9 +47,9 @@ class Loss(Fault[LossParams]):
         if peers is not None:
             peers.heal()
             return
-        for node in self.nodes:
-            if node.state() == "running":
-                netfilter.flush(node)
+        rules = getattr(self, "_rules", None)
+        if rules is not None:
+            rules.release()
 
     def detail(self) -> FaultEndDetail:
         """With peers: what the shaper dropped (packets seen, dropped)."""

@@ -1,17 +1,20 @@
-"""iptables rules in a node's own network namespace, kept in one chain so heal is a flush.
+"""iptables rules in a node's own network namespace, each fault's in a chain of its own.
 
-Each broker container runs with NET_ADMIN and has iptables; the rules live in chain
-KCHAOS, jumped to from INPUT and OUTPUT, so removing every fault means flushing one chain.
-All rules for a node go in one `docker exec` (each costs ~0.2 s): a fault must start when
-the schedule says, not seconds later.
+Each broker container runs with NET_ADMIN and has iptables. Chain KCHAOS is jumped to from
+INPUT and OUTPUT; each fault's rules live in a chain KCHAOS-<id> that KCHAOS jumps to, so a
+fault's heal removes its own rules and leaves those of a fault still in force (a cut of
+another node, in an overlapping schedule), and the final heal empties KCHAOS and drops every
+such chain. All rules for a node go in one `docker exec` (each costs ~0.2 s): a fault must
+start when the schedule says, not seconds later.
 """
 
 from __future__ import annotations
 
 import shlex
+import uuid
 from typing import TYPE_CHECKING
 
-from harness.chaos.faults.base import run_in
+from harness.chaos.faults.base import FaultError, run_in
 
 if TYPE_CHECKING:
     from harness.platform.node import KafkaNode
@@ -24,14 +27,54 @@ ENSURE_CHAIN = (
     f"{{ {IPT} -C OUTPUT -j {CHAIN} 2>/dev/null || {IPT} -I OUTPUT 1 -j {CHAIN}; }}",
 )
 
-# For the final heal: empties the chain if it exists, and fails nothing when it does not.
-CLEANUP = f"{{ {IPT} -n -L {CHAIN} >/dev/null 2>&1 && {IPT} -F {CHAIN}; }}"
+# For the final heal: empties KCHAOS if it exists, then empties and drops every fault's chain,
+# and fails nothing when there is none.
+CLEANUP = (
+    f"{{ {IPT} -n -L {CHAIN} >/dev/null 2>&1 && {IPT} -F {CHAIN}; }}; "
+    f"{{ {IPT} -S 2>/dev/null | while read -r op name rest; do "
+    f'[ "$op" = -N ] && case "$name" in {CHAIN}-*) {IPT} -F "$name"; {IPT} -X "$name";; esac; '
+    "done; }"
+)
 
 
-def apply(node: KafkaNode, rules: list[list[str]]) -> None:
-    """Append `rules` (argument lists after `iptables -A KCHAOS`) in `node`, in one exec."""
-    lines = [*ENSURE_CHAIN, *(f"{IPT} -A {CHAIN} {shlex.join(rule)}" for rule in rules)]
-    run_in(node, ["sh", "-c", " && ".join(lines)])
+class Rules:
+    """The iptables rules of one fault, in its own chain on each node it applies them to."""
+
+    def __init__(self) -> None:
+        self.chain = f"{CHAIN}-{uuid.uuid4().hex[:8]}"
+        self.nodes: list[KafkaNode] = []
+
+    def apply(self, node: KafkaNode, rules: list[list[str]]) -> None:
+        """Add `rules` (argument lists after `iptables -A <chain>`) in `node`, in one exec:
+        the chain filled first, then jumped to, so the rules start acting together."""
+        self.nodes.append(node)  # before the exec: a heal after a half-done apply removes it
+        chain = self.chain
+        lines = [
+            *ENSURE_CHAIN,
+            f"{{ {IPT} -n -L {chain} >/dev/null 2>&1 || {IPT} -N {chain}; }}",
+            *(f"{IPT} -A {chain} {shlex.join(rule)}" for rule in rules),
+            f"{{ {IPT} -C {CHAIN} -j {chain} 2>/dev/null || {IPT} -A {CHAIN} -j {chain}; }}",
+        ]
+        run_in(node, ["sh", "-c", " && ".join(lines)])
+
+    def release(self) -> None:
+        """Remove this fault's rules from every node it applied them to that runs (a node
+        restarted since lost them with its namespace), leaving every other fault's; FaultError
+        naming the nodes where that failed, after trying them all."""
+        chain = self.chain
+        line = (
+            f"{IPT} -n -L {chain} >/dev/null 2>&1 || exit 0; "
+            f"{IPT} -D {CHAIN} -j {chain} 2>/dev/null; {IPT} -F {chain} && {IPT} -X {chain}"
+        )
+        failed = []
+        for node in {id(node): node for node in self.nodes}.values():
+            try:
+                if node.state() == "running":
+                    run_in(node, ["sh", "-c", line])
+            except Exception as exc:  # the other nodes still get theirs removed
+                failed.append(str(exc))
+        if failed:
+            raise FaultError("; ".join(failed))
 
 
 def peer_rules(peer_ips: list[str]) -> list[list[str]]:
@@ -63,8 +106,3 @@ def random_drop_rules(probability: float, interface: str = "eth0") -> list[list[
         ]
         for direction in ("-i", "-o")
     ]
-
-
-def flush(node: KafkaNode) -> None:
-    """Remove every rule this harness added in `node` (no-op when the chain is absent)."""
-    run_in(node, ["sh", "-c", f"{IPT} -n -L {CHAIN} >/dev/null 2>&1 || exit 0; {IPT} -F {CHAIN}"])

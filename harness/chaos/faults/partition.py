@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -124,9 +123,10 @@ class Partition(Fault[PartitionParams]):
 
     def inject(self) -> PartitionDetail:
         mode = self.params.mode
+        self._rules = netfilter.Rules()
         if mode == "full":
             for node in self.nodes:
-                netfilter.apply(node, netfilter.interface_rules())
+                self._rules.apply(node, netfilter.interface_rules())
             return {"mode": mode}
         if mode == "from-quorum":
             return {"mode": mode, "cut_from": self._cut_from_quorum()}
@@ -145,7 +145,7 @@ class Partition(Fault[PartitionParams]):
         # A quorum node that is down has no address (and is cut off already).
         ips = [ip for node in quorum if (ip := node.ip(cluster.network_name))]
         for node in self.nodes:
-            netfilter.apply(node, netfilter.peer_rules(ips))
+            self._rules.apply(node, netfilter.peer_rules(ips))
         return [node.hostname for node in quorum]
 
     def _target_vs_rest(self) -> list[list[int]]:
@@ -175,10 +175,10 @@ class Partition(Fault[PartitionParams]):
             outside = [ip for node_id, ip in ips.items() if node_id not in group]
             for node_id in group:
                 if node_id in ips:
-                    netfilter.apply(cluster.node(node_id), netfilter.peer_rules(outside))
+                    self._rules.apply(cluster.node(node_id), netfilter.peer_rules(outside))
 
     def heal(self) -> None:
-        for node in self.ctx.cluster.all_nodes:
-            with contextlib.suppress(Exception):
-                if node.state() == "running":
-                    netfilter.flush(node)
+        """Remove this cut's rules, wherever it put them; any other cut in force stays."""
+        rules = getattr(self, "_rules", None)
+        if rules is not None:
+            rules.release()
