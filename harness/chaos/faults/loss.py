@@ -21,7 +21,7 @@ class LossDetail(FaultDetail):
     percent: float
 
 
-class Loss(Fault[LossParams]):
+class Loss(netfilter.Ruled, Fault[LossParams]):
     """Random packet loss of params.percent (default 30): on the target's interface, or of
     its packets to params.to only."""
 
@@ -37,9 +37,8 @@ class Loss(Fault[LossParams]):
         if self.params.to != ["all"]:
             self._peers = PeerDrop(self.ctx, self.nodes, self.params, self.partition)
             return self._peers.inject()
-        self._rules = netfilter.Rules()
         for node in self.nodes:
-            self._rules.apply(node, netfilter.random_drop_rules(percent / 100.0))
+            self.rules.apply(node, netfilter.random_drop_rules(percent / 100.0))
         return {"percent": percent}
 
     def heal(self) -> None:
@@ -47,9 +46,7 @@ class Loss(Fault[LossParams]):
         if peers is not None:
             peers.heal()
             return
-        rules = getattr(self, "_rules", None)
-        if rules is not None:
-            rules.release()
+        self.rules.release()
 
     def detail(self) -> FaultEndDetail:
         """With peers: what the shaper dropped (packets seen, dropped)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from harness.chaos.faults.base import FaultError, run_in
@@ -42,12 +43,12 @@ class Rules:
 
     def __init__(self) -> None:
         self.chain = f"{CHAIN}-{uuid.uuid4().hex[:8]}"
-        self.nodes: list[KafkaNode] = []
+        self.nodes: dict[str, KafkaNode] = {}  # by host name: each node once
 
     def apply(self, node: KafkaNode, rules: list[list[str]]) -> None:
         """Add `rules` (argument lists after `iptables -A <chain>`) in `node`, in one exec:
         the chain filled first, then jumped to, so the rules start acting together."""
-        self.nodes.append(node)  # before the exec: a heal after a half-done apply removes it
+        self.nodes[node.hostname] = node  # first: a heal after a half-done apply removes it
         chain = self.chain
         lines = [
             *ENSURE_CHAIN,
@@ -67,7 +68,7 @@ class Rules:
             f"{IPT} -D {CHAIN} -j {chain} 2>/dev/null; {IPT} -F {chain} && {IPT} -X {chain}"
         )
         failed = []
-        for node in {id(node): node for node in self.nodes}.values():
+        for node in self.nodes.values():
             try:
                 if node.state() == "running":
                     run_in(node, ["sh", "-c", line])
@@ -75,6 +76,15 @@ class Rules:
                 failed.append(str(exc))
         if failed:
             raise FaultError("; ".join(failed))
+
+
+class Ruled:
+    """A fault whose effect is iptables rules: `rules` in inject, `rules.release()` its heal
+    (nothing when it added none)."""
+
+    @cached_property
+    def rules(self) -> Rules:
+        return Rules()
 
 
 def peer_rules(peer_ips: list[str]) -> list[list[str]]:

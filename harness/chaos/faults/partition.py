@@ -75,7 +75,7 @@ class PartitionDetail(FaultDetail, total=False):
     cut_from: list[str]
 
 
-class Partition(Fault[PartitionParams]):
+class Partition(netfilter.Ruled, Fault[PartitionParams]):
     """Cut links between nodes with iptables in their namespaces.
 
     mode `from-brokers` (default): each target loses every other broker but clients on the
@@ -123,10 +123,9 @@ class Partition(Fault[PartitionParams]):
 
     def inject(self) -> PartitionDetail:
         mode = self.params.mode
-        self._rules = netfilter.Rules()
         if mode == "full":
             for node in self.nodes:
-                self._rules.apply(node, netfilter.interface_rules())
+                self.rules.apply(node, netfilter.interface_rules())
             return {"mode": mode}
         if mode == "from-quorum":
             return {"mode": mode, "cut_from": self._cut_from_quorum()}
@@ -145,7 +144,7 @@ class Partition(Fault[PartitionParams]):
         # A quorum node that is down has no address (and is cut off already).
         ips = [ip for node in quorum if (ip := node.ip(cluster.network_name))]
         for node in self.nodes:
-            self._rules.apply(node, netfilter.peer_rules(ips))
+            self.rules.apply(node, netfilter.peer_rules(ips))
         return [node.hostname for node in quorum]
 
     def _target_vs_rest(self) -> list[list[int]]:
@@ -175,10 +174,8 @@ class Partition(Fault[PartitionParams]):
             outside = [ip for node_id, ip in ips.items() if node_id not in group]
             for node_id in group:
                 if node_id in ips:
-                    self._rules.apply(cluster.node(node_id), netfilter.peer_rules(outside))
+                    self.rules.apply(cluster.node(node_id), netfilter.peer_rules(outside))
 
     def heal(self) -> None:
         """Remove this cut's rules, wherever it put them; any other cut in force stays."""
-        rules = getattr(self, "_rules", None)
-        if rules is not None:
-            rules.release()
+        self.rules.release()
