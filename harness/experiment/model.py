@@ -454,8 +454,9 @@ class FaultsSpec(_Section):
     # as an election on a partition nobody writes again. The consumer group and the sampler
     # go on meanwhile; the final heal follows the schedule's end or this bound.
     after_workload_s: Seconds = Field(0, ge=0)
-    # Role steps spare nodes other faults hold, or are skipped (Nemesis): a generated
-    # schedule's rule, which its replay (a shrunk file) needs too.
+    # Role steps spare nodes other faults hold (but packet faults that share one: share_node),
+    # or are skipped (Nemesis): a generated schedule's rule, which its replay (a shrunk file)
+    # needs too.
     disjoint: bool = False
 
     @property

@@ -29,7 +29,7 @@ from harness.nemesis.records import (
     led_by,
     states_field,
 )
-from harness.nemesis.targets import free_partition, resolve_target, whole_cluster
+from harness.nemesis.targets import free_partition, held_against, resolve_target, whole_cluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
@@ -178,7 +178,7 @@ class Nemesis:
         roles, states = self._roles()  # the one reading the step records and acts on
         try:
             partition = self._partition(step)
-            held = frozenset(n.hostname for a in self.active for n in a.fault.nodes)
+            held = held_against(step, [a.fault for a in self.active])
             if self.disjoint and step.partition_binding is None and step.bound_target is None:
                 partition = free_partition(self.ctx, step, partition, held, states)
             avoid = held if self.disjoint else frozenset()
@@ -296,7 +296,7 @@ class Nemesis:
         they are."""
         if step.bound_target is not None or FAULT_TYPES[step.fault].acts_on_consumers:
             return nodes
-        held = {n.hostname for active in self.active for n in active.fault.nodes}
+        held = held_against(step, [a.fault for a in self.active])
         free = [n for n in nodes if n.hostname not in held and n.state() == "running"]
         if len(free) == len(nodes) or (free and not whole_cluster(self.ctx, step, nodes)):
             return free

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, consumer_members
+from harness.chaos.faults.base import Fault, share_node
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.node import KafkaNode
@@ -147,3 +148,15 @@ def whole_cluster(ctx: FaultContext, step: FaultStep, nodes: Sequence[KafkaNode]
     hit = {n.node_id for n in nodes if n.role.is_broker}
     every = bool(hit) and hit == {n.node_id for n in ctx.cluster.nodes}
     return every or FAULT_TYPES[step.fault].hits_whole_cluster(step.params)
+
+
+def held_against(step: FaultStep, in_force: Sequence[Fault]) -> frozenset[str]:
+    """The host names of the nodes that the faults `in_force` hold against `step` (a disjoint
+    schedule): every node they act on, but those they share with it (share_node)."""
+    coming = FAULT_TYPES[step.fault]
+    return frozenset(
+        node.hostname
+        for fault in in_force
+        if not share_node(type(fault), coming)
+        for node in fault.nodes
+    )

@@ -253,3 +253,54 @@ def test_a_delay_of_end_txn_holds_the_commit_from_the_end_txn_on_and_not_the_sen
     held = delay.detail()["shaper"][coordinator.hostname]["held_connections"]
     assert [h["api_key"] for h in held.values()] == [26], held
     assert helpers_left(cluster) == [] and shaper_chains(coordinator) == []
+
+
+@pytest.mark.integration
+def test_faults_on_one_node_compose_two_delays_add_and_a_cut_drops_what_they_let_go(cluster, topic):
+    """Two delays of the leader's answers to clients (one hook, two shapers) add up: each lets
+    a packet go through the node's rules again, its own bit set. A follower cut off from the
+    brokers and then given delays both ways to them stays cut off: the cut drops what the
+    delays let go (were their packets to skip the rest of their hooks, it would connect
+    again); healed, the cut leaves the delays acting, and healed too, nothing is left."""
+    from tests.integration.test_faults import connects
+
+    client = producer(cluster, "all")
+    before = statistics.median(produce_latencies_ms(client, topic, n=9))
+    leader = leader_of_0(cluster, topic)
+    delays = [
+        fault(cluster, topic, "delay", leader, delay_ms=150, direction="out", to="clients")
+        for _ in range(2)
+    ]
+    for delay in delays:
+        delay.inject()
+    try:
+        both = statistics.median(produce_latencies_ms(client, topic, n=9))
+    finally:
+        for delay in delays:
+            delay.heal()
+    assert 270 <= both - before <= 800, (before, both)
+    holds = [delay.detail()["shaper"][leader.hostname]["hold_ms_p50"] for delay in delays]
+    assert all(145 <= hold <= 300 for hold in holds), holds
+
+    node = follower_of_0(cluster, topic)
+    peer = next(n for n in cluster.nodes if n.hostname != node.hostname)
+    cut = fault(cluster, topic, "partition", node, mode="from-brokers")
+    cut.inject()  # its rules first: the shapers' chains are jumped to ahead of them
+    slowed = [
+        fault(cluster, topic, "delay", node, delay_ms=20, direction="out", to="brokers"),
+        fault(cluster, topic, "delay", node, delay_ms=20, direction="in", **{"from": "brokers"}),
+    ]
+    try:
+        for delay in slowed:
+            delay.inject()
+        assert not connects(node, peer) and not connects(peer, node)
+        cut.heal()
+        assert connects(node, peer) and connects(peer, node)
+    finally:
+        cut.heal()
+        for delay in slowed:
+            delay.heal()
+    for delay in slowed:
+        assert delay.detail()["shaper"][node.hostname]["packets"] > 0
+    assert helpers_left(cluster) == [] and shaper_chains(leader) == [] == shaper_chains(node)
+    cluster.wait_full_isr(topic, timeout_s=90)

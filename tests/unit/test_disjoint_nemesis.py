@@ -156,3 +156,33 @@ def test_a_node_down_outside_any_fault_takes_no_generated_step(tmp_path):
     (skipped,) = [e for e in events if e["type"] == EventType.FAULT_SKIPPED]
     assert "held or down" in skipped["reason"]
     assert cluster.node(2).actions == []
+
+
+def test_packet_faults_share_a_node_when_one_is_shaped_and_nothing_else_does(tmp_path, monkeypatch):
+    """A delay acts on a node a cut holds, and a second delay beside it; a second cut there is
+    skipped, and so is a kill: it would restart the namespace their rules live in."""
+    from harness.chaos.faults import FAULT_TYPES
+
+    for kind in ("delay", "partition"):
+
+        def inject(self, kind=kind):
+            for node in self.nodes:
+                node.actions.append(kind)
+            return {}
+
+        monkeypatch.setattr(FAULT_TYPES[kind], "inject", inject)
+        monkeypatch.setattr(FAULT_TYPES[kind], "heal", lambda self: None)
+    steps = [
+        FaultStep(at_s=0, fault="partition", target="node:2", as_="g0"),
+        FaultStep(at_s=0, fault="delay", target="node:2", as_="g1"),
+        FaultStep(at_s=0, fault="delay", target="node:2", as_="g2"),
+        FaultStep(at_s=0, fault="partition", target="node:2", as_="g3"),  # two cuts: apart
+        FaultStep(at_s=0, fault="kill", target="node:2", as_="g4"),
+        *(FaultStep(at_s=0, fault="heal", target=f"@g{i}") for i in (4, 3, 2, 1, 0)),
+    ]
+    cluster = FakeCluster()
+    nemesis, events = run(cluster, steps, tmp_path, disjoint=True)
+    assert nemesis.errors == []
+    assert cluster.node(2).actions == ["partition", "delay", "delay"]
+    skipped = [e["step"] for e in events if e["type"] == EventType.FAULT_SKIPPED]
+    assert skipped == [3, 4]

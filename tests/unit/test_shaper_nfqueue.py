@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.chaos.faults.slots import MARK_BITS
 from harness.chaos.shaper import nfqueue
 from harness.chaos.shaper.main import DUPLICATE_MARK, Figures, Plan
 
@@ -49,10 +50,12 @@ packets = st.lists(
 
 
 @given(st.integers(0, 65535), packets)
-def test_the_packets_of_a_datagram_come_out_in_order_with_their_payloads(queue, sent):
+def test_the_packets_of_a_datagram_come_out_in_order_with_their_payloads_and_marks(queue, sent):
     datagram = b"".join(kernel_packet(queue, pid, payload, mark) for pid, payload, mark in sent)
     parsed = list(nfqueue.parse(datagram))
-    assert [(p.packet_id, p.payload) for p in parsed] == [(pid, pl) for pid, pl, _ in sent]
+    assert [(p.packet_id, p.payload, p.mark) for p in parsed] == [
+        (pid, payload, mark or 0) for pid, payload, mark in sent
+    ]
 
 
 def test_an_ack_is_passed_over_and_a_refusal_raises_with_its_errno():
@@ -71,14 +74,19 @@ def test_any_bytes_parse_without_crashing(datagram):
         list(nfqueue.parse(datagram))
 
 
-@given(st.integers(0, 65535), st.integers(0, 2**32 - 1), st.booleans())
-def test_a_verdict_names_its_queue_packet_and_verdict(queue, packet_id, accept):
-    verdict = nfqueue.NF_ACCEPT if accept else nfqueue.NF_DROP
-    raw = nfqueue.verdict_message(queue, packet_id, verdict)
+@given(
+    st.integers(0, 65535),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([nfqueue.NF_ACCEPT, nfqueue.NF_DROP, nfqueue.NF_REPEAT]),
+    st.none() | st.integers(0, 2**32 - 1),
+)
+def test_a_verdict_names_its_queue_packet_verdict_and_mark(queue, packet_id, verdict, mark):
+    raw = nfqueue.verdict_message(queue, packet_id, verdict, mark)
     length, kind, flags, _, _ = struct.unpack_from(f"{NATIVE}IHHII", raw)
     assert (length, kind, flags) == (len(raw), (3 << 8) | 1, 1)
     assert raw[16:20] == bytes([0, 0]) + queue.to_bytes(2, "big")
-    assert raw[20:32] == nla(2, struct.pack(">II", verdict, packet_id))
+    marked = b"" if mark is None else nla(3, struct.pack(">I", mark))
+    assert raw[20:] == nla(2, struct.pack(">II", verdict, packet_id)) + marked
 
 
 @pytest.mark.parametrize("copy_payload,mode", [(False, 1), (True, 2)])
@@ -98,13 +106,17 @@ def test_binding_asks_for_the_queue_its_copy_mode_and_fail_open(copy_payload, mo
     st.lists(st.lists(st.sampled_from(["-o", "eth0", "-d", "10.0.0.2"]), max_size=4), min_size=1),
     st.lists(st.lists(st.sampled_from(["-o", "eth0", "-d", "10.0.0.3"]), max_size=4)),
     st.integers(1, 65535),
+    st.sampled_from([0, *MARK_BITS]),
 )
-def test_a_plan_lets_copies_and_skips_through_before_it_queues_with_bypass(matches, skips, q):
+def test_a_plan_lets_copies_and_skips_through_before_it_queues_with_bypass(matches, skips, q, mark):
+    """With a mark bit, what it already let go (its bit set) returns first."""
     text = json.dumps(
         {"queue": q, "chain": f"KCHAOS_Q{q}", "matches": matches, "skips": skips,
-         "shape": {"delay_ms": 5}}
+         "shape": {"delay_ms": 5}, "mark": mark}
     )  # fmt: skip
     rules = Plan.from_json(text).rules()
+    if mark:
+        assert rules.pop(0) == ["-m", "mark", "--mark", f"{mark:#x}/{mark:#x}", "-j", "RETURN"]
     assert rules[0] == ["-m", "mark", "--mark", hex(DUPLICATE_MARK), "-j", "RETURN"]
     assert rules[1 : 1 + len(skips)] == [[*s, "-j", "RETURN"] for s in skips]
     queued = rules[1 + len(skips) :]
@@ -127,3 +139,14 @@ def test_the_figures_give_the_hold_percentiles_of_what_was_held(holds):
     below = sum(h <= summary["hold_ms_p50"] + 1e-3 for h in ms)
     assert below >= len(ms) / 2
     assert summary["hold_ms_p50"] <= summary["hold_ms_p99"] <= summary["hold_ms_max"]
+
+
+@given(st.sets(st.sampled_from(MARK_BITS)))
+def test_no_set_of_shaper_bits_reads_as_a_copys_mark(bits):
+    """A packet let go by any shapers carries the OR of their bits: never a copy's mark, which
+    every shaper lets through unshaped."""
+    mark = 0
+    for bit in bits:
+        mark |= bit
+    assert mark & DUPLICATE_MARK == 0 and mark != DUPLICATE_MARK
+    assert all(bit & (bit - 1) == 0 for bit in bits)  # one bit each

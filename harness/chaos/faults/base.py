@@ -110,6 +110,12 @@ class Fault(ABC, Generic[P]):
     # True for a change of the KRaft quorum's membership, which a dynamic quorum alone allows
     # (kafka.quorum dynamic); it targets one dedicated controller.
     needs_dynamic_quorum: ClassVar[bool] = False
+    # True for a fault that only drops, holds or shapes packets with rules of its own in the
+    # node's network namespace (iptables, tc, a shaper), leaving every other fault's in force.
+    on_packets: ClassVar[bool] = False
+    # True for one of those acting through a shaper of its own (shape.py), whose packets go
+    # through the node's other rules when it lets them go.
+    shaped: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -209,6 +215,14 @@ def _param_problem(fault: type[Fault], error: Any) -> str:
     path = "params." + loc[0] + "".join(f"[{part}]" for part in loc[1:])
     meaning = fields[loc[0]].description if loc[0] in fields else None
     return f"{path} ({meaning}): {message}" if meaning else f"{path}: {message}"
+
+
+def share_node(held: type[Fault[Any]], coming: type[Fault[Any]]) -> bool:
+    """Whether a fault of type `coming` may act on a node that a fault of type `held` holds
+    (a disjoint schedule): both only act on packets and one of them through its own shaper.
+    Its rules pass what it lets go through the other's, and neither restarts the node or its
+    namespace. Two cuts, or two tc shapes, stay apart (a cascade's cuts walk other replicas)."""
+    return held.on_packets and coming.on_packets and (held.shaped or coming.shaped)
 
 
 def run_in(node: KafkaNode, argv: list[str]) -> str:

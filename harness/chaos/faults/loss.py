@@ -30,6 +30,7 @@ class Loss(netfilter.Ruled, Fault[LossParams]):
     helper_site = HelperSite.BROKER_CONTAINER
     tools = ("iptables",)
     class_kinds = (ClassKind.LOSS,)
+    on_packets = True
     residue_cleanup = netfilter.CLEANUP
 
     def inject(self) -> LossDetail | ShapedDetail:

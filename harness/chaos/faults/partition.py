@@ -89,6 +89,7 @@ class Partition(netfilter.Ruled, Fault[PartitionParams]):
     helper_site = HelperSite.BROKER_CONTAINER
     tools = ("iptables",)
     class_kinds = tuple(CLASS_KIND_OF_MODE.values())
+    on_packets = True
     residue_cleanup = netfilter.CLEANUP
 
     @classmethod

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Required, TypedDict, 
 from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 from harness.chaos.faults.base import Fault, FaultError, FaultParams, HelperSite
+from harness.chaos.faults.slots import MAX_QUEUE, SLOTS
 from harness.limits import at_most, param_number, shown
 from harness.rundir.events import FaultEndDetail, ShaperFigures
 from harness.rundir.fault_classes import ClassKind
@@ -340,6 +341,8 @@ class _Shaped(Fault[Any]):
     """The shared inject and heal of the faults shaped by a helper in each target's namespace."""
 
     helper_site = HelperSite.SIDECAR
+    on_packets = True
+    shaped = True
 
     def inject(self) -> ShapedDetail:
         from harness.platform.sidecar import Sidecar
@@ -352,6 +355,7 @@ class _Shaped(Fault[Any]):
         brokers = {node.hostname for node in cluster.nodes}
         quorum = {node.hostname for node in [*cluster.quorum, *cluster.ensemble]}
         self._sidecars: list[Sidecar] = []
+        self._marks: dict[tuple[str, str], int] = {}
         self._figures: dict[str, ShaperFigures | None] = {}
         rules: dict[str, list[list[str]]] = {}
         try:
@@ -360,7 +364,11 @@ class _Shaped(Fault[Any]):
                 matches, skips = match_rules(
                     peers, node.hostname, addresses, brokers, quorum, direction
                 )
-                plan = self._plan(matches, skips, direction)
+                where = (cluster.network_name, node.hostname)
+                # A queue number of its own: two shapers on one node must not share a queue.
+                mark, queue = SLOTS.take(where, self.ctx.rng.randrange(1, MAX_QUEUE))
+                self._marks[where] = mark
+                plan = self._plan(matches, skips, direction, mark, queue)
                 sidecar = Sidecar(cluster, node, SHAPER_PACKAGE, "shaper.main", plan, "shaper")
                 rules[node.hostname] = sidecar.start()["rules"]
                 self._sidecars.append(sidecar)
@@ -370,10 +378,16 @@ class _Shaped(Fault[Any]):
         detail = {**self.params.model_dump(), "shaper": "nfqueue", "rules": rules}
         return cast("ShapedDetail", detail)  # the params' keys, as pydantic dumps them
 
-    def _plan(self, matches: list[list[str]], skips: list[list[str]], direction: str) -> str:
-        """The shaper's plan (harness/chaos/shaper/main.py) as its JSON argument."""
-        # A queue number of its own: two shaped faults on one node must not share a queue.
-        queue = self.ctx.rng.randrange(1, 65_000)
+    def _plan(
+        self,
+        matches: list[list[str]],
+        skips: list[list[str]],
+        direction: str,
+        mark: int,
+        queue: int,
+    ) -> str:
+        """The shaper's plan (harness/chaos/shaper/main.py) as its JSON argument; `mark` its
+        bit of the packet mark on the node, `queue` its NFQUEUE number there."""
         return json.dumps({
             "queue": queue,
             "chain": f"KCHAOS_Q{queue}",
@@ -383,6 +397,7 @@ class _Shaped(Fault[Any]):
             "skips": skips,
             "shape": shape_of(self.name, self.params),
             "seed": self.ctx.rng.randrange(1 << 30),
+            "mark": mark,
         })  # fmt: skip
 
     def heal(self) -> None:
@@ -394,6 +409,9 @@ class _Shaped(Fault[Any]):
             if figures is None:
                 problems.append(f"{sidecar.where}: the shaper ended without its figures")
         self._sidecars = []
+        for where, mark in getattr(self, "_marks", {}).items():  # their rules are gone by now
+            SLOTS.give_back(where, mark)
+        self._marks = {}
         if problems:
             raise FaultError("; ".join(problems))
 

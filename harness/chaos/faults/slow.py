@@ -60,6 +60,7 @@ class Slow(Fault[SlowParams]):
     helper_site = HelperSite.BROKER_CONTAINER
     tools = ("tc",)
     class_kinds = (ClassKind.SLOW,)
+    on_packets = True
     residue_cleanup = f"{shlex.join(REMOVE_QDISC)} 2>/dev/null"
 
     def inject(self) -> SlowDetail:

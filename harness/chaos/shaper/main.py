@@ -5,8 +5,11 @@ It binds its NFQUEUE, puts its rules in a chain of its own (jumped to first from
 packets the node sends, or from INPUT for those it receives, as the plan's `hook` says; each
 NFQUEUE rule with --queue-bypass so packets pass untouched if this program dies), prints one
 line `{"ready": ...}`, shapes packets until SIGTERM, then removes its rules, lets every held
-packet go, and prints one line `{"figures": ...}` with what it did. A failure prints
-`{"error": ...}` and exits 1. Everything else it prints is not for the harness.
+packet go, and prints one line `{"figures": ...}` with what it did. With a `mark` (one bit of
+its own on the node), a packet it lets go goes through its hook's rules again with that bit
+set, which its own chain returns on: the rules of every other shaper and cut on the node still
+apply to it, so faults on one node compose (without, the packet skips the rest of its hook).
+A failure prints `{"error": ...}` and exits 1. Everything else it prints is not for the harness.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class Plan:
     shape: Shape
     seed: int | None = None
     hook: str = "OUTPUT"  # the built-in chain that jumps to ours: OUTPUT (sent) or INPUT
+    mark: int = 0  # this shaper's bit of the packet mark on its node (0: accept, not repeat)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -60,12 +64,15 @@ class Plan:
             Shape(**{**raw["shape"], "request_keys": tuple(raw["shape"].get("request_keys", ()))}),
             raw.get("seed"),
             str(raw.get("hook", "OUTPUT")),
+            int(raw.get("mark", 0)),
         )
 
     def rules(self) -> list[list[str]]:
         """The chain's rules, in order, as arguments after `iptables -A <chain>`."""
         target = ["-j", "NFQUEUE", "--queue-num", str(self.queue), "--queue-bypass"]
+        seen = f"{self.mark:#x}/{self.mark:#x}"
         return [
+            *([["-m", "mark", "--mark", seen, "-j", "RETURN"]] if self.mark else []),
             ["-m", "mark", "--mark", hex(DUPLICATE_MARK), "-j", "RETURN"],
             *([*skip, "-j", "RETURN"] for skip in self.skips),
             *([*match, *target] for match in self.matches),
@@ -199,7 +206,10 @@ class Shaper:
     def release(self, now: float, everything: bool = False) -> None:
         while self.held and (everything or self.held[0][0] <= now):
             _, _, packet, duplicate, arrived = heapq.heappop(self.held)
-            self.queue.verdict(packet.packet_id, accept=True)
+            if self.plan.mark:
+                self.queue.repeat(packet.packet_id, packet.mark | self.plan.mark)
+            else:
+                self.queue.verdict(packet.packet_id, accept=True)
             self.figures.add_hold(time.monotonic() - arrived)
             if duplicate and self.copies is not None and len(packet.payload) >= 20:
                 destination = socket.inet_ntoa(packet.payload[16:20])

@@ -3,7 +3,8 @@ verdicts (the kernel's include/uapi/linux/netfilter/nfnetlink_queue.h describes 
 
 Messages are built and parsed by pure functions (tested without a kernel); `Queue` owns the
 socket. Only what the shaper needs is here: bind with a copy mode, fail-open when the queue
-is full, packet ids and payloads in, ACCEPT/DROP verdicts out.
+is full, packet ids, marks and payloads in, ACCEPT/DROP/REPEAT verdicts out (REPEAT with a
+mark: the packet goes through its hook's rules again, those of other shapers and cuts).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ NFQNL_COPY_PACKET = 2
 
 NF_DROP = 0
 NF_ACCEPT = 1
+NF_REPEAT = 4
 
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port id
 NFGEN = struct.Struct("!BBH")  # nfgenmsg: family, version, resource id (the queue number)
@@ -60,10 +62,12 @@ class NetlinkError(OSError):
 
 @dataclass(frozen=True)
 class Packet:
-    """One queued packet: the id its verdict names, and its bytes when the mode copies them."""
+    """One queued packet: the id its verdict names, its bytes when the mode copies them, and
+    its netfilter mark (0: none)."""
 
     packet_id: int
     payload: bytes = b""
+    mark: int = 0
 
 
 def _align(n: int) -> int:
@@ -102,14 +106,12 @@ def unbind_message(queue: int) -> bytes:
     return message(NFQNL_MSG_CONFIG, NLM_F_REQUEST, queue, cmd)
 
 
-def verdict_message(queue: int, packet_id: int, verdict: int) -> bytes:
-    """The verdict on one packet of `queue`."""
-    return message(
-        NFQNL_MSG_VERDICT,
-        NLM_F_REQUEST,
-        queue,
-        attribute(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id)),
-    )
+def verdict_message(queue: int, packet_id: int, verdict: int, mark: int | None = None) -> bytes:
+    """The verdict on one packet of `queue`, setting its mark to `mark` when one is given."""
+    attrs = attribute(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id))
+    if mark is not None:
+        attrs += attribute(NFQA_MARK, struct.pack("!I", mark))
+    return message(NFQNL_MSG_VERDICT, NLM_F_REQUEST, queue, attrs)
 
 
 def attributes(data: bytes) -> dict[int, bytes]:
@@ -148,7 +150,9 @@ def parse(datagram: bytes) -> Iterator[Packet]:
         if header is None:
             continue
         (packet_id,) = struct.unpack_from("!I", header)
-        yield Packet(packet_id, found.get(NFQA_PAYLOAD, b""))
+        raw_mark = found.get(NFQA_MARK, b"")
+        mark = struct.unpack_from("!I", raw_mark)[0] if len(raw_mark) >= 4 else 0
+        yield Packet(packet_id, found.get(NFQA_PAYLOAD, b""), mark)
 
 
 class Queue:
@@ -181,6 +185,10 @@ class Queue:
     def verdict(self, packet_id: int, accept: bool) -> None:
         """Let the packet go on (accept) or drop it."""
         self.sock.send(verdict_message(self.number, packet_id, NF_ACCEPT if accept else NF_DROP))
+
+    def repeat(self, packet_id: int, mark: int) -> None:
+        """Send the packet through its hook's rules again, marked `mark`."""
+        self.sock.send(verdict_message(self.number, packet_id, NF_REPEAT, mark))
 
     def close(self) -> None:
         """Unbind and close (packets still queued are dropped by the kernel)."""
