@@ -31,6 +31,7 @@ __all__ = [
     "k_of_n",
     "repeated",
     "shrink_schedule",
+    "unbound",
 ]
 
 T = TypeVar("T")
@@ -259,6 +260,22 @@ def shrink_schedule(
     if not fewer.finished:
         return Shrunk(kept, False)
     return halve_durations(kept, reproduces)
+
+
+def unbound(steps: Sequence[FaultStep]) -> list[FaultStep]:
+    """`steps` with each fault bound to a name that only its own timed heal reads (as the
+    nemesis writes faults that overlap) written as one timed step, its duration_s up to that
+    heal, the heal left out; every other step as it is. In the order of `steps`."""
+    steps = tuple(steps)
+    made: list[tuple[int, FaultStep]] = []
+    for unit in fault_units(steps):
+        first = steps[unit[0]]
+        if len(unit) == 2 and first.duration_s is None and _heal_of(steps, unit[0]) == unit[1]:
+            held = round((steps[unit[1]].at_s or 0.0) - (first.at_s or 0.0), 3)
+            made.append((unit[0], first.model_copy(update={"as_": None, "duration_s": held})))
+        else:
+            made.extend((i, steps[i]) for i in unit)
+    return [step for _, step in sorted(made, key=lambda item: item[0])]
 
 
 def repeated(steps: Sequence[FaultStep], horizon_s: float, times: int = REPEATS) -> list[FaultStep]:

@@ -203,7 +203,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from harness.experiment.model import workload_duration_s
     from harness.experiment.pin import pin
     from harness.experiment.problems import SpecError
-    from harness.experiment.shrink import Budget, k_of_n, repeated, shrink_schedule
+    from harness.experiment.shrink import Budget, k_of_n, repeated, shrink_schedule, unbound
     from harness.rundir.events import FaultStart, read_events
     from harness.rundir.spec import RunSpec, RunSpecError
 
@@ -267,7 +267,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.draws:
             one = _first_alone(_draws(timed, args.only), reproduces, replays.tally)
         else:
-            alone = repeated(tuple(asked), horizon_s, args.repeat) if args.repeat > 1 else []
+            # A fault drawn to overlap is bound to a name its heal ends: repeated, it is timed.
+            made = repeated(unbound(timed), horizon_s, args.repeat) if args.repeat > 1 else []
+            alone = [step for step in made if _matches(step, args.only)]
             one = _first_alone([(step,) for step in alone], reproduces, replays.tally)
         if one is None or not one.finished:
             lead = "" if one is None else _lead(one.items, replays.tally, args, spec, original)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.model import FaultStep
-from harness.experiment.shrink import MIN_DURATION_S, REST_S, repeated
+from harness.experiment.shrink import MIN_DURATION_S, REST_S, repeated, unbound
 from harness.experiment.soak import expand_repeats
 from kafka_chaos.cli import main
 from kafka_chaos.commands import shrink
@@ -74,6 +74,49 @@ def test_a_fault_that_cannot_repeat_is_left_out() -> None:
     (short,) = repeated(steps, 60, 3)  # 20 s shares leave the fault 10 s, the rest 10 s
     assert (short.at_s, short.every_s, short.duration_s) == (10, 20, 10)
     assert repeated(steps, 30, 3) == []  # 10 s shares leave nothing after the rest
+
+
+@given(
+    st.lists(
+        st.tuples(seconds, st.floats(0.5, 120).map(lambda s: round(s, 3)), st.booleans()),
+        max_size=6,
+    )
+)
+def test_a_fault_bound_only_to_its_heal_is_written_timed(faults: list) -> None:
+    """Oracle: a fault drawn to overlap (bound to g<i>, healed by a timed step aimed at @g<i>)
+    becomes one step of duration_s heal - start, without name or heal; one a later step also
+    reads (a kill aimed at @g<i>) stays as it was, with its heal and that reader."""
+    steps: list[FaultStep] = []
+    for i, (at, held, read) in enumerate(faults):
+        steps.append(FaultStep(at_s=at, fault="pause", target="leader", partition=i, as_=f"g{i}"))
+        if read:
+            steps.append(FaultStep(at_s=at, fault="kill", target=f"@g{i}", duration_s=1))
+        steps.append(FaultStep(at_s=round(at + held, 3), fault="heal", target=f"@g{i}"))
+    made = unbound(steps)
+    for i, (at, held, read) in enumerate(faults):
+        mine = [
+            s for s in made if (s.partition == i and s.fault == "pause") or s.target == f"@g{i}"
+        ]
+        if read:
+            assert [s.fault for s in mine] == ["pause", "kill", "heal"] and mine[0].as_ == f"g{i}"
+        else:
+            assert mine == [FaultStep(at_s=at, fault="pause", target="leader", partition=i,
+                                      duration_s=round(round(at + held, 3) - at, 3))]  # fmt: skip
+    assert len(made) == len(steps) - sum(1 for _, _, read in faults if not read)
+
+
+def test_a_drawn_overlapping_fault_is_asked_repeated() -> None:
+    """A bound fault and its heal, as an overlapping schedule writes them, repeat as one."""
+    steps = [
+        FaultStep(at_s=61.5, fault="delay", target="txn-coordinator", as_="g3",
+                  params={"delay_ms": 2194, "requests": ["EndTxn"], "direction": "in",
+                          "from": ["clients"]}),
+        FaultStep(at_s=82.9, fault="heal", target="@g3"),
+    ]  # fmt: skip
+    assert repeated(steps, 150, 3) == []
+    (one,) = repeated(unbound(steps), 150, 3)
+    assert (one.fault, one.at_s, one.every_s, one.duration_s, one.as_) == (
+        "delay", 28.6, 50, 21.4, None)  # fmt: skip
 
 
 def test_the_repeated_fault_validates_as_a_schedule_step() -> None:
@@ -229,7 +272,8 @@ def test_only_asks_the_faults_its_glob_matches(
     first = next(s for s in steps if not s.heals and repeated([s], 150, 3))
     glob = f"{first.fault}@*"
     assert main(["shrink", str(tmp_path), "--only", glob, "--budget", "40"]) == 2
-    matching = [s for s in repeated(steps, shrink_horizon(tmp_path), 3) if s.fault == first.fault]
+    horizon = shrink_horizon(tmp_path)
+    matching = [s for s in repeated(unbound(steps), horizon, 3) if s.fault == first.fault]
     alone = [s[0] for s in asked[2:]]
     assert asked[:2] == [(), ()] and alone == [one for one in matching for _ in range(2)]
     assert f"any fault of it matching {glob} alone" in capsys.readouterr().err
