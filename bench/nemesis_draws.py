@@ -6,7 +6,7 @@ transaction coordinator, say) can be read before any cluster runs.
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
                                   [--families requests ...] [--settled 9] [--seed-base 9000]
-                                  [--lasting 11 55] [--param mode=from-brokers]
+                                  [--lasting 11 55] [--param mode=from-brokers] [--show]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -20,7 +20,8 @@ and with --settled S only a fault begun at least S s before (one the cluster has
 --seed-base B draws seeds B to B + --seeds - 1 (the discovery benchmark's seed S, chunk C is
 S * 1000 + C), and the seeds that draw a --match are listed. --lasting LOW HIGH counts a --match
 only when it acts LOW to HIGH s (a cut past a session and inside a commit's timeout, say), and
---param KEY=VALUE only when its params hold that value (given again: each of them).
+--param KEY=VALUE only when its params hold that value (given again: each of them). --show
+prints each --match drawn with its seed, start, end and params (a hold's delay_ms, say).
 """
 
 from __future__ import annotations
@@ -197,6 +198,11 @@ def main() -> int:
         type=_param,
         help="count a --match only when its params hold KEY=VALUE (again: each of them)",
     )
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="print each --match drawn: its seed, start and end (s of workload) and params",
+    )
     parser.add_argument("--cascade", type=float, default=1.0, help="the cascade family's weight")
     parser.add_argument("--families", nargs="+", default=[], help="only these fault families")
     args = parser.parse_args()
@@ -238,6 +244,12 @@ def main() -> int:
         print(f"{shown}: {share:.2%} of the steps; one in every {first:.0f} minutes of workload")
         firsts = [min((f.start_s for f in chunk), default=None) for chunk in found]
         print(searched_in_chunks(firsts, args.minutes))
+        if args.show:
+            for i, chunk in enumerate(found):
+                for fault in chunk:
+                    params = " ".join(f"{k}={v}" for k, v in fault.params)
+                    print(f"  seed {args.seed_base + i}: {fault.name} "
+                          f"{fault.start_s:.1f}-{fault.end_s:.1f} s {params}")  # fmt: skip
         drawn = [args.seed_base + i for i, first in enumerate(firsts) if first is not None]
         print(f"seeds that draw it: {' '.join(map(str, drawn[:20])) or 'none'}")
     return 0
