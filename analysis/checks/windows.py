@@ -10,6 +10,13 @@ register again before then (DUPLICATE_BROKER_REGISTRATION), and when the crash t
 controller, its successor is elected first and then grants every broker a fresh session. So a
 crash acts at least `failure_detection_us` past its injection: ZooKeeper's session timeout, or
 the broker's session timeout plus the quorum's fetch and election timeouts.
+
+A node can also stop with no fault stopping it: a broker paused while it starts shuts itself
+down once it may no longer register (initial.broker.registration.timeout.ms), and with it gone
+one crash more can take the controllers' majority, so no successor is elected until the crashed
+node is back. The sampler records the containers that stood stopped; each span a node stood
+stopped acts as a crash from the last sample that saw it up, since when it went down between two
+samples is not known, to the first that saw it up again.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ from __future__ import annotations
 from typing import Final
 
 from analysis.model.evidence import RunEvidence
+from harness.rundir.events import Sample
 from harness.rundir.spec import RunSpec
 
-__all__ = ["CRASHES", "failure_detection_us", "fault_free_us", "fault_windows"]
+__all__ = ["CRASHES", "failure_detection_us", "fault_free_us", "fault_windows", "stopped_spans"]
 
 # The fault kinds that end a broker without a controlled shutdown (harness fault families
 # process, crash and disk).
@@ -48,7 +56,7 @@ def failure_detection_us(spec: RunSpec | None) -> int:
 def fault_windows(run: RunEvidence, detection_us: int = 0) -> tuple[tuple[int, int], ...]:
     """(injected, acting until) of every fault: its heal, or the final heal for one never
     healed (the last event's time when there was none); a crash's at least `detection_us`
-    past its injection."""
+    past its injection. Then each span a node stood stopped (`stopped_spans`), as a crash."""
     heal = run.phase_stamps("heal")
     last = max((e.ts_us or 0 for e in run.events.events), default=0)
     final = heal[-1] if heal else last
@@ -62,7 +70,29 @@ def fault_windows(run: RunEvidence, detection_us: int = 0) -> tuple[tuple[int, i
         if start.fault in CRASHES:
             until = max(until, injected + detection_us)
         windows.append((injected, until))
+    for down, up in stopped_spans(run.samples, final):
+        windows.append((down, max(up, down + detection_us)))
     return tuple(windows)
+
+
+def stopped_spans(samples: list[Sample], final: int) -> list[tuple[int, int]]:
+    """Per node, each span the samples saw it stopped, in time order: from the last sample
+    before that saw it up (that sample itself when none did) to the first after that saw it
+    up again (`final` when none did). Samples that did not record `stopped` are passed over."""
+    spans: list[tuple[int, int]] = []
+    since: dict[str, int] = {}  # a node seen stopped → when it may have gone down
+    previous = None
+    for sample in samples:
+        if sample.stopped is None:
+            continue
+        at, now = sample.ts_us or 0, set(sample.stopped)
+        for host in now - since.keys():
+            since[host] = at if previous is None else previous
+        for host in since.keys() - now:
+            spans.append((since.pop(host), at))
+        previous = at
+    spans.extend((down, final) for down in since.values())
+    return sorted(spans)
 
 
 def fault_free_us(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:

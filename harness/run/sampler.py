@@ -1,7 +1,9 @@
 """The sampler: leader and ISR of every partition, each partition's ends (high watermark,
-last stable offset) and the consumer group's committed offsets, recorded while a repetition
-runs (the lost-commit check reads the last: a committed position that went back and was
-committed past again by the end shows only while the run goes on)."""
+last stable offset), the containers that stood stopped and the consumer group's committed
+offsets, recorded while a repetition runs (the lost-commit check reads the committed offsets: a
+committed position that went back and was committed past again by the end shows only while the
+run goes on; the liveness checks read the stopped containers: a node can exit on its own, as a
+broker paused while it starts does once it may no longer register, and no fault records that)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any, TypedDict
 from harness.chaos.faults import FaultContext
 from harness.rundir.events import EventLog, PartitionEnd, PartitionRoles, Sample, now_us
 
+# Docker's states of a container whose process is not there to answer: neither running nor paused.
+UP_STATES = frozenset({"running", "paused"})
 # ListOffsets may wait on a leader that is gone (a fault): bounded, so a sample stays ~1 s.
 ENDS_TIMEOUT_S = 1.5
 
@@ -20,6 +24,7 @@ class _SampleFields(TypedDict, total=False):
     """The fields of a `sample` event the sampler learnt (the others stay out of the line)."""
 
     partitions: list[PartitionRoles]
+    stopped: list[str] | None
     controller: int | None
     ends: list[PartitionEnd]
     ends_error: str
@@ -54,16 +59,17 @@ class Sampler:
 
     def sample(self, with_controller: bool = False) -> None:
         """Write one `sample` event; metadata errors are recorded, not raised."""
+        stopped = self._stopped()
         try:
             states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
         except Exception as exc:
-            self.events.write(Sample(error=str(exc), partitions=[]))
+            self.events.write(Sample(error=str(exc), partitions=[], stopped=stopped))
             return
         stamp = now_us()  # the leader/ISR's time: the ends, read after, carry their own
         self.latest = [
             PartitionRoles(partition=s.partition, leader=s.leader, isr=list(s.isr)) for s in states
         ]
-        fields: _SampleFields = {"partitions": self.latest}
+        fields: _SampleFields = {"partitions": self.latest, "stopped": stopped}
         if with_controller:
             with contextlib.suppress(Exception):
                 fields["controller"] = self.ctx.cluster.active_controller()
@@ -83,6 +89,14 @@ class Sampler:
             except Exception as exc:
                 fields["committed_error"] = f"{type(exc).__name__}: {exc}"
         self.events.write(Sample(ts_us=stamp, **fields))
+
+    def _stopped(self) -> list[str] | None:
+        """The host names of the cluster's containers neither running nor paused; None when
+        the engine did not answer for every one."""
+        try:
+            return [n.hostname for n in self.ctx.cluster.all_nodes if n.state() not in UP_STATES]
+        except Exception:
+            return None
 
     def _group_probe(self, group: str) -> Any:
         """A consumer of `group` that never subscribes (so never joins it), made once: its

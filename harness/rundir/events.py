@@ -41,9 +41,7 @@ class EventType(StrEnum):
     FAULT_ERROR = "fault_error"  # fault_id, fault, target, error, stage (inject|heal|condition)
     FAULT_SKIPPED = "fault_skipped"  # step, fault, target, reason: a step that did not act
     CONDITION = "condition"  # step, condition, waited_s: a step's `after:` condition held
-    # controller, partitions: [{partition, leader, isr}]; ends: [{partition, high_watermark,
-    # last_stable}] read at ends_us (or ends_error)
-    SAMPLE = "sample"
+    SAMPLE = "sample"  # the sampler's view of the topic and the cluster (Sample)
     READBACK = "readback"  # complete, log_start_offsets, high_watermarks, records, ...
     RECORDER_TALLY = "recorder_tally"  # reports: {ok, failed, indeterminate}, journal_error
     # client, config: {key: value}, idempotent: the producer settings a client program ran
@@ -249,11 +247,13 @@ class PartitionEnd(BaseModel):
 
 class Sample(_Event):
     """The sampler's view of the topic: [{partition, leader, isr}], the controller sometimes,
-    each partition's ends read just after (at `ends_us`; `ends_error` when unreadable), and in
-    a run with a consumer group the group's committed offsets."""
+    each partition's ends read just after (at `ends_us`; `ends_error` when unreadable), the
+    host names of the containers neither running nor paused (`stopped`; None: not recorded)
+    and in a run with a consumer group the group's committed offsets."""
 
     type: Literal[EventType.SAMPLE] = EventType.SAMPLE
     partitions: list[PartitionRoles] = []
+    stopped: list[str] | None = None
     controller: int | None = None
     error: str | None = None
     ends: list[PartitionEnd] | None = None  # None: not recorded (older runs, or unreadable)

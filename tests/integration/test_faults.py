@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from analysis.model.evidence import RunEvidence
 from harness.chaos.faults import FAULT_TYPES, Fault, FaultContext
 from harness.chaos.heal import heal_all
 from harness.experiment.model import FaultStep
@@ -25,6 +26,7 @@ from harness.platform import admin
 from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import INTERNAL_PORT, LOG_DIR
+from harness.run.sampler import Sampler
 from harness.rundir.events import EventLog
 from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker
@@ -362,14 +364,21 @@ def test_nemesis_kill_all_then_heal_brings_the_cluster_back(cluster, topic, tmp_
 
 
 @pytest.mark.integration
-def test_heal_all_undoes_pause_stop_and_rules(cluster, topic):
+def test_heal_all_undoes_pause_stop_and_rules(cluster, topic, tmp_path):
+    """Also: the sampler records the stopped node, not the paused one, and none once healed
+    (the liveness checks count a node's stopped span as fault time)."""
     ctx = ctx_for(cluster, topic)
+    events = EventLog(tmp_path / "events.jsonl")
     # A controlled shutdown the quorum can serve ends before the timeout: no SIGKILL.
     assert cluster.node(2).stop(timeout_s=30)
     cluster.node(1).pause()
+    Sampler(ctx, events).sample()
     fault_of("partition", ctx, [cluster.node(3)], mode="full").inject()
     heal_all(ctx)
     assert [n.state() for n in cluster.nodes] == ["running"] * 3
+    Sampler(ctx, events).sample()
+    events.close()
+    assert [s.stopped for s in RunEvidence.read(tmp_path).samples] == [["kafka-2"], []]
     assert connects(cluster.node(3), cluster.node(1)) and connects(cluster.node(1), cluster.node(3))
     wait_until(lambda: reachable_alone(cluster.node(1).host_port), 30, "the thawed node to answer")
     cluster.wait_full_isr(topic, timeout_s=90)

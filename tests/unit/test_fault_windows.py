@@ -3,6 +3,8 @@ cluster could notice it, any other fault until its heal."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -121,3 +123,86 @@ def test_a_settings_milliseconds_are_its_positive_number_else_the_default(value,
         number = None
     expected = number if number is not None and number > 0 else default
     assert milliseconds(value, default) == expected
+
+
+def merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of closed spans as disjoint, sorted spans (touching ones joined)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+samples_st = st.lists(
+    st.tuples(
+        st.integers(1, 5 * S),
+        st.one_of(st.none(), st.sets(st.sampled_from(["kafka-1", "kafka-2", "controller-4"]))),
+    ),
+    max_size=12,
+)
+
+
+def with_samples(drawn: list[tuple[int, set[str] | None]], final: int) -> tuple[RunEvidence, list]:
+    """A run of samples `drawn` apart ((gap, stopped or None)) healed at `final`, and the
+    (at, stopped) of the samples that recorded it."""
+    at, seen, events = 0, [], []
+    for gap, stopped in drawn:
+        at += gap
+        recorded = None if stopped is None else sorted(stopped)
+        events.append({"type": "sample", "ts_us": at, "partitions": [], "stopped": recorded})
+        if stopped is not None:
+            seen.append((at, stopped))
+    events.append({"type": "phase", "phase": "heal", "ts_us": final})
+    return RunEvidence.coerce(events), seen
+
+
+@given(samples_st, st.integers(0, 20 * S))
+def test_a_node_seen_stopped_acts_as_a_crash_from_when_it_was_last_seen_up(drawn, detection_us):
+    """Oracle, pair by pair of samples that recorded the stopped nodes: a node stopped at
+    either of two neighbours was stopped between them (it went down, or came up, somewhere in
+    between); one stopped at the first sample, at that sample; one stopped at the last, until
+    the final heal. Each node's span reaches detection_us past its start."""
+    final = 100 * S
+    run, seen = with_samples(drawn, final)
+    hosts = {h for _, stopped in seen for h in stopped}
+    expected = []
+    for host in hosts:
+        down = [at for at, stopped in seen if host in stopped]
+        pairs = itertools.pairwise(seen)
+        expected += [(a, b) for (a, x), (b, y) in pairs if host in x or host in y]
+        expected += [(down[0], down[0])] if seen[0][0] == down[0] else []
+        expected += [(seen[-1][0], final)] if host in seen[-1][1] else []
+    spans = [(lo, hi) for lo, hi in fault_windows(run, 0)]
+    assert merged(spans) == merged(expected)
+    for lo, hi in fault_windows(run, detection_us):
+        assert hi >= lo + detection_us
+
+
+def test_a_transaction_held_while_the_controllers_had_no_majority_is_not_hanging():
+    """The run that showed it (KAFKA-20785's search, seed 2): a broker paused while it started
+    shut itself down once unpaused; then the coordinator's leader crashed, leaving one
+    controller of three. No successor could be elected until the crashed node was back, so its
+    session expired 21 s after the crash, past the crash's own 12 s allowance, and the last
+    stable offset held until then. With the stopped node in the samples, not hanging."""
+    spec = RunSpec(
+        workload={"transactions": {"timeout_ms": 2000}},
+        kafka={
+            "mode": "kraft",
+            "broker_config": {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500},
+        },
+    )
+    faults = [("lose-unsynced", 110 * S, 114 * S)]
+    seconds = range(113, 133)
+    n = len(seconds)
+    ends = {2: Ends(np.array([s * S for s in seconds]), np.full(n, 1043), np.full(n, 1041))}
+    bound, detection = hanging_bound_us(spec), failure_detection_us(spec)
+    assert bound is not None
+    crash_only = evidence(faults, 170 * S)
+    assert hanging(holds(ends, fault_windows(crash_only, detection)), bound) != []
+    sampled = [(t, ["kafka-3"] if t >= 109 else []) for t in range(100, 140)]
+    samples = [{"type": "sample", "ts_us": t * S, "stopped": down} for t, down in sampled]
+    run = RunEvidence.coerce([*crash_only.events.events, *samples])
+    assert hanging(holds(ends, fault_windows(run, detection)), bound) == []
