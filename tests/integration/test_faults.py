@@ -454,7 +454,7 @@ def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, top
     started = {n.node_id: started_at(n) for n in cluster.nodes}
     assert all(started[i] > started_before[i] for i in started), (started_before, started)
     assert sorted(started, key=started.__getitem__) == detail["order"]
-    assert roll.restarted == detail["order"]
+    assert list(roll.restarted) == detail["order"]
     assert roll.detail() == {"restarted": detail["order"], "completed": True}
     assert [n.state() for n in cluster.nodes] == ["running"] * 3
     cluster.wait_full_isr(topic, timeout_s=90)

@@ -56,7 +56,6 @@ class _Cluster:
 def _roll(cluster: _Cluster) -> RollingRestart:
     fault = RollingRestart.__new__(RollingRestart)
     fault.ctx = SimpleNamespace(cluster=cluster, topic="t")
-    fault._halt = threading.Event()
     return fault
 
 
@@ -66,19 +65,19 @@ def _isr(*isr: int) -> list[PartitionState]:
 
 def test_the_roll_waits_through_errors_until_the_node_rejoined() -> None:
     cluster = _Cluster([RuntimeError("no metadata"), _isr(1, 3), _isr(1, 2, 3), _isr()])
-    _roll(cluster)._wait_rejoined(_Node([]), 60)
+    _roll(cluster)._wait_rejoined(_Node([]), 60, threading.Event())
     assert cluster.asked == 3
 
 
 def test_the_roll_stops_waiting_when_healed() -> None:
     cluster = _Cluster([_isr(1, 3)] * 10)
-    fault = _roll(cluster)
-    fault._halt.set()
-    fault._wait_rejoined(_Node([]), 60)
+    healed = threading.Event()
+    healed.set()
+    _roll(cluster)._wait_rejoined(_Node([]), 60, healed)
     assert cluster.asked == 0
 
 
 def test_the_roll_goes_on_when_the_node_does_not_rejoin_in_time() -> None:
     cluster = _Cluster([_isr(1, 3)] * 10)
-    _roll(cluster)._wait_rejoined(_Node([]), 0)
+    _roll(cluster)._wait_rejoined(_Node([]), 0, threading.Event())
     assert cluster.asked == 1

@@ -32,6 +32,7 @@ class Loss(netfilter.Ruled, Fault[LossParams]):
     class_kinds = (ClassKind.LOSS,)
     on_packets = True
     residue_cleanup = netfilter.CLEANUP
+    _peers: PeerDrop | None = None  # the shaped drop to chosen peers, once injected
 
     def inject(self) -> LossDetail | ShapedDetail:
         percent = float(self.params.percent)
@@ -43,13 +44,11 @@ class Loss(netfilter.Ruled, Fault[LossParams]):
         return {"percent": percent}
 
     def heal(self) -> None:
-        peers = getattr(self, "_peers", None)
-        if peers is not None:
-            peers.heal()
+        if self._peers is not None:
+            self._peers.heal()
             return
         self.rules.release()
 
     def detail(self) -> FaultEndDetail:
         """With peers: what the shaper dropped (packets seen, dropped)."""
-        peers = getattr(self, "_peers", None)
-        return {} if peers is None else peers.detail()
+        return {} if self._peers is None else self._peers.detail()

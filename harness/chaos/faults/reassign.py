@@ -82,13 +82,16 @@ class Reassign(AdminFault[ReassignParams]):
     name = "reassign"
     Params = ReassignParams
     class_kinds = (ClassKind.REASSIGN,)
+    # The replicas to restore (until restored), and what the heal restored.
+    _before: list[int] | None = None
+    _restored: ReassignEnd | None = None
 
     def inject(self) -> ReassignDetail:
         from harness.platform.admin import AdminError, reassign
 
         cluster, topic = self.ctx.cluster, self.ctx.topic
         state = cluster.partition_states(topic)[self.partition]
-        self._before: list[int] | None = list(state.replicas)
+        self._before = list(state.replicas)
         targets = [n.node_id for n in self.nodes if n.role.is_broker]
         try:
             after = new_replicas(
@@ -115,8 +118,7 @@ class Reassign(AdminFault[ReassignParams]):
     def heal(self) -> None:
         from harness.platform.admin import AdminError, reassign
 
-        before = getattr(self, "_before", None)
-        if before is None:
+        if (before := self._before) is None:
             return
         try:
             done = reassign(
@@ -128,9 +130,9 @@ class Reassign(AdminFault[ReassignParams]):
             )
         except AdminError as exc:
             raise FaultError(f"moving partition {self.partition} back: {exc}") from exc
-        self._restored: ReassignEnd = {"restored": list(done.after), "restored_ms": done.ms}
+        self._restored = {"restored": list(done.after), "restored_ms": done.ms}
         self._before = None
 
     def detail(self) -> ReassignEnd:
         """The replica set restored at heal and how long copying it back took."""
-        return getattr(self, "_restored", ReassignEnd())
+        return self._restored or ReassignEnd()

@@ -70,6 +70,9 @@ class RemoveController(AdminFault[RemoveControllerParams]):
     name = "remove-controller"
     Params = RemoveControllerParams
     class_kinds = (ClassKind.QUORUM_CHANGE,)
+    # The controller removed (until added back), and what the heal restored.
+    _removed: int | None = None
+    _restored: RestoredDetail | None = None
     needs_dynamic_quorum = True
 
     def inject(self) -> RemovedDetail:
@@ -96,7 +99,7 @@ class RemoveController(AdminFault[RemoveControllerParams]):
             )
         except AdminError as exc:
             raise FaultError(f"remove-controller of {node.hostname}: {exc}") from exc
-        self._removed: int | None = node.node_id
+        self._removed = node.node_id
         before = after.before or after
         detail: RemovedDetail = {
             "controller": node.node_id,
@@ -116,8 +119,7 @@ class RemoveController(AdminFault[RemoveControllerParams]):
         from harness.platform.admin import AdminError, add_voter
         from harness.platform.topology import CONTROLLER_PORT, directory_id
 
-        node_id = getattr(self, "_removed", None)
-        if node_id is None:
+        if (node_id := self._removed) is None:
             return
         cluster = self.ctx.cluster
         node = cluster.node(node_id)
@@ -132,20 +134,20 @@ class RemoveController(AdminFault[RemoveControllerParams]):
             )
         except AdminError as exc:
             raise FaultError(f"adding {node.hostname} back to the quorum: {exc}") from exc
-        self._restored: RestoredDetail = {
+        restored: RestoredDetail = {
             "voters_restored": after.voter_ids,
             "leader_restored": after.leader,
             "restored_ms": after.ms,
         }
         if after.refusals:
-            self._restored |= {
+            restored |= {
                 "restore_refusals": after.refusals,
                 "restore_last_refusal": after.last_refusal,
             }
         if after.new_clients:
-            self._restored["restore_new_clients"] = after.new_clients
-        self._removed = None
+            restored["restore_new_clients"] = after.new_clients
+        self._restored, self._removed = restored, None
 
     def detail(self) -> RestoredDetail:
         """The voter set restored at heal and how long adding the controller back took."""
-        return getattr(self, "_restored", RestoredDetail())
+        return self._restored or RestoredDetail()

@@ -59,33 +59,37 @@ class RollingRestart(Fault[RollingRestartParams]):
     name = "rolling-restart"
     Params = RollingRestartParams
     class_kinds = (ClassKind.ROLLING_RESTART,)
+    # The nodes restarted so far, and what tells the roll to stop (once injected).
+    restarted: tuple[int, ...] = ()
+    _halt: threading.Event | None = None
 
     def inject(self) -> RollingDetail:
         controller = self.ctx.cluster.active_controller()
         self.order = sorted(self.nodes, key=lambda n: (n.node_id == controller, n.node_id))
-        self.restarted: list[int] = []
-        self._halt = threading.Event()
-        self._thread = threading.Thread(target=self._roll, name="rolling-restart", daemon=True)
+        self._halt = halt = threading.Event()
+        self._thread = threading.Thread(
+            target=self._roll, args=(halt,), name="rolling-restart", daemon=True
+        )
         self._thread.start()
         return {"order": [node.node_id for node in self.order], "controller": controller}
 
-    def _roll(self) -> None:
+    def _roll(self, halt: threading.Event) -> None:
         for node in self.order:
-            if self._halt.is_set():
+            if halt.is_set():
                 return
             node.stop(timeout_s=self.params.timeout_s)
             node.start()
-            self.restarted.append(node.node_id)
-            self._wait_rejoined(node, self.params.rejoin_timeout_s)
+            self.restarted = (*self.restarted, node.node_id)
+            self._wait_rejoined(node, self.params.rejoin_timeout_s, halt)
 
-    def _wait_rejoined(self, node: KafkaNode, timeout_s: float) -> None:
+    def _wait_rejoined(self, node: KafkaNode, timeout_s: float, halt: threading.Event) -> None:
         """Until `node` is in the ISR of every partition it replicates (or halt/timeout)."""
         wait_for(
-            lambda: self._halt.is_set() or self._rejoined(node),
+            lambda: halt.is_set() or self._rejoined(node),
             timeout_s,
             interval_s=0.5,
             retry_on=lambda exc: True,  # metadata is briefly unavailable while nodes restart
-            pause=self._halt.wait,  # a heal ends the wait at once
+            pause=halt.wait,  # a heal ends the wait at once
         )
 
     def _rejoined(self, node: KafkaNode) -> bool:
@@ -95,13 +99,12 @@ class RollingRestart(Fault[RollingRestartParams]):
 
     def detail(self) -> RollingEnd:
         """Which nodes were restarted before the heal, and whether that was all of them."""
-        restarted = list(getattr(self, "restarted", []))
+        restarted = list(self.restarted)
         return {"restarted": restarted, "completed": len(restarted) == len(self.nodes)}
 
     def heal(self) -> None:
-        halt = getattr(self, "_halt", None)
-        if halt is not None:
-            halt.set()
+        if self._halt is not None:
+            self._halt.set()
             self._thread.join(timeout=self.params.timeout_s + 30)
         for node in self.nodes:
             if node.state() not in ("running", "paused"):

@@ -18,7 +18,9 @@ order in which requests reach the broker does change.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Required, TypedDict, cast
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
@@ -343,6 +345,11 @@ class _Shaped(Fault[Any]):
     helper_site = HelperSite.SIDECAR
     on_packets = True
     shaped = True
+    # Once injected: the shapers started, each node's mark bit (both until the heal), and what
+    # each shaper did (from the heal on). Replaced, never changed in place, before then.
+    _sidecars: Sequence[Sidecar] = ()
+    _marks: Mapping[tuple[str, str], int] = MappingProxyType({})
+    _figures: Mapping[str, ShaperFigures | None] = MappingProxyType({})
 
     def inject(self) -> ShapedDetail:
         from harness.platform.sidecar import Sidecar
@@ -354,9 +361,10 @@ class _Shaped(Fault[Any]):
         }
         brokers = {node.hostname for node in cluster.nodes}
         quorum = {node.hostname for node in [*cluster.quorum, *cluster.ensemble]}
-        self._sidecars: list[Sidecar] = []
-        self._marks: dict[tuple[str, str], int] = {}
-        self._figures: dict[str, ShaperFigures | None] = {}
+        # Filled as they start, so that a heal after a failure stops those started.
+        sidecars: list[Sidecar] = []
+        marks: dict[tuple[str, str], int] = {}
+        self._sidecars, self._marks, self._figures = sidecars, marks, MappingProxyType({})
         rules: dict[str, list[list[str]]] = {}
         try:
             peers, direction = peers_and_direction(self.params)
@@ -367,11 +375,11 @@ class _Shaped(Fault[Any]):
                 where = (cluster.network_name, node.hostname)
                 # A queue number of its own: two shapers on one node must not share a queue.
                 mark, queue = SLOTS.take(where, self.ctx.rng.randrange(1, MAX_QUEUE))
-                self._marks[where] = mark
+                marks[where] = mark
                 plan = self._plan(matches, skips, direction, mark, queue)
                 sidecar = Sidecar(cluster, node, SHAPER_PACKAGE, "shaper.main", plan, "shaper")
                 rules[node.hostname] = sidecar.start()["rules"]
-                self._sidecars.append(sidecar)
+                sidecars.append(sidecar)
         except Exception as exc:
             self.heal()
             raise FaultError(str(exc)) from exc
@@ -402,22 +410,23 @@ class _Shaped(Fault[Any]):
 
     def heal(self) -> None:
         problems = []
-        for sidecar in getattr(self, "_sidecars", []):
+        figured = dict(self._figures)
+        for sidecar in self._sidecars:
             said = sidecar.stop()
             figures = next((line["figures"] for line in said if "figures" in line), None)
-            self._figures[sidecar.where] = figures
+            figured[sidecar.where] = figures
             if figures is None:
                 problems.append(f"{sidecar.where}: the shaper ended without its figures")
-        self._sidecars = []
-        for where, mark in getattr(self, "_marks", {}).items():  # their rules are gone by now
+        self._sidecars, self._figures = (), figured
+        for where, mark in self._marks.items():  # their rules are gone by now
             SLOTS.give_back(where, mark)
-        self._marks = {}
+        self._marks = MappingProxyType({})
         if problems:
             raise FaultError("; ".join(problems))
 
     def detail(self) -> FaultEndDetail:
         """What each node's shaper did: packets shaped, dropped, duplicated, hold times."""
-        return {"shaper": getattr(self, "_figures", {})}
+        return {"shaper": dict(self._figures)}
 
 
 class Delay(_Shaped):
