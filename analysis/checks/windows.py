@@ -24,10 +24,18 @@ from __future__ import annotations
 from typing import Final
 
 from analysis.model.evidence import RunEvidence
-from harness.rundir.events import Sample
+from harness.rundir.events import FaultStart, Sample
 from harness.rundir.spec import RunSpec
 
-__all__ = ["CRASHES", "failure_detection_us", "fault_free_us", "fault_windows", "stopped_spans"]
+__all__ = [
+    "CRASHES",
+    "acting",
+    "failure_detection_us",
+    "fault_free_us",
+    "fault_windows",
+    "final_heal_us",
+    "stopped_spans",
+]
 
 # The fault kinds that end a broker without a controlled shutdown (harness fault families
 # process, crash and disk).
@@ -57,9 +65,23 @@ def fault_windows(run: RunEvidence, detection_us: int = 0) -> tuple[tuple[int, i
     """(injected, acting until) of every fault: its heal, or the final heal for one never
     healed (the last event's time when there was none); a crash's at least `detection_us`
     past its injection. Then each span a node stood stopped (`stopped_spans`), as a crash."""
+    final = final_heal_us(run)
+    windows = [(injected, until) for _, injected, until in acting(run, detection_us)]
+    for _, down, up in stopped_spans(run.samples, final):
+        windows.append((down, max(up, down + detection_us)))
+    return tuple(windows)
+
+
+def final_heal_us(run: RunEvidence) -> int:
+    """When the final heal began; the last event's time when there was none."""
     heal = run.phase_stamps("heal")
-    last = max((e.ts_us or 0 for e in run.events.events), default=0)
-    final = heal[-1] if heal else last
+    return heal[-1] if heal else max((e.ts_us or 0 for e in run.events.events), default=0)
+
+
+def acting(run: RunEvidence, detection_us: int = 0) -> list[tuple[FaultStart, int, int]]:
+    """Each fault injected, with when it was and until when it acted (as `fault_windows`
+    says, stopped nodes apart), in file order."""
+    final = final_heal_us(run)
     healed = {e.fault_id: e.ts_us or final for e in run.fault_ends if e.fault_id is not None}
     windows = []
     for start in run.fault_starts:
@@ -69,17 +91,16 @@ def fault_windows(run: RunEvidence, detection_us: int = 0) -> tuple[tuple[int, i
         until = healed.get(start.fault_id, final)
         if start.fault in CRASHES:
             until = max(until, injected + detection_us)
-        windows.append((injected, until))
-    for down, up in stopped_spans(run.samples, final):
-        windows.append((down, max(up, down + detection_us)))
-    return tuple(windows)
+        windows.append((start, injected, until))
+    return windows
 
 
-def stopped_spans(samples: list[Sample], final: int) -> list[tuple[int, int]]:
-    """Per node, each span the samples saw it stopped, in time order: from the last sample
-    before that saw it up (that sample itself when none did) to the first after that saw it
-    up again (`final` when none did). Samples that did not record `stopped` are passed over."""
-    spans: list[tuple[int, int]] = []
+def stopped_spans(samples: list[Sample], final: int) -> list[tuple[str, int, int]]:
+    """Each span the samples saw a node stopped, as (host, from, to) in time order: from the
+    last sample before that saw it up (that sample itself when none did) to the first after
+    that saw it up again (`final` when none did). Samples that did not record `stopped` are
+    passed over."""
+    spans: list[tuple[str, int, int]] = []
     since: dict[str, int] = {}  # a node seen stopped → when it may have gone down
     previous = None
     for sample in samples:
@@ -89,10 +110,10 @@ def stopped_spans(samples: list[Sample], final: int) -> list[tuple[int, int]]:
         for host in now - since.keys():
             since[host] = at if previous is None else previous
         for host in since.keys() - now:
-            spans.append((since.pop(host), at))
+            spans.append((host, since.pop(host), at))
         previous = at
-    spans.extend((down, final) for down in since.values())
-    return sorted(spans)
+    spans.extend((host, down, final) for host, down in since.items())
+    return sorted(spans, key=lambda span: (span[1], span[0]))
 
 
 def fault_free_us(begin: int, finish: int, faults: tuple[tuple[int, int], ...]) -> int:

@@ -44,6 +44,7 @@ from analysis.judge.outcomes import (
     most_severe,
 )
 from analysis.judge.placement import judge_placement
+from analysis.judge.stopped import stopped_notes
 from analysis.judge.transactions import transaction_findings
 from analysis.model.anomalies import COUNT_NAMES, AnomalyName, CountName, Counts, loss_of
 from analysis.model.evidence import RunEvidence
@@ -146,6 +147,7 @@ def _judge(result: RunResult, events: RunEvidence) -> RepetitionVerdict:
         *judge_placement(counts, examples, result.config, events),
         *judge_liveness(facts, examples, result.config, guarantee, events, evidence.origin_us),
         *transactional,
+        *stopped_notes(events, evidence.origin_us),
     ]
     return RepetitionVerdict(
         verdict=most_severe(findings),
