@@ -30,6 +30,7 @@ __all__ = [
     "halve_durations",
     "k_of_n",
     "repeated",
+    "repeated_draw",
     "shrink_schedule",
     "unbound",
 ]
@@ -279,23 +280,49 @@ def unbound(steps: Sequence[FaultStep]) -> list[FaultStep]:
 
 
 def repeated(steps: Sequence[FaultStep], horizon_s: float, times: int = REPEATS) -> list[FaultStep]:
-    """Each fault of `steps` that can repeat (one step with a role target, at_s and duration_s,
-    binding and awaiting nothing) as one step repeating `times` times over a workload of
-    `horizon_s`: every_s the workload's share, rounded up to the ms so that exactly `times`
-    start before its end; the first at its own at_s or earlier, so that the last is healed by
-    the end; its duration cut to leave REST_S before the next. A fault whose duration would
-    fall below MIN_DURATION_S is left out. In the order of `steps`."""
+    """Each fault of `steps` that is a unit of its own (fault_units) repeated alone
+    (`repeated_draw`), those that cannot repeat left out. In the order of `steps`."""
+    singles = (steps[i] for (i,) in (u for u in fault_units(steps) if len(u) == 1))
+    return [made for step in singles for made in repeated_draw((step,), horizon_s, times)]
+
+
+def repeated_draw(
+    draw: Sequence[FaultStep], horizon_s: float, times: int = REPEATS
+) -> list[FaultStep]:
+    """The faults of `draw` (timed steps: one with a role target, at_s and duration_s, binding
+    and awaiting nothing) repeating together `times` times over a workload of `horizon_s`:
+    every_s the workload's share, rounded up to the ms so that exactly `times` rounds start
+    before its end; each step at its own distance from the draw's first, the first at its own
+    at_s or earlier, so that the last round is healed by the end; each duration cut to leave
+    REST_S before the next round. [] when a step cannot repeat, or its duration would fall
+    below MIN_DURATION_S. In the order of `draw`."""
     every = math.ceil(horizon_s / times * 1000) / 1000
-    made = []
-    for (index,) in (unit for unit in fault_units(steps) if len(unit) == 1):
-        step = steps[index]
-        if step.heals or step.as_ or step.after or step.repeats or step.at_s is None:
-            continue
-        if step.duration_s is None or step.bound_target or step.partition_binding:
-            continue
-        held = round(min(step.duration_s, every - REST_S), 3)
-        if held < MIN_DURATION_S:
-            continue
-        start = round(max(0.0, min(step.at_s, every - held)), 3)
-        made.append(step.model_copy(update={"at_s": start, "every_s": every, "duration_s": held}))
-    return made
+    if not draw or not all(_repeatable(step) for step in draw):
+        return []
+    first = min(step.at_s or 0.0 for step in draw)
+    offsets = [(step.at_s or 0.0) - first for step in draw]
+    room = [every - REST_S - o for o in offsets]  # what each may last before the next round
+    held = [min(step.duration_s or 0.0, r) for step, r in zip(draw, room, strict=True)]
+    if min(held) < MIN_DURATION_S:
+        return []
+    start = max(0.0, min(first, every - max(o + h for o, h in zip(offsets, held, strict=True))))
+    return [
+        step.model_copy(
+            update={"at_s": round(start + o, 3), "every_s": every, "duration_s": round(h, 3)}
+        )
+        for step, o, h in zip(draw, offsets, held, strict=True)
+    ]
+
+
+def _repeatable(step: FaultStep) -> bool:
+    """A fault step that can repeat: timed, on a role, binding and awaiting nothing."""
+    return not (
+        step.heals
+        or step.as_
+        or step.after
+        or step.repeats
+        or step.at_s is None
+        or step.duration_s is None
+        or step.bound_target
+        or step.partition_binding
+    )

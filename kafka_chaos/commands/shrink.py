@@ -12,9 +12,10 @@ When the whole schedule reproduces in fewer than --need replays (a race its repl
 meet), each of its faults is asked alone, repeated --repeat times over the workload (one step
 with every_s), and the first that reproduces is the file. --alone asks them so straight after the
 empty schedule; --only narrows the faults asked alone to those matching a glob. --draws asks,
-after the empty schedule, each of the generic nemesis' draws alone at its own times, once (a
-cascade's faults together: the loss a cascade made needs its members), and the first that
-reproduces is the file; with --only, the draws with a matching fault.
+after the empty schedule, each of the generic nemesis' draws alone (a cascade's faults
+together: the loss a cascade made needs its members), repeated --repeat times over the
+workload with the distances between its faults kept (--repeat 1: at its own times, once), and
+the first that reproduces is the file; with --only, the draws with a matching fault.
 """
 
 from __future__ import annotations
@@ -116,8 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeat",
         type=int,
         default=3,
-        help="when RUN's schedule reproduces too rarely, ask each fault alone repeated this "
-        "many times over the workload (default 3; 1: do not)",
+        help="when RUN's schedule reproduces too rarely, ask each fault (with --draws, each "
+        "draw) alone repeated this many times over the workload (default 3; 1: do not)",
     )
     parser.add_argument(
         "--alone",
@@ -128,8 +129,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--draws",
         action="store_true",
-        help="ask each of the nemesis' draws alone, at its own times and once (a cascade's "
-        "faults together), straight after the empty schedule: for a loss a cascade made",
+        help="ask each of the nemesis' draws alone (a cascade's faults together), repeated "
+        "--repeat times over the workload (--repeat 1: at its own times, once), straight "
+        "after the empty schedule: for a loss a cascade made",
     )
     parser.add_argument(
         "--only",
@@ -151,7 +153,7 @@ def _refusal(args: argparse.Namespace) -> str | None:
     if args.repeat < 1:
         return f"--repeat {args.repeat} must be at least 1 (1: no fault is asked repeated)"
     if args.draws and args.alone:
-        return "--draws asks each draw alone once, --alone each fault repeated: give one"
+        return "--draws asks each draw alone, --alone each fault: give one"
     if (args.alone or args.only) and not args.draws and args.repeat < 2:
         return "--alone and --only ask faults repeated: give --repeat 2 or more"
     return None
@@ -265,7 +267,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     else:
         if args.draws:
-            one = _first_alone(_draws(timed, args.only), reproduces, replays.tally)
+            draws = _draws(timed, args.only, horizon_s, args.repeat)
+            one = _first_alone(draws, reproduces, replays.tally)
         else:
             # A fault drawn to overlap is bound to a name its heal ends: repeated, it is timed.
             made = repeated(unbound(timed), horizon_s, args.repeat) if args.repeat > 1 else []
@@ -317,14 +320,22 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     )
 
 
-def _draws(timed: tuple[FaultStep, ...], only: str | None) -> list[tuple[FaultStep, ...]]:
+def _draws(
+    timed: tuple[FaultStep, ...], only: str | None, horizon_s: float, repeat: int
+) -> list[tuple[FaultStep, ...]]:
     """The nemesis' draws of `timed` (the run's clock), each as a schedule of its own: a
     cascade's faults with their heals, any other fault alone; with `only`, the draws with a
-    fault matching it. In the order they came."""
-    from harness.experiment.shrink import drawn_units
+    fault matching it. With `repeat` > 1, each repeated that many times over the workload
+    (timed first: a cascade's faults are bound to names their heals end), those that cannot
+    repeat left out; else once, at its own times. In the order they came."""
+    from harness.experiment.shrink import drawn_units, repeated_draw, unbound
 
     draws = [tuple(timed[i] for i in unit) for unit in drawn_units(timed)]
-    return [d for d in draws if any(_matches(s, only) for s in d if not s.heals)]
+    chosen = [d for d in draws if any(_matches(s, only) for s in d if not s.heals)]
+    if repeat <= 1:
+        return chosen
+    made = (tuple(repeated_draw(unbound(d), horizon_s, repeat)) for d in chosen)
+    return [d for d in made if d]
 
 
 def _first_alone(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from harness.experiment.load import parse_experiment
 from harness.experiment.model import FaultStep
-from harness.experiment.shrink import MIN_DURATION_S, REST_S, repeated, unbound
+from harness.experiment.shrink import MIN_DURATION_S, REST_S, repeated, repeated_draw, unbound
 from harness.experiment.soak import expand_repeats
 from kafka_chaos.cli import main
 from kafka_chaos.commands import shrink
@@ -334,9 +334,9 @@ def draws_oracle(steps: tuple[FaultStep, ...]) -> list[tuple[FaultStep, ...]]:
 def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--draws: the empty schedule, then each draw alone at its own times, once (a cascade's
-    members and heals together), in order; the first that reproduces is the file, its steps
-    as they ran; the whole schedule and its subsets are never asked."""
+    """--draws --repeat 1: the empty schedule, then each draw alone at its own times, once (a
+    cascade's members and heals together), in order; the first that reproduces is the file,
+    its steps as they ran; the whole schedule and its subsets are never asked."""
     steps = _cascade_run(tmp_path, monkeypatch)
     draws = draws_oracle(steps)
     cascade = next(d for d in draws if (d[0].as_ or "").startswith("c"))
@@ -348,7 +348,8 @@ def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
 
     monkeypatch.setattr(shrink._Replays, "trial", trial)
     out = tmp_path / "shrunk.yaml"
-    assert main(["shrink", str(tmp_path), "--draws", "--out", str(out), "--budget", "60"]) == 0
+    args = ["shrink", str(tmp_path), "--draws", "--repeat", "1", "--out", str(out)]
+    assert main([*args, "--budget", "60"]) == 0
     assert "(the first draw that reproduced alone)" in capsys.readouterr().out
     before = draws[: draws.index(cascade)]
     assert asked == [(), ()] + [d for d in before for _ in range(2)] + [cascade] * 2
@@ -360,8 +361,8 @@ def test_draws_asks_each_draw_alone_and_writes_the_cascade_that_reproduces(
 def test_draws_with_only_asks_the_draws_with_a_matching_fault(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """--draws --only GLOB asks only the draws one of whose faults matches; none reproducing,
-    it names what it asked and exits 2. --draws with --alone is refused."""
+    """--draws --only GLOB (--repeat 1) asks only the draws one of whose faults matches; none
+    reproducing, it names what it asked and exits 2. --draws with --alone is refused."""
     steps = _cascade_run(tmp_path, monkeypatch)
     asked = _asked_never_reproducing(monkeypatch)
     cascade = next(d for d in draws_oracle(steps) if (d[0].as_ or "").startswith("c"))
@@ -370,12 +371,11 @@ def test_draws_with_only_asks_the_draws_with_a_matching_fault(
         d for d in draws_oracle(steps)
         if any(fnmatch.fnmatchcase(f"{s.fault}@{s.target}", glob) for s in d if not s.heals)
     ]  # fmt: skip
-    args = ["shrink", str(tmp_path), "--draws", "--only", glob, "--budget", "60"]
+    args = ["shrink", str(tmp_path), "--draws", "--repeat", "1", "--only", glob, "--budget", "60"]
     assert main(args) == 2
     assert asked == [(), ()] + [d for d in matching for _ in range(2)]
     err = capsys.readouterr().err
     assert f"any draw of it with a fault matching {glob} alone" in err
-    assert "--repeat" not in err  # draws are never repeated
     assert main(["shrink", str(tmp_path), "--draws", "--alone"]) == 2
     assert "give one" in capsys.readouterr().err
 
@@ -391,3 +391,60 @@ def test_drawn_units_are_the_nemesis_draws(doc: dict, seed: int) -> None:
     groups = [tuple(steps[i] for i in unit) for unit in drawn_units(steps)]
     assert groups == draws_oracle(steps)
     assert sorted(i for unit in drawn_units(steps) for i in unit) == list(range(len(steps)))
+
+
+def test_draws_are_asked_repeated_with_their_faults_distances_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--draws (--repeat 3 by default): after the empty schedule, each draw that can repeat,
+    timed (`unbound`) and repeated as a whole (`repeated_draw`), in order; a race a cascade
+    sets off gets three chances in one replay."""
+    steps = _cascade_run(tmp_path, monkeypatch)
+    asked = _asked_never_reproducing(monkeypatch)
+    horizon = shrink_horizon(tmp_path)
+    made = [tuple(repeated_draw(unbound(d), horizon, 3)) for d in draws_oracle(steps)]
+    expected = [d for d in made if d]
+    assert any(len(d) >= 2 for d in expected)  # a cascade's members, repeated together
+    assert main(["shrink", str(tmp_path), "--draws", "--budget", "90"]) == 2
+    assert asked == [(), ()] + [d for d in expected for _ in range(2)]
+    assert all(s.repeats and not s.heals and s.as_ is None for d in expected for s in d)
+
+
+@given(
+    st.lists(st.tuples(seconds, st.floats(0.1, 120).map(lambda s: round(s, 3))), min_size=1,
+             max_size=3),
+    st.floats(10, 900).map(lambda s: round(s, 3)),
+    st.integers(2, 5),
+)  # fmt: skip
+def test_a_draw_repeats_as_a_whole_with_its_distances_kept(
+    faults: list[tuple[float, float]], horizon_s: float, times: int
+) -> None:
+    """Oracle: the draw repeats when each fault, cut to what is left of its round after its
+    distance from the draw's first and REST_S, keeps MIN_DURATION_S; then every fault repeats
+    `times` times on the same period, at its own distance from the first (to the ms), held at
+    most as long, the whole round healed REST_S before the next, the first no later than the
+    draw was, the last healed by the workload's end. Otherwise nothing."""
+    draw = [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
+            for i, (a, d) in enumerate(faults)]  # fmt: skip
+    every = horizon_s / times
+    first = min(a for a, _ in faults)
+    room = [min(d, every - REST_S - (a - first)) for a, d in faults]
+    made = repeated_draw(draw, horizon_s, times)
+    if min(room) < MIN_DURATION_S - 1e-3:
+        assert made == []
+        return
+    if min(room) >= MIN_DURATION_S + 1e-3:
+        assert len(made) == len(draw)
+    if not made:
+        return
+    assert [m.partition for m in made] == [d.partition for d in draw]
+    assert len({m.every_s for m in made}) == 1
+    start = min(m.at_s or 0 for m in made)
+    assert start <= first + 1e-3
+    for m, (a, d) in zip(made, faults, strict=True):
+        assert abs(((m.at_s or 0) - start) - (a - first)) <= 2e-3
+        assert m.duration_s is not None and MIN_DURATION_S <= m.duration_s <= d
+        assert (m.at_s or 0) - start + m.duration_s + REST_S <= (m.every_s or 0) + 2e-3
+        plain = expand_repeats([m], horizon_s)
+        assert len(plain) == times
+        assert (plain[-1].at_s or 0) + m.duration_s <= horizon_s + times * 1e-3
