@@ -146,13 +146,15 @@ DEFAULT_FAMILIES: Final = tuple(name for name in FAMILY_NAMES if name != "corrup
 
 @dataclass(frozen=True)
 class RequestPath:
-    """One path requests travel: who sends them (the shaper's `from`), the roles they arrive at
-    and the API keys (shape.REQUESTS names) that travel it."""
+    """One path requests travel: who sends them (the shaper's `from`), the roles they arrive at,
+    the API keys (shape.REQUESTS names) that travel it, and the timeouts a request held on it
+    races (timeouts.cell_timeouts names): its sender's, and those the cluster keeps meanwhile."""
 
     name: str
     senders: tuple[str, ...]
     targets: tuple[str, ...]
     requests: tuple[str, ...]
+    waits: tuple[str, ...]
 
 
 REQUEST_PATHS: Final[tuple[RequestPath, ...]] = (
@@ -180,12 +182,25 @@ REQUEST_PATHS: Final[tuple[RequestPath, ...]] = (
                 "TxnOffsetCommit",
             ]
         ),
+        # The client's request, socket and delivery timeouts; the coordinator's transaction
+        # timeout and the group's session run on while a transaction's or a member's request
+        # is held.
+        (
+            "request.timeout.ms",
+            "socket.timeout.ms",
+            "message.timeout.ms",
+            "transaction.timeout.ms",
+            "session.timeout.ms",
+        ),
     ),
     RequestPath(
         "broker-to-broker",
         ("brokers",),
         ("leader", "follower", "txn-coordinator", "group-coordinator"),
         ("Fetch", "OffsetForLeaderEpoch", "WriteTxnMarkers", "AddPartitionsToTxn"),
+        # A follower's fetch held past the lag bound leaves the ISR; a commit waits on that
+        # replication; markers and a verification held race the transaction's timeout.
+        ("replica.lag.time.max.ms", "offsets.commit.timeout.ms", "transaction.timeout.ms"),
     ),
     RequestPath(
         "controller",
@@ -201,6 +216,15 @@ REQUEST_PATHS: Final[tuple[RequestPath, ...]] = (
                 "BrokerRegistration",
                 "BrokerHeartbeat",
             ]
+        ),
+        # Heartbeats race the broker's session, the quorum's fetches and votes its own
+        # timeouts, an ISR change the lag bound.
+        (
+            "broker.session.timeout.ms",
+            "controller.quorum.fetch.timeout.ms",
+            "controller.quorum.election.timeout.ms",
+            "zookeeper.session.timeout.ms",
+            "replica.lag.time.max.ms",
         ),
     ),
 )

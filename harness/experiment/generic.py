@@ -67,8 +67,9 @@ __all__ = [
 # 1: a cascade takes at most one replica's page cache. 2: a release before 2.5.0 is timed
 # around its own ZooKeeper session and replica lag defaults (6 s and 10 s, not 18 s and 30 s).
 # 3: half the cascades are one incident with one cause (one_cause). 4: half a cascade's gaps
-# are drawn around a timeout, not inside one (_Draw.gap_s).
-REVISION: Final = 4
+# are drawn around a timeout, not inside one (_Draw.gap_s). 5: a request's hold is drawn around
+# the timeouts its path races (RequestPath.waits), not any of the cell's.
+REVISION: Final = 5
 ATTEMPTS: Final = 20  # draws of one step before the schedule ends (none fits what is left)
 CONNECTION_SHARES: Final = (25, 50, 100)  # % of the connections a request hold applies to
 # The share of the requests family's steps that lose their requests rather than hold them late.
@@ -186,9 +187,11 @@ class _Draw:
     timeouts: tuple[Timeout, ...]
     paths: list[tuple[RequestPath, tuple[str, ...]]]
 
-    def hold_ms(self, rng: random.Random, cap: float) -> int:
-        """A hold length around the cell's timeouts, whole ms, at most `cap`."""
-        return int(min(_timing_ms(self.timeouts, rng), cap))
+    def hold_ms(self, rng: random.Random, cap: float, races: Sequence[str] = ()) -> int:
+        """A hold length around the cell's timeouts, whole ms, at most `cap`: those named in
+        `races` (a request path's waits), all of them when it names none the cell has."""
+        named = tuple(t for t in self.timeouts if t.name in races) or self.timeouts
+        return int(min(_timing_ms(named, rng), cap))
 
     def params(self, kind: str, rng: random.Random) -> dict[str, Any]:
         """The params of a `kind` step of the packets, partition, disk or membership family."""
@@ -234,7 +237,8 @@ class _Draw:
         }
         if rng.random() < DROP_SHARE:
             return "drop-requests", target, params
-        return "delay", target, {**params, "delay_ms": self.hold_ms(rng, MAX_DELAY_MS)}
+        delay_ms = self.hold_ms(rng, MAX_DELAY_MS, path.waits)
+        return "delay", target, {**params, "delay_ms": delay_ms}
 
     def draw(self, family: str, at_s: float, rng: random.Random) -> list[FaultStep]:
         """The steps one draw of `family` makes from `at_s`: a cascade's, or one step ([]

@@ -29,25 +29,32 @@ from harness.experiment.timeouts import CONSUMER_SESSION_TIMEOUT_MS, cell_timeou
 def timeouts_oracle(doc: dict[str, Any]) -> list[float]:
     """Every timeout a step's timing may be drawn around, read from the document with Kafka's
     (and the harness's) defaults."""
+    return list(named_timeouts_oracle(doc).values())
+
+
+def named_timeouts_oracle(doc: dict[str, Any]) -> dict[str, float]:
+    """The same, by setting name (a 0, no limit, left out)."""
     producer = doc.get("producer", {})
     broker = doc.get("kafka", {}).get("broker_config", {})
     workload = doc["workload"]
-    found = [
-        producer.get("request_timeout_ms", 5000),
-        producer.get("message_timeout_ms", 30000),
-        60000,  # socket.timeout.ms
-        float(broker.get("replica.lag.time.max.ms", 30000)),
-    ]
+    found = {
+        "request.timeout.ms": producer.get("request_timeout_ms", 5000),
+        "message.timeout.ms": producer.get("message_timeout_ms", 30000),
+        "socket.timeout.ms": 60000,
+        "replica.lag.time.max.ms": float(broker.get("replica.lag.time.max.ms", 30000)),
+    }
     if doc.get("kafka", {}).get("mode") == "zookeeper":
-        found.append(18000)
+        found["zookeeper.session.timeout.ms"] = 18000
     else:
-        found += [9000, 1000, 2000]
+        found["broker.session.timeout.ms"] = 9000
+        found["controller.quorum.election.timeout.ms"] = 1000
+        found["controller.quorum.fetch.timeout.ms"] = 2000
     if workload.get("transactions") is not None:
-        found.append(workload["transactions"].get("timeout_ms", 30000))
+        found["transaction.timeout.ms"] = workload["transactions"].get("timeout_ms", 30000)
     if workload.get("consumers"):
-        found.append(workload.get("consumer_session_timeout_ms") or 6000)
-        found.append(float(broker.get("offsets.commit.timeout.ms", 5000)))
-    return [t for t in found if t > 0]
+        found["session.timeout.ms"] = workload.get("consumer_session_timeout_ms") or 6000
+        found["offsets.commit.timeout.ms"] = float(broker.get("offsets.commit.timeout.ms", 5000))
+    return {name: ms for name, ms in found.items() if ms > 0}
 
 
 def in_some_band(value_ms: float, timeouts: list[float], slack_ms: float = 1.0) -> bool:
@@ -421,3 +428,50 @@ def test_reassign_needs_the_reassignment_api(version: str, drawn: bool) -> None:
     else:
         with pytest.raises(SpecError, match="reassignment API"):
             expand(parse_experiment(written))
+
+
+# What a request held on each path races, as the oracle reads the path from the step: sent by
+# clients; sent to a controller; else between brokers.
+RACES = {
+    "clients": ("request", "socket", "message", "transaction", "session.timeout"),
+    "controller": ("broker.session", "controller.quorum", "zookeeper", "replica.lag"),
+    "brokers": ("replica.lag", "offsets.commit", "transaction"),
+}
+
+
+@SLOW
+@given(cells(), st.integers(0, 2**32))
+def test_a_held_request_is_held_around_the_timeouts_its_path_races(
+    doc: dict[str, Any], seed: int
+) -> None:
+    """Oracle: a request's hold lies in a band (0.5 to 2 times, or the cap) of one of the
+    cell's timeouts its path races (RACES, by setting-name prefix); any of the cell's when it
+    has none of those."""
+    doc["faults"]["generate"]["families"] = ["requests"]
+    named = named_timeouts_oracle(doc)
+    for step in schedule_of(doc, seed):
+        params = step.params.model_dump(by_alias=True)
+        if step.fault != "delay" or family_of(step.fault, params) != "requests":
+            continue
+        if params["from"] == ["clients"]:
+            path = "clients"
+        else:
+            path = "controller" if step.target.startswith("controller") else "brokers"
+        raced = [ms for name, ms in named.items() if name.startswith(RACES[path])]
+        hold = params["delay_ms"]
+        assert hold == MAX_DELAY_MS or in_some_band(hold, raced or list(named.values())), step
+
+
+def test_every_timeout_a_path_races_is_one_a_cell_can_have() -> None:
+    """A name in RequestPath.waits that no cell's timeouts carry would never be drawn around."""
+    from harness.experiment.families import REQUEST_PATHS
+
+    busy = {"transactions": {"timeout_ms": 60000}, "consumers": 2}
+    names = set()
+    for mode in ("kraft", "zookeeper"):
+        doc = {**generic_doc(60, 10, ["requests"]), "kafka": {"mode": mode}}
+        doc["kafka"]["version"] = "3.9.0" if mode == "zookeeper" else "4.3.1"
+        doc["workload"] = {**doc["workload"], **busy}
+        (cell,) = expand(parse_experiment(doc))
+        names |= {t.name for t in cell_timeouts(cell.spec)}
+    assert {name for path in REQUEST_PATHS for name in path.waits} <= names
