@@ -350,7 +350,7 @@ def _first_alone(
 
     for schedule in candidates:
         names = " then ".join(f"{s.fault}@{s.target}" for s in schedule if not s.heals)
-        every = "".join(f", repeated every {s.every_s:g} s" for s in schedule if s.repeats)
+        every = _periods(schedule)
         print(f"asking {names} alone{every}", file=sys.stderr)
         answer = reproduces(schedule)
         if answer is None:
@@ -383,8 +383,14 @@ def _size(schedule: tuple[FaultStep, ...]) -> str:
     """'<faults> faults (<steps> steps)': the faults a schedule injects, its heal steps apart
     (a repeated step is one fault, its repetitions named)."""
     faults = sum(not step.heals for step in schedule)
-    times = "".join(f", repeated every {s.every_s:g} s" for s in schedule if s.repeats)
-    return f"{faults} faults ({len(schedule)} steps{times})"
+    return f"{faults} faults ({len(schedule)} steps{_periods(schedule)})"
+
+
+def _periods(schedule: tuple[FaultStep, ...]) -> str:
+    """', repeated every <s> s' for each period the schedule's repeated steps have (a draw
+    repeated as a whole: one), in their order; '' when none repeats."""
+    periods = dict.fromkeys(step.every_s for step in schedule if step.repeats)
+    return "".join(f", repeated every {every:g} s" for every in periods)
 
 
 def _key(schedule: tuple[FaultStep, ...]) -> tuple[str, ...]:
