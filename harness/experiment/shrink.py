@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from harness.experiment.generic import draw_of
+from harness.experiment.generic import bound_faults, draw_of
 from harness.experiment.model import FaultStep
 
 __all__ = [
@@ -290,12 +290,14 @@ def repeated_draw(
     draw: Sequence[FaultStep], horizon_s: float, times: int = REPEATS
 ) -> list[FaultStep]:
     """The faults of `draw` (timed steps: one with a role target, at_s and duration_s, binding
-    and awaiting nothing) repeating together `times` times over a workload of `horizon_s`:
-    every_s the workload's share, rounded up to the ms so that exactly `times` rounds start
-    before its end; each step at its own distance from the draw's first, the first at its own
-    at_s or earlier, so that the last round is healed by the end; each duration cut to leave
-    REST_S before the next round. [] when a step cannot repeat, or its duration would fall
-    below MIN_DURATION_S. In the order of `draw`."""
+    and awaiting nothing) acting together `times` times over a workload of `horizon_s`, in
+    rounds the workload's share apart (rounded up to the ms so that exactly `times` rounds
+    start before its end): each at its own distance from the draw's first, the first round at
+    the draw's own time or earlier, so that the last is healed by the end, each duration cut to
+    leave REST_S before the next round. One fault: one step repeating (every_s). Several: the
+    rounds written out, each a cascade of faults in force at once (bound_faults: `c<round>_<j>`
+    and their heal steps), since the schedule runs a timed step to its end before the next.
+    [] when a step cannot repeat, or its duration would fall below MIN_DURATION_S."""
     every = math.ceil(horizon_s / times * 1000) / 1000
     if not draw or not all(_repeatable(step) for step in draw):
         return []
@@ -306,12 +308,20 @@ def repeated_draw(
     if min(held) < MIN_DURATION_S:
         return []
     start = max(0.0, min(first, every - max(o + h for o, h in zip(offsets, held, strict=True))))
-    return [
-        step.model_copy(
-            update={"at_s": round(start + o, 3), "every_s": every, "duration_s": round(h, 3)}
-        )
+    moved = [
+        step.model_copy(update={"at_s": round(start + o, 3), "duration_s": round(h, 3)})
         for step, o, h in zip(draw, offsets, held, strict=True)
     ]
+    if len(moved) == 1:
+        return [moved[0].model_copy(update={"every_s": every})]
+    rounds = [
+        [
+            step.model_copy(update={"at_s": round((step.at_s or 0.0) + k * every, 3)})
+            for step in moved
+        ]
+        for k in range(times)
+    ]
+    return bound_faults(rounds)
 
 
 def _repeatable(step: FaultStep) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import math
 from pathlib import Path
 
 import pytest
@@ -398,16 +399,43 @@ def test_draws_are_asked_repeated_with_their_faults_distances_kept(
 ) -> None:
     """--draws (--repeat 3 by default): after the empty schedule, each draw that can repeat,
     timed (`unbound`) and repeated as a whole (`repeated_draw`), in order; a race a cascade
-    sets off gets three chances in one replay."""
+    sets off gets three chances in one replay, its faults in force at once in each."""
     steps = _cascade_run(tmp_path, monkeypatch)
     asked = _asked_never_reproducing(monkeypatch)
     horizon = shrink_horizon(tmp_path)
     made = [tuple(repeated_draw(unbound(d), horizon, 3)) for d in draws_oracle(steps)]
     expected = [d for d in made if d]
-    assert any(len(d) >= 2 for d in expected)  # a cascade's members, repeated together
+    cascades = [d for d in expected if any(s.heals for s in d)]
+    assert cascades  # a cascade's members, bound in each round and healed by name
     assert main(["shrink", str(tmp_path), "--draws", "--budget", "90"]) == 2
     assert asked == [(), ()] + [d for d in expected for _ in range(2)]
-    assert all(s.repeats and not s.heals and s.as_ is None for d in expected for s in d)
+    for d in cascades:
+        assert not any(s.repeats for s in d)
+        assert {s.as_[: s.as_.index("_")] for s in d if s.as_} == {"c0", "c1", "c2"}
+
+
+def rounds_oracle(
+    faults: list[tuple[float, float]], horizon_s: float, times: int
+) -> list[tuple[int, float, float]] | None:
+    """(fault index, start, duration) of every round of a draw of faults (at, duration) in
+    time order, or None when it cannot repeat: every fault cut to what is left of its round
+    after its distance from the draw's first and REST_S, at least MIN_DURATION_S; rounds
+    the workload's share apart (to the ms), the first no later than the draw, its end no later
+    than the share."""
+    every = math.ceil(horizon_s / times * 1000) / 1000
+    first = min(a for a, _ in faults)
+    held = [min(d, every - REST_S - (a - first)) for a, d in faults]
+    if min(held) < MIN_DURATION_S:
+        return None
+    start = max(
+        0.0, min(first, every - max(a - first + h for (a, _), h in zip(faults, held, strict=True)))
+    )
+    made = [
+        (i, round(round(start + a - first, 3) + k * every, 3), round(h, 3))
+        for k in range(times)
+        for i, ((a, _), h) in enumerate(zip(faults, held, strict=True))
+    ]
+    return sorted(made, key=lambda m: (m[1], m[0]))
 
 
 @given(
@@ -419,32 +447,29 @@ def test_draws_are_asked_repeated_with_their_faults_distances_kept(
 def test_a_draw_repeats_as_a_whole_with_its_distances_kept(
     faults: list[tuple[float, float]], horizon_s: float, times: int
 ) -> None:
-    """Oracle: the draw repeats when each fault, cut to what is left of its round after its
-    distance from the draw's first and REST_S, keeps MIN_DURATION_S; then every fault repeats
-    `times` times on the same period, at its own distance from the first (to the ms), held at
-    most as long, the whole round healed REST_S before the next, the first no later than the
-    draw was, the last healed by the workload's end. Otherwise nothing."""
+    """Against rounds_oracle: one fault repeats as one step (every_s); several are written out
+    round by round, each bound to a name and healed by a heal step, which read back (unbound)
+    are the oracle's rounds; each round healed before the next starts, the last by the end."""
+    faults = sorted(faults)
     draw = [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
             for i, (a, d) in enumerate(faults)]  # fmt: skip
-    every = horizon_s / times
-    first = min(a for a, _ in faults)
-    room = [min(d, every - REST_S - (a - first)) for a, d in faults]
+    expected = rounds_oracle(faults, horizon_s, times)
     made = repeated_draw(draw, horizon_s, times)
-    if min(room) < MIN_DURATION_S - 1e-3:
+    if expected is None:
         assert made == []
         return
-    if min(room) >= MIN_DURATION_S + 1e-3:
-        assert len(made) == len(draw)
-    if not made:
+    if len(draw) == 1:
+        (one,) = made
+        (plain,) = expand_repeats([one], horizon_s)[:1]
+        assert [(0, plain.at_s, one.duration_s)] == expected[:1]
+        assert len(expand_repeats([one], horizon_s)) == times
         return
-    assert [m.partition for m in made] == [d.partition for d in draw]
-    assert len({m.every_s for m in made}) == 1
-    start = min(m.at_s or 0 for m in made)
-    assert start <= first + 1e-3
-    for m, (a, d) in zip(made, faults, strict=True):
-        assert abs(((m.at_s or 0) - start) - (a - first)) <= 2e-3
-        assert m.duration_s is not None and MIN_DURATION_S <= m.duration_s <= d
-        assert (m.at_s or 0) - start + m.duration_s + REST_S <= (m.every_s or 0) + 2e-3
-        plain = expand_repeats([m], horizon_s)
-        assert len(plain) == times
-        assert (plain[-1].at_s or 0) + m.duration_s <= horizon_s + times * 1e-3
+    assert not any(s.repeats for s in made)
+    timed = unbound(made)
+    got = sorted(
+        ((int(s.partition), s.at_s, s.duration_s) for s in timed), key=lambda m: (m[1], m[0])
+    )
+    assert got == expected
+    ends = [a + d for _, a, d in got]
+    assert max(ends) <= horizon_s + times * 1e-3
+    expand_repeats(made, horizon_s)  # a valid schedule as written
