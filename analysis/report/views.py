@@ -39,11 +39,6 @@ def stat_parts(stat: CountStats | None, counted: int) -> tuple[str, str]:
     return _fmt_int(stat.mean), f"{_fmt_int(stat.min)}–{_fmt_int(stat.max)}"
 
 
-def format_stat(stat: CountStats | None, counted: int) -> str:
-    """'12' for one repetition or agreeing ones, 'mean (min–max)' otherwise, '—' if none."""
-    return with_range(*stat_parts(stat, counted))
-
-
 def with_range(value: str, spread: str) -> str:
     """The value, its range or note in parentheses after it when there is one."""
     return f"{value} ({spread})" if spread else value

@@ -22,7 +22,6 @@ from testcontainers.core.exceptions import ContainerStartException
 
 from harness.platform.topology import (
     LOG_DIR,
-    ZOOKEEPER_PORT,
     ClusterError,
     Role,
     hostname_of,
@@ -243,15 +242,6 @@ class KafkaNode:
             return self.docker.logs(stdout=True, stderr=True)
         except (docker.errors.APIError, ContainerStartException):  # gone, or never created
             return None
-
-    def zookeeper_serving(self) -> bool:
-        """Whether this ZooKeeper server answers requests (standalone, or in a quorum)."""
-        probe = f"exec 3<>/dev/tcp/127.0.0.1/{ZOOKEEPER_PORT} && printf srvr >&3 && cat <&3"
-        try:
-            code, out = self.exec(["bash", "-c", probe])
-        except docker.errors.APIError:
-            return False
-        return code == 0 and "Mode: " in out
 
     def controller_vote(self) -> tuple[int, int] | None:
         """(leader epoch, leader id) of the KRaft quorum as this node last recorded it."""

@@ -49,7 +49,7 @@ def test_a_count_is_its_mean_with_the_range_when_repetitions_disagree(
 ) -> None:
     assert views.stat_parts(stat, counted) == parts
     if text is not None:
-        assert views.format_stat(stat, counted) == text
+        assert views.with_range(*views.stat_parts(stat, counted)) == text
 
 
 def test_a_rate_is_a_percentage_and_none_is_a_dash() -> None:
