@@ -14,7 +14,8 @@ from typing import Any, TypedDict
 from harness.chaos.faults import FaultContext
 from harness.rundir.events import EventLog, PartitionEnd, PartitionRoles, Sample, now_us
 
-# Docker's states of a container whose process is not there to answer: neither running nor paused.
+# Docker's states in which a container's process is there (running, or frozen by a pause): in
+# any other the node is stopped.
 UP_STATES = frozenset({"running", "paused"})
 # ListOffsets may wait on a leader that is gone (a fault): bounded, so a sample stays ~1 s.
 ENDS_TIMEOUT_S = 1.5
