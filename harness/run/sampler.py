@@ -60,13 +60,13 @@ class Sampler:
 
     def sample(self, with_controller: bool = False) -> None:
         """Write one `sample` event; metadata errors are recorded, not raised."""
-        stopped = self._stopped()
         try:
             states = self.ctx.cluster.partition_states(self.ctx.topic, timeout_s=2.0)
         except Exception as exc:
-            self.events.write(Sample(error=str(exc), partitions=[], stopped=stopped))
+            self.events.write(Sample(error=str(exc), partitions=[], stopped=self._stopped()))
             return
         stamp = now_us()  # the leader/ISR's time: the ends, read after, carry their own
+        stopped = self._stopped()  # read at the stamp, not before the (up to 2 s) read above
         self.latest = [
             PartitionRoles(partition=s.partition, leader=s.leader, isr=list(s.isr)) for s in states
         ]
