@@ -387,8 +387,8 @@ def _size(schedule: tuple[FaultStep, ...]) -> str:
 
 
 def _periods(schedule: tuple[FaultStep, ...]) -> str:
-    """', repeated every <s> s' for each period the schedule's repeated steps have (a draw
-    repeated as a whole: one), in their order; '' when none repeats."""
+    """', repeated every <s> s' for each period the schedule's repeated steps have, in their
+    order (a period several steps share named once); '' when none repeats."""
     periods = dict.fromkeys(step.every_s for step in schedule if step.repeats)
     return "".join(f", repeated every {every:g} s" for every in periods)
 
