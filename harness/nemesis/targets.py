@@ -16,26 +16,6 @@ from harness.platform.node import KafkaNode
 from harness.platform.topology import PartitionState
 
 
-def _partition_targets(state: PartitionState, target: str) -> list[int]:
-    """The broker ids a partition target names in `state` (leader excluded but for `leader`;
-    a partition without a leader has no followers, rather than every replica as followers)."""
-    others = [r for r in state.replicas if r != state.leader]
-    if target == "replica":
-        return list(state.replicas)
-    if target == "leader":
-        return [] if state.leader is None else [state.leader]
-    if target in ("follower", "followers"):
-        return [] if state.leader is None else others
-    if target == "isr":
-        return [r for r in state.isr if r != state.leader]
-    if target == "successor":
-        # Kafka elects the first live in-sync replica in assignment order. The client's
-        # metadata lists replicas sorted by id, but the ISR in assignment order until it
-        # changes: the ISR's order is the better record of the assignment.
-        return [r for r in state.isr if r != state.leader][:1]
-    return [r for r in state.replicas if r not in state.isr]  # out-of-sync
-
-
 def resolve_target(
     ctx: FaultContext,
     step: FaultStep,
@@ -87,7 +67,7 @@ def resolve_target(
     state = (cluster.partition_states(ctx.topic) if states is None else states)[p]
     if target in ("leader", "follower", "followers") and state.leader is None:
         raise FaultError(f"partition {p} has no leader, so no {target} to target")
-    ids = _partition_targets(state, target)
+    ids = state.named(target)
     if not ids:
         raise FaultError(f"partition {p} has no {target} replica to target")
     if target in ("follower", "replica"):
@@ -136,7 +116,7 @@ def free_partition(
         return partition
     for offset in range(len(states)):
         state = states[(partition + offset) % len(states)]
-        named = {ctx.cluster.node(i).hostname for i in _partition_targets(state, step.target)}
+        named = {ctx.cluster.node(i).hostname for i in state.named(step.target)}
         if named - held:
             return state.partition
     return partition

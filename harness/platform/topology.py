@@ -59,6 +59,27 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
 
+    def named(self, target: str) -> list[int]:
+        """The broker ids partition target `target` (leader, follower, followers, isr,
+        successor, replica, out-of-sync) names in this state: the leader excluded but for
+        `leader` and `replica`; a partition without a leader has no followers, rather than
+        every replica as followers. `follower` and `replica` name the ids one is chosen from."""
+        others = [r for r in self.replicas if r != self.leader]
+        if target == "replica":
+            return list(self.replicas)
+        if target == "leader":
+            return [] if self.leader is None else [self.leader]
+        if target in ("follower", "followers"):
+            return [] if self.leader is None else others
+        if target == "isr":
+            return [r for r in self.isr if r != self.leader]
+        if target == "successor":
+            # Kafka elects the first live in-sync replica in assignment order. The client's
+            # metadata lists replicas sorted by id, but the ISR in assignment order until it
+            # changes: the ISR's order is the better record of the assignment.
+            return [r for r in self.isr if r != self.leader][:1]
+        return [r for r in self.replicas if r not in self.isr]  # out-of-sync
+
 
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not led by '-'.

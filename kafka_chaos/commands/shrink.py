@@ -134,6 +134,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "after the empty schedule: for a loss a cascade made",
     )
     parser.add_argument(
+        "--struck",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --draws, aim each fault chosen by a partition's role or at random at the "
+        "role its nodes held in the partition RUN lost or diverged most on (default; "
+        "--no-struck asks the draws as drawn)",
+    )
+    parser.add_argument(
         "--only",
         metavar="GLOB",
         help="ask alone only the faults whose FAULT@TARGET matches GLOB (e.g. 'kill@*'), or "
@@ -267,7 +275,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     else:
         if args.draws:
-            draws = _draws(timed, args.only, horizon_s, args.repeat)
+            aimed = _aimed(args, timed, result)
+            draws = _draws(timed, aimed, args.only, horizon_s, args.repeat)
             one = _first_alone(draws, reproduces, replays.tally)
         else:
             # A fault drawn to overlap is bound to a name its heal ends: repeated, it is timed.
@@ -320,18 +329,51 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
     )
 
 
+def _aimed(
+    args: argparse.Namespace, timed: tuple[FaultStep, ...], result: RunResult
+) -> tuple[FaultStep, ...]:
+    """`timed` aimed at the partition RUN's failure struck (the most messages lost or
+    diverged, struck.aimed_at) with --struck, saying so; `timed` itself otherwise, or when no
+    partition lost or diverged anything."""
+    from harness.experiment.struck import aimed_at
+    from harness.rundir.events import FaultStart, read_events
+
+    struck: dict[int, int] = {}
+    for counts in (result.loss_by_partition or {}, result.divergence_by_partition or {}):
+        for p, n in counts.items():
+            struck[int(p)] = struck.get(int(p), 0) + n
+    if not args.struck or not struck:
+        return timed
+    partition = max(sorted(struck), key=lambda p: struck[p])
+    aimed = aimed_at(timed, read_events(args.run).of(FaultStart), partition)
+    moved = sum(a != b for a, b in zip(aimed, timed, strict=True))
+    print(
+        f"{moved} faults aimed at partition {partition}, which the failure struck", file=sys.stderr
+    )
+    return aimed
+
+
 def _draws(
-    timed: tuple[FaultStep, ...], only: str | None, horizon_s: float, repeat: int
+    timed: tuple[FaultStep, ...],
+    aimed: tuple[FaultStep, ...],
+    only: str | None,
+    horizon_s: float,
+    repeat: int,
 ) -> list[tuple[FaultStep, ...]]:
-    """The nemesis' draws of `timed` (the run's clock), each as a schedule of its own: a
+    """The nemesis' draws of `timed` (the run's clock), each as a schedule of its own made of
+    the steps of `aimed` at the same positions (timed itself, or aimed at a partition): a
     cascade's faults with their heals, any other fault alone; with `only`, the draws with a
-    fault matching it. With `repeat` > 1, each repeated that many times over the workload
-    (timed first: a cascade's faults are bound to names their heals end), those that cannot
-    repeat left out; else once, at its own times. In the order they came."""
+    fault of `timed` matching it. With `repeat` > 1, each repeated that many times over the
+    workload (timed first: a cascade's faults are bound to names their heals end), those that
+    cannot repeat left out; else once, at its own times. In the order they came."""
     from harness.experiment.shrink import drawn_units, repeated_draw, unbound
 
-    draws = [tuple(timed[i] for i in unit) for unit in drawn_units(timed)]
-    chosen = [d for d in draws if any(_matches(s, only) for s in d if not s.heals)]
+    units = [
+        u
+        for u in drawn_units(timed)
+        if any(_matches(timed[i], only) for i in u if not timed[i].heals)
+    ]
+    chosen = [tuple(aimed[i] for i in unit) for unit in units]
     if repeat <= 1:
         return chosen
     made = (tuple(repeated_draw(unbound(d), horizon_s, repeat)) for d in chosen)

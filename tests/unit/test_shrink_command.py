@@ -97,7 +97,15 @@ def test_a_run_from_before_spec_json_held_its_time_after_the_workload_gets_its_s
     assert again.spec.faults.after_workload_s == math.floor(max(ends) - duration) + 1
 
 
-def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts: int) -> tuple:
+def judged(
+    verdict: str,
+    reasons: tuple[str, ...] = (),
+    loss: int = 0,
+    by_partition: dict[str, int] | None = None,
+    **counts: int,
+) -> tuple:
+    """A judged repetition and its result as judge_run returns them: `loss` acknowledged
+    messages lost, `by_partition` of them by partition (none by default), `counts` by class."""
     return (
         SimpleNamespace(
             verdict=verdict,
@@ -105,7 +113,9 @@ def judged(verdict: str, reasons: tuple[str, ...] = (), loss: int = 0, **counts:
             loss=loss,
             known_bugs=reasons if verdict == "KNOWN-BUG" else (),
         ),
-        SimpleNamespace(counts=counts),
+        SimpleNamespace(
+            counts=counts, loss_by_partition=by_partition or {}, divergence_by_partition={}
+        ),
     )
 
 

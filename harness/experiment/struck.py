@@ -1,0 +1,82 @@
+"""A run's faults aimed at the partition its failure struck.
+
+The generic nemesis aims a fault at a role of a partition drawn with it: the follower of
+partition 0, say. The loss it sets off may strike another partition, through the role the
+node held there. KAFKA-1211's find killed partition 0's follower and, 2 s later, its leader:
+they were partition 2's leader and the replica Kafka elects next, and partition 2 lost what its
+last follower truncated. Replayed, partition 0's roles fall on other nodes, and the draw seldom
+meets partition 2's state again. Aimed, each fault names the role its nodes held, when it was
+injected, in the struck partition, and every replay (every repeated round) strikes that
+partition's roles again.
+
+A step keeps its target when it is a heal, when it chose its node by a role of the cluster (the
+controller, a coordinator, every broker: that role is why it was chosen), when its nodes held
+none of AIMED_ROLES in the struck partition (one of two in-sync followers that is not the
+successor), or when the run holds no reading of that partition for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.model import FaultStep
+from harness.platform.topology import PartitionState
+from harness.rundir.events import FaultStart, PartitionRoles
+
+__all__ = ["AIMED_ROLES", "aimed_at", "role_held"]
+
+# The partition roles that name one set of nodes (not one chosen at random), in the order a
+# node set is matched against them: a partition of one follower names it as both successor
+# and followers, and the successor is the narrower role.
+AIMED_ROLES: tuple[str, ...] = ("leader", "successor", "followers", "isr", "out-of-sync")
+# Targets that chose their nodes by a partition's roles or by chance, not by a cluster role.
+_AIMABLE = frozenset((*PARTITION_TARGETS, "random"))
+
+
+def role_held(state: PartitionState, nodes: Iterable[int]) -> str | None:
+    """The first of AIMED_ROLES that names exactly `nodes` (broker ids) in `state`; None when
+    none does or `nodes` is empty."""
+    wanted = set(nodes)
+    return next((r for r in AIMED_ROLES if wanted and set(state.named(r)) == wanted), None)
+
+
+def aimed_at(
+    steps: Sequence[FaultStep], starts: Iterable[FaultStart], partition: int
+) -> tuple[FaultStep, ...]:
+    """`steps` (the run's schedule) with each fault step that chose its nodes by a partition
+    role or at random, and whose fault_start event read `partition`, aimed at the role its
+    nodes held there then: that role as target, `partition` as partition. Every other step
+    unchanged (see the module's docstring), in the same order."""
+    met = {s.step: s for s in starts if s.step is not None}
+    out = []
+    for index, step in enumerate(steps):
+        role = _role_met(step, met.get(index), partition)
+        if role is None:
+            out.append(step)
+            continue
+        aimed = {**step.model_dump(by_alias=True), "target": role, "partition": partition}
+        out.append(FaultStep.model_validate(aimed))  # validated again, as a file's step is
+    return tuple(out)
+
+
+def _role_met(step: FaultStep, start: FaultStart | None, partition: int) -> str | None:
+    """The role `start`'s nodes held in `partition` when `step` was injected; None when the
+    step keeps its target (a heal, a cluster role, a whole-cluster fault, no reading, or an
+    event of another step)."""
+    if start is None or step.heals or step.target not in _AIMABLE or start.whole_cluster:
+        return None
+    if (start.fault, start.target) != (step.fault, step.target):
+        return None
+    reading = next((r for r in start.partitions or () if r.get("partition") == partition), None)
+    return None if reading is None else role_held(_state(partition, reading), start.nodes)
+
+
+def _state(partition: int, reading: PartitionRoles) -> PartitionState:
+    """A fault_start's reading of one partition as the metadata's state of it."""
+    return PartitionState(
+        partition=partition,
+        leader=reading.get("leader"),
+        replicas=tuple(reading.get("replicas") or ()),
+        isr=tuple(reading.get("isr") or ()),
+    )
