@@ -120,7 +120,26 @@ def _markdown_cell(cell: CellVerdict) -> list[str]:
             "",
         ]
     lines += [f"- {reason}" for reason in cell.reasons]
-    return [*lines, ""]
+    return [*lines, "", *_repetition_notes(cell)]
+
+
+def _repetition_notes(cell: CellVerdict) -> list[str]:
+    """The reasons of the cell's repetitions that its own reasons do not quote (a PASS cell's
+    note of a node that stopped on its own, the duplicates it allowed, a repetition's second
+    finding), each as `rep N (VERDICT): reason`, folded in a <details> block that GitHub shows
+    closed; [] when the cell's reasons quote them all."""
+    quoted = set(cell.reasons)
+    notes = [
+        f"- rep {rep.repetition} ({rep.verdict.value}): {reason}"
+        for rep in cell.repetitions
+        for reason in rep.reasons
+        if f"rep {rep.repetition}: {reason}" not in quoted
+    ]
+    if not notes:
+        return []
+    more = f"{len(notes)} more reason{'s' * (len(notes) != 1)}"
+    head = f"<details><summary>{more} of its repetitions</summary>"
+    return [head, "", *notes, "", "</details>", ""]
 
 
 def _markdown_provenance(provenance: Sequence[ProvenanceView]) -> list[str]:

@@ -88,7 +88,43 @@ def _reasons(cell: CellVerdict) -> list[str]:
         "",
         *(f"- {reason}" for reason in cell.reasons),
         "",
+        *_notes(cell),
     ]
+
+
+def _notes(cell: CellVerdict) -> list[str]:
+    """The repetitions' reasons the cell's own do not quote as `rep N: reason`, folded."""
+    notes = [
+        f"- rep {rep.repetition} ({rep.verdict.value}): {reason}"
+        for rep in cell.repetitions
+        for reason in rep.reasons
+        if f"rep {rep.repetition}: {reason}" not in cell.reasons
+    ]
+    if not notes:
+        return []
+    word = "reason" if len(notes) == 1 else "reasons"
+    summary = f"<details><summary>{len(notes)} more {word} of its repetitions</summary>"
+    return [summary, "", *notes, "", "</details>", ""]
+
+
+def test_a_pass_cell_shows_its_repetitions_notes_folded() -> None:
+    """A PASS cell quotes none of its repetitions' reasons: the note of a node that stopped on
+    its own is still in report.md, under the cell's reasons, folded."""
+    from dataclasses import replace
+
+    from analysis.judge.outcomes import Verdict
+
+    (cell,) = judge_all([result("cp-quiet", CP, 0)], {})
+    note = "kafka-3 stopped with no fault acting on it: last seen up at t=21.8 s"
+    rep = replace(cell.repetitions[0], verdict=Verdict.PASS, reasons=("kept all", note))
+    passing = replace(cell, verdict=Verdict.PASS, reasons=("all 1 kept",), repetitions=(rep,))
+    section = render_markdown([passing], (), "T").split("### cp-quiet: PASS")[1]
+    assert section.split("## Provenance")[0].endswith(
+        "- all 1 kept\n\n<details><summary>2 more reasons of its repetitions</summary>\n\n"
+        f"- rep 0 (PASS): kept all\n- rep 0 (PASS): {note}\n\n</details>\n\n"
+    )
+    quoting = replace(passing, reasons=("all 1 kept", "rep 0: kept all", f"rep 0: {note}"))
+    assert "<details>" not in render_markdown([quoting], (), "T")
 
 
 PROVENANCE_LINES = [
