@@ -66,3 +66,21 @@ def test_a_note_for_each_stopped_span_no_fault_on_its_node_overlaps(faults, stop
     notes = stopped_notes(run_of(faults, stopped, 100), 0)
     assert sorted(n.detail.split(" ")[0] for n in notes) == sorted(h for _, h in expected)
     assert len(notes) == len(expected)
+
+
+def test_the_timeline_marks_the_stop_no_fault_made_beside_the_faults():
+    """The chart's windows (analysis/report/marks.py): the two faults, and kafka-3's stop
+    after its pause as a window of its own, from the last sample that saw it up to the final
+    heal, in start order; kafka-2's stop within its fault is not marked again."""
+    from analysis.report.marks import STOPPED, fault_windows
+
+    seen = {t: ["kafka-3"] if t >= 109 else [] for t in range(100, 150)}
+    for t in range(111, 115):
+        seen[t] = ["kafka-2", "kafka-3"]
+    run = run_of([("kafka-3", 11, 105), ("kafka-2", 110, 114)], seen, 151)
+    windows = fault_windows(run)
+    assert [(w.label, w.start_us // S, (w.end_us or 0) // S) for w in windows] == [
+        ("pause", 11, 105),
+        (f"kafka-3 {STOPPED}", 108, 151),
+        ("pause", 110, 114),
+    ]
