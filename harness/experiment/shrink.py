@@ -324,6 +324,16 @@ def repeated_draw(
     return bound_faults(rounds)
 
 
+def first_round(schedule: Sequence[FaultStep]) -> tuple[FaultStep, ...] | None:
+    """The first round of a repeated draw (`repeated_draw`'s schedule), alone: a repeating
+    step once (every_s dropped), or the first cascade's faults with their heal steps; None
+    when `schedule` holds no more than one round."""
+    if len(schedule) == 1 and schedule[0].repeats:
+        return (schedule[0].model_copy(update={"every_s": None}),)
+    units = drawn_units(schedule)
+    return tuple(schedule[i] for i in units[0]) if len(units) > 1 else None
+
+
 def _repeatable(step: FaultStep) -> bool:
     """A fault step that can repeat: timed, on a role, binding and awaiting nothing."""
     return not (

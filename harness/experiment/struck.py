@@ -17,14 +17,14 @@ successor), or when the run holds no reading of that partition for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.topology import PartitionState
 from harness.rundir.events import FaultStart, PartitionRoles
 
-__all__ = ["AIMED_ROLES", "aimed_at", "role_held"]
+__all__ = ["AIMED_ROLES", "aimed_at", "role_held", "struck_partition"]
 
 # The partition roles that name one set of nodes (not one chosen at random), in the order a
 # node set is matched against them: a partition of one follower names it as both successor
@@ -32,6 +32,18 @@ __all__ = ["AIMED_ROLES", "aimed_at", "role_held"]
 AIMED_ROLES: tuple[str, ...] = ("leader", "successor", "followers", "isr", "out-of-sync")
 # Targets that chose their nodes by a partition's roles or by chance, not by a cluster role.
 _AIMABLE = frozenset((*PARTITION_TARGETS, "random"))
+
+
+def struck_partition(*by_partition: Mapping[str, int]) -> int | None:
+    """The partition with the most messages in the counts `by_partition` (a run's lost and
+    diverged, keyed by partition number as a string), the lowest on a tie; None when they count
+    none."""
+    struck: dict[int, int] = {}
+    for counts in by_partition:
+        for p, n in counts.items():
+            struck[int(p)] = struck.get(int(p), 0) + n
+    held = sorted(p for p, n in struck.items() if n > 0)
+    return max(held, key=lambda p: struck[p]) if held else None
 
 
 def role_held(state: PartitionState, nodes: Iterable[int]) -> str | None:

@@ -1,21 +1,17 @@
 """`kafka-chaos shrink RUN`: the smallest schedule that still reproduces a failing repetition.
 
-RUN is one repetition's directory judged KNOWN-BUG or VIOLATION, or showing a known bug beside
-an UNKNOWN finding (counted as that bug, as the discovery benchmark counts it). Its cell is
-rebuilt from spec.json (harness/experiment/from_run.py) and replayed on fresh clusters
-(harness/run/replay.py) with subsets of its fault steps, then shorter durations
-(harness/experiment/shrink.py: ddmin, then halving), each schedule judged by the analysis in
-this process; a schedule reproduces when at least --need of --repetitions replays end with the
-same verdict and a class in common with RUN's (the known bug's reference, or an anomaly class
-counted). The smallest that reproduced is written as an experiment file with its k of n.
-When the whole schedule reproduces in fewer than --need replays (a race its replays rarely
-meet), each of its faults is asked alone, repeated --repeat times over the workload (one step
-with every_s), and the first that reproduces is the file. --alone asks them so straight after the
-empty schedule; --only narrows the faults asked alone to those matching a glob. --draws asks,
-after the empty schedule, each of the generic nemesis' draws alone (a cascade's faults
-together: the loss a cascade made needs its members), repeated --repeat times over the
-workload with the distances between its faults kept (--repeat 1: at its own times, once), and
-the first that reproduces is the file; with --only, the draws with a matching fault.
+RUN is one repetition judged KNOWN-BUG or VIOLATION, or showing a known bug beside an UNKNOWN
+finding. Its cell is rebuilt from spec.json (harness/experiment/from_run.py) and replayed on
+fresh clusters (harness/run/replay.py) with subsets of its faults, then shorter durations
+(harness/experiment/shrink.py), each replay judged here; a schedule reproduces when --need of
+--repetitions replays end with RUN's verdict and a class in common (the known bug's reference,
+or an anomaly class). The smallest that reproduced is written as an experiment file with its
+k of n. When the whole reproduces too rarely (a race), each fault is asked alone, repeated
+--repeat times over the workload; --alone asks so straight after the empty schedule, --only
+narrows the faults asked to a glob. --draws asks each of the generic nemesis' draws alone (a
+cascade's faults together), aimed at the partition the failure struck (--struck,
+harness/experiment/struck.py) and repeated with its faults' distances kept; the first that
+reproduces, or its first round when that does too, is the file.
 """
 
 from __future__ import annotations
@@ -137,9 +133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--struck",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="with --draws, aim each fault chosen by a partition's role or at random at the "
-        "role its nodes held in the partition RUN lost or diverged most on (default; "
-        "--no-struck asks the draws as drawn)",
+        help="with --draws, aim each fault on a partition role or at random at the role its "
+        "nodes held in the partition RUN lost most on (default; --no-struck: as drawn)",
     )
     parser.add_argument(
         "--only",
@@ -277,7 +272,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.draws:
             aimed = _aimed(args, timed, result)
             draws = _draws(timed, aimed, args.only, horizon_s, args.repeat)
-            one = _first_alone(draws, reproduces, replays.tally)
+            one = _first_once(_first_alone(draws, reproduces, replays.tally), reproduces)
         else:
             # A fault drawn to overlap is bound to a name its heal ends: repeated, it is timed.
             made = repeated(unbound(timed), horizon_s, args.repeat) if args.repeat > 1 else []
@@ -332,19 +327,14 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
 def _aimed(
     args: argparse.Namespace, timed: tuple[FaultStep, ...], result: RunResult
 ) -> tuple[FaultStep, ...]:
-    """`timed` aimed at the partition RUN's failure struck (the most messages lost or
-    diverged, struck.aimed_at) with --struck, saying so; `timed` itself otherwise, or when no
-    partition lost or diverged anything."""
-    from harness.experiment.struck import aimed_at
+    """`timed` aimed at the partition RUN's failure struck with --struck (struck.py), saying
+    so; `timed` itself otherwise, or when no partition lost or diverged anything."""
+    from harness.experiment.struck import aimed_at, struck_partition
     from harness.rundir.events import FaultStart, read_events
 
-    struck: dict[int, int] = {}
-    for counts in (result.loss_by_partition or {}, result.divergence_by_partition or {}):
-        for p, n in counts.items():
-            struck[int(p)] = struck.get(int(p), 0) + n
-    if not args.struck or not struck:
+    by_partition = (result.loss_by_partition or {}, result.divergence_by_partition or {})
+    if not args.struck or (partition := struck_partition(*by_partition)) is None:
         return timed
-    partition = max(sorted(struck), key=lambda p: struck[p])
     aimed = aimed_at(timed, read_events(args.run).of(FaultStart), partition)
     moved = sum(a != b for a, b in zip(aimed, timed, strict=True))
     print(
@@ -401,6 +391,19 @@ def _first_alone(
         if answer:
             return Shrunk(schedule, True)
     return None
+
+
+def _first_once(
+    one: Shrunk[FaultStep] | None, reproduces: Callable[[tuple[FaultStep, ...]], bool | None]
+) -> Shrunk[FaultStep] | None:
+    """`one` (a repeated draw that reproduced) or, when it reproduces too, its first round."""
+    from harness.experiment.shrink import Shrunk, first_round
+
+    once = None if one is None or not one.finished else first_round(one.items)
+    if once is None:
+        return one
+    print(f"asking its first round alone: {_size(once)}", file=sys.stderr)
+    return Shrunk(once, True) if reproduces(once) else one
 
 
 def _lead(

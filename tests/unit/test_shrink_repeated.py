@@ -473,3 +473,66 @@ def test_a_draw_repeats_as_a_whole_with_its_distances_kept(
     ends = [a + d for _, a, d in got]
     assert max(ends) <= horizon_s + times * 1e-3
     expand_repeats(made, horizon_s)  # a valid schedule as written
+
+
+@given(
+    st.lists(st.tuples(seconds, st.floats(0.1, 120).map(lambda s: round(s, 3))), min_size=1,
+             max_size=3),
+    st.floats(10, 900).map(lambda s: round(s, 3)),
+    st.integers(1, 5),
+)  # fmt: skip
+def test_the_first_round_of_a_repeated_draw_is_the_oracles_first(
+    faults: list[tuple[float, float]], horizon_s: float, times: int
+) -> None:
+    """Against rounds_oracle: first_round of a draw repeated `times` times holds the draw's
+    faults once, at the oracle's first round's times and durations (a repeating step once, no
+    every_s); None for a schedule of one round (times 1, or one cascade at its own times)."""
+    from harness.experiment.shrink import first_round
+
+    faults = sorted(faults)
+    draw = [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
+            for i, (a, d) in enumerate(faults)]  # fmt: skip
+    expected = rounds_oracle(faults, horizon_s, times)
+    made = repeated_draw(draw, horizon_s, times)
+    if expected is None:
+        return
+    once = first_round(made)
+    if times == 1 and len(draw) > 1:
+        assert once is None
+        return
+    assert once is not None and not any(s.repeats for s in once)
+    got = sorted(((int(s.partition), s.at_s, s.duration_s) for s in unbound(once)),
+                 key=lambda m: (m[1], m[0]))  # fmt: skip
+    assert got == sorted(expected[: len(draw)], key=lambda m: (m[1], m[0]))
+    assert first_round(once) is None
+
+
+def test_a_repeated_draw_that_reproduces_is_asked_once_and_its_round_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--draws: the first repeated cascade that reproduces is asked again as its first round
+    alone; that round reproducing, the file holds its faults once; not reproducing, the
+    repeated draw is the file."""
+    from harness.experiment.shrink import first_round
+
+    steps = _cascade_run(tmp_path, monkeypatch)
+    horizon = shrink_horizon(tmp_path)
+    made = [tuple(repeated_draw(unbound(d), horizon, 3)) for d in draws_oracle(steps)]
+    cascade = next(d for d in made if any(s.heals for s in d))
+    once = first_round(cascade)
+    assert once is not None and len(once) == len(cascade) // 3
+    out = tmp_path / "shrunk.yaml"
+    asked: list[tuple[FaultStep, ...]] = []
+    for round_reproduces, written in ((True, once), (False, cascade)):
+        asked.clear()
+
+        def trial(self: object, schedule: tuple[FaultStep, ...], hit=round_reproduces) -> bool:
+            asked.append(schedule)
+            return schedule == cascade or (hit and schedule == once)
+
+        monkeypatch.setattr(shrink._Replays, "trial", trial)
+        assert main(["shrink", str(tmp_path), "--draws", "--budget", "90", "--out", str(out)]) == 0
+        assert asked[-2:] == [once, once] and cascade in asked
+        schedule = yaml.safe_load(out.read_text())["faults"]["schedule"]
+        assert [FaultStep.model_validate(s) for s in schedule] == list(written)
+        assert "asking its first round alone" in capsys.readouterr().err

@@ -177,3 +177,18 @@ def test_draws_are_asked_aimed_at_the_partition_the_failure_struck(
     assert asked == [(), ()] + [d for d in made if d for _ in range(2)]
     targets = {s.target for d in asked for s in d if not s.heals}
     assert ("leader" in targets) and (struck == (targets <= {"leader", "all", "controller"}))
+
+
+@given(
+    st.dictionaries(st.integers(0, 5).map(str), st.integers(0, 9)),
+    st.dictionaries(st.integers(0, 5).map(str), st.integers(0, 9)),
+)
+def test_the_struck_partition_counts_lost_and_diverged_together(lost, diverged) -> None:
+    """Oracle: per partition the sum of both counts; the highest sum above 0, the lowest
+    partition on a tie; None when every sum is 0."""
+    from harness.experiment.struck import struck_partition
+
+    sums = {int(p): lost.get(p, 0) + diverged.get(p, 0) for p in {*lost, *diverged}}
+    best = max(sums.values(), default=0)
+    expected = min((p for p, n in sums.items() if n == best), default=None) if best else None
+    assert struck_partition(lost, diverged) == expected
