@@ -438,21 +438,26 @@ def rounds_oracle(
     return sorted(made, key=lambda m: (m[1], m[0]))
 
 
-@given(
-    st.lists(st.tuples(seconds, st.floats(0.1, 120).map(lambda s: round(s, 3))), min_size=1,
-             max_size=3),
-    st.floats(10, 900).map(lambda s: round(s, 3)),
-    st.integers(2, 5),
-)  # fmt: skip
+# A draw of 1 to 3 faults (at, duration), and a workload's length, for the properties below.
+DRAWN = st.lists(st.tuples(seconds, st.floats(0.1, 120).map(lambda s: round(s, 3))), min_size=1,
+                 max_size=3).map(sorted)  # fmt: skip
+HORIZONS = st.floats(10, 900).map(lambda s: round(s, 3))
+
+
+def kill_draw(faults: list[tuple[float, float]]) -> list[FaultStep]:
+    """A draw of kills at `faults`' times and durations, the i-th on partition i."""
+    return [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
+            for i, (a, d) in enumerate(faults)]  # fmt: skip
+
+
+@given(DRAWN, HORIZONS, st.integers(2, 5))
 def test_a_draw_repeats_as_a_whole_with_its_distances_kept(
     faults: list[tuple[float, float]], horizon_s: float, times: int
 ) -> None:
     """Against rounds_oracle: one fault repeats as one step (every_s); several are written out
     round by round, each bound to a name and healed by a heal step, which read back (unbound)
     are the oracle's rounds; each round healed before the next starts, the last by the end."""
-    faults = sorted(faults)
-    draw = [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
-            for i, (a, d) in enumerate(faults)]  # fmt: skip
+    draw = kill_draw(faults)
     expected = rounds_oracle(faults, horizon_s, times)
     made = repeated_draw(draw, horizon_s, times)
     if expected is None:
@@ -475,12 +480,7 @@ def test_a_draw_repeats_as_a_whole_with_its_distances_kept(
     expand_repeats(made, horizon_s)  # a valid schedule as written
 
 
-@given(
-    st.lists(st.tuples(seconds, st.floats(0.1, 120).map(lambda s: round(s, 3))), min_size=1,
-             max_size=3),
-    st.floats(10, 900).map(lambda s: round(s, 3)),
-    st.integers(1, 5),
-)  # fmt: skip
+@given(DRAWN, HORIZONS, st.integers(1, 5))
 def test_the_first_round_of_a_repeated_draw_is_the_oracles_first(
     faults: list[tuple[float, float]], horizon_s: float, times: int
 ) -> None:
@@ -489,9 +489,7 @@ def test_the_first_round_of_a_repeated_draw_is_the_oracles_first(
     every_s); None for a schedule of one round (times 1, or one cascade at its own times)."""
     from harness.experiment.shrink import first_round
 
-    faults = sorted(faults)
-    draw = [FaultStep(at_s=a, fault="kill", target="leader", duration_s=d, partition=i)
-            for i, (a, d) in enumerate(faults)]  # fmt: skip
+    draw = kill_draw(faults)
     expected = rounds_oracle(faults, horizon_s, times)
     made = repeated_draw(draw, horizon_s, times)
     if expected is None:
