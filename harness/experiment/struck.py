@@ -22,7 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.topology import PartitionState
+from harness.platform.versions import Feature, supports
 from harness.rundir.events import FaultStart, PartitionRoles
+from harness.rundir.release import KafkaVersion
 
 __all__ = ["AIMED_ROLES", "aimed_at", "role_held", "struck_partition"]
 
@@ -54,16 +56,17 @@ def role_held(state: PartitionState, nodes: Iterable[int]) -> str | None:
 
 
 def aimed_at(
-    steps: Sequence[FaultStep], starts: Iterable[FaultStart], partition: int
+    steps: Sequence[FaultStep], starts: Iterable[FaultStart], partition: int, version: str
 ) -> tuple[FaultStep, ...]:
-    """`steps` (the run's schedule) with each fault step that chose its nodes by a partition
-    role or at random, and whose fault_start event read `partition`, aimed at the role its
-    nodes held there then: that role as target, `partition` as partition. Every other step
-    unchanged (see the module's docstring), in the same order."""
+    """`steps` (the run's schedule, on Kafka `version`) with each fault step that chose its
+    nodes by a partition role or at random, and whose fault_start event read `partition`,
+    aimed at the role its nodes held there then: that role as target, `partition` as
+    partition. Every other step unchanged (see the module's docstring), in the same order."""
     met = {s.step: s for s in starts if s.step is not None}
+    ordered = supports(KafkaVersion.parse(version), Feature.ASSIGNMENT_ORDER)
     out = []
     for index, step in enumerate(steps):
-        role = _role_met(step, met.get(index), partition)
+        role = _role_met(step, met.get(index), partition, ordered)
         if role is None:
             out.append(step)
             continue
@@ -72,23 +75,28 @@ def aimed_at(
     return tuple(out)
 
 
-def _role_met(step: FaultStep, start: FaultStart | None, partition: int) -> str | None:
-    """The role `start`'s nodes held in `partition` when `step` was injected; None when the
-    step keeps its target (a heal, a cluster role, a whole-cluster fault, no reading, or an
-    event of another step)."""
+def _role_met(
+    step: FaultStep, start: FaultStart | None, partition: int, ordered: bool
+) -> str | None:
+    """The role `start`'s nodes held in `partition` when `step` was injected (its replicas
+    read in assignment order when `ordered`); None when the step keeps its target (a heal, a
+    cluster role, a whole-cluster fault, no reading, or an event of another step)."""
     if start is None or step.heals or step.target not in _AIMABLE or start.whole_cluster:
         return None
     if (start.fault, start.target) != (step.fault, step.target):
         return None
     reading = next((r for r in start.partitions or () if r.get("partition") == partition), None)
-    return None if reading is None else role_held(_state(partition, reading), start.nodes)
+    if reading is None:
+        return None
+    return role_held(_state(partition, reading, ordered), start.nodes)
 
 
-def _state(partition: int, reading: PartitionRoles) -> PartitionState:
+def _state(partition: int, reading: PartitionRoles, ordered: bool) -> PartitionState:
     """A fault_start's reading of one partition as the metadata's state of it."""
     return PartitionState(
         partition=partition,
         leader=reading.get("leader"),
         replicas=tuple(reading.get("replicas") or ()),
         isr=tuple(reading.get("isr") or ()),
+        in_assignment_order=ordered,
     )

@@ -66,7 +66,7 @@ from harness.platform.topology import (
     publish_address,
     with_jvm_options,
 )
-from harness.platform.versions import Mode
+from harness.platform.versions import Feature, Mode, supports
 from harness.rundir.release import KafkaVersion, VersionError
 from harness.settings import Settings, load_settings
 from harness.waiting import Deadline, WaitTimeout, poll_until, wait_for
@@ -298,9 +298,10 @@ class KafkaCluster:
         meta = answers[-1]  # known, or still lagging when the time ran out
         if meta.error is not None:
             raise ClusterError(f"topic {topic}: {meta.error}")
+        ordered = supports(self.topology.version, Feature.ASSIGNMENT_ORDER)
         return [
             PartitionState(
-                p.id, p.leader if p.leader >= 0 else None, tuple(p.replicas), tuple(p.isrs)
+                p.id, p.leader if p.leader >= 0 else None, (*p.replicas,), (*p.isrs,), ordered
             )
             for p in sorted(meta.partitions.values(), key=lambda p: p.id)
         ]

@@ -58,6 +58,9 @@ class PartitionState:
     leader: int | None
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    # Whether `replicas` is the assignment's order (versions.Feature.ASSIGNMENT_ORDER), the
+    # order Kafka elects by; older brokers send them as a set.
+    in_assignment_order: bool = True
 
     def named(self, target: str) -> list[int]:
         """The broker ids partition target `target` (leader, follower, followers, isr,
@@ -74,10 +77,11 @@ class PartitionState:
         if target == "isr":
             return [r for r in self.isr if r != self.leader]
         if target == "successor":
-            # Kafka elects the first live in-sync replica in assignment order. The client's
-            # metadata lists replicas sorted by id, but the ISR in assignment order until it
-            # changes: the ISR's order is the better record of the assignment.
-            return [r for r in self.isr if r != self.leader][:1]
+            # Kafka elects the first live in-sync replica in assignment order. Where the
+            # replicas come as a set, the ISR, in assignment order until it changes, is the
+            # better record of that order.
+            order = self.replicas if self.in_assignment_order else self.isr
+            return [r for r in order if r in self.isr and r != self.leader][:1]
         return [r for r in self.replicas if r not in self.isr]  # out-of-sync
 
 

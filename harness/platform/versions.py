@@ -46,6 +46,7 @@ class Feature(StrEnum):
     DYNAMIC_QUORUM = "a dynamic KRaft controller quorum (controllers added and removed)"
     TRANSACTION_VERSION_2 = "transaction version 2 (each commit raises the producer epoch)"
     REASSIGNMENT_API = "the partition reassignment API (AlterPartitionReassignments)"
+    ASSIGNMENT_ORDER = "metadata listing a partition's replicas in assignment order"
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,10 @@ FEATURES: dict[Feature, Span] = {
     Feature.DYNAMIC_QUORUM: Span(_v("3.9.0"), None, "KIP-853 (3.9)"),
     Feature.TRANSACTION_VERSION_2: Span(_v("4.0.0"), None, "KIP-890 part 2 (4.0)"),
     Feature.REASSIGNMENT_API: Span(_v("2.4.0"), None, "KIP-455 (2.4)"),
+    # Before, the brokers passed a partition's replicas among themselves as a set: 0.10.2.2
+    # answers them sorted. Checked from 2.2 (KAFKA-7537's controller test reads the replicas
+    # as the assignment list; 4.3.1 answers [2, 3, 1]); not checked from 0.11 to 2.1.
+    Feature.ASSIGNMENT_ORDER: Span(_v("2.2.0"), None, "KAFKA-7537 (2.2)"),
 }
 
 

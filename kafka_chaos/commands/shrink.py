@@ -270,7 +270,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         state = "1-minimal" if shrunk.finished else "budget spent before 1-minimal"
     else:
         if args.draws:
-            aimed = _aimed(args, timed, result)
+            aimed = _aimed(args, timed, result, cell.spec.kafka.version or settings.kafka_version)
             draws = _draws(timed, aimed, args.only, horizon_s, args.repeat)
             one = _first_once(_first_alone(draws, reproduces, replays.tally), reproduces)
         else:
@@ -325,7 +325,7 @@ def _nothing(args: argparse.Namespace, original: Outcome) -> str:
 
 
 def _aimed(
-    args: argparse.Namespace, timed: tuple[FaultStep, ...], result: RunResult
+    args: argparse.Namespace, timed: tuple[FaultStep, ...], result: RunResult, version: str
 ) -> tuple[FaultStep, ...]:
     """`timed` aimed at the partition RUN's failure struck with --struck (struck.py), saying
     so; `timed` itself otherwise, or when no partition lost or diverged anything."""
@@ -335,7 +335,7 @@ def _aimed(
     by_partition = (result.loss_by_partition or {}, result.divergence_by_partition or {})
     if not args.struck or (partition := struck_partition(*by_partition)) is None:
         return timed
-    aimed = aimed_at(timed, read_events(args.run).of(FaultStart), partition)
+    aimed = aimed_at(timed, read_events(args.run).of(FaultStart), partition, version)
     moved = sum(a != b for a, b in zip(aimed, timed, strict=True))
     print(
         f"{moved} faults aimed at partition {partition}, which the failure struck", file=sys.stderr

@@ -62,6 +62,9 @@ def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaC
             "a new leader",
         )
         assert after.leader in before.isr
+        # Kafka elects the first in-sync replica in assignment order: the `successor` target,
+        # read from replicas this release lists in that order.
+        assert before.in_assignment_order and [after.leader] == before.named("successor")
         assert produce(cluster, topic, 50, partition=0).count(None) == 50
     finally:
         old_leader.start()

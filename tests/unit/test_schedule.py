@@ -290,9 +290,10 @@ class FakeNode:
 class FakeCluster:
     """Three brokers; partition 0 led by the first live replica, the ISR the live ones."""
 
-    def __init__(self, isr_of_0: tuple[int, ...] = (1, 2, 3)):
+    def __init__(self, isr_of_0: tuple[int, ...] = (1, 2, 3), ordered: bool = True):
         self.nodes = [FakeNode(i) for i in (1, 2, 3)]
         self.isr_of_0 = isr_of_0
+        self.ordered = ordered  # replicas (1, 2, 3) in assignment order, or as a set
 
     def node(self, node_id: int) -> FakeNode:
         return self.nodes[node_id - 1]
@@ -303,7 +304,7 @@ class FakeCluster:
     def partition_states(self, topic: str, timeout_s: float = 5.0) -> list[PartitionState]:
         isr = tuple(i for i in self.isr_of_0 if i in self._live())
         leader = isr[0] if isr else None
-        return [PartitionState(0, leader, (1, 2, 3), isr)]
+        return [PartitionState(0, leader, (1, 2, 3), isr, self.ordered)]
 
     def metadata(self, topic: str | None = None, timeout_s: float = 5.0) -> Any:
         (state,) = self.partition_states("t")
@@ -319,19 +320,20 @@ def context(cluster: FakeCluster) -> FaultContext:
 
 
 @pytest.mark.parametrize(
-    ("target", "isr", "expected"),
+    ("target", "isr", "ordered", "expected"),
     [
-        ("leader", (1, 2, 3), [1]),
-        ("followers", (1, 2, 3), [2, 3]),
-        ("isr", (1, 3), [3]),
-        ("out-of-sync", (1, 3), [2]),
-        ("successor", (1, 2, 3), [2]),
-        ("successor", (1, 3), [3]),
-        ("successor", (1, 3, 2), [3]),  # the ISR's order, not the sorted replica list
+        ("leader", (1, 2, 3), True, [1]),
+        ("followers", (1, 2, 3), True, [2, 3]),
+        ("isr", (1, 3), True, [3]),
+        ("out-of-sync", (1, 3), True, [2]),
+        ("successor", (1, 2, 3), True, [2]),
+        ("successor", (1, 3), True, [3]),
+        ("successor", (1, 3, 2), True, [2]),  # the assignment's order, not the ISR's
+        ("successor", (1, 3, 2), False, [3]),  # replicas as a set: the ISR's order
     ],
 )
-def test_partition_targets_resolve_against_the_partition_now(target, isr, expected):
-    cluster = FakeCluster(isr)
+def test_partition_targets_resolve_against_the_partition_now(target, isr, ordered, expected):
+    cluster = FakeCluster(isr, ordered)
     nodes = resolve_target(context(cluster), FaultStep(at_s=0, fault="kill", target=target))
     assert [n.node_id for n in nodes] == expected
 

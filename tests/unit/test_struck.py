@@ -29,14 +29,18 @@ ORDER = ("leader", "successor", "followers", "isr", "out-of-sync")
 AIMABLE = ("leader", "follower", "followers", "isr", "successor", "replica", "out-of-sync")
 
 
-def roles_oracle(leader: int | None, replicas: list[int], isr: list[int]) -> dict[str, set[int]]:
+def roles_oracle(
+    leader: int | None, replicas: list[int], isr: list[int], ordered: bool = True
+) -> dict[str, set[int]]:
     """What each aimed role names, written from the targets' meanings: the successor is the
-    first in-sync replica other than the leader (the ISR's order); a partition without a
-    leader has no followers."""
+    first in-sync replica other than the leader, in the replicas' order when they come in
+    assignment order (`ordered`), else in the ISR's; a partition without a leader has no
+    followers."""
     in_sync = [r for r in isr if r != leader]
+    next_in_line = [r for r in (replicas if ordered else isr) if r in in_sync][:1]
     return {
         "leader": set() if leader is None else {leader},
-        "successor": set(in_sync[:1]),
+        "successor": set(next_in_line),
         "followers": set() if leader is None else {r for r in replicas if r != leader},
         "isr": set(in_sync),
         "out-of-sync": {r for r in replicas if r not in isr},
@@ -52,12 +56,14 @@ def readings(draw: st.DrawFn) -> tuple[int | None, list[int], list[int]]:
     return leader, replicas, list(isr)
 
 
-@given(readings(), st.sets(st.integers(1, 6), max_size=4))
-def test_the_role_held_is_the_first_aimed_role_naming_exactly_the_nodes(reading, nodes) -> None:
+@given(readings(), st.sets(st.integers(1, 6), max_size=4), st.booleans())
+def test_the_role_held_is_the_first_aimed_role_naming_exactly_the_nodes(
+    reading, nodes, ordered
+) -> None:
     leader, replicas, isr = reading
-    roles = roles_oracle(leader, replicas, isr)
+    roles = roles_oracle(leader, replicas, isr, ordered)
     expected = next((r for r in ORDER if nodes and roles[r] == nodes), None)
-    state = PartitionState(2, leader, tuple(replicas), tuple(isr))
+    state = PartitionState(2, leader, tuple(replicas), tuple(isr), ordered)
     assert role_held(state, nodes) == expected
 
 
@@ -108,7 +114,7 @@ def test_each_fault_is_aimed_at_the_role_its_nodes_held_or_left(drawn) -> None:
             starts.append(start_of(i, step, nodes, reading).model_copy(update={"partitions": []}))
         elif event == "same":
             starts.append(start_of(i, step, nodes, reading))
-    out = aimed_at(steps, starts, 2)
+    out = aimed_at(steps, starts, 2, "4.3.1")
     assert len(out) == len(steps)
     for step, made, (target, nodes, reading, event) in zip(steps, out, drawn, strict=True):
         roles = roles_oracle(*reading)
@@ -135,12 +141,15 @@ def test_kafka_1211_find_is_aimed_at_the_partition_it_lost() -> None:
         start_of(1, steps[1], [2], (3, [1, 2, 3], [3, 2, 1])),
         start_of(2, steps[2], [2], (3, [1, 2, 3], [3, 1, 2])),
     ]
-    out = aimed_at(steps, starts, 2)
+    out = aimed_at(steps, starts, 2, "0.10.2.2")
     assert [(s.target, s.partition, s.as_) for s in out] == [
         ("leader", 2, "c0_0"),
         ("successor", 2, "c0_1"),
         ("follower", 2, None),
     ]
+    # A broker that lists replicas in assignment order would have put 1 next ([1, 2, 3]):
+    # there kafka-2 held no role naming it alone, and the kill keeps its target.
+    assert aimed_at(steps, starts, 2, "4.3.1")[1].target == "leader"
 
 
 def _events_hitting_node_1(run_dir: Path, steps: tuple[FaultStep, ...]) -> None:

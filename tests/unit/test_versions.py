@@ -134,6 +134,7 @@ def test_refusals_say_why_and_what_to_use_instead():
         (Feature.LEADER_EPOCH, "0.10.2.2", "0.11.0.0"),
         (Feature.KRAFT, "3.2.3", "3.3.0"),
         (Feature.ELR, "3.9.1", "4.0.0"),
+        (Feature.ASSIGNMENT_ORDER, "0.10.2.2", "2.8.2"),
     ],
 )
 def test_feature_spans(feature, last_without, first_with):
