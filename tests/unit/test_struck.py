@@ -17,12 +17,8 @@ from harness.rundir.events import EventLog, FaultStart
 from kafka_chaos.cli import main
 from kafka_chaos.commands import shrink
 from tests.unit.test_shrink_command import judged
-from tests.unit.test_shrink_repeated import (
-    _asked_never_reproducing,
-    _cascade_run,
-    draws_oracle,
-    shrink_horizon,
-)
+from tests.unit.test_shrink_draws import _cascade_run, draws_oracle
+from tests.unit.test_shrink_repeated import _asked_never_reproducing, shrink_horizon
 
 # The roles naming one set of nodes, narrowest first: with one follower, it is the successor.
 ORDER = ("leader", "successor", "followers", "isr", "out-of-sync")
