@@ -26,6 +26,14 @@ DOCKERD_LOG = Path(os.environ.get("KCHAOS_DOCKERD_LOG", "/var/log/kafka-chaos-do
 READY_TIMEOUT_S = 60.0
 DEFAULT_SOCKET = "/var/run/docker.sock"  # the docker SDK's default, as for the CLI
 PING_TIMEOUT_S = 5.0
+# The pid files dockerd trusts at start-up, with the program each must name. dockerd refuses to
+# start beside a live docker.pid, and reuses the containerd that containerd.pid names; once that
+# pid has gone to another process (a machine whose processes were killed, the files left), it
+# waits on that process until its start-up times out.
+PID_FILES = {
+    Path("/var/run/docker.pid"): "dockerd",
+    Path("/var/run/docker/containerd/containerd.pid"): "containerd",
+}
 
 
 class EngineUnavailable(RuntimeError):
@@ -171,6 +179,34 @@ def apt_install(package: str) -> None:
     )
 
 
+def process_name(pid: int) -> str | None:
+    """The live process `pid`'s program name (/proc/PID/comm), None when gone or a zombie."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        name = (proc / "comm").read_text().strip()
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else name
+
+
+def stale_pid_files(files: Mapping[Path, str] = PID_FILES) -> list[Path]:
+    """The pid files in `files` that do not name a live process of their program.
+
+    A file that is missing is not stale; one that holds no pid, names no live process, or
+    names a process of another program (its pid reused) is.
+    """
+    stale = []
+    for path, program in files.items():
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if not text.isdigit() or process_name(int(text)) != program:
+            stale.append(path)
+    return stale
+
+
 def _start_dockerd() -> None:
     """Start dockerd in the background, detached from this process, logging to DOCKERD_LOG."""
     DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
@@ -212,6 +248,9 @@ def ensure_engine(*, timeout_s: float = READY_TIMEOUT_S) -> str:
         )
     if shutil.which("dockerd") is None:
         apt_install("docker.io")  # client and dockerd
+    for path in stale_pid_files(PID_FILES):
+        print(f"docker engine: removing the stale pid file {path}", file=sys.stderr)
+        path.unlink(missing_ok=True)
     _start_dockerd()
     if wait_for(engine_answers, timeout_s, interval_s=0.5):
         return "started"

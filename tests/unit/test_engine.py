@@ -8,15 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import os
 import socket
 import socketserver
 import threading
 from typing import ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import waiting
 from harness.platform import engine
+
+
+@pytest.fixture(autouse=True)
+def _own_pid_files(tmp_path, monkeypatch):
+    """No test reads or removes the machine's own dockerd pid files."""
+    monkeypatch.setattr(
+        engine,
+        "PID_FILES",
+        {tmp_path / "docker.pid": "dockerd", tmp_path / "containerd.pid": "containerd"},
+    )
 
 
 def test_a_working_engine_is_never_touched(monkeypatch):
@@ -65,6 +78,64 @@ def test_a_started_dockerd_that_never_answers_names_its_log(monkeypatch):
     monkeypatch.setattr(engine, "_start_dockerd", lambda: None)
     with pytest.raises(engine.EngineUnavailable, match=r"did not answer within 0 s\. Fix: read"):
         engine.ensure_engine(timeout_s=0)
+
+
+def test_stale_pid_files_are_removed_before_dockerd_starts(monkeypatch):
+    """A containerd.pid whose pid went to another process made dockerd wait on it 60 s."""
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(engine, "engine_answers", lambda: False)
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(engine, "_is_debian_like", lambda: True)
+    monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(engine, "process_name", {1: "systemd", 2: "dockerd"}.get)
+    docker_pid, containerd_pid = engine.PID_FILES
+    docker_pid.write_text("2")  # a live dockerd: kept
+    containerd_pid.write_text("1\n")  # pid reused by another program: removed
+    seen = []
+    monkeypatch.setattr(
+        engine,
+        "_start_dockerd",
+        lambda: seen.append((docker_pid.exists(), containerd_pid.exists())),
+    )
+    with pytest.raises(engine.EngineUnavailable):
+        engine.ensure_engine(timeout_s=0)
+    assert seen == [(True, False)]
+
+
+PIDS = st.integers(min_value=1, max_value=6)
+NAMES = st.sampled_from(["dockerd", "containerd", "sleep"])
+
+
+@given(
+    contents=st.lists(
+        st.one_of(st.none(), PIDS.map(str), st.just("x"), st.just("")), min_size=2, max_size=2
+    ),
+    live=st.dictionaries(PIDS, NAMES),
+)
+def test_a_pid_file_is_stale_unless_it_names_a_live_process_of_its_program(
+    tmp_path_factory, contents, live
+):
+    folder = tmp_path_factory.mktemp("pids")
+    files = {folder / "a.pid": "dockerd", folder / "b.pid": "containerd"}
+    for path, text in zip(files, contents, strict=True):
+        if text is not None:
+            path.write_text(text + "\n")
+    expected = [
+        path
+        for (path, program), text in zip(files.items(), contents, strict=True)
+        if text is not None and live.get(int(text) if text.isdigit() else -1) != program
+    ]
+    original = engine.process_name
+    engine.process_name = live.get
+    try:
+        assert engine.stale_pid_files(files) == expected
+    finally:
+        engine.process_name = original
+
+
+def test_process_name_reads_a_live_process_and_not_a_gone_one():
+    assert engine.process_name(os.getpid()).startswith("python")
+    assert engine.process_name(2**22 + 1) is None  # above the kernel's pid_max
 
 
 def test_main_exits_non_zero_with_the_message(monkeypatch, capsys):
