@@ -234,6 +234,11 @@ PartitionIndex = Annotated[
 ]
 # "@name": the partition the nodes bound to name led when they were bound (the lowest).
 BoundPartition = Annotated[str, Field(pattern=rf"^@{_BOUND_NAME}$")]
+# The lowest partition whose leader and successor are not the active controller, read when the
+# step acts: a replay strikes a partition whose line of succession the controller stays out of,
+# as the run's struck partition's did (nemesis/targets.py, experiment/struck.py).
+AWAY_FROM_CONTROLLER = "away-from-controller"
+AwayFromController = Literal["away-from-controller"]
 
 # Kafka's names of the settings the topic section holds as fields.
 TOPIC_KEY_FIELDS = {

@@ -43,6 +43,7 @@ from harness.experiment.fields import (
     WHY_REPETITIONS,
     WHY_SEED,
     Acks,
+    AwayFromController,
     BoundPartition,
     ConfigMap,
     FaultName,
@@ -297,7 +298,7 @@ class FaultStep(_Section):
     at_s: Annotated[Seconds | None, Field(ge=0)] = None
     fault: FaultName
     target: Target
-    partition: PartitionIndex | BoundPartition = 0
+    partition: PartitionIndex | BoundPartition | AwayFromController = 0
     duration_s: Annotated[Seconds | None, Field(gt=0)] = None
     as_: Annotated[str | None, AfterValidator(check_binding), Field(alias="as")] = None
     after: Annotated[str | None, AfterValidator(check_condition)] = None
@@ -347,8 +348,9 @@ class FaultStep(_Section):
 
     @property
     def partition_binding(self) -> str | None:
-        """The name of an `@name` partition (the one that node led), None for a number."""
-        return self.partition[1:] if isinstance(self.partition, str) else None
+        """The name of an `@name` partition (the one that node led), None for any other."""
+        bound = isinstance(self.partition, str) and self.partition.startswith("@")
+        return str(self.partition)[1:] if bound else None
 
     @property
     def condition(self) -> Condition | None:

@@ -13,20 +13,35 @@ A step keeps its target when it is a heal, when it chose its node by a role of t
 controller, a coordinator, every broker: that role is why it was chosen), when its nodes held
 none of AIMED_ROLES in the struck partition (one of two in-sync followers that is not the
 successor), or when the run holds no reading of that partition for it.
+
+The controller's place is kept too. KAFKA-1211's find struck a partition whose line of
+succession (leader, successor) the active controller stood outside of; replayed, a third of the
+rounds killed the controller as the successor, and no election ran until its session expired.
+An aimed step whose run found the controller (a broker, the latest the run read before the
+injection) among the struck partition's replicas but out of its line names the partition
+`away-from-controller`: in the replay, the lowest partition whose line the controller is out of.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 
-from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.fields import AWAY_FROM_CONTROLLER, PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.topology import PartitionState
 from harness.platform.versions import Feature, supports
 from harness.rundir.events import FaultStart, PartitionRoles
 from harness.rundir.release import KafkaVersion
 
-__all__ = ["AIMED_ROLES", "aimed_at", "role_held", "struck_partition"]
+__all__ = [
+    "AIMED_ROLES",
+    "AWAY_FROM_CONTROLLER",
+    "aimed_at",
+    "controller_at",
+    "role_held",
+    "struck_partition",
+]
 
 # The partition roles that name one set of nodes (not one chosen at random), in the order a
 # node set is matched against them: a partition of one follower names it as both successor
@@ -56,39 +71,57 @@ def role_held(state: PartitionState, nodes: Iterable[int]) -> str | None:
 
 
 def aimed_at(
-    steps: Sequence[FaultStep], starts: Iterable[FaultStart], partition: int, version: str
+    steps: Sequence[FaultStep],
+    starts: Iterable[FaultStart],
+    partition: int,
+    version: str,
+    controllers: Sequence[tuple[int, int]] = (),
 ) -> tuple[FaultStep, ...]:
     """`steps` (the run's schedule, on Kafka `version`) with each fault step that chose its
     nodes by a partition role or at random, and whose fault_start event read `partition`,
-    aimed at the role its nodes held there then: that role as target, `partition` as
-    partition. Every other step unchanged (see the module's docstring), in the same order."""
+    aimed at the role its nodes held there then: that role as target, and as partition
+    `partition`, or `away-from-controller` where the controller was out of its line (the
+    module's docstring; `controllers`: the run's (ts_us, controller id) readings, in time
+    order). Every other step unchanged, in the same order."""
     met = {s.step: s for s in starts if s.step is not None}
     ordered = supports(KafkaVersion.parse(version), Feature.ASSIGNMENT_ORDER)
     out = []
     for index, step in enumerate(steps):
-        role = _role_met(step, met.get(index), partition, ordered)
-        if role is None:
+        start = met.get(index)
+        state = _state_met(step, start, partition, ordered)
+        role = None if state is None else role_held(state, start.nodes if start else ())
+        if state is None or start is None or role is None:
             out.append(step)
             continue
-        aimed = {**step.model_dump(by_alias=True), "target": role, "partition": partition}
+        controller = controller_at(controllers, start.ts_us)
+        clear = controller in state.replicas and not state.in_line(controller)
+        where = AWAY_FROM_CONTROLLER if clear else partition
+        aimed = {**step.model_dump(by_alias=True), "target": role, "partition": where}
         out.append(FaultStep.model_validate(aimed))  # validated again, as a file's step is
     return tuple(out)
 
 
-def _role_met(
+def controller_at(controllers: Sequence[tuple[int, int]], ts_us: int | None) -> int | None:
+    """The controller id of the latest reading in `controllers` ((ts_us, id), in time order)
+    taken at or before `ts_us`; None when none was, or `ts_us` is None."""
+    if ts_us is None:
+        return None
+    at = bisect.bisect_right(controllers, ts_us, key=lambda reading: reading[0])
+    return controllers[at - 1][1] if at else None
+
+
+def _state_met(
     step: FaultStep, start: FaultStart | None, partition: int, ordered: bool
-) -> str | None:
-    """The role `start`'s nodes held in `partition` when `step` was injected (its replicas
-    read in assignment order when `ordered`); None when the step keeps its target (a heal, a
-    cluster role, a whole-cluster fault, no reading, or an event of another step)."""
+) -> PartitionState | None:
+    """`partition`'s state when `step` was injected, as `start` read it (its replicas in
+    assignment order when `ordered`); None when the step keeps its target (a heal, a cluster
+    role, a whole-cluster fault, no reading, or an event of another step)."""
     if start is None or step.heals or step.target not in _AIMABLE or start.whole_cluster:
         return None
     if (start.fault, start.target) != (step.fault, step.target):
         return None
     reading = next((r for r in start.partitions or () if r.get("partition") == partition), None)
-    if reading is None:
-        return None
-    return role_held(_state(partition, reading, ordered), start.nodes)
+    return None if reading is None else _state(partition, reading, ordered)
 
 
 def _state(partition: int, reading: PartitionRoles, ordered: bool) -> PartitionState:

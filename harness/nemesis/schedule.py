@@ -29,7 +29,13 @@ from harness.nemesis.records import (
     led_by,
     states_field,
 )
-from harness.nemesis.targets import free_partition, held_against, resolve_target, whole_cluster
+from harness.nemesis.targets import (
+    free_partition,
+    held_against,
+    resolve_target,
+    step_partition,
+    whole_cluster,
+)
 from harness.platform.node import KafkaNode
 from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
@@ -177,9 +183,9 @@ class Nemesis:
         started_us = now_us()
         roles, states = self._roles()  # the one reading the step records and acts on
         try:
-            partition = self._partition(step)
+            partition = step_partition(self.ctx, step, self._led, states)
             held = held_against(step, [a.fault for a in self.active])
-            if self.disjoint and step.partition_binding is None and step.bound_target is None:
+            if self.disjoint and isinstance(step.partition, int) and step.bound_target is None:
                 partition = free_partition(self.ctx, step, partition, held, states)
             avoid = held if self.disjoint else frozenset()
             nodes = self._target(index, step, partition, avoid, states)
@@ -338,16 +344,6 @@ class Nemesis:
             entry["as"] = step.as_
         self.resolved.append(entry)
 
-    def _partition(self, step: FaultStep) -> int:
-        """The step's partition: its number, or the lowest one `@name`'s nodes led when bound."""
-        name = step.partition_binding
-        if name is None:
-            return int(step.partition)
-        led = self._led.get(name)
-        if not led:
-            raise FaultError(f"@{name} led no partition of the topic when it was bound")
-        return led[0]
-
     def _t(self) -> float:
         return round(time.monotonic() - self._t0, 3)
 
@@ -374,7 +370,7 @@ class Nemesis:
         deadline = started + step.timeout_s
         while True:
             try:
-                partition = self._partition(step)
+                partition = step_partition(self.ctx, step, self._led)
             except FaultError:
                 partition = 0  # the step itself will say so when it acts
             unmet = condition.unmet(self._view(), partition)

@@ -5,15 +5,15 @@ whole cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from harness.chaos.coordinators import CONSUMER_OFFSETS, TRANSACTION_STATE, coordinator_of
 from harness.chaos.faults import FAULT_TYPES, FaultContext, FaultError, consumer_members
 from harness.chaos.faults.base import Fault, share_node
-from harness.experiment.fields import PARTITION_TARGETS
+from harness.experiment.fields import AWAY_FROM_CONTROLLER, PARTITION_TARGETS
 from harness.experiment.model import FaultStep
 from harness.platform.node import KafkaNode
-from harness.platform.topology import PartitionState
+from harness.platform.topology import PartitionState, away_from
 
 
 def resolve_target(
@@ -73,6 +73,26 @@ def resolve_target(
     if target in ("follower", "replica"):
         return [ctx.rng.choice(_unless([cluster.node(i) for i in sorted(ids)], avoid))]
     return [cluster.node(node_id) for node_id in ids]
+
+
+def step_partition(
+    ctx: FaultContext,
+    step: FaultStep,
+    led: Mapping[str, Sequence[int]],
+    states: Sequence[PartitionState] | None = None,
+) -> int:
+    """The step's partition: its number; for `@name`, the lowest partition `name`'s nodes led
+    when bound (`led`: name → those partitions); for `away-from-controller`, the lowest whose
+    leader and successor are not the active controller, in `states` (None: read now)."""
+    if step.partition == AWAY_FROM_CONTROLLER:
+        states = ctx.cluster.partition_states(ctx.topic) if states is None else states
+        return away_from(states, ctx.cluster.active_controller())
+    name = step.partition_binding
+    if name is None:
+        return int(step.partition)
+    if not led.get(name):
+        raise FaultError(f"@{name} led no partition of the topic when it was bound")
+    return led[name][0]
 
 
 def _unless(nodes: list[KafkaNode], avoid: frozenset[str]) -> list[KafkaNode]:

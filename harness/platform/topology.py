@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -83,6 +84,17 @@ class PartitionState:
             order = self.replicas if self.in_assignment_order else self.isr
             return [r for r in order if r in self.isr and r != self.leader][:1]
         return [r for r in self.replicas if r not in self.isr]  # out-of-sync
+
+    def in_line(self, node: int | None) -> bool:
+        """True when broker `node` is this partition's leader or its successor (None: never)."""
+        return node is not None and node in (self.leader, *self.named("successor"))
+
+
+def away_from(states: Sequence[PartitionState], node: int | None) -> int:
+    """The lowest partition in `states` (not empty) that `node` is not in line for (see
+    PartitionState.in_line); the lowest partition when it is in line for every one."""
+    clear = [s.partition for s in states if not s.in_line(node)]
+    return min(clear or [s.partition for s in states])
 
 
 def new_cluster_id() -> str:

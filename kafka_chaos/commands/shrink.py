@@ -1,16 +1,14 @@
 """`kafka-chaos shrink RUN`: the smallest schedule that still reproduces a failing repetition.
 
 RUN is one repetition judged KNOWN-BUG or VIOLATION, or showing a known bug beside an UNKNOWN
-finding. Its cell is rebuilt from spec.json (harness/experiment/from_run.py) and replayed on
-fresh clusters (harness/run/replay.py) with subsets of its faults, then shorter durations
-(harness/experiment/shrink.py), each replay judged here; a schedule reproduces when --need of
---repetitions replays end with RUN's verdict and a class in common (the known bug's reference,
-or an anomaly class). The smallest that reproduced is written as an experiment file with its
-k of n. When the whole reproduces too rarely (a race), each fault is asked alone, repeated
---repeat times over the workload; --alone asks so straight after the empty schedule, --only
-narrows the faults asked to a glob. --draws asks each of the generic nemesis' draws alone (a
-cascade's faults together), aimed at the partition the failure struck (--struck,
-harness/experiment/struck.py) and repeated with its faults' distances kept; the first that
+finding. Its cell is rebuilt from spec.json and replayed on fresh clusters with subsets of its
+faults, then shorter durations (harness/experiment/shrink.py); a schedule reproduces when
+--need of --repetitions replays end with RUN's verdict and a class in common (the known bug's
+reference, or an anomaly class). The smallest is written as an experiment file with its k of n.
+When the whole reproduces too rarely (a race), each fault is asked alone, repeated --repeat
+times (--alone: right after the empty schedule; --only: a glob of the faults asked). --draws
+asks each draw of the generic nemesis alone, aimed at the partition the failure struck
+(--struck, harness/experiment/struck.py), repeated with its distances kept; the first that
 reproduces, or its first round when that does too, is the file.
 """
 
@@ -329,17 +327,19 @@ def _aimed(
 ) -> tuple[FaultStep, ...]:
     """`timed` aimed at the partition RUN's failure struck with --struck (struck.py), saying
     so; `timed` itself otherwise, or when no partition lost or diverged anything."""
-    from harness.experiment.struck import aimed_at, struck_partition
-    from harness.rundir.events import FaultStart, read_events
+    from harness.experiment.struck import AWAY_FROM_CONTROLLER, aimed_at, struck_partition
+    from harness.rundir.events import FaultStart, Sample, read_events
 
     by_partition = (result.loss_by_partition or {}, result.divergence_by_partition or {})
     if not args.struck or (partition := struck_partition(*by_partition)) is None:
         return timed
-    aimed = aimed_at(timed, read_events(args.run).of(FaultStart), partition, version)
+    events = read_events(args.run)
+    read = [(s.ts_us or 0, s.controller) for s in events.of(Sample) if s.controller is not None]
+    aimed = aimed_at(timed, events.of(FaultStart), partition, version, read)
     moved = sum(a != b for a, b in zip(aimed, timed, strict=True))
-    print(
-        f"{moved} faults aimed at partition {partition}, which the failure struck", file=sys.stderr
-    )
+    away = sum(s.partition == AWAY_FROM_CONTROLLER for s in aimed)
+    said = f"{moved} faults aimed at partition {partition}, which the failure struck"
+    print(said + (f" ({away} {AWAY_FROM_CONTROLLER}, as it was)" if away else ""), file=sys.stderr)
     return aimed
 
 

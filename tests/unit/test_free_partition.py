@@ -7,13 +7,14 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.chaos.faults import FaultContext
+from harness.chaos.faults import FaultContext, FaultError
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
-from harness.nemesis.targets import free_partition, resolve_target
+from harness.nemesis.targets import free_partition, resolve_target, step_partition
 from harness.platform.topology import PartitionState
 from harness.rundir.events import EventType
 from tests.unit.test_schedule import FakeCluster, FakeNode, run
@@ -129,3 +130,33 @@ def test_a_cascade_takes_each_replica_once_in_either_direction(tmp_path):
             assert hit == expected
         else:
             assert hit[-1] == [1]
+
+
+@given(partition_states(), st.sampled_from([None, 1, 2, 3, 101]), st.booleans())
+def test_away_from_controller_is_the_lowest_partition_out_of_its_line(
+    states, controller, read_now
+) -> None:
+    """Oracle: the partitions whose leader is not the active controller and whose successor
+    (the first in-sync replica but the leader, in assignment order) is not either; the lowest
+    of them, else the lowest partition. Read from `states` when given, from the cluster else."""
+    cluster = StatedCluster(states)
+    cluster.active_controller = lambda: controller  # type: ignore[attr-defined]
+    ctx = SimpleNamespace(cluster=cluster, topic="t")
+    step = FaultStep(fault="kill", target="leader", partition="away-from-controller")
+
+    def line(s: PartitionState) -> set[int | None]:
+        return {s.leader, *[r for r in s.replicas if r in s.isr and r != s.leader][:1]}
+
+    clear = [s.partition for s in states if controller is None or controller not in line(s)]
+    expected = min(clear or [s.partition for s in states])
+    assert step_partition(ctx, step, {}, None if read_now else states) == expected
+    assert step.partition_binding is None
+
+
+def test_a_numbered_or_bound_partition_is_its_number_or_the_bound_nodes_lowest() -> None:
+    ctx = SimpleNamespace(cluster=None, topic="t")
+    bound = FaultStep(fault="kill", target="leader", partition="@a")
+    assert step_partition(ctx, FaultStep(fault="kill", target="leader", partition=3), {}) == 3
+    assert step_partition(ctx, bound, {"a": [2, 4]}) == 2
+    with pytest.raises(FaultError, match="@a led no partition"):
+        step_partition(ctx, bound, {"a": []})

@@ -89,12 +89,15 @@ STEP_TARGETS = (*AIMABLE, "random", "controller", "txn-coordinator", "all", "@c0
             st.sampled_from(["same", "none", "other", "whole", "unread"]),
         ),
         max_size=6,
-    )
+    ),
+    st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(1, 6)), max_size=3).map(sorted),
 )
-def test_each_fault_is_aimed_at_the_role_its_nodes_held_or_left(drawn) -> None:
+def test_each_fault_is_aimed_at_the_role_its_nodes_held_or_left(drawn, controllers) -> None:
     """Oracle: a step keeps its target unless it chose its nodes by a partition role or at
     random, its own event read partition 2, and its nodes held an aimed role there: then that
-    role, on partition 2, every other field as it was."""
+    role, every other field as it was, on partition 2, or on `away-from-controller` when the
+    controller last read by the injection (at ts 1) was a replica of partition 2 and neither
+    its leader nor its successor."""
     steps, starts = [], []
     for i, (target, nodes, reading, event) in enumerate(drawn):
         fault = "heal" if target.startswith("@") else "kill"
@@ -110,14 +113,18 @@ def test_each_fault_is_aimed_at_the_role_its_nodes_held_or_left(drawn) -> None:
             starts.append(start_of(i, step, nodes, reading).model_copy(update={"partitions": []}))
         elif event == "same":
             starts.append(start_of(i, step, nodes, reading))
-    out = aimed_at(steps, starts, 2, "4.3.1")
+    out = aimed_at(steps, starts, 2, "4.3.1", controllers)
     assert len(out) == len(steps)
+    seen = [c for ts, c in controllers if ts <= 1][-1:]
     for step, made, (target, nodes, reading, event) in zip(steps, out, drawn, strict=True):
         roles = roles_oracle(*reading)
         role = next((r for r in ORDER if nodes and roles[r] == set(nodes)), None)
         aims = event == "same" and target in (*AIMABLE, "random") and role is not None
+        line = roles["leader"] | roles["successor"]
+        away = any(c in reading[1] and c not in line for c in seen)
+        where = "away-from-controller" if away else 2
         if aims:
-            assert made == step.model_copy(update={"target": role, "partition": 2})
+            assert made == step.model_copy(update={"target": role, "partition": where})
         else:
             assert made == step
 
@@ -146,6 +153,26 @@ def test_kafka_1211_find_is_aimed_at_the_partition_it_lost() -> None:
     # A broker that lists replicas in assignment order would have put 1 next ([1, 2, 3]):
     # there kafka-2 held no role naming it alone, and the kill keeps its target.
     assert aimed_at(steps, starts, 2, "4.3.1")[1].target == "leader"
+    # The controller, kafka-1 (the run's samples before the kills), was partition 2's third
+    # replica: out of its line. Replays strike the partition the controller is out of line for.
+    away = aimed_at(steps, starts, 2, "0.10.2.2", [(0, 1)])
+    assert [(s.target, s.partition) for s in away] == [
+        ("leader", "away-from-controller"),
+        ("successor", "away-from-controller"),
+        ("follower", 2),
+    ]
+    in_line = aimed_at(steps, starts, 2, "0.10.2.2", [(0, 2)])  # the successor: kept on p2
+    assert [s.partition for s in in_line] == [2, 2, 2]
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 6)), max_size=6), st.integers(-1, 10))
+def test_the_controller_at_a_time_is_the_latest_read_by_then(readings, ts_us) -> None:
+    from harness.experiment.struck import controller_at
+
+    readings = sorted(readings)
+    before = [c for ts, c in readings if ts <= ts_us]
+    assert controller_at(readings, ts_us) == (before[-1] if before else None)
+    assert controller_at(readings, None) is None
 
 
 def _events_hitting_node_1(run_dir: Path, steps: tuple[FaultStep, ...]) -> None:
