@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from harness.chaos.conditions import ConditionError, parse_condition
 from harness.chaos.faults import FAULT_TYPES
@@ -232,13 +232,28 @@ Seconds = Annotated[number, at_most(MAX_DURATION_S, WHY_DURATION, "s")]
 PartitionIndex = Annotated[
     whole, Field(ge=0), at_most(MAX_PARTITIONS - 1, f"topic.partitions is at most {MAX_PARTITIONS}")
 ]
-# "@name": the partition the nodes bound to name led when they were bound (the lowest).
-BoundPartition = Annotated[str, Field(pattern=rf"^@{_BOUND_NAME}$")]
 # The lowest partition whose leader and successor are not the active controller, read when the
 # step acts: a replay strikes a partition whose line of succession the controller stays out of,
 # as the run's struck partition's did (nemesis/targets.py, experiment/struck.py).
 AWAY_FROM_CONTROLLER = "away-from-controller"
-AwayFromController = Literal["away-from-controller"]
+_NAMED_PARTITION = re.compile(rf"^(@{_BOUND_NAME}|{AWAY_FROM_CONTROLLER})$")
+
+
+def check_step_partition(value: Any) -> Any:
+    """A step's partition as written: a number 0..MAX_PARTITIONS-1, "@name" or
+    away-from-controller; one ValueError naming the three forms otherwise."""
+    if isinstance(value, str) and _NAMED_PARTITION.match(value):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_PARTITIONS:
+        return value
+    raise ValueError(
+        f'must be a partition number (0 to {MAX_PARTITIONS - 1}), "@name" (the lowest '
+        f"partition the nodes bound to name led) or {AWAY_FROM_CONTROLLER} (got {shown(value)})"
+    )
+
+
+# A step's partition: a number, "@name" or away-from-controller (check_step_partition).
+StepPartition = Annotated[int | str, BeforeValidator(check_step_partition)]
 
 # Kafka's names of the settings the topic section holds as fields.
 TOPIC_KEY_FIELDS = {

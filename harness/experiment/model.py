@@ -43,13 +43,12 @@ from harness.experiment.fields import (
     WHY_REPETITIONS,
     WHY_SEED,
     Acks,
-    AwayFromController,
-    BoundPartition,
     ConfigMap,
     FaultName,
     PartitionIndex,
     ProducerConfig,
     Seconds,
+    StepPartition,
     Target,
     TopicConfig,
     check_binding,
@@ -298,7 +297,7 @@ class FaultStep(_Section):
     at_s: Annotated[Seconds | None, Field(ge=0)] = None
     fault: FaultName
     target: Target
-    partition: PartitionIndex | BoundPartition | AwayFromController = 0
+    partition: StepPartition = 0
     duration_s: Annotated[Seconds | None, Field(gt=0)] = None
     as_: Annotated[str | None, AfterValidator(check_binding), Field(alias="as")] = None
     after: Annotated[str | None, AfterValidator(check_condition)] = None

@@ -160,3 +160,32 @@ def test_a_numbered_or_bound_partition_is_its_number_or_the_bound_nodes_lowest()
     assert step_partition(ctx, bound, {"a": [2, 4]}) == 2
     with pytest.raises(FaultError, match="@a led no partition"):
         step_partition(ctx, bound, {"a": []})
+
+
+@given(
+    st.one_of(
+        st.integers(-3, 10_003),
+        st.booleans(),
+        st.floats(allow_nan=False),
+        st.sampled_from(["away-from-controller", "@a", "@b_2", "@B", "@", "away", "0", ""]),
+        st.text(max_size=8),
+    )
+)
+def test_a_step_partition_is_a_number_a_bound_name_or_away_from_controller(value) -> None:
+    """Oracle: a whole number (not a bool) 0..9,999, "@" and a lowercase name, or the word
+    away-from-controller; anything else is refused with the three forms named."""
+    import re
+
+    from pydantic import ValidationError
+
+    ok = (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 9_999) or (
+        isinstance(value, str)
+        and (value == "away-from-controller" or re.fullmatch(r"@[a-z][a-z0-9_]*", value))
+    )
+    try:
+        step = FaultStep(fault="kill", target="leader", partition=value)
+    except ValidationError as exc:
+        assert not ok
+        assert '"@name"' in str(exc) and "away-from-controller" in str(exc)
+    else:
+        assert ok and step.partition == value and type(step.partition) is type(value)

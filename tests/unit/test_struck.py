@@ -13,7 +13,7 @@ from harness.experiment.model import FaultStep
 from harness.experiment.shrink import repeated_draw, unbound
 from harness.experiment.struck import aimed_at, role_held
 from harness.platform.topology import PartitionState
-from harness.rundir.events import EventLog, FaultStart
+from harness.rundir.events import EventLog, FaultStart, Sample
 from kafka_chaos.cli import main
 from kafka_chaos.commands import shrink
 from tests.unit.test_shrink_command import judged
@@ -175,31 +175,46 @@ def test_the_controller_at_a_time_is_the_latest_read_by_then(readings, ts_us) ->
     assert controller_at(readings, None) is None
 
 
-def _events_hitting_node_1(run_dir: Path, steps: tuple[FaultStep, ...]) -> None:
-    """events.jsonl of `steps`' injections, each fault on node 1, partition 2 led by node 1."""
+def _events_hitting_node_1(
+    run_dir: Path, steps: tuple[FaultStep, ...], controller: int | None = None
+) -> None:
+    """events.jsonl of `steps`' injections, each fault on node 1, partition 2 led by node 1
+    (replicas and ISR [1, 2, 3]), after a sample that read `controller` when given."""
     log = EventLog(run_dir / "events.jsonl")
+    if controller is not None:
+        log.write(Sample(ts_us=0, partitions=[], controller=controller))
     for i, step in enumerate(steps):
         if not step.heals:
             log.write(start_of(i, step, [1], (1, [1, 2, 3], [1, 2, 3])))
     log.close()
 
 
-@pytest.mark.parametrize("struck", [True, False])
+@pytest.mark.parametrize(
+    ("struck", "controller", "where"),
+    [(True, None, 2), (False, None, 2), (True, 3, "away-from-controller"), (True, 2, 2)],
+)
 def test_draws_are_asked_aimed_at_the_partition_the_failure_struck(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, struck: bool
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    struck: bool,
+    controller: int | None,
+    where: int | str,
 ) -> None:
     """--draws with a loss in partition 2 (and 1 in partition 0): each draw is asked with its
     faults on a partition role or at random aimed at partition 2's leader (every fault here hit
-    node 1, its leader); --no-struck asks them as drawn."""
+    node 1, its leader), on `away-from-controller` where the run's controller was partition 2's
+    third replica (3), on partition 2 where it was its successor (2); --no-struck asks them as
+    drawn."""
     steps = _cascade_run(tmp_path, monkeypatch)
-    _events_hitting_node_1(tmp_path, steps)
+    _events_hitting_node_1(tmp_path, steps, controller)
     verdict = judged("VIOLATION", loss=6, by_partition={"0": 1, "2": 5}, lost=6)
     monkeypatch.setattr(shrink, "judge_run", lambda run_dir: verdict)
     asked = _asked_never_reproducing(monkeypatch)
 
     def aimed(step: FaultStep) -> FaultStep:
         moves = struck and not step.heals and step.target in (*AIMABLE, "random")
-        return step.model_copy(update={"target": "leader", "partition": 2}) if moves else step
+        return step.model_copy(update={"target": "leader", "partition": where}) if moves else step
 
     horizon = shrink_horizon(tmp_path)
     draws = [[aimed(s) for s in d] for d in draws_oracle(steps)]
@@ -209,6 +224,9 @@ def test_draws_are_asked_aimed_at_the_partition_the_failure_struck(
     assert asked == [(), ()] + [d for d in made if d for _ in range(2)]
     targets = {s.target for d in asked for s in d if not s.heals}
     assert ("leader" in targets) and (struck == (targets <= {"leader", "all", "controller"}))
+    said = capsys.readouterr().err
+    away = "away-from-controller, as it was)" in said
+    assert struck == ("which the failure struck" in said) and away == (where != 2)
 
 
 @given(
