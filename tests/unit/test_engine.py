@@ -69,12 +69,17 @@ def test_as_root_without_engine_dockerd_is_started_and_awaited(monkeypatch):
     assert started == [True]
 
 
-def test_a_started_dockerd_that_never_answers_names_its_log(monkeypatch):
+def _root_on_debian_without_engine(monkeypatch) -> None:
+    """As root on Debian with dockerd installed, no DOCKER_HOST and no engine answering."""
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr(engine, "engine_answers", lambda: False)
     monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
     monkeypatch.setattr(engine, "_is_debian_like", lambda: True)
     monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+
+def test_a_started_dockerd_that_never_answers_names_its_log(monkeypatch):
+    _root_on_debian_without_engine(monkeypatch)
     monkeypatch.setattr(engine, "_start_dockerd", lambda: None)
     with pytest.raises(engine.EngineUnavailable, match=r"did not answer within 0 s\. Fix: read"):
         engine.ensure_engine(timeout_s=0)
@@ -82,11 +87,7 @@ def test_a_started_dockerd_that_never_answers_names_its_log(monkeypatch):
 
 def test_stale_pid_files_are_removed_before_dockerd_starts(monkeypatch):
     """A containerd.pid whose pid went to another process made dockerd wait on it 60 s."""
-    monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(engine, "engine_answers", lambda: False)
-    monkeypatch.setattr(engine.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(engine, "_is_debian_like", lambda: True)
-    monkeypatch.setattr(engine.shutil, "which", lambda name: f"/usr/bin/{name}")
+    _root_on_debian_without_engine(monkeypatch)
     monkeypatch.setattr(engine, "process_name", {1: "systemd", 2: "dockerd"}.get)
     docker_pid, containerd_pid = engine.PID_FILES
     docker_pid.write_text("2")  # a live dockerd: kept
