@@ -2,9 +2,8 @@
 
 Each section is a frozen pydantic model whose fields check themselves (fields.py: strict
 numbers with upper bounds from limits.py, fault params from the fault registry); rules.py
-checks what relates fields of different sections, on every resolved matrix cell. Loading a
-file is load.py's job, the matrix matrix.py's, and what a cell means to the runner plan.py's.
-"""
+checks what relates fields of different sections, on every resolved matrix cell. Loading is
+load.py's job, the matrix matrix.py's, and what a cell means to the runner plan.py's."""
 
 from __future__ import annotations
 
@@ -348,8 +347,8 @@ class FaultStep(_Section):
     @property
     def partition_binding(self) -> str | None:
         """The name of an `@name` partition (the one that node led), None for any other."""
-        bound = isinstance(self.partition, str) and self.partition.startswith("@")
-        return str(self.partition)[1:] if bound else None
+        given = self.partition
+        return given[1:] if isinstance(given, str) and given.startswith("@") else None
 
     @property
     def condition(self) -> Condition | None:
