@@ -15,7 +15,7 @@ none of AIMED_ROLES in the struck partition (one of two in-sync followers that i
 successor), or when the run holds no reading of that partition for it.
 
 The controller's place is kept too. KAFKA-1211's find struck a partition whose line of
-succession (leader, successor) the active controller stood outside of; replayed, a third of the
+succession (leader, successor) the active controller stood outside of; replayed, 10 of 18
 rounds killed the controller as the successor, and no election ran until its session expired.
 An aimed step whose run found the controller (a broker, the latest the run read before the
 injection) among the struck partition's replicas but out of its line names the partition
