@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import docker
 import pytest
 from confluent_kafka import Producer
 
+from harness.experiment.model import FaultStep
+from harness.nemesis.targets import step_partition
 from harness.platform.cluster import KafkaCluster
 from harness.workload.readback import read_back
 from tests.integration.support import wait_until
@@ -70,6 +74,24 @@ def test_leader_kill_elects_new_leader_from_isr_and_node_rejoins(cluster: KafkaC
         old_leader.start()
     cluster.wait_full_isr(topic, timeout_s=60)
     assert before.leader in cluster.partition_states(topic)[0].isr
+
+
+@pytest.mark.integration
+def test_away_from_controller_names_the_partition_the_controller_stands_third_in(
+    cluster: KafkaCluster, topic: str
+):
+    """Brokers that are the controllers, three partitions of three replicas with a full ISR:
+    each broker is first in one replica list, second in one and third in one, so the active
+    controller is out of the line (leader, successor) of exactly one partition, and a step's
+    `away-from-controller` names it, as the nemesis resolves it from the real cluster."""
+    cluster.wait_full_isr(topic, timeout_s=60)
+    states = cluster.partition_states(topic)
+    controller = cluster.active_controller()
+    clear = [s.partition for s in states if not s.in_line(controller)]
+    assert controller in cluster.topology.controller_ids() and len(clear) == 1
+    step = FaultStep(fault="kill", target="leader", partition="away-from-controller")
+    ctx = SimpleNamespace(cluster=cluster, topic=topic)
+    assert step_partition(ctx, step, {}) == clear[0]  # type: ignore[arg-type]
 
 
 @pytest.mark.chaos
