@@ -131,8 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--struck",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="with --draws, aim each fault on a partition role or at random at the role its "
-        "nodes held in the partition RUN lost most on (default; --no-struck: as drawn)",
+        help="with --draws, aim each fault at the role its nodes held in the partition RUN "
+        "lost most on, away from the controller where it was (default; --no-struck: as drawn)",
     )
     parser.add_argument(
         "--only",
