@@ -11,6 +11,7 @@ the time its schedule acted after the workload.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,8 @@ def experiment_document(
     spec: RunSpec, schedule: Sequence[FaultStep], name: str | None = None
 ) -> dict[str, Any]:
     """The experiment file (as a mapping) that runs `spec`'s cell once with its seed and
-    `schedule`, named `name` (default: the experiment's, '-shrunk' added)."""
+    `schedule`, named `name` (default: the experiment's, '-shrunk' added) in lowercase, each
+    run of characters a name may not hold made one '-'."""
     kafka = {k: v for k, v in spec.kafka.model_dump().items() if k in KafkaSpec.model_fields}
     producer = _by_field(dict(spec.producer), PRODUCER_KEY_FIELDS)
     topic = {
@@ -77,7 +79,7 @@ def experiment_document(
         "replication_factor": spec.topic.replication_factor,
         **_by_field(dict(spec.topic.config), TOPIC_KEY_FIELDS),
     }
-    title = name or f"{spec.experiment or 'run'}-shrunk"
+    title = re.sub(r"[^a-z0-9_-]+", "-", (name or f"{spec.experiment or 'run'}-shrunk").lower())
     return {
         "name": title[:MAX_NAME],
         "description": f"cell {spec.cell} of {spec.experiment}, seed {spec.seed}",

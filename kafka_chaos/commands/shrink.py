@@ -491,10 +491,8 @@ def _write(
         f"# reproduced in {hits} of {tried} replays (needed {need} of {n}) with these "
         f"{_size(steps)}.\n"
     )
-    if pinned:
-        header += (
-            "# Its fault steps on a partition's role wait (after:) for the ISR size and leader "
-            "they met in that run.\n"
-        )
-    document = experiment_document(spec, steps)  # type: ignore[arg-type]
+    pin = "# Its fault steps on a partition's role wait (after:) for the ISR size and leader"
+    header += f"{pin} they met in that run.\n" if pinned else ""
+    name = None if out.stem == "shrunk" else out.stem  # --out's own name, as a file names it
+    document = experiment_document(spec, steps, name)  # type: ignore[arg-type]
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.from_run import cell_of_run, steps_of_run
@@ -220,7 +222,7 @@ def test_the_shrunk_file_waits_for_the_state_the_run_met_unless_told_not_to(
         return any(s.at_s == steps[aimed].at_s and s.fault == steps[aimed].fault for s in schedule)
 
     monkeypatch.setattr(shrink._Replays, "trial", trial)
-    out = tmp_path / "shrunk.yaml"
+    out = tmp_path / ("shrunk.yaml" if pinned else "KAFKA-1211-discovered.yaml")
     flags = [] if pinned else ["--no-pin"]
     assert main(["shrink", str(tmp_path), "--out", str(out), "--budget", "60", *flags]) == 0
 
@@ -229,6 +231,28 @@ def test_the_shrunk_file_waits_for_the_state_the_run_met_unless_told_not_to(
     state = f"isr_size({p}) == 1 and has_leader({p}) or after_s("
     assert (step.get("after") or "").startswith(state) if pinned else step.get("after") is None
     assert ("wait (after:) for the ISR size" in out.read_text()) is pinned
+    name = yaml.safe_load(out.read_text())["name"]  # --out's own, or the run's experiment's
+    assert name.endswith("-shrunk") if pinned else name == "kafka-1211-discovered"
     whole = max(asked, key=len)
     assert all((s.after is not None) is (pinned and not s.heals and s.target in PARTITION_TARGETS)
                for s in whole)  # fmt: skip
+
+
+@given(st.one_of(st.none(), st.text(max_size=40)))
+def test_a_shrunk_file_is_named_as_asked_in_the_names_an_experiment_may_hold(name) -> None:
+    """Oracle: the name asked (None or empty: the experiment's, '-shrunk' added), in lowercase,
+    each run of characters other than a-z, 0-9, '_' and '-' made one '-', cut to the names'
+    limit; and the file is a valid experiment file."""
+    from harness.experiment.from_run import experiment_document
+    from harness.experiment.load import parse_experiment
+    from harness.limits import MAX_NAME
+
+    spec = run_spec(expand(load_experiment(REPO_ROOT / "experiments/quick.yaml"))[0], 3)
+    expected, refused = "", False
+    for c in (name or f"{spec.experiment}-shrunk").lower():
+        kept = c in "abcdefghijklmnopqrstuvwxyz0123456789_-"
+        expected += c if kept else "" if refused else "-"
+        refused = not kept
+    document = experiment_document(spec, (), name)
+    assert document["name"] == expected[:MAX_NAME]
+    assert parse_experiment(document, "shrunk.yaml").name == expected[:MAX_NAME]
