@@ -89,7 +89,8 @@ def test_a_shrunk_file_is_a_rows_when_it_shrank_a_discovery_run_of_its_cells(
 ) -> None:
     """The header `kafka-chaos shrink` writes is read back: its run, faults and k of n."""
     monkeypatch.setattr(
-        "harness.experiment.from_run.experiment_document", lambda spec, steps: {"name": "x"}
+        "harness.experiment.from_run.experiment_document",
+        lambda spec, steps, name=None: {"name": "x"},
     )
     steps = (
         FaultStep.model_validate({"at_s": 1, "fault": "kill", "target": "leader"}),
