@@ -85,20 +85,29 @@ def aimed_at(
     order). Every other step unchanged, in the same order."""
     met = {s.step: s for s in starts if s.step is not None}
     ordered = supports(KafkaVersion.parse(version), Feature.ASSIGNMENT_ORDER)
-    out = []
-    for index, step in enumerate(steps):
-        start = met.get(index)
-        state = _state_met(step, start, partition, ordered)
-        role = None if state is None else role_held(state, start.nodes if start else ())
-        if state is None or start is None or role is None:
-            out.append(step)
-            continue
-        controller = controller_at(controllers, start.ts_us)
-        clear = controller in state.replicas and not state.in_line(controller)
-        where = AWAY_FROM_CONTROLLER if clear else partition
-        aimed = {**step.model_dump(by_alias=True), "target": role, "partition": where}
-        out.append(FaultStep.model_validate(aimed))  # validated again, as a file's step is
-    return tuple(out)
+    return tuple(
+        _aim(step, met.get(index), partition, ordered, controllers)
+        for index, step in enumerate(steps)
+    )
+
+
+def _aim(
+    step: FaultStep,
+    start: FaultStart | None,
+    partition: int,
+    ordered: bool,
+    controllers: Sequence[tuple[int, int]],
+) -> FaultStep:
+    """`step` aimed as aimed_at says, given its own fault_start event `start`."""
+    if start is None or (state := _state_met(step, start, partition, ordered)) is None:
+        return step
+    if (role := role_held(state, start.nodes)) is None:
+        return step
+    controller = controller_at(controllers, start.ts_us)
+    clear = controller in state.replicas and not state.in_line(controller)
+    where = AWAY_FROM_CONTROLLER if clear else partition
+    aimed = {**step.model_dump(by_alias=True), "target": role, "partition": where}
+    return FaultStep.model_validate(aimed)  # validated again, as a file's step is
 
 
 def controller_at(controllers: Sequence[tuple[int, int]], ts_us: int | None) -> int | None:
@@ -111,12 +120,12 @@ def controller_at(controllers: Sequence[tuple[int, int]], ts_us: int | None) -> 
 
 
 def _state_met(
-    step: FaultStep, start: FaultStart | None, partition: int, ordered: bool
+    step: FaultStep, start: FaultStart, partition: int, ordered: bool
 ) -> PartitionState | None:
     """`partition`'s state when `step` was injected, as `start` read it (its replicas in
     assignment order when `ordered`); None when the step keeps its target (a heal, a cluster
     role, a whole-cluster fault, no reading, or an event of another step)."""
-    if start is None or step.heals or step.target not in _AIMABLE or start.whole_cluster:
+    if step.heals or step.target not in _AIMABLE or start.whole_cluster:
         return None
     if (start.fault, start.target) != (step.fault, step.target):
         return None
