@@ -5,8 +5,9 @@ transaction coordinator, say) can be read before any cluster runs.
     python bench/nemesis_draws.py EXPERIMENT [--cell GLOB] [--seeds 200] [--minutes 10]
                                   [--match 'delay@txn-coordinator:EndTxn'] [--top 15] [--swarm]
                                   [--overlap 2] [--beside 'kill@leader'] [--cascade 3]
-                                  [--families requests ...] [--settled 9] [--seed-base 9000]
-                                  [--lasting 11 55] [--param mode=from-brokers] [--show]
+                                  [--families requests ...] [--settled 9] [--within 30]
+                                  [--seed-base 9000] [--lasting 11 55]
+                                  [--param mode=from-brokers] [--show]
 
 The cell keeps its workload and configuration; its faults become the generic nemesis with the
 discovery benchmark's settings (bench/discovery_bench.py). Each step is named
@@ -16,7 +17,9 @@ and the minutes of workload expected before the first such step, also as a searc
 of --minutes (one seed a chunk) expects it. --swarm draws each seed from its own half of the
 menu (swarm testing); --overlap lets that many faults act at once, and --beside counts a
 --match only when it starts while a fault it names acts (given twice, two distinct faults),
-and with --settled S only a fault begun at least S s before (one the cluster has detected).
+with --settled S only a fault begun at least S s before (one the cluster has detected), and
+with --within W at most W s before (the kernel's 30 s writeback age: a page cache lost later
+keeps what was written before that fault).
 --seed-base B draws seeds B to B + --seeds - 1 (the discovery benchmark's seed S, chunk C is
 S * 1000 + C), and the seeds that draw a --match are listed. --lasting LOW HIGH counts a --match
 only when it acts LOW to HIGH s (a cut past a session and inside a commit's timeout, say), and
@@ -95,12 +98,15 @@ def matches(
     settled_s: float = 0.0,
     lasting: tuple[float, float] = (0.0, math.inf),
     params: Sequence[tuple[str, str]] = (),
+    within_s: float = math.inf,
 ) -> list[Drawn]:
     """The faults named by `pattern` that act `lasting` (low to high, s, both included) with
     each of `params` among theirs; with `besides`, only those that start while, for each
     of those patterns, a distinct other fault it names acts (a kill of the successor while
     the leader is down; the leader's power lost while both followers are), begun at least
-    `settled_s` before (long enough for the cluster to have detected it)."""
+    `settled_s` before (long enough for the cluster to have detected it) and at most
+    `within_s` before (a page cache lost later than the kernel's writeback age keeps what
+    was written before that fault began)."""
     low, high = lasting
     found = [
         f
@@ -109,19 +115,34 @@ def matches(
         and low <= f.end_s - f.start_s <= high
         and set(params) <= set(f.params)
     ]
-    return [f for f in found if _beside(f, faults, besides, settled_s)]
+    return [f for f in found if _beside(f, faults, besides, (settled_s, within_s))]
 
 
-def _beside(fault: Drawn, faults: list[Drawn], besides: Sequence[str], settled_s: float) -> bool:
-    """Whether distinct faults other than `fault`, acting at its start and begun `settled_s`
-    before it, match `besides` one each (any assignment of them to the patterns)."""
+def _beside(
+    fault: Drawn, faults: list[Drawn], besides: Sequence[str], begun: tuple[float, float]
+) -> bool:
+    """Whether distinct faults other than `fault`, acting at its start and begun `begun` (at
+    least, at most: s) before it, match `besides` one each (any assignment of them to the
+    patterns)."""
+    least, most = begun
     acting = [
-        o for o in faults if o is not fault and o.start_s + settled_s <= fault.start_s < o.end_s
+        o
+        for o in faults
+        if o is not fault
+        and o.start_s + least <= fault.start_s <= o.start_s + most
+        and fault.start_s < o.end_s
     ]
     return any(
         all(fnmatch.fnmatch(o.name, b) for o, b in zip(chosen, besides, strict=True))
         for chosen in permutations(acting, len(besides))
     )
+
+
+def _since(settled_s: float, within_s: float) -> str:
+    """How long before a --match its --beside faults began, as printed (empty: any time)."""
+    if within_s == math.inf:
+        return f" (begun {settled_s:g} s before)" if settled_s else ""
+    return f" (begun {settled_s:g} to {within_s:g} s before)"
 
 
 def _param(text: str) -> tuple[str, str]:
@@ -184,6 +205,13 @@ def main() -> int:
         help="count a --beside fault only once it has acted this long, s (a session, say)",
     )
     parser.add_argument(
+        "--within",
+        type=float,
+        default=math.inf,
+        help="count a --beside fault only if begun at most this long before, s (a page cache "
+        "lost later than the kernel's writeback age, 30 s, keeps what was written before it)",
+    )
+    parser.add_argument(
         "--lasting",
         nargs=2,
         type=float,
@@ -230,13 +258,21 @@ def main() -> int:
     if args.match:
         low, high = args.lasting
         found = [
-            matches(schedule, args.match, args.beside, args.settled, (low, high), args.param)
+            matches(
+                schedule,
+                args.match,
+                args.beside,
+                args.settled,
+                (low, high),
+                args.param,
+                args.within,
+            )
             for schedule in schedules
         ]
         hits = sum(len(f) for f in found)
         share = hits / total if total else 0.0
         first = minutes / hits if hits else float("inf")
-        since = f" (begun {args.settled:g} s before)" if args.settled else ""
+        since = _since(args.settled, args.within)
         shown = args.match + "".join(f" {k}={v}" for k, v in args.param)
         if args.lasting != [0.0, math.inf]:
             shown += f" acting {low:g} to {high:g} s"

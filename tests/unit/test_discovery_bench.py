@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from types import ModuleType
 
@@ -163,15 +164,16 @@ def draws() -> ModuleType:
         max_size=8,
     ),
     st.sampled_from([0.0, 5.0, 20.0]),
+    st.sampled_from([math.inf, 0.0, 10.0, 30.0]),
 )
 def test_a_match_beside_another_fault_starts_while_that_one_acts(
-    plan: list, settled_s: float
+    plan: list, settled_s: float, within_s: float
 ) -> None:
     module = draws()
     faults = [module.Drawn(name, start, start + length) for name, start, length in plan]
-    found = module.matches(faults, "kill@successor", ["kill@*"], settled_s)
+    found = module.matches(faults, "kill@successor", ["kill@*"], settled_s, within_s=within_s)
     # The oracle: every pair, by position, of a successor kill and another kill acting then,
-    # begun settled_s or more before it.
+    # begun settled_s to within_s before it.
     expected = [
         f
         for i, f in enumerate(faults)
@@ -180,6 +182,7 @@ def test_a_match_beside_another_fault_starts_while_that_one_acts(
             j != i
             and o.name.startswith("kill@")
             and o.start_s <= f.start_s - settled_s
+            and f.start_s - within_s <= o.start_s
             and f.start_s < o.end_s
             for j, o in enumerate(faults)
         )
