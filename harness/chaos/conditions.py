@@ -10,6 +10,8 @@ do, or C does):
 - `in_isr(@name[, P])`: every node bound to `name` is in P's ISR;
 - `has_leader([P])`: P has a leader;
 - `registered(@name)`: every broker bound to `name` is in the cluster metadata (it came back);
+- `high_watermark([P]) <op> N`: P's high watermark (ListOffsets, read only for a condition
+  that asks) compares so with N: `>= 1` once P holds a committed message;
 - `after_s(X)`: X seconds have passed since the previous step finished.
 
 P defaults to the step's partition (a number, or the one a bound node led). Parsing is pure
@@ -31,7 +33,8 @@ CONDITION_HELP: Final = (
     "write clauses joined by ' and ' (alternatives by ' or '), each optionally preceded by "
     "'not ': isr_size([P]) == N "
     "(or != < <= > >=), leader_changed([P]), leader_is(@name[, P]), in_isr(@name[, P]), "
-    "has_leader([P]), registered(@name), after_s(X); P defaults to the step's partition"
+    "has_leader([P]), registered(@name), high_watermark([P]) >= N, after_s(X); P defaults to "
+    "the step's partition"
 )
 _OPS: Final[dict[str, Callable[[int, int], bool]]] = {
     "==": operator.eq,
@@ -54,6 +57,7 @@ _SIGNATURES: Final = {
     "in_isr": (True, True, False),
     "has_leader": (False, True, False),
     "registered": (True, False, False),
+    "high_watermark": (False, True, True),
     "after_s": (False, False, False),
 }
 
@@ -73,6 +77,9 @@ class ClusterView:
     leaders_before: Mapping[int, int | None]  # leaders when the previous step finished
     since_previous_s: float  # seconds since the previous step finished
     answered: bool = True  # False: no broker answered; only after_s can be decided
+    # partition → high watermark, read only for a condition that asks (reads_high_watermarks);
+    # a partition whose leader did not answer is absent
+    high_watermarks: Mapping[int, int] = field(default_factory=dict)
 
     @classmethod
     def unanswered(
@@ -109,9 +116,12 @@ class Clause:
             return False  # unknown, whichever way it is negated: keep waiting
         p = default_partition if self.partition is None else self.partition
         nodes = set(view.bindings.get(self.name, ())) if self.name else set()
-        if self.fn == "isr_size":
+        if self.fn == "high_watermark" and p not in view.high_watermarks:
+            return False  # unknown (its leader did not say), whichever way it is negated
+        if self.fn in ("isr_size", "high_watermark"):
             assert self.op is not None and self.value is not None
-            result = _OPS[self.op](len(view.isrs.get(p, ())), int(self.value))
+            size = len(view.isrs.get(p, ())) if self.fn == "isr_size" else view.high_watermarks[p]
+            result = _OPS[self.op](size, int(self.value))
         elif self.fn == "leader_changed":
             result = view.leaders.get(p) != view.leaders_before.get(p)
         elif self.fn == "leader_is":
@@ -148,6 +158,11 @@ class Condition:
     def reads_leaders_before(self) -> bool:
         """Whether a clause compares with the leaders when the previous step finished."""
         return any(c.fn == "leader_changed" for c in self.clauses)
+
+    @property
+    def reads_high_watermarks(self) -> bool:
+        """Whether a clause compares a partition's high watermark (a ListOffsets to send)."""
+        return any(c.fn == "high_watermark" for c in self.clauses)
 
     @property
     def partitions(self) -> tuple[int, ...]:

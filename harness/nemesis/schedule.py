@@ -37,6 +37,7 @@ from harness.nemesis.targets import (
     whole_cluster,
 )
 from harness.platform.node import KafkaNode
+from harness.platform.offsets import high_watermarks_of
 from harness.platform.topology import ClusterError, PartitionState
 from harness.rundir.events import (
     ConditionMet,
@@ -373,7 +374,7 @@ class Nemesis:
                 partition = step_partition(self.ctx, step, self._led)
             except FaultError:
                 partition = 0  # the step itself will say so when it acts
-            unmet = condition.unmet(self._view(), partition)
+            unmet = condition.unmet(self._view(condition.reads_high_watermarks), partition)
             if not unmet:
                 waited = round(time.monotonic() - started, 3)
                 self.events.write(
@@ -393,9 +394,9 @@ class Nemesis:
                 self._skip(index, step, f"{reason} (still false: {still})")
                 return False
 
-    def _view(self) -> ClusterView:
-        """One metadata snapshot with what the nemesis remembers, for conditions; when no
-        broker answers (all down, frozen or cut off), a view that knows only the time."""
+    def _view(self, high_watermarks: bool = False) -> ClusterView:
+        """One metadata snapshot with what the nemesis remembers (and the high watermarks when
+        asked), for conditions; when no broker answers, a view that knows only the time."""
         bindings = {
             name: [n.node_id for n in nodes if n.role.is_broker]
             for name, nodes in self.bindings.items()
@@ -404,6 +405,8 @@ class Nemesis:
         try:
             meta = self.ctx.cluster.metadata(self.ctx.topic, timeout_s=2.0)
             partitions = list(meta.topics[self.ctx.topic].partitions.values())
+            ids = [p.id for p in partitions] if high_watermarks else []
+            ends = high_watermarks_of(self.ctx.cluster.admin(), self.ctx.topic, ids) if ids else {}
         except Exception:
             return ClusterView.unanswered(bindings, since)
         return ClusterView(
@@ -413,6 +416,7 @@ class Nemesis:
             bindings=bindings,
             leaders_before=self._leaders_before,
             since_previous_s=since,
+            high_watermarks=ends,
         )
 
     def _leaders(self) -> dict[int, int | None]:

@@ -12,13 +12,12 @@ import threading
 from typing import Any, TypedDict
 
 from harness.chaos.faults import FaultContext
+from harness.platform.offsets import ENDS_TIMEOUT_S, read_ends
 from harness.rundir.events import EventLog, PartitionEnd, PartitionRoles, Sample, now_us
 
 # Docker's states in which a container's process is there (running, or frozen by a pause): in
 # any other the node is stopped.
 UP_STATES = frozenset({"running", "paused"})
-# ListOffsets may wait on a leader that is gone (a fault): bounded, so a sample stays ~1 s.
-ENDS_TIMEOUT_S = 1.5
 
 
 class _SampleFields(TypedDict, total=False):
@@ -123,31 +122,6 @@ class Sampler:
             self._probe = None
 
 
-def read_ends(
-    admin: Any, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
-) -> list[PartitionEnd]:
-    """Each partition's high watermark (ListOffsets latest, read_uncommitted) and last stable
-    offset (the same, read_committed); a value its leader did not give in `timeout_s` is None.
-    Raises only when neither request could be sent."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import OffsetSpec
-
-    asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
-    answers = {
-        level: admin.list_offsets(asked, isolation_level=level, request_timeout=timeout_s)
-        for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
-    }
-    by_level = {level: _offsets(futures, timeout_s) for level, futures in answers.items()}
-    return [
-        PartitionEnd(
-            partition=p,
-            high_watermark=by_level[IsolationLevel.READ_UNCOMMITTED].get(p),
-            last_stable=by_level[IsolationLevel.READ_COMMITTED].get(p),
-        )
-        for p in partitions
-    ]
-
-
 def read_committed(
     probe: Any, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
 ) -> dict[int, int]:
@@ -162,14 +136,3 @@ def read_committed(
         for tp in probe.committed(asked, timeout=timeout_s)
         if not tp.error
     }
-
-
-def _offsets(futures: dict[Any, Any], timeout_s: float) -> dict[int, int]:
-    """Partition → offset of every future that answered; the failed ones are left out."""
-    offsets: dict[int, int] = {}
-    for tp, future in futures.items():
-        with contextlib.suppress(Exception):
-            offset = int(future.result(timeout=timeout_s).offset)
-            if offset >= 0:
-                offsets[tp.partition] = offset
-    return offsets

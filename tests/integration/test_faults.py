@@ -27,7 +27,7 @@ from harness.platform.cluster import KafkaCluster
 from harness.platform.node import KafkaNode
 from harness.platform.topology import INTERNAL_PORT, LOG_DIR
 from harness.run.sampler import Sampler
-from harness.rundir.events import EventLog
+from harness.rundir.events import ConditionMet, EventLog, FaultStart, now_us, read_events
 from harness.rundir.segments import batches
 from tests.integration.conftest import known_to_every_broker
 from tests.integration.support import high_watermarks, read_all, wait_until
@@ -458,3 +458,27 @@ def test_rolling_restart_restarts_each_node_in_turn_controller_last(cluster, top
     assert roll.detail() == {"restarted": detail["order"], "completed": True}
     assert [n.state() for n in cluster.nodes] == ["running"] * 3
     cluster.wait_full_isr(topic, timeout_s=90)
+
+
+@pytest.mark.integration
+def test_a_step_waits_for_the_high_watermark_its_condition_names(cluster, topic, tmp_path):
+    """The nemesis reads the partition's high watermark (ListOffsets) for a condition that
+    names it: the step acts once three messages are committed, not before the first is sent."""
+    ctx = ctx_for(cluster, topic)
+    events = EventLog(tmp_path / "events.jsonl")
+    after = "high_watermark(1) >= 3"
+    pause = FaultStep(fault="pause", target="node:3", duration_s=0.2, after=after, timeout_s=60)
+    nemesis = Nemesis(ctx, [pause], events)
+    nemesis.start(time.monotonic())
+    producer = producer_for(cluster, "all", 30_000)
+    first_send_us = now_us()
+    assert [write_one(producer, topic, partition=1) for _ in range(3)] == [None] * 3
+    wait_until(lambda: bool(nemesis.resolved), 30, "the pause to act")
+    nemesis.stop()
+    heal_all(ctx)
+    events.close()
+    evidence = read_events(tmp_path)
+    (met,) = evidence.of(ConditionMet)
+    (start,) = evidence.of(FaultStart)
+    assert met.condition == after and met.ts_us >= first_send_us, (met, first_send_us)
+    assert start.ts_us >= met.ts_us and start.hosts == ["kafka-3"]
