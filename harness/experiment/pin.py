@@ -5,7 +5,11 @@ partition's leadership, within a gap drawn by chance. Replayed on the clock alon
 schedule meets that state only some of the time, and a shrinker cannot tell a needed step from
 a lucky one. Pinned, each fault step aimed at a role of a partition waits (`after:`) until
 that partition shows what the nemesis read just before injecting it in the run: as many ISR
-members, and a leader or none. The race becomes a state the replay waits for. A state that
+members, a leader or none, and, when the run had acknowledged a message of that partition
+before the injection, a high watermark of at least 1 (a fault that struck a partition holding
+acknowledged messages can lose them; struck before the producer's first acknowledgement, which
+a replay's producer may take longer to get, it has nothing to lose). The race becomes a state
+the replay waits for. A state that
 was passing (ISR members a heal brought back rejoin within a second) may be gone before the
 replay's step comes, so a pin waits at most PIN_GRACE_S past the step's time and then acts on
 the clock, as an unpinned replay would (`... or after_s(X)`); a step with a condition of its
@@ -18,22 +22,46 @@ not act, or one whose reading the nemesis could not take (`partitions_error`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from harness.chaos.conditions import parse_condition
 from harness.experiment.fields import PARTITION_TARGETS
 from harness.experiment.model import FaultStep
+from harness.rundir import layout
 from harness.rundir.events import FaultStart
+from harness.rundir.records import Status
 
-__all__ = ["PIN_GRACE_S", "pin"]
+__all__ = ["PIN_GRACE_S", "first_acks", "pin"]
 
 PIN_GRACE_S = 5.0  # how long past its time a pinned step waits for its state before acting
 
 
-def _state_met(start: FaultStart) -> str | None:
+def first_acks(run_dir: Path) -> dict[int, int]:
+    """Partition → when the run at `run_dir` got its first acknowledgement of it (epoch µs),
+    from acked.parquet; {} when the run holds no such file."""
+    path = run_dir / layout.ACKED
+    if not path.is_file():
+        return {}
+    table = pq.read_table(path, columns=["status", "partition", "ack_ts_us"])
+    acked = table.filter(pc.equal(table["status"], Status.OK.value))
+    first = acked.group_by("partition").aggregate([("ack_ts_us", "min")]).to_pydict()
+    return {
+        int(p): int(ts)
+        for p, ts in zip(first["partition"], first["ack_ts_us_min"], strict=True)
+        if p is not None and ts is not None
+    }
+
+
+def _state_met(start: FaultStart, first_acks: Mapping[int, int]) -> str | None:
     """The condition that holds in the state `start`'s injection met: `isr_size(P) == n and
-    has_leader(P)` (or `not has_leader(P)`), P the partition the step resolved; None for a
-    step on no partition role, or without a reading of P (see the module's docstring)."""
+    has_leader(P)` (or `not has_leader(P)`), and `high_watermark(P) >= 1` when P's first
+    acknowledgement (`first_acks`) came before the injection, P the partition the step
+    resolved; None for a step on no partition role, or without a reading of P (see the
+    module's docstring)."""
     if start.partition is None or start.target not in PARTITION_TARGETS:
         return None
     if start.partitions_error is not None:
@@ -43,19 +71,30 @@ def _state_met(start: FaultStart) -> str | None:
     if roles is None:
         return None
     led = "has_leader" if roles.get("leader") is not None else "not has_leader"
-    return f"isr_size({p}) == {len(roles.get('isr') or ())} and {led}({p})"
+    state = f"isr_size({p}) == {len(roles.get('isr') or ())} and {led}({p})"
+    first, began = first_acks.get(p), start.ts_us
+    if first is not None and began is not None and first <= began:  # acknowledged before it
+        state += f" and high_watermark({p}) >= 1"
+    return state
 
 
-def pin(steps: Sequence[FaultStep], starts: Iterable[FaultStart]) -> tuple[FaultStep, ...]:
+def pin(
+    steps: Sequence[FaultStep],
+    starts: Iterable[FaultStart],
+    first_acks: Mapping[int, int] | None = None,
+) -> tuple[FaultStep, ...]:
     """`steps` (the run's schedule) with each fault step waiting, after its own condition if
-    it had one, for the state its fault_start event met; heals, steps without such a reading,
-    and steps whose event names another fault or target (a schedule of another run) unchanged."""
+    it had one, for the state its fault_start event met (`first_acks`: partition → the run's
+    first acknowledgement of it, epoch µs; None: not known, no step waits for one); heals,
+    steps without such a reading, and steps whose event names another fault or target (a
+    schedule of another run) unchanged."""
     met = {s.step: s for s in starts if s.step is not None}
     out = []
     for index, step in enumerate(steps):
         start = met.get(index)
         same = start is not None and (start.fault, start.target) == (step.fault, step.target)
-        condition = _state_met(start) if same and start and not step.heals else None
+        acks = first_acks or {}
+        condition = _state_met(start, acks) if same and start and not step.heals else None
         if condition is None:
             out.append(step)
             continue

@@ -104,8 +104,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pin",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="each fault step on a partition's role waits for the ISR and leader it met in RUN "
-        "(default; --no-pin replays the schedule's clock alone)",
+        help="each fault step on a partition's role waits for the ISR, leader and committed "
+        "messages it met in RUN (default; --no-pin replays the schedule's clock alone)",
     )
     parser.add_argument(
         "--repeat",
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from analysis.judge.outcomes import Verdict
     from harness.experiment.from_run import cell_of_run, steps_of_run
     from harness.experiment.model import workload_duration_s
-    from harness.experiment.pin import pin
+    from harness.experiment.pin import first_acks, pin
     from harness.experiment.problems import SpecError
     from harness.experiment.shrink import Budget, k_of_n, repeated, shrink_schedule, unbound
     from harness.rundir.events import FaultStart, read_events
@@ -236,7 +236,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    steps = pin(timed, read_events(args.run).of(FaultStart)) if args.pin else timed
+    starts = read_events(args.run).of(FaultStart)
+    steps = pin(timed, starts, first_acks(args.run)) if args.pin else timed
     if args.pin:
         held = sum(a.after != b.after for a, b in zip(steps, timed, strict=True))
         print(f"{held} of {_size(steps)} pinned to the state they met", file=sys.stderr)

@@ -1,6 +1,7 @@
 """A run's schedule pinned to the states its faults met (harness/experiment/pin.py): each
 fault step on a partition's role waits for exactly the ISR size and leader presence the
-nemesis read before injecting it, for at most PIN_GRACE_S past its time; every other step,
+nemesis read before injecting it, and for a committed message when the run had acknowledged
+one of that partition before, for at most PIN_GRACE_S past its time; every other step,
 and a step whose reading is missing or from another schedule, is left as it was; the pinned
 schedule is a valid experiment file."""
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,9 +20,11 @@ from harness.experiment.from_run import cell_of_run, experiment_document, steps_
 from harness.experiment.load import load_experiment, parse_experiment
 from harness.experiment.matrix import expand
 from harness.experiment.model import FaultStep
-from harness.experiment.pin import PIN_GRACE_S, pin
+from harness.experiment.pin import PIN_GRACE_S, first_acks, pin
 from harness.experiment.plan import schedule_for
+from harness.rundir import layout
 from harness.rundir.events import FaultStart
+from harness.rundir.records import Status
 from harness.settings import REPO_ROOT
 from tests.unit.test_shrink_command import run_spec
 
@@ -29,12 +34,20 @@ REPLICAS = (1, 2, 3)
 
 
 def _view(
-    leader: int | None, isr: tuple[int, ...], partition: int, since_s: float = 0.0
+    leader: int | None, isr: tuple[int, ...], partition: int, since_s: float = 0.0, hw: int = 1
 ) -> ClusterView:
-    """The cluster as a condition reads it, `partition` led by `leader` with `isr`, `since_s`
-    after the step before finished."""
+    """The cluster as a condition reads it, `partition` led by `leader` with `isr` and high
+    watermark `hw`, `since_s` after the step before finished."""
     brokers = frozenset(REPLICAS)
-    return ClusterView({partition: leader}, {partition: isr}, brokers, {}, {}, since_s)
+    return ClusterView(
+        {partition: leader},
+        {partition: isr},
+        brokers,
+        {},
+        {},
+        since_s,
+        high_watermarks={partition: hw},
+    )
 
 
 @st.composite
@@ -63,6 +76,10 @@ def _start(index: int, step: FaultStep, reading: tuple[Any, ...], partition: int
 @given(st.integers(0, 10_000), st.data())
 def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.DataObject):
     steps = schedule_for(CELL, seed)
+    # When the run first acknowledged each partition (µs, as the starts' ts_us = their index).
+    first_acks = data.draw(
+        st.dictionaries(st.integers(0, 9), st.integers(-1, len(steps) + 1)), label="first acks"
+    )
     starts, met = [], {}
     for index, step in enumerate(steps):
         if step.heals or not data.draw(st.booleans(), label="acted"):
@@ -73,7 +90,7 @@ def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.D
         if step.target in PARTITION_TARGETS and not reading[2]:
             met[index] = (reading[0], reading[1], partition)
 
-    pinned = pin(steps, starts)
+    pinned = pin(steps, starts, first_acks)
 
     assert len(pinned) == len(steps)
     for index, (before, after) in enumerate(zip(steps, pinned, strict=True)):
@@ -84,6 +101,9 @@ def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.D
         assert after.model_dump(exclude={"after"}) == before.model_dump(exclude={"after"})
         condition = after.condition
         assert condition is not None and not condition.unmet(_view(leader, isr, p), p)
+        # A committed message is waited for when the run had acknowledged one before.
+        acked_before = p in first_acks and first_acks[p] <= index
+        assert bool(condition.unmet(_view(leader, isr, p, hw=0), p)) is acked_before
         # Any other ISR size, or the other leader presence, keeps the step waiting.
         missing = tuple(n for n in REPLICAS if n not in isr)
         other = isr + missing[:1] if missing else isr[:-1]
@@ -131,3 +151,33 @@ def test_a_step_with_its_own_condition_waits_for_it_and_its_state_with_no_fallba
     after = pin(steps, [start])[index].after
     state = "isr_size(0) == 1 and has_leader(0)"  # the partition its reading named
     assert after == f"after_s(1) and {state} or isr_size(0) == 3 and {state}"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(list(Status)), st.integers(0, 3), st.integers(1, 10**6) | st.none()
+        ),
+        max_size=30,
+    )
+)
+def test_first_acks_are_each_partitions_earliest_acknowledgement(rows: list, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    status, partition, ack_ts = zip(*rows, strict=True) if rows else ((), (), ())
+    table = pa.table(
+        {"status": pa.array([s.value for s in status], pa.string()),
+         "partition": pa.array(partition, pa.int32()),
+         "ack_ts_us": pa.array(ack_ts, pa.int64())}
+    )  # fmt: skip
+    pq.write_table(table, run_dir / layout.ACKED)
+    # The oracle: the smallest ack time of each partition's acknowledged rows.
+    expected: dict[int, int] = {}
+    for s, p, ts in rows:
+        if s is Status.OK and ts is not None:
+            expected[p] = min(ts, expected.get(p, ts))
+    assert first_acks(run_dir) == expected
+
+
+def test_a_run_without_acked_parquet_has_no_first_acks(tmp_path):
+    assert first_acks(tmp_path) == {}
