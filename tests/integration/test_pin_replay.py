@@ -1,7 +1,7 @@
 """A run's schedule pinned to the states its faults met, replayed on real brokers through the
-CLI: each pinned step that acts meets the ISR size and leader presence it was pinned to (the
-condition's reading and the nemesis' snapshot agree), which is what makes a shrinker's replay
-of a race meet the race."""
+CLI: each pinned step that acts meets the ISR size, leader presence and committed message it
+was pinned to (the condition's reading and the nemesis' snapshot agree), which is what makes a
+shrinker's replay of a race meet the race."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from harness.chaos.conditions import parse_condition
 from harness.experiment.from_run import experiment_document, steps_of_run
-from harness.experiment.pin import pin
+from harness.experiment.pin import first_acks, pin
 from harness.rundir.events import ConditionMet, FaultStart, read_events
 from harness.rundir.spec import RunSpec
 from tests.integration.support import HERE, only_dir, run_cli
@@ -38,7 +38,7 @@ def test_a_pinned_replay_meets_the_states_its_run_met(tmp_path: Path):
     run_dir = _run(HERE / "experiments" / "pin.yaml", tmp_path / "first")
     spec = RunSpec.read(run_dir)
     timed = steps_of_run(spec)
-    pinned = pin(timed, read_events(run_dir).of(FaultStart))
+    pinned = pin(timed, read_events(run_dir).of(FaultStart), first_acks(run_dir))
     held = {i for i, (p, t) in enumerate(zip(pinned, timed, strict=True)) if p.after != t.after}
     assert held == {0, 1, 2}, pinned  # the three faults, not their heals
 
@@ -58,3 +58,5 @@ def test_a_pinned_replay_meets_the_states_its_run_met(tmp_path: Path):
         clauses = {c.fn: c for c in parse_condition(pinned[index].after or "").clauses}
         assert size == clauses["isr_size"].value, (index, start)
         assert led != clauses["has_leader"].negated, (index, start)
+        # Each fault came after the run's first acknowledgement (3 s in, at 200 a second).
+        assert clauses["high_watermark"].value == 1, (index, start)
