@@ -5,12 +5,13 @@ partition's leadership, within a gap drawn by chance. Replayed on the clock alon
 schedule meets that state only some of the time, and a shrinker cannot tell a needed step from
 a lucky one. Pinned, each fault step aimed at a role of a partition waits (`after:`) until
 that partition shows what the nemesis read just before injecting it in the run: as many ISR
-members, a leader or none, and, when the run had acknowledged a message of that partition
-before the injection, a high watermark of at least 1 (a fault that struck a partition holding
-acknowledged messages can lose them; struck before the producer's first acknowledgement, which
-a replay's producer may take longer to get, it has nothing to lose). The race becomes a state
-the replay waits for. A state that
-was passing (ISR members a heal brought back rejoin within a second) may be gone before the
+members, and a leader or none. The first such step after the run's first acknowledgement of
+its partition also waits for a high watermark of at least 1: a fault that struck a partition
+holding acknowledged messages can lose them, one struck before the producer's first
+acknowledgement (which a replay's producer may take a second longer to get) has nothing to
+lose. Only the first: the steps after it come after it, and a leader left alone below
+min.insync.replicas may answer no high watermark at all. The race becomes a state the replay
+waits for. A state that was passing (ISR members a heal brought back rejoin within a second) may be gone before the
 replay's step comes, so a pin waits at most PIN_GRACE_S past the step's time and then acts on
 the clock, as an unpinned replay would (`... or after_s(X)`); a step with a condition of its
 own waits for both, as long as that condition may.
@@ -56,12 +57,10 @@ def first_acks(run_dir: Path) -> dict[int, int]:
     }
 
 
-def _state_met(start: FaultStart, first_acks: Mapping[int, int]) -> str | None:
+def _state_met(start: FaultStart) -> str | None:
     """The condition that holds in the state `start`'s injection met: `isr_size(P) == n and
-    has_leader(P)` (or `not has_leader(P)`), and `high_watermark(P) >= 1` when P's first
-    acknowledgement (`first_acks`) came before the injection, P the partition the step
-    resolved; None for a step on no partition role, or without a reading of P (see the
-    module's docstring)."""
+    has_leader(P)` (or `not has_leader(P)`), P the partition the step resolved; None for a
+    step on no partition role, or without a reading of P (see the module's docstring)."""
     if start.partition is None or start.target not in PARTITION_TARGETS:
         return None
     if start.partitions_error is not None:
@@ -71,11 +70,7 @@ def _state_met(start: FaultStart, first_acks: Mapping[int, int]) -> str | None:
     if roles is None:
         return None
     led = "has_leader" if roles.get("leader") is not None else "not has_leader"
-    state = f"isr_size({p}) == {len(roles.get('isr') or ())} and {led}({p})"
-    first, began = first_acks.get(p), start.ts_us
-    if first is not None and began is not None and first <= began:  # acknowledged before it
-        state += f" and high_watermark({p}) >= 1"
-    return state
+    return f"isr_size({p}) == {len(roles.get('isr') or ())} and {led}({p})"
 
 
 def pin(
@@ -84,20 +79,26 @@ def pin(
     first_acks: Mapping[int, int] | None = None,
 ) -> tuple[FaultStep, ...]:
     """`steps` (the run's schedule) with each fault step waiting, after its own condition if
-    it had one, for the state its fault_start event met (`first_acks`: partition → the run's
-    first acknowledgement of it, epoch µs; None: not known, no step waits for one); heals,
-    steps without such a reading, and steps whose event names another fault or target (a
-    schedule of another run) unchanged."""
+    it had one, for the state its fault_start event met, and the first such step on a
+    partition that the run had acknowledged a message of (`first_acks`: partition → the
+    run's first acknowledgement of it, epoch µs; None: not known) for a committed message
+    there too (the steps after it come after it: a leader alone below min.insync.replicas
+    may answer no high watermark at all); heals, steps without such a reading, and steps
+    whose event names another fault or target (a schedule of another run) unchanged."""
     met = {s.step: s for s in starts if s.step is not None}
+    waiting = dict(first_acks or {})  # partitions no pinned step has waited on a commit of
     out = []
     for index, step in enumerate(steps):
         start = met.get(index)
         same = start is not None and (start.fault, start.target) == (step.fault, step.target)
-        acks = first_acks or {}
-        condition = _state_met(start, acks) if same and start and not step.heals else None
-        if condition is None:
+        condition = _state_met(start) if same and start and not step.heals else None
+        if condition is None or start is None:
             out.append(step)
             continue
+        p, began = start.partition, start.ts_us
+        if p in waiting and began is not None and waiting[p] <= began:  # acknowledged before
+            condition += f" and high_watermark({p}) >= 1"
+            del waiting[p]
         if step.after is None:
             after = f"{condition} or after_s({_fallback_s(steps, index):g})"
         else:  # each of its own alternatives and the state

@@ -1,7 +1,7 @@
 """A run's schedule pinned to the states its faults met (harness/experiment/pin.py): each
 fault step on a partition's role waits for exactly the ISR size and leader presence the
-nemesis read before injecting it, and for a committed message when the run had acknowledged
-one of that partition before, for at most PIN_GRACE_S past its time; every other step,
+nemesis read before injecting it, the first of them after the run's first acknowledgement of
+its partition for a committed message too, for at most PIN_GRACE_S past its time; every other step,
 and a step whose reading is missing or from another schedule, is left as it was; the pinned
 schedule is a valid experiment file."""
 
@@ -92,6 +92,12 @@ def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.D
 
     pinned = pin(steps, starts, first_acks)
 
+    # The oracle of the commit waited for: the first pinned step of each partition that the
+    # run had acknowledged a message of before it (ts_us = the step's index).
+    commit_waits: dict[int, int] = {}
+    for index, (_, _, p) in sorted(met.items()):
+        if p in first_acks and first_acks[p] <= index and p not in commit_waits:
+            commit_waits[p] = index
     assert len(pinned) == len(steps)
     for index, (before, after) in enumerate(zip(steps, pinned, strict=True)):
         if index not in met:
@@ -101,9 +107,9 @@ def test_each_role_step_waits_for_exactly_the_state_it_met(seed: int, data: st.D
         assert after.model_dump(exclude={"after"}) == before.model_dump(exclude={"after"})
         condition = after.condition
         assert condition is not None and not condition.unmet(_view(leader, isr, p), p)
-        # A committed message is waited for when the run had acknowledged one before.
-        acked_before = p in first_acks and first_acks[p] <= index
-        assert bool(condition.unmet(_view(leader, isr, p, hw=0), p)) is acked_before
+        # A committed message is waited for by the first step after the run's first one.
+        waits = commit_waits.get(p) == index
+        assert bool(condition.unmet(_view(leader, isr, p, hw=0), p)) is waits
         # Any other ISR size, or the other leader presence, keeps the step waiting.
         missing = tuple(n for n in REPLICAS if n not in isr)
         other = isr + missing[:1] if missing else isr[:-1]
