@@ -68,12 +68,15 @@ class RunEnd:
 
 def end_run(end: RunEnd) -> Readback | None:
     """End a repetition whose journals are closed: the final heal; the consumer group caught
-    up (only after a heal that held) and closed; the records; the sampler stopped; then the
-    read-back and the segments kept, whose result is returned (None without a plan).
+    up (only after a heal that held) and closed; the records; then the read-back and the
+    segments kept, whose result is returned (None without a plan); the sampler stopped last.
 
-    Every step before the read-back runs even when one of them failed (or was interrupted):
-    the first failure is raised after them all, an interrupt before any other, and there is
-    no read-back (the nodes may not be whole)."""
+    The sampler records on through the read-back's wait for a full ISR: who leads once the
+    final heal brought every node back (a replica whose own heal did not hold returns only
+    then) is evidence the judge reads. Every step before the read-back runs even when one of
+    them failed (or was interrupted): the sampler is then stopped, the first failure is raised
+    after them all, an interrupt before any other, and there is no read-back (the nodes may
+    not be whole); a read-back that fails still stops the sampler, and its error is raised."""
     failures: list[BaseException] = []
 
     def attempt(step: Callable[[], object]) -> bool:
@@ -91,13 +94,19 @@ def end_run(end: RunEnd) -> Readback | None:
         attempt(end.group.close)
     if end.records:
         attempt(lambda: write_records(end.run_dir))
-    attempt(end.sampler.stop)
-    if failures:
-        interrupts = [f for f in failures if not isinstance(f, Exception)]
-        raise (interrupts or failures)[0]
-    if end.read_back is None:
+    if failures or end.read_back is None:
+        attempt(end.sampler.stop)
+        if failures:
+            interrupts = [f for f in failures if not isinstance(f, Exception)]
+            raise (interrupts or failures)[0]
         return None
-    return read_back_and_keep(end.ctx, end.read_back, end.run_dir, end.events, end.phase)
+    try:
+        result = read_back_and_keep(end.ctx, end.read_back, end.run_dir, end.events, end.phase)
+    except BaseException:
+        attempt(end.sampler.stop)  # the read-back's error is the one to raise
+        raise
+    end.sampler.stop()
+    return result
 
 
 def final_heal(ctx: FaultContext, nemesis: Nemesis, events: EventLog) -> list[str]:

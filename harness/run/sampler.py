@@ -1,9 +1,12 @@
 """The sampler: leader and ISR of every partition, each partition's ends (high watermark,
 last stable offset), the containers that stood stopped and the consumer group's committed
-offsets, recorded while a repetition runs (the lost-commit check reads the committed offsets: a
-committed position that went back and was committed past again by the end shows only while the
-run goes on; the liveness checks read the stopped containers: a node can exit on its own, as a
-broker paused while it starts does once it may no longer register, and no fault records that)."""
+offsets, recorded about once a second while a repetition runs and on through its final heal
+and read-back (harness.run.ending). The lost-commit check reads the committed offsets (a
+committed position that went back and was committed past again by the end shows only while
+the run goes on); the liveness checks read the stopped containers (a node can exit on its own,
+as a broker paused while it starts does once it may no longer register, and no fault records
+that); the judge reads who led once the final heal brought back a replica whose own restart
+had failed (the last replica standing)."""
 
 from __future__ import annotations
 

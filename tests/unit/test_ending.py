@@ -56,8 +56,9 @@ def _end(monkeypatch: pytest.MonkeyPatch, rec: Recorder, *, group: bool, plan: b
 
 def _oracle(failing: frozenset[str], group: bool, plan: bool, records: bool) -> list[str]:
     """The steps end_run must call: the heal; the catch-up only after a heal that held; then
-    the close, the records and the sampler whatever failed; the read-back only when nothing
-    before it failed."""
+    the close and the records whatever failed; the read-back only when nothing before it
+    failed, the sampler's stop after it (it records through the wait for a full ISR), or in
+    its place when there is none."""
     wanted = ["heal"]
     if group and "heal" not in failing:
         wanted.append("catch_up")
@@ -65,9 +66,9 @@ def _oracle(failing: frozenset[str], group: bool, plan: bool, records: bool) -> 
         wanted.append("close")
     if records:
         wanted.append("records")
-    wanted.append("sampler")
     if plan and not failing & set(wanted):
         wanted.append("read_back")
+    wanted.append("sampler")
     return wanted
 
 
@@ -108,3 +109,17 @@ def test_an_interrupt_still_lets_the_records_be_written_and_is_raised_before_a_f
     with pytest.raises(KeyboardInterrupt):
         ending.end_run(end)
     assert rec.calls == ["heal", "close", "records", "sampler"]
+
+
+def test_an_interrupted_read_back_still_stops_the_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = Recorder(frozenset())
+    end = _end(monkeypatch, rec, group=False, plan=True, records=True)
+
+    def interrupted(*args: object) -> None:
+        rec.calls.append("read_back")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ending, "read_back_and_keep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ending.end_run(end)
+    assert rec.calls == ["heal", "records", "read_back", "sampler"]

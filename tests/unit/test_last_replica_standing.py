@@ -247,3 +247,42 @@ def test_a_follower_that_lost_its_tail_while_its_isr_mates_were_up_is_not_the_la
     }
     rep = judged(config, follower_first_events(mates_stay_up=True), p0=5)
     assert not any("KIP-966" in r for r in rep.reasons)
+
+
+@pytest.mark.parametrize("sampled_after_final_heal", [True, False])
+def test_a_last_replica_whose_own_restart_failed_leads_after_the_final_heal(
+    sampled_after_final_heal: bool,
+):
+    """kafka-fsync's 3.4.0 cell as a pinned replay met it: both followers killed, the leader,
+    alone in the ISR, loses its page cache and is brought back 3 s later, before its old
+    ZooKeeper session expired, so it exits at once; it returns at the final heal, after the
+    workload, and leads with an empty log. The sampler records on through the read-back's wait
+    for a full ISR so that the judge sees it lead; a run whose samples stopped at the heal
+    shows no leader after the hit, and the loss has no mechanism (VIOLATION)."""
+    config = {**CP, "enable_idempotence": False, "kafka_version": "3.4.0", "fault_class": "mixed"}
+    events = [
+        start(1.0, [1], fault="kill", fault_id=1),
+        start(1.2, [3], fault="kill", fault_id=2),
+        sample(8, [(0, 2, [2])]),
+        start(
+            18,
+            [2],
+            fault="lose-unsynced",
+            fault_id=3,
+            class_kind="power-loss",
+            partitions=[{**ROLES[0], "leader": 2, "isr": [2]}],
+        ),
+        end(20.8, 3),
+        end(23, 1),
+        sample(30, [(0, None, [2])]),
+        end(84, 2),
+        sample(180, [(0, None, [2])]),
+        *([sample(183, [(0, 2, [2, 1, 3])])] if sampled_after_final_heal else []),
+    ]
+    rep = judged(config, events, p0=93)
+    if not sampled_after_final_heal:
+        assert rep.verdict == Verdict.VIOLATION
+        return
+    assert rep.verdict == Verdict.KNOWN_BUG
+    (reason,) = [r for r in rep.reasons if "KIP-966" in r]
+    assert "the ISR was [2] under leader 2 at t=18.0 s" in reason and "and led" in reason
