@@ -493,7 +493,7 @@ def _write(
         f"{_size(steps)}.\n"
     )
     pin = "# Its fault steps on a partition's role wait (after:) for the ISR size and leader"
-    header += f"{pin} they met in that run.\n" if pinned else ""
+    header += f"{pin} they met in that run\n# (the first for a committed message too).\n" * pinned
     name = None if out.stem == "shrunk" else out.stem  # --out's own name, as a file names it
     document = experiment_document(spec, steps, name)  # type: ignore[arg-type]
     out.write_text(header + yaml.safe_dump(document, sort_keys=False))
