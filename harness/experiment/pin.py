@@ -11,10 +11,10 @@ holding acknowledged messages can lose them, one struck before the producer's fi
 acknowledgement (which a replay's producer may take a second longer to get) has nothing to
 lose. Only the first: the steps after it come after it, and a leader left alone below
 min.insync.replicas may answer no high watermark at all. The race becomes a state the replay
-waits for. A state that was passing (ISR members a heal brought back rejoin within a second) may be gone before the
-replay's step comes, so a pin waits at most PIN_GRACE_S past the step's time and then acts on
-the clock, as an unpinned replay would (`... or after_s(X)`); a step with a condition of its
-own waits for both, as long as that condition may.
+waits for. A state that was passing (ISR members a heal brought back rejoin within a second)
+may be gone before the replay's step comes, so a pin waits at most PIN_GRACE_S past the step's
+time and then acts on the clock, as an unpinned replay would (`... or after_s(X)`); a step
+with a condition of its own waits for both, as long as that condition may.
 
 A step is left as it was when the run holds no reading for it: a heal, a step on a node not
 chosen by a partition role (a coordinator, the controller, every broker), a step that did
