@@ -95,31 +95,29 @@ def test_every_step_before_the_read_back_runs_and_the_first_failure_is_raised(
         assert rec.calls == wanted
 
 
-def test_an_interrupt_still_lets_the_records_be_written_and_is_raised_before_a_failure(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("step", "failing", "calls"),
+    [
+        # An interrupt in the close: the records are written, and it is raised first.
+        ("close", {"heal"}, ["heal", "close", "records", "sampler"]),
+        # An interrupt in the read-back: the sampler, recording through it, is still stopped.
+        ("read_back", set(), ["heal", "catch_up", "close", "records", "read_back", "sampler"]),
+    ],
+)
+def test_an_interrupt_still_lets_the_rest_end_and_is_raised(
+    monkeypatch: pytest.MonkeyPatch, step: str, failing: set[str], calls: list[str]
 ) -> None:
-    rec = Recorder(frozenset({"heal"}))
+    rec = Recorder(frozenset(failing))
     end = _end(monkeypatch, rec, group=True, plan=True, records=True)
 
-    def interrupted() -> None:
-        rec.calls.append("close")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(rec, "close", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        ending.end_run(end)
-    assert rec.calls == ["heal", "close", "records", "sampler"]
-
-
-def test_an_interrupted_read_back_still_stops_the_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
-    rec = Recorder(frozenset())
-    end = _end(monkeypatch, rec, group=False, plan=True, records=True)
-
     def interrupted(*args: object) -> None:
-        rec.calls.append("read_back")
+        rec.calls.append(step)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ending, "read_back_and_keep", interrupted)
+    if step == "close":
+        monkeypatch.setattr(rec, "close", interrupted)
+    else:
+        monkeypatch.setattr(ending, "read_back_and_keep", interrupted)
     with pytest.raises(KeyboardInterrupt):
         ending.end_run(end)
-    assert rec.calls == ["heal", "records", "read_back", "sampler"]
+    assert rec.calls == calls
