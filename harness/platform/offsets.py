@@ -16,33 +16,40 @@ ENDS_TIMEOUT_S = 1.5
 
 
 def read_ends(
-    admin: Any, topic: str, partitions: list[int], timeout_s: float = ENDS_TIMEOUT_S
+    admin: Any,
+    topic: str,
+    partitions: list[int],
+    timeout_s: float = ENDS_TIMEOUT_S,
+    last_stable: bool = True,
 ) -> list[PartitionEnd]:
-    """Each partition's high watermark (ListOffsets latest, read_uncommitted) and last stable
-    offset (the same, read_committed); a value its leader did not give in `timeout_s` is None.
-    Raises only when neither request could be sent."""
+    """Each partition's high watermark (ListOffsets latest, read_uncommitted) and, with
+    `last_stable`, its last stable offset (the same, read_committed, sent beside it); a value
+    its leader did not give in `timeout_s`, or not asked, is None. Raises only when no request
+    could be sent."""
     from confluent_kafka import IsolationLevel, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
     asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+    levels = [IsolationLevel.READ_UNCOMMITTED] + [IsolationLevel.READ_COMMITTED] * last_stable
     answers = {
         level: admin.list_offsets(asked, isolation_level=level, request_timeout=timeout_s)
-        for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED)
+        for level in levels
     }
     by_level = {level: _offsets(futures, timeout_s) for level, futures in answers.items()}
     return [
         PartitionEnd(
             partition=p,
             high_watermark=by_level[IsolationLevel.READ_UNCOMMITTED].get(p),
-            last_stable=by_level[IsolationLevel.READ_COMMITTED].get(p),
+            last_stable=by_level.get(IsolationLevel.READ_COMMITTED, {}).get(p),
         )
         for p in partitions
     ]
 
 
 def high_watermarks_of(admin: Any, topic: str, partitions: list[int]) -> dict[int, int]:
-    """Partition → high watermark of each of `partitions` whose leader answered (read_ends)."""
-    ends = read_ends(admin, topic, partitions)
+    """Partition → high watermark of each of `partitions` whose leader answered (read_ends,
+    one ListOffsets: no last stable offset)."""
+    ends = read_ends(admin, topic, partitions, last_stable=False)
     return {e.partition: e.high_watermark for e in ends if e.high_watermark is not None}
 
 

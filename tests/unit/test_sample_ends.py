@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from harness.experiment.model import WorkloadSpec
 from harness.experiment.timeouts import stuck_bound_s
-from harness.run.sampler import read_ends
+from harness.platform.offsets import high_watermarks_of, read_ends
 from harness.rundir.events import ConsumersDone, EventLog, PartitionEnd, Sample, read_events
 from harness.rundir.records import CONSUMER_STUCK_S
 
@@ -59,6 +59,17 @@ def test_read_ends_gives_each_partition_its_high_watermark_and_last_stable_offse
     ]
     assert {level for level, _ in admin.asked} == set(IsolationLevel)
     assert all(timeout == 0.5 for _, timeout in admin.asked)
+
+
+@given(st.dictionaries(st.integers(0, 5), st.none() | st.integers(0, 10**6), max_size=6))
+def test_the_nemesis_high_watermarks_are_one_listoffsets_of_the_answered(
+    answered: dict[int, int | None],
+) -> None:
+    admin = Admin({IsolationLevel.READ_UNCOMMITTED: answered})
+    found = high_watermarks_of(admin, "t", sorted(answered))
+    # The oracle: every partition whose leader answered, and no read_committed request.
+    assert found == {p: hw for p, hw in answered.items() if hw is not None}
+    assert [level for level, _ in admin.asked] == [IsolationLevel.READ_UNCOMMITTED]
 
 
 def test_a_sample_with_ends_reads_back_as_written(tmp_path: Path) -> None:
