@@ -77,7 +77,7 @@ class ClusterView:
     leaders_before: Mapping[int, int | None]  # leaders when the previous step finished
     since_previous_s: float  # seconds since the previous step finished
     answered: bool = True  # False: no broker answered; only after_s can be decided
-    # partition → high watermark, read only for a condition that asks (reads_high_watermarks);
+    # partition → high watermark, read only for a condition that calls it;
     # a partition whose leader did not answer is absent
     high_watermarks: Mapping[int, int] = field(default_factory=dict)
 
@@ -154,15 +154,10 @@ class Condition:
         """The `@name`s the condition reads, in order."""
         return tuple(c.name for c in self.clauses if c.name)
 
-    @property
-    def reads_leaders_before(self) -> bool:
-        """Whether a clause compares with the leaders when the previous step finished."""
-        return any(c.fn == "leader_changed" for c in self.clauses)
-
-    @property
-    def reads_high_watermarks(self) -> bool:
-        """Whether a clause compares a partition's high watermark (a ListOffsets to send)."""
-        return any(c.fn == "high_watermark" for c in self.clauses)
+    def calls(self, fn: str) -> bool:
+        """Whether a clause calls `fn`: `leader_changed` (the nemesis keeps the leaders when a
+        step finishes), `high_watermark` (it sends a ListOffsets with each reading)."""
+        return any(c.fn == fn for c in self.clauses)
 
     @property
     def partitions(self) -> tuple[int, ...]:

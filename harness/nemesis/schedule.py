@@ -109,7 +109,7 @@ class Nemesis:
 
     def _run(self, t0: float) -> None:
         # Leaders are read after each step only for a leader_changed: a read is a round trip.
-        watch = any(s.condition and s.condition.reads_leaders_before for s in self.steps)
+        watch = any(s.condition and s.condition.calls("leader_changed") for s in self.steps)
         try:
             self._leaders_before = self._leaders() if watch else {}
             for index, step in enumerate(self.steps):
@@ -374,7 +374,7 @@ class Nemesis:
                 partition = step_partition(self.ctx, step, self._led)
             except FaultError:
                 partition = 0  # the step itself will say so when it acts
-            unmet = condition.unmet(self._view(condition.reads_high_watermarks), partition)
+            unmet = condition.unmet(self._view(condition.calls("high_watermark")), partition)
             if not unmet:
                 waited = round(time.monotonic() - started, 3)
                 self.events.write(

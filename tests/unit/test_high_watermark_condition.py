@@ -40,14 +40,20 @@ def test_the_clause_compares_the_partitions_high_watermark(
     # The oracle: unknown (unmet) without a reading of P; else the comparison, negated if asked.
     expected = p in hws and (OPS[op](hws[p], n) != negated)
     assert (condition.unmet(_view(hws), step_p) == []) is expected
-    assert condition.reads_high_watermarks
+    assert condition.calls("high_watermark")
 
 
-def test_only_a_condition_with_the_clause_reads_high_watermarks() -> None:
-    assert not parse_condition(
-        "isr_size(0) == 1 and has_leader(0) or after_s(3)"
-    ).reads_high_watermarks
-    assert parse_condition("isr_size(0) == 1 or high_watermark(0) >= 1").reads_high_watermarks
+CLAUSES = ["isr_size(0) == 1", "has_leader()", "leader_changed(1)", "high_watermark(0) >= 1",
+           "not high_watermark() == 0", "after_s(3)", "registered(@a)"]  # fmt: skip
+
+
+@given(st.lists(st.lists(st.sampled_from(CLAUSES), min_size=1, max_size=3), min_size=1, max_size=3))
+def test_a_condition_calls_the_functions_its_clauses_name(alternatives: list[list[str]]) -> None:
+    condition = parse_condition(" or ".join(" and ".join(a) for a in alternatives))
+    for fn in ("high_watermark", "leader_changed", "isr_size", "in_isr"):
+        # The oracle: some clause's text, without its negation, begins with the function.
+        named = any(c.removeprefix("not ").startswith(f"{fn}(") for a in alternatives for c in a)
+        assert condition.calls(fn) is named
 
 
 def test_without_metadata_the_clause_is_unknown() -> None:
